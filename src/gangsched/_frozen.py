@@ -1,0 +1,53 @@
+"""A small immutable, hashable, ordered mapping used inside frozen records."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+__all__ = ["FrozenDict"]
+
+
+class FrozenDict(Mapping[K, V]):
+    """An immutable mapping with keys kept in sorted order; equal to any equal mapping."""
+
+    __slots__ = ("_data", "_hash")
+
+    def __init__(self, data: Mapping[K, V] | None = None) -> None:
+        items = dict(data or {})
+        try:
+            ordered = dict(sorted(items.items()))  # type: ignore[type-var]
+        except TypeError:
+            ordered = items
+        object.__setattr__(self, "_data", ordered)
+        object.__setattr__(self, "_hash", None)
+
+    def __getitem__(self, key: K) -> V:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[K]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        cached: int | None = self._hash
+        if cached is None:
+            cached = hash(tuple(self._data.items()))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return dict(self._data) == dict(other)
+        return NotImplemented
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("FrozenDict is immutable")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._data!r})"

@@ -1,0 +1,76 @@
+"""One error hierarchy for everything gangsched raises on purpose.
+
+Every error raised on bad input names the object (kind and name) and the field that is wrong,
+so a user with a thousand-object snapshot can find the culprit::
+
+    task 'train-3': request.cpu: negative quantity '-1'
+
+The structured parts are kept as attributes (``kind``, ``name``, ``field``, ``detail``) so
+callers can route errors without parsing messages.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "GangschedError",
+    "PlacementError",
+    "SnapshotError",
+    "SolverError",
+]
+
+
+class GangschedError(Exception):
+    """Base of every error gangsched raises on purpose.
+
+    Parameters
+    ----------
+    detail:
+        What is wrong, in words.
+    kind, name:
+        The object the error is about (``"task"``, ``"train-3"``); empty when the error concerns
+        the input as a whole.
+    field:
+        Dotted path of the offending field inside that object (``"request.cpu"``).
+    """
+
+    def __init__(self, detail: str, *, kind: str = "", name: str = "", field: str = "") -> None:
+        self.detail = detail
+        self.kind = kind
+        self.name = name
+        self.field = field
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        parts: list[str] = []
+        if self.kind:
+            parts.append(f"{self.kind} {self.name!r}" if self.name else self.kind)
+        if self.field:
+            parts.append(self.field)
+        parts.append(self.detail)
+        return ": ".join(parts)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_rebuild, (type(self), self.detail, self.kind, self.name, self.field))
+
+
+def _rebuild(
+    cls: type[GangschedError], detail: str, kind: str, name: str, field: str
+) -> GangschedError:
+    return cls(detail, kind=kind, name=name, field=field)
+
+
+class SnapshotError(GangschedError):
+    """The cluster snapshot (or a manifest or trace it was built from) is invalid."""
+
+
+class ConfigError(GangschedError):
+    """The scheduler configuration is invalid (unknown action or plugin, bad argument)."""
+
+
+class PlacementError(GangschedError):
+    """A placement problem or a placer's answer is inconsistent."""
+
+
+class SolverError(PlacementError):
+    """The CP-SAT model was rejected by the solver (MODEL_INVALID): a bug in gangsched."""

@@ -1,0 +1,238 @@
+"""Resource names and Kubernetes quantities.
+
+Theory of operation
+-------------------
+Kubernetes writes quantities as ``<number><suffix>``: ``"500m"``, ``"2"``, ``"1.5"``, ``"4Gi"``,
+``"1G"``, ``"1e3"``. gangsched converts each one *exactly* (with :class:`fractions.Fraction`)
+into an int64 in a canonical unit chosen by the resource name:
+
+========================  ===================  ========================================
+resource                  canonical unit       example
+========================  ===================  ========================================
+``cpu``                   millicores           ``"500m"`` → 500, ``2`` → 2000
+``memory``, storage,      bytes                ``"4Gi"`` → 4294967296
+``hugepages-*``
+``nvidia.com/gpu``        milli-GPU            ``1`` → 1000, ``"0.5"`` → 500
+``pods`` and any other    counts               ``"10"`` → 10
+extended resource
+========================  ===================  ========================================
+
+Like Kubernetes, a value finer than the unit is rounded *up* (``"0.1m"`` of cpu is 1
+millicore, ``"1.5"`` bytes is 2 bytes). Counts must be whole. Negative values, NaN,
+infinities, booleans, malformed strings and values beyond int64 raise
+:class:`~gangsched.errors.SnapshotError` naming the object and field.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .errors import SnapshotError
+
+__all__ = [
+    "CPU",
+    "GPU",
+    "MEMORY",
+    "PODS",
+    "ResourceSpec",
+    "canonical_scale",
+    "format_quantity",
+    "parse_quantity",
+    "parse_resources",
+]
+
+CPU = "cpu"
+MEMORY = "memory"
+GPU = "nvidia.com/gpu"
+PODS = "pods"
+
+INT64_MAX = 2**63 - 1
+
+_BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
+
+_SUFFIXES: dict[str, Fraction] = {
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 10**3),
+    "": Fraction(1),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
+}
+
+_QUANTITY_RE = re.compile(
+    r"^(?P<sign>[+-]?)(?P<num>(?:\d+\.?\d*|\.\d+))"
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?\d+))?$"
+)
+
+
+def canonical_scale(resource: str) -> int:
+    """How many canonical units one whole unit of ``resource`` is (cpu → 1000 millicores)."""
+    if resource in (CPU, GPU):
+        return 1000
+    return 1
+
+
+def is_byte_resource(resource: str) -> bool:
+    """Whether ``resource`` is measured in bytes (memory, storage, hugepages)."""
+    return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
+
+
+def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
+    kind, name, field = where
+    if isinstance(value, bool):
+        raise SnapshotError(f"expected a quantity, got boolean {value!r}", kind=kind, name=name,
+                            field=field)
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            raise SnapshotError(f"not a finite quantity {value!r}", kind=kind, name=name,
+                                field=field)
+        # Interpret the float as the decimal a person wrote (0.1 → 1/10), as YAML would.
+        return Fraction(repr(value))
+    if isinstance(value, str):
+        text = value.strip()
+        match = _QUANTITY_RE.match(text)
+        if match is None:
+            raise SnapshotError(f"malformed quantity {value!r}", kind=kind, name=name,
+                                field=field)
+        number = Fraction(match["num"])
+        if match["exp"] is not None:
+            exponent = int(match["exp"])
+            if abs(exponent) > 40:
+                raise SnapshotError(f"quantity {value!r} out of range", kind=kind, name=name,
+                                    field=field)
+            number *= Fraction(10) ** exponent
+        else:
+            number *= _SUFFIXES[match["suffix"] or ""]
+        return -number if match["sign"] == "-" else number
+    raise SnapshotError(
+        f"expected a quantity (string or number), got {type(value).__name__}",
+        kind=kind, name=name, field=field,
+    )
+
+
+def parse_quantity(
+    value: object, resource: str, *, kind: str = "", name: str = "", field: str = ""
+) -> int:
+    """Parse a Kubernetes quantity into the canonical int64 unit of ``resource``.
+
+    Parameters
+    ----------
+    value:
+        ``"500m"``, ``"4Gi"``, ``2``, ``0.5`` ...
+    resource:
+        The resource name; it selects the unit (see the module docstring).
+    kind, name, field:
+        The object and field the value belongs to, for the error message.
+
+    Raises
+    ------
+    SnapshotError
+        Malformed, negative, non-finite, non-whole count or beyond int64.
+
+    Examples
+    --------
+    >>> parse_quantity("500m", "cpu"), parse_quantity("1Gi", "memory"), parse_quantity(2, "nvidia.com/gpu")
+    (500, 1073741824, 2000)
+    """
+    where = (kind, name, field or resource)
+    amount = _to_fraction(value, where) * canonical_scale(resource)
+    if amount < 0:
+        raise SnapshotError(f"negative quantity {value!r}", kind=kind, name=name,
+                            field=field or resource)
+    if amount.denominator != 1:
+        if resource in (CPU, GPU) or is_byte_resource(resource):
+            amount = Fraction(math.ceil(amount))
+        else:
+            raise SnapshotError(f"quantity {value!r} must be a whole number of {resource}",
+                                kind=kind, name=name, field=field or resource)
+    result = int(amount)
+    if result > INT64_MAX:
+        raise SnapshotError(f"quantity {value!r} overflows int64", kind=kind, name=name,
+                            field=field or resource)
+    return result
+
+
+def format_quantity(amount: int, resource: str) -> str | int:
+    """Canonical interchange form of a canonical amount: the inverse of :func:`parse_quantity`.
+
+    cpu and GPU amounts become ``"<n>m"`` strings unless whole (then a plain int of cores /
+    devices); bytes and counts stay plain ints.
+    """
+    scale = canonical_scale(resource)
+    if scale == 1:
+        return amount
+    whole, rest = divmod(amount, scale)
+    if rest == 0:
+        return whole
+    return f"{amount}m"
+
+
+def parse_resources(
+    value: object, *, kind: str, name: str, field: str
+) -> dict[str, int]:
+    """Parse a ``{resource: quantity}`` mapping into canonical ints (sorted by name)."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise SnapshotError(f"expected a mapping of resource to quantity, got "
+                            f"{type(value).__name__}", kind=kind, name=name, field=field)
+    out: dict[str, int] = {}
+    for res, qty in value.items():
+        if not isinstance(res, str) or not res:
+            raise SnapshotError(f"resource name must be a non-empty string, got {res!r}",
+                                kind=kind, name=name, field=field)
+        out[res] = parse_quantity(qty, res, kind=kind, name=name, field=f"{field}.{res}")
+    return dict(sorted(out.items()))
+
+
+def format_resources(values: Mapping[str, int]) -> dict[str, str | int]:
+    """Interchange form of a canonical resource mapping (sorted keys)."""
+    return {res: format_quantity(amount, res) for res, amount in sorted(values.items())}
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceSpec:
+    """The ordered resource columns of a cluster's arrays.
+
+    ``cpu`` and ``memory`` come first, then every other resource name sorted. ``nvidia.com/gpu``
+    is always present (in milli-GPU) so GPU accounting and GPU quotas have a column even when
+    the devices themselves are tracked per index.
+    """
+
+    names: tuple[str, ...]
+
+    @classmethod
+    def from_names(cls, names: Iterable[str]) -> ResourceSpec:
+        rest = sorted(set(names) - {CPU, MEMORY, GPU})
+        return cls(names=(CPU, MEMORY, GPU, *rest))
+
+    def index(self, resource: str) -> int:
+        """Column of ``resource``; raises :class:`SnapshotError` for an unknown name."""
+        try:
+            return self.names.index(resource)
+        except ValueError:
+            raise SnapshotError(f"unknown resource {resource!r}", kind="resource",
+                                name=resource) from None
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    @property
+    def gpu_column(self) -> int:
+        return 2
