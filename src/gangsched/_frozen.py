@@ -15,11 +15,13 @@ class FrozenDict(Mapping[K, V]):
     """An immutable mapping with keys kept in sorted order; equal to any equal mapping."""
 
     __slots__ = ("_data", "_hash")
+    _data: dict[K, V]
+    _hash: int | None
 
     def __init__(self, data: Mapping[K, V] | None = None) -> None:
         items = dict(data or {})
         try:
-            ordered = dict(sorted(items.items()))  # type: ignore[type-var]
+            ordered = dict(sorted(items.items()))
         except TypeError:
             ordered = items
         object.__setattr__(self, "_data", ordered)

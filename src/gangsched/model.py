@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from ._frozen import FrozenDict
 from .errors import SnapshotError
-from .units import GPU, PODS, format_resources, parse_quantity, parse_resources
+from .units import GPU, INT64_MAX, PODS, format_resources, parse_quantity, parse_resources
 
 __all__ = [
     "GpuRequest",
@@ -59,10 +59,27 @@ class Resources(FrozenDict[str, int]):
     __slots__ = ()
 
     @classmethod
-    def parse(
-        cls, value: object, *, kind: str, name: str, field: str
-    ) -> Resources:
+    def parse(cls, value: object, *, kind: str, name: str, field: str) -> Resources:
         if isinstance(value, Resources):
+            for res, amount in value.items():
+                if not isinstance(res, str) or not res:
+                    raise SnapshotError(
+                        f"resource name must be a non-empty string, got {res!r}",
+                        kind=kind,
+                        name=name,
+                        field=field,
+                    )
+                if (
+                    isinstance(amount, bool)
+                    or not isinstance(amount, int)
+                    or not 0 <= amount <= INT64_MAX
+                ):
+                    raise SnapshotError(
+                        f"canonical amount must be an int in [0, 2**63), got {amount!r}",
+                        kind=kind,
+                        name=name,
+                        field=f"{field}.{res}",
+                    )
             return value
         return cls(parse_resources(value, kind=kind, name=name, field=field))
 
@@ -115,14 +132,15 @@ def _enum(cls: type[E], value: object, *, kind: str, name: str, field: str) -> E
         if member.value == value:
             return member
     allowed = ", ".join(repr(m.value) for m in cls)
-    raise SnapshotError(f"unknown value {value!r} (expected one of {allowed})",
-                        kind=kind, name=name, field=field)
+    raise SnapshotError(
+        f"unknown value {value!r} (expected one of {allowed})", kind=kind, name=name, field=field
+    )
 
 
-def _check_name(value: object, kind: str) -> str:
+def _check_name(value: object, kind: str, where: str = "") -> str:
     if not isinstance(value, str) or not value:
-        raise SnapshotError(f"name must be a non-empty string, got {value!r}", kind=kind,
-                            field="name")
+        detail = "missing" if value is None else f"must be a non-empty string, got {value!r}"
+        raise SnapshotError(detail, kind=kind, name=where, field="name")
     return value
 
 
@@ -130,8 +148,9 @@ def _str(value: object, *, kind: str, name: str, field: str, optional: bool = Fa
     if value is None and optional:
         return None
     if not isinstance(value, str):
-        raise SnapshotError(f"expected a string, got {type(value).__name__}", kind=kind,
-                            name=name, field=field)
+        raise SnapshotError(
+            f"expected a string, got {type(value).__name__}", kind=kind, name=name, field=field
+        )
     return value
 
 
@@ -140,11 +159,11 @@ def _int(value: object, *, kind: str, name: str, field: str, minimum: int | None
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
-            raise SnapshotError(f"expected an integer, got {value!r}", kind=kind, name=name,
-                                field=field)
+            raise SnapshotError(
+                f"expected an integer, got {value!r}", kind=kind, name=name, field=field
+            )
     if minimum is not None and value < minimum:
-        raise SnapshotError(f"must be >= {minimum}, got {value}", kind=kind, name=name,
-                            field=field)
+        raise SnapshotError(f"must be >= {minimum}, got {value}", kind=kind, name=name, field=field)
     if abs(value) > 2**62:
         raise SnapshotError(f"integer {value} out of range", kind=kind, name=name, field=field)
     return value
@@ -152,8 +171,7 @@ def _int(value: object, *, kind: str, name: str, field: str, minimum: int | None
 
 def _bool(value: object, *, kind: str, name: str, field: str) -> bool:
     if not isinstance(value, bool):
-        raise SnapshotError(f"expected a boolean, got {value!r}", kind=kind, name=name,
-                            field=field)
+        raise SnapshotError(f"expected a boolean, got {value!r}", kind=kind, name=name, field=field)
     return value
 
 
@@ -161,12 +179,20 @@ def _str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[s
     if value is None:
         return FrozenDict()
     if not isinstance(value, Mapping):
-        raise SnapshotError(f"expected a mapping of strings, got {type(value).__name__}",
-                            kind=kind, name=name, field=field)
+        raise SnapshotError(
+            f"expected a mapping of strings, got {type(value).__name__}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
     for k, v in value.items():
         if not isinstance(k, str) or not isinstance(v, str):
-            raise SnapshotError(f"keys and values must be strings, got {k!r}: {v!r}",
-                                kind=kind, name=name, field=field)
+            raise SnapshotError(
+                f"keys and values must be strings, got {k!r}: {v!r}",
+                kind=kind,
+                name=name,
+                field=field,
+            )
     return FrozenDict(value)
 
 
@@ -174,12 +200,20 @@ def _str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str,
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, Sequence):
-        raise SnapshotError(f"expected a list of strings, got {type(value).__name__}",
-                            kind=kind, name=name, field=field)
+        raise SnapshotError(
+            f"expected a list of strings, got {type(value).__name__}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item:
-            raise SnapshotError(f"expected a non-empty string, got {item!r}", kind=kind,
-                                name=name, field=f"{field}[{i}]")
+            raise SnapshotError(
+                f"expected a non-empty string, got {item!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}[{i}]",
+            )
     return tuple(value)
 
 
@@ -187,29 +221,42 @@ def _seq(value: object, *, kind: str, name: str, field: str) -> Sequence[Any]:
     if value is None:
         return ()
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        raise SnapshotError(f"expected a list, got {type(value).__name__}", kind=kind,
-                            name=name, field=field)
+        raise SnapshotError(
+            f"expected a list, got {type(value).__name__}", kind=kind, name=name, field=field
+        )
     return value
 
 
 def _mapping(value: object, *, kind: str, name: str, field: str = "") -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise SnapshotError(f"expected a mapping, got {type(value).__name__}", kind=kind,
-                            name=name, field=field)
+        raise SnapshotError(
+            f"expected a mapping, got {type(value).__name__}", kind=kind, name=name, field=field
+        )
     return value
+
+
+def _or_empty(value: object) -> Any:
+    """``value``, or an empty mapping when it is absent (``None``); wrong types pass through
+    so the record's own check reports them."""
+    return FrozenDict() if value is None else value
 
 
 def _set(obj: object, attr: str, value: object) -> None:
     object.__setattr__(obj, attr, value)
 
 
-def _check_keys(d: Mapping[str, Any], allowed: frozenset[str], *, kind: str, name: str,
-                field: str = "") -> None:
+def _check_keys(
+    d: Mapping[str, Any], allowed: frozenset[str], *, kind: str, name: str, field: str = ""
+) -> None:
     unknown = sorted(str(k) for k in d if k not in allowed)
     if unknown:
         prefix = f"{field}." if field else ""
-        raise SnapshotError(f"unknown key (allowed: {', '.join(sorted(allowed))})", kind=kind,
-                            name=name, field=prefix + unknown[0])
+        raise SnapshotError(
+            f"unknown key (allowed: {', '.join(sorted(allowed))})",
+            kind=kind,
+            name=name,
+            field=prefix + unknown[0],
+        )
 
 
 # --------------------------------------------------------------------------------------------
@@ -225,11 +272,18 @@ class Taint:
     _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
     def validate(self, *, kind: str, name: str, field: str) -> None:
-        _str(self.key, kind=kind, name=name, field=f"{field}.key")
+        if not _str(self.key, kind=kind, name=name, field=f"{field}.key"):
+            raise SnapshotError(
+                "a taint needs a non-empty key", kind=kind, name=name, field=f"{field}.key"
+            )
         _str(self.value, kind=kind, name=name, field=f"{field}.value")
         if self.effect not in self._EFFECTS:
-            raise SnapshotError(f"unknown taint effect {self.effect!r}", kind=kind, name=name,
-                                field=f"{field}.effect")
+            raise SnapshotError(
+                f"unknown taint effect {self.effect!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.effect",
+            )
 
     def to_dict(self) -> dict[str, str]:
         return {"key": self.key, "value": self.value, "effect": self.effect}
@@ -249,11 +303,19 @@ class Toleration:
         for attr in ("key", "value", "effect"):
             _str(getattr(self, attr), kind=kind, name=name, field=f"{field}.{attr}")
         if self.operator not in ("Equal", "Exists"):
-            raise SnapshotError(f"unknown toleration operator {self.operator!r}", kind=kind,
-                                name=name, field=f"{field}.operator")
+            raise SnapshotError(
+                f"unknown toleration operator {self.operator!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.operator",
+            )
         if self.effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise SnapshotError(f"unknown toleration effect {self.effect!r}", kind=kind,
-                                name=name, field=f"{field}.effect")
+            raise SnapshotError(
+                f"unknown toleration effect {self.effect!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.effect",
+            )
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -263,8 +325,12 @@ class Toleration:
         return self.key == taint.key and self.value == taint.value
 
     def to_dict(self) -> dict[str, str]:
-        return {"key": self.key, "operator": self.operator, "value": self.value,
-                "effect": self.effect}
+        return {
+            "key": self.key,
+            "operator": self.operator,
+            "value": self.value,
+            "effect": self.effect,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -281,14 +347,22 @@ class Gpus:
     sharing: bool = True
 
     def __post_init__(self) -> None:
-        _int(self.count, kind="gpus", name=self.model, field="count", minimum=0)
-        _int(self.milli, kind="gpus", name=self.model, field="milli", minimum=1)
+        _set(
+            self, "count", _int(self.count, kind="gpus", name=self.model, field="count", minimum=0)
+        )
+        _set(
+            self, "milli", _int(self.milli, kind="gpus", name=self.model, field="milli", minimum=1)
+        )
         _str(self.model, kind="gpus", name=self.model, field="model")
         _bool(self.sharing, kind="gpus", name=self.model, field="sharing")
 
     def to_dict(self) -> dict[str, object]:
-        return {"count": self.count, "model": self.model, "milli": self.milli,
-                "sharing": self.sharing}
+        return {
+            "count": self.count,
+            "model": self.model,
+            "milli": self.milli,
+            "sharing": self.sharing,
+        }
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,6 +382,8 @@ class Node:
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "node")
+        labels = _str_map(self.labels, kind="node", name=name, field="labels")
+        _set(self, "labels", labels)
         alloc = Resources.parse(self.allocatable, kind="node", name=name, field="allocatable")
         gpus = self.gpus
         if gpus is not None and not isinstance(gpus, Gpus):
@@ -315,24 +391,27 @@ class Node:
         if GPU in alloc:
             devices, rest = divmod(alloc[GPU], 1000)
             if rest:
-                raise SnapshotError("GPU devices must be whole", kind="node", name=name,
-                                    field=f"allocatable.{GPU}")
+                raise SnapshotError(
+                    "GPU devices must be whole", kind="node", name=name, field=f"allocatable.{GPU}"
+                )
             if gpus is None:
-                gpus = Gpus(count=devices, model=self.labels.get("nvidia.com/gpu.product", "")
-                            if isinstance(self.labels, Mapping) else "")
+                gpus = Gpus(count=devices, model=labels.get("nvidia.com/gpu.product", ""))
             elif gpus.count != devices:
                 raise SnapshotError(
                     f"allocatable says {devices} GPUs but gpus.count is {gpus.count}",
-                    kind="node", name=name, field=f"allocatable.{GPU}")
+                    kind="node",
+                    name=name,
+                    field=f"allocatable.{GPU}",
+                )
             alloc = Resources({k: v for k, v in alloc.items() if k != GPU})
         _set(self, "allocatable", alloc)
         _set(self, "gpus", gpus if gpus is None or gpus.count > 0 else None)
-        _set(self, "labels", _str_map(self.labels, kind="node", name=name, field="labels"))
         taints = tuple(_seq(self.taints, kind="node", name=name, field="taints"))
         for i, taint in enumerate(taints):
             if not isinstance(taint, Taint):
-                raise SnapshotError("expected a Taint", kind="node", name=name,
-                                    field=f"taints[{i}]")
+                raise SnapshotError(
+                    "expected a Taint", kind="node", name=name, field=f"taints[{i}]"
+                )
             taint.validate(kind="node", name=name, field=f"taints[{i}]")
         _set(self, "taints", taints)
         _bool(self.unschedulable, kind="node", name=name, field="unschedulable")
@@ -344,28 +423,58 @@ class Node:
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Node:
         m = _mapping(d, kind="node", name=where)
-        name = _check_name(m.get("name"), "node")
+        name = _check_name(m.get("name"), "node", where)
         _check_keys(m, _NODE_KEYS, kind="node", name=name)
         gpus = None
         if m.get("gpus") is not None:
             g = _mapping(m["gpus"], kind="node", name=name, field="gpus")
-            _check_keys(g, frozenset({"count", "model", "milli", "sharing"}), kind="node",
-                        name=name, field="gpus")
+            _check_keys(
+                g,
+                frozenset({"count", "model", "milli", "sharing"}),
+                kind="node",
+                name=name,
+                field="gpus",
+            )
+            if "count" not in g:
+                raise SnapshotError("missing", kind="node", name=name, field="gpus.count")
             try:
-                gpus = Gpus(count=g.get("count", 0), model=g.get("model", ""),
-                            milli=g.get("milli", 1000), sharing=g.get("sharing", True))
+                gpus = Gpus(
+                    count=g["count"],
+                    model=g.get("model", ""),
+                    milli=g.get("milli", 1000),
+                    sharing=g.get("sharing", True),
+                )
             except SnapshotError as exc:
-                raise SnapshotError(exc.detail, kind="node", name=name,
-                                    field=f"gpus.{exc.field}") from None
+                raise SnapshotError(
+                    exc.detail, kind="node", name=name, field=f"gpus.{exc.field}"
+                ) from None
         taints = []
         for i, t in enumerate(_seq(m.get("taints"), kind="node", name=name, field="taints")):
             tm = _mapping(t, kind="node", name=name, field=f"taints[{i}]")
-            taints.append(Taint(key=tm.get("key", ""), value=tm.get("value", ""),
-                                effect=tm.get("effect", "NoSchedule")))
-        return cls(name=name, allocatable=Resources.parse(m.get("allocatable"), kind="node",
-                                                          name=name, field="allocatable"),
-                   gpus=gpus, labels=m.get("labels") or FrozenDict(), taints=tuple(taints),
-                   unschedulable=m.get("unschedulable", False))
+            _check_keys(
+                tm,
+                frozenset({"key", "value", "effect"}),
+                kind="node",
+                name=name,
+                field=f"taints[{i}]",
+            )
+            taints.append(
+                Taint(
+                    key=tm.get("key", ""),
+                    value=tm.get("value", ""),
+                    effect=tm.get("effect", "NoSchedule"),
+                )
+            )
+        return cls(
+            name=name,
+            allocatable=Resources.parse(
+                m.get("allocatable"), kind="node", name=name, field="allocatable"
+            ),
+            gpus=gpus,
+            labels=_or_empty(m.get("labels")),
+            taints=tuple(taints),
+            unschedulable=m.get("unschedulable", False),
+        )
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "allocatable": self.allocatable.to_dict()}
@@ -391,14 +500,19 @@ class HyperNode:
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "hypernode")
-        _int(self.tier, kind="hypernode", name=name, field="tier", minimum=1)
-        _set(self, "members", _str_tuple(self.members, kind="hypernode", name=name,
-                                         field="members"))
+        _set(self, "tier", _int(self.tier, kind="hypernode", name=name, field="tier", minimum=1))
+        members = _str_tuple(self.members, kind="hypernode", name=name, field="members")
+        if len(set(members)) != len(members):
+            twice = sorted(m for m in set(members) if members.count(m) > 1)
+            raise SnapshotError(
+                f"member {twice[0]!r} listed twice", kind="hypernode", name=name, field="members"
+            )
+        _set(self, "members", members)
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> HyperNode:
         m = _mapping(d, kind="hypernode", name=where)
-        name = _check_name(m.get("name"), "hypernode")
+        name = _check_name(m.get("name"), "hypernode", where)
         _check_keys(m, frozenset({"name", "tier", "members"}), kind="hypernode", name=name)
         if "tier" not in m:
             raise SnapshotError("missing", kind="hypernode", name=name, field="tier")
@@ -429,29 +543,34 @@ class Queue:
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "queue")
-        _int(self.weight, kind="queue", name=name, field="weight", minimum=1)
+        _set(self, "weight", _int(self.weight, kind="queue", name=name, field="weight", minimum=1))
         for attr in ("capability", "guarantee", "deserved"):
             value = getattr(self, attr)
             if value is not None:
                 _set(self, attr, Resources.parse(value, kind="queue", name=name, field=attr))
         _str(self.parent, kind="queue", name=name, field="parent", optional=True)
         if self.parent == name:
-            raise SnapshotError("queue is its own parent", kind="queue", name=name,
-                                field="parent")
-        _set(self, "state", _enum(QueueState, self.state, kind="queue", name=name,
-                                  field="state"))
+            raise SnapshotError("queue is its own parent", kind="queue", name=name, field="parent")
+        _set(self, "state", _enum(QueueState, self.state, kind="queue", name=name, field="state"))
         _bool(self.reclaimable, kind="queue", name=name, field="reclaimable")
-        _int(self.priority, kind="queue", name=name, field="priority")
+        _set(self, "priority", _int(self.priority, kind="queue", name=name, field="priority"))
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Queue:
         m = _mapping(d, kind="queue", name=where)
-        name = _check_name(m.get("name"), "queue")
+        name = _check_name(m.get("name"), "queue", where)
         _check_keys(m, _QUEUE_KEYS, kind="queue", name=name)
-        return cls(name=name, weight=m.get("weight", 1), capability=m.get("capability"),
-                   guarantee=m.get("guarantee"), deserved=m.get("deserved"),
-                   parent=m.get("parent"), state=m.get("state", "Open"),
-                   reclaimable=m.get("reclaimable", True), priority=m.get("priority", 0))
+        return cls(
+            name=name,
+            weight=m.get("weight", 1),
+            capability=m.get("capability"),
+            guarantee=m.get("guarantee"),
+            deserved=m.get("deserved"),
+            parent=m.get("parent"),
+            state=m.get("state", "Open"),
+            reclaimable=m.get("reclaimable", True),
+            priority=m.get("priority", 0),
+        )
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"name": self.name, "weight": self.weight}
@@ -461,13 +580,23 @@ class Queue:
                 out[attr] = value.to_dict()
         if self.parent is not None:
             out["parent"] = self.parent
-        out.update(state=self.state.value, reclaimable=self.reclaimable,
-                   priority=self.priority)
+        out.update(state=self.state.value, reclaimable=self.reclaimable, priority=self.priority)
         return out
 
 
-_QUEUE_KEYS = frozenset({"name", "weight", "capability", "guarantee", "deserved", "parent",
-                         "state", "reclaimable", "priority"})
+_QUEUE_KEYS = frozenset(
+    {
+        "name",
+        "weight",
+        "capability",
+        "guarantee",
+        "deserved",
+        "parent",
+        "state",
+        "reclaimable",
+        "priority",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,11 +612,23 @@ class NetworkTopology:
     highest_tier_allowed: int | None = None
 
     def __post_init__(self) -> None:
-        _set(self, "mode", _enum(TopologyMode, self.mode, kind="network_topology", name="",
-                                 field="mode"))
+        _set(
+            self,
+            "mode",
+            _enum(TopologyMode, self.mode, kind="network_topology", name="", field="mode"),
+        )
         if self.highest_tier_allowed is not None:
-            _int(self.highest_tier_allowed, kind="network_topology", name="",
-                 field="highest_tier_allowed", minimum=1)
+            _set(
+                self,
+                "highest_tier_allowed",
+                _int(
+                    self.highest_tier_allowed,
+                    kind="network_topology",
+                    name="",
+                    field="highest_tier_allowed",
+                    minimum=1,
+                ),
+            )
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"mode": self.mode.value}
@@ -496,10 +637,25 @@ class NetworkTopology:
         return out
 
 
-POLICY_EVENTS = ("PodEvicted", "PodFailed", "PodPending", "PodRunning", "TaskCompleted",
-                 "TaskFailed", "Unknown", "*")
-POLICY_ACTIONS = ("RestartJob", "AbortJob", "CompleteJob", "TerminateJob", "RestartTask",
-                  "RestartPod", "ResumeJob")
+POLICY_EVENTS = (
+    "PodEvicted",
+    "PodFailed",
+    "PodPending",
+    "PodRunning",
+    "TaskCompleted",
+    "TaskFailed",
+    "Unknown",
+    "*",
+)
+POLICY_ACTIONS = (
+    "RestartJob",
+    "AbortJob",
+    "CompleteJob",
+    "TerminateJob",
+    "RestartTask",
+    "RestartPod",
+    "ResumeJob",
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -509,11 +665,16 @@ class JobPolicy:
 
     def validate(self, *, kind: str, name: str, field: str) -> None:
         if self.event not in POLICY_EVENTS:
-            raise SnapshotError(f"unknown policy event {self.event!r}", kind=kind, name=name,
-                                field=f"{field}.event")
+            raise SnapshotError(
+                f"unknown policy event {self.event!r}", kind=kind, name=name, field=f"{field}.event"
+            )
         if self.action not in POLICY_ACTIONS:
-            raise SnapshotError(f"unknown policy action {self.action!r}", kind=kind,
-                                name=name, field=f"{field}.action")
+            raise SnapshotError(
+                f"unknown policy action {self.action!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.action",
+            )
 
     def to_dict(self) -> dict[str, str]:
         return {"event": self.event, "action": self.action}
@@ -544,75 +705,124 @@ class Job:
     def __post_init__(self) -> None:
         name = _check_name(self.name, "job")
         _str(self.queue, kind="job", name=name, field="queue")
-        _int(self.min_available, kind="job", name=name, field="min_available", minimum=0)
+        _set(
+            self,
+            "min_available",
+            _int(self.min_available, kind="job", name=name, field="min_available", minimum=0),
+        )
         if not isinstance(self.min_task_member, Mapping):
-            raise SnapshotError("expected a mapping of role to count", kind="job", name=name,
-                                field="min_task_member")
+            raise SnapshotError(
+                "expected a mapping of role to count",
+                kind="job",
+                name=name,
+                field="min_task_member",
+            )
+        members: dict[str, int] = {}
         for role, n in self.min_task_member.items():
             _str(role, kind="job", name=name, field="min_task_member")
-            _int(n, kind="job", name=name, field=f"min_task_member.{role}", minimum=0)
-        _set(self, "min_task_member", FrozenDict(self.min_task_member))
-        _int(self.priority, kind="job", name=name, field="priority")
+            members[role] = _int(
+                n, kind="job", name=name, field=f"min_task_member.{role}", minimum=0
+            )
+        _set(self, "min_task_member", FrozenDict(members))
+        _set(self, "priority", _int(self.priority, kind="job", name=name, field="priority"))
         _bool(self.preemptable, kind="job", name=name, field="preemptable")
         _set(self, "phase", _enum(JobPhase, self.phase, kind="job", name=name, field="phase"))
         if self.min_resources is not None:
-            _set(self, "min_resources", Resources.parse(
-                self.min_resources, kind="job", name=name, field="min_resources"))
-        if self.network_topology is not None and not isinstance(self.network_topology,
-                                                                NetworkTopology):
-            raise SnapshotError("expected NetworkTopology", kind="job", name=name,
-                                field="network_topology")
+            _set(
+                self,
+                "min_resources",
+                Resources.parse(self.min_resources, kind="job", name=name, field="min_resources"),
+            )
+        if self.network_topology is not None and not isinstance(
+            self.network_topology, NetworkTopology
+        ):
+            raise SnapshotError(
+                "expected NetworkTopology", kind="job", name=name, field="network_topology"
+            )
         policies = tuple(_seq(self.policies, kind="job", name=name, field="policies"))
         for i, p in enumerate(policies):
             if not isinstance(p, JobPolicy):
-                raise SnapshotError("expected a JobPolicy", kind="job", name=name,
-                                    field=f"policies[{i}]")
+                raise SnapshotError(
+                    "expected a JobPolicy", kind="job", name=name, field=f"policies[{i}]"
+                )
             p.validate(kind="job", name=name, field=f"policies[{i}]")
         _set(self, "policies", policies)
-        _int(self.creation, kind="job", name=name, field="creation", minimum=0)
+        _set(
+            self,
+            "creation",
+            _int(self.creation, kind="job", name=name, field="creation", minimum=0),
+        )
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Job:
         m = _mapping(d, kind="job", name=where)
-        name = _check_name(m.get("name"), "job")
+        name = _check_name(m.get("name"), "job", where)
         _check_keys(m, _JOB_KEYS, kind="job", name=name)
         topo = None
         if m.get("network_topology") is not None:
             t = _mapping(m["network_topology"], kind="job", name=name, field="network_topology")
-            _check_keys(t, frozenset({"mode", "highest_tier_allowed"}), kind="job", name=name,
-                        field="network_topology")
+            _check_keys(
+                t,
+                frozenset({"mode", "highest_tier_allowed"}),
+                kind="job",
+                name=name,
+                field="network_topology",
+            )
             try:
-                topo = NetworkTopology(mode=t.get("mode", "hard"),
-                                       highest_tier_allowed=t.get("highest_tier_allowed"))
+                topo = NetworkTopology(
+                    mode=t.get("mode", "hard"), highest_tier_allowed=t.get("highest_tier_allowed")
+                )
             except SnapshotError as exc:
-                raise SnapshotError(exc.detail, kind="job", name=name,
-                                    field=f"network_topology.{exc.field}") from None
+                raise SnapshotError(
+                    exc.detail, kind="job", name=name, field=f"network_topology.{exc.field}"
+                ) from None
         policies = []
         for i, p in enumerate(_seq(m.get("policies"), kind="job", name=name, field="policies")):
             pm = _mapping(p, kind="job", name=name, field=f"policies[{i}]")
-            policies.append(JobPolicy(
-                event=_str(pm.get("event"), kind="job", name=name, field=f"policies[{i}].event"),
-                action=_str(pm.get("action"), kind="job", name=name,
-                            field=f"policies[{i}].action")))
+            _check_keys(
+                pm, frozenset({"event", "action"}), kind="job", name=name, field=f"policies[{i}]"
+            )
+            policies.append(
+                JobPolicy(
+                    event=_str(
+                        pm.get("event"), kind="job", name=name, field=f"policies[{i}].event"
+                    ),
+                    action=_str(
+                        pm.get("action"), kind="job", name=name, field=f"policies[{i}].action"
+                    ),
+                )
+            )
         mtm = m.get("min_task_member")
         if mtm is not None and not isinstance(mtm, Mapping):
-            raise SnapshotError("expected a mapping of role to count", kind="job", name=name,
-                                field="min_task_member")
-        return cls(name=name, queue=m.get("queue", "default"),
-                   min_available=m.get("min_available", 1),
-                   min_task_member=FrozenDict(mtm or {}), priority=m.get("priority", 0),
-                   preemptable=m.get("preemptable", True), phase=m.get("phase", "Pending"),
-                   min_resources=m.get("min_resources"), network_topology=topo,
-                   policies=tuple(policies), creation=m.get("creation", 0))
+            raise SnapshotError(
+                "expected a mapping of role to count",
+                kind="job",
+                name=name,
+                field="min_task_member",
+            )
+        return cls(
+            name=name,
+            queue=m.get("queue", "default"),
+            min_available=m.get("min_available", 1),
+            min_task_member=FrozenDict(mtm or {}),
+            priority=m.get("priority", 0),
+            preemptable=m.get("preemptable", True),
+            phase=m.get("phase", "Pending"),
+            min_resources=m.get("min_resources"),
+            network_topology=topo,
+            policies=tuple(policies),
+            creation=m.get("creation", 0),
+        )
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {
-            "name": self.name, "queue": self.queue, "min_available": self.min_available,
+            "name": self.name,
+            "queue": self.queue,
+            "min_available": self.min_available,
         }
         if self.min_task_member:
             out["min_task_member"] = dict(self.min_task_member)
-        out.update(priority=self.priority, preemptable=self.preemptable,
-                   phase=self.phase.value)
+        out.update(priority=self.priority, preemptable=self.preemptable, phase=self.phase.value)
         if self.min_resources is not None:
             out["min_resources"] = self.min_resources.to_dict()
         if self.network_topology is not None:
@@ -623,9 +833,21 @@ class Job:
         return out
 
 
-_JOB_KEYS = frozenset({"name", "queue", "min_available", "min_task_member", "priority",
-                       "preemptable", "phase", "min_resources", "network_topology", "policies",
-                       "creation"})
+_JOB_KEYS = frozenset(
+    {
+        "name",
+        "queue",
+        "min_available",
+        "min_task_member",
+        "priority",
+        "preemptable",
+        "phase",
+        "min_resources",
+        "network_topology",
+        "policies",
+        "creation",
+    }
+)
 
 
 # --------------------------------------------------------------------------------------------
@@ -642,10 +864,9 @@ class GpuRequest:
     models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _int(self.count, kind="gpu_request", name="", field="count", minimum=0)
-        _int(self.milli, kind="gpu_request", name="", field="milli", minimum=1)
-        _set(self, "models", _str_tuple(self.models, kind="gpu_request", name="",
-                                        field="models"))
+        _set(self, "count", _int(self.count, kind="gpu_request", name="", field="count", minimum=0))
+        _set(self, "milli", _int(self.milli, kind="gpu_request", name="", field="milli", minimum=1))
+        _set(self, "models", _str_tuple(self.models, kind="gpu_request", name="", field="models"))
 
     @property
     def total_milli(self) -> int:
@@ -685,51 +906,82 @@ class Task:
         req = Resources.parse(self.request, kind="task", name=name, field="request")
         gpu = self.gpu_request
         if gpu is not None and not isinstance(gpu, GpuRequest):
-            raise SnapshotError("expected GpuRequest", kind="task", name=name,
-                                field="gpu_request")
+            raise SnapshotError("expected GpuRequest", kind="task", name=name, field="gpu_request")
         if GPU in req:
             devices, rest = divmod(req[GPU], 1000)
             if rest:
-                raise SnapshotError("a GPU request in devices must be whole (use gpu_request."
-                                    "milli for a share)", kind="task", name=name,
-                                    field=f"request.{GPU}")
+                raise SnapshotError(
+                    "a GPU request in devices must be whole (use gpu_request.milli for a share)",
+                    kind="task",
+                    name=name,
+                    field=f"request.{GPU}",
+                )
             if gpu is not None and gpu.count != devices:
-                raise SnapshotError(f"request says {devices} GPUs but gpu_request.count is "
-                                    f"{gpu.count}", kind="task", name=name,
-                                    field=f"request.{GPU}")
+                raise SnapshotError(
+                    f"request says {devices} GPUs but gpu_request.count is {gpu.count}",
+                    kind="task",
+                    name=name,
+                    field=f"request.{GPU}",
+                )
             gpu = gpu or GpuRequest(count=devices)
             req = Resources({k: v for k, v in req.items() if k != GPU})
         if gpu is not None and gpu.count == 0:
             gpu = None
-        if gpu is not None and gpu.count > 1 and gpu.fractional:
-            pass  # several shares of distinct devices: allowed, each device gets `milli`.
+        # count > 1 with a fractional milli is several shares of distinct devices: allowed.
         _set(self, "request", req)
         _set(self, "gpu_request", gpu)
         _set(self, "phase", _enum(TaskPhase, self.phase, kind="task", name=name, field="phase"))
         _str(self.node, kind="task", name=name, field="node", optional=True)
-        indices = tuple(_seq(self.gpu_indices, kind="task", name=name, field="gpu_indices"))
-        for i, idx in enumerate(indices):
+        indices = tuple(
             _int(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
+            for i, idx in enumerate(
+                _seq(self.gpu_indices, kind="task", name=name, field="gpu_indices")
+            )
+        )
         if len(set(indices)) != len(indices):
-            raise SnapshotError(f"repeated GPU index in {list(indices)}", kind="task", name=name,
-                                field="gpu_indices")
+            raise SnapshotError(
+                f"repeated GPU index in {list(indices)}",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
         _set(self, "gpu_indices", indices)
+        n_devices = gpu.count if gpu is not None else 0
         if self.phase in NODE_PHASES:
             if self.node is None:
-                raise SnapshotError(f"a {self.phase.value} task must name its node",
-                                    kind="task", name=name, field="node")
-            if gpu is not None and len(indices) != gpu.count:
-                raise SnapshotError(f"{len(indices)} GPU indices for a request of {gpu.count} "
-                                    "devices", kind="task", name=name, field="gpu_indices")
-        _int(self.priority, kind="task", name=name, field="priority")
+                raise SnapshotError(
+                    f"a {self.phase.value} task must name its node",
+                    kind="task",
+                    name=name,
+                    field="node",
+                )
+            if len(indices) != n_devices:
+                raise SnapshotError(
+                    f"{len(indices)} GPU indices for a request of {n_devices} devices",
+                    kind="task",
+                    name=name,
+                    field="gpu_indices",
+                )
+        elif indices and len(indices) != n_devices:
+            raise SnapshotError(
+                f"{len(indices)} GPU indices for a request of {n_devices} devices",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+        _set(self, "priority", _int(self.priority, kind="task", name=name, field="priority"))
         _bool(self.preemptable, kind="task", name=name, field="preemptable")
-        _set(self, "node_selector", _str_map(self.node_selector, kind="task", name=name,
-                                             field="node_selector"))
+        _set(
+            self,
+            "node_selector",
+            _str_map(self.node_selector, kind="task", name=name, field="node_selector"),
+        )
         tols = tuple(_seq(self.tolerations, kind="task", name=name, field="tolerations"))
         for i, tol in enumerate(tols):
             if not isinstance(tol, Toleration):
-                raise SnapshotError("expected a Toleration", kind="task", name=name,
-                                    field=f"tolerations[{i}]")
+                raise SnapshotError(
+                    "expected a Toleration", kind="task", name=name, field=f"tolerations[{i}]"
+                )
             tol.validate(kind="task", name=name, field=f"tolerations[{i}]")
         _set(self, "tolerations", tols)
 
@@ -737,45 +989,78 @@ class Task:
     def best_effort(self) -> bool:
         """No resource request at all (Volcano's BestEffort): handled by backfill."""
         return self.gpu_request is None and not any(
-            v > 0 for k, v in self.request.items() if k != PODS)
+            v > 0 for k, v in self.request.items() if k != PODS
+        )
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Task:
         m = _mapping(d, kind="task", name=where)
-        name = _check_name(m.get("name"), "task")
+        name = _check_name(m.get("name"), "task", where)
         _check_keys(m, _TASK_KEYS, kind="task", name=name)
         if "job" not in m:
             raise SnapshotError("missing", kind="task", name=name, field="job")
         gpu = None
         if m.get("gpu_request") is not None:
             g = _mapping(m["gpu_request"], kind="task", name=name, field="gpu_request")
-            _check_keys(g, frozenset({"count", "milli", "models"}), kind="task", name=name,
-                        field="gpu_request")
+            _check_keys(
+                g,
+                frozenset({"count", "milli", "models"}),
+                kind="task",
+                name=name,
+                field="gpu_request",
+            )
             try:
-                gpu = GpuRequest(count=g.get("count", 1), milli=g.get("milli", 1000),
-                                 models=g.get("models", ()))
+                gpu = GpuRequest(
+                    count=g.get("count", 1), milli=g.get("milli", 1000), models=g.get("models", ())
+                )
             except SnapshotError as exc:
-                raise SnapshotError(exc.detail, kind="task", name=name,
-                                    field=f"gpu_request.{exc.field}") from None
+                raise SnapshotError(
+                    exc.detail, kind="task", name=name, field=f"gpu_request.{exc.field}"
+                ) from None
         tols = []
-        for i, t in enumerate(_seq(m.get("tolerations"), kind="task", name=name,
-                                   field="tolerations")):
+        for i, t in enumerate(
+            _seq(m.get("tolerations"), kind="task", name=name, field="tolerations")
+        ):
             tm = _mapping(t, kind="task", name=name, field=f"tolerations[{i}]")
-            tols.append(Toleration(key=tm.get("key", ""), operator=tm.get("operator", "Equal"),
-                                   value=tm.get("value", ""), effect=tm.get("effect", "")))
-        return cls(name=name, job=m["job"], role=m.get("role", ""),
-                   request=Resources.parse(m.get("request"), kind="task", name=name,
-                                           field="request"),
-                   gpu_request=gpu, phase=m.get("phase", "Pending"), node=m.get("node"),
-                   gpu_indices=tuple(_seq(m.get("gpu_indices"), kind="task", name=name,
-                                          field="gpu_indices")),
-                   priority=m.get("priority", 0), preemptable=m.get("preemptable", True),
-                   node_selector=m.get("node_selector") or FrozenDict(),
-                   tolerations=tuple(tols))
+            _check_keys(
+                tm,
+                frozenset({"key", "operator", "value", "effect"}),
+                kind="task",
+                name=name,
+                field=f"tolerations[{i}]",
+            )
+            tols.append(
+                Toleration(
+                    key=tm.get("key", ""),
+                    operator=tm.get("operator", "Equal"),
+                    value=tm.get("value", ""),
+                    effect=tm.get("effect", ""),
+                )
+            )
+        return cls(
+            name=name,
+            job=m["job"],
+            role=m.get("role", ""),
+            request=Resources.parse(m.get("request"), kind="task", name=name, field="request"),
+            gpu_request=gpu,
+            phase=m.get("phase", "Pending"),
+            node=m.get("node"),
+            gpu_indices=tuple(
+                _seq(m.get("gpu_indices"), kind="task", name=name, field="gpu_indices")
+            ),
+            priority=m.get("priority", 0),
+            preemptable=m.get("preemptable", True),
+            node_selector=_or_empty(m.get("node_selector")),
+            tolerations=tuple(tols),
+        )
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"name": self.name, "job": self.job, "role": self.role,
-                                  "request": self.request.to_dict()}
+        out: dict[str, object] = {
+            "name": self.name,
+            "job": self.job,
+            "role": self.role,
+            "request": self.request.to_dict(),
+        }
         if self.gpu_request is not None:
             out["gpu_request"] = self.gpu_request.to_dict()
         out["phase"] = self.phase.value
@@ -783,15 +1068,31 @@ class Task:
             out["node"] = self.node
         if self.gpu_indices:
             out["gpu_indices"] = list(self.gpu_indices)
-        out.update(priority=self.priority, preemptable=self.preemptable,
-                   node_selector=dict(self.node_selector),
-                   tolerations=[t.to_dict() for t in self.tolerations])
+        out.update(
+            priority=self.priority,
+            preemptable=self.preemptable,
+            node_selector=dict(self.node_selector),
+            tolerations=[t.to_dict() for t in self.tolerations],
+        )
         return out
 
 
-_TASK_KEYS = frozenset({"name", "job", "role", "request", "gpu_request", "phase", "node",
-                        "gpu_indices", "priority", "preemptable", "node_selector",
-                        "tolerations"})
+_TASK_KEYS = frozenset(
+    {
+        "name",
+        "job",
+        "role",
+        "request",
+        "gpu_request",
+        "phase",
+        "node",
+        "gpu_indices",
+        "priority",
+        "preemptable",
+        "node_selector",
+        "tolerations",
+    }
+)
 
 
 def quantity(value: object, resource: str) -> int:

@@ -26,7 +26,6 @@ from .model import (
     Node,
     Queue,
     Task,
-    TaskPhase,
 )
 from .units import PODS
 
@@ -47,8 +46,12 @@ def _index(records: Sequence[R], kind: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for i, rec in enumerate(records):
         if rec.name in out:
-            raise SnapshotError(f"duplicate name (entries #{out[rec.name]} and #{i})",
-                                kind=kind, name=rec.name, field="name")
+            raise SnapshotError(
+                f"duplicate name (entries #{out[rec.name]} and #{i})",
+                kind=kind,
+                name=rec.name,
+                field="name",
+            )
         out[rec.name] = i
     return out
 
@@ -72,13 +75,17 @@ class Snapshot:
         for attr, kind, cls in _KINDS:
             value = getattr(self, attr)
             if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-                raise SnapshotError(f"expected a sequence of {cls.__name__}", kind="snapshot",
-                                    field=attr)
+                raise SnapshotError(
+                    f"expected a sequence of {cls.__name__}", kind="snapshot", field=attr
+                )
             records = tuple(value)
             for i, rec in enumerate(records):
                 if not isinstance(rec, cls):
-                    raise SnapshotError(f"entry #{i} is a {type(rec).__name__}, expected "
-                                        f"{cls.__name__}", kind="snapshot", field=attr)
+                    raise SnapshotError(
+                        f"is a {type(rec).__name__}, expected {cls.__name__}",
+                        kind="snapshot",
+                        field=f"{attr}[{i}]",
+                    )
             object.__setattr__(self, attr, records)
             object.__setattr__(self, f"{kind}_index", _index(records, kind))
         self._check_queues()
@@ -115,42 +122,69 @@ class Snapshot:
     def _check_queues(self) -> None:
         for q in self.queues:
             if q.parent is not None and q.parent not in self.queue_index:
-                raise SnapshotError(f"unknown parent queue {q.parent!r}", kind="queue",
-                                    name=q.name, field="parent")
+                raise SnapshotError(
+                    f"unknown parent queue {q.parent!r}", kind="queue", name=q.name, field="parent"
+                )
         for q in self.queues:
             seen = {q.name}
             cur = q
             while cur.parent is not None:
                 if cur.parent in seen:
-                    raise SnapshotError(f"queue parent cycle through {cur.parent!r}",
-                                        kind="queue", name=q.name, field="parent")
+                    raise SnapshotError(
+                        f"queue parent cycle through {cur.parent!r}",
+                        kind="queue",
+                        name=q.name,
+                        field="parent",
+                    )
                 seen.add(cur.parent)
                 cur = self.queues[self.queue_index[cur.parent]]
 
     def _check_hypernodes(self) -> None:
+        for hn in self.hypernodes:
+            if hn.name in self.node_index:
+                raise SnapshotError(
+                    "a node has the same name, so members would be ambiguous",
+                    kind="hypernode",
+                    name=hn.name,
+                    field="name",
+                )
         owner: dict[tuple[int, str], str] = {}
         for hn in self.hypernodes:
             for member in hn.members:
                 if member in self.node_index:
-                    if hn.tier != 1 and any(
-                        m in self.hypernode_index for m in hn.members
-                    ):
-                        raise SnapshotError("mixes nodes and hypernodes as members",
-                                            kind="hypernode", name=hn.name, field="members")
+                    if hn.tier != 1 and any(m in self.hypernode_index for m in hn.members):
+                        raise SnapshotError(
+                            "mixes nodes and hypernodes as members",
+                            kind="hypernode",
+                            name=hn.name,
+                            field="members",
+                        )
                 elif member in self.hypernode_index:
                     child = self.hypernodes[self.hypernode_index[member]]
                     if child.tier >= hn.tier:
                         raise SnapshotError(
                             f"member hypernode {member!r} has tier {child.tier}, not below "
-                            f"{hn.tier}", kind="hypernode", name=hn.name, field="members")
+                            f"{hn.tier}",
+                            kind="hypernode",
+                            name=hn.name,
+                            field="members",
+                        )
                 else:
-                    raise SnapshotError(f"unknown member {member!r}", kind="hypernode",
-                                        name=hn.name, field="members")
+                    raise SnapshotError(
+                        f"unknown member {member!r}",
+                        kind="hypernode",
+                        name=hn.name,
+                        field="members",
+                    )
                 key = (hn.tier, member)
                 if key in owner and owner[key] != hn.name:
                     raise SnapshotError(
                         f"member {member!r} already belongs to tier-{hn.tier} hypernode "
-                        f"{owner[key]!r}", kind="hypernode", name=hn.name, field="members")
+                        f"{owner[key]!r}",
+                        kind="hypernode",
+                        name=hn.name,
+                        field="members",
+                    )
                 owner[key] = hn.name
         # Tiers strictly decrease from parent to member, so the member graph has no cycle;
         # a hypernode listing itself is caught by the tier check above.
@@ -158,20 +192,20 @@ class Snapshot:
     def _check_jobs_and_tasks(self) -> None:
         for job in self.jobs:
             if job.queue not in self.queue_index:
-                raise SnapshotError(f"unknown queue {job.queue!r}", kind="job", name=job.name,
-                                    field="queue")
+                raise SnapshotError(
+                    f"unknown queue {job.queue!r}", kind="job", name=job.name, field="queue"
+                )
         for task in self.tasks:
             if task.job not in self.job_index:
-                raise SnapshotError(f"unknown job {task.job!r}", kind="task", name=task.name,
-                                    field="job")
+                raise SnapshotError(
+                    f"unknown job {task.job!r}", kind="task", name=task.name, field="job"
+                )
+            # Succeeded / Failed / Pending tasks may carry their last node (it holds nothing),
+            # but whatever node a task names must exist.
             if task.node is not None and task.node not in self.node_index:
-                raise SnapshotError(f"unknown node {task.node!r}", kind="task",
-                                    name=task.name, field="node")
-            if task.node is not None and task.phase not in OCCUPYING_PHASES | {
-                TaskPhase.PIPELINED
-            }:
-                # Succeeded / Failed / Pending tasks may carry their last node; it holds nothing.
-                pass
+                raise SnapshotError(
+                    f"unknown node {task.node!r}", kind="task", name=task.name, field="node"
+                )
 
     def _check_node_occupancy(self) -> None:
         used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -194,25 +228,35 @@ class Snapshot:
             n_dev = node.gpus.count if node.gpus is not None else 0
             for idx in task.gpu_indices:
                 if idx >= n_dev:
-                    raise SnapshotError(f"GPU index {idx} out of range: node {node.name!r} has "
-                                        f"{n_dev} GPUs", kind="task", name=task.name,
-                                        field="gpu_indices")
+                    raise SnapshotError(
+                        f"GPU index {idx} out of range: node {node.name!r} has {n_dev} GPUs",
+                        kind="task",
+                        name=task.name,
+                        field="gpu_indices",
+                    )
                 key = (node.name, idx)
                 cap = node.gpus.milli if node.gpus is not None else 0
                 whole = gpu.milli >= cap or (node.gpus is not None and not node.gpus.sharing)
                 if key in gpu_whole or (whole and key in gpu_first):
                     other = gpu_whole.get(key) or gpu_first[key]
-                    raise SnapshotError(f"GPU {idx} of node {node.name!r} is already held by "
-                                        f"task {other!r}", kind="task", name=task.name,
-                                        field="gpu_indices")
+                    raise SnapshotError(
+                        f"GPU {idx} of node {node.name!r} is already held by task {other!r}",
+                        kind="task",
+                        name=task.name,
+                        field="gpu_indices",
+                    )
                 gpu_first.setdefault(key, task.name)
                 if whole:
                     gpu_whole[key] = task.name
                 gpu_used[key] += gpu.milli
                 if gpu_used[key] > cap:
-                    raise SnapshotError(f"GPU {idx} of node {node.name!r} over-committed: "
-                                        f"{gpu_used[key]} of {cap} milli-GPU", kind="task",
-                                        name=task.name, field="gpu_indices")
+                    raise SnapshotError(
+                        f"GPU {idx} of node {node.name!r} over-committed: "
+                        f"{gpu_used[key]} of {cap} milli-GPU",
+                        kind="task",
+                        name=task.name,
+                        field="gpu_indices",
+                    )
         for node_name, per_res in used.items():
             node = self.nodes[self.node_index[node_name]]
             for res, amount in sorted(per_res.items()):
@@ -220,12 +264,18 @@ class Snapshot:
                 if amount > cap:
                     raise SnapshotError(
                         f"running tasks use {amount} of {res} but only {cap} is allocatable",
-                        kind="node", name=node_name, field=f"allocatable.{res}")
+                        kind="node",
+                        name=node_name,
+                        field=f"allocatable.{res}",
+                    )
             limit = node.pod_limit
             if limit is not None and pods[node_name] > limit:
-                raise SnapshotError(f"{pods[node_name]} tasks on a node with a pod limit of "
-                                    f"{limit}", kind="node", name=node_name,
-                                    field=f"allocatable.{PODS}")
+                raise SnapshotError(
+                    f"{pods[node_name]} tasks on a node with a pod limit of {limit}",
+                    kind="node",
+                    name=node_name,
+                    field=f"allocatable.{PODS}",
+                )
 
     # ---------------------------------------------------------------- interchange
 
@@ -242,16 +292,30 @@ class Snapshot:
             raise SnapshotError(f"expected a mapping, got {type(d).__name__}", kind="snapshot")
         unknown = sorted(str(k) for k in d if k not in {a for a, _, _ in _KINDS})
         if unknown:
-            raise SnapshotError("unknown key (allowed: hypernodes, jobs, nodes, queues, tasks)",
-                                kind="snapshot", field=unknown[0])
+            raise SnapshotError(
+                "unknown key (allowed: hypernodes, jobs, nodes, queues, tasks)",
+                kind="snapshot",
+                field=unknown[0],
+            )
         parts: dict[str, tuple[Any, ...]] = {}
         for attr, _kind, rec_cls in _KINDS:
-            raw = d.get(attr) or ()
+            raw = d.get(attr)
+            if raw is None:
+                raw = ()
             if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Sequence):
-                raise SnapshotError(f"expected a list, got {type(raw).__name__}",
-                                    kind="snapshot", field=attr)
-            parts[attr] = tuple(rec_cls.from_dict(item, where=f"#{i}")
-                                for i, item in enumerate(raw))
+                raise SnapshotError(
+                    f"expected a list, got {type(raw).__name__}", kind="snapshot", field=attr
+                )
+            records = []
+            for i, item in enumerate(raw):
+                if not isinstance(item, Mapping):
+                    raise SnapshotError(
+                        f"expected a mapping, got {type(item).__name__}",
+                        kind="snapshot",
+                        field=f"{attr}[{i}]",
+                    )
+                records.append(rec_cls.from_dict(item, where=f"#{i}"))
+            parts[attr] = tuple(records)
         return cls(**parts)
 
     def to_dict(self) -> dict[str, list[dict[str, object]]]:
@@ -259,6 +323,9 @@ class Snapshot:
 
     def replace(self, **changes: Sequence[Any]) -> Snapshot:
         """A new snapshot with some record lists replaced (validated again)."""
-        parts: dict[str, Sequence[Any]] = {a: getattr(self, a) for a, _, _ in _KINDS}
+        unknown = sorted(set(changes) - {a for a, _, _ in _KINDS})
+        if unknown:
+            raise SnapshotError("unknown record list", kind="snapshot", field=unknown[0])
+        parts: dict[str, Any] = {a: getattr(self, a) for a, _, _ in _KINDS}
         parts.update(changes)
         return Snapshot(**parts)

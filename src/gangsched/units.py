@@ -26,6 +26,7 @@ infinities, booleans, malformed strings and values beyond int64 raise
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -75,8 +76,21 @@ _SUFFIXES: dict[str, Fraction] = {
 
 _QUANTITY_RE = re.compile(
     r"^(?P<sign>[+-]?)(?P<num>(?:\d+\.?\d*|\.\d+))"
-    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?\d+))?$"
+    r"(?:(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])|[eE](?P<exp>[+-]?\d+))?$",
+    re.ASCII,
 )
+
+#: Longest quantity text accepted; anything longer is rejected before any arithmetic, so a
+#: hostile input cannot make parsing slow (int64 needs at most 19 digits, plus a fraction).
+_MAX_TEXT = 64
+
+
+def _show(value: object) -> str:
+    """``repr`` of a rejected value, shortened so huge inputs keep the message readable."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"<integer of {value.bit_length()} bits>"
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def canonical_scale(resource: str) -> int:
@@ -94,35 +108,48 @@ def is_byte_resource(resource: str) -> bool:
 def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
     kind, name, field = where
     if isinstance(value, bool):
-        raise SnapshotError(f"expected a quantity, got boolean {value!r}", kind=kind, name=name,
-                            field=field)
-    if isinstance(value, int):
-        return Fraction(value)
+        raise SnapshotError(
+            f"expected a quantity, got boolean {value!r}", kind=kind, name=name, field=field
+        )
+    if isinstance(value, numbers.Integral):
+        return Fraction(int(value))
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise SnapshotError(f"not a finite quantity {value!r}", kind=kind, name=name,
-                                field=field)
+            raise SnapshotError(
+                f"not a finite quantity {value!r}", kind=kind, name=name, field=field
+            )
         # Interpret the float as the decimal a person wrote (0.1 → 1/10), as YAML would.
         return Fraction(repr(value))
     if isinstance(value, str):
         text = value.strip()
+        if len(text) > _MAX_TEXT:
+            raise SnapshotError(
+                f"quantity text longer than {_MAX_TEXT} characters: {_show(value)}",
+                kind=kind,
+                name=name,
+                field=field,
+            )
         match = _QUANTITY_RE.match(text)
         if match is None:
-            raise SnapshotError(f"malformed quantity {value!r}", kind=kind, name=name,
-                                field=field)
+            raise SnapshotError(
+                f"malformed quantity {_show(value)}", kind=kind, name=name, field=field
+            )
         number = Fraction(match["num"])
         if match["exp"] is not None:
             exponent = int(match["exp"])
             if abs(exponent) > 40:
-                raise SnapshotError(f"quantity {value!r} out of range", kind=kind, name=name,
-                                    field=field)
+                raise SnapshotError(
+                    f"quantity {value!r} out of range", kind=kind, name=name, field=field
+                )
             number *= Fraction(10) ** exponent
         else:
             number *= _SUFFIXES[match["suffix"] or ""]
         return -number if match["sign"] == "-" else number
     raise SnapshotError(
         f"expected a quantity (string or number), got {type(value).__name__}",
-        kind=kind, name=name, field=field,
+        kind=kind,
+        name=name,
+        field=field,
     )
 
 
@@ -147,24 +174,35 @@ def parse_quantity(
 
     Examples
     --------
-    >>> parse_quantity("500m", "cpu"), parse_quantity("1Gi", "memory"), parse_quantity(2, "nvidia.com/gpu")
-    (500, 1073741824, 2000)
+    >>> parse_quantity("500m", "cpu"), parse_quantity("1Gi", "memory")
+    (500, 1073741824)
+    >>> parse_quantity(2, "nvidia.com/gpu"), parse_quantity(0.5, "cpu")
+    (2000, 500)
     """
     where = (kind, name, field or resource)
     amount = _to_fraction(value, where) * canonical_scale(resource)
     if amount < 0:
-        raise SnapshotError(f"negative quantity {value!r}", kind=kind, name=name,
-                            field=field or resource)
+        raise SnapshotError(
+            f"negative quantity {_show(value)}", kind=kind, name=name, field=field or resource
+        )
     if amount.denominator != 1:
         if resource in (CPU, GPU) or is_byte_resource(resource):
             amount = Fraction(math.ceil(amount))
         else:
-            raise SnapshotError(f"quantity {value!r} must be a whole number of {resource}",
-                                kind=kind, name=name, field=field or resource)
+            raise SnapshotError(
+                f"quantity {_show(value)} must be a whole number of {resource}",
+                kind=kind,
+                name=name,
+                field=field or resource,
+            )
     result = int(amount)
     if result > INT64_MAX:
-        raise SnapshotError(f"quantity {value!r} overflows int64", kind=kind, name=name,
-                            field=field or resource)
+        raise SnapshotError(
+            f"quantity {_show(value)} overflows int64",
+            kind=kind,
+            name=name,
+            field=field or resource,
+        )
     return result
 
 
@@ -183,20 +221,26 @@ def format_quantity(amount: int, resource: str) -> str | int:
     return f"{amount}m"
 
 
-def parse_resources(
-    value: object, *, kind: str, name: str, field: str
-) -> dict[str, int]:
+def parse_resources(value: object, *, kind: str, name: str, field: str) -> dict[str, int]:
     """Parse a ``{resource: quantity}`` mapping into canonical ints (sorted by name)."""
     if value is None:
         return {}
     if not isinstance(value, Mapping):
-        raise SnapshotError(f"expected a mapping of resource to quantity, got "
-                            f"{type(value).__name__}", kind=kind, name=name, field=field)
+        raise SnapshotError(
+            f"expected a mapping of resource to quantity, got {type(value).__name__}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
     out: dict[str, int] = {}
     for res, qty in value.items():
         if not isinstance(res, str) or not res:
-            raise SnapshotError(f"resource name must be a non-empty string, got {res!r}",
-                                kind=kind, name=name, field=field)
+            raise SnapshotError(
+                f"resource name must be a non-empty string, got {res!r}",
+                kind=kind,
+                name=name,
+                field=field,
+            )
         out[res] = parse_quantity(qty, res, kind=kind, name=name, field=f"{field}.{res}")
     return dict(sorted(out.items()))
 
@@ -227,8 +271,9 @@ class ResourceSpec:
         try:
             return self.names.index(resource)
         except ValueError:
-            raise SnapshotError(f"unknown resource {resource!r}", kind="resource",
-                                name=resource) from None
+            raise SnapshotError(
+                f"unknown resource {resource!r}", kind="resource", name=resource
+            ) from None
 
     def __len__(self) -> int:
         return len(self.names)

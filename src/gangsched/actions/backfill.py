@@ -1,0 +1,45 @@
+"""backfill: place best-effort tasks (no resource request) of admitted, valid jobs.
+
+No gang statement: each task goes to the best feasible node (pod count, selectors, taints still
+apply) and is bound at once. Pipelined best-effort tasks are not re-placed here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ..session import TaskState
+from ..statement import Statement
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+class BackfillAction:
+    name = "backfill"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.arguments = arguments
+
+    def execute(self, ssn: Session) -> None:
+        jobs = [j for j in range(len(ssn.snapshot.jobs)) if ssn.job_phase[j] != "Pending"]
+        jobs.sort(key=lambda j: (ssn.queue_key(int(ssn.job_queue[j])), ssn.job_key(j)))
+        for j in jobs:
+            tasks = [
+                int(t)
+                for t in ssn.job_tasks(j)
+                if ssn.task_state[t] == TaskState.PENDING and ssn.snapshot.tasks[int(t)].best_effort
+            ]
+            if not tasks or ssn.call("job_valid", j) is not None:
+                continue
+            for t in sorted(tasks, key=ssn.task_key):
+                tmpl = ssn.templates[int(ssn.template_of[t])]
+                node, pipelined = ssn.best_node(tmpl)
+                if node < 0 or pipelined:
+                    ssn.task_reasons[t] = ssn.fit_error(tmpl)
+                    continue
+                stmt = Statement(ssn)
+                stmt.allocate(t, node, ())
+                stmt.commit()
+                ssn.task_reasons.pop(t, None)

@@ -1,0 +1,242 @@
+"""Command line: ``gangsched`` (built-in FGD demo), ``gangsched fgd`` and ``gangsched fgd compare``.
+
+Each subcommand is set up by a small ``_add_<name>_parser(subparsers)`` function and run by a
+``_run_<name>(args)`` function, so new subcommands slot in beside them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .errors import GangschedError
+from .fragmentation import POLICIES
+
+if TYPE_CHECKING:
+    from .sim.compare import AlloTable
+    from .sim.fgd import RunResult
+
+__all__ = ["main"]
+
+DEMO_POLICIES = ("bestfit", "fgd")
+DEMO_SEEDS = "42-44"
+DEMO_OUT = "gangsched-out"
+PLOT_FILE = "fgd_fig9a.png"
+
+
+def _progress(prefix: str) -> Callable[[int, int, RunResult], None]:
+    start = time.perf_counter()
+
+    def report(done: int, total: int, run: RunResult) -> None:
+        policy, seed, failed, n_pods = run.policy, run.seed, run.failed, run.n_pods
+        elapsed = time.perf_counter() - start
+        print(
+            f"{prefix}[{done}/{total}] {policy} seed {seed}: {n_pods} pods, {failed} failed "
+            f"({elapsed:.1f}s elapsed)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    return report
+
+
+def _default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "fgd",
+        help="replay the FGD (ATC'23) fragmentation study on an openb workload",
+        description="Fill the empty openb cluster with a shuffled workload tuned to TUNE x its GPU "
+        "capacity, one pod at a time, under each policy and seed; write the authors' three tables.",
+    )
+    p.add_argument(
+        "--nodes", default=None, help="node list CSV (default: vendored openb GPU nodes)"
+    )
+    p.add_argument("--pods", default=None, help="pod list CSV (default: vendored openb default)")
+    p.add_argument(
+        "--policy",
+        action="append",
+        choices=sorted(POLICIES),
+        default=None,
+        help="policy to run (repeatable; default: all six)",
+    )
+    p.add_argument("--seeds", default="42-51", help="seeds: N, N-M or a comma list (42-51)")
+    p.add_argument("--tune", type=float, default=1.3, help="workload tuning ratio (1.3)")
+    p.add_argument("--out", default=None, help="output directory (required unless 'compare')")
+    p.add_argument("--workers", type=int, default=1, help="worker processes (1)")
+    p.add_argument(
+        "--rng",
+        choices=("go", "numpy"),
+        default="go",
+        help="random generator: Go's math/rand as the reference (default) or NumPy",
+    )
+    p.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="fgd_command")
+    c = sub.add_parser("compare", help="compare our allocation table with the authors'")
+    c.add_argument("ours", help="directory (or analysis_allo_discrete.csv) written by 'fgd'")
+    c.add_argument(
+        "expected",
+        nargs="?",
+        default=None,
+        help="the authors' directory or file (default: vendored expected results)",
+    )
+    p.set_defaults(handler=_run_fgd)
+
+
+def _run_fgd(args: argparse.Namespace) -> int:
+    from .io.openb import load_nodes, load_pods
+    from .sim.compare import compare_tables, format_comparison, read_allo_table
+    from .sim.fgd import discrete_tables, parse_seeds, run_grid, write_tables
+
+    if args.fgd_command == "compare":
+        ours = read_allo_table(args.ours)
+        theirs = read_allo_table(args.expected)
+        print(format_comparison(compare_tables(ours, theirs)))
+        return 0
+    if args.out is None:
+        print("gangsched fgd: --out DIR is required", file=sys.stderr)
+        return 2
+    nodes = load_nodes(args.nodes)
+    pods = load_pods(args.pods)
+    policies = args.policy or list(POLICIES)
+    seeds = parse_seeds(args.seeds)
+    runs = run_grid(
+        nodes,
+        pods,
+        policies,
+        seeds,
+        tune=args.tune,
+        rng=args.rng,
+        workers=args.workers,
+        limit=args.limit,
+        progress=_progress("fgd "),
+    ),
+    paths = write_tables([discrete_tables(r) for r in runs], args.out)
+    for path in paths:
+        print(path)
+    return 0
+
+
+def _plot_fig9a(runs_table: object, expected: object, path: Path) -> str | None:
+    """Fig. 9(a)-style plot; returns a note instead when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed (pip install 'gangsched[plot]'); plot skipped"
+    import numpy as np
+
+    from .sim.compare import unallocated_series
+
+    x = np.arange(131)
+    window = (x >= 75) & (x <= 120)
+    fig, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    for i, policy in enumerate(sorted(runs_table)):  # type: ignore[call-overload]
+        color = f"C{i}"
+        ours = unallocated_series(runs_table, policy),
+        if ours.shape[0] == 0:
+            continue
+        med = np.nanmedian(ours, axis=0)
+        lo, hi = np.nanpercentile(ours, 25, axis=0), np.nanpercentile(ours, 75, axis=0)
+        ax.plot(x[window], med[window], color=color, label=f"{policy} (gangsched)")
+        ax.fill_between(x[window], lo[window], hi[window], color=color, alpha=0.25, linewidth=0)
+        theirs = unallocated_series(expected, policy),
+        if theirs.shape[0]:
+            ax.plot(
+                x[window],
+                np.nanmedian(theirs, axis=0)[window],
+                color=color,
+                linestyle="--",
+                label=f"{policy} (authors)",
+            )
+    ax.set_xlim(75, 120)
+    ax.set_xlabel("arrived workload (% of GPU capacity)")
+    ax.set_ylabel("unallocated GPU (%)")
+    ax.set_title("openb default, tune 1.3: median and 25-75 % band over seeds")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return None
+
+
+def _run_demo(args: argparse.Namespace) -> int:
+    from .io.openb import load_nodes, load_pods
+    from .sim.compare import compare_tables, format_comparison, read_allo_table
+    from .sim.fgd import discrete_tables, parse_seeds, run_grid, write_tables
+
+    start = time.perf_counter()
+    nodes = load_nodes()
+    pods = load_pods()
+    seeds = parse_seeds(args.seeds)
+    print(
+        f"FGD study on the built-in openb default: {len(nodes)} nodes, {nodes.total_gpus} GPUs, "
+        f"{len(pods)} pods tuned to 1.3x; policies {', '.join(DEMO_POLICIES)}; "
+        f"seeds {args.seeds}",
+        file=sys.stderr,
+    )
+    runs = run_grid(
+        nodes,
+        pods,
+        DEMO_POLICIES,
+        seeds,
+        tune=1.3,
+        workers=args.workers,
+        limit=args.limit,
+        progress=_progress(""),
+    ),
+    out = Path(args.out)
+    write_tables([discrete_tables(r) for r in runs], out)
+    ours = read_allo_table(out)
+    theirs = read_allo_table(None)
+    print(format_comparison(compare_tables(ours, theirs)))
+    plot_path = out / PLOT_FILE
+    note = _plot_fig9a(ours, theirs, plot_path)
+    print(note if note is not None else f"plot: {plot_path}")
+    print(f"tables: {out}/  ({time.perf_counter() - start:.1f}s)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gangsched",
+        description="gangsched: gang scheduling and GPU placement as a library. Without a "
+        "subcommand, replays the FGD fragmentation study on the built-in openb trace under "
+        "BestFit and FGD and compares with the paper's numbers.",
+    )
+    parser.add_argument("--seeds", default=DEMO_SEEDS, help=argparse.SUPPRESS)
+    parser.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--out", default=DEMO_OUT, help=argparse.SUPPRESS)
+    parser.add_argument("--workers", type=int, default=_default_workers(), help=argparse.SUPPRESS)
+    subparsers = parser.add_subparsers(dest="command")
+    _add_fgd_parser(subparsers)
+    parser.set_defaults(handler=_run_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``gangsched`` command; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.handler(args)
+    except GangschedError as exc:
+        print(f"gangsched: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,131 @@
+"""Tier combiners: how the answers of the plugins of every tier become one answer.
+
+Each combiner receives the plugins' answers as *thunks* grouped by tier (``tiers[i][j]()``
+calls plugin ``j`` of tier ``i``), so it can stop early exactly where Volcano stops. They are
+named, pure and unit-tested; the session's dispatcher maps every extension point to one of them.
+
+================================  ===========================================================
+combiner                          rule
+================================  ===========================================================
+:func:`lexicographic`             order keys concatenated in tier order: the first plugin
+                                  that tells two objects apart decides ("first non-zero")
+:func:`all_pass`                  every answer must be true (predicates, job_ready,
+                                  allocatable); stops at the first false
+:func:`any_true`                  true if any answer is true (overused)
+:func:`vote`                      REJECT anywhere → false; a tier with a PERMIT → true;
+                                  nobody votes → true (job_pipelined, job_enqueueable)
+:func:`intersect_first_decisive`  per tier, intersect the victim sets of the plugins that did
+                                  not abstain (an empty answer empties the tier); the first
+                                  tier with a non-empty set decides (preemptable, reclaimable)
+:func:`weighted_sum`              scores added (each plugin applies its own weight)
+:func:`first_tier_all`            only the first tier with any plugin answers; all of its
+                                  answers must be true; no plugin → false (job_starving)
+:func:`first_answer`              the first non-``None`` answer (best_node, gradients)
+================================  ===========================================================
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = [
+    "Vote",
+    "all_pass",
+    "any_true",
+    "first_answer",
+    "first_tier_all",
+    "intersect_first_decisive",
+    "lexicographic",
+    "vote",
+    "weighted_sum",
+]
+
+T = TypeVar("T")
+Tiers = Sequence[Sequence[Callable[[], T]]]
+
+
+class Vote(enum.IntEnum):
+    REJECT = -1
+    ABSTAIN = 0
+    PERMIT = 1
+
+
+def lexicographic(tiers: Tiers[tuple[Any, ...]]) -> tuple[Any, ...]:
+    key: tuple[Any, ...] = ()
+    for tier in tiers:
+        for answer in tier:
+            key += answer()
+    return key
+
+
+def all_pass(tiers: Tiers[bool]) -> bool:
+    return all(answer() for tier in tiers for answer in tier)
+
+
+def any_true(tiers: Tiers[bool]) -> bool:
+    return any(answer() for tier in tiers for answer in tier)
+
+
+def vote(tiers: Tiers[Vote]) -> bool:
+    for tier in tiers:
+        permitted = False
+        for answer in tier:
+            v = answer()
+            if v is Vote.REJECT:
+                return False
+            if v is Vote.PERMIT:
+                permitted = True
+        if permitted:
+            return True
+    return True
+
+
+def intersect_first_decisive(
+    tiers: Tiers[npt.NDArray[np.int64] | None],
+) -> npt.NDArray[np.int64]:
+    """Victim sets (sorted int arrays of task indices; ``None`` = abstain)."""
+    for tier in tiers:
+        victims: npt.NDArray[np.int64] | None = None
+        for answer in tier:
+            got = answer()
+            if got is None:
+                continue
+            if got.size == 0:
+                victims = None
+                break
+            victims = got if victims is None else np.intersect1d(victims, got)
+            if victims.size == 0:
+                victims = None
+                break
+        if victims is not None:
+            return np.sort(victims)
+    return np.zeros(0, dtype=np.int64)
+
+
+def weighted_sum(tiers: Tiers[npt.NDArray[np.float64]], size: int) -> npt.NDArray[np.float64]:
+    total = np.zeros(size, dtype=np.float64)
+    for tier in tiers:
+        for answer in tier:
+            total += answer()
+    return total
+
+
+def first_tier_all(tiers: Tiers[bool]) -> bool:
+    for tier in tiers:
+        if tier:
+            return all(answer() for answer in tier)
+    return False
+
+
+def first_answer(tiers: Tiers[T | None]) -> T | None:
+    for tier in tiers:
+        for answer in tier:
+            got = answer()
+            if got is not None:
+                return got
+    return None

@@ -1,0 +1,852 @@
+"""The scheduler configuration: which actions run, which plugins sit in which tier.
+
+Theory of operation
+-------------------
+A :class:`Config` is the validated, immutable form of Volcano's ``volcano-scheduler.conf``:
+
+* ``actions`` — action names run in order each cycle (repeats are allowed, as in Volcano);
+* ``tiers`` — ordered :class:`Tier` records, each an ordered tuple of :class:`PluginOption`;
+* ``configurations`` — per-action arguments (``{"allocate": {...}}``).
+
+A :class:`PluginOption` carries the plugin name, its arguments exactly as written (strings,
+numbers, booleans; nested lists and mappings are frozen), the set of extension points switched
+*off* for that plugin, and the ``hierarchy`` option read by ``drf`` and ``capacity``.
+
+Every extension point is switched on unless switched off. This matches Volcano loading a
+configuration file, where each unset ``enableXxx`` flag defaults to true. The flag spelling
+Volcano uses maps onto gangsched's snake_case switch names through :data:`VOLCANO_FLAGS`; one
+quirk is kept on purpose: Volcano gates both ``JobEnqueueable`` and ``JobEnqueued`` on the
+flag ``enableJobEnqueued``, so here the ``job_enqueueable`` switch also governs
+``job_enqueued``.
+
+Names are checked in one place, :func:`check_names`. The constructors ``from_dict`` and
+``from_volcano_yaml`` call it with :data:`BUILTIN_ACTIONS` and :data:`BUILTIN_PLUGINS` unless
+the caller passes its own collections (a registry holding user plugins passes its names).
+Building the dataclasses directly checks structure (types, duplicates, conflicts) but not
+names, so a registry can validate against what it actually holds.
+
+Every error is a :class:`~gangsched.errors.ConfigError` whose ``field`` is the path of the
+offending value, ``tiers[1].plugins[2].name`` for instance.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Generic, TypeVar
+
+import yaml
+
+from .errors import ConfigError
+
+__all__ = [
+    "BUILTIN_ACTIONS",
+    "BUILTIN_PLUGINS",
+    "EXTENSION_POINTS",
+    "SWITCHES",
+    "VOLCANO_FLAGS",
+    "Config",
+    "FrozenArgs",
+    "PluginOption",
+    "Tier",
+    "arg_bool",
+    "arg_float",
+    "arg_int",
+    "arg_str",
+    "check_names",
+]
+
+BUILTIN_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "priority",
+    "gang",
+    "conformance",
+    "drf",
+    "proportion",
+    "capacity",
+    "predicates",
+    "nodeorder",
+    "binpack",
+    "overcommit",
+    "network-topology-aware",
+    "sla",
+    "random",
+    "dotprod",
+    "gpu-clustering",
+    "gpu-packing",
+    "bestfit",
+    "fgd",
+)
+
+EXTENSION_POINTS: tuple[str, ...] = (
+    "job_order",
+    "queue_order",
+    "task_order",
+    "subjob_order",
+    "cluster_order",
+    "job_valid",
+    "job_enqueueable",
+    "job_enqueued",
+    "job_ready",
+    "subjob_ready",
+    "job_pipelined",
+    "subjob_pipelined",
+    "job_starving",
+    "overused",
+    "allocatable",
+    "preemptive",
+    "preemptable",
+    "reclaimable",
+    "victim_order",
+    "predicate",
+    "node_score",
+    "best_node",
+    "hypernode_score",
+    "hypernode_gradient",
+    "target_job",
+    "reserved_nodes",
+    "on_allocate",
+    "on_deallocate",
+)
+"""Every extension point a plugin may implement, in snake_case."""
+
+VOLCANO_FLAGS: Mapping[str, str] = MappingProxyType(
+    {
+        "enableJobOrder": "job_order",
+        "enableQueueOrder": "queue_order",
+        "enableTaskOrder": "task_order",
+        "enabledSubJobOrder": "subjob_order",
+        "enabledClusterOrder": "cluster_order",
+        "enableJobEnqueued": "job_enqueueable",
+        "enableJobReady": "job_ready",
+        "enabledSubJobReady": "subjob_ready",
+        "enableJobPipelined": "job_pipelined",
+        "enabledSubJobPipelined": "subjob_pipelined",
+        "enableJobStarving": "job_starving",
+        "enabledOverused": "overused",
+        "enabledAllocatable": "allocatable",
+        "enablePreemptive": "preemptive",
+        "enablePreemptable": "preemptable",
+        "enableReclaimable": "reclaimable",
+        "enabledVictim": "victim_order",
+        "enablePredicate": "predicate",
+        "enableNodeOrder": "node_score",
+        "enableBestNode": "best_node",
+        "enabledHyperNodeOrder": "hypernode_score",
+        "enabledHyperNodeGradient": "hypernode_gradient",
+        "enableTargetJob": "target_job",
+        "enableReservedNodes": "reserved_nodes",
+    }
+)
+"""Volcano's per-plugin YAML flag → gangsched switch name (each defaults to on)."""
+
+SWITCHES: tuple[str, ...] = tuple(sorted(set(VOLCANO_FLAGS.values())))
+"""The switch names accepted in ``PluginOption.disabled`` and ``{"switches": {...}}``."""
+
+_FLAG_OF_SWITCH: Mapping[str, str] = {point: flag for flag, point in VOLCANO_FLAGS.items()}
+
+# Extension point → the switch that gates it; None: the point cannot be switched off.
+_GATE: Mapping[str, str | None] = {
+    point: ("job_enqueueable" if point == "job_enqueued" else point if point in SWITCHES else None)
+    for point in EXTENSION_POINTS
+}
+
+_HIERARCHY_KEY = "enableHierarchy"
+_PLUGIN_KEYS = ("name", "arguments", "switches", "hierarchy", _HIERARCHY_KEY, *VOLCANO_FLAGS)
+_TOP_KEYS = ("actions", "tiers", "configurations")
+
+V = TypeVar("V")
+
+
+def _suggest(word: str, known: Collection[str]) -> str:
+    close = difflib.get_close_matches(word, sorted(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _err(path: str, detail: str) -> ConfigError:
+    return ConfigError(detail, kind="config", field=path)
+
+
+class FrozenArgs(Mapping[str, V], Generic[V]):
+    """An immutable, hashable mapping with string keys kept in sorted order.
+
+    Used for plugin and action arguments and for ``Config.configurations``. Two instances are
+    equal when their items are equal; iteration order is always the sorted key order, so
+    output built from it is byte-for-byte stable.
+    """
+
+    __slots__ = ("_data", "_hash")
+
+    _data: dict[str, V]
+    _hash: int | None
+
+    def __init__(self, data: Mapping[str, V] | None = None) -> None:
+        items = dict(sorted((data or {}).items()))
+        object.__setattr__(self, "_data", items)
+        object.__setattr__(self, "_hash", None)
+
+    def __getitem__(self, key: str) -> V:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __hash__(self) -> int:
+        cached = self._hash
+        if cached is None:
+            cached = hash(tuple(self._data.items()))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Mapping):
+            return self._data == dict(other)
+        return NotImplemented
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError("FrozenArgs is immutable")
+
+    def __repr__(self) -> str:
+        return f"FrozenArgs({self._data!r})"
+
+
+_EMPTY_ARGS: FrozenArgs[object] = FrozenArgs()
+
+
+def _freeze_value(value: object, path: str) -> object:
+    """Validate one argument value and make it immutable (lists → tuples, maps → FrozenArgs)."""
+    if isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _err(path, f"argument value must be finite, got {value!r}")
+        return value
+    if isinstance(value, Mapping):
+        return _freeze_args(value, path)
+    if isinstance(value, list | tuple):
+        return tuple(_freeze_value(v, f"{path}[{i}]") for i, v in enumerate(value))
+    if value is None:
+        raise _err(path, "argument has no value")
+    raise _err(
+        path,
+        f"argument value must be a string, number, boolean, list or mapping, "
+        f"got {type(value).__name__}",
+    )
+
+
+def _freeze_args(value: object, path: str) -> FrozenArgs[object]:
+    if value is None:
+        return _EMPTY_ARGS
+    if not isinstance(value, Mapping):
+        raise _err(path, f"expected a mapping of arguments, got {type(value).__name__}")
+    out: dict[str, object] = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key:
+            raise _err(path, f"argument name must be a non-empty string, got {key!r}")
+        out[key] = _freeze_value(item, f"{path}.{key}")
+    return FrozenArgs(out)
+
+
+def _thaw(value: object) -> object:
+    if isinstance(value, FrozenArgs):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+def _check_name(value: object, path: str, what: str) -> str:
+    if not isinstance(value, str):
+        raise _err(path, f"{what} name must be a string, got {type(value).__name__}")
+    name = value.strip()
+    if not name:
+        raise _err(path, f"{what} name is empty")
+    return name
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PluginOption:
+    """One plugin in a tier: its name, arguments, switched-off points and hierarchy option.
+
+    Parameters
+    ----------
+    name:
+        The plugin name (``"binpack"``).
+    arguments:
+        Arguments as written (``{"binpack.weight": 10}``); stored sorted and frozen. Read them
+        with :func:`arg_float`, :func:`arg_int`, :func:`arg_bool` and :func:`arg_str`.
+    disabled:
+        Switch names (see :data:`SWITCHES`) turned off for this plugin; everything else is on.
+    hierarchy:
+        Volcano's ``enableHierarchy``: hierarchical sharing for ``drf`` and ``capacity``.
+    """
+
+    name: str
+    arguments: Mapping[str, object] = field(default=_EMPTY_ARGS)
+    disabled: frozenset[str] = frozenset()
+    hierarchy: bool = False
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "name", "plugin")
+        object.__setattr__(self, "name", name)
+        try:
+            object.__setattr__(self, "arguments", _freeze_args(self.arguments, "arguments"))
+        except ConfigError as exc:
+            raise ConfigError(exc.detail, kind="plugin", name=name, field=exc.field) from None
+        if not isinstance(self.disabled, frozenset | set | tuple | list):
+            raise ConfigError(
+                f"expected a set of switch names, got {type(self.disabled).__name__}",
+                kind="plugin",
+                name=name,
+                field="disabled",
+            )
+        for point in self.disabled:
+            if point not in SWITCHES:
+                raise ConfigError(
+                    f"unknown switch {point!r}{_suggest(str(point), SWITCHES)}",
+                    kind="plugin",
+                    name=name,
+                    field="disabled",
+                )
+        object.__setattr__(self, "disabled", frozenset(self.disabled))
+        if not isinstance(self.hierarchy, bool):
+            raise ConfigError(
+                f"expected a boolean, got {type(self.hierarchy).__name__}",
+                kind="plugin",
+                name=name,
+                field="hierarchy",
+            )
+
+    def enabled(self, point: str) -> bool:
+        """Whether this plugin's ``point`` hook takes part (points without a switch: always)."""
+        try:
+            gate = _GATE[point]
+        except KeyError:
+            raise ConfigError(
+                f"unknown extension point{_suggest(point, EXTENSION_POINTS)}",
+                kind="extension point",
+                name=point,
+            ) from None
+        return gate is None or gate not in self.disabled
+
+    @property
+    def switches(self) -> Mapping[str, bool]:
+        """Every switch name → whether it is on, in sorted order."""
+        return FrozenArgs({s: s not in self.disabled for s in SWITCHES})
+
+    def to_dict(self) -> dict[str, object]:
+        """Canonical interchange form: only non-default fields, keys in a fixed order."""
+        out: dict[str, object] = {"name": self.name}
+        if self.arguments:
+            out["arguments"] = _thaw(self.arguments)
+        if self.disabled:
+            out["switches"] = {s: False for s in sorted(self.disabled)}
+        if self.hierarchy:
+            out["hierarchy"] = True
+        return out
+
+    @classmethod
+    def from_dict(cls, d: object) -> PluginOption:
+        """Build from ``{"name": ..., "arguments": ..., "switches": ..., <Volcano flags>}``.
+
+        A bare string is shorthand for ``{"name": <string>}``. Errors name paths relative to
+        the entry (``arguments.binpack.weight``).
+        """
+        if isinstance(d, str):
+            return cls(name=_check_name(d, "name", "plugin"))
+        if not isinstance(d, Mapping):
+            raise _err("", f"expected a plugin mapping or name, got {type(d).__name__}")
+        for key in d:
+            if key not in _PLUGIN_KEYS:
+                raise _err(str(key), f"unknown plugin option{_suggest(str(key), _PLUGIN_KEYS)}")
+        if "name" not in d:
+            raise _err("name", "plugin has no name")
+        name = _check_name(d["name"], "name", "plugin")
+        given: dict[str, tuple[bool, str]] = {}
+
+        def put(switch: str, value: object, path: str) -> None:
+            if not isinstance(value, bool):
+                raise _err(path, f"expected a boolean (true/false), got {value!r}")
+            if switch in given:
+                raise _err(path, f"switch {switch!r} is also set by {given[switch][1]}")
+            given[switch] = (value, path)
+
+        for flag, switch in VOLCANO_FLAGS.items():
+            if flag in d:
+                put(switch, d[flag], flag)
+        raw_switches = d.get("switches")
+        if raw_switches is not None:
+            if not isinstance(raw_switches, Mapping):
+                raise _err(
+                    "switches",
+                    f"expected a mapping of switch name to boolean, got "
+                    f"{type(raw_switches).__name__}",
+                )
+            for key, value in raw_switches.items():
+                if key not in SWITCHES:
+                    raise _err(f"switches.{key}", f"unknown switch{_suggest(str(key), SWITCHES)}")
+                put(key, value, f"switches.{key}")
+        if "hierarchy" in d and _HIERARCHY_KEY in d:
+            raise _err(_HIERARCHY_KEY, "hierarchy is given twice (hierarchy, enableHierarchy)")
+        hier_key = _HIERARCHY_KEY if _HIERARCHY_KEY in d else "hierarchy"
+        hierarchy = d.get(hier_key, False)
+        if hierarchy is None:
+            hierarchy = False
+        if not isinstance(hierarchy, bool):
+            raise _err(hier_key, f"expected a boolean (true/false), got {hierarchy!r}")
+        return cls(
+            name=name,
+            arguments=_freeze_args(d.get("arguments"), "arguments"),
+            disabled=frozenset(s for s, (on, _) in given.items() if not on),
+            hierarchy=hierarchy,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tier:
+    """An ordered group of plugins; tiers are consulted in order by the tier combiners."""
+
+    plugins: tuple[PluginOption, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.plugins, tuple | list):
+            raise _err(
+                "plugins", f"expected a sequence of plugins, got {type(self.plugins).__name__}"
+            )
+        for j, plugin in enumerate(self.plugins):
+            if not isinstance(plugin, PluginOption):
+                raise _err(f"plugins[{j}]", f"expected a PluginOption, got {type(plugin).__name__}")
+        object.__setattr__(self, "plugins", tuple(self.plugins))
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.plugins)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Config:
+    """A validated scheduler configuration (see the module docstring).
+
+    Construction checks structure: at least one action, no plugin listed twice, no ``drf``
+    with hierarchy next to ``proportion``. Names are checked by :func:`check_names`.
+    """
+
+    actions: tuple[str, ...]
+    tiers: tuple[Tier, ...] = ()
+    configurations: Mapping[str, Mapping[str, object]] = field(default=FrozenArgs())
+
+    def __post_init__(self) -> None:
+        if isinstance(self.actions, str) or not isinstance(self.actions, Sequence):
+            raise _err(
+                "actions", f"expected a sequence of action names, got {type(self.actions).__name__}"
+            )
+        actions = tuple(
+            _check_name(a, f"actions[{i}]", "action") for i, a in enumerate(self.actions)
+        )
+        if not actions:
+            raise _err("actions", "no actions configured")
+        object.__setattr__(self, "actions", actions)
+        if not isinstance(self.tiers, tuple | list):
+            raise _err("tiers", f"expected a sequence of tiers, got {type(self.tiers).__name__}")
+        seen: dict[str, str] = {}
+        for i, tier in enumerate(self.tiers):
+            if not isinstance(tier, Tier):
+                raise _err(f"tiers[{i}]", f"expected a Tier, got {type(tier).__name__}")
+            for j, plugin in enumerate(tier.plugins):
+                path = f"tiers[{i}].plugins[{j}]"
+                if plugin.name in seen:
+                    raise _err(
+                        f"{path}.name",
+                        f"plugin {plugin.name!r} is listed twice (first at {seen[plugin.name]})",
+                    )
+                seen[plugin.name] = path
+        object.__setattr__(self, "tiers", tuple(self.tiers))
+        drf = self.plugin("drf")
+        if drf is not None and drf.hierarchy and "proportion" in seen:
+            raise _err(
+                f"{seen['drf']}.hierarchy",
+                f"drf with hierarchy conflicts with proportion (at {seen['proportion']})",
+            )
+        confs = self.configurations
+        if not isinstance(confs, Mapping):
+            raise _err(
+                "configurations",
+                f"expected a mapping of action name to arguments, got {type(confs).__name__}",
+            )
+        frozen: dict[str, FrozenArgs[object]] = {}
+        for name, args in confs.items():
+            key = _check_name(name, "configurations", "action")
+            if key in frozen:
+                raise _err(f"configurations.{key}", "action configured twice")
+            frozen[key] = _freeze_args(args, f"configurations.{key}")
+        object.__setattr__(self, "configurations", FrozenArgs(frozen))
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def plugin(self, name: str) -> PluginOption | None:
+        """The option of plugin ``name``, or None when it is not configured."""
+        for tier in self.tiers:
+            for plugin in tier.plugins:
+                if plugin.name == name:
+                    return plugin
+        return None
+
+    @property
+    def plugin_names(self) -> tuple[str, ...]:
+        """Every configured plugin name, tier by tier, in order."""
+        return tuple(name for tier in self.tiers for name in tier.names)
+
+    def action_arguments(self, name: str) -> Mapping[str, object]:
+        """Arguments configured for action ``name`` (empty when none)."""
+        return self.configurations.get(name, _EMPTY_ARGS)
+
+    # -- construction ----------------------------------------------------------------------
+
+    @classmethod
+    def default(cls) -> Config:
+        """Volcano's built-in configuration (used when no configuration file is given)."""
+        return cls(
+            actions=("enqueue", "allocate", "backfill"),
+            tiers=(
+                Tier(
+                    plugins=tuple(PluginOption(name=n) for n in ("priority", "gang", "conformance"))
+                ),
+                Tier(
+                    plugins=tuple(
+                        PluginOption(name=n)
+                        for n in ("overcommit", "drf", "predicates", "proportion", "nodeorder")
+                    )
+                ),
+            ),
+        )
+
+    @classmethod
+    def from_dict(
+        cls,
+        d: object,
+        *,
+        plugins: Collection[str] | None = None,
+        actions: Collection[str] | None = None,
+    ) -> Config:
+        """Build and validate a configuration from plain data.
+
+        ``actions`` is a list of names or Volcano's comma-separated string. ``tiers`` is a list
+        whose items are plugin lists or ``{"plugins": [...]}`` mappings. ``configurations`` is
+        ``{action: arguments}`` or Volcano's ``[{"name": action, "arguments": {...}}]``.
+        Plugin and action names are checked against ``plugins`` / ``actions`` (default: the
+        built-in names).
+        """
+        if not isinstance(d, Mapping):
+            raise _err("", f"expected a configuration mapping, got {type(d).__name__}")
+        for key in d:
+            if key not in _TOP_KEYS:
+                raise _err(str(key), f"unknown configuration key{_suggest(str(key), _TOP_KEYS)}")
+        if "actions" not in d:
+            raise _err("actions", "no actions configured")
+        config = cls(
+            actions=_parse_actions(d["actions"]),
+            tiers=_parse_tiers(d.get("tiers")),
+            configurations=_parse_configurations(d.get("configurations")),
+        )
+        check_names(
+            config,
+            plugins=BUILTIN_PLUGINS if plugins is None else plugins,
+            actions=BUILTIN_ACTIONS if actions is None else actions,
+        )
+        return config
+
+    @classmethod
+    def from_volcano_yaml(
+        cls,
+        text: str,
+        *,
+        plugins: Collection[str] | None = None,
+        actions: Collection[str] | None = None,
+    ) -> Config:
+        """Parse the text of Volcano's ``volcano-scheduler.conf``.
+
+        The ``metrics`` section Volcano also accepts is read and ignored. YAML syntax errors
+        and repeated keys raise :class:`ConfigError` with the line and column.
+        """
+        try:
+            data = yaml.load(text, Loader=_StrictLoader)
+        except yaml.YAMLError as exc:
+            raise _err("yaml", f"not valid YAML: {_yaml_problem(exc)}") from None
+        if data is None:
+            raise _err("", "the configuration is empty")
+        if isinstance(data, Mapping) and "metrics" in data:
+            if data["metrics"] is not None and not isinstance(data["metrics"], Mapping):
+                raise _err("metrics", "expected a mapping")
+            data = {k: v for k, v in data.items() if k != "metrics"}
+        return cls.from_dict(data, plugins=plugins, actions=actions)
+
+    # -- output ----------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, object]:
+        """Canonical interchange form; ``Config.from_dict(c.to_dict()) == c``."""
+        out: dict[str, object] = {
+            "actions": list(self.actions),
+            "tiers": [[p.to_dict() for p in tier.plugins] for tier in self.tiers],
+        }
+        if self.configurations:
+            out["configurations"] = {
+                name: _thaw(args) for name, args in self.configurations.items()
+            }
+        return out
+
+    def to_volcano_yaml(self) -> str:
+        """Volcano's own text format; ``Config.from_volcano_yaml(c.to_volcano_yaml()) == c``."""
+        tiers: list[dict[str, object]] = []
+        for tier in self.tiers:
+            entries: list[dict[str, object]] = []
+            for p in tier.plugins:
+                entry: dict[str, object] = {"name": p.name}
+                for switch in sorted(p.disabled):
+                    entry[_FLAG_OF_SWITCH[switch]] = False
+                if p.hierarchy:
+                    entry[_HIERARCHY_KEY] = True
+                if p.arguments:
+                    entry["arguments"] = _thaw(p.arguments)
+                entries.append(entry)
+            tiers.append({"plugins": entries})
+        doc: dict[str, object] = {"actions": ", ".join(self.actions), "tiers": tiers}
+        if self.configurations:
+            doc["configurations"] = [
+                {"name": name, "arguments": _thaw(args)}
+                for name, args in self.configurations.items()
+            ]
+        return yaml.safe_dump(doc, sort_keys=False, default_flow_style=False)
+
+
+# -- parsing helpers --------------------------------------------------------------------------
+
+
+def _parse_actions(value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        parts: Sequence[object] = value.split(",")
+    elif isinstance(value, list | tuple):
+        parts = value
+    else:
+        raise _err(
+            "actions",
+            f"expected a list of action names or a comma-separated string, "
+            f"got {type(value).__name__}",
+        )
+    names = tuple(_check_name(p, f"actions[{i}]", "action") for i, p in enumerate(parts))
+    if not names:
+        raise _err("actions", "no actions configured")
+    return names
+
+
+def _parse_tiers(value: object) -> tuple[Tier, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple):
+        raise _err("tiers", f"expected a list of tiers, got {type(value).__name__}")
+    tiers: list[Tier] = []
+    for i, raw in enumerate(value):
+        path = f"tiers[{i}]"
+        if isinstance(raw, Mapping):
+            for key in raw:
+                if key != "plugins":
+                    raise _err(f"{path}.{key}", "unknown tier key (only 'plugins')")
+            raw = raw.get("plugins")
+            if raw is None:
+                raw = []
+        if not isinstance(raw, list | tuple):
+            raise _err(f"{path}.plugins", f"expected a list of plugins, got {type(raw).__name__}")
+        options: list[PluginOption] = []
+        for j, entry in enumerate(raw):
+            where = f"{path}.plugins[{j}]"
+            try:
+                options.append(PluginOption.from_dict(entry))
+            except ConfigError as exc:
+                named = entry.get("name") if isinstance(entry, Mapping) else entry
+                raise ConfigError(
+                    exc.detail,
+                    kind="plugin" if isinstance(named, str) and named.strip() else "config",
+                    name=named.strip() if isinstance(named, str) else "",
+                    field=f"{where}.{exc.field}" if exc.field else where,
+                ) from None
+        tiers.append(Tier(plugins=tuple(options)))
+    return tuple(tiers)
+
+
+def _parse_configurations(value: object) -> dict[str, FrozenArgs[object]]:
+    if value is None:
+        return {}
+    out: dict[str, FrozenArgs[object]] = {}
+    if isinstance(value, Mapping):
+        for name, args in value.items():
+            key = _check_name(name, "configurations", "action")
+            out[key] = _freeze_args(args, f"configurations.{key}")
+        return out
+    if not isinstance(value, list | tuple):
+        raise _err(
+            "configurations",
+            f"expected a mapping or a list of {{name, arguments}}, got {type(value).__name__}",
+        )
+    for i, entry in enumerate(value):
+        path = f"configurations[{i}]"
+        if not isinstance(entry, Mapping):
+            raise _err(
+                path, f"expected a mapping with name and arguments, got {type(entry).__name__}"
+            )
+        for key in entry:
+            if key not in ("name", "arguments"):
+                raise _err(f"{path}.{key}", "unknown key (only 'name' and 'arguments')")
+        if "name" not in entry:
+            raise _err(f"{path}.name", "configuration has no action name")
+        name = _check_name(entry["name"], f"{path}.name", "action")
+        if name in out:
+            raise _err(f"{path}.name", f"action {name!r} configured twice")
+        out[name] = _freeze_args(entry.get("arguments"), f"{path}.arguments")
+    return out
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """A safe YAML loader that rejects a key repeated within one mapping."""
+
+
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[object, object]:
+    loader.flatten_mapping(node)
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, list | dict):
+            continue  # unhashable keys are rejected by the base constructor
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        return f"{exc.problem or exc.context}{where}"
+    return str(exc)
+
+
+# -- name validation --------------------------------------------------------------------------
+
+
+def check_names(config: Config, *, plugins: Collection[str], actions: Collection[str]) -> None:
+    """Raise :class:`ConfigError` for any action, plugin or configuration name not known.
+
+    The message names the location (``tiers[1].plugins[2].name``), the unknown name and the
+    closest known name when one is close.
+    """
+    for i, action in enumerate(config.actions):
+        if action not in actions:
+            raise _err(f"actions[{i}]", f"unknown action {action!r}{_suggest(action, actions)}")
+    for i, tier in enumerate(config.tiers):
+        for j, plugin in enumerate(tier.plugins):
+            if plugin.name not in plugins:
+                raise _err(
+                    f"tiers[{i}].plugins[{j}].name",
+                    f"unknown plugin {plugin.name!r}{_suggest(plugin.name, plugins)}",
+                )
+    for name in config.configurations:
+        if name not in actions:
+            raise _err(
+                f"configurations.{name}", f"unknown action {name!r}{_suggest(name, actions)}"
+            )
+
+
+# -- argument helpers -------------------------------------------------------------------------
+
+_TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
+_FALSE = frozenset({"0", "f", "F", "false", "FALSE", "False"})
+
+
+def _arg_error(plugin: str, kind: str, key: str, detail: str) -> ConfigError:
+    return ConfigError(detail, kind=kind, name=plugin, field=f"arguments.{key}")
+
+
+def arg_float(
+    args: Mapping[str, object], key: str, default: float, *, plugin: str, kind: str = "plugin"
+) -> float:
+    """Argument ``key`` as a finite float (``10``, ``"2.5"``); ``default`` when absent.
+
+    ``kind`` is ``"action"`` when reading an action's arguments.
+    """
+    if key not in args:
+        return default
+    value = args[key]
+    result: float | None = None
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        result = float(value)
+    elif isinstance(value, str):
+        try:
+            result = float(value.strip())
+        except ValueError:
+            result = None
+    if result is None or not math.isfinite(result):
+        raise _arg_error(plugin, kind, key, f"expected a number, got {value!r}")
+    return result
+
+
+def arg_int(
+    args: Mapping[str, object], key: str, default: int, *, plugin: str, kind: str = "plugin"
+) -> int:
+    """Argument ``key`` as an int (``10``, ``"10"``, ``10.0``); ``default`` when absent."""
+    if key not in args:
+        return default
+    value = args[key]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise _arg_error(plugin, kind, key, f"expected an integer, got {value!r}")
+
+
+def arg_bool(
+    args: Mapping[str, object], key: str, default: bool, *, plugin: str, kind: str = "plugin"
+) -> bool:
+    """Argument ``key`` as a bool (``true``, ``"true"``, ``"1"``, ``"F"``...); as Go parses."""
+    if key not in args:
+        return default
+    value = args[key]
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip()
+        if text in _TRUE:
+            return True
+        if text in _FALSE:
+            return False
+    raise _arg_error(plugin, kind, key, f"expected a boolean, got {value!r}")
+
+
+def arg_str(
+    args: Mapping[str, object], key: str, default: str, *, plugin: str, kind: str = "plugin"
+) -> str:
+    """Argument ``key`` as a string; ``default`` when absent. Numbers are not converted."""
+    if key not in args:
+        return default
+    value = args[key]
+    if isinstance(value, str):
+        return value
+    raise _arg_error(plugin, kind, key, f"expected a string, got {value!r}")

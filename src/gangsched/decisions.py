@@ -1,0 +1,236 @@
+"""The output of one scheduling cycle: plain, frozen, ordered records.
+
+``Decisions.to_dict()`` is the interchange form (JSON-able, stable ordering: binds, evictions
+and pipelined tasks in the order the scheduler made them; jobs and queues sorted by name), so
+the same snapshot and config give byte-identical JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._frozen import FrozenDict
+from .errors import SnapshotError
+
+__all__ = [
+    "Bind",
+    "Decisions",
+    "Eviction",
+    "JobAction",
+    "JobStatus",
+    "Pipeline",
+    "QueueStatus",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bind:
+    """Bind ``task`` to ``node`` (and these GPU device indices)."""
+
+    task: str
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"task": self.task, "node": self.node, "gpu_indices": list(self.gpu_indices)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Eviction:
+    """Evict ``task``; ``preemptor`` is the job whose pipelined tasks take its place."""
+
+    task: str
+    reason: str
+    preemptor: str = ""
+
+    def to_dict(self) -> dict[str, object]:
+        return {"task": self.task, "reason": self.reason, "preemptor": self.preemptor}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pipeline:
+    """``task`` holds a reservation on ``node``: it binds there once resources are released."""
+
+    task: str
+    node: str
+    gpu_indices: tuple[int, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {"task": self.task, "node": self.node, "gpu_indices": list(self.gpu_indices)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobAction:
+    """A lifecycle action a job policy asks the job controller to take."""
+
+    job: str
+    action: str
+    cause: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {"job": self.job, "action": self.action, "cause": self.cause}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobStatus:
+    """A job's state after the cycle (Volcano's PodGroup status).
+
+    ``phase`` is Pending, Inqueue, Running, Unknown or Completed; ``reason`` a short machine
+    word (``Scheduled``, ``Unschedulable``, ``NotEnqueued`` ...); ``message`` says why in words.
+    """
+
+    phase: str
+    reason: str = ""
+    message: str = ""
+    ready: bool = False
+    min_available: int = 0
+    running: int = 0
+    allocated: int = 0
+    pipelined: int = 0
+    pending: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "phase": self.phase,
+            "reason": self.reason,
+            "message": self.message,
+            "ready": self.ready,
+            "min_available": self.min_available,
+            "running": self.running,
+            "allocated": self.allocated,
+            "pipelined": self.pipelined,
+            "pending": self.pending,
+            "succeeded": self.succeeded,
+            "failed": self.failed,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class QueueStatus:
+    """A queue after the cycle, as ``kubectl get queue`` and Volcano's metrics show it.
+
+    Resource mappings are canonical amounts (millicores, bytes, milli-GPU, counts).
+    """
+
+    state: str = "Open"
+    allocated: Mapping[str, int] = field(default_factory=FrozenDict)
+    deserved: Mapping[str, int] = field(default_factory=FrozenDict)
+    guarantee: Mapping[str, int] = field(default_factory=FrozenDict)
+    capability: Mapping[str, int] = field(default_factory=FrozenDict)
+    inqueue_resources: Mapping[str, int] = field(default_factory=FrozenDict)
+    pending_resources: Mapping[str, int] = field(default_factory=FrozenDict)
+    share: float = 0.0
+    inqueue: int = 0
+    pending: int = 0
+    running: int = 0
+    unknown: int = 0
+    completed: int = 0
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "state": self.state,
+            "allocated": dict(self.allocated),
+            "deserved": dict(self.deserved),
+            "guarantee": dict(self.guarantee),
+            "capability": dict(self.capability),
+            "inqueue_resources": dict(self.inqueue_resources),
+            "pending_resources": dict(self.pending_resources),
+            "share": round(self.share, 9),
+            "inqueue": self.inqueue,
+            "pending": self.pending,
+            "running": self.running,
+            "unknown": self.unknown,
+            "completed": self.completed,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decisions:
+    """Everything one cycle decided. Plain data; apply it with any client."""
+
+    binds: tuple[Bind, ...] = ()
+    evictions: tuple[Eviction, ...] = ()
+    pipelined: tuple[Pipeline, ...] = ()
+    jobs: Mapping[str, JobStatus] = field(default_factory=FrozenDict)
+    queues: Mapping[str, QueueStatus] = field(default_factory=FrozenDict)
+    task_reasons: Mapping[str, str] = field(default_factory=FrozenDict)
+    job_actions: tuple[JobAction, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "binds": [b.to_dict() for b in self.binds],
+            "evictions": [e.to_dict() for e in self.evictions],
+            "pipelined": [p.to_dict() for p in self.pipelined],
+            "jobs": {name: self.jobs[name].to_dict() for name in sorted(self.jobs)},
+            "queues": {name: self.queues[name].to_dict() for name in sorted(self.queues)},
+            "task_reasons": {name: self.task_reasons[name] for name in sorted(self.task_reasons)},
+            "job_actions": [a.to_dict() for a in self.job_actions],
+        }
+
+    @classmethod
+    def from_dict(cls, d: object) -> Decisions:
+        """Inverse of :meth:`to_dict`: lets any scheduler express its output for checking."""
+        if not isinstance(d, Mapping):
+            raise SnapshotError("expected a mapping", kind="decisions")
+        try:
+            return cls(
+                binds=tuple(
+                    Bind(
+                        task=b["task"], node=b["node"], gpu_indices=tuple(b.get("gpu_indices", ()))
+                    )
+                    for b in d.get("binds", ())
+                ),
+                evictions=tuple(
+                    Eviction(
+                        task=e["task"], reason=e.get("reason", ""), preemptor=e.get("preemptor", "")
+                    )
+                    for e in d.get("evictions", ())
+                ),
+                pipelined=tuple(
+                    Pipeline(
+                        task=p["task"], node=p["node"], gpu_indices=tuple(p.get("gpu_indices", ()))
+                    )
+                    for p in d.get("pipelined", ())
+                ),
+                jobs=FrozenDict(
+                    {name: JobStatus(**_fields(v)) for name, v in d.get("jobs", {}).items()}
+                ),
+                queues=FrozenDict(
+                    {
+                        name: QueueStatus(**_queue_fields(v))
+                        for name, v in d.get("queues", {}).items()
+                    }
+                ),
+                task_reasons=FrozenDict(dict(d.get("task_reasons", {}))),
+                job_actions=tuple(
+                    JobAction(job=a["job"], action=a["action"], cause=a.get("cause", ""))
+                    for a in d.get("job_actions", ())
+                ),
+            )
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise SnapshotError(f"malformed decisions: {exc!r}", kind="decisions") from None
+
+
+def _fields(v: Any) -> dict[str, Any]:
+    if not isinstance(v, Mapping):
+        raise TypeError("job status must be a mapping")
+    return dict(v)
+
+
+def _queue_fields(v: Any) -> dict[str, Any]:
+    out = _fields(v)
+    for key in (
+        "allocated",
+        "deserved",
+        "guarantee",
+        "capability",
+        "inqueue_resources",
+        "pending_resources",
+    ):
+        if key in out:
+            out[key] = FrozenDict(out[key])
+    return out

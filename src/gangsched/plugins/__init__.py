@@ -1,0 +1,1 @@
+"""Built-in plugins. Each module is one plugin; plugins never import each other."""

@@ -1,0 +1,64 @@
+"""binpack: prefer the fullest node that still fits (Volcano's binpack formula).
+
+For each resource the task requests with a configured weight ``w_r``::
+
+    s_r = w_r · (used_r + request_r) / allocatable_r       (0 when allocatable_r is 0)
+    score = Σ s_r / Σ w_r · 100 · binpack.weight            (0 if any used + request > alloc)
+
+Arguments: ``binpack.weight`` (1), ``binpack.cpu`` (1), ``binpack.memory`` (1),
+``binpack.resources: "nvidia.com/gpu, example.com/foo"`` and ``binpack.resources.<name>`` (1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ..arrays import TaskTemplate
+from ..config import arg_float, arg_str
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+class BinpackPlugin:
+    name = "binpack"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.weight = arg_float(arguments, "binpack.weight", 1.0, plugin=self.name)
+        self.weights: dict[str, float] = {
+            "cpu": arg_float(arguments, "binpack.cpu", 1.0, plugin=self.name),
+            "memory": arg_float(arguments, "binpack.memory", 1.0, plugin=self.name),
+        }
+        extra = arg_str(arguments, "binpack.resources", "", plugin=self.name)
+        for name in (r.strip() for r in extra.split(",")):
+            if name:
+                self.weights[name] = arg_float(
+                    arguments, f"binpack.resources.{name}", 1.0, plugin=self.name
+                )
+
+    def node_score(
+        self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]
+    ) -> npt.NDArray[np.float64]:
+        if self.weight == 0:
+            return np.zeros(rows.size)
+        spec = ssn.arrays.spec
+        cols, weights = [], []
+        for name, w in self.weights.items():
+            if name in spec.names:
+                c = spec.index(name)
+                if tmpl.request[c] > 0 and w > 0:
+                    cols.append(c)
+                    weights.append(w)
+        if not cols:
+            return np.zeros(rows.size)
+        alloc = ssn.arrays.allocatable[rows][:, cols]
+        after = ssn.used[rows][:, cols] + tmpl.request[cols]
+        wv = np.array(weights)
+        part = np.where(alloc > 0, wv * after / np.maximum(alloc, 1), 0.0)
+        score = part.sum(axis=1) / wv.sum() * 100.0 * self.weight
+        overflow = ((after > alloc) & (alloc > 0)).any(axis=1)
+        return np.where(overflow, 0.0, score)

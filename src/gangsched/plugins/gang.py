@@ -1,0 +1,73 @@
+"""gang: all-or-nothing jobs (Volcano's gang plugin).
+
+A job is *valid* when enough of its tasks exist to ever reach ``min_available`` (and every
+role's minimum); *ready* when at least ``min_available`` tasks are allocated, bound, running or
+succeeded (pending best-effort tasks count, since backfill places them); *pipelined* when ready
+plus reserved tasks reach it; *starving* while ready plus pipelined is below it. Per-role
+minimums are enforced unless ``min_available`` is below their sum, as in Volcano.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..combine import Vote
+from ..session import READY_STATES, TaskState
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+VALID_STATES = (
+    TaskState.PENDING,
+    TaskState.ALLOCATED,
+    TaskState.PIPELINED,
+    TaskState.BOUND,
+    TaskState.RUNNING,
+    TaskState.SUCCEEDED,
+)
+PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
+
+
+class GangPlugin:
+    name = "gang"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.arguments = arguments
+
+    @staticmethod
+    def _roles_ok(ssn: Session, job: int, states: Sequence[int], extra: int = 0) -> str | None:
+        rec = ssn.snapshot.jobs[job]
+        if not rec.min_task_member or rec.min_available < sum(rec.min_task_member.values()):
+            return None
+        for role, need in rec.min_task_member.items():
+            have = ssn.count_states(job, states, role)
+            if have < need:
+                return f"role {role!r}: {have} < {need}"
+        return None
+
+    def job_valid(self, ssn: Session, job: int) -> str | None:
+        need = int(ssn.job_min[job])
+        valid = ssn.count_states(job, VALID_STATES)
+        if valid < need:
+            return f"not enough valid tasks: {valid} < min_available {need}"
+        role = self._roles_ok(ssn, job, VALID_STATES)
+        return f"not enough valid tasks for {role}" if role else None
+
+    def is_ready(self, ssn: Session, job: int) -> bool:
+        ready = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
+        return ready >= ssn.job_min[job] and self._roles_ok(ssn, job, READY_STATES) is None
+
+    def job_ready(self, ssn: Session, job: int) -> bool:
+        return self.is_ready(ssn, job)
+
+    def job_order(self, ssn: Session, job: int) -> tuple[Any, ...]:
+        return (1 if self.is_ready(ssn, job) else 0,)
+
+    def job_pipelined(self, ssn: Session, job: int) -> Vote:
+        have = ssn.count_states(job, PIPELINED_STATES) + ssn.pending_best_effort(job)
+        ok = have >= ssn.job_min[job] and self._roles_ok(ssn, job, PIPELINED_STATES) is None
+        return Vote.PERMIT if ok else Vote.REJECT
+
+    def job_starving(self, ssn: Session, job: int) -> bool:
+        return bool(ssn.count_states(job, PIPELINED_STATES) < ssn.job_min[job])

@@ -1,0 +1,67 @@
+"""overcommit: admit a job at enqueue only while the cluster, inflated by
+``overcommit-factor`` (default 1.2), still has room for its ``min_resources`` beside every job
+already admitted but not yet running."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..combine import Vote
+from ..config import arg_float
+from ..units import PODS
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+
+class OvercommitPlugin:
+    name = "overcommit"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        factor = arg_float(arguments, "overcommit-factor", 1.2, plugin=self.name)
+        self.factor = factor if factor >= 1.0 else 1.2
+        self._idle = np.zeros(0)
+        self._inqueue = np.zeros(0, dtype=np.int64)
+
+    def on_session_open(self, ssn: Session) -> None:
+        a = ssn.arrays
+        total = a.allocatable.sum(axis=0).astype(np.float64)
+        total[a.spec.index(PODS)] = 0.0
+        self._idle = total * self.factor - ssn.used.sum(axis=0)
+        inqueue = np.zeros(len(a.spec), dtype=np.int64)
+        for j, job in enumerate(ssn.snapshot.jobs):
+            if job.min_resources is None:
+                continue
+            if ssn.job_phase[j] == "Inqueue":
+                inqueue += ssn.vector(job.min_resources)
+            elif ssn.job_phase[j] == "Running":
+                inqueue += np.maximum(ssn.vector(job.min_resources) - ssn.job_allocated[j], 0)
+        self._inqueue = inqueue
+
+    def job_enqueueable(self, ssn: Session, job: int) -> Vote:
+        rec = ssn.snapshot.jobs[job]
+        if rec.min_resources is None:
+            return Vote.PERMIT
+        need = ssn.vector(rec.min_resources)
+        dims = need > 0
+        if np.all(self._inqueue[dims] + need[dims] <= self._idle[dims]):
+            return Vote.PERMIT
+        short = [
+            ssn.arrays.spec.names[c]
+            for c in np.flatnonzero(dims & (self._inqueue + need > self._idle))
+        ]
+        ssn.note_job(
+            job,
+            "NotEnqueued",
+            f"overcommit: cluster (x{self.factor:g}) cannot admit min_resources; "
+            f"short of {', '.join(short)}",
+        )
+        return Vote.REJECT
+
+    def job_enqueued(self, ssn: Session, job: int) -> None:
+        rec = ssn.snapshot.jobs[job]
+        if rec.min_resources is not None:
+            self._inqueue += ssn.vector(rec.min_resources)

@@ -1,0 +1,66 @@
+"""predicates: the node filters that do not depend on free resources.
+
+Unschedulable (cordoned) nodes, node selectors, NoSchedule/NoExecute taints without a
+matching toleration, and GPU model constraints. Resource fit (cpu, memory, GPU devices, pod
+count) is checked by the session for every action, as in Volcano. These masks depend only on the
+template, so each template's full mask is computed once and sliced by row afterwards.
+Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.TaintTolerationEnable``
+(both default true).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ..arrays import TaskTemplate
+from ..config import arg_bool
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+BOOL = npt.NDArray[np.bool_]
+
+
+class PredicatesPlugin:
+    name = "predicates"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.node_affinity = arg_bool(
+            arguments, "predicate.NodeAffinityEnable", True, plugin=self.name
+        )
+        self.taints = arg_bool(arguments, "predicate.TaintTolerationEnable", True, plugin=self.name)
+        self._cache: dict[int, list[tuple[BOOL, str]]] = {}
+
+    def _full(self, ssn: Session, tmpl: TaskTemplate) -> list[tuple[BOOL, str]]:
+        found = self._cache.get(tmpl.index)
+        if found is not None:
+            return found
+        a = ssn.arrays
+        out: list[tuple[BOOL, str]] = [(a.unschedulable, "node(s) were unschedulable")]
+        if self.node_affinity and tmpl.node_selector:
+            out.append(
+                (
+                    ~a.selector_mask(tmpl.node_selector),
+                    "node(s) didn't match Pod's node affinity/selector",
+                )
+            )
+        if self.taints:
+            out.append((a.untolerated_mask(tmpl.tolerations), "node(s) had untolerated taint"))
+        if tmpl.gpu_count and tmpl.gpu_models:
+            out.append(
+                (
+                    ~a.model_mask(tmpl.gpu_models) & (a.gpu_count > 0),
+                    "node(s) didn't have the requested GPU model",
+                )
+            )
+        self._cache[tmpl.index] = out
+        return out
+
+    def predicate(
+        self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]
+    ) -> list[tuple[BOOL, str]]:
+        return [(mask[rows], reason) for mask, reason in self._full(ssn, tmpl)]

@@ -1,0 +1,313 @@
+"""``schedule(snapshot, config) -> Decisions``: one scheduling cycle, as a pure function.
+
+Opens a :class:`~gangsched.session.Session`, runs the configured actions in order and turns the
+session's committed operations and final state into :class:`~gangsched.decisions.Decisions`.
+The snapshot is never mutated; the same snapshot and config give byte-identical decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ._frozen import FrozenDict
+from .actions.allocate import AllocateAction
+from .actions.backfill import BackfillAction
+from .actions.enqueue import EnqueueAction
+from .config import Config
+from .decisions import Bind, Decisions, Eviction, JobStatus, Pipeline, QueueStatus
+from .errors import ConfigError
+from .plugins.binpack import BinpackPlugin
+from .plugins.conformance import ConformancePlugin
+from .plugins.drf import DrfPlugin
+from .plugins.gang import GangPlugin
+from .plugins.nodeorder import NodeOrderPlugin
+from .plugins.overcommit import OvercommitPlugin
+from .plugins.predicates import PredicatesPlugin
+from .plugins.priority import PriorityPlugin
+from .plugins.proportion import ProportionPlugin
+from .registry import Registry
+from .session import READY_STATES, Session, TaskState
+from .snapshot import Snapshot
+
+__all__ = ["default_registry", "explain", "open_session", "schedule"]
+
+
+def default_registry() -> Registry:
+    """A fresh registry holding every built-in plugin and action (add your own to it)."""
+    reg = Registry()
+    for cls in (
+        GangPlugin,
+        PriorityPlugin,
+        ConformancePlugin,
+        DrfPlugin,
+        ProportionPlugin,
+        PredicatesPlugin,
+        NodeOrderPlugin,
+        BinpackPlugin,
+        OvercommitPlugin,
+    ):
+        reg.register_plugin(cls.name, cls)
+    for action in (EnqueueAction, AllocateAction, BackfillAction):
+        reg.register_action(action.name, action)
+    return reg
+
+
+def open_session(
+    snapshot: Snapshot, config: Config | None = None, *, registry: Registry | None = None
+) -> Session:
+    """Open a session (for custom actions, tests and what-if tools)."""
+    if not isinstance(snapshot, Snapshot):
+        raise ConfigError(
+            f"expected a Snapshot, got {type(snapshot).__name__}", kind="schedule", field="snapshot"
+        )
+    config = Config.default() if config is None else config
+    registry = default_registry() if registry is None else registry
+    return Session.open(snapshot, config, registry)
+
+
+def schedule(
+    snapshot: Snapshot, config: Config | None = None, *, registry: Registry | None = None
+) -> Decisions:
+    """Run one scheduling cycle.
+
+    Parameters
+    ----------
+    snapshot:
+        The cluster as it is now.
+    config:
+        Actions and plugin tiers; :meth:`Config.default` (Volcano's default) when omitted.
+    registry:
+        Plugin and action factories; :func:`default_registry` when omitted.
+
+    Returns
+    -------
+    Decisions
+        Binds, evictions, reservations and the status of every job and queue.
+    """
+    config = Config.default() if config is None else config
+    registry = default_registry() if registry is None else registry
+    ssn = open_session(snapshot, config, registry=registry)
+    actions = [registry.make_action(name, config.action_arguments(name)) for name in config.actions]
+    for action in actions:
+        action.execute(ssn)
+    return close_session(ssn)
+
+
+def close_session(ssn: Session) -> Decisions:
+    """Turn a finished session into decisions."""
+    snap = ssn.snapshot
+    names = snap.node_index
+    node_names = ssn.arrays.node_names
+    del names
+    binds = tuple(
+        Bind(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
+        for op in ssn.committed
+        if op.kind == "allocate"
+    )
+    evictions = tuple(
+        Eviction(task=snap.tasks[op.task].name, reason=op.reason, preemptor=op.preemptor)
+        for op in ssn.committed
+        if op.kind == "evict"
+    )
+    reserved_ops = [op for op in ssn.committed if op.kind == "pipeline"] + [
+        op for op in ssn.kept if op.kind in ("allocate", "pipeline")
+    ]
+    pipelined = tuple(
+        Pipeline(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
+        for op in reserved_ops
+    )
+    kept = np.zeros(len(snap.tasks), dtype=np.bool_)
+    kept[[op.task for op in ssn.kept if op.kind == "allocate"]] = True
+    state = ssn.task_state.astype(np.int64)
+    state[kept] = TaskState.PIPELINED
+
+    jobs: dict[str, JobStatus] = {}
+    for j, job in enumerate(snap.jobs):
+        tasks = ssn.job_tasks(j)
+        st = state[tasks]
+        count = {s: int((st == s).sum()) for s in range(8)}
+        running = count[TaskState.RUNNING] + count[TaskState.BOUND]
+        scheduled = (
+            running
+            + count[TaskState.SUCCEEDED]
+            + count[TaskState.FAILED]
+            + count[TaskState.RELEASING]
+            + count[TaskState.ALLOCATED]
+        )
+        ready = (
+            sum(count[s] for s in READY_STATES) + ssn.pending_best_effort(j) >= job.min_available
+        )
+        reason, message = ssn.job_reasons.get(j, ("", ""))
+        phase = ssn.job_phase[j]
+        if running > 0 and j in ssn.unschedulable_jobs:
+            phase = "Unknown"
+        elif scheduled >= job.min_available and scheduled > 0:
+            finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
+            phase = "Completed" if finished == scheduled else "Running"
+        elif phase != "Inqueue":
+            phase = "Pending"
+        if not reason:
+            if ready:
+                reason, message = "Scheduled", "gang ready"
+            elif count[TaskState.PIPELINED]:
+                reason = "Pipelined"
+                message = (
+                    f"{count[TaskState.PIPELINED]} task(s) reserved on resources being released"
+                )
+            elif phase == "Pending":
+                reason, message = "NotEnqueued", "job is not admitted (enqueue) yet"
+        jobs[job.name] = JobStatus(
+            phase=phase,
+            reason=reason,
+            message=message,
+            ready=bool(ready),
+            min_available=job.min_available,
+            running=running,
+            allocated=count[TaskState.ALLOCATED],
+            pipelined=count[TaskState.PIPELINED],
+            pending=count[TaskState.PENDING],
+            succeeded=count[TaskState.SUCCEEDED],
+            failed=count[TaskState.FAILED],
+        )
+
+    task_reasons: dict[str, str] = {}
+    for t in np.flatnonzero(state == TaskState.PENDING):
+        j = int(ssn.task_job[t])
+        why = ssn.task_reasons.get(int(t)) or ssn.job_reasons.get(j, ("", ""))[1]
+        if not why:
+            why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
+        task_reasons[snap.tasks[int(t)].name] = why
+
+    queues: dict[str, QueueStatus] = {}
+    phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
+    pending_req = np.zeros_like(ssn.queue_allocated)
+    pend = np.flatnonzero(state == TaskState.PENDING)
+    np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
+    proportion = ssn.plugin("proportion")
+    for q, queue in enumerate(snap.queues):
+        phases = [phase_of[job.name] for j, job in enumerate(snap.jobs) if ssn.job_queue[j] == q]
+        deserved: Mapping[str, int] = {}
+        if ssn.queue_deserved is not None:
+            deserved = ssn.as_mapping(ssn.queue_deserved[q])
+        share: float = proportion.share(ssn, q) if proportion is not None else 0.0
+        queues[queue.name] = QueueStatus(
+            state=queue.state.value,
+            allocated=FrozenDict(ssn.as_mapping(ssn.queue_allocated[q])),
+            deserved=FrozenDict(deserved),
+            guarantee=FrozenDict(dict(queue.guarantee or {})),
+            capability=FrozenDict(dict(queue.capability or {})),
+            pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
+            share=share,
+            inqueue=phases.count("Inqueue"),
+            pending=phases.count("Pending"),
+            running=phases.count("Running"),
+            unknown=phases.count("Unknown"),
+            completed=phases.count("Completed"),
+        )
+    return Decisions(
+        binds=binds,
+        evictions=evictions,
+        pipelined=pipelined,
+        jobs=FrozenDict(jobs),
+        queues=FrozenDict(queues),
+        task_reasons=FrozenDict(task_reasons),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeExplanation:
+    node: str
+    fits: bool
+    fits_after_release: bool
+    reason: str
+    scores: Mapping[str, float]
+    total: float
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Explanation:
+    """Why a task would go where: every node's feasibility and per-plugin scores."""
+
+    task: str
+    nodes: tuple[NodeExplanation, ...]
+    best: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "task": self.task,
+            "best": self.best,
+            "nodes": [
+                {
+                    "node": n.node,
+                    "fits": n.fits,
+                    "fits_after_release": n.fits_after_release,
+                    "reason": n.reason,
+                    "scores": dict(n.scores),
+                    "total": n.total,
+                }
+                for n in self.nodes
+            ],
+        }
+
+
+def explain(
+    snapshot: Snapshot,
+    task_name: str,
+    config: Config | None = None,
+    *,
+    registry: Registry | None = None,
+) -> Explanation:
+    """For every node: does ``task_name`` fit (and if not, which check said no), each
+    ``node_score`` plugin's score and the total — the numbers ``allocate`` would use at the
+    start of the cycle. The task must be Pending."""
+    ssn = open_session(snapshot, config, registry=registry)
+    found = snapshot.task_index.get(task_name)
+    if found is None:
+        raise ConfigError("not in the snapshot", kind="task", name=task_name)
+    t = int(found)
+    if ssn.template_of[t] < 0:
+        raise ConfigError(
+            f"task is {snapshot.tasks[t].phase.value}, not Pending",
+            kind="task",
+            name=task_name,
+            field="phase",
+        )
+    tmpl = ssn.templates[int(ssn.template_of[t])]
+    rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
+    ev = ssn.evaluate(tmpl)
+    reasons = [""] * rows.size
+    for tier in ssn.chains["predicate"]:
+        for p in tier:
+            for reject, word in p.predicate(ssn, tmpl, rows):
+                for k in np.flatnonzero(reject).tolist():
+                    if not reasons[k]:
+                        reasons[k] = word
+    per_plugin: dict[str, np.ndarray[Any, Any]] = {}
+    for tier in ssn.chains["node_score"]:
+        for p in tier:
+            per_plugin[p.name] = p.node_score(ssn, tmpl, rows)
+    nodes = []
+    for i, name in enumerate(ssn.arrays.node_names):
+        reason = reasons[i]
+        if not reason and not ev.fit_future[i]:
+            reason = "insufficient resources"
+        nodes.append(
+            NodeExplanation(
+                node=name,
+                fits=bool(ev.ok[i] and ev.fit_idle[i]),
+                fits_after_release=bool(ev.ok[i] and ev.fit_future[i]),
+                reason=reason,
+                scores=FrozenDict({k: float(v[i]) for k, v in per_plugin.items()}),
+                total=float(ev.score[i]),
+            )
+        )
+    best_idx, _ = ssn.best_node(tmpl)
+    return Explanation(
+        task=task_name,
+        nodes=tuple(nodes),
+        best=ssn.arrays.node_names[best_idx] if best_idx >= 0 else None,
+    )

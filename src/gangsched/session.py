@@ -1,0 +1,580 @@
+"""The working state of one scheduling cycle.
+
+Theory of operation
+-------------------
+``Session.open(snapshot, config, registry)`` copies the mutable columns of the snapshot's
+:class:`~gangsched.arrays.ClusterArrays` (used, releasing, pipelined, per-device GPU use), sets
+up per-task state codes and per-job / per-queue aggregates, opens every configured plugin in
+tier order and resolves, once, which plugins serve which extension point. Actions then read and
+change the session only through:
+
+* the dispatcher (:meth:`call`, :meth:`job_key`, :meth:`queue_key`, :meth:`task_key`,
+  :meth:`evaluate`) — one tier loop, driven by the ``POINTS`` table of (point, combiner);
+* :class:`~gangsched.statement.Statement`, whose operations call :meth:`place`,
+  :meth:`unplace`, :meth:`evict` and :meth:`unevict` — the only code that mutates the arrays.
+
+Feasibility and scores are kept per task template and refreshed incrementally: every change to a
+node bumps ``node_version[node]``, and :meth:`evaluate` recomputes only the rows whose version
+moved since the template was last evaluated.
+
+Ties between equally scored nodes go to the lowest node index (the snapshot's node order);
+Volcano breaks them at random.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from .arrays import ClusterArrays, TaskTemplate, build_cluster_arrays, build_templates
+from .combine import (
+    all_pass,
+    any_true,
+    first_tier_all,
+    intersect_first_decisive,
+    lexicographic,
+    vote,
+)
+from .config import Config
+from .model import TaskPhase
+from .registry import Registry
+from .snapshot import Snapshot
+from .statement import Op
+from .units import PODS
+
+__all__ = ["POINTS", "Session", "TaskState"]
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+F64 = npt.NDArray[np.float64]
+
+
+class TaskState:
+    """Int codes of a task's state inside a session."""
+
+    PENDING = 0
+    ALLOCATED = 1
+    PIPELINED = 2
+    BOUND = 3
+    RUNNING = 4
+    RELEASING = 5
+    SUCCEEDED = 6
+    FAILED = 7
+
+
+N_STATES = 8
+
+_FROM_PHASE = {
+    TaskPhase.PENDING: TaskState.PENDING,
+    TaskPhase.PIPELINED: TaskState.PIPELINED,
+    TaskPhase.BOUND: TaskState.BOUND,
+    TaskPhase.RUNNING: TaskState.RUNNING,
+    TaskPhase.RELEASING: TaskState.RELEASING,
+    TaskPhase.SUCCEEDED: TaskState.SUCCEEDED,
+    TaskPhase.FAILED: TaskState.FAILED,
+}
+#: States that count toward a gang being ready (Volcano's ReadyTaskNum).
+READY_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskState.SUCCEEDED)
+#: States whose resources count as the job's (and its queue's) allocation.
+HOLDING_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED, TaskState.BOUND, TaskState.RUNNING)
+
+#: Ready or reserved.
+PIPELINED_OR_READY = (*READY_STATES, TaskState.PIPELINED)
+
+#: Extension point → (plugin method, combiner). The tier loop exists once, in :meth:`call`.
+POINTS: Mapping[str, Callable[..., Any]] = {
+    "job_order": lexicographic,
+    "queue_order": lexicographic,
+    "task_order": lexicographic,
+    "job_valid": lambda tiers: next(
+        (r for tier in tiers for a in tier if (r := a()) is not None), None
+    ),
+    "job_ready": all_pass,
+    "job_pipelined": vote,
+    "job_enqueueable": vote,
+    "job_enqueued": lambda tiers: [a() for tier in tiers for a in tier] and None,
+    "job_starving": first_tier_all,
+    "overused": any_true,
+    "allocatable": all_pass,
+    "preemptable": intersect_first_decisive,
+    "reclaimable": intersect_first_decisive,
+}
+#: Row-based points, evaluated by :meth:`Session.evaluate`.
+ROW_POINTS = ("predicate", "node_score")
+EVENT_POINTS = ("on_allocate", "on_deallocate")
+
+_INDEX_SUFFIX = re.compile(r"-(\d+)$")
+
+
+@dataclass(slots=True, eq=False)
+class _Eval:
+    versions: I64  # (n_nodes,) node_version at the last refresh
+    ok: BOOL  # (n_nodes,) plugin predicates pass
+    fit_idle: BOOL  # (n_nodes,) resources fit now
+    fit_future: BOOL  # (n_nodes,) resources fit once releasing tasks are gone
+    score: F64  # (n_nodes,)
+
+
+@dataclass(slots=True, eq=False)
+class Session:
+    snapshot: Snapshot
+    config: Config
+    arrays: ClusterArrays
+    used: I64
+    releasing: I64
+    pipelined: I64
+    gpu_used: I64
+    gpu_releasing: I64
+    gpu_pipelined: I64
+    node_version: I64
+    task_state: npt.NDArray[np.int8]
+    task_node: I64
+    task_gpus: list[tuple[int, ...]]
+    task_job: I64
+    task_req: I64  # (n_tasks, n_resources) nominal requests (GPU column at 1000 milli/device)
+    job_queue: I64
+    job_min: I64
+    job_phase: list[str]
+    job_allocated: I64  # (n_jobs, n_resources) held or reserved
+    job_count: I64  # (n_jobs, n_states) tasks per state
+    role_count: dict[tuple[int, str], I64]  # (job, role) -> (n_states,) tasks per state
+    queue_allocated: I64  # (n_queues, n_resources)
+    templates: list[TaskTemplate]
+    template_of: I64
+    plugins: list[list[Any]] = field(default_factory=list)
+    chains: dict[str, list[list[Any]]] = field(default_factory=dict)
+    job_reasons: dict[int, tuple[str, str]] = field(default_factory=dict)
+    task_reasons: dict[int, str] = field(default_factory=dict)
+    unschedulable_jobs: set[int] = field(default_factory=set)
+    queue_deserved: I64 | None = None
+    committed: list[Op] = field(default_factory=list)
+    kept: list[Op] = field(default_factory=list)
+    scratch: dict[str, Any] = field(default_factory=dict)
+    _evals: dict[int, _Eval] = field(default_factory=dict)
+
+    # ---------------------------------------------------------------- opening
+
+    @classmethod
+    def open(cls, snapshot: Snapshot, config: Config, registry: Registry) -> Session:
+        arrays = build_cluster_arrays(snapshot)
+        spec = arrays.spec
+        n_tasks, n_jobs = len(snapshot.tasks), len(snapshot.jobs)
+        task_state = np.zeros(n_tasks, dtype=np.int8)
+        task_node = np.full(n_tasks, -1, dtype=np.int64)
+        task_job = np.zeros(n_tasks, dtype=np.int64)
+        task_req = np.zeros((n_tasks, len(spec)), dtype=np.int64)
+        task_gpus: list[tuple[int, ...]] = []
+        col = {name: i for i, name in enumerate(spec.names)}
+        pods_col, gpu_col = col[PODS], spec.gpu_column
+        for i, task in enumerate(snapshot.tasks):
+            task_state[i] = _FROM_PHASE[task.phase]
+            if task.node is not None:
+                task_node[i] = snapshot.node_index[task.node]
+            task_job[i] = snapshot.job_index[task.job]
+            for res, amount in task.request.items():
+                if res != PODS:
+                    task_req[i, col[res]] = amount
+            task_req[i, pods_col] = 1
+            if task.gpu_request is not None:
+                task_req[i, gpu_col] = task.gpu_request.count * min(task.gpu_request.milli, 1000)
+            task_gpus.append(task.gpu_indices)
+        job_queue = np.array([snapshot.queue_index[j.queue] for j in snapshot.jobs], dtype=np.int64)
+        ssn = cls(
+            snapshot=snapshot,
+            config=config,
+            arrays=arrays,
+            used=arrays.used.copy(),
+            releasing=arrays.releasing.copy(),
+            pipelined=arrays.pipelined.copy(),
+            gpu_used=arrays.gpu_used.copy(),
+            gpu_releasing=arrays.gpu_releasing.copy(),
+            gpu_pipelined=arrays.gpu_pipelined.copy(),
+            node_version=np.zeros(arrays.n_nodes, dtype=np.int64),
+            task_state=task_state,
+            task_node=task_node,
+            task_gpus=task_gpus,
+            task_job=task_job,
+            task_req=task_req,
+            job_queue=job_queue,
+            job_min=np.array([j.min_available for j in snapshot.jobs], dtype=np.int64),
+            job_phase=[j.phase.value for j in snapshot.jobs],
+            job_allocated=np.zeros((n_jobs, len(spec)), dtype=np.int64),
+            job_count=np.zeros((n_jobs, N_STATES), dtype=np.int64),
+            role_count={},
+            queue_allocated=np.zeros((len(snapshot.queues), len(spec)), dtype=np.int64),
+            templates=[],
+            template_of=np.full(n_tasks, -1, dtype=np.int64),
+        )
+        np.add.at(ssn.job_count, (task_job, task_state.astype(np.int64)), 1)
+        for i, task in enumerate(snapshot.tasks):
+            key = (int(task_job[i]), task.role)
+            if key not in ssn.role_count:
+                ssn.role_count[key] = np.zeros(N_STATES, dtype=np.int64)
+            ssn.role_count[key][task_state[i]] += 1
+        holding = np.isin(task_state, HOLDING_STATES) & (task_node >= 0)
+        for t in np.flatnonzero(holding):
+            ssn.job_allocated[task_job[t]] += ssn.row_on(int(t), int(task_node[t]))
+        np.add.at(ssn.queue_allocated, job_queue, ssn.job_allocated)
+        pending = [i for i in range(n_tasks) if task_state[i] == TaskState.PENDING]
+        ssn.templates, ssn.template_of = build_templates(snapshot, spec, pending)
+        ssn._open_plugins(registry)
+        return ssn
+
+    def _open_plugins(self, registry: Registry) -> None:
+        for tier in self.config.tiers:
+            opened = []
+            for option in tier.plugins:
+                plugin = registry.make_plugin(option.name, option.arguments)
+                opened.append((option, plugin))
+            self.plugins.append([p for _, p in opened])
+            self.scratch.setdefault("_options", []).append(opened)
+        for tier_plugins in self.plugins:
+            for plugin in tier_plugins:
+                opener = getattr(plugin, "on_session_open", None)
+                if opener is not None:
+                    opener(self)
+        for point in (*POINTS, *ROW_POINTS, *EVENT_POINTS):
+            self.chains[point] = [
+                [p for option, p in tier if hasattr(p, point) and _enabled(option, point)]
+                for tier in self.scratch["_options"]
+            ]
+
+    def plugin(self, name: str) -> Any | None:
+        """The opened plugin called ``name``, if configured."""
+        for tier in self.plugins:
+            for p in tier:
+                if getattr(p, "name", None) == name:
+                    return p
+        return None
+
+    # ---------------------------------------------------------------- dispatch
+
+    def call(self, point: str, *args: Any) -> Any:
+        """Ask every plugin serving ``point`` and combine the answers with its combiner."""
+        thunks = [
+            [partial(getattr(p, point), self, *args) for p in tier] for tier in self.chains[point]
+        ]
+        return POINTS[point](thunks)
+
+    def job_key(self, job: int) -> tuple[Any, ...]:
+        rec = self.snapshot.jobs[job]
+        return (*self.call("job_order", job), rec.creation, rec.name)
+
+    def queue_key(self, queue: int) -> tuple[Any, ...]:
+        return (*self.call("queue_order", queue), self.snapshot.queues[queue].name)
+
+    def task_key(self, task: int) -> tuple[Any, ...]:
+        name = self.snapshot.tasks[task].name
+        m = _INDEX_SUFFIX.search(name)
+        return (*self.call("task_order", task), int(m.group(1)) if m else -1, name)
+
+    # ---------------------------------------------------------------- resources
+
+    def device_milli(self, task: int, node: int) -> int:
+        g = self.snapshot.tasks[task].gpu_request
+        if g is None:
+            return 0
+        cap = int(self.arrays.gpu_capacity[node])
+        if not self.arrays.gpu_sharing[node] or g.milli >= cap:
+            return cap
+        return g.milli
+
+    def row_on(self, task: int, node: int) -> I64:
+        """The task's request as it is charged on ``node`` (GPU column per the node's devices)."""
+        row: I64 = self.task_req[task].copy()
+        g = self.snapshot.tasks[task].gpu_request
+        if g is not None:
+            row[self.arrays.spec.gpu_column] = g.count * self.device_milli(task, node)
+        return row
+
+    def idle(self) -> I64:
+        out: I64 = self.arrays.allocatable - self.used
+        return out
+
+    def future_idle(self) -> I64:
+        out: I64 = self.arrays.allocatable - self.used + self.releasing - self.pipelined
+        return out
+
+    def _resource_fit(self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> tuple[BOOL, BOOL]:
+        a = self.arrays
+        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
+        if tmpl.gpu_count:
+            cap = a.gpu_capacity[rows]
+            m_eff = np.where(a.gpu_sharing[rows] & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+        idle = a.allocatable[rows] - self.used[rows]
+        future = idle + self.releasing[rows] - self.pipelined[rows]
+        fit_idle: BOOL = np.asarray((req <= idle).all(axis=1))
+        fit_future: BOOL = np.asarray((req <= future).all(axis=1))
+        if tmpl.gpu_count:
+            valid = a.gpu_valid[rows]
+            free = np.where(valid, cap[:, None] - self.gpu_used[rows], -1)
+            ffree = np.where(valid, free + self.gpu_releasing[rows] - self.gpu_pipelined[rows], -1)
+            need = np.maximum(m_eff, 1)[:, None]
+            fit_idle &= (free >= need).sum(axis=1) >= tmpl.gpu_count
+            fit_future &= (ffree >= need).sum(axis=1) >= tmpl.gpu_count
+        return fit_idle, fit_future
+
+    def evaluate(self, tmpl: TaskTemplate) -> _Eval:
+        """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
+        the rows changed since the last call."""
+        ev = self._evals.get(tmpl.index)
+        n = self.arrays.n_nodes
+        if ev is None:
+            rows = np.arange(n, dtype=np.intp)
+            ev = _Eval(
+                versions=self.node_version.copy(),
+                ok=np.ones(n, dtype=np.bool_),
+                fit_idle=np.zeros(n, dtype=np.bool_),
+                fit_future=np.zeros(n, dtype=np.bool_),
+                score=np.zeros(n),
+            )
+            self._evals[tmpl.index] = ev
+        else:
+            rows = np.flatnonzero(ev.versions != self.node_version).astype(np.intp)
+            if rows.size == 0:
+                return ev
+            ev.versions[rows] = self.node_version[rows]
+        ok = np.ones(rows.size, dtype=np.bool_)
+        for tier in self.chains["predicate"]:
+            for p in tier:
+                for reject, _reason in p.predicate(self, tmpl, rows):
+                    ok &= ~reject
+        ev.ok[rows] = ok
+        ev.fit_idle[rows], ev.fit_future[rows] = self._resource_fit(tmpl, rows)
+        score = np.zeros(rows.size)
+        for tier in self.chains["node_score"]:
+            for p in tier:
+                score += p.node_score(self, tmpl, rows)
+        ev.score[rows] = score
+        return ev
+
+    def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
+        """Best node for ``tmpl``: highest score among nodes where it fits now, else among nodes
+        where it fits once releasing resources are freed (then ``pipelined`` is True).
+        Returns ``(-1, False)`` when no node fits."""
+        ev = self.evaluate(tmpl)
+        base = ev.ok if among is None else ev.ok & among
+        for mask, pipelined in ((base & ev.fit_idle, False), (base & ev.fit_future, True)):
+            if mask.any():
+                return int(np.argmax(np.where(mask, ev.score, -np.inf))), pipelined
+        return -1, False
+
+    def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
+        """Why no node fits ``tmpl``, aggregated over nodes as kube-scheduler words it."""
+        n = self.arrays.n_nodes
+        rows = np.arange(n, dtype=np.intp)
+        reason = np.full(n, -1, dtype=np.int64)
+        words: list[str] = []
+
+        def mark(reject: BOOL, word: str) -> None:
+            sel = reject & (reason < 0)
+            if sel.any():
+                if word not in words:
+                    words.append(word)
+                reason[sel] = words.index(word)
+
+        if among is not None:
+            mark(~among, "node(s) outside the allowed topology domain")
+        for tier in self.chains["predicate"]:
+            for p in tier:
+                for reject, word in p.predicate(self, tmpl, rows):
+                    mark(reject, word)
+        a = self.arrays
+        req = np.broadcast_to(tmpl.request, (n, tmpl.request.size)).copy()
+        if tmpl.gpu_count:
+            cap = a.gpu_capacity
+            m_eff = np.where(a.gpu_sharing & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+            valid = a.gpu_valid
+            ffree = np.where(
+                valid, cap[:, None] - self.gpu_used + self.gpu_releasing - self.gpu_pipelined, -1
+            )
+            devices_ok = (ffree >= np.maximum(m_eff, 1)[:, None]).sum(axis=1) >= tmpl.gpu_count
+        else:
+            devices_ok = np.ones(n, dtype=np.bool_)
+        future = self.future_idle()
+        short = req > future
+        for c, res in enumerate(a.spec.names):
+            if res == PODS:
+                mark(short[:, c], "Too many pods")
+            elif c == a.spec.gpu_column:
+                mark(short[:, c] | ~devices_ok, f"Insufficient {res}")
+            else:
+                mark(short[:, c], f"Insufficient {res}")
+        counts = Counter(int(r) for r in reason[reason >= 0])
+        n_ok = int((reason < 0).sum())
+        parts = sorted(((cnt, words[r]) for r, cnt in counts.items()), key=lambda x: (-x[0], x[1]))
+        detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
+        return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+
+    def choose_gpus(self, task: int, node: int, *, future: bool) -> tuple[int, ...]:
+        """Device indices for ``task`` on ``node``: fractional requests best-fit onto the
+        fullest device with room, whole-device requests take the lowest free indices."""
+        g = self.snapshot.tasks[task].gpu_request
+        if g is None:
+            return ()
+        a = self.arrays
+        cap = int(a.gpu_capacity[node])
+        need = self.device_milli(task, node)
+        free = cap - self.gpu_used[node]
+        if future:
+            free = free + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        free = np.where(a.gpu_valid[node], free, -1)
+        ok = np.flatnonzero(free >= need)
+        order = ok[np.lexsort((ok, free[ok]))] if need < cap else ok
+        return tuple(int(i) for i in order[: g.count])
+
+    # ---------------------------------------------------------------- mutation
+
+    def place(self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> None:
+        row = self.row_on(task, node)
+        per_device = self.device_milli(task, node)
+        if pipelined:
+            self.pipelined[node] += row
+            self.gpu_pipelined[node, list(gpus)] += per_device
+            self._set_state(task, TaskState.PIPELINED)
+        else:
+            self.used[node] += row
+            self.gpu_used[node, list(gpus)] += per_device
+            self._set_state(task, TaskState.ALLOCATED)
+        self.task_node[task] = node
+        self.task_gpus[task] = gpus
+        j = int(self.task_job[task])
+        self.job_allocated[j] += row
+        self.queue_allocated[self.job_queue[j]] += row
+        self.node_version[node] += 1
+        self._fire("on_allocate", task)
+
+    def unplace(self, task: int) -> None:
+        node = int(self.task_node[task])
+        gpus = self.task_gpus[task]
+        row = self.row_on(task, node)
+        per_device = self.device_milli(task, node)
+        if self.task_state[task] == TaskState.PIPELINED:
+            self.pipelined[node] -= row
+            self.gpu_pipelined[node, list(gpus)] -= per_device
+        else:
+            self.used[node] -= row
+            self.gpu_used[node, list(gpus)] -= per_device
+        j = int(self.task_job[task])
+        self.job_allocated[j] -= row
+        self.queue_allocated[self.job_queue[j]] -= row
+        self._set_state(task, TaskState.PENDING)
+        self.task_node[task] = -1
+        self.task_gpus[task] = ()
+        self.node_version[node] += 1
+        self._fire("on_deallocate", task)
+
+    def evict(self, task: int) -> None:
+        node = int(self.task_node[task])
+        row = self.row_on(task, node)
+        per_device = self.device_milli(task, node)
+        self.releasing[node] += row
+        self.gpu_releasing[node, list(self.task_gpus[task])] += per_device
+        j = int(self.task_job[task])
+        self.job_allocated[j] -= row
+        self.queue_allocated[self.job_queue[j]] -= row
+        self._set_state(task, TaskState.RELEASING)
+        self.node_version[node] += 1
+        self._fire("on_deallocate", task)
+
+    def unevict(self, task: int, prev_state: int) -> None:
+        node = int(self.task_node[task])
+        row = self.row_on(task, node)
+        per_device = self.device_milli(task, node)
+        self.releasing[node] -= row
+        self.gpu_releasing[node, list(self.task_gpus[task])] -= per_device
+        j = int(self.task_job[task])
+        self.job_allocated[j] += row
+        self.queue_allocated[self.job_queue[j]] += row
+        self._set_state(task, prev_state)
+        self.node_version[node] += 1
+        self._fire("on_allocate", task)
+
+    def _set_state(self, task: int, state: int) -> None:
+        old = int(self.task_state[task])
+        j = int(self.task_job[task])
+        self.job_count[j, old] -= 1
+        self.job_count[j, state] += 1
+        roles = self.role_count[(j, self.snapshot.tasks[task].role)]
+        roles[old] -= 1
+        roles[state] += 1
+        self.task_state[task] = state
+
+    def _fire(self, point: str, task: int) -> None:
+        for tier in self.chains[point]:
+            for p in tier:
+                getattr(p, point)(self, task)
+
+    def record(self, ops: Sequence[Op], *, committed: bool) -> None:
+        (self.committed if committed else self.kept).extend(ops)
+
+    # ---------------------------------------------------------------- job counters
+
+    def count_states(self, job: int, states: Sequence[int], role: str | None = None) -> int:
+        """Number of the job's tasks (of ``role``, if given) in any of ``states``."""
+        counts = (
+            self.job_count[job]
+            if role is None
+            else self.role_count.get((job, role), np.zeros(N_STATES, dtype=np.int64))
+        )
+        return int(counts[list(states)].sum())
+
+    def _job_tasks(self, job: int) -> I64:
+        by_job = self.scratch.get("_job_tasks")
+        if by_job is None:
+            order = np.argsort(self.task_job, kind="stable")
+            bounds = np.searchsorted(self.task_job[order], np.arange(len(self.snapshot.jobs) + 1))
+            by_job = [order[bounds[j] : bounds[j + 1]] for j in range(len(self.snapshot.jobs))]
+            self.scratch["_job_tasks"] = by_job
+        result: I64 = by_job[job]
+        return result
+
+    def job_tasks(self, job: int) -> I64:
+        """Indices of the job's tasks (snapshot order)."""
+        return self._job_tasks(job)
+
+    def pending_best_effort(self, job: int) -> int:
+        """Pending best-effort tasks of the job (Volcano counts them toward readiness)."""
+        cache = self.scratch.setdefault("_best_effort", {})
+        be = cache.get(job)
+        if be is None:
+            be = np.array(
+                [t for t in self._job_tasks(job) if self.snapshot.tasks[t].best_effort],
+                dtype=np.int64,
+            )
+            cache[job] = be
+        return int((self.task_state[be] == TaskState.PENDING).sum()) if be.size else 0
+
+    def vector(self, resources: Mapping[str, int] | None) -> I64:
+        """A canonical resource mapping as a row over the session's columns (pods → 0)."""
+        row = np.zeros(len(self.arrays.spec), dtype=np.int64)
+        for res, amount in (resources or {}).items():
+            if res != PODS:
+                row[self.arrays.spec.index(res)] = amount
+        return row
+
+    def as_mapping(self, row: npt.NDArray[Any]) -> dict[str, int]:
+        """A row over the session's columns as ``{resource: amount}`` (non-zero, pods dropped)."""
+        return {
+            name: round(float(v))
+            for name, v in zip(self.arrays.spec.names, row, strict=True)
+            if name != PODS and v
+        }
+
+    def note_job(self, job: int, reason: str, message: str) -> None:
+        """Record why a job did not progress (the last word wins)."""
+        self.job_reasons[job] = (reason, message)
+
+
+def _enabled(option: Any, point: str) -> bool:
+    enabled = getattr(option, "enabled", None)
+    return True if enabled is None else bool(enabled(point))
