@@ -51,5 +51,9 @@ class FrozenDict(Mapping[K, V]):
     def __setattr__(self, name: str, value: object) -> None:
         raise AttributeError("FrozenDict is immutable")
 
+    def __reduce__(self) -> tuple[type[FrozenDict[K, V]], tuple[dict[K, V]]]:
+        # Rebuild through __init__ (attribute assignment is blocked), for pickle and deepcopy.
+        return (type(self), (self._data,))
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._data!r})"

@@ -18,9 +18,9 @@ only for one shared device), and the models it accepts.
 frequencies ``p_m`` (:func:`typical_pods`: the most popular resource shapes covering 95 % of the
 workload, renormalized). For node ``n`` with free CPU ``c`` and device frees ``g[]``:
 
-* ``m`` asks for no GPU, or may not use the node's model, or needs more CPU than ``c``, or fewer than
-  ``num_gpu_m`` devices have ``g[i] >= gpu_milli_m``: every idle milli-GPU of the node is fragment,
-  ``F_n(m) = sum(g)``;
+* ``m`` asks for no GPU, or may not use the node's model, or needs more CPU than ``c``, or
+  fewer than ``num_gpu_m`` devices have ``g[i] >= gpu_milli_m``: every idle milli-GPU of the
+  node is fragment, ``F_n(m) = sum(g)``;
 * otherwise (``m`` fits): only the devices too small for ``m`` are fragment,
   ``F_n(m) = sum(g[i] for g[i] < gpu_milli_m)``.
 

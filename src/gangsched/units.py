@@ -119,7 +119,7 @@ def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
                 f"not a finite quantity {value!r}", kind=kind, name=name, field=field
             )
         # Interpret the float as the decimal a person wrote (0.1 → 1/10), as YAML would.
-        return Fraction(repr(value))
+        return Fraction(repr(float(value)))
     if isinstance(value, str):
         text = value.strip()
         if len(text) > _MAX_TEXT:

@@ -1,0 +1,1 @@
+"""Replays and studies built on the core (outside the core: these may touch files)."""

@@ -1,0 +1,487 @@
+"""The FGD (ATC'23) fragmentation study: fill an empty cluster with a shuffled, tuned workload.
+
+Theory of operation
+-------------------
+One *run* is (workload, policy, tune ratio, seed):
+
+1. The pods are sorted by name and shuffled with the seed (Fisher-Yates from the last position
+   down, one ``intn(i + 1)`` per position, after one discarded draw: the reference simulator seeds
+   its generator, logs one number, then shuffles).
+2. Tuning to ``tune`` x the cluster's GPU capacity. While short of the target, a pod is drawn
+   uniformly (with replacement) from the name-sorted original list and appended as a clone. The
+   loop stops at the first draw that would overshoot, where -- as in the reference -- the check
+   adds the clone's *per-device* ``gpu_milli``, not ``num_gpu * gpu_milli``. When the workload is
+   already above the target, uniformly drawn pods are removed until it is not.
+3. The pods are scheduled one at a time onto the empty cluster; none ever finishes. A pod that fits
+   nowhere is counted as failed and dropped.
+4. Before the first pod and after each one, the run records the arrived GPU request (milli-GPU,
+   failed pods included), the allocated milli-GPU, the cluster fragment and the idle milli-GPU.
+
+:func:`discrete_tables` turns the records into the authors' three tables: for every arrived
+percentage ``k`` in 0..130 (arrived / capacity, rounded half-to-even to 1 %), the mean over the
+records in that bucket (or, if none, in ``k-1..k+1``) of the allocation ratio (%, each record
+rounded to 0.01), the fragment amount (% of capacity) and the fragmentation ratio (% of idle).
+
+Randomness comes from :class:`~gangsched.sim.gorand.GoRand` (the reference simulator's generator,
+bit for bit) unless ``rng="numpy"`` asks for ``np.random.default_rng(seed)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import ConfigError
+from ..fragmentation import (
+    MILLI,
+    N_AFFINITY,
+    POLICIES,
+    ClusterView,
+    FragTerms,
+    PodRequest,
+    TypicalPods,
+    choose_node,
+    device_indices,
+    fit_mask,
+    fragment_terms,
+    node_fragment_from_terms,
+    typical_pods,
+)
+from ..io.openb import NodeTable, PodTable
+from .gorand import GoRand
+
+__all__ = [
+    "BUCKETS",
+    "POLICY_IDS",
+    "DiscreteRow",
+    "NumpyIntSource",
+    "RunResult",
+    "discrete_tables",
+    "make_source",
+    "parse_seeds",
+    "run_grid",
+    "run_one",
+    "tuned_order",
+    "write_tables",
+]
+
+POLICY_IDS: dict[str, str] = {
+    "random": "01-Random",
+    "dotprod": "02-DotProd",
+    "gpu-clustering": "03-GpuClustering",
+    "gpu-packing": "04-GpuPacking",
+    "bestfit": "05-BestFit",
+    "fgd": "06-FGD",
+}
+BUCKETS = 131  # arrived 0..130 %
+TABLE_FILES = (
+    "analysis_allo_discrete.csv",
+    "analysis_frag_discrete.csv",
+    "analysis_frag_ratio_discrete.csv",
+)
+
+
+class NumpyIntSource:
+    """:class:`~gangsched.fragmentation.IntSource` over ``np.random.default_rng(seed)``."""
+
+    def __init__(self, seed: int) -> None:
+        self._rng = np.random.default_rng(seed)
+
+    def intn(self, n: int) -> int:
+        return int(self._rng.integers(n))
+
+    def shuffle_index(self, i: int) -> int:
+        return int(self._rng.integers(i + 1))
+
+    def discard(self) -> None:
+        """Nothing to align with for this generator."""
+
+
+def make_source(kind: str, seed: int) -> NumpyIntSource | GoRand:
+    """A seeded integer source: ``"go"`` (the reference simulator's generator) or ``"numpy"``."""
+    if kind == "go":
+        return GoRand(seed)
+    if kind == "numpy":
+        return NumpyIntSource(seed)
+    raise ConfigError("expected 'go' or 'numpy'", kind="rng", name=kind)
+
+
+def parse_seeds(text: str) -> tuple[int, ...]:
+    """``"42-51"`` → 42..51, ``"42,45"`` → (42, 45), ``"7"`` → (7,)."""
+    seeds: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            if "-" in part[1:]:
+                lo_text, hi_text = part.split("-", 1) if part[0] != "-" else ("", "")
+                lo, hi = int(lo_text), int(hi_text)
+                if hi < lo:
+                    raise ValueError
+                seeds.extend(range(lo, hi + 1))
+            else:
+                seeds.append(int(part))
+        except ValueError:
+            raise ConfigError(
+                "expected N, N-M or a comma list", kind="option", name="--seeds", field=part
+            ) from None
+    if not seeds:
+        raise ConfigError("no seed given", kind="option", name="--seeds")
+    return tuple(seeds)
+
+
+def tuned_order(
+    pods: PodTable, total_gpus: int, tune: float, rng: NumpyIntSource | GoRand
+) -> npt.NDArray[np.int64]:
+    """Indices into ``pods`` in arrival order after shuffling and tuning (clones repeat indices)."""
+    by_name = np.asarray(sorted(range(len(pods)), key=lambda i: pods.names[i]), dtype=np.int64)
+    order = by_name.copy()
+    rng.discard()
+    for i in range(len(order) - 1, 0, -1):
+        j = rng.shuffle_index(i)
+        order[i], order[j] = order[j], order[i]
+    if tune <= 0:
+        return order
+    per_gpu = pods.gpu_milli
+    total_req = pods.num_gpu * pods.gpu_milli
+    total = int(total_req.sum())
+    target = tune * float(total_gpus * MILLI)
+    if float(total) < target:
+        extra: list[int] = []
+        n = len(by_name)
+        while True:
+            pick = int(by_name[rng.intn(n)])
+            if float(total + int(per_gpu[pick])) > target:
+                break
+            total += int(total_req[pick])
+            extra.append(pick)
+        return np.concatenate([order, np.asarray(extra, dtype=np.int64)])
+    kept = list(order)
+    while float(total) > target and kept:
+        k = rng.intn(len(kept))
+        total -= int(total_req[kept.pop(k)])
+    return np.asarray(kept, dtype=np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """Records of one run: entry 0 is the empty cluster, entry i the state after pod i."""
+
+    workload: str
+    policy: str
+    tune: float
+    seed: int
+    total_gpus: int
+    n_pods: int
+    failed: int
+    arrived: npt.NDArray[np.int64]  # (n_pods + 1,) milli-GPU
+    used: npt.NDArray[np.int64]  # (n_pods + 1,) milli-GPU
+    frag: npt.NDArray[np.float64]  # (n_pods + 1,) milli-GPU
+    idle: npt.NDArray[np.int64]  # (n_pods + 1,) milli-GPU
+    placement: npt.NDArray[np.int64]  # (n_pods,) node of each pod, -1 = failed
+    order: npt.NDArray[np.int64]  # (n_pods,) index into the pod table of each arriving pod
+    max_gpu_used: int  # largest milli-GPU used on any device at the end (<= 1000)
+    cpu_overcommit: bool  # whether any node ended with negative free CPU or memory
+
+
+def _build_typical(pods: PodTable, nodes: NodeTable) -> TypicalPods:
+    return typical_pods(
+        np.asarray(pods.cpu_milli),
+        np.asarray(pods.num_gpu),
+        np.asarray(pods.gpu_milli),
+        np.asarray(pods.spec_idx),
+        pods.spec_allowed(nodes.models),
+    )
+
+
+def run_one(
+    nodes: NodeTable,
+    pods: PodTable,
+    policy: str,
+    seed: int,
+    *,
+    tune: float = 1.3,
+    rng: str = "go",
+    limit: int | None = None,
+    workload: str | None = None,
+) -> RunResult:
+    """Replay one (policy, seed) run of the protocol; ``limit`` keeps the first pods only."""
+    if policy not in POLICIES:
+        raise ConfigError(
+            f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=policy
+        )
+    source = make_source(rng, seed)
+    total_gpus = nodes.total_gpus
+    order = tuned_order(pods, total_gpus, tune, source)
+    if limit is not None:
+        order = order[:limit]
+    typical = _build_typical(pods, nodes)
+    spec_allowed = pods.spec_allowed(nodes.models)
+
+    n = len(nodes)
+    width = max(nodes.max_gpus, 1)
+    free_cpu = np.array(nodes.cpu_milli, dtype=np.int64)
+    free_mem = np.array(nodes.memory_mib, dtype=np.int64)
+    gpu_count = np.array(nodes.gpu_count, dtype=np.int64)
+    model_idx = np.array(nodes.model_idx, dtype=np.int64)
+    gpu_free = np.where(np.arange(width)[None, :] < gpu_count[:, None], MILLI, 0).astype(np.int64)
+    affinity = np.zeros((n, N_AFFINITY), dtype=np.int64)
+    terms = fragment_terms(gpu_free, typical)
+    frag = node_fragment_from_terms(free_cpu, model_idx, terms, typical)
+    view = ClusterView(
+        free_cpu=free_cpu,
+        free_mem=free_mem,
+        gpu_free=gpu_free,
+        gpu_count=gpu_count,
+        model_idx=model_idx,
+        affinity=affinity,
+        typical=typical,
+        terms=terms,
+        frag=frag,
+    )
+    score = POLICIES[policy]
+
+    k = len(order)
+    arrived = np.zeros(k + 1, dtype=np.int64)
+    used = np.zeros(k + 1, dtype=np.int64)
+    frag_rec = np.zeros(k + 1, dtype=np.float64)
+    idle_rec = np.zeros(k + 1, dtype=np.int64)
+    frag_rec[0] = float(frag.sum())
+    idle_rec[0] = int(terms.idle.sum())
+    placement = np.full(k, -1, dtype=np.int64)
+    requests: dict[int, PodRequest] = {}
+    arrived_now = used_now = failed = 0
+    for step, pod_idx in enumerate(order.tolist(), start=1):
+        req = requests.get(pod_idx)
+        if req is None:
+            spec = int(pods.spec_idx[pod_idx])
+            req = PodRequest(
+                cpu_milli=int(pods.cpu_milli[pod_idx]),
+                memory=int(pods.memory_mib[pod_idx]),
+                num_gpu=int(pods.num_gpu[pod_idx]),
+                gpu_milli=int(pods.gpu_milli[pod_idx]),
+                allowed_models=None if spec == 0 and not pods.specs[0] else spec_allowed[spec],
+            )
+            requests[pod_idx] = req
+        arrived_now += req.total_gpu_milli
+        feasible = fit_mask(free_cpu, free_mem, gpu_free, model_idx, req)
+        node = -1
+        if feasible.any():
+            verdict = score(view, req, feasible, source)
+            node = choose_node(verdict)
+        if node < 0:
+            failed += 1
+        else:
+            placement[step - 1] = node
+            devs = device_indices(gpu_free[node], req, int(verdict.share_gpu[node]))
+            free_cpu[node] -= req.cpu_milli
+            free_mem[node] -= req.memory
+            if devs:
+                gpu_free[node, list(devs)] -= req.gpu_milli
+                affinity[node, req.affinity] += 1
+                row = fragment_terms(gpu_free[node : node + 1], typical)
+                terms.fits_count[node] = row.fits_count[0]
+                terms.small_sum[node] = row.small_sum[0]
+                terms.idle[node] = row.idle[0]
+            frag[node] = _fragment_row(free_cpu, model_idx, terms, typical, node)
+            used_now += req.total_gpu_milli
+        arrived[step] = arrived_now
+        used[step] = used_now
+        frag_rec[step] = float(frag.sum())
+        idle_rec[step] = int(terms.idle.sum())
+    gpu_cap = np.where(np.arange(width)[None, :] < gpu_count[:, None], MILLI, 0)
+    return RunResult(
+        workload=workload if workload is not None else Path(pods.source).stem,
+        policy=policy,
+        tune=tune,
+        seed=seed,
+        total_gpus=total_gpus,
+        n_pods=k,
+        failed=failed,
+        arrived=arrived,
+        used=used,
+        frag=frag_rec,
+        idle=idle_rec,
+        placement=placement,
+        order=order,
+        max_gpu_used=int((gpu_cap - gpu_free).max()) if n else 0,
+        cpu_overcommit=bool((free_cpu < 0).any() or (free_mem < 0).any()),
+    )
+
+
+def _fragment_row(
+    free_cpu: npt.NDArray[np.int64],
+    model_idx: npt.NDArray[np.int64],
+    terms: FragTerms,
+    typical: TypicalPods,
+    node: int,
+) -> float:
+    sl = slice(node, node + 1)
+    row = FragTerms(
+        fits_count=terms.fits_count[sl], small_sum=terms.small_sum[sl], idle=terms.idle[sl]
+    )
+    return float(node_fragment_from_terms(free_cpu[sl], model_idx[sl], row, typical)[0])
+
+
+def _round_half_even(values: npt.NDArray[np.float64], digits: int) -> npt.NDArray[np.float64]:
+    # Python's round() on each float (correctly rounded decimal), as the authors' pandas code does.
+    return np.asarray([round(float(v), digits) for v in values], dtype=np.float64)
+
+
+def _format2(values: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    # The reference logs these with "%.2f" and parses the text back.
+    return np.asarray([float(f"{float(v):.2f}") for v in values], dtype=np.float64)
+
+
+def _bucket_means(arrive: npt.NDArray[np.int64], values: npt.NDArray[np.float64]) -> list[float]:
+    """Mean of ``values`` per arrived bucket 0..130, with the +-1 fallback; NaN when empty."""
+    ok = np.isfinite(values) & (arrive >= -1) & (arrive <= BUCKETS)
+    idx = arrive[ok] + 1  # shift so -1 maps to 0
+    vals = values[ok]
+    size = BUCKETS + 2
+    counts = np.bincount(idx, minlength=size)[:size]
+    sums = np.bincount(idx, weights=vals, minlength=size)[:size]
+    out: list[float] = []
+    for b in range(BUCKETS):
+        c = int(counts[b + 1])
+        if c > 0:
+            out.append(float(sums[b + 1]) / c)
+            continue
+        c3 = int(counts[b : b + 3].sum())
+        out.append(float(sums[b : b + 3].sum()) / c3 if c3 > 0 else math.nan)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DiscreteRow:
+    """One row of the three tables."""
+
+    workload: str
+    sc_policy: str
+    tune: float
+    seed: int
+    total_gpus: int
+    alloc: tuple[float, ...]  # 131 values, NaN = empty cell
+    frag_amount: tuple[float, ...]
+    frag_ratio: tuple[float, ...]
+
+
+def discrete_tables(run: RunResult) -> DiscreteRow:
+    """Bucket one run's records by arrived % (see the module docstring)."""
+    total = float(run.total_gpus)
+    arrive = _round_half_even(run.arrived / total / 10, 0).astype(np.int64)
+    alloc = _round_half_even(run.used / total / 10, 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(run.idle > 0, 100.0 * run.frag / run.idle, np.nan)
+    frag_milli = _format2(run.frag)
+    ratio = np.where(np.isfinite(ratio), _format2(np.nan_to_num(ratio)), np.nan)
+    alloc_b = [round(v, 2) if math.isfinite(v) else v for v in _bucket_means(arrive, alloc)]
+    frag_b = [
+        round(100 * v / 1000 / total, 2) if math.isfinite(v) else v
+        for v in _bucket_means(arrive, frag_milli)
+    ]
+    ratio_b = _bucket_means(arrive, ratio)
+    return DiscreteRow(
+        workload=run.workload,
+        sc_policy=POLICY_IDS[run.policy],
+        tune=run.tune,
+        seed=run.seed,
+        total_gpus=run.total_gpus,
+        alloc=tuple(alloc_b),
+        frag_amount=tuple(frag_b),
+        frag_ratio=tuple(ratio_b),
+    )
+
+
+def _cell(v: float) -> str:
+    return "" if not math.isfinite(v) else repr(float(v))
+
+
+def write_tables(rows: Sequence[DiscreteRow], out_dir: str | Path) -> tuple[Path, Path, Path]:
+    """Write the three tables in the authors' format; returns their paths."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create: {exc.strerror}", kind="directory", name=str(out)
+        ) from None
+    cols = ",".join(str(b) for b in range(BUCKETS))
+    allo = [f"workload,sc_policy,tune,seed,total_gpus,{cols}"]
+    frag = [f"workload,sc_policy,tune,seed,{cols}"]
+    ratio = [f"workload,sc_policy,tune,seed,{cols}"]
+    for r in rows:
+        head = f"{r.workload},{r.sc_policy},{r.tune!r},{r.seed}"
+        allo.append(f"{head},{r.total_gpus}," + ",".join(_cell(v) for v in r.alloc))
+        frag.append(f"{head}," + ",".join(_cell(v) for v in r.frag_amount))
+        ratio.append(f"{head}," + ",".join(_cell(v) for v in r.frag_ratio))
+    paths = tuple(out / name for name in TABLE_FILES)
+    for path, lines in zip(paths, (allo, frag, ratio), strict=True):
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths[0], paths[1], paths[2]
+
+
+@dataclass(frozen=True, slots=True)
+class _Task:
+    nodes: NodeTable
+    pods: PodTable
+    policy: str
+    seed: int
+    tune: float
+    rng: str
+    limit: int | None
+
+
+def _run_task(task: _Task) -> RunResult:
+    return run_one(
+        task.nodes,
+        task.pods,
+        task.policy,
+        task.seed,
+        tune=task.tune,
+        rng=task.rng,
+        limit=task.limit,
+    )
+
+
+def run_grid(
+    nodes: NodeTable,
+    pods: PodTable,
+    policies: Sequence[str],
+    seeds: Sequence[int],
+    *,
+    tune: float = 1.3,
+    rng: str = "go",
+    workers: int = 1,
+    limit: int | None = None,
+    progress: Callable[[int, int, RunResult], None] | None = None,
+) -> list[RunResult]:
+    """All (policy, seed) runs, in policy-then-seed order whatever ``workers`` is."""
+    for p in policies:
+        if p not in POLICIES:
+            raise ConfigError(
+                f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=p
+            )
+    if workers < 1:
+        raise ConfigError("must be at least 1", kind="option", name="--workers")
+    tasks = [_Task(nodes, pods, p, s, tune, rng, limit) for p in policies for s in seeds]
+    results: list[RunResult] = []
+    if workers == 1 or len(tasks) == 1:
+        for task in tasks:
+            results.append(_run_task(task))
+            if progress is not None:
+                progress(len(results), len(tasks), results[-1])
+        return results
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        for res in pool.map(_run_task, tasks):
+            results.append(res)
+            if progress is not None:
+                progress(len(results), len(tasks), res)
+    return results
