@@ -1,6 +1,9 @@
 """The layer rule of design.md, checked on the source with ``ast``.
 
-A module may import only from its own layer or a lower one. Within L5, actions and plugins
+A module may import only from its own layer or a lower one. Imports under
+``if TYPE_CHECKING:`` are exempt from the ordering (they exist only for annotations and create
+no runtime dependency, e.g. a plugin Protocol naming the Session it receives); every other
+check applies to them too. Within L5, actions and plugins
 never import each other (a package's ``__init__`` may import its own members to register
 them). Only ``placement/cpsat.py`` imports ortools. The core (L0-L6) does not import modules
 that reach files, clocks, the environment or unseeded randomness.
@@ -139,6 +142,29 @@ def _resolve_relative(module: Module, level: int, target: str | None) -> str:
     return ".".join([*base, *([target] if target else [])])
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    if isinstance(test, ast.Name):
+        return test.id == "TYPE_CHECKING"
+    return isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+
+
+def _type_only_lines(tree: ast.Module) -> set[int]:
+    """Line numbers of imports that sit in the body of an ``if TYPE_CHECKING:`` block."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for stmt in node.body:
+                for inner in ast.walk(stmt):
+                    if isinstance(inner, ast.Import | ast.ImportFrom):
+                        lines.add(inner.lineno)
+    return lines
+
+
+def type_only_imports(module: Module) -> set[int]:
+    tree = ast.parse(module.path.read_text(encoding="utf-8"), filename=str(module.path))
+    return _type_only_lines(tree)
+
+
 def imports_of(module: Module) -> list[tuple[int, str]]:
     """``(line, target)`` for every import in ``module`` (type-only imports included).
 
@@ -203,10 +229,13 @@ def test_imports_respect_layers(module: Module) -> None:
     if own is None:
         pytest.fail(f"{module.name} has no layer (see test_every_module_has_a_layer)")
     problems: list[str] = []
+    type_only = type_only_imports(module)
     for line, target in imports_of(module):
         if target.startswith("!"):
             continue
         theirs = layer_of(target)
+        if line in type_only and theirs is not None:
+            continue
         where = f"{module.path.relative_to(SRC.parent)}:{line}"
         if theirs is None:
             problems.append(f"{where} imports {target!r}, which has no layer in LAYERS")
@@ -314,5 +343,6 @@ def test_checker_sees_a_violation(tmp_path: Path) -> None:
     assert "model" in targets and "snapshot" in targets and "scheduler" in targets
     assert "!ortools.sat.python.cp_model" in targets
     assert "errors" in targets
+    assert type_only_imports(Module("units", source, False)) == {5}
     assert all(layer_of(t) is not None for t in targets if not t.startswith("!"))
     assert max(layer_of(t) or 0 for t in targets if not t.startswith("!")) == 6

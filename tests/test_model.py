@@ -67,7 +67,7 @@ def test_frozen_dict_is_sorted_immutable_hashable() -> None:
     assert hash(d) == hash(FrozenDict({"a": 1, "b": 2}))
     assert len(d) == 2 and d["a"] == 1
     with pytest.raises(AttributeError):
-        d.x = 1  # type: ignore[attr-defined]
+        d.x = 1
     with pytest.raises(TypeError):
         d["c"] = 3  # type: ignore[index]
     assert repr(d) == "FrozenDict({'a': 1, 'b': 2})"
@@ -147,7 +147,7 @@ def test_node_with_zero_gpus_has_none() -> None:
 
 def test_node_record_level_rules() -> None:
     with _raises("node", "n1", "labels"):
-        Node(name="n1", labels={"a": 1})  # type: ignore[dict-item]
+        Node(name="n1", labels={"a": 1})  # type: ignore[arg-type]
     with _raises("node", "n1", "taints[0]"):
         Node(name="n1", taints=("k",))  # type: ignore[arg-type]
     with _raises("node", "n1", "taints[0].effect"):
@@ -305,24 +305,24 @@ def test_job_min_available_may_exceed_task_count_but_not_go_negative() -> None:
 
 
 def test_job_normalises_numbers() -> None:
-    job = Job(name="j", min_available=2.0, priority=3.0, min_task_member={"w": 1.0})  # type: ignore[arg-type,dict-item]
+    job = Job(name="j", min_available=2.0, priority=3.0, min_task_member={"w": 1.0})  # type: ignore[arg-type]
     assert type(job.min_available) is int and job.min_available == 2
     assert type(job.priority) is int
     assert type(job.min_task_member["w"]) is int
     assert json.dumps(job.to_dict()) == json.dumps(
-        Job(name="j", min_available=2, priority=3, min_task_member={"w": 1}).to_dict()
-    )  # type: ignore[arg-type]
+        Job(name="j", min_available=2, priority=3, min_task_member={"w": 1}).to_dict()  # type: ignore[arg-type]
+    )
 
 
 def test_job_record_rules() -> None:
     with _raises("job", "j", "min_available"):
-        Job(name="j", min_available=True)  # type: ignore[arg-type]
+        Job(name="j", min_available=True)
     with _raises("job", "j", "min_available"):
         Job(name="j", min_available=1.5)  # type: ignore[arg-type]
     with _raises("job", "j", "min_task_member"):
         Job(name="j", min_task_member=["w"])  # type: ignore[arg-type]
     with _raises("job", "j", "min_task_member.w"):
-        Job(name="j", min_task_member={"w": -1})  # type: ignore[dict-item]
+        Job(name="j", min_task_member={"w": -1})  # type: ignore[arg-type]
     with _raises("job", "j", "phase"):
         Job(name="j", phase="Done")  # type: ignore[arg-type]
     with _raises("job", "j", "priority"):
@@ -406,7 +406,7 @@ def test_task_placement_fields() -> None:
         phase="Running",  # type: ignore[arg-type]
         node="n1",
         gpu_request=GpuRequest(count=2),
-        gpu_indices=[3.0, 1],  # type: ignore[list-item]
+        gpu_indices=[3.0, 1],  # type: ignore[arg-type]
     )
     assert running.phase is TaskPhase.RUNNING
     assert running.gpu_indices == (3, 1)
@@ -492,7 +492,7 @@ def test_records_are_frozen_and_replace_revalidates() -> None:
     with _raises("task", "t", "node"):
         dataclasses.replace(task, phase=TaskPhase.RUNNING)
     with pytest.raises(TypeError):
-        Task("t", "j")  # type: ignore[misc]
+        Task("t", "j")  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------------------------------
@@ -539,5 +539,5 @@ def test_generated_jobs_and_tasks_are_valid(job: Job, members: tuple[Task, ...])
 @settings(max_examples=40, deadline=None)
 @given(st.text(min_size=1, max_size=8))
 def test_any_non_empty_name_round_trips(name: str) -> None:
-    node = Node(name=name, labels={name: name})  # type: ignore[dict-item]
+    node = Node(name=name, labels={name: name})  # type: ignore[arg-type]
     assert Node.from_dict(json.loads(json.dumps(node.to_dict()))) == node

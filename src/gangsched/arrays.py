@@ -222,6 +222,9 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         i = node_index[task.node]
         row = request_vector(task, spec, int(gpu_capacity[i]) or 1000)
         per_device = device_milli(task, int(gpu_capacity[i]), bool(gpu_sharing[i]))
+        if task.gpu_request is not None:
+            # Charged as held: whole devices on a node without GPU sharing (as Session.place).
+            row[gpu_col] = task.gpu_request.count * per_device
         if task.phase is TaskPhase.PIPELINED:
             pipelined[i] += row
             for d in task.gpu_indices:

@@ -133,7 +133,7 @@ def _spelling_list(resource: str, amount: int) -> list[Quantity]:
         as_float = float(value)
         if Fraction(repr(as_float)) == value:
             forms.append(as_float)
-    forms.append(f"{value * 1000}m" if (value * 1000).denominator == 1 else str(amount))
+    forms.append(f"{value * 1000}m")  # scale is 1 or 1000, so this is always whole
     if (value * 10**6).denominator == 1 and len(str(value * 10**6)) < 40:
         forms.append(f"{value * 10**6}u")
     # Deduplicate while keeping order (2 and "2" are distinct spellings).
