@@ -55,6 +55,8 @@ LAYERS: dict[str, int] = {
     "io.*": 7,
     "report": 7,
     "cli": 7,
+    "_cli_schedule": 7,
+    "policies": 5,
     "metrics": 7,
     "__main__": 7,
 }
@@ -72,6 +74,11 @@ LAYER_NAMES = {
 
 #: Subpackages whose members never import one another (design.md: "never import each other").
 ISOLATED = ("actions", "plugins")
+
+#: Core modules allowed one impure import, with the reason. The CP-SAT placer hands the solver
+#: a wall-clock budget (a deadline shared by its successive solves); tests and benchmarks pass
+#: ``max_deterministic_time`` instead, which makes results machine-independent.
+IMPURE_EXCEPTIONS: dict[str, frozenset[str]] = {"placement.cpsat": frozenset({"time"})}
 
 #: Standard-library modules the core (L0-L6) must not import: they reach files, clocks,
 #: the environment, processes, the network or unseeded randomness.
@@ -261,6 +268,9 @@ def test_actions_and_plugins_never_import_each_other(module: Module) -> None:
         # A package __init__ may import its own members (to register them).
         if module.is_package and target.startswith(module.name + "."):
             continue
+        # Private helpers of the same group (actions/_victims.py) are shared code, not members.
+        if target.rpartition(".")[2].startswith("_") and group == _isolated_group(module.name):
+            continue
         problems.append(
             f"{module.path.relative_to(SRC.parent)}:{line}: {module.name} imports {target}; "
             "actions and plugins never import one another (share code through a lower layer)"
@@ -287,7 +297,9 @@ def test_core_does_not_import_impure_modules(module: Module) -> None:
         {
             (line, t[1:])
             for line, t in imports_of(module)
-            if t.startswith("!") and t[1:].split(".")[0] in IMPURE_STDLIB
+            if t.startswith("!")
+            and t[1:].split(".")[0] in IMPURE_STDLIB
+            and t[1:].split(".")[0] not in IMPURE_EXCEPTIONS.get(module.name, frozenset())
         }
     )
     assert not bad, (

@@ -361,8 +361,10 @@ def test_closed_queue_places_nothing_new() -> None:
     assert d.task_reasons["j-0"]
 
 
-def test_unknown_plugin_in_registry_is_a_config_error() -> None:
-    cfg = Config.from_dict({"actions": ["allocate"], "tiers": [[{"name": "sla"}]]})
+def test_plugin_missing_from_the_registry_is_a_config_error() -> None:
+    # The config names a valid built-in, but the registry handed to schedule() lacks it.
+    reg = gs.Registry(actions=dict(gs.default_registry().actions))
+    cfg = Config.from_dict({"actions": ["allocate"], "tiers": [[{"name": "gang"}]]})
     job, tasks = gang("j", 1, 1)
-    with pytest.raises(gs.ConfigError, match="sla"):
-        schedule(snap([node("n0")], [job], tasks), cfg)
+    with pytest.raises(gs.ConfigError, match="gang"):
+        schedule(snap([node("n0")], [job], tasks), cfg, registry=reg)

@@ -1,4 +1,5 @@
-"""Command line: ``gangsched`` (built-in FGD demo), ``gangsched fgd`` and ``gangsched fgd compare``.
+"""Command line: ``gangsched`` (built-in FGD demo), ``gangsched fgd`` and ``gangsched fgd compare``,
+``gangsched schedule`` and ``gangsched get`` (in :mod:`gangsched._cli_schedule`).
 
 Each subcommand is set up by a small ``_add_<name>_parser(subparsers)`` function and run by a
 ``_run_<name>(args)`` function, so new subcommands slot in beside them.
@@ -15,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._cli_schedule import add_get_parser, add_schedule_parser
 from .errors import GangschedError
 from .fragmentation import POLICIES
 
@@ -223,6 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=_default_workers(), help=argparse.SUPPRESS)
     subparsers = parser.add_subparsers(dest="command")
     _add_fgd_parser(subparsers)
+    add_schedule_parser(subparsers)
+    add_get_parser(subparsers)
     parser.set_defaults(handler=_run_demo)
     return parser
 

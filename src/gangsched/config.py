@@ -220,8 +220,13 @@ class FrozenArgs(Mapping[str, V], Generic[V]):
 _EMPTY_ARGS: FrozenArgs[object] = FrozenArgs()
 
 
-def _freeze_value(value: object, path: str) -> object:
+_MAX_NESTING = 32  # argument values nested deeper than this (or containing themselves) fail
+
+
+def _freeze_value(value: object, path: str, depth: int = 0) -> object:
     """Validate one argument value and make it immutable (lists → tuples, maps → FrozenArgs)."""
+    if depth > _MAX_NESTING:
+        raise _err(path, f"argument nested more than {_MAX_NESTING} levels deep")
     if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -229,9 +234,9 @@ def _freeze_value(value: object, path: str) -> object:
             raise _err(path, f"argument value must be finite, got {value!r}")
         return value
     if isinstance(value, Mapping):
-        return _freeze_args(value, path)
+        return _freeze_args(value, path, depth + 1)
     if isinstance(value, list | tuple):
-        return tuple(_freeze_value(v, f"{path}[{i}]") for i, v in enumerate(value))
+        return tuple(_freeze_value(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
     if value is None:
         raise _err(path, "argument has no value")
     raise _err(
@@ -241,7 +246,7 @@ def _freeze_value(value: object, path: str) -> object:
     )
 
 
-def _freeze_args(value: object, path: str) -> FrozenArgs[object]:
+def _freeze_args(value: object, path: str, depth: int = 0) -> FrozenArgs[object]:
     if value is None:
         return _EMPTY_ARGS
     if not isinstance(value, Mapping):
@@ -250,7 +255,7 @@ def _freeze_args(value: object, path: str) -> FrozenArgs[object]:
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise _err(path, f"argument name must be a non-empty string, got {key!r}")
-        out[key] = _freeze_value(item, f"{path}.{key}")
+        out[key] = _freeze_value(item, f"{path}.{key}", depth)
     return FrozenArgs(out)
 
 
@@ -575,10 +580,14 @@ class Config:
         The ``metrics`` section Volcano also accepts is read and ignored. YAML syntax errors
         and repeated keys raise :class:`ConfigError` with the line and column.
         """
+        if not isinstance(text, str | bytes):
+            raise _err("yaml", f"expected YAML text, got {type(text).__name__}")
         try:
             data = yaml.load(text, Loader=_StrictLoader)
         except yaml.YAMLError as exc:
             raise _err("yaml", f"not valid YAML: {_yaml_problem(exc)}") from None
+        except RecursionError:
+            raise _err("yaml", "not valid YAML: nested too deeply") from None
         if data is None:
             raise _err("", "the configuration is empty")
         if isinstance(data, Mapping) and "metrics" in data:

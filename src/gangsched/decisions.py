@@ -18,6 +18,7 @@ __all__ = [
     "Bind",
     "Decisions",
     "Eviction",
+    "Hold",
     "JobAction",
     "JobStatus",
     "Pipeline",
@@ -74,6 +75,20 @@ class JobAction:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Hold:
+    """``nodes`` are held for the starving head-of-line ``job``: only tasks that cannot delay
+    it may use them. ``expected_wait`` is when it should fit, in seconds from now (from the
+    jobs' walltimes), or None when unknown."""
+
+    job: str
+    nodes: tuple[str, ...]
+    expected_wait: int | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"job": self.job, "nodes": list(self.nodes), "expected_wait": self.expected_wait}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class JobStatus:
     """A job's state after the cycle (Volcano's PodGroup status).
 
@@ -114,6 +129,10 @@ class QueueStatus:
     """A queue after the cycle, as ``kubectl get queue`` and Volcano's metrics show it.
 
     Resource mappings are canonical amounts (millicores, bytes, milli-GPU, counts).
+    ``real_capability`` is the ceiling the queue plugin enforces (capability and what other
+    queues' guarantees leave; unlimited dimensions are absent); ``request`` is allocated plus
+    pending, as Volcano's ``queue_request`` metric. The ``*_gpu`` fields are the GPU gauges
+    Volcano exports, in whole GPUs; ``capability_gpu`` is None when unlimited.
     """
 
     state: str = "Open"
@@ -129,6 +148,15 @@ class QueueStatus:
     running: int = 0
     unknown: int = 0
     completed: int = 0
+    weight: int = 1
+    real_capability: Mapping[str, int] = field(default_factory=FrozenDict)
+    request: Mapping[str, int] = field(default_factory=FrozenDict)
+    overused: bool = False
+    allocated_gpu: float = 0.0
+    pending_gpu: float = 0.0
+    inqueue_gpu: float = 0.0
+    deserved_gpu: float = 0.0
+    capability_gpu: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -145,6 +173,15 @@ class QueueStatus:
             "running": self.running,
             "unknown": self.unknown,
             "completed": self.completed,
+            "weight": self.weight,
+            "real_capability": dict(self.real_capability),
+            "request": dict(self.request),
+            "overused": self.overused,
+            "allocated_gpu": self.allocated_gpu,
+            "pending_gpu": self.pending_gpu,
+            "inqueue_gpu": self.inqueue_gpu,
+            "deserved_gpu": self.deserved_gpu,
+            "capability_gpu": self.capability_gpu,
         }
 
 
@@ -159,6 +196,8 @@ class Decisions:
     queues: Mapping[str, QueueStatus] = field(default_factory=FrozenDict)
     task_reasons: Mapping[str, str] = field(default_factory=FrozenDict)
     job_actions: tuple[JobAction, ...] = ()
+    preemption_reasons: Mapping[str, str] = field(default_factory=FrozenDict)
+    holds: tuple[Hold, ...] = ()
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -169,6 +208,10 @@ class Decisions:
             "queues": {name: self.queues[name].to_dict() for name in sorted(self.queues)},
             "task_reasons": {name: self.task_reasons[name] for name in sorted(self.task_reasons)},
             "job_actions": [a.to_dict() for a in self.job_actions],
+            "preemption_reasons": {
+                name: self.preemption_reasons[name] for name in sorted(self.preemption_reasons)
+            },
+            "holds": [h.to_dict() for h in self.holds],
         }
 
     @classmethod
@@ -210,6 +253,15 @@ class Decisions:
                     JobAction(job=a["job"], action=a["action"], cause=a.get("cause", ""))
                     for a in d.get("job_actions", ())
                 ),
+                preemption_reasons=FrozenDict(dict(d.get("preemption_reasons", {}))),
+                holds=tuple(
+                    Hold(
+                        job=h["job"],
+                        nodes=tuple(h.get("nodes", ())),
+                        expected_wait=h.get("expected_wait"),
+                    )
+                    for h in d.get("holds", ())
+                ),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise SnapshotError(f"malformed decisions: {exc!r}", kind="decisions") from None
@@ -230,6 +282,8 @@ def _queue_fields(v: Any) -> dict[str, Any]:
         "capability",
         "inqueue_resources",
         "pending_resources",
+        "real_capability",
+        "request",
     ):
         if key in out:
             out[key] = FrozenDict(out[key])

@@ -688,6 +688,12 @@ class Job:
     the snapshot lists (as in Volcano, where pods are created later): such a job is simply not
     valid yet, reported with a reason, never an error. ``min_task_member`` sets per-role
     minimums. ``creation`` orders otherwise equal jobs (then the name).
+
+    ``role_policies`` maps a role to its own policies, which take precedence over the job's
+    for events raised by tasks of that role. Times are seconds on the caller's clock (the
+    core reads none): ``age`` is how long ago the job was submitted; ``walltime`` is how long
+    it may still run — its declared limit while it waits, what is left of it once running —
+    or ``None`` when not declared.
     """
 
     name: str
@@ -701,6 +707,9 @@ class Job:
     network_topology: NetworkTopology | None = None
     policies: tuple[JobPolicy, ...] = ()
     creation: int = 0
+    role_policies: FrozenDict[str, tuple[JobPolicy, ...]] = field(default_factory=FrozenDict)
+    age: int = 0
+    walltime: int | None = None
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "job")
@@ -752,6 +761,33 @@ class Job:
             "creation",
             _int(self.creation, kind="job", name=name, field="creation", minimum=0),
         )
+        if not isinstance(self.role_policies, Mapping):
+            raise SnapshotError(
+                "expected a mapping of role to policies",
+                kind="job",
+                name=name,
+                field="role_policies",
+            )
+        by_role: dict[str, tuple[JobPolicy, ...]] = {}
+        for role, items in self.role_policies.items():
+            _str(role, kind="job", name=name, field="role_policies")
+            where = f"role_policies.{role}"
+            checked = tuple(_seq(items, kind="job", name=name, field=where))
+            for i, p in enumerate(checked):
+                if not isinstance(p, JobPolicy):
+                    raise SnapshotError(
+                        "expected a JobPolicy", kind="job", name=name, field=f"{where}[{i}]"
+                    )
+                p.validate(kind="job", name=name, field=f"{where}[{i}]")
+            by_role[role] = checked
+        _set(self, "role_policies", FrozenDict(by_role))
+        _set(self, "age", _int(self.age, kind="job", name=name, field="age", minimum=0))
+        if self.walltime is not None:
+            _set(
+                self,
+                "walltime",
+                _int(self.walltime, kind="job", name=name, field="walltime", minimum=0),
+            )
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Job:
@@ -792,6 +828,16 @@ class Job:
                     ),
                 )
             )
+        role_policies: dict[str, tuple[JobPolicy, ...]] = {}
+        rp = _mapping(
+            _or_empty(m.get("role_policies")), kind="job", name=name, field="role_policies"
+        )
+        for role, items in rp.items():
+            where_r = f"role_policies.{role}"
+            role_policies[role] = tuple(
+                _policy_from(p, name=name, field=f"{where_r}[{i}]")
+                for i, p in enumerate(_seq(items, kind="job", name=name, field=where_r))
+            )
         mtm = m.get("min_task_member")
         if mtm is not None and not isinstance(mtm, Mapping):
             raise SnapshotError(
@@ -812,6 +858,9 @@ class Job:
             network_topology=topo,
             policies=tuple(policies),
             creation=m.get("creation", 0),
+            role_policies=FrozenDict(role_policies),
+            age=m.get("age", 0),
+            walltime=m.get("walltime"),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -830,6 +879,14 @@ class Job:
         if self.policies:
             out["policies"] = [p.to_dict() for p in self.policies]
         out["creation"] = self.creation
+        if self.role_policies:
+            out["role_policies"] = {
+                role: [p.to_dict() for p in items] for role, items in self.role_policies.items()
+            }
+        if self.age:
+            out["age"] = self.age
+        if self.walltime is not None:
+            out["walltime"] = self.walltime
         return out
 
 
@@ -846,8 +903,20 @@ _JOB_KEYS = frozenset(
         "network_topology",
         "policies",
         "creation",
+        "role_policies",
+        "age",
+        "walltime",
     }
 )
+
+
+def _policy_from(p: object, *, name: str, field: str) -> JobPolicy:
+    pm = _mapping(p, kind="job", name=name, field=field)
+    _check_keys(pm, frozenset({"event", "action"}), kind="job", name=name, field=field)
+    return JobPolicy(
+        event=_str(pm.get("event"), kind="job", name=name, field=f"{field}.event"),
+        action=_str(pm.get("action"), kind="job", name=name, field=f"{field}.action"),
+    )
 
 
 # --------------------------------------------------------------------------------------------

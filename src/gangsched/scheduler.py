@@ -12,26 +12,35 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ._frozen import FrozenDict
 from .actions.allocate import AllocateAction
 from .actions.backfill import BackfillAction
 from .actions.enqueue import EnqueueAction
+from .actions.preempt import PreemptAction
+from .actions.reclaim import ReclaimAction
 from .config import Config
-from .decisions import Bind, Decisions, Eviction, JobStatus, Pipeline, QueueStatus
+from .decisions import Bind, Decisions, Eviction, Hold, JobStatus, Pipeline, QueueStatus
 from .errors import ConfigError
+from .placement import Placer
 from .plugins.binpack import BinpackPlugin
+from .plugins.capacity import CapacityPlugin
 from .plugins.conformance import ConformancePlugin
 from .plugins.drf import DrfPlugin
 from .plugins.gang import GangPlugin
+from .plugins.network_topology import NetworkTopologyAwarePlugin
 from .plugins.nodeorder import NodeOrderPlugin
 from .plugins.overcommit import OvercommitPlugin
 from .plugins.predicates import PredicatesPlugin
 from .plugins.priority import PriorityPlugin
 from .plugins.proportion import ProportionPlugin
+from .plugins.sla import SlaPlugin
+from .policies import job_actions
 from .registry import Registry
 from .session import READY_STATES, Session, TaskState
 from .snapshot import Snapshot
+from .units import GPU
 
 __all__ = ["default_registry", "explain", "open_session", "schedule"]
 
@@ -45,13 +54,16 @@ def default_registry() -> Registry:
         ConformancePlugin,
         DrfPlugin,
         ProportionPlugin,
+        CapacityPlugin,
         PredicatesPlugin,
         NodeOrderPlugin,
         BinpackPlugin,
         OvercommitPlugin,
+        SlaPlugin,
+        NetworkTopologyAwarePlugin,
     ):
         reg.register_plugin(cls.name, cls)
-    for action in (EnqueueAction, AllocateAction, BackfillAction):
+    for action in (EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction):
         reg.register_action(action.name, action)
     return reg
 
@@ -70,7 +82,11 @@ def open_session(
 
 
 def schedule(
-    snapshot: Snapshot, config: Config | None = None, *, registry: Registry | None = None
+    snapshot: Snapshot,
+    config: Config | None = None,
+    *,
+    placer: Placer | None = None,
+    registry: Registry | None = None,
 ) -> Decisions:
     """Run one scheduling cycle.
 
@@ -80,6 +96,9 @@ def schedule(
         The cluster as it is now.
     config:
         Actions and plugin tiers; :meth:`Config.default` (Volcano's default) when omitted.
+    placer:
+        Places gangs whole (e.g. ``CpSatPlacer(...)``); by default only jobs with a network
+        topology go through a placer (greedy) and the others are placed task by task.
     registry:
         Plugin and action factories; :func:`default_registry` when omitted.
 
@@ -91,6 +110,8 @@ def schedule(
     config = Config.default() if config is None else config
     registry = default_registry() if registry is None else registry
     ssn = open_session(snapshot, config, registry=registry)
+    if placer is not None:
+        ssn.scratch["placer"] = placer
     actions = [registry.make_action(name, config.action_arguments(name)) for name in config.actions]
     for action in actions:
         action.execute(ssn)
@@ -187,13 +208,19 @@ def close_session(ssn: Session) -> Decisions:
     pending_req = np.zeros_like(ssn.queue_allocated)
     pend = np.flatnonzero(state == TaskState.PENDING)
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
-    proportion = ssn.plugin("proportion")
+    fair = ssn.plugin("proportion") or ssn.plugin("capacity")
+    inqueue_req = _inqueue_resources(ssn, phase_of)
+    gpu = ssn.arrays.spec.gpu_column
     for q, queue in enumerate(snap.queues):
         phases = [phase_of[job.name] for j, job in enumerate(snap.jobs) if ssn.job_queue[j] == q]
         deserved: Mapping[str, int] = {}
         if ssn.queue_deserved is not None:
             deserved = ssn.as_mapping(ssn.queue_deserved[q])
-        share: float = proportion.share(ssn, q) if proportion is not None else 0.0
+        share: float = fair.share(ssn, q) if fair is not None else 0.0
+        real = fair.real_capability[q] if fair is not None else None
+        cap_gpu = None
+        if queue.capability is not None and GPU in queue.capability:
+            cap_gpu = queue.capability[GPU] / 1000
         queues[queue.name] = QueueStatus(
             state=queue.state.value,
             allocated=FrozenDict(ssn.as_mapping(ssn.queue_allocated[q])),
@@ -201,6 +228,16 @@ def close_session(ssn: Session) -> Decisions:
             guarantee=FrozenDict(dict(queue.guarantee or {})),
             capability=FrozenDict(dict(queue.capability or {})),
             pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
+            inqueue_resources=FrozenDict(ssn.as_mapping(inqueue_req[q])),
+            real_capability=FrozenDict(_finite(ssn, real)),
+            request=FrozenDict(ssn.as_mapping(ssn.queue_allocated[q] + pending_req[q])),
+            weight=queue.weight,
+            overused=bool(fair.queue_overused(ssn, q)) if fair is not None else False,
+            allocated_gpu=int(ssn.queue_allocated[q, gpu]) / 1000,
+            pending_gpu=int(pending_req[q, gpu]) / 1000,
+            inqueue_gpu=int(inqueue_req[q, gpu]) / 1000,
+            deserved_gpu=deserved.get(GPU, 0) / 1000,
+            capability_gpu=cap_gpu,
             share=share,
             inqueue=phases.count("Inqueue"),
             pending=phases.count("Pending"),
@@ -208,6 +245,19 @@ def close_session(ssn: Session) -> Decisions:
             unknown=phases.count("Unknown"),
             completed=phases.count("Completed"),
         )
+    evicted = {e.task: e.reason for e in evictions}
+    preemption_reasons = {
+        snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
+        for j, per_action in sorted(ssn.scratch.get("preemption_reasons", {}).items())
+    }
+    holds = tuple(
+        Hold(
+            job=snap.jobs[j].name,
+            nodes=tuple(node_names[n] for n in nodes),
+            expected_wait=wait,
+        )
+        for j, nodes, wait in ssn.scratch.get("holds", ())
+    )
     return Decisions(
         binds=binds,
         evictions=evictions,
@@ -215,7 +265,30 @@ def close_session(ssn: Session) -> Decisions:
         jobs=FrozenDict(jobs),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
+        job_actions=job_actions(snap, evicted, phase_of),
+        preemption_reasons=FrozenDict(preemption_reasons),
+        holds=holds,
     )
+
+
+def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:
+    """Per queue, what jobs left Inqueue still reserve: the unallocated part of their
+    ``min_resources``."""
+    out = np.zeros_like(ssn.queue_allocated)
+    for j, job in enumerate(ssn.snapshot.jobs):
+        if job.min_resources is not None and phase_of[job.name] == "Inqueue":
+            need = ssn.vector(job.min_resources)
+            out[ssn.job_queue[j]] += np.where(
+                need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
+            )
+    return out
+
+
+def _finite(ssn: Session, row: npt.NDArray[np.float64] | None) -> dict[str, int]:
+    """A float resource row as a mapping, unlimited (infinite) dimensions left out."""
+    if row is None:
+        return {}
+    return ssn.as_mapping(np.where(np.isfinite(row), row, 0.0))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -105,6 +105,7 @@ POINTS: Mapping[str, Callable[..., Any]] = {
     "allocatable": all_pass,
     "preemptable": intersect_first_decisive,
     "reclaimable": intersect_first_decisive,
+    "victim_order": lexicographic,
 }
 #: Row-based points, evaluated by :meth:`Session.evaluate`.
 ROW_POINTS = ("predicate", "node_score")
@@ -120,6 +121,11 @@ class _Eval:
     fit_idle: BOOL  # (n_nodes,) resources fit now
     fit_future: BOOL  # (n_nodes,) resources fit once releasing tasks are gone
     score: F64  # (n_nodes,)
+    # score where ok & fit_idle (resp. ok & fit_future), -inf elsewhere: one argmax per pick
+    best_idle: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
+    best_future: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
+    gpu_need: I64 | None = None  # (n_nodes,) milli-GPU charged per device on each node
+    seen: int = 0  # length of Session._changed at the last refresh
 
 
 @dataclass(slots=True, eq=False)
@@ -158,6 +164,7 @@ class Session:
     kept: list[Op] = field(default_factory=list)
     scratch: dict[str, Any] = field(default_factory=dict)
     _evals: dict[int, _Eval] = field(default_factory=dict)
+    _changed: list[int] = field(default_factory=list)  # nodes in the order they changed
 
     # ---------------------------------------------------------------- opening
 
@@ -302,25 +309,81 @@ class Session:
         out: I64 = self.arrays.allocatable - self.used + self.releasing - self.pipelined
         return out
 
-    def _resource_fit(self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> tuple[BOOL, BOOL]:
+    def _gpu_need(self, tmpl: TaskTemplate) -> I64:
+        """Milli-GPU ``tmpl`` takes on each device of every node (whole devices where the
+        node does not share them or the request is at least a device). Shape (n_nodes,)."""
         a = self.arrays
-        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
-        if tmpl.gpu_count:
-            cap = a.gpu_capacity[rows]
-            m_eff = np.where(a.gpu_sharing[rows] & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
-            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+        cap = a.gpu_capacity
+        out: I64 = np.where(a.gpu_sharing & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+        return out
+
+    def _resource_fit(
+        self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None = None
+    ) -> tuple[BOOL, BOOL]:
+        if rows.size == 1:  # the usual refresh after one placement: plain ints are faster
+            return self._fit_one(tmpl, int(rows[0]), m_all)
+        a = self.arrays
         idle = a.allocatable[rows] - self.used[rows]
         future = idle + self.releasing[rows] - self.pipelined[rows]
+        if tmpl.gpu_count:
+            m_eff = (self._gpu_need(tmpl) if m_all is None else m_all)[rows]
+            req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
+            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+        else:
+            req = tmpl.request  # (n_resources,) broadcast over the rows
         fit_idle: BOOL = np.asarray((req <= idle).all(axis=1))
         fit_future: BOOL = np.asarray((req <= future).all(axis=1))
         if tmpl.gpu_count:
             valid = a.gpu_valid[rows]
-            free = np.where(valid, cap[:, None] - self.gpu_used[rows], -1)
+            used = self.gpu_used[rows]
+            cap = a.gpu_capacity[rows][:, None]
+            free = np.where(valid, cap - used, -1)
             ffree = np.where(valid, free + self.gpu_releasing[rows] - self.gpu_pipelined[rows], -1)
             need = np.maximum(m_eff, 1)[:, None]
-            fit_idle &= (free >= need).sum(axis=1) >= tmpl.gpu_count
+            # A device is usable now only if it is also free of reservations (below).
+            fit_idle &= ((free >= need) & (ffree >= need)).sum(axis=1) >= tmpl.gpu_count
             fit_future &= (ffree >= need).sum(axis=1) >= tmpl.gpu_count
+        # Fitting now must not eat into a reservation (pipelined tasks hold future-idle):
+        # a task takes idle resources only where it also fits once releases finish.
+        fit_idle &= fit_future
         return fit_idle, fit_future
+
+    def _fit_one(self, tmpl: TaskTemplate, i: int, m_all: I64 | None) -> tuple[BOOL, BOOL]:
+        """:meth:`_resource_fit` of one node, the same rules in scalar arithmetic."""
+        a = self.arrays
+        req = tmpl.request.tolist()
+        m_eff = 0
+        if tmpl.gpu_count:
+            m_eff = int((self._gpu_need(tmpl) if m_all is None else m_all)[i])
+            req[a.spec.gpu_column] = tmpl.gpu_count * m_eff
+        fit_idle = fit_future = True
+        for q, al, u, rl, pp in zip(
+            req,
+            a.allocatable[i].tolist(),
+            self.used[i].tolist(),
+            self.releasing[i].tolist(),
+            self.pipelined[i].tolist(),
+            strict=True,
+        ):
+            fit_idle = fit_idle and q <= al - u
+            fit_future = fit_future and q <= al - u + rl - pp
+        if tmpl.gpu_count:
+            cap, need = int(a.gpu_capacity[i]), max(m_eff, 1)
+            now = later = 0
+            for valid, u, rl, pp in zip(
+                a.gpu_valid[i].tolist(),
+                self.gpu_used[i].tolist(),
+                self.gpu_releasing[i].tolist(),
+                self.gpu_pipelined[i].tolist(),
+                strict=True,
+            ):
+                if valid and cap - u + rl - pp >= need:
+                    later += 1
+                    now += cap - u >= need
+            fit_idle = fit_idle and now >= tmpl.gpu_count
+            fit_future = fit_future and later >= tmpl.gpu_count
+        fit_idle = fit_idle and fit_future
+        return np.array([fit_idle]), np.array([fit_future])
 
     def evaluate(self, tmpl: TaskTemplate) -> _Eval:
         """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
@@ -335,10 +398,20 @@ class Session:
                 fit_idle=np.zeros(n, dtype=np.bool_),
                 fit_future=np.zeros(n, dtype=np.bool_),
                 score=np.zeros(n),
+                best_idle=np.full(n, -np.inf),
+                best_future=np.full(n, -np.inf),
+                gpu_need=self._gpu_need(tmpl) if tmpl.gpu_count else None,
+                seen=len(self._changed),
             )
             self._evals[tmpl.index] = ev
         else:
-            rows = np.flatnonzero(ev.versions != self.node_version).astype(np.intp)
+            # Few changes since the last refresh: read them from the log, not all versions.
+            changed = self._changed
+            if len(changed) - ev.seen <= max(16, n // 64):
+                rows = np.array(sorted(set(changed[ev.seen :])), dtype=np.intp)
+            else:
+                rows = np.flatnonzero(ev.versions != self.node_version).astype(np.intp)
+            ev.seen = len(changed)
             if rows.size == 0:
                 return ev
             ev.versions[rows] = self.node_version[rows]
@@ -348,12 +421,15 @@ class Session:
                 for reject, _reason in p.predicate(self, tmpl, rows):
                     ok &= ~reject
         ev.ok[rows] = ok
-        ev.fit_idle[rows], ev.fit_future[rows] = self._resource_fit(tmpl, rows)
+        fit_idle, fit_future = self._resource_fit(tmpl, rows, ev.gpu_need)
+        ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         score = np.zeros(rows.size)
         for tier in self.chains["node_score"]:
             for p in tier:
                 score += p.node_score(self, tmpl, rows)
         ev.score[rows] = score
+        ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
+        ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
         return ev
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
@@ -361,7 +437,13 @@ class Session:
         where it fits once releasing resources are freed (then ``pipelined`` is True).
         Returns ``(-1, False)`` when no node fits."""
         ev = self.evaluate(tmpl)
-        base = ev.ok if among is None else ev.ok & among
+        if among is None:
+            for best, pipelined in ((ev.best_idle, False), (ev.best_future, True)):
+                node = int(np.argmax(best))
+                if best[node] > -np.inf:
+                    return node, pipelined
+            return -1, False
+        base = ev.ok & among
         for mask, pipelined in ((base & ev.fit_idle, False), (base & ev.fit_future, True)):
             if mask.any():
                 return int(np.argmax(np.where(mask, ev.score, -np.inf))), pipelined
@@ -409,11 +491,25 @@ class Session:
                 mark(short[:, c] | ~devices_ok, f"Insufficient {res}")
             else:
                 mark(short[:, c], f"Insufficient {res}")
-        counts = Counter(int(r) for r in reason[reason >= 0])
+        counts = Counter(dict(enumerate(np.bincount(reason[reason >= 0]).tolist())))
+        counts = +counts  # drop zero counts
         n_ok = int((reason < 0).sum())
         parts = sorted(((cnt, words[r]) for r, cnt in counts.items()), key=lambda x: (-x[0], x[1]))
         detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
         return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+
+    def fits(self, task: int, node: int, *, future: bool, gpus: tuple[int, ...] = ()) -> bool:
+        """Whether ``task`` fits ``node`` now (or after releases, with ``future``) on these GPU
+        devices — the check a planned placement passes before it is applied."""
+        free = self.arrays.allocatable[node] - self.used[node]
+        dev = self.arrays.gpu_capacity[node] - self.gpu_used[node]
+        if future:
+            free = free + self.releasing[node] - self.pipelined[node]
+            dev = dev + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        if not bool(np.all(self.row_on(task, node) <= free)):
+            return False
+        need = self.device_milli(task, node)
+        return all(0 <= g < self.arrays.gpu_count[node] and dev[g] >= need for g in gpus)
 
     def choose_gpus(self, task: int, node: int, *, future: bool) -> tuple[int, ...]:
         """Device indices for ``task`` on ``node``: fractional requests best-fit onto the
@@ -425,8 +521,8 @@ class Session:
         cap = int(a.gpu_capacity[node])
         need = self.device_milli(task, node)
         free = cap - self.gpu_used[node]
-        if future:
-            free = free + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        later = free + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        free = later if future else np.minimum(free, later)
         free = np.where(a.gpu_valid[node], free, -1)
         ok = np.flatnonzero(free >= need)
         order = ok[np.lexsort((ok, free[ok]))] if need < cap else ok
@@ -450,7 +546,7 @@ class Session:
         j = int(self.task_job[task])
         self.job_allocated[j] += row
         self.queue_allocated[self.job_queue[j]] += row
-        self.node_version[node] += 1
+        self._bump(node)
         self._fire("on_allocate", task)
 
     def unplace(self, task: int) -> None:
@@ -470,7 +566,7 @@ class Session:
         self._set_state(task, TaskState.PENDING)
         self.task_node[task] = -1
         self.task_gpus[task] = ()
-        self.node_version[node] += 1
+        self._bump(node)
         self._fire("on_deallocate", task)
 
     def evict(self, task: int) -> None:
@@ -483,7 +579,7 @@ class Session:
         self.job_allocated[j] -= row
         self.queue_allocated[self.job_queue[j]] -= row
         self._set_state(task, TaskState.RELEASING)
-        self.node_version[node] += 1
+        self._bump(node)
         self._fire("on_deallocate", task)
 
     def unevict(self, task: int, prev_state: int) -> None:
@@ -496,8 +592,13 @@ class Session:
         self.job_allocated[j] += row
         self.queue_allocated[self.job_queue[j]] += row
         self._set_state(task, prev_state)
-        self.node_version[node] += 1
+        self._bump(node)
         self._fire("on_allocate", task)
+
+    def _bump(self, node: int) -> None:
+        """Mark ``node`` changed: every template re-evaluates it on its next use."""
+        self.node_version[node] += 1
+        self._changed.append(node)
 
     def _set_state(self, task: int, state: int) -> None:
         old = int(self.task_state[task])
@@ -526,7 +627,8 @@ class Session:
             if role is None
             else self.role_count.get((job, role), np.zeros(N_STATES, dtype=np.int64))
         )
-        return int(counts[list(states)].sum())
+        per_state = counts.tolist()
+        return sum(per_state[s] for s in states)
 
     def _job_tasks(self, job: int) -> I64:
         by_job = self.scratch.get("_job_tasks")

@@ -16,6 +16,18 @@ when every task is needed for the minimum, the first such failure ends the attem
 
 Jobs still Pending are skipped when ``enqueue`` is configured; otherwise they are treated as
 admitted. Best-effort tasks are left to ``backfill``.
+
+Placers
+-------
+A job with a ``network_topology`` is placed as one gang by a placer (all of its minimum inside
+one domain of an allowed tier, greedy by default). The action argument ``placer`` selects it:
+``greedy`` (default; only topology jobs go through it), ``cpsat`` (every gang goes through the
+CP-SAT placer) or ``cpsat-joint`` (before the queue loop, the pending gangs are placed together
+by one model that maximises the priority-weighted number of gangs placed; each job then applies
+its share in the usual order). ``placer.deterministic-time`` (1.0), ``placer.time-limit`` (10 s
+wall-clock safety), ``placer.seed`` (0) and ``placer.workers`` (1) tune the solver;
+``schedule(..., placer=...)`` overrides all of it with a placer object of your own. The queue's
+``allocatable`` check still applies to every task of a placed gang.
 """
 
 from __future__ import annotations
@@ -25,8 +37,12 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..config import arg_float, arg_int, arg_str
+from ..errors import ConfigError
+from ..placement import GreedyPlacer, Placer
 from ..session import TaskState
 from ..statement import Statement
+from ._gang_placement import place_job, place_jobs_jointly
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -35,8 +51,43 @@ if TYPE_CHECKING:
 class AllocateAction:
     name = "allocate"
 
+    PLACERS = ("greedy", "cpsat", "cpsat-joint")
+
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
+        self.placer_name = arg_str(arguments, "placer", "greedy", plugin=self.name, kind="action")
+        if self.placer_name not in self.PLACERS:
+            raise ConfigError(
+                f"unknown placer {self.placer_name!r} (known: {', '.join(self.PLACERS)})",
+                kind="action",
+                name=self.name,
+                field="placer",
+            )
+        self.deterministic_time = arg_float(
+            arguments, "placer.deterministic-time", 1.0, plugin=self.name, kind="action"
+        )
+        self.time_limit = arg_float(
+            arguments, "placer.time-limit", 10.0, plugin=self.name, kind="action"
+        )
+        self.seed = arg_int(arguments, "placer.seed", 0, plugin=self.name, kind="action")
+        self.workers = arg_int(arguments, "placer.workers", 1, plugin=self.name, kind="action")
+
+    def _placer(self, ssn: Session) -> tuple[Placer, bool]:
+        """The placer, and whether every gang (not only topology jobs) goes through it."""
+        given = ssn.scratch.get("placer")
+        if given is not None:
+            return given, True
+        if self.placer_name == "greedy":
+            return GreedyPlacer(), False
+        from ..placement import CpSatPlacer, JointCpSatPlacer
+
+        cls = JointCpSatPlacer if self.placer_name == "cpsat-joint" else CpSatPlacer
+        return cls(
+            time_limit_s=self.time_limit,
+            seed=self.seed,
+            workers=self.workers,
+            max_deterministic_time=self.deterministic_time,
+        ), True
 
     def execute(self, ssn: Session) -> None:
         enqueue_on = "enqueue" in ssn.config.actions
@@ -64,6 +115,14 @@ class AllocateAction:
             per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
         for heap in per_queue.values():
             heapq.heapify(heap)
+        self.placer, self.place_all = self._placer(ssn)
+        self.joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = {}
+        if getattr(self.placer, "joint", False):
+            self.joint = place_jobs_jointly(
+                ssn,
+                [(j, list(worklist[j])) for j in sorted(worklist) if self._as_gang(ssn, j)],
+                self.placer,
+            )
         failed: dict[int, set[int]] = {}
         while per_queue:
             q = min(per_queue, key=ssn.queue_key)
@@ -89,9 +148,15 @@ class AllocateAction:
             if again:
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
 
+    def _as_gang(self, ssn: Session, j: int) -> bool:
+        """Whether job ``j`` is placed whole by the placer rather than task by task."""
+        return ssn.snapshot.jobs[j].network_topology is not None or self.place_all
+
     def _allocate_job(
         self, ssn: Session, stmt: Statement, j: int, q: int, tasks: deque[int], failed: set[int]
     ) -> bool:
+        if self._as_gang(ssn, j):
+            return self._allocate_gang(ssn, stmt, j, q, tasks)
         need_all = int(ssn.job_min[j]) >= len(ssn.job_tasks(j))
         while tasks:
             t = tasks.popleft()
@@ -124,6 +189,38 @@ class AllocateAction:
             if tasks and ssn.call("job_ready", j):
                 return True
         return False
+
+    def _allocate_gang(
+        self, ssn: Session, stmt: Statement, j: int, q: int, tasks: deque[int]
+    ) -> bool:
+        """Place the job's gang through the placer; push it back while elastic tasks remain."""
+        pending = [t for t in tasks if ssn.task_state[t] == TaskState.PENDING]
+        tasks.clear()
+        if not pending:
+            return False
+        planned = self.joint.pop(j, None)
+        result = planned if planned is not None else place_job(ssn, j, pending, self.placer)
+        if isinstance(result, str):
+            for t in pending:
+                ssn.task_reasons[t] = result
+            return False
+        queue = ssn.snapshot.queues[q]
+        for t, node, gpus, pipelined in result:
+            tmpl = ssn.templates[int(ssn.template_of[t])]
+            if not ssn.call("allocatable", q, tmpl):
+                ssn.task_reasons[t] = (
+                    f"queue {queue.name!r} cannot take this task now "
+                    f"(deserved share or state {queue.state.value})"
+                )
+                break
+            if not ssn.fits(t, node, future=pipelined, gpus=gpus):
+                ssn.task_reasons[t] = "the planned node no longer has room for this task"
+                break
+            (stmt.pipeline if pipelined else stmt.allocate)(t, node, gpus)
+        placed = {op.task for op in stmt.ops}
+        rest = [t for t in pending if t not in placed]
+        tasks.extend(rest)
+        return bool(rest) and bool(placed) and bool(ssn.call("job_ready", j))
 
     @staticmethod
     def _explain_discard(ssn: Session, j: int, tried: list[int]) -> None:

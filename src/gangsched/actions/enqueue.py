@@ -1,9 +1,33 @@
-"""enqueue: move Pending jobs to Inqueue when the plugins admit them.
+"""enqueue: move Pending jobs to Inqueue when the plugins admit them and their shape fits.
 
-Queues take turns in queue order, one job per turn (best job first by job order), so no queue
-monopolises admission. A job with no ``min_resources`` is always admitted; otherwise the
-``job_enqueueable`` vote decides, and on admission ``job_enqueued`` lets plugins reserve its
-minimum as "inqueue". A job that is not admitted stays Pending, with the reason recorded.
+Theory of operation
+-------------------
+Queues are taken in queue order, one job per turn (best job first by job order); a queue goes
+back into the order after each of its jobs. A job is admitted when
+
+1. its queue is Open (a Closing or Closed queue admits nothing new; its running work stays);
+2. it has no ``min_resources``, or the ``job_enqueueable`` vote admits it (quota, overcommit);
+3. with the shape check on (the default), its minimum gang can be *placed*: quota sums say
+   nothing about shape — eight free GPUs spread one per node are eight free GPUs, yet no
+   8-GPU pod fits. The check is a dry run inside a :class:`~gangsched.statement.Statement`:
+   the job's pending tasks are placed in task order with the allocate action's node choice
+   (``best_node``, on what is free now or once releasing tasks are gone) until the gang's
+   minimum (and every role's minimum) is reached; the statement is then discarded, so nothing
+   changes. When ``preempt`` or ``reclaim`` is configured the dry run first evicts, in the
+   same statement, every running task those actions could consider (preemptable tasks of
+   other jobs of the same queue for preempt, of other reclaimable queues for reclaim): a job
+   that fits once victims are gone is admitted and left to those actions. Results are cached
+   per gang shape within the call.
+
+On admission ``job_enqueued`` lets plugins reserve the job's minimum as "inqueue". A job not
+admitted stays Pending with reason ``NotEnqueued`` and a message saying why; for the shape
+check it names the gang's shape and the largest free slot, for example ``minimum gang of
+1 task × 8 nvidia.com/gpu does not fit on any node: largest free is 1 GPU per node``.
+
+Arguments: ``shapeCheckEnable`` (default true).
+
+Differences from Volcano: Volcano has no shape check, and it admits a job without
+``min_resources`` even into a queue that is not Open.
 """
 
 from __future__ import annotations
@@ -12,8 +36,21 @@ import heapq
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
+from ..config import arg_bool
+from ..model import QueueState
+from ..session import PIPELINED_OR_READY, TaskState
+from ..statement import Statement
+from ..units import CPU, GPU, MEMORY, PODS, format_quantity
+
 if TYPE_CHECKING:
+    from ..arrays import TaskTemplate
     from ..session import Session
+
+__all__ = ["EnqueueAction"]
+
+_VICTIM_STATES = (TaskState.BOUND, TaskState.RUNNING)
 
 
 class EnqueueAction:
@@ -21,22 +58,245 @@ class EnqueueAction:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
+        self.shape_check = arg_bool(
+            arguments, "shapeCheckEnable", True, plugin=self.name, kind="action"
+        )
 
     def execute(self, ssn: Session) -> None:
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         for j in range(len(ssn.snapshot.jobs)):
             if ssn.job_phase[j] == "Pending":
                 per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
-        for heap in per_queue.values():
+        order: list[tuple[Any, int]] = []
+        for q, heap in per_queue.items():
             heapq.heapify(heap)
-        while per_queue:
-            q = min(per_queue, key=ssn.queue_key)
+            order.append((ssn.queue_key(q), q))
+        heapq.heapify(order)
+        shapes = ShapeCheck(ssn) if self.shape_check else None
+        while order:
+            _, q = heapq.heappop(order)
             _, j = heapq.heappop(per_queue[q])
-            if not per_queue[q]:
-                del per_queue[q]
-            rec = ssn.snapshot.jobs[j]
-            if rec.min_resources is None or ssn.call("job_enqueueable", j):
-                ssn.call("job_enqueued", j)
-                ssn.job_phase[j] = "Inqueue"
-            elif j not in ssn.job_reasons:
+            self._consider(ssn, j, shapes)
+            if per_queue[q]:
+                heapq.heappush(order, (ssn.queue_key(q), q))
+
+    @staticmethod
+    def _consider(ssn: Session, j: int, shapes: ShapeCheck | None) -> None:
+        rec = ssn.snapshot.jobs[j]
+        queue = ssn.snapshot.queues[int(ssn.job_queue[j])]
+        if queue.state is not QueueState.OPEN:
+            ssn.note_job(
+                j,
+                "NotEnqueued",
+                f"queue {queue.name!r} is {queue.state.value}: it admits no new jobs",
+            )
+            return
+        if rec.min_resources is not None and not ssn.call("job_enqueueable", j):
+            if j not in ssn.job_reasons:
                 ssn.note_job(j, "NotEnqueued", "a plugin rejected the job at enqueue")
+            return
+        if shapes is not None:
+            why = shapes.check(j)
+            if why is not None:
+                ssn.note_job(j, "NotEnqueued", why)
+                return
+        ssn.call("job_enqueued", j)
+        ssn.job_phase[j] = "Inqueue"
+        ssn.job_reasons.pop(j, None)
+
+
+class ShapeCheck:
+    """Dry-run placement of a job's minimum gang on the session's free capacity."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.preempt = "preempt" in ssn.config.actions
+        self.reclaim = "reclaim" in ssn.config.actions
+        self._cache: dict[tuple[Any, ...], str | None] = {}
+
+    # ------------------------------------------------------------------ gang bookkeeping
+
+    def _enough(self, j: int) -> bool:
+        ssn = self.ssn
+        rec = ssn.snapshot.jobs[j]
+        have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
+        if have < rec.min_available:
+            return False
+        if not rec.min_task_member or rec.min_available < sum(rec.min_task_member.values()):
+            return True
+        return all(
+            ssn.count_states(j, PIPELINED_OR_READY, role) >= need
+            for role, need in rec.min_task_member.items()
+        )
+
+    def _victims(self, j: int) -> list[int]:
+        if not (self.preempt or self.reclaim):
+            return []
+        ssn = self.ssn
+        snap = ssn.snapshot
+        q = int(ssn.job_queue[j])
+        out: list[int] = []
+        for t in np.flatnonzero(np.isin(ssn.task_state, _VICTIM_STATES)):
+            vj = int(ssn.task_job[t])
+            task, job = snap.tasks[int(t)], snap.jobs[vj]
+            if vj == j or not (task.preemptable and job.preemptable):
+                continue
+            vq = int(ssn.job_queue[vj])
+            if (self.preempt and vq == q) or (
+                self.reclaim and vq != q and snap.queues[vq].reclaimable
+            ):
+                out.append(int(t))
+        return out
+
+    # ------------------------------------------------------------------ the check
+
+    def check(self, j: int) -> str | None:
+        """None when the job's minimum gang can be placed, else why not."""
+        ssn = self.ssn
+        if self._enough(j):
+            return None
+        rec = ssn.snapshot.jobs[j]
+        tasks = [
+            int(t)
+            for t in ssn.job_tasks(j)
+            if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
+        ]
+        if ssn.count_states(j, PIPELINED_OR_READY) + len(tasks) < rec.min_available:
+            return None  # not a shape question: the job lacks tasks (allocate reports it)
+        tasks.sort(key=ssn.task_key)
+        runs: list[tuple[Any, int]] = []
+        for t in tasks:
+            shape = ssn.templates[int(ssn.template_of[t])].key[1:6]
+            if runs and runs[-1][0] == shape:
+                runs[-1] = (shape, runs[-1][1] + 1)
+            else:
+                runs.append((shape, 1))
+        key = (
+            tuple(runs),
+            rec.min_available,
+            tuple(sorted(rec.min_task_member.items())),
+            ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j),
+            int(ssn.job_queue[j]) if (self.preempt or self.reclaim) else -1,
+        )
+        if key not in self._cache:
+            self._cache[key] = self._dry_run(j, tasks)
+        return self._cache[key]
+
+    def _dry_run(self, j: int, tasks: list[int]) -> str | None:
+        ssn = self.ssn
+        stmt = Statement(ssn)
+        victims = self._victims(j)
+        for t in victims:
+            stmt.evict(t, "enqueue shape check")
+        need_all = int(ssn.job_min[j]) >= len(ssn.job_tasks(j))
+        need = max(int(ssn.job_min[j]) - ssn.count_states(j, PIPELINED_OR_READY), 1)
+        failed: set[int] = set()
+        placed = 0
+        why: str | None = None
+        for t in tasks:
+            if self._enough(j):
+                break
+            tmpl = ssn.templates[int(ssn.template_of[t])]
+            if tmpl.index in failed:
+                continue
+            node, pipelined = ssn.best_node(tmpl)
+            if node < 0:
+                failed.add(tmpl.index)
+                if why is None:
+                    why = self._explain(tasks[:need], tmpl, placed)
+                if need_all:
+                    break
+                continue
+            gpus = ssn.choose_gpus(t, node, future=pipelined)
+            (stmt.pipeline if pipelined else stmt.allocate)(t, node, gpus)
+            placed += 1
+        ok = self._enough(j)
+        stmt.discard()
+        if ok:
+            return None
+        return why or self._explain(tasks[:need], None, placed)
+
+    # ------------------------------------------------------------------ words
+
+    def _explain(self, gang: list[int], tmpl: TaskTemplate | None, placed: int) -> str:
+        """Why the gang (its first ``len(gang)`` pending tasks) does not fit, once ``placed``
+        of them are in and ``tmpl`` found no node (None: the role minimums failed)."""
+        ssn = self.ssn
+        groups: list[tuple[int, int]] = []  # (template, count) in task order
+        for t in gang:
+            ti = int(ssn.template_of[t])
+            if groups and groups[-1][0] == ti:
+                groups[-1] = (ti, groups[-1][1] + 1)
+            else:
+                groups.append((ti, 1))
+        n = len(gang)
+        if len(groups) == 1:
+            one = _describe(ssn, ssn.templates[groups[0][0]])
+            shape = f"{n} task{'s' if n != 1 else ''} × {one}"
+        else:
+            parts = " + ".join(f"{c} × {_describe(ssn, ssn.templates[ti])}" for ti, c in groups)
+            shape = f"{n} tasks ({parts})"
+        evicting = self.preempt or self.reclaim
+        where = " counting what preempt/reclaim could free" if evicting else ""
+        if tmpl is None:
+            return f"minimum gang of {shape} does not fit{where}"
+        largest = _largest_free(ssn, tmpl)
+        if placed == 0:
+            return f"minimum gang of {shape} does not fit on any node{where}: {largest}"
+        return (
+            f"minimum gang of {shape} does not fit{where}: only {placed} of {n} tasks "
+            f"can be placed at once; then {largest}"
+        )
+
+
+def _amount(amount: float, res: str) -> str:
+    if res == MEMORY:
+        gib = amount / 2**30
+        return f"{gib:g}Gi" if gib >= 1 else f"{amount / 2**20:g}Mi"
+    if res in (CPU, GPU):
+        return f"{amount / 1000:g}"
+    return str(format_quantity(int(amount), res))
+
+
+def _describe(ssn: Session, tmpl: TaskTemplate) -> str:
+    """A template's request in words: ``8 nvidia.com/gpu``, ``(2 nvidia.com/gpu, 8 cpu)``."""
+    words: list[str] = []
+    spec = ssn.arrays.spec
+    if tmpl.gpu_count:
+        words.append(f"{tmpl.gpu_count * min(tmpl.gpu_milli, 1000) / 1000:g} {GPU}")
+    for c, res in enumerate(spec.names):
+        if res in (GPU, PODS) or tmpl.request[c] <= 0:
+            continue
+        words.append(f"{_amount(float(tmpl.request[c]), res)} {res}")
+    if not words:
+        return "no resources"
+    return words[0] if len(words) == 1 else f"({', '.join(words)})"
+
+
+def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
+    """The largest free slot, per node, on the resource that keeps ``tmpl`` out."""
+    a = ssn.arrays
+    ok = ssn.evaluate(tmpl).ok
+    if not ok.any():
+        return "no node passes the predicates (" + ssn.fit_error(tmpl) + ")"
+    rows = np.flatnonzero(ok)
+    if tmpl.gpu_count:
+        cap = a.gpu_capacity[rows]
+        m_eff = np.where(a.gpu_sharing[rows] & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+        free = cap[:, None] - ssn.gpu_used[rows] + ssn.gpu_releasing[rows]
+        free = np.where(a.gpu_valid[rows], free - ssn.gpu_pipelined[rows], -1)
+        devices = (free >= np.maximum(m_eff, 1)[:, None]).sum(axis=1)
+        best = int(devices.max(initial=0))
+        if best < tmpl.gpu_count:
+            unit = "GPU" if best == 1 else "GPUs"
+            return f"largest free is {best} {unit} per node"
+    future = ssn.future_idle()[rows]
+    for c, res in enumerate(a.spec.names):
+        if res == GPU or tmpl.request[c] <= 0:
+            continue
+        top = int(future[:, c].max(initial=0))
+        if top < tmpl.request[c]:
+            if res == PODS:
+                return "every node is at its pod limit"
+            return f"largest free {res} is {_amount(max(top, 0), res)} per node"
+    return "no node has all of it free at once"

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -45,25 +46,27 @@ class NodeOrderPlugin:
         self._taint_scores: dict[int, F64] = {}
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:
+        if rows.size == 1:  # the usual refresh after one placement: plain floats are faster
+            return np.array([self._score_one(ssn, tmpl, int(rows[0]))])
         a = ssn.arrays
-        cols = [0, 1]  # cpu, memory
-        req = tmpl.request[cols].copy()
+        req = tmpl.request[:2].copy()  # cpu, memory (the first two columns)
         if req[0] == 0:
             req[0] = DEFAULT_CPU
         if req[1] == 0:
             req[1] = DEFAULT_MEMORY
-        alloc = a.allocatable[rows][:, cols]
-        requested = ssn.used[rows][:, cols] + req
+        alloc = a.allocatable[rows, :2]
+        requested = ssn.used[rows, :2] + req
         safe = np.maximum(alloc, 1)
         score = np.zeros(rows.size)
         if self.least:
             per = np.where((alloc > 0) & (requested <= alloc), (alloc - requested) * 100 // safe, 0)
-            score += self.least * (per.sum(axis=1) // 2)
+            score += self.least * ((per[:, 0] + per[:, 1]) // 2)
         if self.most:
             per = np.where(alloc > 0, np.minimum(requested, alloc) * 100 // safe, 0)
-            score += self.most * (per.sum(axis=1) // 2)
+            score += self.most * ((per[:, 0] + per[:, 1]) // 2)
         if self.balanced:
             frac = np.minimum(requested / safe, 1.0)
+            fracs = [frac[:, 0], frac[:, 1]]
             if tmpl.gpu_count:
                 g = a.spec.gpu_column
                 galloc = a.allocatable[rows, g]
@@ -72,10 +75,60 @@ class NodeOrderPlugin:
                     np.minimum((ssn.used[rows, g] + tmpl.request[g]) / np.maximum(galloc, 1), 1.0),
                     0.0,
                 )
-                frac = np.column_stack([frac, gfrac])
-            score += self.balanced * (1.0 - frac.std(axis=1)) * 100.0
+                fracs.append(gfrac)
+            # Population standard deviation, summed left to right.
+            mean = fracs[0] + fracs[1]
+            for f in fracs[2:]:
+                mean = mean + f
+            mean = mean / len(fracs)
+            dev = [f - mean for f in fracs]
+            var = dev[0] * dev[0] + dev[1] * dev[1]
+            for d in dev[2:]:
+                var = var + d * d
+            score += self.balanced * (1.0 - np.sqrt(var / len(fracs))) * 100.0
         if self.taint and a.soft_taints:
             score += self.taint * self._taint(ssn, tmpl)[rows]
+        return score
+
+    def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
+        """:meth:`node_score` of one node: the same arithmetic, in the same order."""
+        a = ssn.arrays
+        cpu, mem = tmpl.request[:2].tolist()
+        want = (cpu or DEFAULT_CPU, mem or DEFAULT_MEMORY)
+        alloc = a.allocatable[i, :2].tolist()
+        used = ssn.used[i, :2].tolist()
+        requested = [u + w for u, w in zip(used, want, strict=True)]
+        score = 0.0
+        if self.least:
+            per = [
+                (al - rq) * 100 // max(al, 1) if al > 0 and rq <= al else 0
+                for al, rq in zip(alloc, requested, strict=True)
+            ]
+            score += self.least * ((per[0] + per[1]) // 2)
+        if self.most:
+            per = [
+                min(rq, al) * 100 // max(al, 1) if al > 0 else 0
+                for al, rq in zip(alloc, requested, strict=True)
+            ]
+            score += self.most * ((per[0] + per[1]) // 2)
+        if self.balanced:
+            fracs = [min(rq / max(al, 1), 1.0) for al, rq in zip(alloc, requested, strict=True)]
+            if tmpl.gpu_count:
+                g = a.spec.gpu_column
+                galloc = int(a.allocatable[i, g])
+                after = int(ssn.used[i, g]) + int(tmpl.request[g])
+                fracs.append(min(after / max(galloc, 1), 1.0) if galloc > 0 else 0.0)
+            mean = fracs[0] + fracs[1]
+            for f in fracs[2:]:
+                mean = mean + f
+            mean = mean / len(fracs)
+            dev = [f - mean for f in fracs]
+            var = dev[0] * dev[0] + dev[1] * dev[1]
+            for d in dev[2:]:
+                var = var + d * d
+            score += self.balanced * (1.0 - math.sqrt(var / len(fracs))) * 100.0
+        if self.taint and a.soft_taints:
+            score += self.taint * float(self._taint(ssn, tmpl)[i])
         return score
 
     def _taint(self, ssn: Session, tmpl: TaskTemplate) -> F64:

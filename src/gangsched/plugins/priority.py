@@ -1,9 +1,17 @@
-"""priority: higher job priority first, higher task priority first (Volcano's priority)."""
+"""priority: higher job priority first, higher task priority first (Volcano's priority).
+
+As victims (``preemptable``): a task of another job only when that job's priority is strictly
+below the preemptor job's. ``victim_order``: lower job priority, then lower task priority,
+evicted first.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
 
 from ..session import PIPELINED_OR_READY
 
@@ -26,3 +34,16 @@ class PriorityPlugin:
     def job_starving(self, ssn: Session, job: int) -> bool:
         """Starving while some task is neither ready nor pipelined."""
         return bool(ssn.count_states(job, PIPELINED_OR_READY) < len(ssn.job_tasks(job)))
+
+    def preemptable(
+        self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        jobs = ssn.snapshot.jobs
+        prio = np.array([jobs[int(j)].priority for j in ssn.task_job[candidates]], dtype=np.int64)
+        keep = prio < jobs[preemptor].priority
+        out: npt.NDArray[np.int64] = candidates[keep]
+        return out
+
+    def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
+        job = ssn.snapshot.jobs[int(ssn.task_job[task])]
+        return (job.priority, ssn.snapshot.tasks[task].priority)

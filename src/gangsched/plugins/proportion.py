@@ -2,20 +2,32 @@
 
 Theory of operation
 -------------------
-At open every queue gets ``deserved`` by weighted water-filling over the cluster total: each
-round hands the remaining resources to the queues not yet satisfied in proportion to their
-weights, capping each queue at its ``realCapability`` (capability, and what others'
-guarantees leave) and at its request (allocated + pending), flooring it at its guarantee; a
-queue whose request is met, or whose deserved stops moving, leaves the pool; resources it gave
-back return to the pool. Rounds stop when nothing remains or nothing changes.
+At open, every queue that holds at least one job takes part in a weighted water-filling of the
+cluster total (:func:`water_fill`). A round hands what is left to the queues not yet satisfied,
+in proportion to their weights; each queue's ``deserved`` is then capped at its
+``realCapability`` (its capability, and what the other queues' guarantees leave:
+``max(total − Σ guarantees, 0) + own guarantee``), capped at its request (allocated + pending)
+and floored at its guarantee. A queue whose request is met, or whose deserved did not move,
+leaves the pool. Rounds stop when nothing is left or nothing changes.
 
-Then: queue order = higher priority, then lower share (share = max over dimensions of
-allocated / deserved); a queue is *overused* when deserved ≤ allocated on every dimension;
-a task is *allocatable* when allocated + request ≤ deserved on the dimensions the task asks
-for (a GPU-only job is not blocked by exhausted cpu quota); a job is *enqueueable* when its
-queue is Open and min_resources + allocated + inqueue − elastic ≤ realCapability on
-min_resources' dimensions. Allocation inside the cycle updates ``allocated`` at once (the
-session's queue aggregates), so shares stay current.
+One correction to Volcano: its pool pays for a guarantee floor only after the fact, so when
+a guaranteed queue's weighted grant is below its guarantee the pool can be overdrawn (the
+deficit is clipped away) and the deserved amounts add up to more than the cluster — a promise
+that cannot be kept, and a guarantee that reclaim cannot restore (the other queues are within
+their deserved). On a dimension where Volcano's rounds overdraw, deserved is instead the exact
+weighted water level, ``max(min(λ·weight, realCapability, request), guarantee)`` with ``λ``
+chosen so the queues hold exactly the total. Elsewhere the result is Volcano's, to the round.
+
+Then, per queue: *share* = max over the dimensions of ``deserved`` (≥ 0.1 canonical units) of
+allocated / deserved; queue order = higher priority, then lower share; *overused* when deserved
+≤ allocated on every dimension; a task is *allocatable* when the queue is Open and allocated +
+request ≤ deserved on the dimensions the task asks for (a GPU-only job is not blocked by an
+exhausted cpu share); a job is *enqueueable* when its queue is Open and min_resources +
+allocated + inqueue − elastic ≤ realCapability on min_resources' dimensions, where inqueue is
+what admitted jobs have reserved and elastic what running jobs hold beyond their minimum.
+``on_allocate`` / ``on_deallocate`` keep every queue's share current within the cycle.
+
+``pods`` takes no part in any of it.
 """
 
 from __future__ import annotations
@@ -29,115 +41,286 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..model import QueueState
-from ..units import PODS
+from ..units import CPU, MEMORY, PODS
 
 if TYPE_CHECKING:
     from ..session import Session
 
+__all__ = ["EPS", "ProportionPlugin", "water_fill"]
+
 F64 = npt.NDArray[np.float64]
+BOOL = npt.NDArray[np.bool_]
+
+#: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
 EPS = 0.1
+#: Float slack of the strict comparisons (canonical units are integers).
+SLACK = 1e-6
+# Running holding states (Allocated, Bound, Running) — Volcano's AllocatedStatus.
+_ALLOCATED_STATES = (1, 3, 4)
 
 
-def water_fill(total: F64, weights: F64, request: F64, guarantee: F64, real_capability: F64) -> F64:
-    """Volcano's weighted water-filling. All arrays are ``(n_queues, n_resources)`` except
-    ``total`` ``(n_resources,)`` and ``weights`` ``(n_queues,)``. Returns deserved."""
-    n = weights.size
-    deserved = np.zeros_like(request)
-    meet = np.zeros(n, dtype=np.bool_)
-    remaining = total.copy()
-    for _ in range(4 * n + 8):
-        active = ~meet
-        w_total = weights[active].sum()
-        if w_total == 0:
-            break
-        old = deserved.copy()
-        share = np.outer(weights / w_total, remaining)
-        new = np.where(active[:, None], old + share, old)
-        new = np.minimum(new, real_capability)
-        new = np.minimum(new, request)
-        new = np.maximum(new, guarantee)
-        new = np.where(active[:, None], new, old)
-        satisfied = np.all(request <= new + EPS, axis=1)
-        unchanged = np.all(np.abs(new - old) < EPS, axis=1)
-        meet |= active & (satisfied | unchanged)
-        diff = new - old
-        increased = np.where(diff > 0, diff, 0).sum(axis=0)
-        decreased = np.where(diff < 0, -diff, 0).sum(axis=0)
-        deserved = new
-        new_remaining = np.maximum(remaining + decreased - increased, 0.0)
-        if np.all(new_remaining < EPS) or np.all(np.abs(new_remaining - remaining) < EPS):
-            break
-        remaining = new_remaining
+def water_fill(
+    total: F64,
+    weights: F64,
+    request: F64,
+    guarantee: F64,
+    real_capability: F64,
+    *,
+    participating: BOOL | None = None,
+) -> F64:
+    """Weighted water-filling of ``total`` between queues (see the module docstring).
+
+    Parameters
+    ----------
+    total:
+        ``(n_resources,)`` the cluster's allocatable total.
+    weights:
+        ``(n_queues,)`` queue weights (> 0).
+    request, guarantee, real_capability:
+        ``(n_queues, n_resources)``; ``real_capability`` may hold ``inf``.
+    participating:
+        ``(n_queues,)`` queues taking part (Volcano: those with jobs); all when omitted.
+        The others deserve nothing.
+
+    Returns
+    -------
+    ``(n_queues, n_resources)`` float64 deserved amounts.
+    """
+    part = np.ones(weights.size, dtype=np.bool_) if participating is None else participating
+    deserved = volcano_rounds(total, weights, request, guarantee, real_capability, part)
+    over = deserved[part].sum(axis=0) > total + EPS
+    if over.any():
+        level = level_fill(total, weights, request, guarantee, real_capability, part)
+        deserved[:, over] = level[:, over]
     return deserved
 
 
+def volcano_rounds(
+    total: F64, weights: F64, request: F64, guarantee: F64, real_capability: F64, part: BOOL
+) -> F64:
+    """Volcano's rounds, exactly: grant ``remaining · w / Σw`` to every queue not yet met, cap
+    at realCapability and request, floor at guarantee; a queue is met when its request is
+    covered or its deserved did not move; the pool takes back what queues gave up and pays for
+    what they gained, clipped at zero."""
+    n = weights.size
+    deserved = np.zeros_like(request, dtype=np.float64)
+    remaining = total.astype(np.float64).copy()
+    meet = ~part
+    for _ in range(8 * n + 64):
+        active = ~meet
+        w_total = float(weights[active].sum())
+        if w_total <= 0.0:
+            break
+        old = deserved
+        grant = np.outer(np.where(active, weights / w_total, 0.0), remaining)
+        new = np.minimum(np.minimum(old + grant, real_capability), request)
+        new = np.maximum(new, guarantee)
+        new = np.where(active[:, None], new, old)
+        satisfied = np.all((request < new) | (np.abs(request - new) < EPS), axis=1)
+        unchanged = np.all(new == old, axis=1)
+        meet = meet | (active & (satisfied | unchanged))
+        left = np.maximum(remaining - (new - old).sum(axis=0), 0.0)
+        deserved = new
+        if np.all(left < EPS) or np.array_equal(left, remaining):
+            break
+        remaining = left
+    return deserved
+
+
+def level_fill(
+    total: F64, weights: F64, request: F64, guarantee: F64, real_capability: F64, part: BOOL
+) -> F64:
+    """The exact weighted water level per dimension: ``deserved = max(min(λ·w, cap), g)``
+    with ``cap = min(realCapability, request)`` and ``λ`` the level at which the queues hold
+    exactly the total (or everything they can use, when that is less)."""
+    cap = np.where(part[:, None], np.minimum(real_capability, request), 0.0)
+    g = np.where(part[:, None], guarantee, 0.0)
+    w = np.where(part, weights, 1.0)[:, None]
+    top = np.maximum(cap, g)
+
+    def held(lam: F64) -> F64:
+        out: F64 = np.maximum(np.minimum(lam[None, :] * w, cap), g).sum(axis=0)
+        return out
+
+    lo = np.zeros(total.size)
+    hi = (cap / w).max(axis=0, initial=0.0) + 1.0
+    enough = top.sum(axis=0) <= total
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        fits = held(mid) <= total
+        lo = np.where(fits, mid, lo)
+        hi = np.where(fits, hi, mid)
+    lam = np.where(enough, np.inf, lo)
+    out: F64 = np.where(part[:, None], np.maximum(np.minimum(lam[None, :] * w, cap), g), 0.0)
+    return out
+
+
+def capability_matrix(ssn: Session, *, flat: bool = True) -> tuple[F64, BOOL]:
+    """Every queue's capability as ``(n_queues, n_resources)`` (``inf`` where unset) and the
+    mask of the dimensions it sets. With ``flat``, cpu and memory at or below zero count as
+    unset (as Volcano's flat plugins read them)."""
+    a = ssn.arrays
+    n_q, n_r = len(ssn.snapshot.queues), len(a.spec)
+    cap = np.full((n_q, n_r), np.inf)
+    given = np.zeros((n_q, n_r), dtype=np.bool_)
+    for q, queue in enumerate(ssn.snapshot.queues):
+        if queue.capability is None:
+            continue
+        for res, amount in queue.capability.items():
+            if res == PODS:
+                continue
+            c = a.spec.index(res)
+            if flat and res in (CPU, MEMORY) and amount <= 0:
+                continue
+            cap[q, c] = float(amount)
+            given[q, c] = True
+    return cap, given
+
+
+def resource_matrix(ssn: Session, attr: str) -> F64:
+    """``guarantee`` or ``deserved`` of every queue as ``(n_queues, n_resources)`` (0 unset)."""
+    out = np.zeros((len(ssn.snapshot.queues), len(ssn.arrays.spec)))
+    for q, queue in enumerate(ssn.snapshot.queues):
+        out[q] = ssn.vector(getattr(queue, attr))
+    return out
+
+
+def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
+    """Per queue ``(request, inqueue, elastic)`` as Volcano's queue plugins count them at open,
+    and the mask of queues holding jobs.
+
+    * request — allocated plus pending task requests;
+    * inqueue — for Inqueue jobs (and Running jobs with at least ``min_available`` allocated
+      tasks) the part of ``min_resources`` not allocated yet;
+    * elastic — what each job holds beyond its ``min_resources``.
+    """
+    snap, a = ssn.snapshot, ssn.arrays
+    n_q, n_r = len(snap.queues), len(a.spec)
+    pods = a.spec.index(PODS)
+    request = ssn.queue_allocated.astype(np.float64)
+    pending = np.flatnonzero(ssn.task_state == 0)
+    np.add.at(request, ssn.job_queue[ssn.task_job[pending]], ssn.task_req[pending])
+    inqueue = np.zeros((n_q, n_r))
+    job_min = np.zeros((len(snap.jobs), n_r))
+    for j, job in enumerate(snap.jobs):
+        if job.min_resources is None:
+            continue
+        need = ssn.vector(job.min_resources).astype(np.float64)
+        job_min[j] = need
+        phase = ssn.job_phase[j]
+        running_enough = (
+            phase == "Running" and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
+        )
+        if phase == "Inqueue" or running_enough:
+            dims = need > 0
+            short = np.where(dims, np.maximum(need - ssn.job_allocated[j], 0.0), 0.0)
+            inqueue[ssn.job_queue[j]] += short
+    elastic = np.zeros((n_q, n_r))
+    np.add.at(elastic, ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0))
+    for m in (request, inqueue, elastic):
+        m[:, pods] = 0.0
+    has_jobs = np.zeros(n_q, dtype=np.bool_)
+    has_jobs[ssn.job_queue] = True
+    return request, inqueue, elastic, has_jobs
+
+
+def share_of(alloc: F64, inv_deserved: F64) -> F64:
+    """``max_r alloc / deserved`` over the dimensions with a deserved amount.
+
+    ``alloc`` is ``(..., n_resources)``; ``inv_deserved`` the matching inverse (0 where
+    deserved is empty)."""
+    out: F64 = (alloc * inv_deserved).max(axis=-1, initial=0.0)
+    return out
+
+
+def inverse(deserved: F64, pods: int) -> F64:
+    inv = np.where(deserved >= EPS, 1.0 / np.where(deserved >= EPS, deserved, 1.0), 0.0)
+    inv[..., pods] = 0.0
+    return inv
+
+
+def fits(alloc: F64, request: npt.NDArray[Any], limit: F64, dims: BOOL) -> bool:
+    """``alloc + request ≤ limit`` on ``dims`` (strict, float slack only)."""
+    return bool(np.all(alloc[dims] + request[dims] <= limit[dims] + SLACK))
+
+
+def short_names(ssn: Session, over: BOOL) -> str:
+    return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
+
+
 class ProportionPlugin:
+    """Weighted fair share between queues; see the module docstring."""
+
     name = "proportion"
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
-        self.deserved = np.zeros((0, 0))
-        self.real_capability = np.zeros((0, 0))
-        self.inqueue = np.zeros((0, 0))
+        self.deserved: F64 = np.zeros((0, 0))
+        self.real_capability: F64 = np.zeros((0, 0))
+        self.request: F64 = np.zeros((0, 0))
+        self.inqueue: F64 = np.zeros((0, 0))
+        self.elastic: F64 = np.zeros((0, 0))
+        self.shares: F64 = np.zeros(0)
+        self._inv: F64 = np.zeros((0, 0))
         self._pods = 0
 
     def on_session_open(self, ssn: Session) -> None:
         snap, a = ssn.snapshot, ssn.arrays
-        n_q, n_r = len(snap.queues), len(a.spec)
-        self._pods = a.spec.index(PODS)
+        self._pods = pods = a.spec.index(PODS)
         total = a.allocatable.sum(axis=0).astype(np.float64)
-        total[self._pods] = 0.0
-        request = ssn.queue_allocated.astype(np.float64)
-        pending = np.flatnonzero(ssn.task_state == 0)
-        np.add.at(request, ssn.job_queue[ssn.task_job[pending]], ssn.task_req[pending])
-        request[:, self._pods] = 0.0
-        guarantee = np.zeros((n_q, n_r))
-        capability = np.full((n_q, n_r), np.inf)
-        for q, queue in enumerate(snap.queues):
-            if queue.guarantee is not None:
-                guarantee[q] = ssn.vector(queue.guarantee)
-            if queue.capability is not None:
-                cap = ssn.vector(queue.capability).astype(np.float64)
-                given = np.zeros(n_r, dtype=np.bool_)
-                for res in queue.capability:
-                    if res != PODS:
-                        given[a.spec.index(res)] = True
-                capability[q] = np.where(given, cap, np.inf)
-        capability[:, self._pods] = np.inf
+        total[pods] = 0.0
+        request, self.inqueue, self.elastic, has_jobs = job_figures(ssn)
+        guarantee = resource_matrix(ssn, "guarantee")
+        capability, _ = capability_matrix(ssn)
+        capability[:, pods] = np.inf
         real = np.maximum(total - guarantee.sum(axis=0), 0.0) + guarantee
-        real = np.minimum(real, capability)
+        self.real_capability = np.minimum(real, capability)
         weights = np.array([q.weight for q in snap.queues], dtype=np.float64)
-        self.real_capability = real
-        self.deserved = water_fill(total, weights, request, guarantee, real)
+        self.request = request
+        self.deserved = water_fill(
+            total, weights, request, guarantee, self.real_capability, participating=has_jobs
+        )
         ssn.queue_deserved = np.rint(self.deserved).astype(np.int64)
-        self.inqueue = np.zeros((n_q, n_r))
-        for j, job in enumerate(snap.jobs):
-            if ssn.job_phase[j] == "Inqueue" and job.min_resources is not None:
-                self.inqueue[ssn.job_queue[j]] += ssn.vector(job.min_resources)
+        self._inv = inverse(self.deserved, pods)
+        self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
+
+    # ------------------------------------------------------------------ shares
 
     def share(self, ssn: Session, queue: int) -> float:
-        d = self.deserved[queue]
-        alloc = ssn.queue_allocated[queue]
-        ratios = np.where(d > 0, alloc / np.where(d > 0, d, 1), np.where(alloc > 0, 1.0, 0.0))
-        ratios[self._pods] = 0.0
-        return float(ratios.max()) if ratios.size else 0.0
+        return float(self.shares[queue])
+
+    def _refresh(self, ssn: Session, task: int) -> None:
+        q = int(ssn.job_queue[ssn.task_job[task]])
+        self.shares[q] = share_of(ssn.queue_allocated[q].astype(np.float64), self._inv[q])
+
+    def queue_overused(self, ssn: Session, queue: int) -> bool:
+        """For status: holds something and is overused."""
+        return bool(ssn.queue_allocated[queue].any()) and self.overused(ssn, queue)
+
+    def on_allocate(self, ssn: Session, task: int) -> None:
+        self._refresh(ssn, task)
+
+    def on_deallocate(self, ssn: Session, task: int) -> None:
+        self._refresh(ssn, task)
+
+    # ------------------------------------------------------------------ extension points
 
     def queue_order(self, ssn: Session, queue: int) -> tuple[Any, ...]:
-        return (-ssn.snapshot.queues[queue].priority, self.share(ssn, queue))
+        return (-ssn.snapshot.queues[queue].priority, float(self.shares[queue]))
 
     def overused(self, ssn: Session, queue: int) -> bool:
         d = self.deserved[queue]
         alloc = ssn.queue_allocated[queue]
         dims = np.arange(d.size) != self._pods
-        return bool(np.all(d[dims] <= alloc[dims] + EPS))
+        return bool(np.all((d[dims] < alloc[dims]) | (np.abs(d[dims] - alloc[dims]) < EPS)))
 
     def allocatable(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> bool:
         if ssn.snapshot.queues[queue].state is not QueueState.OPEN:
             return False
         dims = tmpl.request > 0
         dims[self._pods] = False
-        after = ssn.queue_allocated[queue][dims] + tmpl.request[dims]
-        return bool(np.all(after <= self.deserved[queue][dims] + EPS))
+        alloc = ssn.queue_allocated[queue].astype(np.float64)
+        return fits(alloc, tmpl.request, self.deserved[queue], dims)
 
     def job_enqueueable(self, ssn: Session, job: int) -> Vote:
         rec = ssn.snapshot.jobs[job]
@@ -150,21 +333,21 @@ class ProportionPlugin:
             return Vote.PERMIT
         need = ssn.vector(rec.min_resources).astype(np.float64)
         dims = need > 0
-        alloc = ssn.queue_allocated[q].astype(np.float64)
-        elastic = np.maximum(ssn.job_allocated[job] - need, 0)
-        future = need + alloc + self.inqueue[q] - elastic
-        if np.all(future[dims] <= self.real_capability[q][dims] + EPS):
+        dims[self._pods] = False
+        base = ssn.queue_allocated[q] + self.inqueue[q] - self.elastic[q]
+        if fits(base, need, self.real_capability[q], dims):
             return Vote.PERMIT
-        short = [
-            ssn.arrays.spec.names[c]
-            for c in np.flatnonzero(dims & (future > self.real_capability[q] + EPS))
-        ]
+        over = dims & (base + need > self.real_capability[q] + SLACK)
         ssn.note_job(
-            job, "NotEnqueued", f"queue {queue.name!r} capability exceeded on {', '.join(short)}"
+            job,
+            "NotEnqueued",
+            f"queue {queue.name!r} resource quota insufficient: {short_names(ssn, over)}",
         )
         return Vote.REJECT
 
     def job_enqueued(self, ssn: Session, job: int) -> None:
         rec = ssn.snapshot.jobs[job]
         if rec.min_resources is not None:
-            self.inqueue[ssn.job_queue[job]] += ssn.vector(rec.min_resources)
+            need = ssn.vector(rec.min_resources).astype(np.float64)
+            need[self._pods] = 0.0
+            self.inqueue[ssn.job_queue[job]] += need

@@ -4,39 +4,61 @@ message naming the object that broke the rule.
 Each ``check_x(snapshot, decisions)`` looks only at the input snapshot and the decisions, so it
 checks *any* scheduler whose output can be expressed as :class:`~gangsched.decisions.Decisions`
 (see ``Decisions.from_dict``). :func:`check_all` runs them all.
+
+The rules are the ones peers have broken in production: over-committed nodes and GPU devices,
+partial gangs, queues growing past their capability, gangs split across the network, victims
+evicted for nobody, tasks left pending with no word of why, and schedulers whose answer depends
+on more than their input.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping, Set
 
 from ..decisions import Decisions
-from ..model import OCCUPYING_PHASES, TaskPhase
+from ..model import OCCUPYING_PHASES, TaskPhase, TopologyMode
 from ..snapshot import Snapshot
-from ..units import PODS
+from ..units import GPU, PODS
 
 __all__ = [
+    "ALL_CHECKS",
+    "Check",
     "InvariantViolation",
     "check_all",
     "check_capacity",
     "check_deterministic",
+    "check_evictions",
     "check_gang_atomicity",
     "check_known_objects",
     "check_queue_capability",
     "check_reasons",
+    "check_schedulable_nodes",
     "check_snapshot_unmutated",
+    "check_topology",
+    "find_cycle",
 ]
+
+#: The signature every snapshot/decisions checker has.
+Check = Callable[[Snapshot, Decisions], None]
 
 
 class InvariantViolation(AssertionError):
     """A scheduler's decisions broke an invariant."""
 
 
+def _job_of(snapshot: Snapshot, task: str) -> str:
+    index = snapshot.task_index.get(task)
+    if index is None:
+        raise InvariantViolation(f"decision about unknown task {task!r}")
+    return snapshot.tasks[index].job
+
+
 def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
     """Decisions reference only tasks, nodes, jobs and queues of the snapshot; a task is bound,
-    pipelined or evicted at most once; only Pending tasks are bound or pipelined."""
+    pipelined or evicted at most once; only Pending tasks are bound or pipelined; GPU indices
+    are not repeated within one decision."""
     seen: dict[str, str] = {}
     for kind, items in (("bind", decisions.binds), ("pipeline", decisions.pipelined)):
         for d in items:
@@ -50,9 +72,17 @@ def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
             phase = snapshot.task(d.task).phase
             if phase is not TaskPhase.PENDING:
                 raise InvariantViolation(f"task {d.task!r}: {kind} of a {phase.value} task")
+            if len(set(d.gpu_indices)) != len(d.gpu_indices):
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} repeats a GPU index in {list(d.gpu_indices)}"
+                )
+    evicted: set[str] = set()
     for e in decisions.evictions:
         if e.task not in snapshot.task_index:
             raise InvariantViolation(f"eviction of unknown task {e.task!r}")
+        if e.task in evicted:
+            raise InvariantViolation(f"task {e.task!r}: evicted twice")
+        evicted.add(e.task)
         if snapshot.task(e.task).phase not in OCCUPYING_PHASES:
             raise InvariantViolation(f"task {e.task!r}: eviction of a task that holds nothing")
     for name in decisions.jobs:
@@ -61,6 +91,12 @@ def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
     for name in decisions.queues:
         if name not in snapshot.queue_index:
             raise InvariantViolation(f"status of unknown queue {name!r}")
+    for name in decisions.task_reasons:
+        if name not in snapshot.task_index:
+            raise InvariantViolation(f"reason given for unknown task {name!r}")
+    for a in decisions.job_actions:
+        if a.job not in snapshot.job_index:
+            raise InvariantViolation(f"{a.action} asked for unknown job {a.job!r}")
 
 
 def _device_milli(snapshot: Snapshot, task_name: str, node_name: str) -> int:
@@ -77,7 +113,8 @@ def _device_milli(snapshot: Snapshot, task_name: str, node_name: str) -> int:
 def check_capacity(snapshot: Snapshot, decisions: Decisions) -> None:
     """After the binds, no node exceeds its allocatable in any resource or its pod limit, and
     no GPU device exceeds its capacity. Reservations (pipelined) fit once the releasing and
-    evicted tasks are gone."""
+    evicted tasks are gone. Every bind and reservation names as many GPU devices as its task
+    asks for."""
     evicted = {e.task for e in decisions.evictions}
     now: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     later: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -109,6 +146,15 @@ def check_capacity(snapshot: Snapshot, decisions: Decisions) -> None:
                 charge(later, dev_later, t.name, t.node, t.gpu_indices)
         elif t.phase is TaskPhase.PIPELINED:
             charge(later, dev_later, t.name, t.node, t.gpu_indices)
+    for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
+        for d in items:
+            request = snapshot.task(d.task).gpu_request
+            wanted = request.count if request is not None else 0
+            if len(d.gpu_indices) != wanted:
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} with {len(d.gpu_indices)} GPU indices for a "
+                    f"request of {wanted} devices"
+                )
     for b in decisions.binds:
         charge(now, dev_now, b.task, b.node, b.gpu_indices)
         charge(later, dev_later, b.task, b.node, b.gpu_indices)
@@ -135,73 +181,91 @@ def check_capacity(snapshot: Snapshot, decisions: Decisions) -> None:
             count = node.gpus.count if node.gpus is not None else 0
             cap = node.gpus.milli if node.gpus is not None else 0
             if g >= count:
-                raise InvariantViolation(f"node {node_name!r}: GPU index {g} out of range")
+                raise InvariantViolation(
+                    f"node {node_name!r}: GPU index {g} out of range ({count} devices)"
+                )
             if amount > cap:
                 raise InvariantViolation(
                     f"node {node_name!r}: GPU {g} over-committed{label}: {amount} > {cap} milli"
                 )
-    for b in decisions.binds:
-        request = snapshot.task(b.task).gpu_request
-        if len(b.gpu_indices) != (request.count if request is not None else 0):
-            raise InvariantViolation(
-                f"task {b.task!r}: bound with {len(b.gpu_indices)} GPU indices for its request"
-            )
 
 
 _READY = (TaskPhase.BOUND, TaskPhase.RUNNING, TaskPhase.SUCCEEDED)
 
 
 def check_gang_atomicity(snapshot: Snapshot, decisions: Decisions) -> None:
-    """A job that gets binds ends with at least ``min_available`` ready tasks (and every role's
-    minimum, when ``min_available`` covers them); one that gets reservations ends with at least
-    ``min_available`` ready or reserved tasks. Never part of a gang."""
-    bound = defaultdict(list)
+    """Never part of a gang.
+
+    A job that gets binds ends with at least ``min_available`` ready tasks (Bound, Running,
+    Succeeded or just bound; pending best-effort tasks count, as Volcano counts them): binding
+    part of a gang while the rest only holds reservations is a partial gang too. A job that
+    gets reservations (pipelined tasks) ends with at least ``min_available`` ready or reserved
+    tasks. When ``min_available`` covers the per-role minimums (``min_task_member``), every
+    role must reach its own minimum the same way.
+    """
+    bound: dict[str, set[str]] = defaultdict(set)
     for b in decisions.binds:
-        bound[snapshot.task(b.task).job].append(b.task)
-    reserved = defaultdict(list)
+        bound[_job_of(snapshot, b.task)].add(b.task)
+    reserved: dict[str, set[str]] = defaultdict(set)
     for p in decisions.pipelined:
-        reserved[snapshot.task(p.task).job].append(p.task)
+        reserved[_job_of(snapshot, p.task)].add(p.task)
     evicted = {e.task for e in decisions.evictions}
     for job in snapshot.jobs:
         if job.name not in bound and job.name not in reserved:
             continue
         tasks = snapshot.tasks_of(job.name)
-        new_ready = set(bound[job.name])
-        best_effort_pending = {
-            t.name
+        new_ready = bound.get(job.name, set())
+        new_reserved = reserved.get(job.name, set())
+        best_effort_pending = [
+            t
             for t in tasks
-            if t.phase is TaskPhase.PENDING and t.best_effort and t.name not in new_ready
-        }
+            if t.phase is TaskPhase.PENDING
+            and t.best_effort
+            and t.name not in new_ready
+            and t.name not in new_reserved
+        ]
         ready = [
             t for t in tasks if (t.phase in _READY and t.name not in evicted) or t.name in new_ready
         ]
         held = ready + [
-            t for t in tasks if t.name in reserved[job.name] or (t.phase is TaskPhase.PIPELINED)
+            t for t in tasks if t.name in new_reserved or t.phase is TaskPhase.PIPELINED
         ]
-        count = held if job.name in reserved else ready
-        if len(count) + len(best_effort_pending) < job.min_available:
-            raise InvariantViolation(
-                f"job {job.name!r}: partial gang: {len(count)} tasks ready or reserved, "
-                f"min_available {job.min_available}"
-            )
-        if job.min_task_member and job.min_available >= sum(job.min_task_member.values()):
-            for role, need in job.min_task_member.items():
-                have = sum(1 for t in count if t.role == role)
-                if have < need:
-                    raise InvariantViolation(
-                        f"job {job.name!r}: role {role!r} has {have} of its minimum {need}"
-                    )
+        sets = []
+        if job.name in bound:
+            sets.append(("ready", ready))
+        if job.name in reserved:
+            sets.append(("ready or reserved", held))
+        for what, count in sets:
+            if len(count) + len(best_effort_pending) < job.min_available:
+                raise InvariantViolation(
+                    f"job {job.name!r}: partial gang: {len(count)} tasks {what}, "
+                    f"min_available {job.min_available}"
+                )
+            if job.min_task_member and job.min_available >= sum(job.min_task_member.values()):
+                for role, need in job.min_task_member.items():
+                    have = sum(1 for t in count if t.role == role)
+                    have += sum(1 for t in best_effort_pending if t.role == role)
+                    if have < need:
+                        raise InvariantViolation(
+                            f"job {job.name!r}: role {role!r} has {have} tasks {what}, "
+                            f"under its minimum {need}"
+                        )
 
 
 def check_queue_capability(
     snapshot: Snapshot, decisions: Decisions, *, hierarchical: bool = True
 ) -> None:
     """No queue — and, with ``hierarchical``, no ancestor of it — gains new allocations beyond
-    its capability. (Flat fair-share plugins such as proportion ignore queue parents; check
-    them with ``hierarchical=False``.)"""
+    its capability in a resource the new allocations ask for. (Flat fair-share plugins such
+    as proportion ignore queue parents; check them with ``hierarchical=False``.)
+
+    A queue counts what its tasks hold after the cycle: Bound, Running and Pipelined tasks
+    that were not evicted, plus the new binds and reservations. GPUs count as requested
+    (devices × milli-GPU per device, at most one device each).
+    """
     evicted = {e.task for e in decisions.evictions}
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-    grew: set[str] = set()
+    grew: dict[str, set[str]] = defaultdict(set)
     placed = {b.task for b in decisions.binds} | {p.task for p in decisions.pipelined}
 
     def ancestors(queue: str) -> list[str]:
@@ -219,23 +283,119 @@ def check_queue_capability(
         ) or t.name in placed
         if not holds:
             continue
+        amounts = {res: v for res, v in t.request.items() if res != PODS}
+        g = t.gpu_request
+        if g is not None:
+            amounts[GPU] = g.count * min(g.milli, 1000)
         queue = snapshot.job(t.job).queue
         for q in ancestors(queue):
-            for res, amount in t.request.items():
+            for res, amount in amounts.items():
                 used[q][res] += amount
-            g = t.gpu_request
-            if g is not None:
-                used[q]["nvidia.com/gpu"] += g.count * min(g.milli, 1000)
-            if t.name in placed:
-                grew.add(q)
-    for q in grew:
+                if t.name in placed and amount > 0:
+                    grew[q].add(res)
+    for q in sorted(grew):
         cap = snapshot.queue(q).capability
         if cap is None:
             continue
-        for res, limit in cap.items():
-            if res != PODS and used[q][res] > limit:
+        for res in sorted(grew[q]):
+            limit = cap.get(res)
+            if limit is not None and used[q][res] > limit:
                 raise InvariantViolation(
                     f"queue {q!r}: {res} {used[q][res]} over its capability {limit}"
+                )
+
+
+def _leaves(snapshot: Snapshot) -> dict[str, frozenset[str]]:
+    """Hypernode name → the node names under it (the snapshot guarantees a tree)."""
+    out: dict[str, frozenset[str]] = {}
+
+    def leaves(name: str) -> frozenset[str]:
+        if name not in out:
+            h = snapshot.hypernodes[snapshot.hypernode_index[name]]
+            found: set[str] = set()
+            for m in h.members:
+                found |= leaves(m) if m in snapshot.hypernode_index else {m}
+            out[name] = frozenset(found)
+        return out[name]
+
+    for h in sorted(snapshot.hypernodes, key=lambda h: h.tier):
+        leaves(h.name)
+    return out
+
+
+def check_topology(snapshot: Snapshot, decisions: Decisions) -> None:
+    """A job with a *hard* network topology that gets binds or reservations ends with all its
+    placed tasks (Bound, Running and Pipelined ones not evicted, plus the new ones) under one
+    hypernode of tier ≤ ``highest_tier_allowed``.
+
+    As in Volcano, a cluster-wide domain sits one tier above the highest hypernode tier, so an
+    allowed tier at or above it (or no allowed tier at all) constrains nothing; a cluster
+    without hypernodes constrains nothing. Soft mode is a preference, never checked.
+    """
+    placed: dict[str, set[str]] = defaultdict(set)
+    for items in (decisions.binds, decisions.pipelined):
+        for d in items:
+            placed[_job_of(snapshot, d.task)].add(d.node)
+    if not placed:
+        return
+    top_tier = max((h.tier for h in snapshot.hypernodes), default=0) + 1
+    evicted = {e.task for e in decisions.evictions}
+    leaves: dict[str, frozenset[str]] | None = None
+    for name in sorted(placed):
+        job = snapshot.job(name)
+        topo = job.network_topology
+        if topo is None or topo.mode is not TopologyMode.HARD:
+            continue
+        allowed = topo.highest_tier_allowed
+        if allowed is None or allowed >= top_tier:
+            continue
+        used = set(placed[name])
+        for t in snapshot.tasks_of(name):
+            if (
+                t.node is not None
+                and t.phase in (TaskPhase.BOUND, TaskPhase.RUNNING, TaskPhase.PIPELINED)
+                and t.name not in evicted
+            ):
+                used.add(t.node)
+        if leaves is None:
+            leaves = _leaves(snapshot)
+        if not any(h.tier <= allowed and used <= leaves[h.name] for h in snapshot.hypernodes):
+            raise InvariantViolation(
+                f"job {name!r}: hard network topology broken: nodes {sorted(used)} are not "
+                f"all under one hypernode of tier <= {allowed}"
+            )
+
+
+def check_evictions(snapshot: Snapshot, decisions: Decisions) -> None:
+    """Every eviction names its preemptor, a job of the snapshot that gets pipelined tasks in
+    the same decisions (the victims' resources are being released for it): nothing is
+    evicted for nobody."""
+    pipelined_jobs = {_job_of(snapshot, p.task) for p in decisions.pipelined}
+    for e in decisions.evictions:
+        victim_job = _job_of(snapshot, e.task)
+        if not e.preemptor:
+            raise InvariantViolation(
+                f"task {e.task!r} (job {victim_job!r}): evicted without a preemptor"
+            )
+        if e.preemptor not in snapshot.job_index:
+            raise InvariantViolation(
+                f"task {e.task!r} (job {victim_job!r}): evicted for unknown job {e.preemptor!r}"
+            )
+        if e.preemptor not in pipelined_jobs:
+            raise InvariantViolation(
+                f"task {e.task!r} (job {victim_job!r}): evicted for job {e.preemptor!r}, "
+                "which got no pipelined tasks"
+            )
+
+
+def check_schedulable_nodes(snapshot: Snapshot, decisions: Decisions) -> None:
+    """Nothing new is bound or reserved on a node marked unschedulable (cordoned)."""
+    for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
+        for d in items:
+            index = snapshot.node_index.get(d.node)
+            if index is not None and snapshot.nodes[index].unschedulable:
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} to unschedulable node {d.node!r}"
                 )
 
 
@@ -254,32 +414,75 @@ def check_reasons(snapshot: Snapshot, decisions: Decisions) -> None:
 def check_deterministic(
     schedule_fn: Callable[[Snapshot], Decisions], snapshot: Snapshot, runs: int = 2
 ) -> Decisions:
-    """``schedule_fn`` gives byte-identical decisions on the same snapshot."""
+    """``schedule_fn`` gives byte-identical decisions on the same snapshot (compared as
+    sorted-key JSON of ``to_dict()``); returns the first run's decisions."""
     first = schedule_fn(snapshot)
     text = json.dumps(first.to_dict(), sort_keys=True)
-    for _ in range(runs - 1):
+    for run in range(1, runs):
         again = json.dumps(schedule_fn(snapshot).to_dict(), sort_keys=True)
         if again != text:
-            raise InvariantViolation("same snapshot, different decisions")
+            raise InvariantViolation(
+                f"same snapshot, different decisions (run 1 and run {run + 1} differ)"
+            )
     return first
 
 
-def check_snapshot_unmutated(before: dict[str, object], snapshot: Snapshot) -> None:
+def check_snapshot_unmutated(before: Mapping[str, object], snapshot: Snapshot) -> None:
     """``snapshot.to_dict()`` still equals ``before`` (taken before scheduling)."""
-    if snapshot.to_dict() != before:
-        raise InvariantViolation("the scheduler mutated its input snapshot")
+    after = snapshot.to_dict()
+    if after != before:
+        changed = sorted(k for k in after if after[k] != before.get(k))
+        raise InvariantViolation(f"the scheduler mutated its input snapshot ({', '.join(changed)})")
 
 
-ALL_CHECKS: tuple[Callable[[Snapshot, Decisions], None], ...] = (
+def find_cycle(edges: Mapping[str, Set[str]]) -> list[str] | None:
+    """A directed cycle in ``edges`` (node → successors) as ``[a, b, ..., a]``, or ``None``.
+
+    Iterative depth-first search, nodes and successors visited in sorted order, so the cycle
+    reported is deterministic.
+    """
+    done: set[str] = set()
+    for root in sorted(edges):
+        if root in done:
+            continue
+        path: list[str] = [root]
+        on_path = {root}
+        stack: list[Iterator[str]] = [iter(sorted(edges.get(root, ())))]
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                stack.pop()
+                done.add(path[-1])
+                on_path.discard(path.pop())
+                continue
+            if nxt in on_path:
+                return [*path[path.index(nxt) :], nxt]
+            if nxt in done:
+                continue
+            path.append(nxt)
+            on_path.add(nxt)
+            stack.append(iter(sorted(edges.get(nxt, ()))))
+    return None
+
+
+#: Every snapshot/decisions checker, in the order :func:`check_all` runs them.
+ALL_CHECKS: tuple[Check, ...] = (
     check_known_objects,
     check_capacity,
     check_gang_atomicity,
     check_queue_capability,
+    check_topology,
+    check_evictions,
+    check_schedulable_nodes,
     check_reasons,
 )
 
 
-def check_all(snapshot: Snapshot, decisions: Decisions) -> None:
-    """Run every snapshot/decisions invariant."""
+def check_all(snapshot: Snapshot, decisions: Decisions, *, hierarchical: bool = True) -> None:
+    """Run every snapshot/decisions invariant (:data:`ALL_CHECKS`); ``hierarchical`` is passed
+    to :func:`check_queue_capability`."""
     for check in ALL_CHECKS:
-        check(snapshot, decisions)
+        if check is check_queue_capability:
+            check_queue_capability(snapshot, decisions, hierarchical=hierarchical)
+        else:
+            check(snapshot, decisions)

@@ -1,0 +1,257 @@
+"""The ``gangsched schedule`` and ``gangsched get`` subcommands (wired in by :mod:`gangsched.cli`).
+
+``-f`` takes gangsched interchange snapshots (JSON/YAML with keys nodes, queues, jobs, tasks)
+and Kubernetes / Volcano manifests (anything with ``apiVersion`` / ``kind``), in any mix and
+any number of files; they are merged into one snapshot. The scheduler configuration is
+``--config`` (Volcano's ``volcano-scheduler.conf`` text, the plain-data form, or the
+ConfigMap manifest), else the scheduler ConfigMap among the ``-f`` files, else Volcano's
+default. What the loader ignored is listed on stderr, so stdout stays machine-readable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from .config import Config
+from .decisions import Decisions
+from .errors import ConfigError
+from .io.k8s import SCHEDULER_CONF_KEY, Cluster, is_manifest, load_files
+from .io.volcano_out import job_actions, job_environment, kubernetes_output
+from .scheduler import schedule
+
+__all__ = [
+    "add_get_parser",
+    "add_schedule_parser",
+    "format_jobs_table",
+    "format_queues_table",
+    "format_table",
+    "run_get",
+    "run_schedule",
+]
+
+_GET_RESOURCES = {
+    "queues": "queues",
+    "queue": "queues",
+    "jobs": "jobs",
+    "job": "jobs",
+    "vcjob": "jobs",
+    "vcjobs": "jobs",
+    "podgroups": "jobs",
+}
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "-f",
+        "--filename",
+        dest="files",
+        action="append",
+        required=True,
+        metavar="FILE",
+        help="manifests or a gangsched snapshot (YAML or JSON); repeat to merge several",
+    )
+    p.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="scheduler configuration: volcano-scheduler.conf text or its ConfigMap "
+        "(default: the ConfigMap among the -f files, else Volcano's default)",
+    )
+
+
+def add_schedule_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "schedule",
+        help="run one scheduling cycle on manifests or a snapshot and print the decisions",
+        description="Load the cluster and workloads from the -f files, run one cycle (Volcano's "
+        "actions and plugin tiers) and print what would be bound, pipelined and evicted, "
+        "and every job's and queue's status.",
+    )
+    _add_inputs(p)
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default); json: the decisions' interchange form; yaml: Kubernetes "
+        "objects (Bindings, Evictions, PodGroup and Queue status)",
+    )
+    p.set_defaults(handler=run_schedule)
+
+
+def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = subparsers.add_parser(
+        "get",
+        help="print queues or jobs after one cycle, like kubectl get queue / vcjob",
+        description="Run one cycle and print a kubectl-style table of queues "
+        "(NAME STATE INQUEUE PENDING RUNNING UNKNOWN) or jobs (NAME STATUS MINAVAILABLE "
+        "RUNNINGS).",
+    )
+    p.add_argument("resource", choices=sorted(_GET_RESOURCES), help="queues or jobs")
+    _add_inputs(p)
+    p.set_defaults(handler=run_get)
+
+
+# ------------------------------------------------------------------------------------------
+
+
+def _read_config(path: str) -> Config:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read: {exc.strerror}", kind="file", name=path) from None
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError:
+        docs = []  # let the Volcano parser report the syntax error with its position
+    if len(docs) == 1 and is_manifest(docs[0]):
+        doc = docs[0]
+        data = doc.get("data") if isinstance(doc, dict) else None
+        if not isinstance(data, dict) or not isinstance(data.get(SCHEDULER_CONF_KEY), str):
+            raise ConfigError(
+                f"a ConfigMap with data.{SCHEDULER_CONF_KEY} was expected", kind="file", name=path
+            )
+        text = data[SCHEDULER_CONF_KEY]
+    return Config.from_volcano_yaml(text)
+
+
+def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
+    cluster = load_files(args.files)
+    for item in cluster.ignored:
+        print(f"gangsched: note: {item}", file=sys.stderr)
+    if args.config is not None:
+        config = _read_config(args.config)
+    else:
+        config = cluster.config if cluster.config is not None else Config.default()
+    return cluster, schedule(cluster.snapshot, config)
+
+
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """Left-aligned columns separated by three spaces, as kubectl prints them."""
+    cells = [list(headers)] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def format_queues_table(decisions: Decisions) -> str:
+    """``kubectl get queue``-shaped table after the cycle."""
+    rows = [
+        (name, q.state, q.inqueue, q.pending, q.running, q.unknown)
+        for name, q in sorted(decisions.queues.items())
+    ]
+    return format_table(("NAME", "STATE", "INQUEUE", "PENDING", "RUNNING", "UNKNOWN"), rows)
+
+
+def _vcjob_status(phase: str) -> str:
+    return {"Running": "Running", "Completed": "Completed"}.get(phase, "Pending")
+
+
+def format_jobs_table(decisions: Decisions) -> str:
+    """``kubectl get vcjob``-shaped table after the cycle: RUNNINGS counts the pods running
+    plus those bound by this cycle."""
+    rows = [
+        (name, _vcjob_status(s.phase), s.min_available, s.running + s.allocated)
+        for name, s in sorted(decisions.jobs.items())
+    ]
+    return format_table(("NAME", "STATUS", "MINAVAILABLE", "RUNNINGS"), rows)
+
+
+def _gpus(indices: Sequence[int]) -> str:
+    return ",".join(str(i) for i in indices) if indices else "-"
+
+
+def _format_decisions(cluster: Cluster, d: Decisions) -> str:
+    parts: list[str] = []
+
+    def pod(task: str) -> str:
+        ns, name = cluster.pod_of(task)
+        return f"{ns}/{name}"
+
+    parts.append(f"BINDS ({len(d.binds)})")
+    if d.binds:
+        parts.append(
+            format_table(
+                ("POD", "NODE", "GPUS"),
+                [(pod(b.task), b.node, _gpus(b.gpu_indices)) for b in d.binds],
+            )
+        )
+    if d.pipelined:
+        parts.append(f"\nPIPELINED ({len(d.pipelined)})")
+        parts.append(
+            format_table(
+                ("POD", "NODE", "GPUS"),
+                [(pod(p.task), p.node, _gpus(p.gpu_indices)) for p in d.pipelined],
+            )
+        )
+    if d.evictions:
+        parts.append(f"\nEVICTIONS ({len(d.evictions)})")
+        parts.append(
+            format_table(
+                ("POD", "PREEMPTOR", "REASON"),
+                [(pod(e.task), e.preemptor or "-", e.reason) for e in d.evictions],
+            )
+        )
+    queue_of = {j.name: j.queue for j in cluster.snapshot.jobs}
+    parts.append("\nJOBS")
+    parts.append(
+        format_table(
+            ("NAME", "QUEUE", "PHASE", "MIN", "RUNNING", "BOUND", "PENDING", "REASON", "MESSAGE"),
+            [
+                (
+                    name,
+                    queue_of.get(name, "-"),
+                    s.phase,
+                    s.min_available,
+                    s.running,
+                    s.allocated,
+                    s.pending,
+                    s.reason or "-",
+                    s.message or "-",
+                )
+                for name, s in sorted(d.jobs.items())
+            ],
+        )
+    )
+    parts.append("\nQUEUES")
+    parts.append(format_queues_table(d))
+    actions = job_actions(cluster, d)
+    if actions:
+        parts.append("\nJOB ACTIONS")
+        parts.append(
+            format_table(("JOB", "ACTION", "CAUSE"), [(a.job, a.action, a.cause) for a in actions])
+        )
+    env = job_environment(cluster, d)
+    if env:
+        parts.append("\nENVIRONMENT")
+        parts.extend(
+            f"{pod(task)}: " + " ".join(f"{k}={v}" for k, v in values.items())
+            for task, values in env.items()
+        )
+    return "\n".join(parts)
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    cluster, decisions = _cycle(args)
+    if args.output == "json":
+        print(json.dumps(decisions.to_dict(), indent=2))
+    elif args.output == "yaml":
+        print(yaml.safe_dump(kubernetes_output(cluster, decisions), sort_keys=False), end="")
+    else:
+        print(_format_decisions(cluster, decisions))
+    return 0
+
+
+def run_get(args: argparse.Namespace) -> int:
+    _, decisions = _cycle(args)
+    if _GET_RESOURCES[args.resource] == "queues":
+        print(format_queues_table(decisions))
+    else:
+        print(format_jobs_table(decisions))
+    return 0

@@ -1,0 +1,259 @@
+"""Glue between a session and a placer: one gang's pending tasks → a placement problem →
+``(task, node, gpus, pipelined)`` assignments.
+
+Theory of operation
+-------------------
+:func:`place_job` groups the given pending tasks by their session template; each template's
+node mask is the session's verdict (``evaluate(tmpl).ok`` and the single-replica resource fit).
+Request rows are the templates' rows with the GPU amount removed: GPUs are placed as devices.
+
+The gang is first placed on what is idle now; if that fails, on the *future* idle capacity
+(idle + releasing − pipelined), and every replica whose node cannot take the replicas assigned
+to it from idle capacity alone is returned as ``pipelined`` (Volcano's Pipeline: a reservation
+on resources being released).
+
+Size: the gang needs ``min_available`` minus the tasks that are already ready or reserved (a
+role's ``min_task_member`` is charged to that role's templates in order). When the gang is
+already at its minimum, all the given tasks are placed together, all or nothing.
+
+Topology: the job's ``network_topology`` becomes the gang's constraint. A hard job that already
+has tasks on nodes must put the new ones in the same domain of its highest allowed tier (the
+domain holding most of its placed tasks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from ..model import TopologyMode
+from ..placement.problem import GangRequest, PlacementProblem, PlacementResult
+from ..session import HOLDING_STATES, PIPELINED_OR_READY
+from ..topology import Topology, build_topology
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["Assignment", "place_job", "place_jobs_jointly", "session_topology"]
+
+Assignment = tuple[int, int, tuple[int, ...], bool]
+I64 = npt.NDArray[np.int64]
+
+
+class _Placer(Protocol):
+    def place(self, problem: PlacementProblem) -> PlacementResult: ...
+
+
+def session_topology(ssn: Session) -> Topology:
+    """The session's topology, built once and cached in its scratch space."""
+    topo = ssn.scratch.get("_topology")
+    if topo is None:
+        topo = build_topology(ssn.snapshot)
+        ssn.scratch["_topology"] = topo
+    assert isinstance(topo, Topology)
+    return topo
+
+
+def _gpu_free(ssn: Session, future: bool) -> I64:
+    a = ssn.arrays
+    free = a.gpu_capacity[:, None] - ssn.gpu_used
+    if future:
+        free = free + ssn.gpu_releasing - ssn.gpu_pipelined
+    out: I64 = np.where(a.gpu_valid, np.clip(free, 0, None), 0).astype(np.int64)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _GangInput:
+    """One job's pending tasks grouped by template, ready to become a GangRequest."""
+
+    job: int
+    tmpl_ids: list[int]
+    by_tmpl: dict[int, list[int]]
+    counts: I64
+    request: I64
+    gpu_count: I64
+    gpu_milli: I64
+    size: int
+    min_counts: I64
+    restrict: npt.NDArray[np.bool_]
+
+
+def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
+    rec = ssn.snapshot.jobs[job]
+    if not tasks:
+        return f"gang {rec.name!r}: no pending tasks to place"
+    topo = session_topology(ssn)
+    a = ssn.arrays
+    by_tmpl: dict[int, list[int]] = {}
+    for t in tasks:
+        by_tmpl.setdefault(int(ssn.template_of[t]), []).append(int(t))
+    if -1 in by_tmpl:
+        name = ssn.snapshot.tasks[by_tmpl[-1][0]].name
+        return f"gang {rec.name!r}: task {name!r} is not pending"
+    tmpl_ids = list(by_tmpl)
+    templates = [ssn.templates[i] for i in tmpl_ids]
+    counts = np.array([len(by_tmpl[i]) for i in tmpl_ids], dtype=np.int64)
+    request = np.stack([tm.request for tm in templates]).astype(np.int64)
+    request[:, a.spec.gpu_column] = 0
+    gpu_count = np.array([tm.gpu_count for tm in templates], dtype=np.int64)
+    gpu_milli = np.array([tm.gpu_milli for tm in templates], dtype=np.int64)
+
+    missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
+    missing -= ssn.pending_best_effort(job)
+    total = int(counts.sum())
+    if missing > total:
+        return (
+            f"gang {rec.name!r}: {missing} more tasks needed for min_available "
+            f"{int(ssn.job_min[job])}, only {total} pending"
+        )
+    size = total if missing <= 0 else missing
+    min_counts = np.zeros_like(counts)
+    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
+        for role, need in rec.min_task_member.items():
+            left = need - ssn.count_states(job, PIPELINED_OR_READY, role)
+            for k, tm in enumerate(templates):
+                if tm.role == role and left > 0:
+                    take = min(left, int(counts[k]))
+                    min_counts[k] += take
+                    left -= take
+        if int(min_counts.sum()) > size:
+            size = min(total, int(min_counts.sum()))
+
+    nt = rec.network_topology
+    restrict = np.ones(a.n_nodes, dtype=np.bool_)
+    if nt is not None and nt.mode is TopologyMode.HARD:
+        allowed = min(nt.highest_tier_allowed or topo.top_tier, topo.top_tier)
+        mine = ssn.job_tasks(job)
+        held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
+        if held.size:
+            cover = topo.cover(allowed)
+            ids = cover[ssn.task_node[held]]
+            ids = ids[ids >= 0]
+            if ids.size:
+                vals, cnt = np.unique(ids, return_counts=True)
+                restrict = cover == vals[int(np.argmax(cnt))]
+    return _GangInput(
+        job, tmpl_ids, by_tmpl, counts, request, gpu_count, gpu_milli, size, min_counts, restrict
+    )
+
+
+def _gang_request(ssn: Session, g: _GangInput, future: bool) -> GangRequest:
+    rec = ssn.snapshot.jobs[g.job]
+    evals = [ssn.evaluate(ssn.templates[i]) for i in g.tmpl_ids]
+    mask = np.stack(
+        [ev.ok & (ev.fit_future if future else ev.fit_idle) & g.restrict for ev in evals]
+    )
+    nt = rec.network_topology
+    return GangRequest(
+        name=rec.name,
+        request=g.request,
+        counts=g.counts,
+        mask=mask,
+        size=g.size,
+        min_counts=g.min_counts,
+        gpu_count=g.gpu_count,
+        gpu_milli=g.gpu_milli,
+        mode=None if nt is None else nt.mode,
+        highest_tier=None if nt is None else nt.highest_tier_allowed,
+    )
+
+
+def _problem(
+    ssn: Session, gangs: tuple[GangRequest, ...], future: bool, weights: I64 | None = None
+) -> PlacementProblem:
+    a = ssn.arrays
+    return PlacementProblem(
+        weights=weights,
+        free=ssn.future_idle() if future else ssn.idle(),
+        allocatable=a.allocatable,
+        gpu_free=_gpu_free(ssn, future),
+        gpu_capacity=a.gpu_capacity,
+        gpu_count=a.gpu_count,
+        gpu_sharing=a.gpu_sharing,
+        topology=session_topology(ssn),
+        gangs=gangs,
+    )
+
+
+def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list[Assignment] | str:
+    """Place the pending ``tasks`` of ``job`` as one gang.
+
+    Returns the assignments ``(task, node, gpu_indices, pipelined)`` (task order within each
+    template, nodes ascending) or, when the gang cannot be placed, the reason in words.
+    """
+    g = _gang_input(ssn, job, tasks)
+    if isinstance(g, str):
+        return g
+    last = ""
+    for future in (False, True):
+        result = placer.place(_problem(ssn, (_gang_request(ssn, g, future),), future))
+        gp = result.gangs[0]
+        if not gp.placed:
+            last = (
+                gp.reason
+                or f"gang {ssn.snapshot.jobs[job].name!r}: not placed ({result.status.value})"
+            )
+            continue
+        return _assign(ssn, gp.replicas, g.tmpl_ids, g.by_tmpl, g.request, g.gpu_count, future)
+    return last
+
+
+def place_jobs_jointly(
+    ssn: Session, work: list[tuple[int, list[int]]], placer: _Placer
+) -> dict[int, list[Assignment]]:
+    """One placement of several gangs on what is idle now (joint mode): the placer chooses
+    which gangs to place, all or nothing each. Returns assignments per placed job."""
+    inputs = [g for job, tasks in work if not isinstance(g := _gang_input(ssn, job, tasks), str)]
+    if not inputs:
+        return {}
+    gangs = tuple(_gang_request(ssn, g, False) for g in inputs)
+    # Priority-weighted: a gang of a higher-priority job is worth more (weights ≥ 1).
+    prio = np.array([ssn.snapshot.jobs[g.job].priority for g in inputs], dtype=np.int64)
+    weights = (prio - prio.min() + 1).astype(np.int64)
+    result = placer.place(_problem(ssn, gangs, False, weights))
+    out: dict[int, list[Assignment]] = {}
+    for g, gp in zip(inputs, result.gangs, strict=True):
+        if gp.placed:
+            out[g.job] = _assign(
+                ssn, gp.replicas, g.tmpl_ids, g.by_tmpl, g.request, g.gpu_count, False
+            )
+    return out
+
+
+def _assign(
+    ssn: Session,
+    replicas: tuple[tuple[int, int, tuple[int, ...]], ...],
+    tmpl_ids: list[int],
+    by_tmpl: dict[int, list[int]],
+    request: I64,
+    gpu_count: I64,
+    future: bool,
+) -> list[Assignment]:
+    """Replicas → tasks; on the future-idle path, mark a node's replicas pipelined unless they
+    all fit what is idle there now."""
+    pipelined_nodes: set[int] = set()
+    if future:
+        idle = ssn.idle()
+        gidle = _gpu_free(ssn, False)
+        need = np.zeros_like(idle)
+        gneed = np.zeros_like(gidle)
+        cap = ssn.arrays.gpu_capacity
+        for t, node, devs in replicas:
+            need[node] += request[t]
+            if gpu_count[t]:
+                task = by_tmpl[tmpl_ids[t]][0]
+                gneed[node, list(devs)] += ssn.device_milli(task, node)
+        short = (need > idle).any(axis=1) | (gneed > gidle).any(axis=1)
+        whole_bad = (gneed >= cap[:, None]) & (gneed > 0) & (gidle < cap[:, None])
+        pipelined_nodes = {int(n) for n in np.flatnonzero(short | whole_bad.any(axis=1))}
+    nxt = dict.fromkeys(range(len(tmpl_ids)), 0)
+    out: list[Assignment] = []
+    for t, node, devs in replicas:
+        task = by_tmpl[tmpl_ids[t]][nxt[t]]
+        nxt[t] += 1
+        out.append((task, node, devs, node in pipelined_nodes))
+    return out

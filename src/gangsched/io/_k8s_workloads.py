@@ -1,0 +1,633 @@
+"""Workload manifests → job and task drafts: Volcano Jobs, Kubeflow PyTorchJobs, PodGroups
+and Pods (see :mod:`gangsched.io.k8s` for the mapping and docs/volcano.md for the details).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .._frozen import FrozenDict
+from ..model import OCCUPYING_PHASES, GpuRequest, JobPolicy, Resources, TaskPhase
+from ._k8s_fields import (
+    Ref,
+    creation_seconds,
+    get_int,
+    get_list,
+    get_map,
+    get_str,
+    get_str_map,
+    meta_value,
+    resource_map,
+)
+from ._k8s_kinds import (
+    GPU_INDICES_KEY,
+    PodSpecInfo,
+    preemptable,
+    read_network_topology,
+    read_pod_spec,
+    read_policies,
+    task_priority_override,
+)
+from ._k8s_records import (
+    GROUP_NAME_KEYS,
+    JOB_NAME_LABEL,
+    KUBEFLOW_INDEX_LABEL,
+    KUBEFLOW_JOB_LABEL,
+    KUBEFLOW_TYPE_LABEL,
+    POLICIES_KEY,
+    PYTORCH_DEFAULT_PORT,
+    QUEUE_NAME_KEYS,
+    TASK_INDEX_LABEL,
+    TASK_SPEC_LABEL,
+    Ignored,
+    JobDraft,
+    JobOrigin,
+    PodOrigin,
+    TaskDraft,
+    TaskGroup,
+    qualify,
+)
+
+__all__ = ["WorkloadReader"]
+
+# Volcano JobSpec / TaskSpec fields that are read elsewhere or deliberately not modelled
+# (volumes, TTLs, retries...): anything else in spec is noted as unknown.
+_VCJOB_SPEC_KEYS = frozenset(
+    {
+        "schedulerName",
+        "minAvailable",
+        "volumes",
+        "tasks",
+        "policies",
+        "plugins",
+        "runningEstimate",
+        "queue",
+        "maxRetry",
+        "ttlSecondsAfterFinished",
+        "priorityClassName",
+        "minSuccess",
+        "networkTopology",
+    }
+)
+_VCTASK_KEYS = frozenset(
+    {"name", "replicas", "minAvailable", "template", "policies", "topologyPolicy", "maxRetry"}
+)
+_ENV_PLUGINS = frozenset({"env", "svc", "pytorch", "ssh"})
+
+
+class WorkloadReader:
+    """The workload half of the loader: Volcano Jobs, PyTorchJobs, PodGroups and Pods.
+
+    Subclassed by the loader in :mod:`gangsched.io.k8s`, which owns the state declared here.
+    """
+
+    ours: frozenset[str]
+    priorities: dict[str, int]
+    default_priority: int
+    jobs: dict[str, JobDraft]
+    tasks: dict[str, TaskDraft]
+    by_object: dict[tuple[str, str, str], str]
+    foreign_use: dict[str, dict[str, int]]
+    foreign_gpus: dict[str, int]
+    foreign_pods: dict[str, int]
+    ignored: list[Ignored]
+
+    def note(self, ref: Ref, field: str, reason: str) -> None:
+        """Record something the input holds that gangsched does not use."""
+        self.ignored.append(Ignored(ref=ref, field=field, reason=reason))
+
+    # -- priorities --------------------------------------------------------------------------
+
+    def _priority(self, class_name: str | None, ref: Ref, path: str) -> int:
+        if class_name is None:
+            return self.default_priority
+        if class_name not in self.priorities:
+            known = ", ".join(sorted(self.priorities))
+            raise ref.error(
+                path, f"unknown PriorityClass {class_name!r} (known: {known}); add its manifest"
+            )
+        return self.priorities[class_name]
+
+    def _task_priority(
+        self, info: PodSpecInfo, meta: Mapping[str, Any], ref: Ref, path: str, fallback: int
+    ) -> int:
+        override = task_priority_override(meta, ref, f"{path}.metadata" if path else "metadata")
+        if override is not None:
+            return override
+        if info.priority is not None:
+            return info.priority
+        if info.priority_class is not None:
+            return self._priority(
+                info.priority_class, ref, f"{path}.spec.priorityClassName".lstrip(".")
+            )
+        return fallback
+
+    # -- workloads ---------------------------------------------------------------------------
+
+    def _add_job(self, key: str, draft: JobDraft) -> None:
+        name = draft.kwargs["name"]
+        if name in self.jobs:
+            other = self.jobs[name].ref
+            raise draft.ref.error("metadata.name", f"job name {name!r} is already used by {other}")
+        self.jobs[name] = draft
+        self.by_object[(key, draft.ref.namespace, draft.ref.name)] = name
+
+    def _add_task(self, draft: TaskDraft) -> None:
+        name = draft.kwargs["name"]
+        previous = self.tasks.get(name)
+        if previous is not None and (
+            previous.origin.created or previous.kwargs["job"] != draft.kwargs["job"]
+        ):
+            raise draft.ref.error("metadata.name", f"pod {name!r} is also {previous.ref}")
+        if name not in self.tasks:
+            self.jobs[draft.kwargs["job"]].tasks.append(name)
+        self.tasks[name] = draft
+
+    def _task_kwargs(
+        self, name: str, job: str, role: str, info: PodSpecInfo, priority: int, preempt: bool
+    ) -> dict[str, Any]:
+        gpu = (
+            GpuRequest(count=info.gpu_count, milli=info.gpu_milli, models=info.gpu_models)
+            if info.gpu_count > 0
+            else None
+        )
+        return {
+            "name": name,
+            "job": job,
+            "role": role,
+            "request": Resources(info.request),
+            "gpu_request": gpu,
+            "priority": priority,
+            "preemptable": preempt,
+            "node_selector": FrozenDict(info.node_selector),
+            "tolerations": info.tolerations,
+        }
+
+    def _vcjob(self, obj: Mapping[str, Any], ref: Ref) -> None:
+        meta = get_map(obj, "metadata", ref, "")
+        spec = get_map(obj, "spec", ref, "")
+        sched = get_str(spec, "schedulerName", ref, "spec", "volcano") or "volcano"
+        if sched not in self.ours:
+            self.note(ref, "", f"scheduled by {sched!r}, not by {', '.join(sorted(self.ours))}")
+            return
+        for key in sorted(str(k) for k in spec if k not in _VCJOB_SPEC_KEYS):
+            self.note(ref, f"spec.{key}", "unknown field")
+        job = qualify(ref.namespace, ref.name)
+        job_priority = self._priority(
+            get_str(spec, "priorityClassName", ref, "spec"), ref, "spec.priorityClassName"
+        )
+        job_preempt = preemptable(meta, ref, True)
+        policies, notes = read_policies(
+            get_list(spec, "policies", ref, "spec"), ref, "spec.policies"
+        )
+        topo, more = read_network_topology(spec, ref, "spec")
+        for f, why in notes + more:
+            self.note(ref, f, why)
+        plugins: dict[str, tuple[str, ...]] = {}
+        for pname, args in get_map(spec, "plugins", ref, "spec").items():
+            ppath = f"spec.plugins.{pname}"
+            if args is None:
+                args = []
+            if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+                raise ref.error(ppath, "expected a list of argument strings")
+            plugins[str(pname)] = tuple(args)
+            if pname not in _ENV_PLUGINS:
+                self.note(ref, ppath, "job plugin not modelled (no environment computed)")
+        raw_tasks = get_list(spec, "tasks", ref, "spec")
+        if not raw_tasks:
+            raise ref.error("spec.tasks", "a Volcano Job needs at least one task")
+        groups: list[TaskGroup] = []
+        min_task_member: dict[str, int] = {}
+        role_policies: dict[str, tuple[JobPolicy, ...]] = {}
+        task_drafts: list[TaskDraft] = []
+        seen: dict[str, int] = {}
+        for i, t in enumerate(raw_tasks):
+            tpath = f"spec.tasks[{i}]"
+            if not isinstance(t, Mapping):
+                raise ref.error(tpath, f"expected a mapping, got {type(t).__name__}")
+            for key in sorted(str(k) for k in t if k not in _VCTASK_KEYS):
+                self.note(ref, f"{tpath}.{key}", "unknown field")
+            tname = get_str(t, "name", ref, tpath, f"default{i}") or f"default{i}"
+            if tname in seen:
+                raise ref.error(
+                    f"{tpath}.name", f"task name {tname!r} repeats spec.tasks[{seen[tname]}]"
+                )
+            seen[tname] = i
+            replicas = get_int(t, "replicas", ref, tpath, 1, minimum=0)
+            assert replicas is not None
+            tmin = get_int(t, "minAvailable", ref, tpath, minimum=0)
+            if tmin is not None and tmin > replicas:
+                raise ref.error(
+                    f"{tpath}.minAvailable", f"{tmin} is more than the task's {replicas} replicas"
+                )
+            template = get_map(t, "template", ref, tpath)
+            tmeta = get_map(template, "metadata", ref, f"{tpath}.template")
+            tspec = get_map(template, "spec", ref, f"{tpath}.template")
+            if not get_list(tspec, "containers", ref, f"{tpath}.template.spec"):
+                raise ref.error(
+                    f"{tpath}.template.spec.containers", "a task template needs a container"
+                )
+            info = read_pod_spec(tspec, ref, f"{tpath}.template.spec")
+            for f, why in info.notes:
+                self.note(ref, f, why)
+            tpolicies, notes = read_policies(
+                get_list(t, "policies", ref, tpath), ref, f"{tpath}.policies"
+            )
+            for f, why in notes:
+                self.note(ref, f, why)
+            if tpolicies:
+                role_policies[tname] = tpolicies
+            priority = self._task_priority(info, tmeta, ref, f"{tpath}.template", job_priority)
+            t_preempt = preemptable(tmeta, ref, job_preempt, f"{tpath}.template.metadata")
+            groups.append(
+                TaskGroup(
+                    name=tname,
+                    replicas=replicas,
+                    hostname=info.hostname,
+                    subdomain=info.subdomain,
+                )
+            )
+            min_task_member[tname] = tmin if tmin is not None else replicas
+            for idx in range(replicas):
+                pod = f"{ref.name}-{tname}-{idx}"
+                name = qualify(ref.namespace, pod)
+                task_drafts.append(
+                    TaskDraft(
+                        ref=ref,
+                        path=tpath,
+                        kwargs=self._task_kwargs(name, job, tname, info, priority, t_preempt),
+                        origin=PodOrigin(
+                            namespace=ref.namespace,
+                            name=pod,
+                            job=job,
+                            role=tname,
+                            index=idx,
+                            created=False,
+                        ),
+                    )
+                )
+        total = sum(g.replicas for g in groups)
+        min_available = get_int(spec, "minAvailable", ref, "spec", minimum=0) or sum(
+            min_task_member.values()
+        )
+        if min_available > total:
+            raise ref.error(
+                "spec.minAvailable", f"{min_available} is more than the {total} replicas of the job"
+            )
+        kwargs: dict[str, Any] = {
+            "name": job,
+            "queue": get_str(spec, "queue", ref, "spec", "default"),
+            "min_available": min_available,
+            "min_task_member": FrozenDict(min_task_member),
+            "priority": job_priority,
+            "preemptable": job_preempt,
+            "network_topology": topo,
+            "policies": policies,
+            "role_policies": FrozenDict(role_policies),
+            "creation": creation_seconds(meta, ref),
+        }
+        origin = JobOrigin(
+            ref=ref,
+            framework="volcano",
+            podgroup=ref.name,
+            groups=tuple(groups),
+            plugins=FrozenDict(plugins),
+        )
+        self._add_job("vcjob", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
+        for d in task_drafts:
+            self._add_task(d)
+
+    def _pytorchjob(self, obj: Mapping[str, Any], ref: Ref) -> None:
+        meta = get_map(obj, "metadata", ref, "")
+        spec = get_map(obj, "spec", ref, "")
+        replica_specs = get_map(spec, "pytorchReplicaSpecs", ref, "spec")
+        if not replica_specs:
+            raise ref.error("spec.pytorchReplicaSpecs", "no replica specs")
+        run_policy = get_map(spec, "runPolicy", ref, "spec")
+        sp = get_map(run_policy, "schedulingPolicy", ref, "spec.runPolicy")
+        sp_path = "spec.runPolicy.schedulingPolicy"
+        if spec.get("elasticPolicy") is not None:
+            self.note(ref, "spec.elasticPolicy", "elastic training is not modelled")
+        types = sorted((str(k) for k in replica_specs), key=lambda k: (k.lower() != "master", k))
+        job = qualify(ref.namespace, ref.name)
+        job_priority = self._priority(
+            get_str(sp, "priorityClass", ref, sp_path), ref, f"{sp_path}.priorityClass"
+        )
+        job_preempt = preemptable(meta, ref, True)
+        groups: list[TaskGroup] = []
+        drafts: list[TaskDraft] = []
+        port = PYTORCH_DEFAULT_PORT
+        for rtype in types:
+            rpath = f"spec.pytorchReplicaSpecs.{rtype}"
+            rspec = get_map(replica_specs, rtype, ref, "spec.pytorchReplicaSpecs")
+            replicas = get_int(rspec, "replicas", ref, rpath, 1, minimum=0)
+            assert replicas is not None
+            template = get_map(rspec, "template", ref, rpath)
+            tmeta = get_map(template, "metadata", ref, f"{rpath}.template")
+            tspec = get_map(template, "spec", ref, f"{rpath}.template")
+            info = read_pod_spec(tspec, ref, f"{rpath}.template.spec")
+            if info.scheduler_name not in self.ours:
+                self.note(
+                    ref,
+                    f"{rpath}.template.spec.schedulerName",
+                    f"scheduled by {info.scheduler_name!r}, not by {', '.join(sorted(self.ours))}",
+                )
+                return
+            for f, why in info.notes:
+                self.note(ref, f, why)
+            port = _pytorch_port(tspec, port)
+            role = rtype.lower()
+            priority = self._task_priority(info, tmeta, ref, f"{rpath}.template", job_priority)
+            t_preempt = preemptable(tmeta, ref, job_preempt, f"{rpath}.template.metadata")
+            groups.append(TaskGroup(name=role, replicas=replicas))
+            for idx in range(replicas):
+                pod = f"{ref.name}-{role}-{idx}"
+                name = qualify(ref.namespace, pod)
+                drafts.append(
+                    TaskDraft(
+                        ref=ref,
+                        path=rpath,
+                        kwargs=self._task_kwargs(name, job, role, info, priority, t_preempt),
+                        origin=PodOrigin(
+                            namespace=ref.namespace,
+                            name=pod,
+                            job=job,
+                            role=role,
+                            index=idx,
+                            created=False,
+                        ),
+                    )
+                )
+        total = sum(g.replicas for g in groups)
+        min_available = get_int(sp, "minAvailable", ref, sp_path, minimum=1) or total
+        if min_available > total:
+            raise ref.error(
+                f"{sp_path}.minAvailable", f"{min_available} is more than the {total} replicas"
+            )
+        kwargs: dict[str, Any] = {
+            "name": job,
+            "queue": get_str(sp, "queue", ref, sp_path, "default"),
+            "min_available": min_available,
+            "priority": job_priority,
+            "preemptable": job_preempt,
+            "creation": creation_seconds(meta, ref),
+        }
+        if sp.get("minResources") is not None:
+            kwargs["min_resources"] = Resources(resource_map(sp, "minResources", ref, sp_path))
+        origin = JobOrigin(
+            ref=ref,
+            framework="pytorchjob",
+            podgroup=ref.name,
+            groups=tuple(groups),
+            master_port=port,
+        )
+        self._add_job("pytorchjob", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
+        for d in drafts:
+            self._add_task(d)
+
+    def _podgroup(self, obj: Mapping[str, Any], ref: Ref) -> None:
+        meta = get_map(obj, "metadata", ref, "")
+        spec = get_map(obj, "spec", ref, "")
+        status = get_map(obj, "status", ref, "")
+        phase = get_str(status, "phase", ref, "status")
+        if phase is not None and phase not in (
+            "Pending",
+            "Inqueue",
+            "Running",
+            "Unknown",
+            "Completed",
+        ):
+            raise ref.error("status.phase", f"unknown PodGroup phase {phase!r}")
+        owner = self._owner_job(meta, ref)
+        if owner is not None:
+            draft = self.jobs[owner]
+            draft.origin = JobOrigin(
+                ref=draft.origin.ref,
+                framework=draft.origin.framework,
+                podgroup=ref.name,
+                groups=draft.origin.groups,
+                plugins=draft.origin.plugins,
+                master_port=draft.origin.master_port,
+            )
+            if phase is not None:
+                draft.kwargs["phase"] = phase
+            self.by_object[("podgroup", ref.namespace, ref.name)] = owner
+            return
+        min_member = get_int(spec, "minMember", ref, "spec", 1, minimum=0)
+        mtm: dict[str, int] = {}
+        for role, n in get_map(spec, "minTaskMember", ref, "spec").items():
+            value = get_int({"v": n}, "v", ref, "spec", minimum=0)
+            if value is None or not isinstance(role, str):
+                raise ref.error(f"spec.minTaskMember.{role}", f"expected a count, got {n!r}")
+            mtm[role] = value
+        topo, notes = read_network_topology(spec, ref, "spec")
+        for f, why in notes:
+            self.note(ref, f, why)
+        kwargs: dict[str, Any] = {
+            "name": qualify(ref.namespace, ref.name),
+            "queue": get_str(spec, "queue", ref, "spec", "default"),
+            "min_available": min_member,
+            "min_task_member": FrozenDict(mtm),
+            "priority": self._priority(
+                get_str(spec, "priorityClassName", ref, "spec"), ref, "spec.priorityClassName"
+            ),
+            "preemptable": preemptable(meta, ref, True),
+            "network_topology": topo,
+            "creation": creation_seconds(meta, ref),
+        }
+        if spec.get("minResources") is not None:
+            kwargs["min_resources"] = Resources(resource_map(spec, "minResources", ref, "spec"))
+        if phase is not None:
+            kwargs["phase"] = phase
+        found = meta_value(meta, POLICIES_KEY, ref)
+        if found is not None:
+            kwargs["policies"], kwargs["role_policies"] = _policies_annotation(*found, ref)
+        origin = JobOrigin(ref=ref, framework="podgroup", podgroup=ref.name)
+        self._add_job("podgroup", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
+
+    def _owner_job(self, meta: Mapping[str, Any], ref: Ref) -> str | None:
+        """The loaded Volcano Job / PyTorchJob this PodGroup belongs to, if any."""
+        for i, o in enumerate(get_list(meta, "ownerReferences", ref, "metadata")):
+            if not isinstance(o, Mapping):
+                raise ref.error(f"metadata.ownerReferences[{i}]", "expected a mapping")
+            key = {"Job": "vcjob", "PyTorchJob": "pytorchjob"}.get(str(o.get("kind")))
+            if key is not None:
+                found = self.by_object.get((key, ref.namespace, str(o.get("name"))))
+                if found is not None:
+                    return found
+        for key in ("vcjob", "pytorchjob"):
+            found = self.by_object.get((key, ref.namespace, ref.name))
+            if found is not None:
+                return found
+        return None
+
+    def _pod(self, obj: Mapping[str, Any], ref: Ref) -> None:
+        meta = get_map(obj, "metadata", ref, "")
+        spec = get_map(obj, "spec", ref, "")
+        status = get_map(obj, "status", ref, "")
+        info = read_pod_spec(spec, ref, "spec")
+        node = get_str(spec, "nodeName", ref, "spec")
+        k8s_phase = get_str(status, "phase", ref, "status", "Pending")
+        deleting = meta.get("deletionTimestamp") is not None
+        if k8s_phase == "Succeeded":
+            phase = TaskPhase.SUCCEEDED
+        elif k8s_phase == "Failed":
+            phase = TaskPhase.FAILED
+        elif k8s_phase not in ("Pending", "Running", "Unknown"):
+            raise ref.error("status.phase", f"unknown pod phase {k8s_phase!r}")
+        elif node is None:
+            phase = TaskPhase.PENDING
+        elif deleting:
+            phase = TaskPhase.RELEASING
+        else:
+            phase = TaskPhase.RUNNING if k8s_phase == "Running" else TaskPhase.BOUND
+        job = self._pod_job(meta, ref)
+        if job is None and info.scheduler_name not in self.ours:
+            if node is not None and phase in OCCUPYING_PHASES:
+                self._foreign(node, info, ref)
+            else:
+                self.note(
+                    ref,
+                    "",
+                    f"scheduled by {info.scheduler_name!r}, not by {', '.join(sorted(self.ours))}",
+                )
+            return
+        for f, why in info.notes:
+            self.note(ref, f, why)
+        labels = get_str_map(meta, "labels", ref, "metadata")
+        name = qualify(ref.namespace, ref.name)
+        if job is None:
+            job = name
+            queue = "default"
+            for key in QUEUE_NAME_KEYS:
+                found = meta_value(meta, key, ref)
+                if found is not None:
+                    queue = found[0]
+                    break
+            priority = self._task_priority(info, meta, ref, "", self.default_priority)
+            kwargs: dict[str, Any] = {
+                "name": job,
+                "queue": queue,
+                "min_available": 1,
+                "priority": priority,
+                "preemptable": preemptable(meta, ref, True),
+                "creation": creation_seconds(meta, ref),
+            }
+            origin = JobOrigin(ref=ref, framework="pod", podgroup=ref.name)
+            self._add_job("pod", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
+        jd = self.jobs[job]
+        previous = self.tasks.get(name)
+        role = labels.get(TASK_SPEC_LABEL) or labels.get(KUBEFLOW_TYPE_LABEL, "").lower()
+        if not role and previous is not None:
+            role = previous.origin.role
+        index = previous.origin.index if previous is not None else _index_of(labels, ref.name)
+        fallback_priority = jd.kwargs.get("priority", self.default_priority)
+        fallback_preempt = previous.kwargs["preemptable"] if previous else jd.kwargs["preemptable"]
+        kwargs = self._task_kwargs(
+            name,
+            job,
+            role,
+            info,
+            self._task_priority(info, meta, ref, "", fallback_priority),
+            preemptable(meta, ref, fallback_preempt),
+        )
+        kwargs["phase"] = phase
+        kwargs["node"] = node
+        found_idx = meta_value(meta, GPU_INDICES_KEY, ref)
+        if found_idx is not None and kwargs["gpu_request"] is not None:
+            text, path = found_idx
+            try:
+                kwargs["gpu_indices"] = tuple(int(x) for x in text.split(",") if x.strip())
+            except ValueError:
+                raise ref.error(
+                    path, f"expected comma-separated GPU indices, got {text!r}"
+                ) from None
+        self._add_task(
+            TaskDraft(
+                ref=ref,
+                path="",
+                kwargs=kwargs,
+                origin=PodOrigin(
+                    namespace=ref.namespace,
+                    name=ref.name,
+                    job=job,
+                    role=role,
+                    index=index,
+                    created=True,
+                ),
+            )
+        )
+
+    def _pod_job(self, meta: Mapping[str, Any], ref: Ref) -> str | None:
+        labels = get_str_map(meta, "labels", ref, "metadata")
+        ns = ref.namespace
+        if JOB_NAME_LABEL in labels:
+            found = self.by_object.get(("vcjob", ns, labels[JOB_NAME_LABEL]))
+            if found is not None:
+                return found
+        if KUBEFLOW_JOB_LABEL in labels:
+            found = self.by_object.get(("pytorchjob", ns, labels[KUBEFLOW_JOB_LABEL]))
+            if found is not None:
+                return found
+        for key in GROUP_NAME_KEYS:
+            hit = meta_value(meta, key, ref)
+            if hit is None:
+                continue
+            group, path = hit
+            for kind in ("podgroup", "vcjob", "pytorchjob"):
+                found = self.by_object.get((kind, ns, group))
+                if found is not None:
+                    return found
+            raise ref.error(path, f"unknown PodGroup {group!r} in namespace {ns!r}")
+        return None
+
+    def _foreign(self, node: str, info: PodSpecInfo, ref: Ref) -> None:
+        use = self.foreign_use.setdefault(node, {})
+        for res, amount in info.request.items():
+            use[res] = use.get(res, 0) + amount
+        self.foreign_gpus[node] = self.foreign_gpus.get(node, 0) + info.gpu_count
+        self.foreign_pods[node] = self.foreign_pods.get(node, 0) + 1
+        self.note(
+            ref,
+            "",
+            f"scheduled by {info.scheduler_name!r}: its requests are taken off node {node!r}",
+        )
+
+
+def _policies_annotation(
+    text: str, path: str, ref: Ref
+) -> tuple[tuple[JobPolicy, ...], FrozenDict[str, tuple[JobPolicy, ...]]]:
+    """Read ``event:action,role/event:action,...`` (see :data:`POLICIES_KEY`)."""
+    job_level: list[dict[str, str]] = []
+    by_role: dict[str, list[dict[str, str]]] = {}
+    for item in (p.strip() for p in text.split(",") if p.strip()):
+        head, sep, action = item.partition(":")
+        if not sep:
+            raise ref.error(path, f"expected [role/]event:action items, got {item!r}")
+        role, slash, event = head.rpartition("/")
+        entry = {"event": event.strip(), "action": action.strip()}
+        (by_role.setdefault(role, []) if slash else job_level).append(entry)
+    policies, _ = read_policies(job_level, ref, path)
+    roles = {role: read_policies(raw, ref, path)[0] for role, raw in by_role.items()}
+    return policies, FrozenDict(roles)
+
+
+def _pytorch_port(spec: Mapping[str, Any], default: int) -> int:
+    for c in spec.get("containers") or []:
+        if not isinstance(c, Mapping):
+            continue
+        for p in c.get("ports") or []:
+            if isinstance(p, Mapping) and p.get("name") == "pytorchjob-port":
+                port = p.get("containerPort")
+                if isinstance(port, int) and not isinstance(port, bool):
+                    return port
+    return default
+
+
+def _index_of(labels: Mapping[str, str], pod: str) -> int:
+    for key in (TASK_INDEX_LABEL, KUBEFLOW_INDEX_LABEL):
+        if labels.get(key, "").isdigit():
+            return int(labels[key])
+    tail = pod.rpartition("-")[2]
+    return int(tail) if tail.isdigit() else 0

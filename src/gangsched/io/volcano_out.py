@@ -1,0 +1,606 @@
+"""Decisions out, as Kubernetes and Volcano objects.
+
+Given the :class:`~gangsched.io.k8s.Cluster` a cycle ran on and its
+:class:`~gangsched.decisions.Decisions`, this module writes what a Volcano scheduler and job
+controller would post:
+
+* :func:`bindings` — ``v1 Binding`` objects (the pods/binding subresource body). GPU device
+  indices travel in the annotation ``gangsched.io/gpu-indices``, which the API server copies
+  onto the pod, so the next snapshot knows which devices a pod holds;
+* :func:`evictions` — ``policy/v1 Eviction`` bodies;
+* :func:`podgroup_statuses` / :func:`queue_statuses` — PodGroup and Queue objects carrying only
+  the status a cycle computes (phase, the ``Unschedulable`` / ``Scheduled`` condition with the
+  reason in words; queue allocation and job counts). No timestamps: the output is a pure
+  function of the input;
+* :func:`job_actions` — lifecycle actions the job policies ask for, from the events this cycle
+  and the snapshot show (``PodEvicted``, ``PodFailed``, ``TaskCompleted``, ``Unknown``);
+* :func:`job_environment` — the environment Volcano's ``env``, ``svc`` and ``pytorch`` job
+  plugins (or the Kubeflow training operator) give each bound pod: ``VC_TASK_INDEX``,
+  ``VC_<TASK>_HOSTS``, ``MASTER_ADDR``, ``RANK``...;
+* :func:`dump_manifests` — a snapshot written as Nodes, Queues, HyperNodes, PriorityClasses,
+  PodGroups and Pods, which :func:`gangsched.io.k8s.load_objects` reads back to an equal
+  snapshot.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from typing import Any
+
+from ..decisions import Decisions, JobAction, JobStatus
+from ..model import Job, JobPolicy, Resources, Task, TaskPhase
+from ..snapshot import Snapshot
+from ..units import GPU, canonical_scale, is_byte_resource
+from ._k8s_kinds import (
+    GPU_INDICES_KEY,
+    GPU_PRODUCT_LABEL,
+    GPU_SHARING_KEY,
+    HAMI_CORES,
+    PREEMPTABLE_KEY,
+)
+from .k8s import (
+    GROUP_NAME_KEYS,
+    POLICIES_KEY,
+    TASK_SPEC_LABEL,
+    Cluster,
+    JobOrigin,
+    TaskGroup,
+    split_name,
+)
+
+__all__ = [
+    "REASON_KEY",
+    "bindings",
+    "dump_manifests",
+    "evictions",
+    "format_quantity",
+    "job_actions",
+    "job_environment",
+    "kubernetes_output",
+    "podgroup_statuses",
+    "queue_statuses",
+    "svc_configmaps",
+]
+
+#: Annotation on an Eviction body carrying gangsched's reason (the API server ignores it).
+REASON_KEY = "gangsched.io/reason"
+
+_BINARY = (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """A canonical amount as a Kubernetes quantity string (``"8"``, ``"500m"``, ``"4Gi"``)."""
+    scale = canonical_scale(resource)
+    if scale != 1:
+        whole, rest = divmod(amount, scale)
+        return str(whole) if rest == 0 else f"{amount}m"
+    if is_byte_resource(resource) and amount:
+        for suffix, size in _BINARY:
+            if amount % size == 0:
+                return f"{amount // size}{suffix}"
+    return str(amount)
+
+
+def _quantities(values: Mapping[str, int]) -> dict[str, str]:
+    return {res: format_quantity(res, amount) for res, amount in sorted(values.items())}
+
+
+# ------------------------------------------------------------------------------------------
+# Binds, evictions, statuses
+
+
+def bindings(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any]]:
+    """One ``v1 Binding`` per bind, in the order the scheduler made them."""
+    out: list[dict[str, Any]] = []
+    for b in decisions.binds:
+        ns, pod = cluster.pod_of(b.task)
+        meta: dict[str, Any] = {"name": pod, "namespace": ns}
+        if b.gpu_indices:
+            meta["annotations"] = {GPU_INDICES_KEY: ",".join(str(i) for i in b.gpu_indices)}
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Binding",
+                "metadata": meta,
+                "target": {"apiVersion": "v1", "kind": "Node", "name": b.node},
+            }
+        )
+    return out
+
+
+def evictions(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any]]:
+    """One ``policy/v1 Eviction`` per eviction (post to the pod's eviction subresource)."""
+    out: list[dict[str, Any]] = []
+    for e in decisions.evictions:
+        ns, pod = cluster.pod_of(e.task)
+        annotations = {REASON_KEY: e.reason}
+        if e.preemptor:
+            annotations["gangsched.io/preemptor"] = e.preemptor
+        out.append(
+            {
+                "apiVersion": "policy/v1",
+                "kind": "Eviction",
+                "metadata": {"name": pod, "namespace": ns, "annotations": annotations},
+            }
+        )
+    return out
+
+
+def _podgroup_ref(cluster: Cluster, job: str) -> tuple[str, str]:
+    origin = cluster.jobs.get(job)
+    if origin is None:
+        return split_name(job)
+    return origin.ref.namespace or "default", origin.podgroup
+
+
+def _condition(status: JobStatus) -> dict[str, str] | None:
+    if status.ready:
+        return {
+            "type": "Scheduled",
+            "status": "True",
+            "reason": "tasks in gang are ready to be scheduled",
+            "message": status.message,
+        }
+    if status.phase in ("Running", "Completed") or not status.reason:
+        return None
+    reason = "NotEnoughResources" if status.reason == "Unschedulable" else status.reason
+    return {"type": "Unschedulable", "status": "True", "reason": reason, "message": status.message}
+
+
+def podgroup_statuses(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any]]:
+    """A PodGroup object per job with the status this cycle computed (sorted by job name)."""
+    out: list[dict[str, Any]] = []
+    for job in sorted(decisions.jobs):
+        st = decisions.jobs[job]
+        ns, name = _podgroup_ref(cluster, job)
+        status: dict[str, Any] = {
+            "phase": st.phase,
+            "running": st.running,
+            "succeeded": st.succeeded,
+            "failed": st.failed,
+        }
+        cond = _condition(st)
+        if cond is not None:
+            status["conditions"] = [cond]
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": {"name": name, "namespace": ns},
+                "status": status,
+            }
+        )
+    return out
+
+
+def queue_statuses(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any]]:
+    """A Queue object per queue with its status after the cycle (sorted by name)."""
+    del cluster  # queues are cluster-scoped: the name is all we need
+    out: list[dict[str, Any]] = []
+    for name in sorted(decisions.queues):
+        q = decisions.queues[name]
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": name},
+                "status": {
+                    "state": q.state,
+                    "allocated": _quantities({k: v for k, v in q.allocated.items() if v}),
+                    "inqueue": q.inqueue,
+                    "pending": q.pending,
+                    "running": q.running,
+                    "unknown": q.unknown,
+                    "completed": q.completed,
+                },
+            }
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Policies
+
+
+def _policy_for(event: str, role: str, job: Job) -> JobPolicy | None:
+    """A role's own policies override the job's (as in Volcano); ``*`` matches any event."""
+    for policies in (job.role_policies.get(role, ()), job.policies):
+        for p in policies:
+            if p.event in (event, "*"):
+                return p
+    return None
+
+
+def job_actions(cluster: Cluster, decisions: Decisions) -> tuple[JobAction, ...]:
+    """Lifecycle actions the jobs' policies ask for after this cycle.
+
+    Events: ``PodEvicted`` (an eviction in ``decisions``), ``PodFailed`` (a Failed task in the
+    snapshot), ``TaskCompleted`` (every replica of a role Succeeded), ``Unknown`` (the job's
+    phase after the cycle). Actions already in ``decisions.job_actions`` come first; each
+    (job, action) appears once, with the first cause that triggered it.
+    """
+    snap = cluster.snapshot
+    out: list[JobAction] = list(decisions.job_actions)
+    seen = {(a.job, a.action) for a in out}
+    evicted = {e.task for e in decisions.evictions}
+
+    def emit(job: str, policy: JobPolicy | None, cause: str) -> None:
+        if policy is not None and (job, policy.action) not in seen:
+            seen.add((job, policy.action))
+            out.append(JobAction(job=job, action=policy.action, cause=cause))
+
+    by_job: dict[str, list[Task]] = {}
+    for t in snap.tasks:
+        by_job.setdefault(t.job, []).append(t)
+    for job in snap.jobs:
+        tasks = by_job.get(job.name, [])
+        for t in tasks:
+            if t.name in evicted:
+                emit(
+                    job.name,
+                    _policy_for("PodEvicted", t.role, job),
+                    f"PodEvicted: task {t.name!r}",
+                )
+            if t.phase is TaskPhase.FAILED:
+                emit(
+                    job.name,
+                    _policy_for("PodFailed", t.role, job),
+                    f"PodFailed: task {t.name!r}",
+                )
+        roles = sorted({t.role for t in tasks})
+        for role in roles:
+            members = [t for t in tasks if t.role == role]
+            if members and all(t.phase is TaskPhase.SUCCEEDED for t in members):
+                emit(
+                    job.name,
+                    _policy_for("TaskCompleted", role, job),
+                    f"TaskCompleted: task {role!r}",
+                )
+        status = decisions.jobs.get(job.name)
+        if status is not None and status.phase == "Unknown":
+            emit(job.name, _policy_for("Unknown", "", job), "Unknown: job")
+    return tuple(out)
+
+
+# ------------------------------------------------------------------------------------------
+# Job plugins' environment
+
+
+def _env_key(task: str) -> str:
+    return task.replace("-", "_").upper()
+
+
+def _hosts(job_name: str, group: TaskGroup) -> list[str]:
+    """Volcano's svc plugin: ``<hostname>.<subdomain>`` of each replica of a task."""
+    subdomain = group.subdomain or job_name
+    if group.hostname:
+        return [f"{group.hostname}.{subdomain}"]
+    return [f"{job_name}-{group.name}-{i}.{subdomain}" for i in range(group.replicas)]
+
+
+def _flag(args: tuple[str, ...], name: str, default: str) -> str:
+    for a in args:
+        key, sep, value = a.lstrip("-").partition("=")
+        if sep and key == name:
+            return value
+    return default
+
+
+def _svc_env(job_name: str, groups: tuple[TaskGroup, ...]) -> dict[str, str]:
+    env: dict[str, str] = {}
+    for g in groups:
+        hosts = _hosts(job_name, g)
+        env[f"VC_{_env_key(g.name)}_HOSTS"] = ",".join(hosts)
+        env[f"VC_{_env_key(g.name)}_NUM"] = str(len(hosts))
+    return env
+
+
+def job_environment(cluster: Cluster, decisions: Decisions) -> dict[str, dict[str, str]]:
+    """Environment variables each pod bound this cycle gets from its job's plugins.
+
+    Returns ``{task name: {variable: value}}`` (tasks in bind order, variables sorted); pods
+    of jobs without such plugins are left out.
+    """
+    out: dict[str, dict[str, str]] = {}
+    for b in decisions.binds:
+        pod = cluster.pods.get(b.task)
+        if pod is None:
+            continue
+        origin = cluster.jobs.get(pod.job)
+        if origin is None:
+            continue
+        env = _pod_env(origin, pod.role, pod.index)
+        if env:
+            out[b.task] = dict(sorted(env.items()))
+    return out
+
+
+def _pod_env(origin: JobOrigin, role: str, index: int) -> dict[str, str]:
+    name = origin.ref.name
+    env: dict[str, str] = {}
+    if origin.framework == "pytorchjob":
+        total = sum(g.replicas for g in origin.groups)
+        has_master = any(g.name == "master" for g in origin.groups)
+        rank = index if role == "master" or not has_master else index + 1
+        env.update(
+            MASTER_ADDR=f"{name}-master-0" if has_master else f"{name}-worker-0",
+            MASTER_PORT=str(origin.master_port),
+            WORLD_SIZE=str(total),
+            RANK=str(rank),
+        )
+        return env
+    plugins = origin.plugins
+    if "env" in plugins:
+        env["VK_TASK_INDEX"] = str(index)
+        env["VC_TASK_INDEX"] = str(index)
+    if "svc" in plugins:
+        env.update(_svc_env(name, origin.groups))
+    if "pytorch" in plugins:
+        args = plugins["pytorch"]
+        master = _flag(args, "master", "master")
+        worker = _flag(args, "worker", "worker")
+        port = _flag(args, "port", "23456")
+        groups = {g.name: g for g in origin.groups}
+        if master in groups:
+            mg = groups[master]
+            host = mg.hostname or f"{name}-{master}-0"
+            env["MASTER_ADDR"] = f"{host}.{mg.subdomain or name}"
+            env["MASTER_PORT"] = port
+            total = sum(g.replicas for g in origin.groups if g.name in (master, worker))
+            env["WORLD_SIZE"] = str(total)
+            if role == master:
+                env["RANK"] = "0"
+            elif role == worker:
+                env["RANK"] = str(index + 1)
+    return env
+
+
+def svc_configmaps(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any]]:
+    """The ``<job>-svc`` ConfigMap Volcano's svc plugin keeps for each job that uses it
+    (host lists per task), for jobs with a pod bound this cycle."""
+    out: list[dict[str, Any]] = []
+    done: set[str] = set()
+    for b in decisions.binds:
+        pod = cluster.pods.get(b.task)
+        origin = cluster.jobs.get(pod.job) if pod is not None else None
+        if origin is None or "svc" not in origin.plugins or pod is None or pod.job in done:
+            continue
+        done.add(pod.job)
+        data: dict[str, str] = {}
+        for g in origin.groups:
+            data[f"{g.name.replace('-', '_')}.host"] = "\n".join(_hosts(origin.ref.name, g))
+        data.update(_svc_env(origin.ref.name, origin.groups))
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": f"{origin.ref.name}-svc", "namespace": origin.ref.namespace},
+                "data": dict(sorted(data.items())),
+            }
+        )
+    return out
+
+
+def kubernetes_output(cluster: Cluster, decisions: Decisions) -> dict[str, Any]:
+    """Everything above as one ``v1 List``: Bindings, Evictions, PodGroups, Queues and the
+    svc ConfigMaps, in that order."""
+    items = (
+        bindings(cluster, decisions)
+        + evictions(cluster, decisions)
+        + podgroup_statuses(cluster, decisions)
+        + queue_statuses(cluster, decisions)
+        + svc_configmaps(cluster, decisions)
+    )
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+# ------------------------------------------------------------------------------------------
+# Snapshot → manifests
+
+
+def _priority_class(value: int) -> str:
+    return f"priority-{value}" if value >= 0 else f"priority-minus-{-value}"
+
+
+def _timestamp(seconds: int) -> str:
+    return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _phase(task: Task) -> tuple[str, bool, bool]:
+    """(pod phase, keeps its node, being deleted)."""
+    if task.phase is TaskPhase.SUCCEEDED:
+        return "Succeeded", True, False
+    if task.phase is TaskPhase.FAILED:
+        return "Failed", True, False
+    if task.phase is TaskPhase.RUNNING:
+        return "Running", True, False
+    if task.phase is TaskPhase.RELEASING:
+        return "Running", True, True
+    if task.phase is TaskPhase.BOUND:
+        return "Pending", True, False
+    return "Pending", False, False
+
+
+def _requests(task: Task) -> dict[str, str]:
+    req = dict(task.request)
+    gpu = task.gpu_request
+    if gpu is not None:
+        req[GPU] = gpu.count * 1000
+        if gpu.fractional:
+            req[HAMI_CORES] = gpu.milli // 10
+    return _quantities(req)
+
+
+def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
+    """Write a snapshot as Kubernetes / Volcano manifests (PriorityClasses, Nodes, Queues,
+    HyperNodes, PodGroups, Pods).
+
+    Loading the result gives an equal snapshot for every snapshot that came from manifests.
+    Not representable, and so changed on the way: a GPU model given without the
+    ``nvidia.com/gpu.product`` label (the label is added), per-device ``milli`` other than
+    1000, a share that is not a whole percent, and the node of a Pipelined task.
+    """
+    out: list[dict[str, Any]] = []
+    values = sorted({j.priority for j in snapshot.jobs} | {t.priority for t in snapshot.tasks})
+    for v in values:
+        if v != 0:
+            out.append(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1",
+                    "kind": "PriorityClass",
+                    "metadata": {"name": _priority_class(v)},
+                    "value": v,
+                }
+            )
+    for n in snapshot.nodes:
+        labels = dict(n.labels)
+        alloc = dict(n.allocatable)
+        if n.gpus is not None:
+            alloc[GPU] = n.gpus.count * 1000
+            if n.gpus.model and labels.get(GPU_PRODUCT_LABEL) != n.gpus.model:
+                labels[GPU_PRODUCT_LABEL] = n.gpus.model
+        node_meta: dict[str, Any] = {"name": n.name, "labels": labels}
+        if n.gpus is not None and not n.gpus.sharing:
+            node_meta["annotations"] = {GPU_SHARING_KEY: "false"}
+        spec: dict[str, Any] = {}
+        if n.taints:
+            spec["taints"] = [t.to_dict() for t in n.taints]
+        if n.unschedulable:
+            spec["unschedulable"] = True
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": node_meta,
+                "spec": spec,
+                "status": {"allocatable": _quantities(alloc)},
+            }
+        )
+    for q in snapshot.queues:
+        qspec: dict[str, Any] = {
+            "weight": q.weight,
+            "reclaimable": q.reclaimable,
+            "priority": q.priority,
+        }
+        for attr in ("capability", "deserved"):
+            value: Resources | None = getattr(q, attr)
+            if value is not None:
+                qspec[attr] = _quantities(value)
+        if q.guarantee is not None:
+            qspec["guarantee"] = {"resource": _quantities(q.guarantee)}
+        if q.parent is not None:
+            qspec["parent"] = q.parent
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "Queue",
+                "metadata": {"name": q.name},
+                "spec": qspec,
+                "status": {"state": q.state.value},
+            }
+        )
+    for hn in snapshot.hypernodes:
+        members = [
+            {
+                "type": "Node" if m in snapshot.node_index else "HyperNode",
+                "selector": {"exactMatch": {"name": m}},
+            }
+            for m in hn.members
+        ]
+        out.append(
+            {
+                "apiVersion": "topology.volcano.sh/v1alpha1",
+                "kind": "HyperNode",
+                "metadata": {"name": hn.name},
+                "spec": {"tier": hn.tier, "members": members},
+            }
+        )
+    for j in snapshot.jobs:
+        ns, name = split_name(j.name)
+        meta: dict[str, Any] = {
+            "name": name,
+            "namespace": ns,
+            "annotations": {PREEMPTABLE_KEY: "true" if j.preemptable else "false"},
+        }
+        items = [f"{p.event}:{p.action}" for p in j.policies] + [
+            f"{role}/{p.event}:{p.action}" for role, ps in j.role_policies.items() for p in ps
+        ]
+        if items:
+            meta["annotations"][POLICIES_KEY] = ",".join(items)
+        if j.creation:
+            meta["creationTimestamp"] = _timestamp(j.creation)
+        pspec: dict[str, Any] = {"minMember": j.min_available, "queue": j.queue}
+        if j.min_task_member:
+            pspec["minTaskMember"] = dict(j.min_task_member)
+        if j.priority:
+            pspec["priorityClassName"] = _priority_class(j.priority)
+        if j.min_resources is not None:
+            pspec["minResources"] = _quantities(j.min_resources)
+        if j.network_topology is not None:
+            topo: dict[str, Any] = {"mode": j.network_topology.mode.value}
+            if j.network_topology.highest_tier_allowed is not None:
+                topo["highestTierAllowed"] = j.network_topology.highest_tier_allowed
+            pspec["networkTopology"] = topo
+        out.append(
+            {
+                "apiVersion": "scheduling.volcano.sh/v1beta1",
+                "kind": "PodGroup",
+                "metadata": meta,
+                "spec": pspec,
+                "status": {"phase": j.phase.value},
+            }
+        )
+    for t in snapshot.tasks:
+        ns, name = split_name(t.name)
+        _, group = split_name(t.job)
+        phase, keeps_node, deleting = _phase(t)
+        annotations = {
+            GROUP_NAME_KEYS[0]: group,
+            PREEMPTABLE_KEY: "true" if t.preemptable else "false",
+        }
+        if t.gpu_indices:
+            annotations[GPU_INDICES_KEY] = ",".join(str(i) for i in t.gpu_indices)
+        tmeta: dict[str, Any] = {"name": name, "namespace": ns, "annotations": annotations}
+        if t.role:
+            tmeta["labels"] = {TASK_SPEC_LABEL: t.role}
+        if deleting:
+            tmeta["deletionTimestamp"] = _timestamp(0)
+        container: dict[str, Any] = {"name": "main", "image": "none"}
+        requests = _requests(t)
+        if requests:
+            container["resources"] = {"requests": requests}
+        tspec: dict[str, Any] = {
+            "schedulerName": "volcano",
+            "priority": t.priority,
+            "containers": [container],
+        }
+        if keeps_node and t.node is not None:
+            tspec["nodeName"] = t.node
+        if t.node_selector:
+            tspec["nodeSelector"] = dict(t.node_selector)
+        if t.tolerations:
+            tspec["tolerations"] = [tol.to_dict() for tol in t.tolerations]
+        if t.gpu_request is not None and t.gpu_request.models:
+            expr = {
+                "key": GPU_PRODUCT_LABEL,
+                "operator": "In",
+                "values": list(t.gpu_request.models),
+            }
+            tspec["affinity"] = {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [expr]}]
+                    }
+                }
+            }
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": tmeta,
+                "spec": tspec,
+                "status": {"phase": phase},
+            }
+        )
+    return out

@@ -1,0 +1,270 @@
+"""Array kernels shared by the placers: replica capacity per node, node packing, device
+choice, candidate domains and the words of an infeasibility reason.
+
+Per-node replica capacity ``q[t, n]`` is the number of replicas of template ``t`` that fit on
+node ``n`` *alone* (nothing else of the gang there). It is exact, devices included:
+
+* resources: ``min_r floor(free[n, r] / request[t, r])``;
+* whole devices: ``floor(whole_free[n] / gpu_count[t])``;
+* shared devices: with ``s_d = floor(free_d / milli)`` replicas' worth of room on device ``d``,
+  ``k`` replicas that each need ``g`` *distinct* devices fit iff ``Σ_d min(k, s_d) ≥ k·g``
+  (a replica never takes a device twice). The largest such ``k`` is found by a vectorised
+  bisection, and the packing in :func:`choose_devices` — each replica takes the ``g`` devices
+  with the most room — always realises it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from ..model import TopologyMode
+from .problem import GangRequest, PlacementProblem
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+Replica = tuple[int, int, tuple[int, ...]]
+
+_BIG = np.int64(2**40)
+
+
+@dataclass(slots=True, eq=False)
+class GangView:
+    """One gang against a given free state: effective mask, capacities, device needs."""
+
+    index: int
+    gang: GangRequest
+    mask: BOOL  # (n_templates, n_nodes) gang mask ∧ allowed topology ∧ q > 0
+    q: I64  # (n_templates, n_nodes)
+    need: I64  # (n_templates, n_nodes) milli-GPU per device
+    whole: BOOL  # (n_templates, n_nodes)
+    allowed: int  # highest tier the gang may span
+    cover: I64  # (n_nodes,) cover id at the allowed tier (hard gangs), else zeros
+
+
+def topology_mask(problem: PlacementProblem, gang: GangRequest) -> tuple[BOOL, I64, int]:
+    """Nodes a gang may use at all given its topology constraint, their cover ids at the
+    allowed tier and that tier."""
+    topo = problem.topology
+    allowed = gang.allowed_tier(topo.top_tier)
+    if gang.mode is TopologyMode.HARD:
+        cover = topo.cover(allowed)
+        return np.asarray(cover >= 0), cover, allowed
+    return np.ones(topo.n_nodes, dtype=np.bool_), np.zeros(topo.n_nodes, dtype=np.int64), allowed
+
+
+def replica_capacity(
+    problem: PlacementProblem, gang: GangRequest, free: I64, gpu_free: I64, mask: BOOL
+) -> I64:
+    """``(n_templates, n_nodes)`` replicas of each template that fit on each node alone."""
+    req = gang.request
+    f = np.clip(free, 0, None)
+    ratio = np.where(req[:, None, :] > 0, f[None, :, :] // np.maximum(req, 1)[:, None, :], _BIG)
+    q: I64 = ratio.min(axis=2) if req.shape[1] else np.full((req.shape[0], f.shape[0]), _BIG)
+    need, whole = problem.per_device_need(gang)
+    gc = gang.gpu_count
+    assert gc is not None
+    if (gc > 0).any():
+        cap = problem.gpu_capacity
+        g = np.clip(gpu_free, 0, None)
+        wfree = ((g >= cap[:, None]) & (cap[:, None] > 0)).sum(axis=1)
+        for t in np.flatnonzero(gc > 0).tolist():
+            k = int(gc[t])
+            nd = np.maximum(need[t], 1)
+            slots = np.where(cap[:, None] > 0, g // nd[:, None], 0)
+            if k == 1:
+                frac = slots.sum(axis=1)
+            else:
+                lo = np.zeros(slots.shape[0], dtype=np.int64)
+                hi = slots.sum(axis=1) // k
+                while (lo < hi).any():
+                    mid = (lo + hi + 1) // 2
+                    ok = np.minimum(slots, mid[:, None]).sum(axis=1) >= mid * k
+                    lo = np.where(ok, mid, lo)
+                    hi = np.where(ok, hi, mid - 1)
+                frac = lo
+            gq = np.where(whole[t], wfree // k, frac)
+            q[t] = np.minimum(q[t], np.where(cap > 0, gq, 0))
+    q = np.minimum(q, gang.counts[:, None])
+    out: I64 = np.where(mask, q, 0).astype(np.int64)
+    return out
+
+
+def gang_view(
+    problem: PlacementProblem, index: int, free: I64 | None = None, gpu_free: I64 | None = None
+) -> GangView:
+    gang = problem.gangs[index]
+    free = problem.free if free is None else free
+    gpu_free = problem.gpu_free if gpu_free is None else gpu_free
+    tmask, cover, allowed = topology_mask(problem, gang)
+    mask = gang.mask & tmask[None, :]
+    q = replica_capacity(problem, gang, free, gpu_free, mask)
+    need, whole = problem.per_device_need(gang)
+    return GangView(index, gang, np.asarray(mask & (q > 0)), q, need, whole, allowed, cover)
+
+
+def split_target(gang: GangRequest, capacity: I64) -> I64 | None:
+    """Replicas per template to place given per-template ``capacity``: the minimums first,
+    then the rest in template order. ``None`` when ``capacity`` cannot reach ``size``."""
+    assert gang.min_counts is not None
+    avail = np.minimum(capacity, gang.counts)
+    if (avail < gang.min_counts).any() or int(avail.sum()) < gang.size:
+        return None
+    target = gang.min_counts.copy()
+    left = gang.size - int(target.sum())
+    for t in range(target.size):
+        take = min(left, int(avail[t] - target[t]))
+        target[t] += take
+        left -= take
+    return target
+
+
+def choose_devices(
+    row: I64, need: int, whole: bool, count: int, capacity: int
+) -> tuple[int, ...] | None:
+    """Device indices for one replica on a node whose per-device free milli is ``row``.
+
+    Whole devices: the lowest-index completely free ones. Shares: for one device, the fullest
+    device with room (best fit); for several, the devices with the most room (ties to the lower
+    index), which is what keeps the capacity bound of :func:`replica_capacity` reachable.
+    """
+    if whole:
+        ok = np.flatnonzero((row >= capacity) & (capacity > 0))
+        return tuple(int(i) for i in ok[:count]) if ok.size >= count else None
+    ok = np.flatnonzero(row >= need)
+    if ok.size < count:
+        return None
+    order = ok[np.lexsort((ok, row[ok]))] if count == 1 else ok[np.lexsort((ok, -row[ok]))]
+    return tuple(sorted(int(i) for i in order[:count]))
+
+
+def pack_node(
+    problem: PlacementProblem,
+    view: GangView,
+    node: int,
+    rem: I64,
+    free: I64,
+    gpu_free: I64,
+) -> tuple[I64, list[Replica]]:
+    """Put as many of the ``rem`` replicas as fit on ``node`` (whole-device templates and
+    larger device counts first), updating ``free`` / ``gpu_free`` in place."""
+    gang = view.gang
+    gc = gang.gpu_count
+    assert gc is not None
+    placed = np.zeros_like(rem)
+    recs: list[Replica] = []
+    order = sorted(
+        range(rem.size),
+        key=lambda t: (not view.whole[t, node], -int(gc[t]), -int(gang.request[t].sum()), t),
+    )
+    cap = int(problem.gpu_capacity[node])
+    for t in order:
+        if rem[t] == 0 or not view.mask[t, node]:
+            continue
+        req = gang.request[t]
+        while placed[t] < rem[t]:
+            if (req > free[node]).any():
+                break
+            devs: tuple[int, ...] = ()
+            if gc[t] > 0:
+                need = int(view.need[t, node])
+                found = choose_devices(
+                    gpu_free[node], need, bool(view.whole[t, node]), int(gc[t]), cap
+                )
+                if found is None:
+                    break
+                devs = found
+                gpu_free[node, list(devs)] -= need
+            free[node] -= req
+            placed[t] += 1
+            recs.append((t, node, devs))
+    return placed, recs
+
+
+def domain_order(
+    problem: PlacementProblem, view: GangView, tier: int, need: I64, free: I64, gpu_free: I64
+) -> npt.NDArray[np.intp]:
+    """Domains of ``tier`` (nodes for tier 0) whose summed per-node capacity can host the gang
+    (the minimum of every template and ``size`` in total), tightest first for a demand of
+    ``need`` replicas per template: Volcano's hypernode binpack score — the mean over the asked
+    resources of (used + request) / allocatable — highest first, ties to the lower index."""
+    topo = problem.topology
+    gang = view.gang
+    usable = view.mask.any(axis=0)
+    if tier == 0:
+        groups = np.arange(topo.n_nodes, dtype=np.int64)
+        n_groups = topo.n_nodes
+    else:
+        groups = topo.domain_of[tier - 1]
+        n_groups = topo.n_domains(tier)
+    sel = usable & (groups >= 0)
+    qsum = np.zeros((n_groups, view.q.shape[0]), dtype=np.int64)
+    np.add.at(qsum, groups[sel], view.q[:, sel].T)
+    assert gang.min_counts is not None
+    ok = (qsum >= gang.min_counts[None, :]).all(axis=1) & (
+        np.minimum(qsum, gang.counts[None, :]).sum(axis=1) >= gang.size
+    )
+    if not ok.any():
+        return np.zeros(0, dtype=np.intp)
+    alloc = problem.allocatable
+    assert alloc is not None
+    asked = gang.request.sum(axis=0) > 0
+    a_cols = [alloc[:, asked]]
+    f_cols = [np.clip(free[:, asked], 0, None)]
+    demand = [need @ gang.request[:, asked]]
+    gc = gang.gpu_count
+    assert gc is not None and problem.gpu_count is not None
+    if (gc > 0).any():
+        a_cols.append((problem.gpu_capacity * problem.gpu_count)[:, None])
+        f_cols.append(np.clip(gpu_free, 0, None).sum(axis=1)[:, None])
+        assert gang.gpu_milli is not None
+        demand.append(np.array([int((need * gc * gang.gpu_milli).sum())]))
+    a_all = np.concatenate(a_cols, axis=1)
+    f_all = np.concatenate(f_cols, axis=1)
+    d_all = np.concatenate(demand)
+    in_any = groups >= 0
+    a_dom = np.zeros((n_groups, a_all.shape[1]), dtype=np.float64)
+    f_dom = np.zeros_like(a_dom)
+    np.add.at(a_dom, groups[in_any], a_all[in_any])
+    np.add.at(f_dom, groups[in_any], f_all[in_any])
+    if a_dom.shape[1]:
+        frac = np.where(a_dom > 0, (a_dom - f_dom + d_all) / np.maximum(a_dom, 1.0), 0.0)
+        score = frac.mean(axis=1)
+    else:
+        score = np.zeros(n_groups)
+    idx = np.flatnonzero(ok)
+    return idx[np.lexsort((idx, -score[idx]))].astype(np.intp)
+
+
+def infeasible_reason(problem: PlacementProblem, view: GangView) -> str:
+    """Human words for "no placement": how many replicas the best allowed domain holds."""
+    gang = view.gang
+    topo = problem.topology
+    usable = view.mask.any(axis=0)
+    if not usable.any():
+        return (
+            f"gang {gang.name!r}: no node can host any replica (predicates, resources or topology)"
+        )
+    best = 0
+    where = "the cluster"
+    allowed = view.allowed
+    hard = gang.mode is TopologyMode.HARD
+    groups = view.cover if hard else np.zeros(topo.n_nodes, dtype=np.int64)
+    sel = usable & (groups >= 0)
+    if sel.any():
+        uniq, inv = np.unique(groups[sel], return_inverse=True)
+        total = np.zeros(uniq.size, dtype=np.int64)
+        np.add.at(total, inv, view.q[:, sel].sum(axis=0))
+        k = int(np.argmax(total))
+        best = int(total[k])
+        if gang.mode is TopologyMode.HARD:
+            tier, idx = topo.tier_of_global(int(uniq[k]))
+            where = f"tier-{tier} domain {topo.name_of(tier, idx)!r}"
+    limit = f"one domain of tier <= {allowed}" if gang.mode is TopologyMode.HARD else "the cluster"
+    return (
+        f"gang {gang.name!r}: {gang.size} replicas must fit in {limit}; the best candidate "
+        f"({where}) holds at most {min(best, gang.size)} of them one template at a time"
+        + (f" (slices of {gang.slice_size} per tier-{gang.slice_tier})" if gang.slice_size else "")
+    )

@@ -1,0 +1,996 @@
+"""CP-SAT placers: exact single-gang placement and joint multi-gang placement.
+
+This is the only module that imports OR-Tools.
+
+Theory of operation
+-------------------
+**Single gang.** Tiers are tried from the lowest (one node, tier 0) to the highest the gang may
+span, as Volcano's gradients do. At a tier, the candidate domains are those whose summed
+per-node replica capacity covers the gang (:func:`~gangsched.placement._common.domain_order`,
+a necessary condition), tightest first; they are handed to the solver in chunks of
+``max_domains`` — a 5,000-node cluster is never given whole. The first chunk with a solution
+ends the search, so the lowest tier is always found; the rest of the objective is minimised
+inside the chunk (with the default chunk every candidate domain of a small cluster is in it).
+The greedy answer is computed first: it is the hint, the time-out fallback, and its domain is
+always in the first chunk of its tier, so the solver never answers worse than greedy.
+
+The model over a chunk (style: counts, not per-task booleans):
+
+* ``c[t, u]`` replicas of template ``t`` on unit ``u`` — only where the mask and the capacity
+  allow (``0 ≤ c ≤ q[t, u]·m[u]``);
+* units are nodes, or, for a one-template gang, *classes* of nodes with identical capacity,
+  emptiness and domains (a class of ``k`` nodes gets ``m[u] ∈ [0, k]`` nodes used and
+  ``c ≤ q·m``: exact because one template's per-node capacity is a single number ``q``;
+  classes are expanded to nodes in index order);
+* per node and resource ``Σ_t req[t, r]·c[t, n] ≤ free[n, r]`` (left out when implied);
+* GPUs: whole-device replicas ``Σ_t g_t·c[t, n] ≤ whole_free[n]``; when a node may host a
+  shared-device template together with another GPU template, the node gets a per-device model
+  (``x[t, n, d]`` shares of ``t`` on device ``d``, ``Σ_d x = g_t·c``, ``x ≤ c``, ``w[n, d]``
+  for a whole device, ``Σ_t milli_t·x + cap·w ≤ free_d``), which is exact — shares of one
+  replica land on distinct devices because ``x ≤ c``. A lone shared template is exact through
+  ``q`` already;
+* all or nothing: ``Σ c = size`` (each template between its minimum and its count);
+* one domain of the tier: ``Σ_d y[d] = 1``, ``m[u] ≤ k·y[dom(u)]``; one ``z`` per domain of
+  each lower tier, ``m[u] ≤ k·z[dom_t(u)]``; slices: ``Σ_{u ∈ e} c = slice·s_e``;
+* objective (lexicographic, as one weighted sum whose weights provably separate the levels:
+  each weight exceeds the largest possible value of everything below it): fewest domains of
+  tier ``s−1``, …, of tier 1, then fewest nodes, then the least node emptiness (binpack).
+
+**Joint.** Several gangs in one model: ``placed[g]`` with ``Σ c[g] = size_g·placed[g]``; a
+hard gang chooses one domain of its highest allowed tier, any other gang one domain of the
+lowest tier where greedy placed it (or where its capacity first fits); nodes are the union of
+the gangs' first ``max_domains`` candidate domains (greedy's included). The objective
+maximises Σ weight·placed, then prefers fewer nodes per gang. The greedy sequence is the hint,
+and if the solver's answer places less weight than greedy, greedy is returned.
+
+Status: OPTIMAL / FEASIBLE give a placement and the gap to the solver's bound; INFEASIBLE is a
+proof that nothing fits (with the reason); UNKNOWN means the time ran out and greedy's answer
+is returned with ``fallback=True``; MODEL_INVALID raises :class:`~gangsched.errors.SolverError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from ortools.sat.python import cp_model
+
+from ..errors import SolverError
+from ..model import TopologyMode
+from ._common import (
+    GangView,
+    Replica,
+    domain_order,
+    gang_view,
+    infeasible_reason,
+    pack_node,
+    split_target,
+)
+from .greedy import finish, greedy_gang
+from .problem import GangPlacement, PlacementProblem, PlacementResult, Status
+
+__all__ = ["CpSatPlacer", "JointCpSatPlacer"]
+
+I64 = npt.NDArray[np.int64]
+_log = logging.getLogger(__name__)
+
+_STATUS_RANK = {Status.OPTIMAL: 0, Status.GREEDY: 1, Status.FEASIBLE: 1, Status.TIMED_OUT: 2}
+
+
+@dataclass(slots=True)
+class _Cell:
+    """One count variable: replicas of template ``t`` of gang ``g`` on unit ``u``."""
+
+    g: int
+    t: int
+    u: int
+    var: cp_model.IntVar
+    ub: int
+
+
+@dataclass(slots=True)
+class _Vars:
+    """Variable containers of one model."""
+
+    cells: list[_Cell] = field(default_factory=list)
+    used: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (g, u)
+    placed: dict[int, cp_model.IntVar] = field(default_factory=dict)
+    choice: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (g, dom)
+    lower: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)
+    shares: dict[tuple[int, int, int, int], cp_model.IntVar] = field(default_factory=dict)
+    whole: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (node, d)
+
+
+@dataclass(slots=True)
+class _Units:
+    """Units of a model: ``rep[u]`` a representative node, ``members[u]`` its nodes."""
+
+    rep: npt.NDArray[np.intp]
+    members: list[npt.NDArray[np.intp]]
+
+    @property
+    def size(self) -> int:
+        return int(self.rep.size)
+
+    def mult(self, u: int) -> int:
+        return int(self.members[u].size)
+
+
+def _collapse(keys: I64, nodes: npt.NDArray[np.intp]) -> _Units:
+    """Classes of ``nodes`` with identical rows of ``keys`` ``(n, k)`` (first seen order)."""
+    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    cls = rank[inv.reshape(-1)]
+    members = [nodes[cls == k] for k in range(order.size)]
+    return _Units(rep=np.array([m[0] for m in members], dtype=np.intp), members=members)
+
+
+class CpSatPlacer:
+    """Exact placer on OR-Tools CP-SAT.
+
+    Parameters
+    ----------
+    time_limit_s:
+        Wall-clock budget of one ``place`` call (all solves together).
+    seed, workers:
+        ``random_seed`` and ``num_workers`` of the solver (tests use ``workers=1``).
+    max_deterministic_time:
+        Optional deterministic-time budget per solve (machine-independent limit).
+    max_domains:
+        Candidate domains handed to one solve.
+    joint:
+        Place several gangs in one model (see the module docstring); otherwise gangs are
+        placed one after the other by weight.
+    sequential:
+        Minimise the objective levels one solve at a time (default), or all at once as one
+        weighted sum with separating weights.
+    log:
+        Route the solver's search log to the ``logging`` module.
+    """
+
+    name = "cpsat"
+
+    def __init__(
+        self,
+        *,
+        time_limit_s: float = 1.0,
+        seed: int = 0,
+        workers: int = 8,
+        max_deterministic_time: float | None = None,
+        max_domains: int = 4,
+        joint: bool = False,
+        sequential: bool = True,
+        log: bool = False,
+    ) -> None:
+        self.time_limit_s = float(time_limit_s)
+        self.seed = int(seed)
+        self.workers = int(workers)
+        self.max_deterministic_time = max_deterministic_time
+        self.max_domains = max(1, int(max_domains))
+        self.joint = joint
+        self.sequential = sequential
+        self.log = log
+
+    # ------------------------------------------------------------------ solving
+
+    def _solve(self, model: cp_model.CpModel, deadline: float) -> tuple[cp_model.CpSolver, int]:
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.max_time_in_seconds = max(0.001, deadline - time.perf_counter())
+        prm.num_workers = self.workers
+        prm.random_seed = self.seed
+        if self.max_deterministic_time is not None:
+            prm.max_deterministic_time = float(self.max_deterministic_time)
+        prm.log_search_progress = self.log
+        if self.log:
+            solver.log_callback = _log.info
+        status = solver.solve(model)
+        if status == cp_model.MODEL_INVALID:
+            raise SolverError(model.validate() or "model invalid", kind="placement", field="model")
+        return solver, int(status)
+
+    def _solve_levels(
+        self,
+        model: cp_model.CpModel,
+        vs: _Vars,
+        levels: list[tuple[cp_model.LinearExprT, int]],
+        deadline: float,
+    ) -> tuple[cp_model.CpSolver, int, float]:
+        """Minimise ``levels`` lexicographically: one weighted objective with separating
+        weights, or (``sequential``) one solve per level, each fixing the optimum of the
+        previous one and hinted with its solution. Returns the solver holding the last
+        solution, its status (OPTIMAL only if every level was proven) and the relative gap of
+        the level that stopped short."""
+        if not self.sequential:
+            model.minimize(_lex_objective(levels))
+            solver, st = self._solve(model, deadline)
+            gap = 0.0
+            if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                obj, bound = solver.objective_value, solver.best_objective_bound
+                gap = abs(obj - bound) / max(1.0, abs(obj))
+            return solver, st, gap
+        best: tuple[cp_model.CpSolver, int, float] | None = None
+        for expr, _bound in levels:
+            model.minimize(expr)
+            solver, st = self._solve(model, deadline)
+            if st == cp_model.OPTIMAL:
+                model.add(expr <= round(solver.objective_value))
+                _rehint(model, vs, solver)
+                best = (solver, int(cp_model.OPTIMAL), 0.0)
+                continue
+            if st == cp_model.FEASIBLE:
+                obj, bound = solver.objective_value, solver.best_objective_bound
+                return solver, int(cp_model.FEASIBLE), abs(obj - bound) / max(1.0, abs(obj))
+            if best is not None:  # out of time on a later level: keep the last proven one
+                return best[0], int(cp_model.FEASIBLE), 1.0
+            return solver, st, 0.0
+        assert best is not None
+        return best
+
+    def place(self, problem: PlacementProblem) -> PlacementResult:
+        start = time.perf_counter()
+        deadline = start + self.time_limit_s
+        if self.joint and len(problem.gangs) > 1:
+            result = self._place_joint(problem, deadline)
+        else:
+            result = self._place_sequential(problem, deadline)
+        return PlacementResult(
+            gangs=result.gangs,
+            status=result.status,
+            gap=result.gap,
+            fallback=result.fallback,
+            solve_time=time.perf_counter() - start,
+        )
+
+    def _place_sequential(self, problem: PlacementProblem, deadline: float) -> PlacementResult:
+        free = problem.free.copy()
+        gpu_free = problem.gpu_free.copy()
+        weights = problem.weights
+        assert weights is not None
+        order = sorted(range(len(problem.gangs)), key=lambda i: (-int(weights[i]), i))
+        out: dict[int, GangPlacement] = {}
+        status = Status.OPTIMAL
+        gap = 0.0
+        fallback = False
+        for gi in order:
+            gp, st, g_gap, fb = self._place_one(problem, gi, free, gpu_free, deadline)
+            out[gi] = gp
+            if gp.placed:
+                _apply(problem, gi, gp.replicas, free, gpu_free)
+            gap = max(gap, g_gap)
+            fallback |= fb
+            if (st is Status.INFEASIBLE and len(problem.gangs) == 1) or _STATUS_RANK.get(
+                st, 0
+            ) > _STATUS_RANK.get(status, 0):
+                status = st
+        return PlacementResult(
+            gangs=tuple(out[i] for i in range(len(problem.gangs))),
+            status=status,
+            gap=gap,
+            fallback=fallback,
+        )
+
+    # ------------------------------------------------------------------ single gang
+
+    def _place_one(
+        self, problem: PlacementProblem, gi: int, free: I64, gpu_free: I64, deadline: float
+    ) -> tuple[GangPlacement, Status, float, bool]:
+        greedy = greedy_gang(problem, gi, free.copy(), gpu_free.copy())
+        view = gang_view(problem, gi, free, gpu_free)
+        gang = view.gang
+        if gang.size == 0:
+            return greedy, Status.OPTIMAL, 0.0, False
+        total = split_target(gang, view.q.sum(axis=1))
+        if total is None:
+            return (
+                GangPlacement(
+                    gang=gang.name, placed=False, reason=infeasible_reason(problem, view)
+                ),
+                Status.INFEASIBLE,
+                0.0,
+                False,
+            )
+        g_span = greedy.objective[0] if greedy.placed else None
+        for tier in range(0, view.allowed + 1):
+            if g_span is not None and tier > g_span:
+                break
+            order = domain_order(problem, view, tier, total, free, gpu_free)
+            if order.size == 0:
+                continue
+            bounds = _domain_bounds(problem, view, tier, order, gang.size)
+            rank = sorted(range(order.size), key=lambda i: (bounds[i], i))
+            if tier == g_span and greedy.domain >= 0:
+                rank = sorted(rank, key=lambda i: int(order[i]) != greedy.domain)
+            best: GangPlacement | None = None
+            best_st, best_gap = Status.OPTIMAL, 0.0
+            first = True
+            while rank:
+                chunk_idx, rank = rank[: self.max_domains], rank[self.max_domains :]
+                chunk = order[chunk_idx]
+                hint = greedy if (tier == g_span and first) else None
+                first = False
+                model, vs, units, dev_nodes, levels = _build_single(
+                    problem, view, tier, chunk, free, gpu_free, hint
+                )
+                solver, st, gap = self._solve_levels(model, vs, levels, deadline)
+                if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                    recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
+                    if recs is None:
+                        return greedy, Status.GREEDY, 0.0, True
+                    gp = finish(problem, gi, recs[0])
+                    if best is None or gp.objective < best.objective:
+                        best = gp
+                    if st != cp_model.OPTIMAL:
+                        best_st, best_gap = Status.FEASIBLE, max(best_gap, gap)
+                    # bound: only domains whose lower bound beats the incumbent remain
+                    rank = [i for i in rank if bounds[i] < best.objective]
+                    continue
+                if st == cp_model.INFEASIBLE:
+                    continue
+                # UNKNOWN: out of time
+                if best is not None:
+                    best_st, best_gap = Status.FEASIBLE, 1.0
+                    break
+                if greedy.placed:
+                    return greedy, Status.TIMED_OUT, 0.0, True
+                reason = f"gang {gang.name!r}: solver timed out and greedy found no placement"
+                return (
+                    GangPlacement(gang=gang.name, placed=False, reason=reason),
+                    Status.TIMED_OUT,
+                    0.0,
+                    True,
+                )
+            if best is not None:
+                if greedy.placed and greedy.objective < best.objective:
+                    best = greedy
+                return best, best_st, best_gap, False
+        if greedy.placed:  # cannot happen: greedy's domain is always solved
+            return greedy, Status.GREEDY, 0.0, True
+        return (
+            GangPlacement(gang=gang.name, placed=False, reason=infeasible_reason(problem, view)),
+            Status.INFEASIBLE,
+            0.0,
+            False,
+        )
+
+    # ------------------------------------------------------------------ joint
+
+    def _place_joint(self, problem: PlacementProblem, deadline: float) -> PlacementResult:
+        greedy = _greedy_sequence(problem)
+        g_weight = _weight(problem, greedy.gangs)
+        views = [gang_view(problem, gi) for gi in range(len(problem.gangs))]
+        model, vs, units, dev_nodes = _build_joint(problem, views, greedy, self.max_domains)
+        solver, st = self._solve(model, deadline)
+        if st == cp_model.INFEASIBLE:  # only possible if no gang can be placed at all
+            return greedy
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
+        recs = _extract(
+            problem, views, vs, units, solver, problem.free, problem.gpu_free, dev_nodes
+        )
+        if recs is None:
+            return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY, fallback=True)
+        gangs: list[GangPlacement] = []
+        for gi, gang in enumerate(problem.gangs):
+            if solver.value(vs.placed[gi]) and recs[gi]:
+                gangs.append(finish(problem, gi, recs[gi]))
+            else:
+                why = greedy.gangs[gi].reason or (
+                    f"gang {gang.name!r}: left out to place more weight of other gangs"
+                )
+                gangs.append(GangPlacement(gang=gang.name, placed=False, reason=why))
+        if _weight(problem, gangs) < g_weight:
+            return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY)
+        self._polish(problem, gangs, deadline)
+        obj = solver.objective_value
+        bound = solver.best_objective_bound
+        gap = abs(obj - bound) / max(1.0, abs(obj))
+        st_out = Status.OPTIMAL if st == cp_model.OPTIMAL else Status.FEASIBLE
+        return PlacementResult(gangs=tuple(gangs), status=st_out, gap=gap)
+
+    def _polish(
+        self, problem: PlacementProblem, gangs: list[GangPlacement], deadline: float
+    ) -> None:
+        """Second phase of joint placement: with every other gang fixed, re-place each placed
+        gang exactly (single-gang model) and keep the better of the two placements."""
+        for gi in range(len(gangs)):
+            if not gangs[gi].placed or time.perf_counter() >= deadline:
+                continue
+            free = problem.free.copy()
+            gpu_free = problem.gpu_free.copy()
+            for other, gp in enumerate(gangs):
+                if other != gi and gp.placed:
+                    _apply(problem, other, gp.replicas, free, gpu_free)
+            better, _, _, _ = self._place_one(problem, gi, free, gpu_free, deadline)
+            if better.placed and better.objective < gangs[gi].objective:
+                gangs[gi] = better
+
+
+class JointCpSatPlacer(CpSatPlacer):
+    """:class:`CpSatPlacer` with ``joint=True``."""
+
+    name = "cpsat-joint"
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs["joint"] = True
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _weight(
+    problem: PlacementProblem, gangs: tuple[GangPlacement, ...] | list[GangPlacement]
+) -> int:
+    w = problem.weights
+    assert w is not None
+    return sum(int(w[i]) for i, g in enumerate(gangs) if g.placed)
+
+
+def _greedy_sequence(problem: PlacementProblem) -> PlacementResult:
+    from .greedy import GreedyPlacer
+
+    return GreedyPlacer().place(problem)
+
+
+def _apply(
+    problem: PlacementProblem, gi: int, replicas: tuple[Replica, ...], free: I64, gpu_free: I64
+) -> None:
+    gang = problem.gangs[gi]
+    need, _ = problem.per_device_need(gang)
+    for t, node, devs in replicas:
+        free[node] -= gang.request[t]
+        if devs:
+            gpu_free[node, list(devs)] -= need[t, node]
+
+
+def _capacity_constraints(
+    model: cp_model.CpModel,
+    problem: PlacementProblem,
+    views: list[GangView],
+    units: list[_Units],
+    vs: _Vars,
+    free: I64,
+    gpu_free: I64,
+) -> set[int]:
+    """Per-node resource and GPU constraints over cells on single-node units; returns the
+    nodes that got a per-device model."""
+    by_node: dict[int, list[_Cell]] = {}
+    for cell in vs.cells:
+        if units[cell.g].mult(cell.u) == 1:
+            by_node.setdefault(int(units[cell.g].rep[cell.u]), []).append(cell)
+    cap = problem.gpu_capacity
+    wfree = ((gpu_free >= cap[:, None]) & (cap[:, None] > 0)).sum(axis=1)
+    dev_nodes: set[int] = set()
+    for node, cells in sorted(by_node.items()):
+        reqs = np.stack([views[c.g].gang.request[c.t] for c in cells])
+        ubs = np.array([c.ub for c in cells], dtype=np.int64)
+        peak = (reqs * ubs[:, None]).sum(axis=0)
+        for r in np.flatnonzero(peak > free[node]).tolist():
+            model.add(
+                sum(int(reqs[k, r]) * c.var for k, c in enumerate(cells) if reqs[k, r])
+                <= int(max(free[node, r], 0))
+            )
+        gpu_cells = [c for c in cells if int(views[c.g].gang.gpu_count[c.t]) > 0]  # type: ignore[index]
+        if not gpu_cells:
+            continue
+        frac = [c for c in gpu_cells if not views[c.g].whole[c.t, node]]
+        whole = [c for c in gpu_cells if views[c.g].whole[c.t, node]]
+        gcs = {id(c): int(views[c.g].gang.gpu_count[c.t]) for c in gpu_cells}  # type: ignore[index]
+        if frac and len(gpu_cells) >= 2:
+            dev_nodes.add(node)
+            row = gpu_free[node]
+            c_node = int(cap[node])
+            w_vars = {}
+            for d in range(row.size):
+                if c_node > 0 and row[d] >= c_node and whole:
+                    w_vars[d] = model.new_bool_var(f"w_{node}_{d}")
+                    vs.whole[(node, d)] = w_vars[d]
+            if whole:
+                model.add(sum(w_vars.values()) == sum(gcs[id(c)] * c.var for c in whole))
+            per_dev: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
+            for c in frac:
+                need = int(views[c.g].need[c.t, node])
+                xs = []
+                for d in np.flatnonzero(row >= need).tolist():
+                    x = model.new_int_var(0, c.ub, f"x_{c.g}_{c.t}_{node}_{d}")
+                    vs.shares[(c.g, c.t, node, d)] = x
+                    model.add(x <= c.var)
+                    xs.append(x)
+                    per_dev.setdefault(d, []).append((need, x))
+                model.add(sum(xs) == gcs[id(c)] * c.var)
+            for d in sorted(set(per_dev) | set(w_vars)):
+                terms = [n * x for n, x in per_dev.get(d, [])]
+                if d in w_vars:
+                    terms.append(c_node * w_vars[d])
+                model.add(sum(terms) <= int(row[d]))
+        elif whole and sum(gcs[id(c)] * c.ub for c in whole) > int(wfree[node]):
+            model.add(sum(gcs[id(c)] * c.var for c in whole) <= int(wfree[node]))
+    return dev_nodes
+
+
+def _lex_objective(levels: list[tuple[cp_model.LinearExprT, int]]) -> cp_model.LinearExprT:
+    """One weighted sum that orders solutions lexicographically by ``levels``
+    (each ``(expression, upper bound)``; the first level is the most important)."""
+    terms: list[cp_model.LinearExprT] = []
+    weight = 1
+    for expr, bound in reversed(levels):
+        terms.append(weight * expr)
+        weight *= int(bound) + 1
+    return cp_model.LinearExpr.sum(terms)
+
+
+def _build_single(
+    problem: PlacementProblem,
+    view: GangView,
+    tier: int,
+    domains: npt.NDArray[np.intp],
+    free: I64,
+    gpu_free: I64,
+    hint: GangPlacement | None,
+) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int], list[tuple[cp_model.LinearExprT, int]]]:
+    topo = problem.topology
+    gang = view.gang
+    n_t = gang.n_templates
+    if tier == 0:
+        nodes = np.sort(domains.astype(np.intp))
+        dom_of = np.arange(problem.n_nodes, dtype=np.int64)
+    else:
+        sel = np.isin(topo.domain_of[tier - 1], domains) & view.mask.any(axis=0)
+        nodes = np.flatnonzero(sel)
+        dom_of = topo.domain_of[tier - 1]
+    lower = list(range(tier - 1, 0, -1))
+    collapse = n_t == 1 and tier > 0 and not (gang.slice_size and gang.slice_tier == 0)
+    if collapse:
+        keys = np.column_stack(
+            [
+                *(topo.group_of(t)[nodes] for t in range(1, topo.top_tier + 1)),
+                view.q[0, nodes],
+                problem.emptiness[view.index][nodes],
+            ]
+        ).astype(np.int64)
+        units = _collapse(keys, nodes)
+    else:
+        units = _Units(rep=nodes, members=[nodes[i : i + 1] for i in range(nodes.size)])
+    model = cp_model.CpModel()
+    vs = _Vars()
+    # domain choice at the span tier
+    doms = sorted({int(dom_of[n]) for n in units.rep})
+    for d in doms:
+        vs.choice[(0, d)] = model.new_bool_var(f"y_{d}")
+    model.add_exactly_one(vs.choice.values())
+    emp = problem.emptiness[view.index]
+    per_t: list[list[cp_model.IntVar]] = [[] for _ in range(n_t)]
+    everything = []
+    for u in range(units.size):
+        n = int(units.rep[u])
+        k = units.mult(u)
+        m = model.new_int_var(0, k, f"m_{u}") if k > 1 else model.new_bool_var(f"m_{u}")
+        vs.used[(0, u)] = m
+        model.add(m <= k * vs.choice[(0, int(dom_of[n]))])
+        cs = []
+        for t in range(n_t):
+            q = int(view.q[t, n])
+            if q <= 0 or not view.mask[t, n]:
+                continue
+            ub = int(min(q * k, gang.counts[t]))
+            c = model.new_int_var(0, ub, f"c_{t}_{u}")
+            vs.cells.append(_Cell(0, t, u, c, ub))
+            model.add(c <= q * m)
+            cs.append(c)
+            per_t[t].append(c)
+        if cs:
+            model.add(sum(cs) >= m)
+        else:
+            model.add(m == 0)
+        everything.extend(cs)
+    assert gang.min_counts is not None
+    for t in range(n_t):
+        s = sum(per_t[t])
+        model.add(s <= int(gang.counts[t]))
+        model.add(s >= int(gang.min_counts[t]))
+    model.add(sum(everything) == gang.size)
+    # lower-tier domains used
+    levels: list[tuple[cp_model.LinearExprT, int]] = []
+    for t in lower:
+        groups = topo.group_of(t)
+        zs: dict[int, cp_model.IntVar] = {}
+        for u in range(units.size):
+            gid = int(groups[units.rep[u]])
+            if gid not in zs:
+                zs[gid] = model.new_bool_var(f"z_{t}_{gid}")
+                vs.lower[(0, t, gid)] = zs[gid]
+            model.add(vs.used[(0, u)] <= units.mult(u) * zs[gid])
+        # aggregated link (redundant, tightens the relaxation): a domain's replicas ≤ its
+        # capacity × z
+        per_group: dict[int, list[_Cell]] = {}
+        for cell in vs.cells:
+            per_group.setdefault(int(groups[units.rep[cell.u]]), []).append(cell)
+        for gid, cells in per_group.items():
+            model.add(sum(c.var for c in cells) <= sum(c.ub for c in cells) * zs[gid])
+        # redundant lower bound: inside any one candidate domain, the fewest tier-t domains
+        # whose summed capacity reaches the gang size
+        caps = {gid: sum(c.ub for c in cells) for gid, cells in per_group.items()}
+        lb = _fewest_to_cover(
+            [
+                (int(dom_of[units.rep[vs_cells[0].u]]), cap)
+                for gid, cap in caps.items()
+                for vs_cells in [per_group[gid]]
+            ],
+            gang.size,
+        )
+        if lb > 0:
+            model.add(sum(zs.values()) >= lb)
+        levels.append((sum(zs.values()), len(zs)))
+    # slices
+    if gang.slice_size and gang.slice_tier < tier:
+        groups = topo.group_of(gang.slice_tier)
+        members: dict[int, list[cp_model.IntVar]] = {}
+        for cell in vs.cells:
+            members.setdefault(int(groups[units.rep[cell.u]]), []).append(cell.var)
+        for gid, cvars in sorted(members.items()):
+            k_e = model.new_int_var(0, gang.size // gang.slice_size, f"slice_{gid}")
+            model.add(sum(cvars) == gang.slice_size * k_e)
+    dev_nodes = _capacity_constraints(model, problem, [view], [units], vs, free, gpu_free)
+    n_bound = int(min(gang.size, sum(units.mult(u) for u in range(units.size))))
+    node_caps: list[tuple[int, int]] = []
+    for u in range(units.size):
+        per_node = sum(int(view.q[t, units.rep[u]]) for t in range(n_t))
+        node_caps.extend([(int(dom_of[units.rep[u]]), per_node)] * units.mult(u))
+    lb_nodes = _fewest_to_cover(node_caps, gang.size)
+    if lb_nodes > 0:
+        model.add(sum(vs.used.values()) >= lb_nodes)
+    used_sum = sum(vs.used.values())
+    waste = sum(int(emp[units.rep[u]]) * vs.used[(0, u)] for u in range(units.size))
+    levels.append((used_sum, n_bound))
+    levels.append((waste, 100 * n_bound))
+    if hint is not None and hint.placed:
+        _hint_single(model, problem, view, vs, units, hint, dom_of, tier)
+    return model, vs, [units], dev_nodes, levels
+
+
+def _domain_bounds(
+    problem: PlacementProblem,
+    view: GangView,
+    tier: int,
+    order: npt.NDArray[np.intp],
+    size: int,
+) -> list[tuple[int, ...]]:
+    """Per candidate domain, a lower bound on the objective tuple of any placement inside it:
+    for every tier, the fewest of its domains (inside the candidate) whose summed capacity
+    reaches ``size``; the same for nodes; for the waste, the sum of the smallest node
+    emptiness values over that many nodes."""
+    topo = problem.topology
+    emp = problem.emptiness[view.index]
+    cap_node = view.q.sum(axis=0)  # replicas a node can take at most
+    usable: npt.NDArray[np.bool_] = np.asarray(view.mask.any(axis=0))
+    out: list[tuple[int, ...]] = []
+    for d in order.tolist():
+        nodes = topo.members(tier, int(d))
+        nodes = nodes[usable[nodes]]
+        caps = cap_node[nodes]
+        lb = [tier]
+        for t in range(topo.top_tier, 0, -1):
+            groups = topo.group_of(t)[nodes]
+            _, inv = np.unique(groups, return_inverse=True)
+            gcap = np.bincount(inv.reshape(-1), weights=caps).astype(np.int64)
+            lb.append(_fewest_to_cover([(0, int(c)) for c in gcap], size))
+        n_lb = _fewest_to_cover([(0, int(c)) for c in caps], size)
+        lb.append(n_lb)
+        lb.append(int(np.sort(emp[nodes])[:n_lb].sum()))  # the emptiest-free n_lb nodes
+        out.append(tuple(lb))
+    return out
+
+
+def _fewest_to_cover(items: list[tuple[int, int]], size: int) -> int:
+    """Given ``(domain, capacity)`` items, the fewest items of one domain whose capacities sum
+    to ``size`` (minimum over domains; 0 if no domain reaches it). A valid lower bound on the
+    items any placement inside one domain uses, since capacities are upper bounds."""
+    by_dom: dict[int, list[int]] = {}
+    for dom, cap in items:
+        by_dom.setdefault(dom, []).append(cap)
+    best = 0
+    for caps in by_dom.values():
+        cum = np.cumsum(sorted(caps, reverse=True))
+        k = int(np.searchsorted(cum, size)) + 1
+        if k <= len(caps) and (best == 0 or k < best):
+            best = k
+    return best
+
+
+def _rehint(model: cp_model.CpModel, vs: _Vars, solver: cp_model.CpSolver) -> None:
+    """Hint every container variable with its value in ``solver``'s solution."""
+    model.clear_hints()  # type: ignore[no-untyped-call]
+    groups: list[list[cp_model.IntVar]] = [
+        [c.var for c in vs.cells],
+        list(vs.used.values()),
+        list(vs.choice.values()),
+        list(vs.lower.values()),
+        list(vs.shares.values()),
+        list(vs.whole.values()),
+    ]
+    for group in groups:
+        for var in group:
+            model.add_hint(var, int(solver.value(var)))
+
+
+def _hint_single(
+    model: cp_model.CpModel,
+    problem: PlacementProblem,
+    view: GangView,
+    vs: _Vars,
+    units: _Units,
+    hint: GangPlacement,
+    dom_of: I64,
+    tier: int,
+) -> None:
+    unit_of = np.full(problem.n_nodes, -1, dtype=np.int64)
+    for u, mem in enumerate(units.members):
+        unit_of[mem] = u
+    counts = np.zeros((view.gang.n_templates, max(units.size, 1)), dtype=np.int64)
+    used_nodes: dict[int, set[int]] = {}
+    for t, node, _ in hint.replicas:
+        u = int(unit_of[node])
+        if u < 0:
+            return  # greedy used a node outside this model: no hint
+        counts[t, u] += 1
+        used_nodes.setdefault(u, set()).add(node)
+    for cell in vs.cells:
+        model.add_hint(cell.var, int(counts[cell.t, cell.u]))
+    for (_, u), m in vs.used.items():
+        model.add_hint(m, len(used_nodes.get(u, ())))
+    chosen = {int(dom_of[next(iter(n))]) for n in used_nodes.values()}
+    for (_, d), y in vs.choice.items():
+        model.add_hint(y, int(d in chosen))
+    topo = problem.topology
+    for (_, t, gid), z in vs.lower.items():
+        groups = topo.group_of(t)
+        model.add_hint(z, int(any(int(groups[n]) == gid for s in used_nodes.values() for n in s)))
+    del tier
+
+
+def _build_joint(
+    problem: PlacementProblem, views: list[GangView], greedy: PlacementResult, max_domains: int
+) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int]]:
+    topo = problem.topology
+    model = cp_model.CpModel()
+    vs = _Vars()
+    units_all: list[_Units] = []
+    weights = problem.weights
+    assert weights is not None
+    for gi, view in enumerate(views):
+        gang = view.gang
+        placed = model.new_bool_var(f"placed_{gi}")
+        vs.placed[gi] = placed
+        gp = greedy.gangs[gi]
+        g_nodes = np.unique([n for _, n, _ in gp.replicas]).astype(np.intp)
+        total = split_target(gang, view.q.sum(axis=1))
+        # the tier whose domains the gang chooses from
+        if gang.mode is TopologyMode.HARD:
+            dom_ids = view.cover
+        else:
+            tier = gp.objective[0] if gp.placed else -1
+            if tier < 0 and total is not None:
+                tier = next(
+                    (
+                        s
+                        for s in range(1, topo.top_tier + 1)
+                        if domain_order(
+                            problem, view, s, total, problem.free, problem.gpu_free
+                        ).size
+                    ),
+                    topo.top_tier,
+                )
+            tier = max(tier, 1)
+            dom_ids = topo.cover(tier)
+        usable = view.mask.any(axis=0) & (dom_ids >= 0)
+        cand: list[int] = []
+        if gp.placed and g_nodes.size:
+            cand.append(int(dom_ids[g_nodes[0]]))
+        if total is not None:
+            # candidate domains: rank the gang's cover domains by summed capacity
+            ids = dom_ids[usable]
+            uniq, inv = np.unique(ids, return_inverse=True)
+            qsum = np.zeros((uniq.size, gang.n_templates), dtype=np.int64)
+            np.add.at(qsum, inv, view.q[:, usable].T)
+            assert gang.min_counts is not None
+            ok = (qsum >= gang.min_counts).all(axis=1) & (
+                np.minimum(qsum, gang.counts).sum(axis=1) >= gang.size
+            )
+            order = np.flatnonzero(ok)
+            order = order[np.lexsort((uniq[order], qsum[order].sum(axis=1)))]
+            for k in order.tolist():
+                if len(cand) >= max_domains:
+                    break
+                if int(uniq[k]) not in cand:
+                    cand.append(int(uniq[k]))
+        nodes = np.flatnonzero(usable & np.isin(dom_ids, cand)) if cand else np.zeros(0, np.intp)
+        units = _Units(rep=nodes, members=[nodes[i : i + 1] for i in range(nodes.size)])
+        units_all.append(units)
+        if not cand or total is None:
+            model.add(placed == 0)
+            continue
+        for d in cand:
+            vs.choice[(gi, d)] = model.new_bool_var(f"y_{gi}_{d}")
+        model.add(sum(vs.choice[(gi, d)] for d in cand) == placed)
+        per_t: list[list[cp_model.IntVar]] = [[] for _ in range(gang.n_templates)]
+        everything = []
+        for u in range(units.size):
+            n = int(units.rep[u])
+            y = vs.choice[(gi, int(dom_ids[n]))]
+            m = model.new_bool_var(f"m_{gi}_{u}")
+            vs.used[(gi, u)] = m
+            model.add(m <= y)
+            cs = []
+            for t in range(gang.n_templates):
+                q = int(view.q[t, n])
+                if q <= 0:
+                    continue
+                c = model.new_int_var(0, q, f"c_{gi}_{t}_{u}")
+                vs.cells.append(_Cell(gi, t, u, c, q))
+                model.add(c <= q * m)
+                cs.append(c)
+                per_t[t].append(c)
+            model.add(sum(cs) >= m)
+            everything.extend(cs)
+        assert gang.min_counts is not None
+        for t in range(gang.n_templates):
+            s = sum(per_t[t])
+            model.add(s <= int(gang.counts[t]))
+            model.add(s >= int(gang.min_counts[t]) * placed)
+        model.add(sum(everything) == gang.size * placed)
+        if gang.slice_size:
+            groups = topo.group_of(gang.slice_tier)
+            members: dict[int, list[cp_model.IntVar]] = {}
+            for cell in vs.cells:
+                if cell.g == gi:
+                    members.setdefault(int(groups[units.rep[cell.u]]), []).append(cell.var)
+            for gid, cvars in sorted(members.items()):
+                k_e = model.new_int_var(0, gang.size // gang.slice_size, f"sl_{gi}_{gid}")
+                model.add(sum(cvars) == gang.slice_size * k_e)
+    # shared node capacity: cells of every gang on the same node
+    merged = _merge_units(problem, units_all, vs)
+    dev_nodes = _capacity_constraints(
+        model, problem, views, merged, vs, problem.free, problem.gpu_free
+    )
+    model.maximize(sum(int(weights[g]) * p for g, p in vs.placed.items()))
+    _hint_joint(model, problem, views, vs, units_all, greedy)
+    return model, vs, units_all, dev_nodes
+
+
+def _merge_units(problem: PlacementProblem, units_all: list[_Units], vs: _Vars) -> list[_Units]:
+    """Per-gang units are single nodes; node identity is what capacity constraints need."""
+    del problem, vs
+    return units_all
+
+
+def _hint_joint(
+    model: cp_model.CpModel,
+    problem: PlacementProblem,
+    views: list[GangView],
+    vs: _Vars,
+    units_all: list[_Units],
+    greedy: PlacementResult,
+) -> None:
+    cnt: dict[tuple[int, int, int], int] = {}
+    for gi, gp in enumerate(greedy.gangs):
+        for t, node, _ in gp.replicas:
+            cnt[(gi, t, node)] = cnt.get((gi, t, node), 0) + 1
+    for cell in vs.cells:
+        node = int(units_all[cell.g].rep[cell.u])
+        model.add_hint(cell.var, cnt.get((cell.g, cell.t, node), 0))
+    for (gi, u), m in vs.used.items():
+        node = int(units_all[gi].rep[u])
+        used = any(cnt.get((gi, t, node), 0) for t in range(views[gi].gang.n_templates))
+        model.add_hint(m, int(used))
+    for gi, p in vs.placed.items():
+        model.add_hint(p, int(greedy.gangs[gi].placed))
+    for (gi, d), y in vs.choice.items():
+        gp = greedy.gangs[gi]
+        hit = False
+        if gp.placed and gp.replicas:
+            node = gp.replicas[0][1]
+            gang = views[gi].gang
+            if gang.mode is TopologyMode.HARD:
+                hit = int(views[gi].cover[node]) == d
+            else:
+                tier = max(gp.objective[0], 1)
+                hit = int(problem.topology.cover(tier)[node]) == d
+        model.add_hint(y, int(hit))
+    dev: dict[tuple[int, int, int, int], int] = {}
+    taken: set[tuple[int, int]] = set()
+    for gi, gp in enumerate(greedy.gangs):
+        for t, node, devs in gp.replicas:
+            if views[gi].whole[t, node]:
+                taken.update((node, d) for d in devs)
+            else:
+                for d in devs:
+                    dev[(gi, t, node, d)] = dev.get((gi, t, node, d), 0) + 1
+    for key, x in vs.shares.items():
+        model.add_hint(x, dev.get(key, 0))
+    for node_dev, w in vs.whole.items():
+        model.add_hint(w, int(node_dev in taken))
+
+
+def _extract(
+    problem: PlacementProblem,
+    views: list[GangView],
+    vs: _Vars,
+    units_all: list[_Units],
+    solver: cp_model.CpSolver,
+    free: I64,
+    gpu_free: I64,
+    dev_nodes: set[int],
+) -> list[list[Replica]] | None:
+    """Per gang, replica records from a solution: counts per node (classes expanded in node
+    order), then devices — from the per-device variables where the node has them, else by the
+    deterministic packing of :func:`pack_node`, which is exact on such nodes."""
+    n_g = len(views)
+    counts = [np.zeros((v.gang.n_templates, problem.n_nodes), dtype=np.int64) for v in views]
+    cell_val: dict[tuple[int, int, int], int] = {}
+    for cell in vs.cells:
+        val = int(solver.value(cell.var))
+        if val:
+            cell_val[(cell.g, cell.t, cell.u)] = val
+    for (g, u), m in vs.used.items():
+        n_used = int(solver.value(m))
+        if n_used == 0:
+            continue
+        mem = units_all[g].members[u]
+        for t in range(views[g].gang.n_templates):
+            left = cell_val.get((g, t, u), 0)
+            if not left:
+                continue
+            q = int(views[g].q[t, mem[0]])
+            for i in range(n_used):
+                give = min(q, left - (n_used - i - 1))
+                counts[g][t, mem[i]] += give
+                left -= give
+    work_free = free.copy()
+    work_gpu = gpu_free.copy()
+    recs: list[list[Replica]] = [[] for _ in range(n_g)]
+    # per-device nodes first, from the solver's shares
+    cap = problem.gpu_capacity
+    for node in sorted(dev_nodes):
+        whole_devs = [d for (n, d), w in vs.whole.items() if n == node and solver.value(w)]
+        for g in range(n_g):
+            gang = views[g].gang
+            for t in range(gang.n_templates):
+                k = int(counts[g][t, node])
+                if not k:
+                    continue
+                gc = int(gang.gpu_count[t])  # type: ignore[index]
+                work_free[node] -= gang.request[t] * k
+                if gc == 0:
+                    recs[g].extend((t, node, ()) for _ in range(k))
+                elif views[g].whole[t, node]:
+                    for _ in range(k):
+                        devs = tuple(sorted(whole_devs[:gc]))
+                        whole_devs = whole_devs[gc:]
+                        work_gpu[node, list(devs)] -= int(cap[node])
+                        recs[g].append((t, node, devs))
+                else:
+                    flat: list[int] = []
+                    for d in range(problem.gpu_free.shape[1]):
+                        x = vs.shares.get((g, t, node, d))
+                        if x is not None:
+                            flat.extend([d] * int(solver.value(x)))
+                    per = [sorted(flat[i::k]) for i in range(k)]
+                    need = int(views[g].need[t, node])
+                    for devs_l in per:
+                        work_gpu[node, devs_l] -= need
+                        recs[g].append((t, node, tuple(devs_l)))
+                counts[g][t, node] = 0
+    for g in range(n_g):
+        for node in np.flatnonzero(counts[g].sum(axis=0)).tolist():
+            rem = counts[g][:, node].copy()
+            got, r = pack_node(problem, views[g], node, rem, work_free, work_gpu)
+            if not (got == rem).all():
+                return None
+            recs[g].extend(r)
+    return recs

@@ -1,0 +1,176 @@
+"""The greedy placer: tightest domain at the lowest tier, then a hierarchical best fit inside.
+
+Theory of operation
+-------------------
+For one gang, tiers are tried from the lowest (a single node, tier 0) up to the highest the
+gang may span. At each tier, the domains whose summed per-node replica capacity covers the
+gang (a necessary condition; an exact one for a single template) are tried in the order of
+Volcano's hypernode binpack score — the fullest domain first, ties to the lower index. The first
+domain in which the gang really packs wins.
+
+Inside a domain the fill is hierarchical: among the child domains one tier down, if some child
+can host everything that is left, the tightest such child gets it (fewest spare slots, then the
+fullest nodes, then the lower index); otherwise the child with the most capacity is filled as far
+as it goes and the loop continues. At the node level this is "largest node until the rest fits
+in one, then the tightest node that fits", which uses the fewest nodes for a single template.
+Slices (``slice_size`` per ``slice_tier`` domain) are honoured by only ever handing a child of
+the slice tier or above a multiple of the slice size, rolling the child back otherwise.
+
+Several gangs are placed one after the other by weight (then problem order), each on what the
+previous ones left.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from ._common import (
+    GangView,
+    Replica,
+    domain_order,
+    gang_view,
+    infeasible_reason,
+    pack_node,
+    split_target,
+)
+from .problem import (
+    GangPlacement,
+    PlacementProblem,
+    PlacementResult,
+    Status,
+    placement_objective,
+)
+
+__all__ = ["GreedyPlacer", "greedy_gang"]
+
+I64 = npt.NDArray[np.int64]
+
+
+class GreedyPlacer:
+    """Deterministic heuristic placer (no optional dependencies)."""
+
+    name = "greedy"
+
+    def place(self, problem: PlacementProblem) -> PlacementResult:
+        free = problem.free.copy()
+        gpu_free = problem.gpu_free.copy()
+        weights = problem.weights
+        assert weights is not None
+        order = sorted(range(len(problem.gangs)), key=lambda i: (-int(weights[i]), i))
+        out: dict[int, GangPlacement] = {}
+        for gi in order:
+            out[gi] = greedy_gang(problem, gi, free, gpu_free)
+        return PlacementResult(
+            gangs=tuple(out[i] for i in range(len(problem.gangs))), status=Status.GREEDY
+        )
+
+
+def _trim(rem: I64, total: int) -> I64:
+    """``rem`` reduced (from the last template backwards) to ``total`` replicas."""
+    out = rem.copy()
+    extra = int(out.sum()) - total
+    for t in range(out.size - 1, -1, -1):
+        if extra <= 0:
+            break
+        take = min(extra, int(out[t]))
+        out[t] -= take
+        extra -= take
+    return out
+
+
+def _fill(
+    problem: PlacementProblem,
+    view: GangView,
+    nodes: npt.NDArray[np.intp],
+    tier: int,
+    rem: I64,
+    free: I64,
+    gpu_free: I64,
+) -> tuple[I64, list[Replica]]:
+    """Place up to ``rem`` replicas on ``nodes`` (all inside one domain of ``tier``)."""
+    if tier == 0:
+        return pack_node(problem, view, int(nodes[0]), rem, free, gpu_free)
+    gang = view.gang
+    topo = problem.topology
+    groups = topo.group_of(tier - 1)[nodes]
+    uniq, inv = np.unique(groups, return_inverse=True)
+    qsum = np.zeros((uniq.size, rem.size), dtype=np.int64)
+    np.add.at(qsum, inv, view.q[:, nodes].T)
+    empt = np.zeros(uniq.size, dtype=np.int64)
+    np.add.at(empt, inv, problem.emptiness[view.index][nodes])
+    slices = gang.slice_size if gang.slice_size and tier - 1 >= gang.slice_tier else 0
+    open_ = qsum.sum(axis=1) > 0
+    placed = np.zeros_like(rem)
+    recs: list[Replica] = []
+    while rem.sum() > 0 and open_.any():
+        idx = np.flatnonzero(open_)
+        qs = qsum[idx]
+        fits = (qs >= rem).all(axis=1)
+        if fits.any():
+            cand = idx[fits]
+            pick = int(cand[np.lexsort((uniq[cand], empt[cand], qsum[cand].sum(axis=1)))[0]])
+            child = rem.copy()
+        else:
+            capv = np.minimum(qs, rem).sum(axis=1)
+            pick = int(idx[np.lexsort((uniq[idx], empt[idx], -capv))[0]])
+            child = np.minimum(qsum[pick], rem)
+        open_[pick] = False
+        if slices:
+            child = _trim(child, int(child.sum()) // slices * slices)
+        if child.sum() == 0:
+            continue
+        members = nodes[inv == pick]
+        saved = (free[members].copy(), gpu_free[members].copy()) if slices else None
+        got, r = _fill(problem, view, members, tier - 1, child, free, gpu_free)
+        if saved is not None and int(got.sum()) % slices:
+            free[members], gpu_free[members] = saved
+            continue
+        placed += got
+        rem = rem - got
+        recs.extend(r)
+    return placed, recs
+
+
+def greedy_gang(problem: PlacementProblem, gi: int, free: I64, gpu_free: I64) -> GangPlacement:
+    """Place gang ``gi`` on ``free`` / ``gpu_free`` (updated in place on success)."""
+    view = gang_view(problem, gi, free, gpu_free)
+    gang = view.gang
+    topo = problem.topology
+    if gang.size == 0:
+        return GangPlacement(gang=gang.name, placed=True, tier=0, objective=())
+    total = split_target(gang, view.q.sum(axis=1))
+    if total is not None:
+        for tier in range(0, view.allowed + 1):
+            for d in domain_order(problem, view, tier, total, free, gpu_free):
+                nodes = topo.members(tier, int(d))
+                nodes = nodes[view.mask[:, nodes].any(axis=0)]
+                if nodes.size == 0:
+                    continue
+                target = split_target(gang, view.q[:, nodes].sum(axis=1))
+                if target is None:
+                    continue
+                saved = (free[nodes].copy(), gpu_free[nodes].copy())
+                got, recs = _fill(problem, view, nodes, tier, target.copy(), free, gpu_free)
+                if (got == target).all():
+                    return finish(problem, gi, recs)
+                free[nodes], gpu_free[nodes] = saved
+    return GangPlacement(gang=gang.name, placed=False, reason=infeasible_reason(problem, view))
+
+
+def finish(problem: PlacementProblem, gi: int, recs: list[Replica]) -> GangPlacement:
+    """A placed :class:`GangPlacement` from replica records (sorted, objective computed)."""
+    gang = problem.gangs[gi]
+    replicas = tuple(sorted(recs))
+    counts = np.zeros((gang.n_templates, problem.n_nodes), dtype=np.int64)
+    for t, node, _ in replicas:
+        counts[t, node] += 1
+    obj = placement_objective(problem, gi, counts)
+    tier = obj[0] if obj else 0
+    used = np.flatnonzero(counts.sum(axis=0))
+    domain = int(problem.topology.group_of(tier)[used[0]]) if used.size else -1
+    if tier > 0 and domain >= problem.topology.n_domains(tier):
+        domain = -1
+    return GangPlacement(
+        gang=gang.name, placed=True, replicas=replicas, tier=tier, domain=domain, objective=obj
+    )

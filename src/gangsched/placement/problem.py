@@ -1,0 +1,453 @@
+"""Placement problems and results: frozen records over NumPy arrays.
+
+Theory of operation
+-------------------
+A :class:`GangRequest` describes one gang as *templates* (groups of interchangeable replicas:
+same request, same GPU need, same feasible nodes) with how many replicas of each may be placed
+(``counts``), how many must be (``size`` in total, ``min_counts`` per template) and a topology
+constraint. A :class:`PlacementProblem` puts one or many gangs over the free capacity of a
+cluster and its :class:`~gangsched.topology.Topology`.
+
+Resources are rows over the cluster's resource columns in canonical int64 units. GPUs are
+*devices*: the request rows carry no GPU amount (a GPU column, if present, must be 0); a
+template instead asks for ``gpu_count`` distinct devices with ``gpu_milli`` milli-GPU each. On a
+node whose devices do not allow sharing, or whose device capacity is at most ``gpu_milli``, each
+such device is taken whole (it must be completely free); otherwise the request is a share and
+lands on devices with at least ``gpu_milli`` free.
+
+Topology constraint of a gang (Volcano's ``networkTopology``):
+
+* ``mode=None``: anywhere.
+* ``HARD`` with ``highest_tier``: all replicas inside one domain of tier ≤ ``highest_tier``
+  (nodes outside every such domain cannot be used).
+* ``SOFT``: anywhere, but lower tiers are preferred (the objective ranks them first).
+
+``required_tier`` / ``preferred_tier`` are Kueue's spellings of hard / soft. ``slice_size`` with
+``slice_tier`` (Kueue's ``podset-slice-size`` / ``podset-slice-required-topology``) further
+demands that each domain of ``slice_tier`` hosts a multiple of ``slice_size`` replicas.
+
+The objective of a placed gang is the tuple (lower is better, compared lexicographically)::
+
+    (span, d[top_tier], ..., d[1], nodes, waste)
+
+``span`` is the lowest tier whose one domain holds every replica (0 = a single node); ``d[t]``
+the number of distinct tier-``t`` domains used (an uncovered node counts as its own domain);
+``nodes`` the number of nodes used; ``waste`` the sum of the used nodes' emptiness (0–100, the
+mean free share of the resources the gang asks for, before placement): preferring full nodes is
+Volcano's binpack. :func:`placement_objective` computes it from counts, for every placer alike.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..errors import PlacementError
+from ..model import TopologyMode
+from ..topology import Topology
+
+__all__ = [
+    "GangPlacement",
+    "GangRequest",
+    "PlacementProblem",
+    "PlacementResult",
+    "Status",
+    "node_emptiness",
+    "placement_objective",
+]
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+
+class Status(enum.Enum):
+    OPTIMAL = "OPTIMAL"
+    FEASIBLE = "FEASIBLE"
+    INFEASIBLE = "INFEASIBLE"
+    TIMED_OUT = "TIMED_OUT"
+    GREEDY = "GREEDY"
+
+
+def _arr(value: object, dtype: type, *, name: str, fld: str) -> npt.NDArray[Any]:
+    try:
+        out: npt.NDArray[Any] = np.array(value, dtype=dtype)
+    except (TypeError, ValueError) as exc:
+        raise PlacementError(
+            f"not an array of {dtype.__name__}: {exc}", kind="gang", name=name, field=fld
+        ) from None
+    out.setflags(write=False)
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class GangRequest:
+    """One gang to place.
+
+    Parameters
+    ----------
+    name:
+        The gang (job) name, used in messages.
+    request:
+        ``(n_templates, n_resources)`` int64 per-replica request (no GPU amount).
+    counts:
+        ``(n_templates,)`` int64 replicas available per template.
+    mask:
+        ``(n_templates, n_nodes)`` bool: nodes where a replica of the template may go.
+    size:
+        Replicas to place in total (the gang minimum still missing); defaults to Σ counts.
+    min_counts:
+        ``(n_templates,)`` int64 per-template minimum (role minimums); defaults to zeros.
+    gpu_count, gpu_milli:
+        ``(n_templates,)`` int64 devices per replica and milli-GPU per device.
+    mode, highest_tier:
+        Topology constraint (see the module docstring); ``highest_tier=None`` with HARD means
+        the top tier.
+    required_tier, preferred_tier:
+        Kueue aliases: ``required_tier=t`` is HARD with ``highest_tier=t``, ``preferred_tier``
+        is SOFT. At most one of ``mode``, ``required_tier``, ``preferred_tier``.
+    slice_size, slice_tier:
+        Each domain of ``slice_tier`` must host a multiple of ``slice_size`` replicas.
+    """
+
+    name: str
+    request: I64
+    counts: I64
+    mask: BOOL
+    size: int = -1
+    min_counts: I64 | None = None
+    gpu_count: I64 | None = None
+    gpu_milli: I64 | None = None
+    mode: TopologyMode | None = None
+    highest_tier: int | None = None
+    required_tier: int | None = None
+    preferred_tier: int | None = None
+    slice_size: int = 0
+    slice_tier: int = 0
+
+    def __post_init__(self) -> None:
+        name = self.name
+        req = _arr(self.request, np.int64, name=name, fld="request")
+        if req.ndim != 2:
+            raise PlacementError(
+                "must be 2-D (templates × resources)", kind="gang", name=name, field="request"
+            )
+        k = req.shape[0]
+        counts = _arr(self.counts, np.int64, name=name, fld="counts")
+        mask = _arr(self.mask, np.bool_, name=name, fld="mask")
+        if counts.shape != (k,):
+            raise PlacementError(
+                f"shape {counts.shape}, expected ({k},)", kind="gang", name=name, field="counts"
+            )
+        if mask.ndim != 2 or mask.shape[0] != k:
+            raise PlacementError(
+                f"shape {mask.shape}, expected ({k}, n_nodes)", kind="gang", name=name, field="mask"
+            )
+        zeros = np.zeros(k, dtype=np.int64)
+        fields = {
+            "min_counts": self.min_counts,
+            "gpu_count": self.gpu_count,
+            "gpu_milli": self.gpu_milli,
+        }
+        for fld, value in fields.items():
+            arr = _arr(zeros if value is None else value, np.int64, name=name, fld=fld)
+            if arr.shape != (k,):
+                raise PlacementError(
+                    f"shape {arr.shape}, expected ({k},)", kind="gang", name=name, field=fld
+                )
+            if (arr < 0).any():
+                raise PlacementError("negative entry", kind="gang", name=name, field=fld)
+            object.__setattr__(self, fld, arr)
+        if (req < 0).any() or (counts < 0).any():
+            raise PlacementError(
+                "negative request or count", kind="gang", name=name, field="request"
+            )
+        object.__setattr__(self, "request", req)
+        object.__setattr__(self, "counts", counts)
+        object.__setattr__(self, "mask", mask)
+        size = int(counts.sum()) if self.size < 0 else int(self.size)
+        object.__setattr__(self, "size", size)
+        mins = self.min_counts
+        assert mins is not None
+        if (mins > counts).any() or size > int(counts.sum()) or int(mins.sum()) > size:
+            raise PlacementError(
+                f"inconsistent sizes: size {size}, counts {counts.tolist()}, "
+                f"min_counts {mins.tolist()}",
+                kind="gang",
+                name=name,
+                field="size",
+            )
+        aliases = [
+            self.mode is not None,
+            self.required_tier is not None,
+            self.preferred_tier is not None,
+        ]
+        if sum(aliases) > 1:
+            raise PlacementError(
+                "give only one of mode, required_tier, preferred_tier",
+                kind="gang",
+                name=name,
+                field="mode",
+            )
+        if self.required_tier is not None:
+            object.__setattr__(self, "mode", TopologyMode.HARD)
+            object.__setattr__(self, "highest_tier", int(self.required_tier))
+        elif self.preferred_tier is not None:
+            object.__setattr__(self, "mode", TopologyMode.SOFT)
+        if self.highest_tier is not None and self.highest_tier < 1:
+            raise PlacementError("must be >= 1", kind="gang", name=name, field="highest_tier")
+        if self.slice_size < 0 or (self.slice_size > 0 and self.slice_tier < 0):
+            raise PlacementError(
+                "slice_size and slice_tier must be >= 0", kind="gang", name=name, field="slice_size"
+            )
+        if self.slice_size > 0 and size % self.slice_size:
+            raise PlacementError(
+                f"size {size} is not a multiple of slice_size {self.slice_size}",
+                kind="gang",
+                name=name,
+                field="slice_size",
+            )
+
+    @property
+    def n_templates(self) -> int:
+        return int(self.request.shape[0])
+
+    def allowed_tier(self, top_tier: int) -> int:
+        """Highest tier a placement of this gang may span."""
+        if self.mode is TopologyMode.HARD:
+            return min(self.highest_tier or top_tier, top_tier)
+        return top_tier
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class PlacementProblem:
+    """Gangs over the free capacity of a cluster.
+
+    Parameters
+    ----------
+    free:
+        ``(n_nodes, n_resources)`` int64 free capacity (idle, or future idle).
+    allocatable:
+        ``(n_nodes, n_resources)`` int64 capacity (for binpack scores); defaults to ``free``.
+    gpu_free:
+        ``(n_nodes, max_gpus)`` int64 free milli-GPU per device (0 on missing devices).
+    gpu_capacity:
+        ``(n_nodes,)`` int64 milli-GPU of one device (0 without GPUs).
+    gpu_count:
+        ``(n_nodes,)`` int64 devices per node; defaults to ``max_gpus`` on nodes with GPUs.
+    gpu_sharing:
+        ``(n_nodes,)`` bool: devices may be shared by fractional requests.
+    topology:
+        The cluster's topology tree.
+    gangs:
+        One or many gangs.
+    weights:
+        ``(n_gangs,)`` int64 priority weights (joint placement maximises Σ weight of placed
+        gangs); defaults to ones.
+    """
+
+    free: I64
+    gpu_free: I64
+    gpu_capacity: I64
+    gpu_sharing: BOOL
+    topology: Topology
+    gangs: tuple[GangRequest, ...]
+    allocatable: I64 | None = None
+    gpu_count: I64 | None = None
+    weights: I64 | None = None
+    emptiness: I64 = field(init=False, repr=False)  # (n_gangs, n_nodes)
+
+    def __post_init__(self) -> None:
+        free = _arr(self.free, np.int64, name="", fld="free")
+        n = self.topology.n_nodes
+        if free.ndim != 2 or free.shape[0] != n:
+            raise PlacementError(
+                f"shape {free.shape}, expected ({n}, n_resources)", kind="problem", field="free"
+            )
+        alloc = _arr(
+            free if self.allocatable is None else self.allocatable,
+            np.int64,
+            name="",
+            fld="allocatable",
+        )
+        if alloc.shape != free.shape:
+            raise PlacementError(
+                f"shape {alloc.shape}, expected {free.shape}", kind="problem", field="allocatable"
+            )
+        gfree = _arr(self.gpu_free, np.int64, name="", fld="gpu_free")
+        if gfree.ndim != 2 or gfree.shape[0] != n:
+            raise PlacementError(
+                f"shape {gfree.shape}, expected ({n}, max_gpus)", kind="problem", field="gpu_free"
+            )
+        cap = _arr(self.gpu_capacity, np.int64, name="", fld="gpu_capacity")
+        share = _arr(self.gpu_sharing, np.bool_, name="", fld="gpu_sharing")
+        count = _arr(
+            np.where(cap > 0, gfree.shape[1], 0) if self.gpu_count is None else self.gpu_count,
+            np.int64,
+            name="",
+            fld="gpu_count",
+        )
+        for fld, arr in (("gpu_capacity", cap), ("gpu_sharing", share), ("gpu_count", count)):
+            if arr.shape != (n,):
+                raise PlacementError(
+                    f"shape {arr.shape}, expected ({n},)", kind="problem", field=fld
+                )
+        gangs = tuple(self.gangs)
+        names = [g.name for g in gangs]
+        for g in gangs:
+            if not isinstance(g, GangRequest):
+                raise PlacementError("expected a GangRequest", kind="problem", field="gangs")
+            if g.request.shape[1] != free.shape[1]:
+                raise PlacementError(
+                    f"{g.request.shape[1]} resource columns, the cluster has {free.shape[1]}",
+                    kind="gang",
+                    name=g.name,
+                    field="request",
+                )
+            if g.mask.shape[1] != n:
+                raise PlacementError(
+                    f"mask over {g.mask.shape[1]} nodes, the cluster has {n}",
+                    kind="gang",
+                    name=g.name,
+                    field="mask",
+                )
+            if g.slice_size and not 0 <= g.slice_tier <= self.topology.top_tier:
+                raise PlacementError(
+                    f"slice_tier {g.slice_tier} outside 0..{self.topology.top_tier}",
+                    kind="gang",
+                    name=g.name,
+                    field="slice_tier",
+                )
+        if len(set(names)) != len(names):
+            raise PlacementError("duplicate gang name", kind="problem", field="gangs")
+        weights = _arr(
+            np.ones(len(gangs), dtype=np.int64) if self.weights is None else self.weights,
+            np.int64,
+            name="",
+            fld="weights",
+        )
+        if weights.shape != (len(gangs),) or (weights < 0).any():
+            raise PlacementError(
+                f"expected {len(gangs)} non-negative weights", kind="problem", field="weights"
+            )
+        object.__setattr__(self, "free", free)
+        object.__setattr__(self, "allocatable", alloc)
+        object.__setattr__(self, "gpu_free", gfree)
+        object.__setattr__(self, "gpu_capacity", cap)
+        object.__setattr__(self, "gpu_sharing", share)
+        object.__setattr__(self, "gpu_count", count)
+        object.__setattr__(self, "gangs", gangs)
+        object.__setattr__(self, "weights", weights)
+        emp = (
+            np.stack([node_emptiness(self, g) for g in gangs])
+            if gangs
+            else np.zeros((0, n), dtype=np.int64)
+        )
+        emp.setflags(write=False)
+        object.__setattr__(self, "emptiness", emp)
+
+    @property
+    def n_nodes(self) -> int:
+        return self.topology.n_nodes
+
+    def whole_free(self) -> I64:
+        """``(n_nodes,)`` number of completely free devices per node."""
+        cap = self.gpu_capacity[:, None]
+        out: I64 = ((self.gpu_free >= cap) & (cap > 0)).sum(axis=1).astype(np.int64)
+        return out
+
+    def per_device_need(self, gang: GangRequest) -> tuple[I64, BOOL]:
+        """``(n_templates, n_nodes)`` milli-GPU taken on each device by one replica, and
+        whether the device is taken whole (it must then be completely free)."""
+        cap = self.gpu_capacity[None, :]
+        milli = gang.gpu_milli[:, None]  # type: ignore[index]
+        whole = ~self.gpu_sharing[None, :] | (milli >= cap)
+        need: I64 = np.where(whole, cap, milli).astype(np.int64)
+        return need, np.asarray(whole)
+
+
+def node_emptiness(problem: PlacementProblem, gang: GangRequest) -> I64:
+    """``(n_nodes,)`` int64 in 0..100: mean free share of the resources ``gang`` asks for."""
+    alloc = problem.allocatable
+    assert alloc is not None
+    asked = gang.request.sum(axis=0) > 0
+    cols: list[npt.NDArray[np.float64]] = []
+    if asked.any():
+        a = alloc[:, asked].astype(np.float64)
+        f = np.clip(problem.free[:, asked], 0, None).astype(np.float64)
+        cols.extend(np.where(a > 0, f / np.maximum(a, 1.0), 0.0).T)
+    if gang.gpu_count is not None and (gang.gpu_count > 0).any():
+        assert problem.gpu_count is not None
+        total = (problem.gpu_capacity * problem.gpu_count).astype(np.float64)
+        gfree = np.clip(problem.gpu_free, 0, None).sum(axis=1).astype(np.float64)
+        if total.size and total.max() > 0:
+            cols.append(np.where(total > 0, gfree / np.maximum(total, 1.0), 0.0))
+    if not cols:
+        return np.zeros(problem.n_nodes, dtype=np.int64)
+    out: I64 = np.rint(100.0 * np.mean(np.stack(cols), axis=0)).astype(np.int64)
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class GangPlacement:
+    """Where one gang goes (or why it does not).
+
+    ``replicas`` lists ``(template, node, gpu_indices)`` for every placed replica, sorted by
+    template then node then devices.
+    """
+
+    gang: str
+    placed: bool
+    replicas: tuple[tuple[int, int, tuple[int, ...]], ...] = ()
+    tier: int = -1
+    domain: int = -1
+    objective: tuple[int, ...] = ()
+    reason: str = ""
+
+    def counts(self, n_templates: int, n_nodes: int) -> I64:
+        """``(n_templates, n_nodes)`` replicas per template and node."""
+        out = np.zeros((n_templates, n_nodes), dtype=np.int64)
+        for t, node, _ in self.replicas:
+            out[t, node] += 1
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class PlacementResult:
+    """A placer's answer: one :class:`GangPlacement` per gang, in problem order.
+
+    ``status`` is OPTIMAL / FEASIBLE (solver, with ``gap`` = relative distance to its bound),
+    INFEASIBLE (proven: nothing fits), TIMED_OUT (the solver ran out of time; ``fallback`` then
+    says the greedy answer is returned) or GREEDY (the heuristic answered).
+    """
+
+    gangs: tuple[GangPlacement, ...]
+    status: Status
+    gap: float = 0.0
+    fallback: bool = False
+    solve_time: float = 0.0
+
+    @property
+    def placed_weight(self) -> int:
+        return sum(1 for g in self.gangs if g.placed)
+
+
+def placement_objective(problem: PlacementProblem, gang_index: int, counts: I64) -> tuple[int, ...]:
+    """Objective tuple of a placement given as ``(n_templates, n_nodes)`` counts
+    (see the module docstring)."""
+    topo = problem.topology
+    per_node = counts.sum(axis=0)
+    used = per_node > 0
+    if not used.any():
+        return ()
+    span = topo.top_tier
+    for t in range(0, topo.top_tier + 1):
+        if np.unique(topo.group_of(t)[used]).size == 1:
+            span = t
+            break
+    ds = [int(np.unique(topo.group_of(t)[used]).size) for t in range(topo.top_tier, 0, -1)]
+    waste = int(problem.emptiness[gang_index][used].sum())
+    return (span, *ds, int(used.sum()), waste)

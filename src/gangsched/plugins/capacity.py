@@ -1,0 +1,371 @@
+"""capacity: explicit per-queue quotas, flat or as a tree (Volcano's capacity plugin).
+
+Theory of operation
+-------------------
+Each queue states ``deserved`` (its fair amount), ``guarantee`` (reserved for it) and
+``capability`` (a hard ceiling). A queue may *borrow* idle resources beyond its deserved up to
+its ``realCapability``; borrowed resources are what reclaim takes back.
+
+Flat (default): ``realCapability = min(max(total − Σ all guarantees, 0) + guarantee,
+capability)`` and ``deserved = max(min(deserved, realCapability), guarantee)``. Unset
+capability dimensions (and cpu / memory at or below zero) are unlimited.
+
+Hierarchical (``enableHierarchy``): queues form a tree through ``parent``; the queue named
+``root`` is the root when it exists (a virtual, unlimited root otherwise) and a queue without a
+parent hangs under it.
+
+* capability: the root's unset dimensions are unlimited; every other queue inherits each
+  dimension it leaves unset from its parent;
+* guarantee / deserved: ``deserved = max(deserved, guarantee)``; the root's guarantee and
+  deserved are the sums over its children;
+* ``realCapability`` of a child = ``min(max(parent.realCapability − Σ guarantees of the
+  parent's children, 0) + own guarantee, own capability)`` — the parent's room less what the
+  siblings are guaranteed; the root's is its capability;
+* allocated, inqueue and elastic of an inner queue are the sums over its subtree;
+* only leaf queues hold jobs: a job in an inner queue is neither admitted nor allocated;
+* a task is allocatable when it fits under ``realCapability`` at its queue **and every
+  ancestor**, so a child never exceeds its parent's capability even when its siblings are idle,
+  and never eats into a sibling's guarantee;
+* queue order: leaves first; two leaves are compared at their lowest common ancestor, through
+  the two children of it that lead to them (share, then queues with a deserved amount first,
+  then name).
+
+Share = max over the dimensions of ``deserved`` of allocated / deserved, and 1 for a queue
+with no deserved amount (a best-effort queue goes after every queue still below its share).
+The plugin has no ``overused`` point, as in Volcano.
+
+Differences from Volcano: a job in an inner queue blocks only itself (Volcano stops the whole
+plugin); ties in the hierarchical order go to the queue name at the lowest common ancestor
+(Volcano falls through to the next plugin); a root queue with a partial capability leaves the
+other dimensions unlimited (Volcano leaves them at zero).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..arrays import TaskTemplate
+from ..combine import Vote
+from ..errors import SnapshotError
+from ..model import QueueState
+from ..units import CPU, MEMORY, PODS
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["ROOT", "CapacityPlugin"]
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+#: Name of the root queue of the hierarchy.
+ROOT = "root"
+
+#: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
+EPS = 0.1
+#: Float slack of the strict comparisons (canonical units are integers).
+SLACK = 1e-6
+_ALLOCATED_STATES = (1, 3, 4)  # Allocated, Bound, Running
+
+
+def _matrix(ssn: Session, attr: str) -> F64:
+    out = np.zeros((len(ssn.snapshot.queues), len(ssn.arrays.spec)))
+    for q, queue in enumerate(ssn.snapshot.queues):
+        out[q] = ssn.vector(getattr(queue, attr))
+    return out
+
+
+def _capability(ssn: Session, *, flat: bool) -> tuple[F64, BOOL]:
+    """Capabilities (``inf`` where unset) and the mask of set dimensions; ``flat`` reads cpu
+    and memory at or below zero as unset."""
+    spec = ssn.arrays.spec
+    n_q = len(ssn.snapshot.queues)
+    cap = np.full((n_q, len(spec)), np.inf)
+    given = np.zeros(cap.shape, dtype=np.bool_)
+    for q, queue in enumerate(ssn.snapshot.queues):
+        for res, amount in (queue.capability or {}).items():
+            if res == PODS or (flat and res in (CPU, MEMORY) and amount <= 0):
+                continue
+            cap[q, spec.index(res)] = float(amount)
+            given[q, spec.index(res)] = True
+    return cap, given
+
+
+def _figures(ssn: Session) -> tuple[F64, F64, F64]:
+    """Per queue: request (allocated + pending), inqueue (the unallocated part of the
+    ``min_resources`` of Inqueue jobs and of Running jobs at their minimum) and elastic (what
+    jobs hold beyond ``min_resources``), as Volcano counts them at open."""
+    snap = ssn.snapshot
+    n_q, n_r = len(snap.queues), len(ssn.arrays.spec)
+    request = ssn.queue_allocated.astype(np.float64)
+    pending = np.flatnonzero(ssn.task_state == 0)
+    np.add.at(request, ssn.job_queue[ssn.task_job[pending]], ssn.task_req[pending])
+    inqueue = np.zeros((n_q, n_r))
+    job_min = np.zeros((len(snap.jobs), n_r))
+    for j, job in enumerate(snap.jobs):
+        if job.min_resources is None:
+            continue
+        need = job_min[j] = ssn.vector(job.min_resources)
+        phase = ssn.job_phase[j]
+        if phase == "Inqueue" or (
+            phase == "Running" and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
+        ):
+            inqueue[ssn.job_queue[j]] += np.where(
+                need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
+            )
+    elastic = np.zeros((n_q, n_r))
+    np.add.at(elastic, ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0))
+    return request, inqueue, elastic
+
+
+def _fits(alloc: F64, request: npt.NDArray[Any], limit: F64, dims: BOOL) -> bool:
+    return bool(np.all(alloc[dims] + request[dims] <= limit[dims] + SLACK))
+
+
+def _names(ssn: Session, over: BOOL) -> str:
+    return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
+
+
+class CapacityPlugin:
+    """Queue quotas with optional hierarchy; see the module docstring."""
+
+    name = "capacity"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.arguments = arguments
+        self.hierarchy = False
+        # Tree nodes are the queues, then (if the snapshot has no queue named root) a virtual
+        # root at index n_queues. In flat mode every queue is its own root.
+        self.n_queues = 0
+        self.root = -1
+        self.parent: I64 = np.zeros(0, dtype=np.int64)
+        self.paths: list[I64] = []  # node -> itself and its ancestors, leaf first
+        self.leaf: BOOL = np.zeros(0, dtype=np.bool_)
+        self.names: list[str] = []
+        self.deserved: F64 = np.zeros((0, 0))
+        self.guarantee: F64 = np.zeros((0, 0))
+        self.capability: F64 = np.zeros((0, 0))
+        self.real_capability: F64 = np.zeros((0, 0))
+        self.allocated: F64 = np.zeros((0, 0))
+        self.inqueue: F64 = np.zeros((0, 0))
+        self.elastic: F64 = np.zeros((0, 0))
+        self.request: F64 = np.zeros((0, 0))
+        self.shares: F64 = np.zeros(0)
+        self._seen: F64 = np.zeros((0, 0))
+        self._inv: F64 = np.zeros((0, 0))
+        self._best_effort: BOOL = np.zeros(0, dtype=np.bool_)
+        self._pods = 0
+
+    # ------------------------------------------------------------------ opening
+
+    def on_session_open(self, ssn: Session) -> None:
+        option = ssn.config.plugin(self.name)
+        self.hierarchy = bool(option is not None and option.hierarchy)
+        a = ssn.arrays
+        self._pods = pods = a.spec.index(PODS)
+        self.n_queues = n_q = len(ssn.snapshot.queues)
+        total = a.allocatable.sum(axis=0).astype(np.float64)
+        total[pods] = 0.0
+        request, inqueue, elastic = _figures(ssn)
+        for m in (request, inqueue, elastic):
+            m[:, pods] = 0.0
+        guarantee = _matrix(ssn, "guarantee")
+        deserved = _matrix(ssn, "deserved")
+        guarantee[:, pods] = 0.0
+        deserved[:, pods] = 0.0
+        alloc = ssn.queue_allocated.astype(np.float64)
+        alloc[:, pods] = 0.0
+        self._seen = ssn.queue_allocated.astype(np.float64)
+        self.names = [q.name for q in ssn.snapshot.queues]
+        if self.hierarchy:
+            self._open_tree(ssn, guarantee, deserved)
+        else:
+            capability, _ = _capability(ssn, flat=True)
+            capability[:, pods] = np.inf
+            real = np.maximum(total - guarantee.sum(axis=0), 0.0) + guarantee
+            self.real_capability = np.minimum(real, capability)
+            self.capability = capability
+            self.guarantee = guarantee
+            self.deserved = np.maximum(np.minimum(deserved, self.real_capability), guarantee)
+            self.parent = np.full(n_q, -1, dtype=np.int64)
+            self.paths = [np.array([q], dtype=np.int64) for q in range(n_q)]
+            self.leaf = np.ones(n_q, dtype=np.bool_)
+        n_nodes = self.parent.size
+        self.allocated = self._subtree_sum(alloc, n_nodes)
+        self.inqueue = self._subtree_sum(inqueue, n_nodes)
+        self.elastic = self._subtree_sum(elastic, n_nodes)
+        self.request = self._subtree_sum(request, n_nodes)
+        has = self.deserved >= EPS
+        has[:, pods] = False
+        self._inv = np.where(has, 1.0 / np.where(has, self.deserved, 1.0), 0.0)
+        self._best_effort = ~np.any(has, axis=1)
+        self.shares = self._share_rows(np.arange(n_nodes))
+        ssn.queue_deserved = np.rint(self.deserved[:n_q]).astype(np.int64)
+
+    def _open_tree(self, ssn: Session, guarantee: F64, deserved: F64) -> None:
+        snap = ssn.snapshot
+        n_q, n_r = len(snap.queues), len(ssn.arrays.spec)
+        found = snap.queue_index.get(ROOT)
+        self.root = root = n_q if found is None else int(found)
+        n_nodes = n_q + (1 if found is None else 0)
+        if found is not None and snap.queues[root].parent is not None:
+            raise SnapshotError(
+                "the root of the queue hierarchy cannot have a parent",
+                kind="queue",
+                name=ROOT,
+                field="parent",
+            )
+        parent = np.full(n_nodes, -1, dtype=np.int64)
+        for q, queue in enumerate(snap.queues):
+            if q != root:
+                parent[q] = root if queue.parent is None else snap.queue_index[queue.parent]
+        children: list[list[int]] = [[] for _ in range(n_nodes)]
+        for q in range(n_nodes):
+            if parent[q] >= 0:
+                children[int(parent[q])].append(q)
+        order = [root]  # top-down
+        for node in order:
+            order.extend(children[node])
+        cap_spec, given = _capability(ssn, flat=False)
+        cap = np.full((n_nodes, n_r), np.inf)
+        cap[:n_q] = cap_spec
+        given_all = np.zeros((n_nodes, n_r), dtype=np.bool_)
+        given_all[:n_q] = given
+        given_all[:, self._pods] = False
+        g = np.zeros((n_nodes, n_r))
+        g[:n_q] = guarantee
+        d = np.zeros((n_nodes, n_r))
+        d[:n_q] = np.maximum(deserved, guarantee)
+        g[root] = g[children[root]].sum(axis=0)
+        d[root] = d[children[root]].sum(axis=0)
+        real = np.full((n_nodes, n_r), np.inf)
+        real[root] = np.where(given_all[root], cap[root], np.inf)
+        cap[root] = real[root]
+        for node in order[1:]:
+            p = int(parent[node])
+            cap[node] = np.where(given_all[node], cap[node], cap[p])
+            room = np.maximum(real[p] - g[children[p]].sum(axis=0), 0.0) + g[node]
+            real[node] = np.minimum(room, cap[node])
+        self.parent = parent
+        self.capability, self.real_capability = cap, real
+        self.guarantee, self.deserved = g, d
+        self.leaf = np.array([not children[q] for q in range(n_nodes)], dtype=np.bool_)
+        paths: list[I64] = []
+        for q in range(n_nodes):
+            chain = [q]
+            while parent[chain[-1]] >= 0:
+                chain.append(int(parent[chain[-1]]))
+            paths.append(np.array(chain, dtype=np.int64))
+        self.paths = paths
+        if found is None:
+            self.names.append(ROOT)
+
+    def _subtree_sum(self, per_queue: F64, n_nodes: int) -> F64:
+        out = np.zeros((n_nodes, per_queue.shape[1]))
+        for q in range(self.n_queues):
+            out[self.paths[q]] += per_queue[q]
+        return out
+
+    # ------------------------------------------------------------------ shares
+
+    def _share_rows(self, rows: npt.NDArray[Any]) -> F64:
+        s = (self.allocated[rows] * self._inv[rows]).max(axis=-1, initial=0.0)
+        out: F64 = np.where(self._best_effort[rows], 1.0, s)
+        return out
+
+    def share(self, ssn: Session, queue: int) -> float:
+        return float(self.shares[queue])
+
+    def _refresh(self, ssn: Session, task: int) -> None:
+        q = int(ssn.job_queue[ssn.task_job[task]])
+        now = ssn.queue_allocated[q].astype(np.float64)
+        delta = now - self._seen[q]
+        delta[self._pods] = 0.0
+        self._seen[q] = now
+        path = self.paths[q]
+        self.allocated[path] += delta
+        self.shares[path] = self._share_rows(path)
+
+    def queue_overused(self, ssn: Session, queue: int) -> bool:
+        """For status, as Volcano's metric: share above 1."""
+        return bool(self.shares[queue] > 1.0)
+
+    def on_allocate(self, ssn: Session, task: int) -> None:
+        self._refresh(ssn, task)
+
+    def on_deallocate(self, ssn: Session, task: int) -> None:
+        self._refresh(ssn, task)
+
+    def _level_key(self, node: int) -> tuple[Any, ...]:
+        return (float(self.shares[node]), bool(self._best_effort[node]), self.names[node])
+
+    # ------------------------------------------------------------------ extension points
+
+    def queue_order(self, ssn: Session, queue: int) -> tuple[Any, ...]:
+        prio = -ssn.snapshot.queues[queue].priority
+        if not self.hierarchy:
+            return (prio, float(self.shares[queue]), bool(self._best_effort[queue]))
+        if not self.leaf[queue]:
+            return (prio, 1, *self._level_key(queue))
+        key: tuple[Any, ...] = (prio, 0)
+        for node in self.paths[queue][::-1]:
+            if node != self.root:
+                key += self._level_key(int(node))
+        return key
+
+    def _inner_queue(self, queue: int) -> bool:
+        return self.hierarchy and not bool(self.leaf[queue])
+
+    def allocatable(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> bool:
+        if ssn.snapshot.queues[queue].state is not QueueState.OPEN or self._inner_queue(queue):
+            return False
+        dims = tmpl.request > 0
+        dims[self._pods] = False
+        path = self.paths[queue]
+        after = self.allocated[path][:, dims] + tmpl.request[dims]
+        return bool(np.all(after <= self.real_capability[path][:, dims] + SLACK))
+
+    def job_enqueueable(self, ssn: Session, job: int) -> Vote:
+        rec = ssn.snapshot.jobs[job]
+        q = int(ssn.job_queue[job])
+        queue = ssn.snapshot.queues[q]
+        if self._inner_queue(q):
+            ssn.note_job(
+                job,
+                "NotEnqueued",
+                f"queue {queue.name!r} has child queues; only leaf queues hold jobs",
+            )
+            return Vote.REJECT
+        if queue.state is not QueueState.OPEN:
+            ssn.note_job(job, "NotEnqueued", f"queue {queue.name!r} is {queue.state.value}")
+            return Vote.REJECT
+        if rec.min_resources is None:
+            return Vote.PERMIT
+        need = ssn.vector(rec.min_resources).astype(np.float64)
+        dims = need > 0
+        dims[self._pods] = False
+        for node in self.paths[q]:
+            base = self.allocated[node] + self.inqueue[node] - self.elastic[node]
+            if not _fits(base, need, self.real_capability[node], dims):
+                over = dims & (base + need > self.real_capability[node] + SLACK)
+                where = "" if node == q else f" (ancestor {self.names[node]!r})"
+                ssn.note_job(
+                    job,
+                    "NotEnqueued",
+                    f"queue {queue.name!r}{where} resource quota insufficient: {_names(ssn, over)}",
+                )
+                return Vote.REJECT
+        return Vote.PERMIT
+
+    def job_enqueued(self, ssn: Session, job: int) -> None:
+        rec = ssn.snapshot.jobs[job]
+        if rec.min_resources is None:
+            return
+        need = ssn.vector(rec.min_resources).astype(np.float64)
+        need[self._pods] = 0.0
+        self.inqueue[self.paths[int(ssn.job_queue[job])]] += need

@@ -1,0 +1,302 @@
+"""sla: a waiting-time bound, and a reservation that keeps the head-of-line job from starving.
+
+Theory of operation
+-------------------
+``sla-waiting-time`` (seconds, or a duration such as ``"90s"``, ``"10m"``, ``"1h30m"``) is the
+longest a job should wait. A job is *overdue* when its ``age`` (seconds since submission, on
+the caller's clock) reached it. As in Volcano, overdue jobs are admitted (``job_enqueueable``
+permits) and their reservations kept (``job_pipelined`` permits); ``job_order`` puts overdue
+jobs first, oldest first, and leaves the others to the next plugins.
+
+Reservation (``sla.reservation``, default on). Of the admitted, valid, starving, overdue jobs —
+oldest first — the first that can ever fit is the *head* job; nodes are **held** for it:
+
+1. every task on a node ends at a known time: releasing tasks at 0, running tasks after their
+   job's ``walltime`` (time left), tasks of jobs without a walltime never (nor do
+   reservations of other jobs);
+2. for each of those end times ``T`` in increasing order (then "never"), the head's missing
+   gang (the pending tasks up to ``min_available``, short roles first) is fitted, greedily and
+   by counts, on the capacity free at ``T`` — inside one allowed domain for a hard topology
+   (lowest tier first); the first ``T`` that fits is the head's *expected wait*, the nodes it
+   used are held;
+3. a ``predicate`` rejects held nodes for every task that could delay the head: a task of
+   another job may use them only if it is best-effort (no request; such tasks are also
+   evicted first, see ``victim_order``), or its job declares a ``walltime`` no longer than the
+   expected wait (Slurm's backfill rule: it ends before the head can start). When the wait is
+   unknown (the head must outlast a job without a walltime) only best-effort tasks may use them.
+
+The held nodes and the expected wait are reported in ``Decisions.holds``. Allocate, backfill,
+preempt and reclaim all place through the predicates, so none of them can use held nodes
+against the rule. There is one reservation per cycle (Slurm's conservative backfill reserves
+for every queued job; here only the head's start is protected). The reservation is recomputed
+each cycle from the snapshot, so it needs no state beyond the jobs' ``age`` and ``walltime``.
+The fit is an estimate (counts per node, GPU devices per node); the real placement is still
+done by the actions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..arrays import TaskTemplate
+from ..combine import Vote
+from ..config import arg_bool
+from ..errors import ConfigError
+from ..model import TopologyMode
+from ..session import PIPELINED_OR_READY, TaskState
+from ..topology import Topology, build_topology
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["Reservation", "SlaPlugin", "parse_duration"]
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+NEVER = np.iinfo(np.int64).max
+
+_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+
+
+def parse_duration(value: object, *, key: str = "sla-waiting-time") -> int:
+    """Seconds in ``value``: a non-negative number, or ``"<h>h<m>m<s>s"`` (any part optional)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+        return int(value)
+    if isinstance(value, str):
+        text = value.strip()
+        if text.isdigit():
+            return int(text)
+        m = _DURATION.match(text)
+        if m and text:
+            h, mi, s = (int(g) if g else 0 for g in m.groups())
+            return h * 3600 + mi * 60 + s
+    raise ConfigError(
+        f"expected seconds or a duration like '10m', got {value!r}",
+        kind="plugin",
+        name="sla",
+        field=key,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Nodes held for the head-of-line job (indices) and its expected wait (None: unknown)."""
+
+    job: int
+    nodes: tuple[int, ...]
+    mask: BOOL  # (n_nodes,)
+    expected_wait: int | None
+
+
+class SlaPlugin:
+    name = "sla"
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        raw = arguments.get("sla-waiting-time")
+        self.waiting: int | None = None if raw is None else parse_duration(raw)
+        self.reserve = arg_bool(arguments, "sla.reservation", True, plugin=self.name)
+        self._hold: Reservation | None = None
+        self._done = False
+
+    def on_session_open(self, ssn: Session) -> None:
+        self._hold = None
+        self._done = False
+
+    # ------------------------------------------------------------------ waiting time
+
+    def overdue(self, ssn: Session, job: int) -> bool:
+        return self.waiting is not None and ssn.snapshot.jobs[job].age >= self.waiting
+
+    def job_order(self, ssn: Session, job: int) -> tuple[Any, ...]:
+        if self.overdue(ssn, job):
+            return (0, -ssn.snapshot.jobs[job].age)
+        return (1, 0)
+
+    def job_enqueueable(self, ssn: Session, job: int) -> Vote:
+        return Vote.PERMIT if self.overdue(ssn, job) else Vote.ABSTAIN
+
+    def job_pipelined(self, ssn: Session, job: int) -> Vote:
+        return Vote.PERMIT if self.overdue(ssn, job) else Vote.ABSTAIN
+
+    def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
+        return (0 if ssn.snapshot.tasks[task].best_effort else 1,)
+
+    # ------------------------------------------------------------------ reservation
+
+    def predicate(
+        self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]
+    ) -> list[tuple[BOOL, str]]:
+        hold = self.hold(ssn)
+        if hold is None or tmpl.job == hold.job or tmpl.best_effort:
+            return []
+        walltime = ssn.snapshot.jobs[tmpl.job].walltime
+        wait = hold.expected_wait
+        if walltime is not None and wait is not None and walltime <= wait:
+            return []
+        name = ssn.snapshot.jobs[hold.job].name
+        return [(hold.mask[rows], f"node(s) held for starving job {name!r}")]
+
+    def hold(self, ssn: Session) -> Reservation | None:
+        """The cycle's reservation, computed on first use (after every plugin has opened)."""
+        if not self._done:
+            self._done = True
+            self._hold = self._reserve(ssn) if self.reserve and self.waiting is not None else None
+            if self._hold is not None:
+                ssn.scratch.setdefault("holds", []).append(
+                    (self._hold.job, self._hold.nodes, self._hold.expected_wait)
+                )
+        return self._hold
+
+    def _reserve(self, ssn: Session) -> Reservation | None:
+        enqueue_on = "enqueue" in ssn.config.actions
+        heads = []
+        for j, job in enumerate(ssn.snapshot.jobs):
+            if not self.overdue(ssn, j) or (ssn.job_phase[j] == "Pending" and enqueue_on):
+                continue
+            if ssn.call("job_valid", j) is not None or not ssn.call("job_starving", j):
+                continue
+            heads.append((-job.age, ssn.job_key(j), j))
+        heads.sort()
+        for _, _, j in heads:
+            claim = _claim(ssn, j)
+            if claim:
+                found = self._fit_in_time(ssn, j, claim)
+                if found is not None:
+                    return found
+        return None
+
+    def _fit_in_time(self, ssn: Session, job: int, claim: list[int]) -> Reservation | None:
+        a = ssn.arrays
+        jobs = ssn.snapshot.jobs
+        held = np.flatnonzero(
+            np.isin(ssn.task_state, (TaskState.RUNNING, TaskState.BOUND, TaskState.RELEASING))
+            & (ssn.task_node >= 0)
+        )
+        ends = np.array(
+            [
+                0
+                if ssn.task_state[t] == TaskState.RELEASING
+                else (w if (w := jobs[int(ssn.task_job[t])].walltime) is not None else NEVER)
+                for t in held.tolist()
+            ],
+            dtype=np.int64,
+        )
+        base = a.allocatable - ssn.used - ssn.pipelined  # (n_nodes, n_resources)
+        gbase = np.where(a.gpu_valid, a.gpu_capacity[:, None] - ssn.gpu_used - ssn.gpu_pipelined, 0)
+        groups: dict[int, list[int]] = {}
+        for t in claim:
+            groups.setdefault(int(ssn.template_of[t]), []).append(t)
+        masks = {i: self._static_ok(ssn, ssn.templates[i]) for i in groups}
+        domains = _domains(ssn, job)
+        for when in sorted({0, *ends.tolist()}):
+            done = ends <= when
+            free = base.copy()
+            gfree = gbase.copy()
+            for t in held[done].tolist():
+                n = int(ssn.task_node[t])
+                free[n] += ssn.row_on(t, n)
+                if ssn.task_gpus[t]:
+                    gfree[n, list(ssn.task_gpus[t])] += ssn.device_milli(t, n)
+            for among in domains:
+                nodes = _count_fit(ssn, groups, masks, among, free, gfree)
+                if nodes is not None:
+                    mask = np.zeros(a.n_nodes, dtype=np.bool_)
+                    mask[nodes] = True
+                    wait = None if when == NEVER else int(when)
+                    return Reservation(job=job, nodes=tuple(nodes), mask=mask, expected_wait=wait)
+        return None
+
+    def _static_ok(self, ssn: Session, tmpl: TaskTemplate) -> BOOL:
+        rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
+        ok = np.ones(rows.size, dtype=np.bool_)
+        for tier in ssn.chains["predicate"]:
+            for p in tier:
+                if p is not self:
+                    for reject, _ in p.predicate(ssn, tmpl, rows):
+                        ok &= ~reject
+        return ok
+
+
+def _claim(ssn: Session, job: int) -> list[int]:
+    """The pending tasks that bring ``job`` to its gang minimum (short roles first)."""
+    rec = ssn.snapshot.jobs[job]
+    deficit = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
+    deficit -= ssn.pending_best_effort(job)
+    pending = [
+        int(t)
+        for t in ssn.job_tasks(job)
+        if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
+    ]
+    pending.sort(key=ssn.task_key)
+    chosen: list[int] = []
+    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
+        for role, need in sorted(rec.min_task_member.items()):
+            short = need - ssn.count_states(job, PIPELINED_OR_READY, role)
+            chosen += [t for t in pending if ssn.snapshot.tasks[t].role == role][: max(short, 0)]
+    chosen += [t for t in pending if t not in chosen][: max(deficit - len(chosen), 0)]
+    return chosen if 0 < deficit <= len(chosen) else []
+
+
+def _domains(ssn: Session, job: int) -> list[BOOL | None]:
+    nt = ssn.snapshot.jobs[job].network_topology
+    if nt is None or nt.mode is not TopologyMode.HARD:
+        return [None]
+    topo = ssn.scratch.get("_topology")
+    if not isinstance(topo, Topology):
+        topo = build_topology(ssn.snapshot)
+        ssn.scratch["_topology"] = topo
+    top = topo.top_tier if nt.highest_tier_allowed is None else nt.highest_tier_allowed
+    return [
+        topo.domain_of[tier - 1] == d
+        for tier in range(1, min(top, topo.top_tier) + 1)
+        for d in range(topo.n_domains(tier))
+    ]
+
+
+def _count_fit(
+    ssn: Session,
+    groups: Mapping[int, list[int]],
+    masks: Mapping[int, BOOL],
+    among: BOOL | None,
+    free: I64,
+    gfree: I64,
+) -> list[int] | None:
+    """Nodes that take every task of ``groups`` (template → tasks) on capacity ``free``
+    (n_nodes, n_resources) and per-device ``gfree`` (n_nodes, max_gpus), filling the roomiest
+    nodes first; None when they do not all fit. ``free`` and ``gfree`` are consumed."""
+    a = ssn.arrays
+    used: set[int] = set()
+    for i, tasks in groups.items():
+        tmpl = ssn.templates[i]
+        req = tmpl.request.copy()
+        cap = a.gpu_capacity
+        milli = np.where(a.gpu_sharing & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+        dims = req > 0
+        if tmpl.gpu_count:
+            dims[a.spec.gpu_column] = False
+        per = np.where(dims, free // np.where(dims, req, 1), np.iinfo(np.int64).max).min(axis=1)
+        if tmpl.gpu_count:
+            slots = np.where(a.gpu_valid, gfree // np.maximum(milli, 1)[:, None], 0).sum(axis=1)
+            per = np.minimum(per, slots // tmpl.gpu_count)
+        ok = masks[i] if among is None else masks[i] & among
+        per = np.where(ok, np.maximum(per, 0), 0)
+        if int(per.sum()) < len(tasks):
+            return None
+        left = len(tasks)
+        for n in np.lexsort((np.arange(per.size), -per)).tolist():
+            if left == 0 or per[n] == 0:
+                break
+            take = int(min(per[n], left))
+            left -= take
+            used.add(n)
+            free[n] -= take * req
+            for _ in range(take * tmpl.gpu_count):
+                g = int(np.argmax(np.where(a.gpu_valid[n], gfree[n], -1)))
+                gfree[n, g] -= int(milli[n])
+    return sorted(used)

@@ -1,0 +1,342 @@
+"""CP-SAT placer: hand-built cases, brute-force optimality, never worse than greedy, joint mode."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import numpy.typing as npt
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _placement_cases import GIB, fat_tree_snapshot, gpu_gang, problem_for
+from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.placement.cpsat import CpSatPlacer, JointCpSatPlacer
+from gangsched.placement.greedy import GreedyPlacer
+from gangsched.placement.problem import (
+    GangRequest,
+    PlacementProblem,
+    Status,
+    placement_objective,
+)
+from gangsched.placement.validate import validate_placement
+from gangsched.snapshot import Snapshot
+from gangsched.topology import Topology, build_topology
+
+TOPO = build_topology(fat_tree_snapshot())
+N = TOPO.n_nodes
+
+
+def _cpsat(**kw: object) -> CpSatPlacer:
+    params: dict[str, object] = {"time_limit_s": 10.0, "workers": 1, "seed": 0}
+    params.update(kw)
+    return CpSatPlacer(**params)  # type: ignore[arg-type]
+
+
+def test_gangs_land_in_one_node_rack_and_spine() -> None:
+    for replicas, per, tier, nodes in [(8, 1, 0, 1), (32, 1, 1, 4), (128, 1, 2, 16), (4, 8, 1, 4)]:
+        problem = problem_for(TOPO, [gpu_gang("g", replicas, N, gpus_per_replica=per)])
+        result = _cpsat().place(problem)
+        validate_placement(problem, result)
+        gp = result.gangs[0]
+        assert result.status is Status.OPTIMAL and result.gap == 0.0 and not result.fallback
+        assert gp.tier == tier and gp.objective[-2] == nodes
+
+
+def test_cpsat_beats_greedy_where_greedy_fills_a_rack_whole() -> None:
+    gpu_free = np.full((N, 8), 1000, dtype=np.int64)
+    gpu_free[::8, :4] = 0  # first node of every rack half busy
+    problem = problem_for(TOPO, [gpu_gang("g", 64, N)], gpu_free=gpu_free)
+    greedy = GreedyPlacer().place(problem).gangs[0]
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    gp = result.gangs[0]
+    assert gp.tier == 2 and gp.objective[3] == 2  # two racks of one spine
+    assert gp.objective[-2] == 8 < greedy.objective[-2]  # eight full nodes
+    assert gp.objective < greedy.objective
+
+
+def test_hard_unsatisfiable_is_proven_infeasible_with_reason() -> None:
+    problem = problem_for(TOPO, [gpu_gang("big", 72, N, highest_tier=1)])
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    assert result.status is Status.INFEASIBLE and not result.gangs[0].placed
+    assert "tier <= 1" in result.gangs[0].reason
+    soft = problem_for(TOPO, [gpu_gang("big", 72, N, mode=TopologyMode.SOFT)])
+    gp = _cpsat().place(soft).gangs[0]
+    assert gp.placed and gp.tier == 2 and gp.objective[3] == 2
+
+
+def test_multi_template_gang_with_shared_devices() -> None:
+    # a 2-template gang: 4 whole-GPU workers and 4 half-GPU helpers, on a 2-node rack
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 8}) for i in range(4)]
+    topo = build_topology(
+        Snapshot(
+            nodes=nodes,
+            hypernodes=[
+                HyperNode(name="a", tier=1, members=["n0", "n1"]),
+                HyperNode(name="b", tier=1, members=["n2", "n3"]),
+            ],
+        )
+    )
+    gang = GangRequest(
+        name="mix",
+        request=np.array([[2000, GIB], [1000, GIB]], dtype=np.int64),
+        counts=np.array([4, 4]),
+        mask=np.ones((2, 4), dtype=np.bool_),
+        gpu_count=np.array([1, 1]),
+        gpu_milli=np.array([1000, 500]),
+        mode=TopologyMode.HARD,
+        highest_tier=1,
+    )
+    gpu_free = np.array(
+        [[1000, 1000, 1000, 0], [1000, 500, 500, 1000], [1000, 1000, 1000, 1000], [0, 0, 0, 0]]
+    )
+    problem = problem_for(topo, [gang], gpu_free=gpu_free, gpus=4, cpu=8)
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    gp = result.gangs[0]
+    assert gp.placed and gp.tier == 1 and gp.domain == 0
+    greedy = GreedyPlacer().place(problem)
+    validate_placement(problem, greedy)
+    assert not greedy.gangs[0].placed or greedy.gangs[0].objective >= gp.objective
+
+
+def test_same_input_same_seed_gives_the_same_placement() -> None:
+    rng = np.random.default_rng(3)
+    gpu_free = np.where(rng.random((N, 8)) < 0.4, 0, 1000).astype(np.int64)
+    problem = problem_for(TOPO, [gpu_gang("g", 40, N, highest_tier=2)], gpu_free=gpu_free)
+    runs = [_cpsat(max_deterministic_time=5.0).place(problem).gangs[0] for _ in range(3)]
+    assert runs[0].replicas == runs[1].replicas == runs[2].replicas
+    assert runs[0].placed
+
+
+def test_time_out_falls_back_to_greedy() -> None:
+    problem = problem_for(TOPO, [gpu_gang("g", 64, N)])
+    result = _cpsat(max_deterministic_time=0.0).place(problem)
+    validate_placement(problem, result)
+    if result.status is Status.TIMED_OUT:
+        assert result.fallback
+        assert result.gangs[0].replicas == GreedyPlacer().place(problem).gangs[0].replicas
+    else:  # presolve alone may already prove optimality
+        assert result.status is Status.OPTIMAL
+
+
+# --------------------------------------------------------------------------- brute force
+
+
+def _bf_capacity(problem: PlacementProblem, gang: GangRequest, node: int) -> int:
+    """Replicas of the single template that fit on ``node`` (plain loops, whole GPUs)."""
+    if not gang.mask[0, node]:
+        return 0
+    best = int(gang.counts[0])
+    for r, req in enumerate(gang.request[0].tolist()):
+        if req:
+            best = min(best, int(problem.free[node, r]) // req)
+    gc = int(gang.gpu_count[0])  # type: ignore[index]
+    if gc:
+        whole = sum(1 for v in problem.gpu_free[node].tolist() if v >= 1000)
+        best = min(best, whole // gc)
+    return best
+
+
+def _brute_force(problem: PlacementProblem) -> tuple[int, ...] | None:
+    gang = problem.gangs[0]
+    topo = problem.topology
+    caps = [_bf_capacity(problem, gang, n) for n in range(problem.n_nodes)]
+    allowed = gang.allowed_tier(topo.top_tier)
+    cover = topo.cover(allowed)
+    best: tuple[int, ...] | None = None
+    usable = [n for n in range(problem.n_nodes) if caps[n] > 0]
+    for k in range(1, min(gang.size, len(usable)) + 1):
+        for subset in combinations(usable, k):
+            if sum(caps[n] for n in subset) < gang.size:
+                continue
+            if gang.mode is TopologyMode.HARD and (
+                len({int(cover[n]) for n in subset}) != 1 or cover[subset[0]] < 0
+            ):
+                continue
+            counts = np.zeros((1, problem.n_nodes), dtype=np.int64)
+            left = gang.size
+            for i, n in enumerate(subset):
+                give = min(caps[n], left - (k - i - 1))
+                counts[0, n] = give
+                left -= give
+            obj = placement_objective(problem, 0, counts)
+            if best is None or obj < best:
+                best = obj
+    return best
+
+
+@st.composite
+def small_instances(draw: st.DrawFn, max_nodes: int = 12) -> PlacementProblem:
+    n = draw(st.integers(2, max_nodes))
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 8}) for i in range(n)]
+    rack_size = draw(st.integers(1, 4))
+    racks = [list(range(i, min(i + rack_size, n))) for i in range(0, n, rack_size)]
+    covered = draw(st.integers(1, len(racks)))  # trailing racks may be left uncovered
+    hns = [
+        HyperNode(name=f"r{r}", tier=1, members=[f"n{i}" for i in rack])
+        for r, rack in enumerate(racks[:covered])
+    ]
+    if covered >= 2 and draw(st.booleans()):
+        hns.append(HyperNode(name="sp0", tier=2, members=[f"r{r}" for r in range(covered // 2)]))
+    topo: Topology = build_topology(Snapshot(nodes=nodes, hypernodes=hns))
+    cpu_free = draw(st.lists(st.integers(0, 8), min_size=n, max_size=n))
+    gpus = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    free = np.array([[c * 1000, 64 * GIB] for c in cpu_free], dtype=np.int64)
+    gpu_free = np.array([[1000] * g + [0] * (4 - g) for g in gpus], dtype=np.int64)
+    mode = draw(st.sampled_from([TopologyMode.HARD, TopologyMode.SOFT, None]))
+    gang = GangRequest(
+        name="g",
+        request=np.array([[draw(st.integers(1, 3)) * 1000, GIB]], dtype=np.int64),
+        counts=np.array([draw(st.integers(2, 10))]),
+        mask=np.array([draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))]) > 0,
+        gpu_count=np.array([draw(st.integers(0, 2))]),
+        gpu_milli=np.array([1000]),
+        mode=mode,
+        highest_tier=draw(st.integers(1, 3)) if mode is TopologyMode.HARD else None,
+    )
+    return problem_for(topo, [gang], free=free, gpu_free=gpu_free, gpus=4, cpu=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_instances())
+def test_cpsat_matches_brute_force_and_greedy_is_never_better(problem: PlacementProblem) -> None:
+    best = _brute_force(problem)
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    greedy = GreedyPlacer().place(problem)
+    validate_placement(problem, greedy)
+    gp, gg = result.gangs[0], greedy.gangs[0]
+    if best is None:
+        assert not gp.placed and not gg.placed and result.status is Status.INFEASIBLE
+        assert gp.reason
+        return
+    assert gp.placed and gp.objective == best
+    assert result.status is Status.OPTIMAL
+    if gg.placed:
+        assert gg.objective >= gp.objective
+
+
+@st.composite
+def mixed_instances(draw: st.DrawFn) -> PlacementProblem:
+    base = draw(small_instances(max_nodes=10))
+    n = base.n_nodes
+    k = draw(st.integers(1, 3))
+    gangs = []
+    for gi in range(draw(st.integers(1, 3))):
+        counts = np.array(draw(st.lists(st.integers(1, 4), min_size=k, max_size=k)))
+        gangs.append(
+            GangRequest(
+                name=f"g{gi}",
+                request=np.array(
+                    [[draw(st.integers(0, 2)) * 1000, GIB] for _ in range(k)], dtype=np.int64
+                ),
+                counts=counts,
+                size=draw(st.integers(1, int(counts.sum()))),
+                mask=np.array(
+                    draw(
+                        st.lists(
+                            st.lists(st.booleans(), min_size=n, max_size=n), min_size=k, max_size=k
+                        )
+                    )
+                ),
+                gpu_count=np.array(draw(st.lists(st.integers(0, 2), min_size=k, max_size=k))),
+                gpu_milli=np.array(
+                    draw(st.lists(st.sampled_from([250, 500, 1000]), min_size=k, max_size=k))
+                ),
+                mode=draw(st.sampled_from([TopologyMode.HARD, TopologyMode.SOFT])),
+                highest_tier=1,
+            )
+        )
+    gpu_free = np.where(base.gpu_free > 0, draw(st.sampled_from([500, 750, 1000])), 0)
+    return PlacementProblem(
+        free=base.free,
+        allocatable=base.allocatable,
+        gpu_free=gpu_free,
+        gpu_capacity=base.gpu_capacity,
+        gpu_sharing=base.gpu_sharing,
+        topology=base.topology,
+        gangs=tuple(gangs),
+    )
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mixed_instances())
+def test_random_multi_template_cpsat_never_worse_than_greedy(problem: PlacementProblem) -> None:
+    greedy = GreedyPlacer().place(problem)
+    validate_placement(problem, greedy)
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    if len(problem.gangs) == 1:
+        gg, gp = greedy.gangs[0], result.gangs[0]
+        if gg.placed:
+            assert gp.placed and gp.objective <= gg.objective
+    joint = JointCpSatPlacer(time_limit_s=10.0, workers=1, seed=0).place(problem)
+    validate_placement(problem, joint)
+    assert joint.placed_weight >= greedy.placed_weight
+
+
+# --------------------------------------------------------------------------- joint
+
+
+def _two_rack_case() -> PlacementProblem:
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(4)]
+    topo = build_topology(
+        Snapshot(
+            nodes=nodes,
+            hypernodes=[
+                HyperNode(name="a", tier=1, members=["n0", "n1"]),
+                HyperNode(name="b", tier=1, members=["n2", "n3"]),
+            ],
+        )
+    )
+    gpu_free: npt.NDArray[np.int64] = np.array(
+        [[1000] * 3 + [0] * 5, [1000] * 3 + [0] * 5, [1000] * 4 + [0] * 4, [1000] * 4 + [0] * 4],
+        dtype=np.int64,
+    )
+    x = gpu_gang("x", 6, 4, highest_tier=1)  # no single node; rack a (tighter) or rack b
+    only_a = np.array([[True, True, False, False]])
+    y = GangRequest(
+        name="y",
+        request=x.request,
+        counts=np.array([5]),
+        mask=only_a,
+        gpu_count=np.array([1]),
+        gpu_milli=np.array([1000]),
+        mode=TopologyMode.HARD,
+        highest_tier=1,
+    )
+    return problem_for(topo, [x, y], gpu_free=gpu_free, weights=[2, 1])
+
+
+def test_joint_places_both_gangs_where_greedy_blocks_one() -> None:
+    problem = _two_rack_case()
+    greedy = GreedyPlacer().place(problem)
+    assert [g.placed for g in greedy.gangs] == [True, False]
+    joint = JointCpSatPlacer(time_limit_s=10.0, workers=1, seed=0).place(problem)
+    validate_placement(problem, joint)
+    assert [g.placed for g in joint.gangs] == [True, True]
+    assert joint.status is Status.OPTIMAL
+    assert {n for _, n, _ in joint.gangs[0].replicas} <= {2, 3}
+
+
+def test_joint_with_many_gangs_never_places_less_weight_than_greedy() -> None:
+    rng = np.random.default_rng(7)
+    gpu_free = np.where(rng.random((N, 8)) < 0.5, 0, 1000).astype(np.int64)
+    gangs = [
+        gpu_gang(f"g{i}", int(rng.integers(2, 24)), N, highest_tier=int(rng.integers(1, 3)))
+        for i in range(12)
+    ]
+    problem = problem_for(TOPO, gangs, gpu_free=gpu_free, weights=rng.integers(1, 4, 12).tolist())
+    greedy = GreedyPlacer().place(problem)
+    joint = JointCpSatPlacer(time_limit_s=10.0, workers=1, seed=0).place(problem)
+    validate_placement(problem, joint)
+    w = problem.weights
+    assert w is not None
+
+    def weight(res: object) -> int:
+        return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+
+    assert weight(joint) >= weight(greedy)

@@ -1,0 +1,205 @@
+"""enqueue: admission that checks the gang's shape against free capacity, not only quota."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gangsched.actions.enqueue import ShapeCheck
+from gangsched.config import Config
+from gangsched.errors import ConfigError
+from gangsched.scheduler import open_session, schedule
+from gangsched.snapshot import Snapshot
+
+Obj = dict[str, object]
+
+
+def node(name: str, gpus: int = 8, **extra: object) -> Obj:
+    return {
+        "name": name,
+        "allocatable": {"cpu": 64, "memory": "512Gi"},
+        "gpus": {"count": gpus, "model": "A100"},
+        **extra,
+    }
+
+
+def fragmented(n_nodes: int = 8, *, phase: str = "Running", preemptable: bool = True) -> list[Obj]:
+    """Tasks holding 7 of the 8 GPUs of every node: 8 GPUs free, one per node."""
+    return [
+        {
+            "name": f"filler-{i}",
+            "job": "filler",
+            "gpu_request": {"count": 7},
+            "phase": phase,
+            "node": f"n{i}",
+            "gpu_indices": list(range(7)),
+            "preemptable": preemptable,
+        }
+        for i in range(n_nodes)
+    ]
+
+
+def gang(name: str, size: int, gpus: int, **extra: object) -> tuple[Obj, list[Obj]]:
+    job: Obj = {"name": name, "queue": "q", "min_available": size, **extra}
+    tasks: list[Obj] = [
+        {"name": f"{name}-{i}", "job": name, "gpu_request": {"count": gpus}} for i in range(size)
+    ]
+    return job, tasks
+
+
+def snapshot(
+    fillers: list[Obj], *gangs: tuple[Obj, list[Obj]], node_list: list[Obj] | None = None
+) -> Snapshot:
+    filler_job: Obj = {"name": "filler", "queue": "q", "phase": "Running", "min_available": 1}
+    return Snapshot.from_dict(
+        {
+            "nodes": node_list if node_list is not None else [node(f"n{i}") for i in range(8)],
+            "queues": [{"name": "q"}],
+            "jobs": [filler_job, *(g[0] for g in gangs)],
+            "tasks": [*fillers, *(t for g in gangs for t in g[1])],
+        }
+    )
+
+
+def config(actions: tuple[str, ...] = ("enqueue", "allocate"), **enqueue: object) -> Config:
+    return Config.from_dict(
+        {
+            "actions": list(actions),
+            "tiers": [
+                [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+                [
+                    {"name": "overcommit"},
+                    {"name": "drf"},
+                    {"name": "predicates"},
+                    {"name": "proportion"},
+                    {"name": "nodeorder"},
+                ],
+            ],
+            "configurations": {"enqueue": enqueue} if enqueue else {},
+        }
+    )
+
+
+def test_eight_free_gpus_one_per_node_do_not_admit_an_eight_gpu_pod() -> None:
+    snap = snapshot(fragmented(), gang("wide", 1, 8), gang("narrow", 1, 1))
+    d = schedule(snap, config())
+    wide = d.jobs["wide"]
+    assert wide.phase == "Pending"
+    assert wide.reason == "NotEnqueued"
+    assert wide.message == (
+        "minimum gang of 1 task × 8 nvidia.com/gpu does not fit on any node: "
+        "largest free is 1 GPU per node"
+    )
+    # quota sums alone would have let it in: 8 GPUs are free
+    assert d.queues["q"].real_capability["nvidia.com/gpu"] == 64_000
+    narrow = d.jobs["narrow"]
+    assert narrow.phase == "Running"
+    assert [b.task for b in d.binds] == ["narrow-0"]
+
+
+def test_shape_check_can_be_switched_off() -> None:
+    snap = snapshot(fragmented(), gang("wide", 1, 8))
+    d = schedule(snap, config(shapeCheckEnable=False))
+    assert d.jobs["wide"].phase == "Inqueue"  # admitted, then unschedulable in allocate
+    assert d.binds == ()
+
+
+def test_bad_argument_is_a_config_error() -> None:
+    snap = snapshot(fragmented(), gang("wide", 1, 8))
+    with pytest.raises(ConfigError, match=r"action 'enqueue'.*shapeCheckEnable"):
+        schedule(snap, config(shapeCheckEnable="sometimes"))
+
+
+def test_gang_that_fits_only_partly_names_how_far_it_got() -> None:
+    # two nodes have 4 GPUs free, the rest 1: a gang of 3 × 4 GPUs places two of its three
+    nodes = [node(f"n{i}") for i in range(4)]
+    fillers = fragmented(4)
+    for f in fillers[:2]:
+        f["gpu_request"] = {"count": 4}
+        f["gpu_indices"] = [0, 1, 2, 3]
+    snap = snapshot(fillers, gang("g", 3, 4), gang("pair", 2, 4), node_list=nodes)
+    d = schedule(snap, config())
+    assert d.jobs["g"].phase == "Pending"
+    assert d.jobs["g"].message == (
+        "minimum gang of 3 tasks × 4 nvidia.com/gpu does not fit: only 2 of 3 tasks can be "
+        "placed at once; then largest free is 1 GPU per node"
+    )
+    assert d.jobs["pair"].phase == "Running"
+
+
+def test_mixed_roles_describe_each_shape() -> None:
+    job: Obj = {"name": "mix", "queue": "q", "min_available": 2}
+    tasks: list[Obj] = [
+        {"name": "mix-ps", "job": "mix", "role": "ps", "request": {"cpu": 4}},
+        {"name": "mix-w", "job": "mix", "role": "worker", "gpu_request": {"count": 8}},
+    ]
+    snap = snapshot(fragmented(), (job, tasks))
+    d = schedule(snap, config())
+    message = d.jobs["mix"].message
+    assert message.startswith("minimum gang of 2 tasks (1 × 4 cpu + 1 × 8 nvidia.com/gpu)")
+    assert message.endswith("largest free is 1 GPU per node")
+
+
+def test_cpu_shape_reports_the_largest_free_cores() -> None:
+    nodes: list[Obj] = [
+        {"name": f"c{i}", "allocatable": {"cpu": 16, "memory": "64Gi"}} for i in range(3)
+    ]
+    job: Obj = {"name": "fat", "queue": "q"}
+    tasks: list[Obj] = [{"name": "fat-0", "job": "fat", "request": {"cpu": 24}}]
+    snap = snapshot([], (job, tasks), node_list=nodes)
+    d = schedule(snap, config())
+    assert d.jobs["fat"].message == (
+        "minimum gang of 1 task × 24 cpu does not fit on any node: largest free cpu is 16 per node"
+    )
+
+
+def test_resources_being_released_count_as_free() -> None:
+    # the fillers are leaving: a pod that fits once they are gone is admitted and pipelined
+    snap = snapshot(fragmented(phase="Releasing"), gang("wide", 1, 8))
+    d = schedule(snap, config())
+    assert d.jobs["wide"].phase == "Inqueue"
+    assert [p.task for p in d.pipelined] == ["wide-0"]
+
+
+@pytest.mark.parametrize("action", ["preempt", "reclaim"])
+def test_with_preemption_configured_evictable_capacity_counts(action: str) -> None:
+    # with preempt the fillers (same queue, preemptable) could be evicted: admit the job
+    # and leave it to that action. Reclaim takes only from other queues: not these fillers.
+    snap = snapshot(fragmented(), gang("wide", 1, 8, priority=10))
+    ssn = open_session(snap, config(("enqueue", "allocate", action)))
+    why = ShapeCheck(ssn).check(snap.job_index["wide"])
+    if action == "preempt":
+        assert why is None
+    else:
+        assert why is not None and "counting what preempt/reclaim could free" in why
+
+
+def test_non_preemptable_work_is_not_counted_as_freeable() -> None:
+    snap = snapshot(fragmented(preemptable=False), gang("wide", 1, 8))
+    ssn = open_session(snap, config(("enqueue", "allocate", "preempt")))
+    why = ShapeCheck(ssn).check(snap.job_index["wide"])
+    assert why is not None and why.endswith("largest free is 1 GPU per node")
+
+
+def test_dry_run_leaves_the_session_untouched() -> None:
+    snap = snapshot(fragmented(), gang("wide", 1, 8), gang("narrow", 2, 1))
+    ssn = open_session(snap, config(("enqueue", "allocate", "preempt")))
+    names = ("used", "releasing", "pipelined", "gpu_used", "task_state", "queue_allocated")
+    before = {n: getattr(ssn, n).copy() for n in names}
+    shares = ssn.plugin("proportion").shares.copy()  # type: ignore[union-attr]
+    check = ShapeCheck(ssn)
+    assert check.check(snap.job_index["narrow"]) is None
+    assert check.check(snap.job_index["wide"]) is None  # preempt could free a node
+    for n in names:
+        assert np.array_equal(getattr(ssn, n), before[n]), n
+    assert np.array_equal(ssn.plugin("proportion").shares, shares)  # type: ignore[union-attr]
+
+
+def test_equal_shapes_are_checked_once() -> None:
+    gangs = [gang(f"w{i}", 1, 8) for i in range(5)]
+    snap = snapshot(fragmented(), *gangs)
+    ssn = open_session(snap, config())
+    check = ShapeCheck(ssn)
+    answers = {check.check(snap.job_index[f"w{i}"]) for i in range(5)}
+    assert len(answers) == 1 and None not in answers
+    assert len(check._cache) == 1

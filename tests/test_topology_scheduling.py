@@ -1,0 +1,171 @@
+"""Topology-aware gangs through the full scheduling cycle (allocate + placers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gangsched as gs
+from gangsched.config import Config
+from gangsched.placement import CpSatPlacer, GreedyPlacer
+from gangsched.testing.invariants import check_capacity, check_gang_atomicity
+
+
+def cluster(
+    jobs: list[dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    running: list[dict[str, Any]] | None = None,
+) -> gs.Snapshot:
+    """2 spines x 4 racks x 8 nodes x 8 GPUs."""
+    nodes = [
+        {
+            "name": f"s{s}r{r}n{n}",
+            "allocatable": {"cpu": 64, "memory": "512Gi"},
+            "gpus": {"count": 8, "model": "H100"},
+        }
+        for s in range(2)
+        for r in range(4)
+        for n in range(8)
+    ]
+    racks = [
+        {"name": f"s{s}r{r}", "tier": 1, "members": [f"s{s}r{r}n{n}" for n in range(8)]}
+        for s in range(2)
+        for r in range(4)
+    ]
+    spines = [
+        {"name": f"s{s}", "tier": 2, "members": [f"s{s}r{r}" for r in range(4)]} for s in range(2)
+    ]
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": nodes,
+            "hypernodes": racks + spines,
+            "queues": [{"name": "default"}],
+            "jobs": jobs,
+            "tasks": (running or []) + tasks,
+        }
+    )
+
+
+def gang(
+    name: str, n: int, gpus: int, tier: int | None, mode: str = "hard"
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    job: dict[str, Any] = {"name": name, "min_available": n, "phase": "Inqueue"}
+    if tier is not None:
+        job["network_topology"] = {"mode": mode, "highest_tier_allowed": tier}
+    tasks = [
+        {"name": f"{name}-{i}", "job": name, "request": {"cpu": 1}, "gpu_request": {"count": gpus}}
+        for i in range(n)
+    ]
+    return job, tasks
+
+
+def racks_of(d: gs.Decisions) -> set[str]:
+    return {b.node.split("n")[0] for b in d.binds}
+
+
+def spines_of(d: gs.Decisions) -> set[str]:
+    return {b.node.split("r")[0] for b in d.binds}
+
+
+@pytest.mark.parametrize(
+    "placer", [None, GreedyPlacer(), CpSatPlacer(workers=1, seed=0, max_deterministic_time=2.0)]
+)
+def test_gangs_of_8_64_and_256_gpus_land_in_node_rack_spine(placer: Any) -> None:
+    for n, gpus, tier, expect_racks, expect_nodes in (
+        (1, 8, 1, 1, 1),  # one 8-GPU task: one node
+        (8, 8, 1, 1, 8),  # 64 GPUs: one rack
+        (32, 8, 2, 4, 32),  # 256 GPUs: one spine
+    ):
+        job, tasks = gang("g", n, gpus, tier)
+        s = cluster([job], tasks)
+        d = gs.schedule(s, placer=placer)
+        assert len(d.binds) == n
+        assert len({b.node for b in d.binds}) == expect_nodes
+        assert len(racks_of(d)) == expect_racks
+        assert len(spines_of(d)) == 1
+        check_capacity(s, d)
+        check_gang_atomicity(s, d)
+
+
+def test_small_gang_of_one_gpu_tasks_stays_in_one_node() -> None:
+    job, tasks = gang("g", 8, 1, 1)
+    d = gs.schedule(cluster([job], tasks))
+    assert len({b.node for b in d.binds}) == 1
+
+
+def test_hard_constraint_that_cannot_hold_leaves_gang_pending_with_reason() -> None:
+    # 72 GPUs do not fit one rack (64): hard tier 1 → unschedulable
+    job, tasks = gang("big", 9, 8, 1)
+    d = gs.schedule(cluster([job], tasks))
+    assert d.binds == ()
+    assert d.jobs["big"].reason == "Unschedulable"
+    assert d.task_reasons["big-0"]
+    assert "big" in d.jobs["big"].message or "tier" in d.jobs["big"].message
+
+
+def test_soft_constraint_widens_to_the_next_tier() -> None:
+    job, tasks = gang("big", 9, 8, 1, mode="soft")
+    d = gs.schedule(cluster([job], tasks))
+    assert len(d.binds) == 9
+    assert len(racks_of(d)) == 2 and len(spines_of(d)) == 1
+
+
+def test_hard_gang_avoids_a_partly_used_rack() -> None:
+    # rack s0r0 has one busy node: a 64-GPU hard tier-1 gang goes to a free rack whole
+    busy = {"name": "busy", "min_available": 1, "phase": "Running"}
+    run = [
+        {
+            "name": "busy-0",
+            "job": "busy",
+            "request": {"cpu": 1},
+            "gpu_request": {"count": 8},
+            "phase": "Running",
+            "node": "s0r0n0",
+            "gpu_indices": list(range(8)),
+        }
+    ]
+    job, tasks = gang("g", 8, 8, 1)
+    d = gs.schedule(cluster([busy, job], tasks, run))
+    assert len(d.binds) == 8 and len(racks_of(d)) == 1
+    assert "s0r0" not in racks_of(d)
+
+
+@pytest.mark.parametrize("name", ["cpsat", "cpsat-joint"])
+def test_cpsat_placers_from_the_allocate_configuration(name: str) -> None:
+    config = Config.from_dict(
+        {
+            "actions": ["allocate"],
+            "tiers": [
+                [{"name": "priority"}, {"name": "gang"}],
+                [{"name": "predicates"}, {"name": "binpack"}],
+            ],
+            "configurations": {"allocate": {"placer": name, "placer.deterministic-time": 2.0}},
+        }
+    )
+    jobs, tasks = [], []
+    for k in range(3):
+        job, ts = gang(f"j{k}", 4, 8, 1)
+        jobs.append(job)
+        tasks += ts
+    s = cluster(jobs, tasks)
+    d1 = gs.schedule(s, config)
+    d2 = gs.schedule(s, config)
+    assert d1.to_dict() == d2.to_dict()
+    assert len(d1.binds) == 12
+    for k in range(3):
+        assert len({b.node.split("n")[0] for b in d1.binds if b.task.startswith(f"j{k}-")}) == 1
+    check_capacity(s, d1)
+
+
+def test_unknown_placer_is_a_config_error() -> None:
+    config = Config.from_dict(
+        {
+            "actions": ["allocate"],
+            "tiers": [[{"name": "gang"}]],
+            "configurations": {"allocate": {"placer": "magic"}},
+        }
+    )
+    job, tasks = gang("g", 1, 1, None)
+    with pytest.raises(gs.ConfigError, match="placer"):
+        gs.schedule(cluster([job], tasks), config)
