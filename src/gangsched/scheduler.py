@@ -28,6 +28,7 @@ from .plugins.binpack import BinpackPlugin
 from .plugins.capacity import CapacityPlugin
 from .plugins.conformance import ConformancePlugin
 from .plugins.drf import DrfPlugin
+from .plugins.fgd_scores import SCORE_PLUGINS
 from .plugins.gang import GangPlugin
 from .plugins.network_topology import NetworkTopologyAwarePlugin
 from .plugins.nodeorder import NodeOrderPlugin
@@ -63,6 +64,8 @@ def default_registry() -> Registry:
         NetworkTopologyAwarePlugin,
     ):
         reg.register_plugin(cls.name, cls)
+    for name, factory in SCORE_PLUGINS.items():
+        reg.register_plugin(name, factory)
     for action in (EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction):
         reg.register_action(action.name, action)
     return reg
@@ -211,8 +214,11 @@ def close_session(ssn: Session) -> Decisions:
     fair = ssn.plugin("proportion") or ssn.plugin("capacity")
     inqueue_req = _inqueue_resources(ssn, phase_of)
     gpu = ssn.arrays.spec.gpu_column
+    phases_of: list[list[str]] = [[] for _ in snap.queues]
+    for j, job in enumerate(snap.jobs):
+        phases_of[int(ssn.job_queue[j])].append(phase_of[job.name])
     for q, queue in enumerate(snap.queues):
-        phases = [phase_of[job.name] for j, job in enumerate(snap.jobs) if ssn.job_queue[j] == q]
+        phases = phases_of[q]
         deserved: Mapping[str, int] = {}
         if ssn.queue_deserved is not None:
             deserved = ssn.as_mapping(ssn.queue_deserved[q])

@@ -124,8 +124,27 @@ class AllocateAction:
                 self.placer,
             )
         failed: dict[int, set[int]] = {}
+        # A queue's order key moves only when that queue allocates (proportion, capacity,
+        # priority), so a heap re-checked on pop is exact; a plugin whose keys move for every
+        # queue at once (HDRF) declares ``queue_order_global`` and the queues are re-scanned.
+        scan = any(
+            getattr(p, "queue_order_global", False)
+            for tier in ssn.chains["queue_order"]
+            for p in tier
+        )
+        qheap = [(ssn.queue_key(q), q) for q in per_queue]
+        heapq.heapify(qheap)
         while per_queue:
-            q = min(per_queue, key=ssn.queue_key)
+            if scan:
+                q = min(per_queue, key=ssn.queue_key)
+            else:
+                key, q = heapq.heappop(qheap)
+                if q not in per_queue:
+                    continue
+                fresh = ssn.queue_key(q)
+                if fresh != key:
+                    heapq.heappush(qheap, (fresh, q))
+                    continue
             if ssn.call("overused", q):
                 for _, j in per_queue.pop(q):
                     ssn.note_job(
@@ -147,6 +166,8 @@ class AllocateAction:
                 self._explain_discard(ssn, j, tried)
             if again:
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
+            if not scan and q in per_queue:
+                heapq.heappush(qheap, (ssn.queue_key(q), q))
 
     def _as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""

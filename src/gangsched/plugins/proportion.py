@@ -27,6 +27,10 @@ allocated + inqueue − elastic ≤ realCapability on min_resources' dimensions,
 what admitted jobs have reserved and elastic what running jobs hold beyond their minimum.
 ``on_allocate`` / ``on_deallocate`` keep every queue's share current within the cycle.
 
+As victims (``reclaimable``): tasks of queues holding more than their deserved share on some
+resource (the reclaim action adds its own rule on the shares after the move).
+``victim_order``: tasks of the queue with the larger share first.
+
 ``pods`` takes no part in any of it.
 """
 
@@ -351,3 +355,14 @@ class ProportionPlugin:
             need = ssn.vector(rec.min_resources).astype(np.float64)
             need[self._pods] = 0.0
             self.inqueue[ssn.job_queue[job]] += need
+
+    def reclaimable(
+        self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        dims = np.arange(self.deserved.shape[1]) != self._pods
+        over = np.any(ssn.queue_allocated[:, dims] > self.deserved[:, dims] + EPS, axis=1)
+        out: npt.NDArray[np.int64] = candidates[over[ssn.job_queue[ssn.task_job[candidates]]]]
+        return out
+
+    def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
+        return (-float(self.shares[int(ssn.job_queue[ssn.task_job[task]])]),)
