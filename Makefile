@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev,plot]'
+	$(BIN)/pip install --quiet -e '.[test,dev,plot,ray]'
 	touch $@
 
 run: $(BIN)/.installed

@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     "report": 7,
     "cli": 7,
     "_cli_schedule": 7,
+    "_cli_replay": 7,
     "policies": 5,
     "metrics": 7,
     "__main__": 7,

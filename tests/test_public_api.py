@@ -80,3 +80,10 @@ def test_explain_names_every_node_and_rejects_unknown_or_running_tasks() -> None
     assert set(ex.nodes[0].scores) == {"nodeorder"}
     with pytest.raises(gs.ConfigError, match="nope"):
         gs.explain(snap, "nope")
+
+
+def test_config_without_tiers_runs_with_no_plugins() -> None:
+    # No plugin at all: no gang rule, no queue rule; allocate still places tasks where they fit.
+    config = gs.Config.from_dict({"actions": ["allocate"], "tiers": []})
+    out = gs.schedule(_readme_snapshot(), config)
+    assert len(out.binds) == 8

@@ -1,5 +1,6 @@
 """Command line: ``gangsched`` (built-in FGD demo), ``gangsched fgd`` and ``gangsched fgd compare``,
-``gangsched schedule`` and ``gangsched get`` (in :mod:`gangsched._cli_schedule`).
+``gangsched schedule`` and ``gangsched get`` (in :mod:`gangsched._cli_schedule`),
+``gangsched replay`` (in :mod:`gangsched._cli_replay`).
 
 Each subcommand is set up by a small ``_add_<name>_parser(subparsers)`` function and run by a
 ``_run_<name>(args)`` function, so new subcommands slot in beside them.
@@ -16,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._cli_replay import add_replay_parser
 from ._cli_schedule import add_get_parser, add_schedule_parser
 from .errors import GangschedError
 from .fragmentation import POLICIES
@@ -75,6 +77,17 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
     p.add_argument("--out", default=None, help="output directory (required unless 'compare')")
     p.add_argument("--workers", type=int, default=1, help="worker processes (1)")
     p.add_argument(
+        "--engine",
+        choices=("process", "ray"),
+        default="process",
+        help="run the runs in worker processes (default) or as Ray tasks (extra 'ray')",
+    )
+    p.add_argument(
+        "--ray-address",
+        default=None,
+        help="Ray cluster to use with --engine ray ('auto', 'ray://host:10001'; default: local)",
+    )
+    p.add_argument(
         "--rng",
         choices=("go", "numpy"),
         default="go",
@@ -120,6 +133,8 @@ def _run_fgd(args: argparse.Namespace) -> int:
         workers=args.workers,
         limit=args.limit,
         progress=_progress("fgd "),
+        engine=args.engine,
+        address=args.ray_address,
     )
     paths = write_tables([discrete_tables(r) for r in runs], args.out)
     for path in paths:
@@ -227,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fgd_parser(subparsers)
     add_schedule_parser(subparsers)
     add_get_parser(subparsers)
+    add_replay_parser(subparsers)
     parser.set_defaults(handler=_run_demo)
     return parser
 

@@ -266,7 +266,10 @@ def _fragment(
         & (free_cpu[..., None] >= typical.cpu_milli)
     )
     per_pod = np.where(q3, small, idle[..., None]).astype(np.float64)
-    return np.asarray(per_pod @ typical.prob, dtype=np.float64)
+    # An elementwise product and a sum over the last axis, not a matrix-vector product: a BLAS
+    # product's last bits depend on how many rows are computed together, and FGD compares a
+    # node's fragment before and after a placement, so the reduction must be per-row exact.
+    return np.asarray((per_pod * typical.prob).sum(axis=-1), dtype=np.float64)
 
 
 def node_fragment_from_terms(

@@ -235,6 +235,7 @@ class Session:
         return ssn
 
     def _open_plugins(self, registry: Registry) -> None:
+        self.scratch["_options"] = []
         for tier in self.config.tiers:
             opened = []
             for option in tier.plugins:
@@ -503,9 +504,11 @@ class Session:
         devices — the check a planned placement passes before it is applied."""
         free = self.arrays.allocatable[node] - self.used[node]
         dev = self.arrays.gpu_capacity[node] - self.gpu_used[node]
-        if future:
-            free = free + self.releasing[node] - self.pipelined[node]
-            dev = dev + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        later = free + self.releasing[node] - self.pipelined[node]
+        dev_later = dev + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        # Now means now *and* later: never into resources a reservation holds.
+        free = later if future else np.minimum(free, later)
+        dev = dev_later if future else np.minimum(dev, dev_later)
         if not bool(np.all(self.row_on(task, node) <= free)):
             return False
         need = self.device_milli(task, node)
@@ -517,6 +520,12 @@ class Session:
         g = self.snapshot.tasks[task].gpu_request
         if g is None:
             return ()
+        for tier in self.plugins:  # a plugin's ``gpu_choice`` may name them (first answer wins)
+            for p in tier:
+                hook = getattr(p, "gpu_choice", None)
+                pick = None if hook is None else hook(self, task, node, future=future)
+                if pick is not None and len(pick) == g.count:
+                    return tuple(pick)
         a = self.arrays
         cap = int(a.gpu_capacity[node])
         need = self.device_milli(task, node)

@@ -451,6 +451,13 @@ def _run_task(task: _Task) -> RunResult:
     )
 
 
+def _run_shared(
+    tables: tuple[NodeTable, PodTable], spec: tuple[str, int, float, str, int | None]
+) -> RunResult:
+    policy, seed, tune, rng, limit = spec
+    return run_one(tables[0], tables[1], policy, seed, tune=tune, rng=rng, limit=limit)
+
+
 def run_grid(
     nodes: NodeTable,
     pods: PodTable,
@@ -462,8 +469,14 @@ def run_grid(
     workers: int = 1,
     limit: int | None = None,
     progress: Callable[[int, int, RunResult], None] | None = None,
+    engine: str = "process",
+    address: str | None = None,
 ) -> list[RunResult]:
-    """All (policy, seed) runs, in policy-then-seed order whatever ``workers`` is."""
+    """All (policy, seed) runs, in policy-then-seed order whatever ``workers`` is.
+
+    ``engine="ray"`` runs each run as a Ray task instead of a worker process (``address``: where
+    to find or start Ray, see :mod:`gangsched.sim.ray_engine`); the results are the same.
+    """
     for p in policies:
         if p not in POLICIES:
             raise ConfigError(
@@ -471,6 +484,13 @@ def run_grid(
             )
     if workers < 1:
         raise ConfigError("must be at least 1", kind="option", name="--workers")
+    if engine not in ("process", "ray"):
+        raise ConfigError("expected 'process' or 'ray'", kind="option", name="--engine")
+    if engine == "ray":
+        from .ray_engine import map_ordered
+
+        specs = [(p, s, tune, rng, limit) for p in policies for s in seeds]
+        return map_ordered(_run_shared, specs, (nodes, pods), address=address, progress=progress)
     tasks = [_Task(nodes, pods, p, s, tune, rng, limit) for p in policies for s in seeds]
     results: list[RunResult] = []
     if workers == 1 or len(tasks) == 1:
