@@ -21,7 +21,9 @@ The rules it follows (the same as the fast scheduler's):
   when the job was queued), tasks in task order; a gang is committed when ready, kept as a
   reservation when only pipelined, and undone otherwise.
 
-Only ``enqueue``, ``allocate`` and ``backfill`` and the plugins named above are supported.
+Only ``enqueue``, ``allocate`` and ``backfill`` and the plugins named above are supported, and
+the topology is not modelled: compare on snapshots without hypernodes (jobs' network topology
+then has no domain to keep to).
 """
 
 from __future__ import annotations
