@@ -295,6 +295,9 @@ class TaskTemplate:
     best_effort: bool
     priority: int
     key: tuple[object, ...] = field(repr=False)
+    #: What node feasibility and shape-only scores depend on: request, GPU request, selector
+    #: and tolerations (not the job, role or priority). Equal shapes share one evaluation.
+    shape: tuple[object, ...] = field(repr=False, default=())
 
 
 def template_key(task: Task) -> tuple[object, ...]:
@@ -343,6 +346,7 @@ def build_templates(
                 best_effort=first.best_effort,
                 priority=first.priority,
                 key=key,
+                shape=key[2:6],
             )
         )
         template_of[list(members)] = idx

@@ -81,7 +81,7 @@ class Resources(FrozenDict[str, int]):
                         field=f"{field}.{res}",
                     )
             return value
-        return cls(parse_resources(value, kind=kind, name=name, field=field))
+        return _intern(cls(parse_resources(value, kind=kind, name=name, field=field)))
 
     def to_dict(self) -> dict[str, str | int]:
         return format_resources(self)
@@ -175,9 +175,29 @@ def _bool(value: object, *, kind: str, name: str, field: str) -> bool:
     return value
 
 
+#: Equal small immutable mappings are shared between records (thousands of tasks of one job
+#: carry the same request, nodes of one shape the same labels): a memo that changes no value,
+#: only memory. Bounded; cleared when full.
+_INTERNED: dict[tuple[object, ...], FrozenDict[Any, Any]] = {}
+_INTERN_LIMIT = 1 << 16
+
+FD = TypeVar("FD", bound=FrozenDict[Any, Any])
+
+
+def _intern(value: FD) -> FD:
+    key = (type(value), *value.items())
+    found = _INTERNED.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    if len(_INTERNED) >= _INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[key] = value
+    return value
+
+
 def _str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[str, str]:
     if value is None:
-        return FrozenDict()
+        return _intern(FrozenDict())
     if not isinstance(value, Mapping):
         raise SnapshotError(
             f"expected a mapping of strings, got {type(value).__name__}",
@@ -193,7 +213,9 @@ def _str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[s
                 name=name,
                 field=field,
             )
-    return FrozenDict(value)
+    if isinstance(value, FrozenDict):
+        return _intern(value)
+    return _intern(FrozenDict(value))
 
 
 def _str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str, ...]:

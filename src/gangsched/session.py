@@ -163,7 +163,7 @@ class Session:
     committed: list[Op] = field(default_factory=list)
     kept: list[Op] = field(default_factory=list)
     scratch: dict[str, Any] = field(default_factory=dict)
-    _evals: dict[int, _Eval] = field(default_factory=dict)
+    _evals: dict[object, _Eval] = field(default_factory=dict)
     _changed: list[int] = field(default_factory=list)  # nodes in the order they changed
 
     # ---------------------------------------------------------------- opening
@@ -386,10 +386,25 @@ class Session:
         fit_idle = fit_idle and fit_future
         return np.array([fit_idle]), np.array([fit_future])
 
+    def _eval_key(self, tmpl: TaskTemplate) -> object:
+        """Templates of equal shape share an evaluation when every predicate and node_score
+        plugin declares ``shape_only`` (its answer does not depend on the job)."""
+        shared = self.scratch.get("_shape_only")
+        if shared is None:
+            shared = all(
+                getattr(p, "shape_only", False)
+                for point in ("predicate", "node_score")
+                for tier in self.chains[point]
+                for p in tier
+            )
+            self.scratch["_shape_only"] = shared
+        return ("shape", tmpl.shape) if shared else tmpl.index
+
     def evaluate(self, tmpl: TaskTemplate) -> _Eval:
         """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
         the rows changed since the last call."""
-        ev = self._evals.get(tmpl.index)
+        key = self._eval_key(tmpl)
+        ev = self._evals.get(key)
         n = self.arrays.n_nodes
         if ev is None:
             rows = np.arange(n, dtype=np.intp)
@@ -404,7 +419,7 @@ class Session:
                 gpu_need=self._gpu_need(tmpl) if tmpl.gpu_count else None,
                 seen=len(self._changed),
             )
-            self._evals[tmpl.index] = ev
+            self._evals[key] = ev
         else:
             # Few changes since the last refresh: read them from the log, not all versions.
             changed = self._changed

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
 
 class BinpackPlugin:
     name = "binpack"
+    #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
+    #: the nodes' state, so templates of equal shape may share one evaluation.
+    shape_only = True
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.weight = arg_float(arguments, "binpack.weight", 1.0, plugin=self.name)

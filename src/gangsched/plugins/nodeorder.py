@@ -34,6 +34,9 @@ DEFAULT_MEMORY = 200 * 1024 * 1024
 
 class NodeOrderPlugin:
     name = "nodeorder"
+    #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
+    #: the nodes' state, so templates of equal shape may share one evaluation.
+    shape_only = True
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         def w(key: str, default: float) -> float:
@@ -43,7 +46,7 @@ class NodeOrderPlugin:
         self.most = w("mostrequested.weight", 0.0)
         self.balanced = w("balancedresource.weight", 1.0)
         self.taint = w("tainttoleration.weight", 3.0)
-        self._taint_scores: dict[int, F64] = {}
+        self._taint_scores: dict[tuple[object, ...], F64] = {}
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:
         if rows.size == 1:  # the usual refresh after one placement: plain floats are faster
@@ -132,10 +135,10 @@ class NodeOrderPlugin:
         return score
 
     def _taint(self, ssn: Session, tmpl: TaskTemplate) -> F64:
-        found = self._taint_scores.get(tmpl.index)
+        found = self._taint_scores.get(tmpl.shape)
         if found is None:
             counts = ssn.arrays.soft_untolerated_count(tmpl.tolerations)
             top = int(counts.max()) if counts.size else 0
             found = (100.0 - counts * 100.0 / top) if top else np.full(counts.size, 100.0)
-            self._taint_scores[tmpl.index] = found
+            self._taint_scores[tmpl.shape] = found
         return found

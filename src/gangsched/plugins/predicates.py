@@ -27,16 +27,19 @@ BOOL = npt.NDArray[np.bool_]
 
 class PredicatesPlugin:
     name = "predicates"
+    #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
+    #: the nodes' state, so templates of equal shape may share one evaluation.
+    shape_only = True
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.node_affinity = arg_bool(
             arguments, "predicate.NodeAffinityEnable", True, plugin=self.name
         )
         self.taints = arg_bool(arguments, "predicate.TaintTolerationEnable", True, plugin=self.name)
-        self._cache: dict[int, list[tuple[BOOL, str]]] = {}
+        self._cache: dict[tuple[object, ...], list[tuple[BOOL, str]]] = {}
 
     def _full(self, ssn: Session, tmpl: TaskTemplate) -> list[tuple[BOOL, str]]:
-        found = self._cache.get(tmpl.index)
+        found = self._cache.get(tmpl.shape)
         if found is not None:
             return found
         a = ssn.arrays
@@ -57,7 +60,7 @@ class PredicatesPlugin:
                     "node(s) didn't have the requested GPU model",
                 )
             )
-        self._cache[tmpl.index] = out
+        self._cache[tmpl.shape] = out
         return out
 
     def predicate(
