@@ -168,6 +168,95 @@ def _brute_force(problem: PlacementProblem) -> tuple[int, ...] | None:
     return best
 
 
+def _check_objective_shape(problem: PlacementProblem, objective: tuple[int, ...]) -> None:
+    """``(span, d[top], ..., d[1], nodes, waste)``: one group at every tier from the span up,
+    never more groups at a higher tier, and the span is the lowest tier with one group."""
+    top = problem.topology.top_tier
+    span, ds, nodes = objective[0], objective[1 : top + 1], objective[top + 1]
+    by_tier = [nodes, *reversed(ds)]  # index = tier, tier 0 = nodes
+    assert all(by_tier[t] == 1 for t in range(span, top + 1))
+    assert all(by_tier[t] >= by_tier[t + 1] for t in range(top))
+    assert span == 0 or by_tier[span - 1] > 1
+
+
+def _rack_without_spine_problem() -> PlacementProblem:
+    """Rack r0 (n0-n3) sits under spine sp0, rack r1 (n4-n7) under no tier-2 domain. Two
+    replicas of 1 cpu + 2 whole GPUs fit on n2, n3 (r0) or n4, n6 (r1); r1's nodes are fuller."""
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 8}) for i in range(8)]
+    topo = build_topology(
+        Snapshot(
+            nodes=nodes,
+            hypernodes=[
+                HyperNode(name="r0", tier=1, members=["n0", "n1", "n2", "n3"]),
+                HyperNode(name="r1", tier=1, members=["n4", "n5", "n6", "n7"]),
+                HyperNode(name="sp0", tier=2, members=["r0"]),
+            ],
+        )
+    )
+    cpu_free = [0, 0, 1, 2, 1, 0, 1, 0]
+    gpus_free = [0, 0, 2, 2, 2, 0, 2, 0]
+    free = np.array([[c * 1000, 64 * GIB] for c in cpu_free], dtype=np.int64)
+    gpu_free = np.array([[1000] * g + [0] * (4 - g) for g in gpus_free], dtype=np.int64)
+    gang = GangRequest(
+        name="g",
+        request=np.array([[1000, GIB]], dtype=np.int64),
+        counts=np.array([2]),
+        mask=np.array([[False, False, True, True, True, False, True, False]]),
+        gpu_count=np.array([2]),
+        gpu_milli=np.array([1000]),
+        mode=TopologyMode.SOFT,
+    )
+    return problem_for(topo, [gang], free=free, gpu_free=gpu_free, gpus=4, cpu=8)
+
+
+def test_rack_under_no_spine_counts_as_one_spine_level_group() -> None:
+    problem = _rack_without_spine_problem()
+    assert problem.topology.domain_of[1].tolist() == [0] * 4 + [-1] * 4
+
+    def objective(*nodes: int) -> tuple[int, ...]:
+        counts = np.zeros((1, problem.n_nodes), dtype=np.int64)
+        counts[0, list(nodes)] = 1
+        return placement_objective(problem, 0, counts)
+
+    # both pairs are one rack, so one group at tier 2 and above; the fuller r1 pair wins on
+    # waste (counting n4 and n6 as two spine-level domains made it (1, 1, 2, 1, 2, 50))
+    assert objective(2, 3) == (1, 1, 1, 1, 2, 54)
+    assert objective(4, 6) == (1, 1, 1, 1, 2, 50)
+    assert objective(3, 6) == (3, 1, 2, 2, 2, 54)  # across racks: sp0 and r1 at tier 2
+    assert _brute_force(problem) == (1, 1, 1, 1, 2, 50)
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    gp = result.gangs[0]
+    assert result.status is Status.OPTIMAL and gp.objective == (1, 1, 1, 1, 2, 50)
+    assert sorted(n for _, n, _ in gp.replicas) == [4, 6] and gp.tier == 1 and gp.domain == 1
+    greedy = GreedyPlacer().place(problem)
+    validate_placement(problem, greedy)
+    assert greedy.gangs[0].objective == (1, 1, 1, 1, 2, 50)
+
+
+def test_cpsat_counts_racks_across_a_tier_gap() -> None:
+    # three racks straight under a tier-3 switch; the gang needs two racks: fewest racks at
+    # tier 2 (the racks stand in for the missing tier), then fewest nodes
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(12)]
+    racks = [
+        HyperNode(name=f"r{r}", tier=1, members=[f"n{4 * r + i}" for i in range(4)])
+        for r in range(3)
+    ]
+    top = HyperNode(name="top", tier=3, members=["r0", "r1", "r2"])
+    topo = build_topology(Snapshot(nodes=nodes, hypernodes=[*racks, top]))
+    gpu_free = np.full((12, 4), 1000, dtype=np.int64)
+    gpu_free[np.arange(12) % 4 != 0, 2:] = 0
+    problem = problem_for(topo, [gpu_gang("g", 12, 12, highest_tier=3)], gpu_free=gpu_free, gpus=4)
+    result = _cpsat().place(problem)
+    validate_placement(problem, result)
+    gp = result.gangs[0]
+    assert result.status is Status.OPTIMAL
+    assert gp.objective[:6] == (3, 1, 1, 2, 2, 4)  # two racks, four nodes (4 + 2 + 4 + 2)
+    assert len({n // 4 for _, n, _ in gp.replicas}) == 2
+    greedy = GreedyPlacer().place(problem).gangs[0]
+    assert greedy.objective >= gp.objective
+
+
 @st.composite
 def small_instances(draw: st.DrawFn, max_nodes: int = 12) -> PlacementProblem:
     n = draw(st.integers(2, max_nodes))
@@ -215,8 +304,10 @@ def test_cpsat_matches_brute_force_and_greedy_is_never_better(problem: Placement
         return
     assert gp.placed and gp.objective == best
     assert result.status is Status.OPTIMAL
+    _check_objective_shape(problem, gp.objective)
     if gg.placed:
         assert gg.objective >= gp.objective
+        _check_objective_shape(problem, gg.objective)
 
 
 @st.composite

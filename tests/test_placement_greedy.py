@@ -9,11 +9,18 @@ import pytest
 
 from _placement_cases import fat_tree_snapshot, gpu_gang, problem_for
 from gangsched.errors import PlacementError
-from gangsched.model import TopologyMode
+from gangsched.model import HyperNode, Node, TopologyMode
 from gangsched.placement.greedy import GreedyPlacer
-from gangsched.placement.problem import GangPlacement, GangRequest, PlacementResult, Status
+from gangsched.placement.problem import (
+    GangPlacement,
+    GangRequest,
+    PlacementProblem,
+    PlacementResult,
+    Status,
+)
 from gangsched.placement.validate import validate_placement
-from gangsched.topology import build_topology
+from gangsched.snapshot import Snapshot
+from gangsched.topology import Topology, build_topology
 
 TOPO = build_topology(fat_tree_snapshot())  # 2 spines × 4 racks × 8 nodes × 8 GPUs
 N = TOPO.n_nodes
@@ -160,3 +167,50 @@ def test_bad_problem_inputs_raise_placement_errors() -> None:
         GangRequest(name="x", request=[[1]], counts=[3], mask=[[True]], slice_size=2)
     with pytest.raises(PlacementError, match="gang 'x': mask"):
         problem_for(TOPO, [GangRequest(name="x", request=[[1, 1]], counts=[1], mask=[[True]])])
+
+
+# --------------------------------------------------------------------------- tier gaps
+
+
+def gap_tier_problem() -> tuple[Topology, PlacementProblem]:
+    """Three 4-node racks (tier 1) directly under one tier-3 switch (no tier 2): the first node
+    of every rack has 4 free GPUs, the others 2; a 12-replica gang needs two racks."""
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(12)]
+    racks = [
+        HyperNode(name=f"r{r}", tier=1, members=[f"n{4 * r + i}" for i in range(4)])
+        for r in range(3)
+    ]
+    top = HyperNode(name="top", tier=3, members=["r0", "r1", "r2"])
+    topo = build_topology(Snapshot(nodes=nodes, hypernodes=[*racks, top]))
+    gpu_free = np.full((12, 4), 1000, dtype=np.int64)
+    gpu_free[np.arange(12) % 4 != 0, 2:] = 0
+    gang = gpu_gang("g", 12, 12, highest_tier=3)
+    return topo, problem_for(topo, [gang], gpu_free=gpu_free, gpus=4)
+
+
+def test_nest_group_falls_back_to_the_lower_tier_domain() -> None:
+    topo, _ = gap_tier_problem()
+    assert topo.group_of(2).tolist() == list(range(12))  # no tier-2 domain: singletons
+    # at tier 2 every node counts with its rack (global ids 0..2); at tier 3 all share the switch
+    assert topo.nest_group(2).tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert topo.nest_group(3).tolist() == [topo.global_id(3, 0)] * 12
+    assert topo.nest_group(0).tolist() == list(range(12))
+    # a node outside every domain of tier <= t is a group of its own, after all domain ids
+    lone = build_topology(
+        Snapshot(
+            nodes=[Node(name=f"m{i}", allocatable={"cpu": 1}) for i in range(3)],
+            hypernodes=[HyperNode(name="r", tier=1, members=["m0", "m1"])],
+        )
+    )
+    assert lone.nest_group(1).tolist() == [0, 0, lone.n_total + 2]
+
+
+def test_greedy_fills_whole_racks_across_a_tier_gap() -> None:
+    _, problem = gap_tier_problem()
+    result = GreedyPlacer().place(problem)
+    validate_placement(problem, result)
+    gp = result.gangs[0]
+    racks = {n // 4 for _, n, _ in gp.replicas}
+    # filling node by node (largest first) would take n0, n4, n8: three racks
+    assert gp.placed and gp.tier == 3 and len(racks) == 2
+    assert gp.objective[:5] == (3, 1, 1, 2, 2)  # span, d[4], d[3], d[2] = racks, d[1] = racks

@@ -14,7 +14,12 @@ domains. The tree is checked to be *laminar* — two domains either nest or are 
 node has one chain of enclosing domains and every placement has a well-defined lowest tier.
 
 Domains also have a global numbering (tier by tier, tier 1 first), used where one array must
-name domains of several tiers at once (:meth:`Topology.cover`).
+name domains of several tiers at once (:meth:`Topology.cover`, :meth:`Topology.nest_group`).
+
+Two groupings per tier: :meth:`Topology.group_of` uses the tier's own domains only (uncovered
+nodes are singletons); :meth:`Topology.nest_group` lets a node uncovered at a tier fall back to
+its largest enclosing lower-tier domain. Laminarity makes the latter nested from tier to tier,
+and it is what placements are counted by.
 
 Aggregates (free capacity per domain) are sums over the member nodes, computed with
 ``np.add.at`` in one pass per tier; :class:`DomainTotals` keeps them current when one node
@@ -93,6 +98,24 @@ class Topology:
             return nodes
         dom = self.domain_of[tier - 1]
         out: I64 = np.where(dom >= 0, dom, self.n_domains(tier) + nodes)
+        return out
+
+    def nest_group(self, tier: int) -> I64:
+        """Per node, an id that is equal for two nodes iff their *largest* enclosing domain of
+        tier ≤ ``tier`` is the same one (see :meth:`cover`).
+
+        This is the grouping the placement objective counts at ``tier``: a node that no domain
+        of ``tier`` covers falls back to its domain of the highest lower tier (a rack that sits
+        under no spine is its own spine-level group), and to a singleton of its own when no
+        domain of tier ≤ ``tier`` covers it (ids of singletons start at :attr:`n_total`).
+        Tier 0 is the node itself. Coarser than :meth:`group_of` (equal where the node is
+        covered at ``tier``). Shape ``(n_nodes,)``.
+        """
+        nodes = np.arange(self.n_nodes, dtype=np.int64)
+        if tier <= 0:
+            return nodes
+        cov = self.cover(tier)
+        out: I64 = np.where(cov >= 0, cov, self.n_total + nodes)
         return out
 
     def cover(self, tier: int) -> I64:

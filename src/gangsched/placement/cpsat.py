@@ -30,11 +30,15 @@ The model over a chunk (style: counts, not per-task booleans):
   replica land on distinct devices because ``x ≤ c``. A lone shared template is exact through
   ``q`` already;
 * all or nothing: ``Σ c = size`` (each template between its minimum and its count);
-* one domain of the tier: ``Σ_d y[d] = 1``, ``m[u] ≤ k·y[dom(u)]``; one ``z`` per domain of
-  each lower tier, ``m[u] ≤ k·z[dom_t(u)]``; slices: ``Σ_{u ∈ e} c = slice·s_e``;
+* one domain of the tier: ``Σ_d y[d] = 1``, ``m[u] ≤ k·y[dom(u)]``; one ``z`` per group of
+  each lower tier, ``m[u] ≤ k·z[grp_t(u)]``, where the groups are the objective's
+  (:meth:`~gangsched.topology.Topology.nest_group`: a node uncovered at a tier counts with its
+  lower-tier domain); slices: ``Σ_{u ∈ e} c = slice·s_e``;
 * objective (lexicographic, as one weighted sum whose weights provably separate the levels:
   each weight exceeds the largest possible value of everything below it): fewest domains of
   tier ``s−1``, …, of tier 1, then fewest nodes, then the least node emptiness (binpack).
+  Tiers ``≥ s`` need no term: every placement inside one tier-``s`` domain counts one group
+  there.
 
 **Joint.** Several gangs in one model: ``placed[g]`` with ``Σ c[g] = size_g·placed[g]``; a
 hard gang chooses one domain of its highest allowed tier, any other gang one domain of the
@@ -598,7 +602,7 @@ def _build_single(
     # lower-tier domains used
     levels: list[tuple[cp_model.LinearExprT, int]] = []
     for t in lower:
-        groups = topo.group_of(t)
+        groups = topo.nest_group(t)  # the objective's tier-t groups (placement_objective)
         zs: dict[int, cp_model.IntVar] = {}
         for u in range(units.size):
             gid = int(groups[units.rep[u]])
@@ -676,7 +680,7 @@ def _domain_bounds(
         caps = cap_node[nodes]
         lb = [tier]
         for t in range(topo.top_tier, 0, -1):
-            groups = topo.group_of(t)[nodes]
+            groups = topo.nest_group(t)[nodes]
             _, inv = np.unique(groups, return_inverse=True)
             gcap = np.bincount(inv.reshape(-1), weights=caps).astype(np.int64)
             lb.append(_fewest_to_cover([(0, int(c)) for c in gcap], size))
@@ -749,7 +753,7 @@ def _hint_single(
         model.add_hint(y, int(d in chosen))
     topo = problem.topology
     for (_, t, gid), z in vs.lower.items():
-        groups = topo.group_of(t)
+        groups = topo.nest_group(t)
         model.add_hint(z, int(any(int(groups[n]) == gid for s in used_nodes.values() for n in s)))
     del tier
 

@@ -8,10 +8,11 @@ gang (a necessary condition; an exact one for a single template) are tried in th
 Volcano's hypernode binpack score — the fullest domain first, ties to the lower index. The first
 domain in which the gang really packs wins.
 
-Inside a domain the fill is hierarchical: among the child domains one tier down, if some child
-can host everything that is left, the tightest such child gets it (fewest spare slots, then the
-fullest nodes, then the lower index); otherwise the child with the most capacity is filled as far
-as it goes and the loop continues. At the node level this is "largest node until the rest fits
+Inside a domain the fill is hierarchical: among the child groups one tier down (the
+objective's groups, so a lower-tier domain stands in where a tier has a gap), if some child can
+host everything that is left, the tightest such child gets it (fewest spare slots, then the
+fullest nodes, then the lower index); otherwise the child with the most capacity is filled as
+far as it goes and the loop continues. At the node level this is "largest node until the rest fits
 in one, then the tightest node that fits", which uses the fewest nodes for a single template.
 Slices (``slice_size`` per ``slice_tier`` domain) are honoured by only ever handing a child of
 the slice tier or above a multiple of the slice size, rolling the child back otherwise.
@@ -93,7 +94,10 @@ def _fill(
         return pack_node(problem, view, int(nodes[0]), rem, free, gpu_free)
     gang = view.gang
     topo = problem.topology
-    groups = topo.group_of(tier - 1)[nodes]
+    # children are the objective's groups one tier down (a rack under no spine is one child at
+    # the spine level); slices are counted per domain of their own tier, so keep those exact
+    grouping = topo.group_of if gang.slice_size else topo.nest_group
+    groups = grouping(tier - 1)[nodes]
     uniq, inv = np.unique(groups, return_inverse=True)
     qsum = np.zeros((uniq.size, rem.size), dtype=np.int64)
     np.add.at(qsum, inv, view.q[:, nodes].T)

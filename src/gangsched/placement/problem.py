@@ -31,10 +31,15 @@ The objective of a placed gang is the tuple (lower is better, compared lexicogra
     (span, d[top_tier], ..., d[1], nodes, waste)
 
 ``span`` is the lowest tier whose one domain holds every replica (0 = a single node); ``d[t]``
-the number of distinct tier-``t`` domains used (an uncovered node counts as its own domain);
-``nodes`` the number of nodes used; ``waste`` the sum of the used nodes' emptiness (0–100, the
-mean free share of the resources the gang asks for, before placement): preferring full nodes is
-Volcano's binpack. :func:`placement_objective` computes it from counts, for every placer alike.
+the number of distinct tier-``t`` groups used, where a node's tier-``t`` group is its largest
+enclosing domain of tier ≤ ``t`` (:meth:`~gangsched.topology.Topology.nest_group`): a node that
+no tier-``t`` domain covers counts with its lower-tier domain (a rack under no spine is one
+spine-level group), and as a group of its own only when nothing of tier ≤ ``t`` covers it. So
+``d[t] = 1`` for every ``t ≥ span``, ``d`` never grows with the tier, and ``span`` is the lowest
+tier with ``d = 1``; ``nodes`` the number of nodes used; ``waste`` the sum of the used nodes'
+emptiness (0–100, the mean free share of the resources the gang asks for, before placement):
+preferring full nodes is Volcano's binpack. :func:`placement_objective` computes it from
+counts, for every placer alike.
 """
 
 from __future__ import annotations
@@ -448,6 +453,6 @@ def placement_objective(problem: PlacementProblem, gang_index: int, counts: I64)
         if np.unique(topo.group_of(t)[used]).size == 1:
             span = t
             break
-    ds = [int(np.unique(topo.group_of(t)[used]).size) for t in range(topo.top_tier, 0, -1)]
+    ds = [int(np.unique(topo.nest_group(t)[used]).size) for t in range(topo.top_tier, 0, -1)]
     waste = int(problem.emptiness[gang_index][used].sum())
     return (span, *ds, int(used.sum()), waste)
