@@ -19,8 +19,10 @@ TIERS: list[list[dict[str, Any]]] = [
 
 def config(*actions: str, tiers: list[list[dict[str, Any]]] | None = None) -> Config:
     return Config.from_dict(
-        {"actions": list(actions or ("enqueue", "allocate", "preempt", "reclaim", "backfill")),
-         "tiers": tiers or TIERS}
+        {
+            "actions": list(actions or ("enqueue", "allocate", "preempt", "reclaim", "backfill")),
+            "tiers": tiers or TIERS,
+        }
     )
 
 
@@ -41,8 +43,13 @@ def node(name: str, gpus: int = 4, cpu: int = 32, **extra: Any) -> dict[str, Any
 
 
 def job(name: str, min_available: int = 1, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "queue": "default", "min_available": min_available, "phase": "Running",
-            **extra}
+    return {
+        "name": name,
+        "queue": "default",
+        "min_available": min_available,
+        "phase": "Running",
+        **extra,
+    }
 
 
 def running(
@@ -63,7 +70,9 @@ def running(
     ]
 
 
-def pending(job_name: str, n: int, gpus: int = 1, start: int = 0, **extra: Any) -> list[dict]:
+def pending(
+    job_name: str, n: int, gpus: int = 1, start: int = 0, **extra: Any
+) -> list[dict[str, Any]]:
     return [
         {
             "name": f"{job_name}-{i}",
@@ -104,11 +113,11 @@ def jobs_hit(s: gs.Snapshot, d: gs.Decisions) -> set[str]:
 def apply(s: gs.Snapshot, d: gs.Decisions) -> gs.Snapshot:
     """The cluster after the decisions: evicted tasks are Releasing, bound tasks Running,
     reserved tasks Pipelined (carried to the next cycle), jobs in their new phase."""
-    out = s.to_dict()
+    out: dict[str, Any] = s.to_dict()
     binds = {b.task: b for b in d.binds}
     pipes = {p.task: p for p in d.pipelined}
     gone = evicted(d)
-    for t in out["tasks"]:  # type: ignore[union-attr]
+    for t in out["tasks"]:
         if t["name"] in gone:
             t["phase"] = "Releasing"
         elif t["name"] in binds:
@@ -117,7 +126,7 @@ def apply(s: gs.Snapshot, d: gs.Decisions) -> gs.Snapshot:
         elif t["name"] in pipes:
             p = pipes[t["name"]]
             t.update(phase="Pipelined", node=p.node, gpu_indices=list(p.gpu_indices))
-    for j in out["jobs"]:  # type: ignore[union-attr]
+    for j in out["jobs"]:
         status = d.jobs.get(j["name"])
         if status is not None and status.phase != "Unknown":
             j["phase"] = status.phase
@@ -127,8 +136,8 @@ def apply(s: gs.Snapshot, d: gs.Decisions) -> gs.Snapshot:
 def settle(s: gs.Snapshot) -> gs.Snapshot:
     """Releasing tasks have terminated; their pods come back Pending (the job controller
     recreates them)."""
-    out = s.to_dict()
-    for t in out["tasks"]:  # type: ignore[union-attr]
+    out: dict[str, Any] = s.to_dict()
+    for t in out["tasks"]:
         if t["phase"] == "Releasing":
             t["phase"] = "Pending"
             t.pop("node", None)

@@ -30,7 +30,9 @@ def test_pod_failed_restarts_the_job() -> None:
         [_task("j-0", "j", "Running"), _task("j-1", "j", "Failed")],
     )
     (action,) = job_actions(s, {}, {"j": "Running"})
-    assert action == gs.JobAction(job="j", action="RestartJob", cause="PodFailed: task 'j-1' failed")
+    assert action == gs.JobAction(
+        job="j", action="RestartJob", cause="PodFailed: task 'j-1' failed"
+    )
 
 
 def test_role_policy_overrides_the_job_policy_for_its_role_only() -> None:

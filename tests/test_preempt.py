@@ -67,6 +67,8 @@ def test_high_priority_gang_evicts_lower_priority_work_of_its_queue_and_is_pipel
     assert d.binds == ()
     assert {(p.task, p.node) for p in d.pipelined} == {(f"high-{i}", "n1") for i in range(4)}
     assert d.jobs["high"].pipelined == 4 and "high" not in d.preemption_reasons
+    assert d.jobs["high"].reason == "Pipelined"
+    assert d.jobs["high"].message == "preempt: 4 task(s) reserved, evicting 4 task(s) of ['low']"
 
 
 def test_preempt_never_crosses_queues_and_never_takes_equal_priority() -> None:
@@ -262,7 +264,7 @@ def test_irreducible_set_when_many_candidates() -> None:
     assert len(jobs_hit(s, d)) == 3 and len(d.pipelined) == 3
 
 
-# ---------------------------------------------------------------------------- item 3: all or nothing
+# ------------------------------------------------------------------------- item 3: all or nothing
 
 
 def test_nothing_is_evicted_unless_the_whole_minimum_fits() -> None:
@@ -294,8 +296,8 @@ def test_reservation_is_carried_and_bound_once_victims_are_gone() -> None:
     s1 = gs.Snapshot.from_dict(
         {
             **s1.to_dict(),
-            "jobs": [*s1.to_dict()["jobs"], job("thief", 1, priority=50, phase="Inqueue")],  # type: ignore[list-item]
-            "tasks": [*s1.to_dict()["tasks"], *pending("thief", 1)],  # type: ignore[list-item]
+            "jobs": [*s1.to_dict()["jobs"], job("thief", 1, priority=50, phase="Inqueue")],
+            "tasks": [*s1.to_dict()["tasks"], *pending("thief", 1)],
         }
     )
     d1 = gs.schedule(s1, PREEMPT)
@@ -410,7 +412,9 @@ def test_gang_would_break_is_explained() -> None:
 
 
 def test_no_victims_at_all_is_explained() -> None:
-    d = gs.schedule(snap([node("n0", gpus=1)], [job("hi", 2, priority=9)], pending("hi", 2)), PREEMPT)
+    d = gs.schedule(
+        snap([node("n0", gpus=1)], [job("hi", 2, priority=9)], pending("hi", 2)), PREEMPT
+    )
     assert d.preemption_reasons["hi"].startswith("preempt: NoVictims")
 
 

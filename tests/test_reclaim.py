@@ -4,6 +4,7 @@ back from queues above theirs, gang-aware, never in a cycle, and says why when i
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import gangsched as gs
 from _preemption_helpers import (
@@ -58,7 +59,7 @@ def test_queue_below_deserved_takes_back_a_whole_gang_from_the_queue_above() -> 
 
 def test_nothing_is_taken_from_a_non_reclaimable_queue() -> None:
     jobs, tasks = _b_holds_everything()
-    queues = [{"name": "a"}, {"name": "b", "reclaimable": False}]
+    queues: list[dict[str, Any]] = [{"name": "a"}, {"name": "b", "reclaimable": False}]
     d = gs.schedule(snap([node("n0"), node("n1")], jobs, tasks, queues=queues), RECLAIM)
     assert d.evictions == ()
     reason = d.preemption_reasons["a1"]
@@ -98,7 +99,10 @@ def test_a_queue_holding_its_deserved_share_does_not_reclaim() -> None:
     ]
     tasks = running("a0", [("n0", [i]) for i in range(4)])
     tasks += running("b0", [("n1", [i]) for i in range(4)]) + pending("a1", 1)
-    queues = [{"name": "a", "capability": {"cpu": 4, "nvidia.com/gpu": 4}}, {"name": "b"}]
+    queues: list[dict[str, Any]] = [
+        {"name": "a", "capability": {"cpu": 4, "nvidia.com/gpu": 4}},
+        {"name": "b"},
+    ]
     d = gs.schedule(snap([node("n0"), node("n1")], jobs, tasks, queues=queues), RECLAIM)
     assert d.evictions == ()
     assert d.preemption_reasons["a1"].startswith("reclaim: QueueAtDeserved")

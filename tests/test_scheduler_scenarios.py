@@ -368,3 +368,19 @@ def test_plugin_missing_from_the_registry_is_a_config_error() -> None:
     job, tasks = gang("j", 1, 1)
     with pytest.raises(gs.ConfigError, match="gang"):
         schedule(snap([node("n0")], [job], tasks), cfg, registry=reg)
+
+
+def test_best_effort_tasks_of_a_gang_that_is_not_ready_are_not_bound() -> None:
+    # min_available 3: one best-effort task and two tasks too big for the node. The gang is not
+    # ready, so backfill must not bind the best-effort task on its own (a partial gang).
+    job = {"name": "mix", "queue": "default", "min_available": 3, "phase": "Inqueue"}
+    tasks = [{"name": "mix-be", "job": "mix", "request": {}}]
+    tasks += [{"name": f"mix-{i}", "job": "mix", "request": {"cpu": 64}} for i in range(2)]
+    d = schedule(snap([node("n0", cpu=8)], [job], tasks))
+    assert d.binds == ()
+    assert "mix-be" in d.task_reasons
+
+
+def test_a_node_with_absurdly_many_gpus_is_rejected_at_input() -> None:
+    with pytest.raises(gs.SnapshotError, match=r"gpus.*count"):
+        gs.Snapshot.from_dict({"nodes": [{"name": "n", "gpus": {"count": 2**40}}]})

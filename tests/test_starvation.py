@@ -23,7 +23,9 @@ SLA_PREEMPT = config("enqueue", "allocate", "preempt", "backfill", tiers=_tiers(
 NO_SLA = config("enqueue", "allocate", "backfill")
 
 
-def _queued(name: str, walltime: int | None, gpus: int = 1) -> tuple[dict[str, Any], list]:
+def _queued(
+    name: str, walltime: int | None, gpus: int = 1
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     extra = {} if walltime is None else {"walltime": walltime}
     return job(name, 1, phase="Inqueue", age=10, **extra), pending(name, 1, gpus=gpus)
 
@@ -76,15 +78,18 @@ def test_unknown_wait_lets_only_best_effort_tasks_use_held_nodes() -> None:
 
 def test_a_job_not_yet_overdue_gets_no_reservation() -> None:
     s = _blocked_big_job()
-    d = gs.schedule(s, config("enqueue", "allocate", "backfill", tiers=_tiers(**{
-        "sla-waiting-time": 5000})))
+    d = gs.schedule(
+        s, config("enqueue", "allocate", "backfill", tiers=_tiers(**{"sla-waiting-time": 5000}))
+    )
     assert d.holds == ()
     assert "long-0" in {b.task for b in d.binds}
 
 
 def test_the_reservation_can_be_switched_off() -> None:
-    d = gs.schedule(_blocked_big_job(), config("enqueue", "allocate", "backfill",
-                                               tiers=_tiers(**{"sla.reservation": False})))
+    d = gs.schedule(
+        _blocked_big_job(),
+        config("enqueue", "allocate", "backfill", tiers=_tiers(**{"sla.reservation": False})),
+    )
     assert d.holds == () and "long-0" in {b.task for b in d.binds}
 
 
@@ -107,7 +112,7 @@ def test_the_head_job_starts_no_later_than_its_first_expected_start() -> None:
     # whatever frees up. Without a reservation the 8-GPU job never finds both nodes empty;
     # with it, it starts by the expected start computed when the nodes were first held.
     for cfg, expect_start in ((SLA, True), (NO_SLA, False)):
-        s, started_at, promised = _simulate(cfg, cycles=14)
+        _, started_at, promised = _simulate(cfg, cycles=14)
         if expect_start:
             assert promised is not None and started_at is not None
             assert started_at <= promised
@@ -138,18 +143,18 @@ def _simulate(cfg: gs.Config, cycles: int) -> tuple[gs.Snapshot, int | None, int
 def _advance(s: gs.Snapshot, dt: int, newcomer: str) -> gs.Snapshot:
     """``dt`` seconds later: running jobs use up their walltime and leave when it runs out,
     everyone ages, and a new small job arrives."""
-    d = s.to_dict()
+    d: dict[str, Any] = s.to_dict()
     ended = set()
-    for j in d["jobs"]:  # type: ignore[union-attr]
+    for j in d["jobs"]:
         j["age"] = j.get("age", 0) + dt
         if j["phase"] == "Running" and j.get("walltime") is not None:
             j["walltime"] -= dt
             if j["walltime"] <= 0:
                 ended.add(j["name"])
-    d["jobs"] = [j for j in d["jobs"] if j["name"] not in ended]  # type: ignore[union-attr]
-    d["tasks"] = [t for t in d["tasks"] if t["job"] not in ended]  # type: ignore[union-attr]
-    d["jobs"].append(job(newcomer, 1, phase="Inqueue", walltime=400))  # type: ignore[union-attr]
-    d["tasks"].extend(pending(newcomer, 1, gpus=2))  # type: ignore[union-attr]
+    d["jobs"] = [j for j in d["jobs"] if j["name"] not in ended]
+    d["tasks"] = [t for t in d["tasks"] if t["job"] not in ended]
+    d["jobs"].append(job(newcomer, 1, phase="Inqueue", walltime=400))
+    d["tasks"].extend(pending(newcomer, 1, gpus=2))
     return gs.Snapshot.from_dict(d)
 
 
@@ -182,9 +187,7 @@ def test_held_nodes_respect_the_head_jobs_topology() -> None:
         job("w2", 1, walltime=200),
         job("w3", 1, walltime=800),
     ]
-    tasks = [
-        t for i in range(4) for t in running(f"w{i}", [(f"n{i}", [0, 1, 2, 3])], gpus=4)
-    ]
+    tasks = [t for i in range(4) for t in running(f"w{i}", [(f"n{i}", [0, 1, 2, 3])], gpus=4)]
     hard = {"mode": "hard", "highest_tier_allowed": 1}
     jobs.append(job("big", 2, phase="Inqueue", age=1000, network_topology=hard))
     tasks += pending("big", 2, gpus=4)

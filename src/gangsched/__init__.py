@@ -1,7 +1,16 @@
 """gangsched: the brain of a batch/AI scheduler as a pure, vectorized Python library."""
 
 from .config import Config
-from .decisions import Bind, Decisions, Eviction, JobAction, JobStatus, Pipeline, QueueStatus
+from .decisions import (
+    Bind,
+    Decisions,
+    Eviction,
+    Hold,
+    JobAction,
+    JobStatus,
+    Pipeline,
+    QueueStatus,
+)
 from .errors import ConfigError, GangschedError, PlacementError, SnapshotError, SolverError
 from .model import (
     GpuRequest,
@@ -37,6 +46,7 @@ __all__ = [
     "GangschedError",
     "GpuRequest",
     "Gpus",
+    "Hold",
     "HyperNode",
     "Job",
     "JobAction",

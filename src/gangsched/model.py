@@ -87,6 +87,11 @@ class Resources(FrozenDict[str, int]):
         return format_resources(self)
 
 
+#: Devices tracked per node (per-device arrays are ``n_nodes × max devices``); real nodes carry
+#: at most a few dozen accelerators.
+MAX_GPUS_PER_NODE = 1024
+
+
 class QueueState(enum.Enum):
     OPEN = "Open"
     CLOSING = "Closing"
@@ -375,6 +380,13 @@ class Gpus:
         _set(
             self, "milli", _int(self.milli, kind="gpus", name=self.model, field="milli", minimum=1)
         )
+        if self.count > MAX_GPUS_PER_NODE:
+            raise SnapshotError(
+                f"{self.count} devices on one node is beyond the supported {MAX_GPUS_PER_NODE}",
+                kind="gpus",
+                name=self.model,
+                field="count",
+            )
         _str(self.model, kind="gpus", name=self.model, field="model")
         _bool(self.sharing, kind="gpus", name=self.model, field="sharing")
 

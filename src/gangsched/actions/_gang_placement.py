@@ -60,8 +60,10 @@ def session_topology(ssn: Session) -> Topology:
 def _gpu_free(ssn: Session, future: bool) -> I64:
     a = ssn.arrays
     free = a.gpu_capacity[:, None] - ssn.gpu_used
-    if future:
-        free = free + ssn.gpu_releasing - ssn.gpu_pipelined
+    later = free + ssn.gpu_releasing - ssn.gpu_pipelined
+    # Taking a device now must not eat into a reservation on it (pipelined tasks hold the
+    # device's future capacity): "now" is the smaller of now and later.
+    free = later if future else np.minimum(free, later)
     out: I64 = np.where(a.gpu_valid, np.clip(free, 0, None), 0).astype(np.int64)
     return out
 
@@ -168,7 +170,7 @@ def _problem(
     a = ssn.arrays
     return PlacementProblem(
         weights=weights,
-        free=ssn.future_idle() if future else ssn.idle(),
+        free=ssn.future_idle() if future else np.minimum(ssn.idle(), ssn.future_idle()),
         allocatable=a.allocatable,
         gpu_free=_gpu_free(ssn, future),
         gpu_capacity=a.gpu_capacity,

@@ -29,15 +29,24 @@ lexicographic cost, smaller first:
 
 A set is *feasible* when, inside one :class:`~gangsched.statement.Statement`, the victims are
 evicted, every claimed task is pipelined onto a node where it fits after release (plugin
-predicates, ``allocatable`` of its queue, and the job's hard topology domain), the job is
-``job_pipelined`` and the action's after-move rule holds. The search is exact for one and two
-jobs: every single bundle (surplus, else whole) is tried, then, if none works and there are at
-most :data:`PAIR_LIMIT` candidate jobs, every pair. Otherwise bundles are added in rank order
-until the claim fits, then jobs are reprieved (highest rank first) while it still fits, whole
-bundles are cut back to their surplus where that suffices, and surplus tasks are reprieved one
-by one; the result is irreducible (no job or task of it can be spared). A hard-topology job is
-searched once per allowed domain (lowest tier first) and the cheapest plan wins (then the lower
-tier, then the domain index).
+predicates, ``allocatable`` of its queue, and the job's hard topology domain) and the job is
+``job_pipelined``; it is *admissible* when, moreover, the action's after-move rule holds
+(reclaim's fair-share rule). The search:
+
+1. every single job: the shortest prefix of its surplus that is feasible (bisection: more
+   victims never hurt placement), else the job whole;
+2. if no single job works and there are at most :data:`PAIR_LIMIT` candidate jobs, every pair;
+3. otherwise bundles are added in rank order until the claim fits, jobs are reprieved
+   (highest rank first) while it still fits, whole bundles are cut back to their surplus where
+   that suffices, and surplus tasks are reprieved one by one.
+
+Sets are minimised on feasibility and checked for admissibility once minimal (fewer victims can
+only help the fair-share rule). If one job suffices, a one-job set is found; if two do (and
+the pair search runs), a two-job set; otherwise the set is irreducible (no job or task of it can
+be spared). "Suffices" is judged by the greedy placement above (best-scored node per task, in
+task order), not by an exact packing. A hard-topology job is searched
+once per allowed domain (lowest tier first) and the cheapest plan wins (the lowest tier on a
+tie).
 
 The chosen plan is replayed and committed only if the claim is pipelined; otherwise nothing is
 evicted. The claimed tasks are always *pipelined* — reserved on future-idle resources — never
@@ -219,7 +228,8 @@ def realise_reservations(ssn: Session) -> None:
     A task the snapshot lists as ``Pipelined`` (with its node and devices) holds a reservation
     made in an earlier cycle. Per job, the reserved tasks whose node now has their resources
     idle — without eating into anyone else's reservation — are bound there, if that makes the
-    job ready; the others keep their reservation. Runs once per session.
+    job ready (together with what ``allocate`` placed for it in this cycle, which is then bound
+    as well); the others keep their reservation. Runs once per session.
     """
     if ssn.scratch.get("_reservations_realised"):
         return
@@ -240,6 +250,12 @@ def realise_reservations(ssn: Session) -> None:
                 stmt.allocate(t, node, gpus)
         if stmt.ops and ssn.call("job_ready", j):
             stmt.commit()
+            # Allocations ``allocate`` kept for this job (not ready then) count toward its
+            # readiness now: they become binds too, or the job would be bound in part.
+            mine = [op for op in ssn.kept if op.kind == "allocate" and ssn.task_job[op.task] == j]
+            if mine:
+                ssn.kept[:] = [op for op in ssn.kept if op not in mine]
+                ssn.committed.extend(mine)
         else:
             stmt.discard()
         for t in tasks:
@@ -418,12 +434,20 @@ class _Search:
             stmt.discard()
 
     def commit(self, plan: _Plan) -> bool:
-        stmt = Statement(self.ssn)
-        if self._play(stmt, plan.victims, plan.among, True):
-            stmt.commit()
-            return True
-        stmt.discard()
-        return False
+        ssn = self.ssn
+        stmt = Statement(ssn)
+        if not self._play(stmt, plan.victims, plan.among, True):
+            stmt.discard()
+            return False
+        stmt.commit()
+        hit = sorted(ssn.snapshot.jobs[b.job].name for b, _, _ in plan.parts)
+        by = f"evicting {len(plan.victims)} task(s) of {hit}" if hit else "without evictions"
+        ssn.note_job(
+            self.job,
+            "Pipelined",
+            f"{self.scope.action}: {len(self.claim)} task(s) reserved, {by}",
+        )
+        return True
 
     # ------------------------------------------------------------------ bundles
 

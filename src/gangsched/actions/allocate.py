@@ -43,6 +43,7 @@ from ..placement import GreedyPlacer, Placer
 from ..session import TaskState
 from ..statement import Statement
 from ._gang_placement import place_job, place_jobs_jointly
+from ._victims import realise_reservations
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -168,6 +169,10 @@ class AllocateAction:
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue:
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
+        # Reservations carried in the snapshot (Pipelined tasks) bind once their resources are
+        # idle, together with what this pass placed for the same job (nobody else could take
+        # those resources meanwhile: fitting now requires fitting once releases finish).
+        realise_reservations(ssn)
 
     def _as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""

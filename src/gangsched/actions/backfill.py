@@ -1,7 +1,10 @@
 """backfill: place best-effort tasks (no resource request) of admitted, valid jobs.
 
 No gang statement: each task goes to the best feasible node (pod count, selectors, taints still
-apply) and is bound at once. Pipelined best-effort tasks are not re-placed here.
+apply) and is bound at once — but only for a job that is ready, so a gang whose other tasks did
+not fit binds none of its best-effort tasks either (Volcano dispatches them only once the job is
+ready). Placing a best-effort task does not change readiness, which already counts pending
+best-effort tasks. Pipelined best-effort tasks are not re-placed here.
 """
 
 from __future__ import annotations
@@ -32,6 +35,14 @@ class BackfillAction:
                 if ssn.task_state[t] == TaskState.PENDING and ssn.snapshot.tasks[int(t)].best_effort
             ]
             if not tasks or ssn.call("job_valid", j) is not None:
+                continue
+            if not ssn.call("job_ready", j):
+                for t in tasks:
+                    ssn.task_reasons.setdefault(
+                        t,
+                        f"gang {ssn.snapshot.jobs[j].name!r} is not ready: best-effort "
+                        "tasks bind only with their gang",
+                    )
                 continue
             for t in sorted(tasks, key=ssn.task_key):
                 tmpl = ssn.templates[int(ssn.template_of[t])]

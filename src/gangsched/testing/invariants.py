@@ -55,10 +55,14 @@ def _job_of(snapshot: Snapshot, task: str) -> str:
     return snapshot.tasks[index].job
 
 
+_BINDABLE = (TaskPhase.PENDING, TaskPhase.PIPELINED)
+
+
 def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
     """Decisions reference only tasks, nodes, jobs and queues of the snapshot; a task is bound,
-    pipelined or evicted at most once; only Pending tasks are bound or pipelined; GPU indices
-    are not repeated within one decision."""
+    pipelined or evicted at most once; only Pending tasks are pipelined, and only Pending or
+    Pipelined ones (a reservation carried from an earlier cycle) are bound; GPU indices are not
+    repeated within one decision."""
     seen: dict[str, str] = {}
     for kind, items in (("bind", decisions.binds), ("pipeline", decisions.pipelined)):
         for d in items:
@@ -70,7 +74,8 @@ def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
                 raise InvariantViolation(f"task {d.task!r}: both {seen[d.task]} and {kind}")
             seen[d.task] = kind
             phase = snapshot.task(d.task).phase
-            if phase is not TaskPhase.PENDING:
+            allowed = _BINDABLE if kind == "bind" else (TaskPhase.PENDING,)
+            if phase not in allowed:
                 raise InvariantViolation(f"task {d.task!r}: {kind} of a {phase.value} task")
             if len(set(d.gpu_indices)) != len(d.gpu_indices):
                 raise InvariantViolation(
@@ -112,10 +117,11 @@ def _device_milli(snapshot: Snapshot, task_name: str, node_name: str) -> int:
 
 def check_capacity(snapshot: Snapshot, decisions: Decisions) -> None:
     """After the binds, no node exceeds its allocatable in any resource or its pod limit, and
-    no GPU device exceeds its capacity. Reservations (pipelined) fit once the releasing and
-    evicted tasks are gone. Every bind and reservation names as many GPU devices as its task
-    asks for."""
+    no GPU device exceeds its capacity. Reservations (Pipelined tasks, old and new) fit once
+    the releasing and evicted tasks are gone; a reservation that is bound now counts once, where
+    it is bound. Every bind and reservation names as many GPU devices as its task asks for."""
     evicted = {e.task for e in decisions.evictions}
+    bound = {b.task for b in decisions.binds}
     now: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     later: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     dev_now: dict[tuple[str, int], int] = defaultdict(int)
@@ -144,7 +150,7 @@ def check_capacity(snapshot: Snapshot, decisions: Decisions) -> None:
             charge(now, dev_now, t.name, t.node, t.gpu_indices)
             if t.phase is not TaskPhase.RELEASING and t.name not in evicted:
                 charge(later, dev_later, t.name, t.node, t.gpu_indices)
-        elif t.phase is TaskPhase.PIPELINED:
+        elif t.phase is TaskPhase.PIPELINED and t.name not in bound:
             charge(later, dev_later, t.name, t.node, t.gpu_indices)
     for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
         for d in items:
@@ -228,7 +234,10 @@ def check_gang_atomicity(snapshot: Snapshot, decisions: Decisions) -> None:
             t for t in tasks if (t.phase in _READY and t.name not in evicted) or t.name in new_ready
         ]
         held = ready + [
-            t for t in tasks if t.name in new_reserved or t.phase is TaskPhase.PIPELINED
+            t
+            for t in tasks
+            if t.name in new_reserved
+            or (t.phase is TaskPhase.PIPELINED and t.name not in new_ready)
         ]
         sets = []
         if job.name in bound:
@@ -340,6 +349,7 @@ def check_topology(snapshot: Snapshot, decisions: Decisions) -> None:
         return
     top_tier = max((h.tier for h in snapshot.hypernodes), default=0) + 1
     evicted = {e.task for e in decisions.evictions}
+    moved = {b.task for b in decisions.binds} | {p.task for p in decisions.pipelined}
     leaves: dict[str, frozenset[str]] | None = None
     for name in sorted(placed):
         job = snapshot.job(name)
@@ -355,6 +365,7 @@ def check_topology(snapshot: Snapshot, decisions: Decisions) -> None:
                 t.node is not None
                 and t.phase in (TaskPhase.BOUND, TaskPhase.RUNNING, TaskPhase.PIPELINED)
                 and t.name not in evicted
+                and t.name not in moved
             ):
                 used.add(t.node)
         if leaves is None:

@@ -14,21 +14,26 @@ mutated) by every rule. The rules are what happens to a real cluster around its 
     Time passes. Releasing tasks terminate: Succeeded when their job finished, back to Pending
     off their node when they were evicted (or whatever the job's ``PodEvicted`` policy says:
     ``RestartJob`` restarts the whole job, ``AbortJob`` / ``TerminateJob`` fail it,
-    ``CompleteJob`` completes it). Reservations (Pipelined tasks) lapse back to Pending, as
-    Volcano forgets pipelining between sessions.
+    ``CompleteJob`` completes it). With ``keep_reservations`` off, reservations (Pipelined
+    tasks) lapse back to Pending too, as Volcano forgets pipelining between sessions.
+``drop_reservations``
+    A job's reservations are given up (its Pipelined tasks go back to Pending).
 ``fail_node``
     A node goes bad: it becomes unschedulable, its tasks either fail or are recreated (Pending),
-    reservations on it lapse.
+    reservations on it are dropped.
 ``add_node``
     A node joins, sometimes into an existing tier-1 hypernode.
 ``change_weight``
     A queue's weight changes.
 ``set_queue_state``
-    An operator opens, closes or drains (Closing) a queue.
+    An operator closes or drains (Closing) an open queue, or reopens a closed one. (Queues
+    start open.)
 ``cycle``
     The scheduler under test runs on the current snapshot. Its output is checked, then applied:
     binds become Running tasks on their node and GPU devices, reservations become Pipelined
-    tasks, evicted tasks start releasing, and job phases follow the statuses it reported.
+    tasks (carried into the next snapshots, as gangsched expects; a later bind turns them into
+    Running tasks), evicted tasks start releasing, and job phases follow the statuses it
+    reported.
 
 On every ``cycle`` the machine checks that the scheduler left its input unmutated, that it
 answers the same on a copy of the snapshot rebuilt from its interchange form
@@ -36,8 +41,11 @@ answers the same on a copy of the snapshot rebuilt from its interchange form
 checker of :mod:`gangsched.testing.invariants`). Each eviction adds an edge *victim job →
 preemptor job* to a graph kept across steps, and after every step the graph must stay
 acyclic: A evicting B and later B evicting A is the preemption ping-pong peers have shipped.
-The rules that legitimately change who is entitled to what (``graph_reset_rules``: queue
-weights, cluster capacity, completions) start the graph afresh; submissions and cycles do not.
+Fair-share entitlements legitimately move when queues, weights, nodes or jobs change, so the
+rules that change them (``graph_reset_rules``) start the graph afresh by default: a cycle is
+then a loop closed by the scheduler alone, over cycles and ticks. A scheduler that preempts by
+fixed priorities only can promise more: set ``graph_reset_rules = frozenset()`` and no loop
+may ever close.
 
 Use
 ---
@@ -75,6 +83,7 @@ from ..model import (
     Job,
     JobPhase,
     JobPolicy,
+    Node,
     QueueState,
     Task,
     TaskPhase,
@@ -154,9 +163,12 @@ class SchedulerMachine(RuleBasedStateMachine):
     max_queues: ClassVar[int] = 3
     #: Generate hypernode trees and jobs with network-topology constraints.
     topology: ClassVar[bool] = True
+    #: Keep Pipelined tasks across ticks (the scheduler binds them later); when false, every
+    #: tick drops them back to Pending.
+    keep_reservations: ClassVar[bool] = True
     #: Rules after which the victim → preemptor graph starts afresh.
     graph_reset_rules: ClassVar[frozenset[str]] = frozenset(
-        {"change_weight", "add_node", "fail_node", "finish"}
+        {"submit", "finish", "fail_node", "add_node", "change_weight", "set_queue_state"}
     )
 
     def __init__(self) -> None:
@@ -235,100 +247,86 @@ class SchedulerMachine(RuleBasedStateMachine):
         holding = (TaskPhase.BOUND, TaskPhase.RUNNING)
         return sorted({t.job for t in self.snapshot.tasks if t.phase in holding})
 
+    @staticmethod
+    def _fresh(prefix: str, counter: int, *taken: Mapping[str, int]) -> tuple[str, int]:
+        """The first ``<prefix>-<n>`` with n ≥ ``counter`` that no mapping in ``taken`` holds."""
+        while any(f"{prefix}-{counter}" in names for names in taken):
+            counter += 1
+        return f"{prefix}-{counter}", counter
+
+    def _reserving_jobs(self) -> list[str]:
+        return sorted({t.job for t in self.snapshot.tasks if t.phase is TaskPhase.PIPELINED})
+
     def _schedulable_nodes(self) -> list[str]:
         return [n.name for n in self.snapshot.nodes if not n.unschedulable]
 
-    # ------------------------------------------------------------------ rules
+    # ------------------------------------------------------------------ model operations
+    #
+    # Each rule draws its arguments and calls one of these; a shrunk failure can be replayed
+    # as a straight-line test by calling them by hand.
 
-    @initialize(data=st.data())
-    def start(self, data: st.DataObject) -> None:
-        snap = data.draw(
-            snapshots(
-                max_nodes=self.max_nodes,
-                max_jobs=self.max_initial_jobs,
-                max_tasks_per_job=self.max_tasks_per_job,
-                max_queues=self.max_queues,
-                topology=self.topology,
-            ),
-            label="cluster",
-        )
-        # Mostly open queues, so that cycles have work to do; set_queue_state closes them.
-        states = st.sampled_from((QueueState.OPEN,) * 3 + (QueueState.CLOSING, QueueState.CLOSED))
-        queue_list = [
-            dataclasses.replace(q, state=data.draw(states, label=f"state of {q.name}"))
-            for q in snap.queues
-        ]
-        snap = snap.replace(queues=queue_list)
-        self.snapshot = snap
-        self._next_job = len(snap.jobs)
-        self._next_node = len(snap.nodes)
+    def load(self, snapshot: Snapshot) -> None:
+        """Start from ``snapshot`` (tasks already Releasing will end Succeeded)."""
+        self.snapshot = snapshot
+        self._next_job = len(snapshot.jobs)
+        self._next_node = len(snapshot.nodes)
         self._release_to = {
-            t.name: TaskPhase.SUCCEEDED for t in snap.tasks if t.phase is TaskPhase.RELEASING
+            t.name: TaskPhase.SUCCEEDED for t in snapshot.tasks if t.phase is TaskPhase.RELEASING
         }
 
-    @rule(data=st.data())
-    def submit(self, data: st.DataObject) -> None:
-        """A new gang arrives."""
+    def apply_submit(self, job: Job, tasks: Sequence[Task]) -> None:
+        """Add a job and its tasks."""
         snap = self.snapshot
-        name = f"job-{self._next_job}"
-        max_tier = max((h.tier for h in snap.hypernodes), default=0) if self.topology else 0
-        job, members = data.draw(
-            gangs(
-                [q.name for q in snap.queues],
-                name=name,
-                max_tasks=self.max_tasks_per_job,
-                max_tier=max_tier,
-                creation=self._next_job,
-            ),
-            label=name,
-        )
-        action = data.draw(st.sampled_from(_POLICY_CHOICES), label="PodEvicted policy")
-        if action is not None:
-            job = dataclasses.replace(job, policies=(JobPolicy(event="PodEvicted", action=action),))
         self._next_job += 1
-        self._set(jobs=(*snap.jobs, job), tasks=(*snap.tasks, *members))
+        self._set(jobs=(*snap.jobs, job), tasks=(*snap.tasks, *tasks))
+        self._reset_graph("submit")
 
-    @precondition(lambda self: bool(self._running_jobs()))
-    @rule(data=st.data())
-    def finish(self, data: st.DataObject) -> None:
-        """A running job completes."""
-        name = data.draw(st.sampled_from(self._running_jobs()), label="finished job")
+    def apply_finish(self, job: str) -> None:
+        """``job`` completes: its placed tasks start releasing, its unplaced ones go away."""
         out: list[Task] = []
         for t in self.snapshot.tasks:
-            if t.job == name and t.phase in (TaskPhase.PENDING, TaskPhase.PIPELINED):
+            if t.job == job and t.phase in (TaskPhase.PENDING, TaskPhase.PIPELINED):
                 continue
-            if t.job == name and t.phase in (TaskPhase.BOUND, TaskPhase.RUNNING):
+            if t.job == job and t.phase in (TaskPhase.BOUND, TaskPhase.RUNNING):
                 t = dataclasses.replace(t, phase=TaskPhase.RELEASING)
                 self._release_to[t.name] = TaskPhase.SUCCEEDED
             out.append(t)
         self._set(tasks=out)
         self._reset_graph("finish")
 
-    @rule()
-    def tick(self) -> None:
-        """Releasing tasks terminate; reservations lapse."""
+    def apply_tick(self) -> None:
+        """Releasing tasks terminate (and, without ``keep_reservations``, reservations lapse
+        back to Pending)."""
         out: list[Task] = []
         for t in self.snapshot.tasks:
             if t.phase is TaskPhase.RELEASING:
                 t = _ended(t, self._release_to.pop(t.name, TaskPhase.SUCCEEDED))
-            elif t.phase is TaskPhase.PIPELINED:
+            elif t.phase is TaskPhase.PIPELINED and not self.keep_reservations:
                 t = _moved(t, TaskPhase.PENDING, None, ())
             out.append(t)
         self._set(tasks=out)
 
-    @precondition(lambda self: bool(self._schedulable_nodes()))
-    @rule(data=st.data())
-    def fail_node(self, data: st.DataObject) -> None:
-        """A node goes bad: cordoned; its tasks fail or are recreated."""
-        name = data.draw(st.sampled_from(self._schedulable_nodes()), label="failed node")
-        restart = data.draw(st.booleans(), label="recreate its tasks")
+    def apply_drop_reservations(self, job: str) -> None:
+        """``job``'s Pipelined tasks go back to Pending."""
+        out = [
+            _moved(t, TaskPhase.PENDING, None, ())
+            if t.job == job and t.phase is TaskPhase.PIPELINED
+            else t
+            for t in self.snapshot.tasks
+        ]
+        self._set(tasks=out)
+        self._reset_graph("drop_reservations")
+
+    def apply_fail_node(self, node: str, *, restart: bool) -> None:
+        """``node`` goes bad: it is cordoned; its tasks are recreated (``restart``, Pending) or
+        fail; releasing tasks on it end at once; reservations on it lapse."""
         snap = self.snapshot
         node_list = [
-            dataclasses.replace(n, unschedulable=True) if n.name == name else n for n in snap.nodes
+            dataclasses.replace(n, unschedulable=True) if n.name == node else n for n in snap.nodes
         ]
         out: list[Task] = []
         for t in snap.tasks:
-            if t.node == name:
+            if t.node == node:
                 if t.phase is TaskPhase.RELEASING:
                     t = _ended(t, self._release_to.pop(t.name, TaskPhase.SUCCEEDED))
                 elif t.phase in OCCUPYING_PHASES:
@@ -339,47 +337,39 @@ class SchedulerMachine(RuleBasedStateMachine):
         self._set(nodes=node_list, tasks=out)
         self._reset_graph("fail_node")
 
-    @rule(data=st.data())
-    def add_node(self, data: st.DataObject) -> None:
-        """A node joins, sometimes into an existing tier-1 hypernode."""
+    def apply_add_node(self, node: Node, *, hypernode: str | None = None) -> None:
+        """``node`` joins the cluster, as a member of tier-1 ``hypernode`` if given."""
         snap = self.snapshot
-        node = data.draw(nodes(f"node-{self._next_node}"), label="new node")
+        hypernode_list = [
+            HyperNode(name=h.name, tier=h.tier, members=(*h.members, node.name))
+            if h.name == hypernode
+            else h
+            for h in snap.hypernodes
+        ]
         self._next_node += 1
-        hypernode_list = list(snap.hypernodes)
-        leaves = [i for i, h in enumerate(hypernode_list) if h.tier == 1]
-        if self.topology and leaves and data.draw(st.booleans(), label="into a hypernode"):
-            i = data.draw(st.sampled_from(leaves), label="hypernode")
-            h = hypernode_list[i]
-            hypernode_list[i] = HyperNode(name=h.name, tier=h.tier, members=(*h.members, node.name))
         self._set(nodes=(*snap.nodes, node), hypernodes=hypernode_list)
         self._reset_graph("add_node")
 
-    @rule(data=st.data())
-    def change_weight(self, data: st.DataObject) -> None:
-        """A queue's weight changes."""
-        snap = self.snapshot
-        name = data.draw(st.sampled_from([q.name for q in snap.queues]), label="queue")
-        weight = data.draw(st.integers(1, 8), label="weight")
+    def apply_weight(self, queue: str, weight: int) -> None:
+        """``queue`` gets a new weight."""
         queue_list = [
-            dataclasses.replace(q, weight=weight) if q.name == name else q for q in snap.queues
+            dataclasses.replace(q, weight=weight) if q.name == queue else q
+            for q in self.snapshot.queues
         ]
         self._set(queues=queue_list)
         self._reset_graph("change_weight")
 
-    @rule(data=st.data())
-    def set_queue_state(self, data: st.DataObject) -> None:
-        """An operator opens, closes or drains (Closing) a queue."""
-        snap = self.snapshot
-        name = data.draw(st.sampled_from([q.name for q in snap.queues]), label="queue")
-        state = data.draw(st.sampled_from(tuple(QueueState)), label="state")
+    def apply_queue_state(self, queue: str, state: QueueState) -> None:
+        """``queue`` is opened, closed or set Closing."""
         queue_list = [
-            dataclasses.replace(q, state=state) if q.name == name else q for q in snap.queues
+            dataclasses.replace(q, state=state) if q.name == queue else q
+            for q in self.snapshot.queues
         ]
         self._set(queues=queue_list)
+        self._reset_graph("set_queue_state")
 
-    @rule()
-    def cycle(self) -> None:
-        """Run the scheduler, check its decisions, apply them."""
+    def run_cycle(self) -> Decisions:
+        """Run the scheduler on the current snapshot, check its decisions, apply them."""
         snap = self.snapshot
         before = snap.to_dict()
         decisions = self._decide(snap)
@@ -395,21 +385,26 @@ class SchedulerMachine(RuleBasedStateMachine):
             check(snap, decisions)
         self.last_decisions = decisions
         self.cycles += 1
-        self._apply(decisions)
+        self.apply_decisions(decisions)
+        return decisions
 
-    # ------------------------------------------------------------------ applying decisions
-
-    def _apply(self, decisions: Decisions) -> None:
+    def apply_decisions(self, decisions: Decisions) -> None:
+        """Binds become Running tasks, reservations Pipelined ones, evicted tasks start
+        releasing (ending as their job's ``PodEvicted`` policy says), job phases follow the
+        reported statuses. Records the victim → preemptor edges."""
         snap = self.snapshot
         tasks: dict[str, Task] = {t.name: t for t in snap.tasks}
-        get = tasks.__getitem__
+        named = {b.task for b in decisions.binds} | {p.task for p in decisions.pipelined}
+        unknown = sorted((named | {e.task for e in decisions.evictions}) - tasks.keys())
+        if unknown:
+            raise InvariantViolation(f"decision about unknown task {unknown[0]!r}")
         for b in decisions.binds:
-            tasks[b.task] = _moved(get(b.task), TaskPhase.RUNNING, b.node, b.gpu_indices)
+            tasks[b.task] = _moved(tasks[b.task], TaskPhase.RUNNING, b.node, b.gpu_indices)
         for p in decisions.pipelined:
-            tasks[p.task] = _moved(get(p.task), TaskPhase.PIPELINED, p.node, p.gpu_indices)
+            tasks[p.task] = _moved(tasks[p.task], TaskPhase.PIPELINED, p.node, p.gpu_indices)
         self.binds += len(decisions.binds)
         for e in decisions.evictions:
-            victim = get(e.task)
+            victim = tasks[e.task]
             self.evictions += 1
             if e.preemptor and e.preemptor != victim.job:
                 self.preemptions.setdefault(victim.job, set()).add(e.preemptor)
@@ -420,7 +415,7 @@ class SchedulerMachine(RuleBasedStateMachine):
                     break
             names = [t.name for t in snap.tasks_of(victim.job)] if whole_job else [e.task]
             for name in names:
-                t = get(name)
+                t = tasks[name]
                 if t.phase in OCCUPYING_PHASES or name == e.task:
                     tasks[name] = dataclasses.replace(t, phase=TaskPhase.RELEASING)
                     self._release_to[name] = end
@@ -439,6 +434,105 @@ class SchedulerMachine(RuleBasedStateMachine):
                     job = dataclasses.replace(job, phase=phase)
             job_list.append(job)
         self._set(jobs=job_list, tasks=list(tasks.values()))
+
+    # ------------------------------------------------------------------ rules
+
+    @initialize(data=st.data())
+    def start(self, data: st.DataObject) -> None:
+        snap = data.draw(
+            snapshots(
+                max_nodes=self.max_nodes,
+                max_jobs=self.max_initial_jobs,
+                max_tasks_per_job=self.max_tasks_per_job,
+                max_queues=self.max_queues,
+                topology=self.topology,
+            ),
+            label="cluster",
+        )
+        # Open queues, so that cycles have work to do; set_queue_state closes and reopens them.
+        queue_list = [dataclasses.replace(q, state=QueueState.OPEN) for q in snap.queues]
+        self.load(snap.replace(queues=queue_list))
+
+    @rule(data=st.data())
+    def submit(self, data: st.DataObject) -> None:
+        """A new gang arrives."""
+        snap = self.snapshot
+        max_tier = max((h.tier for h in snap.hypernodes), default=0) if self.topology else 0
+        name, self._next_job = self._fresh("job", self._next_job, snap.job_index)
+        job, members = data.draw(
+            gangs(
+                [q.name for q in snap.queues],
+                name=name,
+                max_tasks=self.max_tasks_per_job,
+                max_tier=max_tier,
+                creation=self._next_job,
+            ),
+            label="gang",
+        )
+        action = data.draw(st.sampled_from(_POLICY_CHOICES), label="PodEvicted policy")
+        if action is not None:
+            job = dataclasses.replace(job, policies=(JobPolicy(event="PodEvicted", action=action),))
+        self.apply_submit(job, members)
+
+    @precondition(lambda self: bool(self._running_jobs()))
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        """A running job completes."""
+        self.apply_finish(data.draw(st.sampled_from(self._running_jobs()), label="job"))
+
+    @rule()
+    def tick(self) -> None:
+        """Releasing tasks terminate."""
+        self.apply_tick()
+
+    @precondition(lambda self: bool(self._reserving_jobs()))
+    @rule(data=st.data())
+    def drop_reservations(self, data: st.DataObject) -> None:
+        """A job's reservations are given up."""
+        self.apply_drop_reservations(
+            data.draw(st.sampled_from(self._reserving_jobs()), label="job")
+        )
+
+    @precondition(lambda self: bool(self._schedulable_nodes()))
+    @rule(data=st.data())
+    def fail_node(self, data: st.DataObject) -> None:
+        """A node goes bad."""
+        name = data.draw(st.sampled_from(self._schedulable_nodes()), label="node")
+        self.apply_fail_node(name, restart=data.draw(st.booleans(), label="recreate its tasks"))
+
+    @rule(data=st.data())
+    def add_node(self, data: st.DataObject) -> None:
+        """A node joins, sometimes into an existing tier-1 hypernode."""
+        snap = self.snapshot
+        name, self._next_node = self._fresh(
+            "node", self._next_node, snap.node_index, snap.hypernode_index
+        )
+        node = data.draw(nodes(name), label="node")
+        leaves = sorted(h.name for h in self.snapshot.hypernodes if h.tier == 1)
+        into: str | None = None
+        if self.topology and leaves and data.draw(st.booleans(), label="into a hypernode"):
+            into = data.draw(st.sampled_from(leaves), label="hypernode")
+        self.apply_add_node(node, hypernode=into)
+
+    @rule(data=st.data())
+    def change_weight(self, data: st.DataObject) -> None:
+        """A queue's weight changes."""
+        name = data.draw(st.sampled_from([q.name for q in self.snapshot.queues]), label="queue")
+        self.apply_weight(name, data.draw(st.integers(1, 8), label="weight"))
+
+    @rule(data=st.data())
+    def set_queue_state(self, data: st.DataObject) -> None:
+        """An operator closes or drains (Closing) an open queue, or reopens a closed one."""
+        queue = data.draw(st.sampled_from(self.snapshot.queues), label="queue")
+        state = QueueState.OPEN
+        if queue.state is QueueState.OPEN:
+            state = data.draw(st.sampled_from((QueueState.CLOSING, QueueState.CLOSED)), label="to")
+        self.apply_queue_state(queue.name, state)
+
+    @rule()
+    def cycle(self) -> None:
+        """Run the scheduler, check its decisions, apply them."""
+        self.run_cycle()
 
     # ------------------------------------------------------------------ invariants
 

@@ -724,7 +724,8 @@ class _Cycle:
                 for t in self.tasks_of[j]
                 if self.state[t] == "Pending" and self.snap.tasks[t].best_effort
             ]
-            if not todo or not self.job_valid(j):
+            # A gang that is not ready binds none of its best-effort tasks either.
+            if not todo or not self.job_valid(j) or not self.job_ready(j):
                 continue
             for t in sorted(todo, key=self.task_key):
                 n, later = self.best_node(t)
