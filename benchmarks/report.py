@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
+import statistics
 import sys
 import time
 import tracemalloc
@@ -48,15 +48,16 @@ TARGET_NODE_BYTES, TARGET_TASK_BYTES = 1024, 512
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:
-    """Best CPU time of ``repeat`` calls, and the last result. The work is single-threaded,
+    """Median CPU time of ``repeat`` calls, and the last result. The work is single-threaded,
     so on an idle machine CPU time is the wall time; on a shared one it is the fairer figure."""
-    best, out = math.inf, None
+    times: list[float] = []
+    out = None
     for _ in range(repeat):
         gc.collect()
         start = time.process_time()
         out = fn()
-        best = min(best, time.process_time() - start)
-    return best, out
+        times.append(time.process_time() - start)
+    return statistics.median(times), out
 
 
 def traced_peak(fn: Callable[[], Any]) -> int:
@@ -81,8 +82,9 @@ def view(d: Decisions) -> tuple[Any, ...]:
     )
 
 
-def floor_time(snapshot: Snapshot, repeat: int = 3) -> float:
-    """One ``(request <= free).all(1)`` pass per distinct pending template, best of ``repeat``."""
+def floor_time(snapshot: Snapshot, repeat: int = 5) -> float:
+    """One ``(request <= free).all(1)`` pass per distinct pending template, median of
+    ``repeat``."""
     ssn = open_session(snapshot)
     free = ssn.arrays.allocatable - ssn.used  # (n_nodes, n_resources)
     requests = [t.request for t in ssn.templates]  # each (n_resources,)
@@ -148,7 +150,7 @@ def ladder(budget: float, quick: bool) -> tuple[list[list[str]], float, tuple[in
 def scale_row(nodes: int, pending: int, quick: bool) -> list[str]:
     snap = Snapshot.from_dict(cluster_dict(nodes, pending))
     gpus = sum(n.gpus.count for n in snap.nodes if n.gpus is not None)
-    cycle, d = timed(lambda: schedule(snap), 1 if quick or nodes > 5000 else 2)
+    cycle, d = timed(lambda: schedule(snap), 1 if quick else 5)
     # Tracing slows a cycle several times over; above 5,000 nodes see asv's peakmem instead.
     peak = traced_peak(lambda: schedule(snap)) if nodes <= 5_000 else -1
     floor = floor_time(snap)
