@@ -310,83 +310,61 @@ class RandomPlugin:
         return (int(room[int(np.argmax(u))]),)
 
 
-class DotProdPlugin:
+class _KernelScorer:
+    """A scorer that is one kernel of :mod:`gangsched.fragmentation` over the nodes' free
+    capacity: ``node_score`` scores the rows, ``gpu_choice`` picks the shared device."""
+
+    name = ""
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
+
+    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        raise NotImplementedError
+
+    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
+        pod = _template_pod(ssn, tmpl)
+        if pod is None or self.weight == 0:
+            return np.zeros(rows.size)
+        v = _view(ssn, rows)
+        return _finish(self._kernel(_feasible(v, pod), pod, v), self.weight)
+
+    def gpu_choice(
+        self, ssn: Session, task: int, node: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        found = _shared_device(ssn, task, node, future)
+        if found is None:
+            return None
+        v, pod = found
+        res = self._kernel(np.ones(1, dtype=np.bool_), pod, v)
+        return _answer(int(res.share_gpu[0]), v, pod)
+
+
+class DotProdPlugin(_KernelScorer):
     """``dotprod``: the smallest dot product of normalized free and requested (CPU, GPU)."""
 
     name = "dotprod"
 
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
-
-    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
-        pod = _template_pod(ssn, tmpl)
-        if pod is None or self.weight == 0:
-            return np.zeros(rows.size)
-        v = _view(ssn, rows)
-        return _finish(score_dotprod(_feasible(v, pod), pod, v.free_cpu, v.gpu_free), self.weight)
-
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
-    ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        v, pod = found
-        res = score_dotprod(np.ones(1, dtype=np.bool_), pod, v.free_cpu, v.gpu_free)
-        return _answer(int(res.share_gpu[0]), v, pod)
+    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_dotprod(mask, pod, v.free_cpu, v.gpu_free)
 
 
-class BestFitPlugin:
+class BestFitPlugin(_KernelScorer):
     """``bestfit``: the least weighted leftover (half CPU, half GPU) after placing the task."""
 
     name = "bestfit"
 
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
-
-    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
-        pod = _template_pod(ssn, tmpl)
-        if pod is None or self.weight == 0:
-            return np.zeros(rows.size)
-        v = _view(ssn, rows)
-        return _finish(score_bestfit(_feasible(v, pod), pod, v.free_cpu, v.gpu_free), self.weight)
-
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
-    ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        v, pod = found
-        res = score_bestfit(np.ones(1, dtype=np.bool_), pod, v.free_cpu, v.gpu_free)
-        return _answer(int(res.share_gpu[0]), v, pod)
+    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_bestfit(mask, pod, v.free_cpu, v.gpu_free)
 
 
-class GpuPackingPlugin:
+class GpuPackingPlugin(_KernelScorer):
     """``gpu-packing``: partly used devices first, then used nodes, then idle nodes."""
 
     name = "gpu-packing"
 
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
-
-    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
-        pod = _template_pod(ssn, tmpl)
-        if pod is None or self.weight == 0:
-            return np.zeros(rows.size)
-        v = _view(ssn, rows)
-        scores = score_gpu_packing(_feasible(v, pod), pod, v.gpu_free, v.gpu_count)
-        return _finish(scores, self.weight)
-
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
-    ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        v, pod = found
-        res = score_gpu_packing(np.ones(1, dtype=np.bool_), pod, v.gpu_free, v.gpu_count)
-        return _answer(int(res.share_gpu[0]), v, pod)
+    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_gpu_packing(mask, pod, v.gpu_free, v.gpu_count)
 
 
 def _affinity_tag(count: int, milli: int) -> int:
