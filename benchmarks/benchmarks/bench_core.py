@@ -118,6 +118,26 @@ class Cycle(_Sized):
     track_gangs_placed.unit = "gangs"  # type: ignore[attr-defined]
 
 
+class CycleSmallGangs:
+    """One full cycle, default configuration, 10,000 pending tasks in gangs of 1–64."""
+
+    params = ([1000, 5000],)
+    param_names = ("nodes",)
+    timeout = 300
+
+    def setup(self, nodes: int) -> None:
+        self.snapshot = cluster(nodes, 10_000, max_gang=64)
+
+    def time_schedule(self, nodes: int) -> None:
+        schedule(self.snapshot)
+
+    def track_tasks_placed(self, nodes: int) -> int:
+        d = schedule(self.snapshot)
+        return len(d.binds) + len(d.pipelined)
+
+    track_tasks_placed.unit = "tasks"  # type: ignore[attr-defined]
+
+
 class _Action(_Sized):
     """One action alone, on a session that ran the actions before it. Jobs start Pending and
     ``BEST_EFFORT`` best-effort pods are added so every action has work. One call per sample

@@ -193,7 +193,13 @@ def pending_dicts(
 
 
 def cluster_dict(
-    n_nodes: int, n_pending: int, seed: int = 0, *, phase: str = "Inqueue", best_effort: int = 0
+    n_nodes: int,
+    n_pending: int,
+    seed: int = 0,
+    *,
+    phase: str = "Inqueue",
+    best_effort: int = 0,
+    max_gang: int = 256,
 ) -> dict[str, Any]:
     """A whole snapshot in the interchange format: ``n_nodes`` nodes (the openb cluster when
     ``n_nodes == OPENB_NODES``), running load and ``n_pending`` pending tasks in gangs (see
@@ -203,7 +209,9 @@ def cluster_dict(
     else:
         nodes, running = node_dicts(n_nodes, seed)
     run_jobs = sorted({t["job"] for t in running})
-    jobs, tasks = pending_dicts(n_pending, seed, phase=phase, best_effort=best_effort)
+    jobs, tasks = pending_dicts(
+        n_pending, seed, phase=phase, best_effort=best_effort, max_gang=max_gang
+    )
     return {
         "nodes": nodes,
         "queues": [{"name": name, "weight": w} for name, w in QUEUES],
@@ -218,9 +226,17 @@ def cluster_dict(
 
 @functools.lru_cache(maxsize=2)
 def cluster(
-    n_nodes: int, n_pending: int, seed: int = 0, *, phase: str = "Inqueue", best_effort: int = 0
+    n_nodes: int,
+    n_pending: int,
+    seed: int = 0,
+    *,
+    phase: str = "Inqueue",
+    best_effort: int = 0,
+    max_gang: int = 256,
 ) -> Snapshot:
     """:func:`cluster_dict` as a validated :class:`~gangsched.Snapshot` (cached per process)."""
     return Snapshot.from_dict(
-        cluster_dict(n_nodes, n_pending, seed, phase=phase, best_effort=best_effort)
+        cluster_dict(
+            n_nodes, n_pending, seed, phase=phase, best_effort=best_effort, max_gang=max_gang
+        )
     )
