@@ -7,6 +7,7 @@ import copy
 import importlib.util
 import json
 import sys
+from dataclasses import replace as gs_replace
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gangsched.config import Config
 from gangsched.decisions import Decisions, Eviction
 from gangsched.io.k8s import Cluster, load_files, load_objects
 from gangsched.io.volcano_out import (
@@ -411,3 +413,27 @@ def test_example_scheduler_binds_only_pods_that_exist(recorded: dict[str, Any]) 
     plan = mod.plan([*objects, vcjob])
     assert plan.decisions.jobs["ml/later"].ready  # placed in the cycle's reasoning...
     assert all(b["metadata"]["name"] != "later-w-0" for b in plan.bindings)  # ...not posted
+
+
+def test_rack_local_job_stays_in_one_rack_where_spreading_would_cross_racks() -> None:
+    # On the empty cluster Volcano's default node order (least-requested) spreads replicas
+    # over the least-used nodes, which crosses racks; the hard tier-1 constraint keeps the 8
+    # GPUs inside one rack. (The example ConfigMap binpacks, which would hide the difference.)
+    c = load("topology-job.yaml")
+    d = schedule(c.snapshot, Config.default())
+    racks = {h.name: set(h.members) for h in c.snapshot.hypernodes if h.tier == 1}
+    nodes = {node for node, _ in binds_of(d, "rack-local").values()}
+    assert len(binds_of(d, "rack-local")) == 8
+    assert any(nodes <= members for members in racks.values())
+    # The same job without its topology constraint spreads across both racks.
+    job = c.snapshot.job("rack-local")
+    free = c.snapshot.replace(
+        jobs=[
+            gs_replace(j, network_topology=None) if j.name == job.name else j
+            for j in c.snapshot.jobs
+        ]
+    )
+    spread = {
+        b.node for b in schedule(free, Config.default()).binds if b.task.startswith("rack-local-")
+    }
+    assert not any(spread <= members for members in racks.values())
