@@ -1,5 +1,7 @@
 """gangsched: the brain of a batch/AI scheduler as a pure, vectorized Python library."""
 
+from typing import TYPE_CHECKING, Any
+
 from .config import Config
 from .decisions import (
     Bind,
@@ -30,6 +32,7 @@ from .model import (
     Toleration,
     TopologyMode,
 )
+from .placement import GreedyPlacer, validate_placement
 from .registry import Registry
 from .scheduler import default_registry, explain, open_session, schedule
 from .snapshot import Snapshot
@@ -37,15 +40,20 @@ from .units import ResourceSpec, parse_quantity
 
 __version__ = "0.1.0"
 
+if TYPE_CHECKING:
+    from .placement.cpsat import CpSatPlacer, JointCpSatPlacer
+
 __all__ = [
     "Bind",
     "Config",
     "ConfigError",
+    "CpSatPlacer",
     "Decisions",
     "Eviction",
     "GangschedError",
     "GpuRequest",
     "Gpus",
+    "GreedyPlacer",
     "Hold",
     "HyperNode",
     "Job",
@@ -53,6 +61,7 @@ __all__ = [
     "JobPhase",
     "JobPolicy",
     "JobStatus",
+    "JointCpSatPlacer",
     "NetworkTopology",
     "Node",
     "Pipeline",
@@ -77,4 +86,14 @@ __all__ = [
     "open_session",
     "parse_quantity",
     "schedule",
+    "validate_placement",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    # The CP-SAT placers load OR-Tools on first use, not at ``import gangsched``.
+    if name in ("CpSatPlacer", "JointCpSatPlacer"):
+        from . import placement
+
+        return getattr(placement, name)
+    raise AttributeError(f"module 'gangsched' has no attribute {name!r}")
