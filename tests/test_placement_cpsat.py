@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from _placement_cases import GIB, fat_tree_snapshot, gpu_gang, problem_for
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.placement import _exact
+from gangsched.placement._common import gang_view
 from gangsched.placement.cpsat import CpSatPlacer, JointCpSatPlacer
 from gangsched.placement.greedy import GreedyPlacer
 from gangsched.placement.problem import (
@@ -431,3 +433,117 @@ def test_joint_with_many_gangs_never_places_less_weight_than_greedy() -> None:
         return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
 
     assert weight(joint) >= weight(greedy)
+
+
+# --------------------------------------------------------------------------- knapsack bounds
+
+
+@st.composite
+def layered_instances(draw: st.DrawFn) -> PlacementProblem:
+    """Up to 24 nodes in racks, spines and a tier-3 switch that may skip tier 2; trailing
+    nodes, racks and spines may be left uncovered. One template, random free GPUs and cores."""
+    n = draw(st.integers(4, 24))
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 8}) for i in range(n)]
+    rack_size = draw(st.integers(1, 5))
+    racks = [list(range(i, min(i + rack_size, n))) for i in range(0, n, rack_size)]
+    n_racks = draw(st.integers(1, len(racks)))
+    hns = [
+        HyperNode(name=f"r{r}", tier=1, members=[f"n{i}" for i in rack])
+        for r, rack in enumerate(racks[:n_racks])
+    ]
+    per_spine = draw(st.integers(1, 3))
+    spines = [list(range(r, min(r + per_spine, n_racks))) for r in range(0, n_racks, per_spine)]
+    n_spines = draw(st.integers(0, len(spines)))
+    hns += [
+        HyperNode(name=f"s{s}", tier=2, members=[f"r{r}" for r in sp])
+        for s, sp in enumerate(spines[:n_spines])
+    ]
+    if draw(st.booleans()):  # a tier-3 switch over the spines and the racks under none
+        loose = [f"r{r}" for sp in spines[n_spines:] for r in sp]
+        top = [f"s{s}" for s in range(n_spines)] + loose[: draw(st.integers(0, len(loose)))]
+        if top:
+            hns.append(HyperNode(name="top", tier=3, members=top))
+    topo = build_topology(Snapshot(nodes=nodes, hypernodes=hns))
+    gpus = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    cpu_free = draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))
+    free = np.array([[c * 1000, 64 * GIB] for c in cpu_free], dtype=np.int64)
+    gpu_free = np.array([[1000] * g + [0] * (4 - g) for g in gpus], dtype=np.int64)
+    mode = draw(st.sampled_from([TopologyMode.HARD, TopologyMode.SOFT, None]))
+    size = draw(st.integers(1, 20))
+    gang = GangRequest(
+        name="g",
+        request=np.array([[1000, GIB]], dtype=np.int64),
+        counts=np.array([size]),
+        mask=np.array([draw(st.lists(st.integers(0, 5), min_size=n, max_size=n))]) > 0,
+        gpu_count=np.array([draw(st.integers(1, 2))]),
+        gpu_milli=np.array([1000]),
+        mode=mode,
+        highest_tier=draw(st.integers(1, topo.top_tier)) if mode is TopologyMode.HARD else None,
+    )
+    return problem_for(topo, [gang], free=free, gpu_free=gpu_free, gpus=4, cpu=8)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layered_instances())
+def test_knapsack_bounds_give_the_solver_alone_optimum(problem: PlacementProblem) -> None:
+    plain = _cpsat(exact_bounds=False).place(problem)
+    fast = _cpsat().place(problem)
+    validate_placement(problem, plain)
+    validate_placement(problem, fast)
+    assert fast.status is plain.status
+    assert fast.status in (Status.OPTIMAL, Status.INFEASIBLE)
+    assert fast.gangs[0].placed == plain.gangs[0].placed
+    assert fast.gangs[0].objective == plain.gangs[0].objective
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(layered_instances())
+def test_knapsack_optimum_per_domain_is_reached_by_its_placement(
+    problem: PlacementProblem,
+) -> None:
+    view = gang_view(problem, 0)
+    top = problem.topology.top_tier
+    for tier in range(1, view.allowed + 1):
+        doms = np.arange(problem.topology.n_domains(tier), dtype=np.intp)
+        found = _exact.exact_bounds(problem, view, tier, doms)
+        assert found is not None
+        for d, obj in enumerate(found.objective):
+            placed = _exact.exact_nodes(problem, view, tier, d)
+            assert (obj is None) == (placed is None)
+            if obj is None or placed is None:
+                continue
+            counts = np.zeros((1, problem.n_nodes), dtype=np.int64)
+            for node, k in placed.items():
+                assert 1 <= k <= view.q[0, node]
+                assert problem.topology.domain_of[tier - 1][node] == d
+                counts[0, node] = k
+            assert counts.sum() == problem.gangs[0].size
+            got = placement_objective(problem, 0, counts)
+            # the tier is the domain's; the objective's span may be lower
+            assert got[1:] == obj[1:] or (got[0] < tier and got[top + 1 :] <= obj[top + 1 :])
+            assert len(obj) == top + 3
+
+
+def _busy_spines(seed: int, spines: int = 5) -> PlacementProblem:
+    """``spines`` spines of 8 racks of 16 eight-GPU nodes, about 60 % of them partly busy, and
+    a 256-GPU gang bound to one spine."""
+    topo = build_topology(fat_tree_snapshot(spines=spines, racks=8, nodes=16))
+    n = topo.n_nodes
+    rng = np.random.default_rng(seed)
+    busy = np.where(rng.random(n) < 0.4, 0, rng.integers(1, 9, n))
+    gpu_free = (np.arange(8)[None, :] >= busy[:, None]).astype(np.int64) * 1000
+    return problem_for(topo, [gpu_gang("big", 256, n, highest_tier=2)], gpu_free=gpu_free)
+
+
+def test_large_gang_over_several_spines_is_proven_within_a_small_budget() -> None:
+    for seed in range(2):
+        problem = _busy_spines(seed)
+        fast = _cpsat(max_deterministic_time=0.5).place(problem)
+        plain = _cpsat(exact_bounds=False, time_limit_s=30.0).place(problem)
+        validate_placement(problem, fast)
+        assert fast.status is Status.OPTIMAL and fast.gap == 0.0 and not fast.fallback
+        assert plain.status is Status.OPTIMAL
+        assert fast.gangs[0].objective == plain.gangs[0].objective
+        assert fast.gangs[0].tier == 2
+        greedy = GreedyPlacer().place(problem).gangs[0]
+        assert greedy.objective >= fast.gangs[0].objective

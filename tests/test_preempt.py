@@ -436,3 +436,106 @@ def test_preempt_without_a_starving_point_does_nothing() -> None:
     cfg = config("allocate", "preempt", tiers=[[{"name": "predicates"}]])
     d = gs.schedule(snap(nodes, jobs, tasks), cfg)
     assert d.evictions == () and d.preemption_reasons == {}
+
+
+# ---------------------------------------------------------------------------- inside one job
+
+
+def _mixed_job(
+    min_available: int, **low: object
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    # One elastic job on a full 2-GPU node: two low-priority tasks run, a high-priority task of
+    # the same job is pending.
+    jobs = [job("mix", min_available, priority=5)]
+    tasks = running("mix", [("n0", [0]), ("n0", [1])], priority=0, **low)
+    tasks += pending("mix", 1, start=2, priority=10)
+    return jobs, tasks
+
+
+def test_high_priority_task_evicts_a_lower_priority_task_of_its_own_job() -> None:
+    # Volcano's preempt step 3: with room only under its own job's tasks, the job's
+    # high-priority pending task takes the place of one low-priority task; one victim only.
+    jobs, tasks = _mixed_job(1)
+    s = snap([node("n0", gpus=2)], jobs, tasks)
+    d = gs.schedule(s, PREEMPT)
+    assert evicted(d) == {"mix-0"}  # equal victims: by name
+    (e,) = d.evictions
+    assert e.preemptor == "mix"
+    assert e.reason == "preempted by task 'mix-2' of the same job 'mix' (task priority 10 > 0)"
+    assert [(p.task, p.node) for p in d.pipelined] == [("mix-2", "n0")]
+    assert d.binds == () and "mix" not in d.preemption_reasons
+    # The lower-priority task, back pending, never evicts the higher one: no cycle.
+    s2 = settle(apply(s, d))
+    d2 = gs.schedule(s2, PREEMPT)
+    assert d2.evictions == ()
+    assert {b.task for b in d2.binds} == {"mix-2"}
+    assert d2.pipelined == ()
+
+
+def test_within_job_preemption_picks_the_node_needing_fewest_victims() -> None:
+    # A 2-GPU task of the job: n0 holds one low task (2 GPUs free after one eviction), n1
+    # holds two 1-GPU low tasks. The node with one victim wins; lower task priority first.
+    jobs = [job("mix", 1, priority=5)]
+    tasks = running("mix", [("n0", [0, 1])], gpus=2, priority=3)
+    tasks[0]["name"] = "mix-a"
+    tasks += running("mix", [("n1", [0]), ("n1", [1])], priority=1)
+    tasks += pending("mix", 1, gpus=2, start=7, priority=10)
+    s = snap([node("n0", gpus=2), node("n1", gpus=2)], jobs, tasks)
+    d = gs.schedule(s, PREEMPT)
+    assert evicted(d) == {"mix-a"}
+    assert [(p.task, p.node) for p in d.pipelined] == [("mix-7", "n0")]
+
+
+def test_within_job_preemption_never_breaks_the_jobs_own_gang() -> None:
+    # min_available 2 and exactly 2 running: evicting one would cut the gang. Refused, said.
+    jobs, tasks = _mixed_job(2)
+    d = gs.schedule(snap([node("n0", gpus=2)], jobs, tasks), PREEMPT)
+    assert d.evictions == () and d.pipelined == ()
+    reason = d.preemption_reasons["mix"]
+    assert reason.startswith("preempt: GangWouldBreak") and "'mix-2'" in reason
+    assert "min_available 2" in reason
+
+
+def test_within_job_preemption_respects_role_minimums() -> None:
+    # min 1 overall, but the 'ps' role needs its one task: only the worker may go.
+    jobs = [job("mix", 2, priority=5, min_task_member={"ps": 1, "worker": 1})]
+    tasks = running("mix", [("n0", [0])], priority=0, role="ps")
+    tasks += [dict(t, name="mix-w0") for t in running("mix", [("n0", [1])], role="worker")]
+    tasks += [dict(t, name="mix-w1") for t in running("mix", [("n0", [2])], role="worker")]
+    tasks += [dict(t, name="mix-w2") for t in running("mix", [("n0", [3])], role="worker")]
+    tasks += [dict(t, role="worker") for t in pending("mix", 1, start=9, priority=10)]
+    for t in tasks:
+        if t["name"] == "mix-w0":
+            t["priority"] = 4
+    d = gs.schedule(snap([node("n0")], jobs, tasks), PREEMPT)
+    # ps (priority 0) is protected by its role minimum; the lowest worker goes.
+    assert evicted(d) == {"mix-w1"}
+
+
+@pytest.mark.parametrize("flag_on", ["job", "task"])
+def test_within_job_preemption_respects_preemptable_false(flag_on: str) -> None:
+    low = {"preemptable": False} if flag_on == "task" else {}
+    jobs, tasks = _mixed_job(1, **low)
+    if flag_on == "job":
+        jobs[0]["preemptable"] = False
+    d = gs.schedule(snap([node("n0", gpus=2)], jobs, tasks), PREEMPT)
+    assert d.evictions == () and d.pipelined == ()
+    reason = d.preemption_reasons["mix"]
+    assert reason.startswith("preempt: VictimsNotPreemptable") and "preemptable: false" in reason
+
+
+def test_equal_task_priorities_inside_a_job_change_nothing() -> None:
+    # An ordinary elastic job with pending tasks: no victims of its own, no reason recorded.
+    jobs = [job("mix", 1, priority=5)]
+    tasks = running("mix", [("n0", [0]), ("n0", [1])]) + pending("mix", 1, start=2)
+    d = gs.schedule(snap([node("n0", gpus=2)], jobs, tasks), PREEMPT)
+    assert d.evictions == () and d.pipelined == () and d.preemption_reasons == {}
+
+
+def test_within_job_preemption_is_not_done_when_the_task_does_not_fit_anyway() -> None:
+    # A 4-GPU task on 2-GPU nodes: evicting its siblings cannot make room.
+    jobs, tasks = _mixed_job(1)
+    tasks[-1]["request"] = {"cpu": 1, "nvidia.com/gpu": 4}
+    d = gs.schedule(snap([node("n0", gpus=2)], jobs, tasks), PREEMPT)
+    assert d.evictions == ()
+    assert d.preemption_reasons["mix"].startswith("preempt: InsufficientResources")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+import pytest
+
 import gangsched as gs
 from _preemption_helpers import (
     RECLAIM,
@@ -227,3 +229,166 @@ def test_equal_victim_queues_are_chosen_in_a_stable_order() -> None:
         hit.add(frozenset(jobs_hit(s, gs.schedule(s, RECLAIM))))
     # Equal in every key: the job name decides.
     assert hit == {frozenset({"b0"})}
+
+
+# ---------------------------------------------------------------------------- capacity
+
+
+def _capacity(hierarchy: bool = False, level: int | None = None) -> gs.Config:
+    cap: dict[str, Any] = {"name": "capacity"}
+    if hierarchy:
+        cap["enableHierarchy"] = True
+    if level is not None:
+        cap["arguments"] = {"ancestorReclaimLevel": level}
+    return config(
+        "enqueue",
+        "allocate",
+        "reclaim",
+        "backfill",
+        # capacity answers ``reclaimable`` in the first tier, next to gang: a later tier's
+        # answer is never asked once gang's tier has one (Volcano's combination rule).
+        tiers=[
+            [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}, cap],
+            [{"name": "drf"}, {"name": "predicates"}, {"name": "nodeorder"}],
+        ],
+    )
+
+
+def _quota(gpus: int, **extra: Any) -> dict[str, Any]:
+    return {"cpu": gpus, "nvidia.com/gpu": gpus, **extra}
+
+
+def test_capacity_queue_takes_back_what_another_queue_borrowed() -> None:
+    # Flat capacity: each queue deserves 4 of the 8 GPUs; b borrowed a's half while a was
+    # idle. a's gang reclaims it: one of b's gangs goes whole, a ends exactly at deserved.
+    jobs, tasks = _b_holds_everything()
+    queues = [{"name": "a", "deserved": _quota(4)}, {"name": "b", "deserved": _quota(4)}]
+    s = snap([node("n0"), node("n1")], jobs, tasks, queues=queues)
+    d = gs.schedule(s, _capacity())
+    assert jobs_hit(s, d) == {"b2"} and len(d.evictions) == 4
+    assert len(d.pipelined) == 4 and "a1" not in d.preemption_reasons
+    assert d.queues["a"].allocated["nvidia.com/gpu"] == 4000
+
+
+def _floor_case(guarantee: int) -> tuple[gs.Snapshot, gs.Decisions]:
+    # b deserves 4 GPUs and holds 6: 'big' (4 GPUs, priority 1) and 'small' (2, priority 5).
+    # a's 4-GPU task fits once either goes (n1 has 2 idle).
+    jobs = [
+        job("big", 1, queue="b", priority=1),
+        job("small", 1, queue="b", priority=5),
+        job("a1", 1, queue="a", phase="Inqueue"),
+    ]
+    tasks = running("big", [("n0", [0, 1, 2, 3])], gpus=4)
+    tasks += running("small", [("n1", [0, 1])], gpus=2) + pending("a1", 1, gpus=4)
+    b: dict[str, Any] = {"name": "b", "deserved": _quota(4)}
+    if guarantee:
+        b["guarantee"] = {"nvidia.com/gpu": guarantee}
+    queues = [{"name": "a", "deserved": _quota(4)}, b]
+    s = snap([node("n0"), node("n1")], jobs, tasks, queues=queues)
+    return s, gs.schedule(s, _capacity())
+
+
+def test_capacity_reclaim_keeps_the_victim_queue_at_its_guarantee() -> None:
+    # Without a guarantee the cheapest victim (priority 1) goes; with b guaranteed 4 GPUs,
+    # evicting 'big' would leave b at 2 < 4, so 'small' goes instead (b stays at 4).
+    s, d = _floor_case(0)
+    assert jobs_hit(s, d) == {"big"}
+    s, d = _floor_case(4)
+    assert jobs_hit(s, d) == {"small"}
+    assert [p.task for p in d.pipelined] == ["a1-0"]
+    assert d.queues["b"].allocated["nvidia.com/gpu"] == 4000
+
+
+def test_capacity_guarantee_floor_refuses_when_every_victim_would_break_it() -> None:
+    # b guaranteed 6 GPUs of the 6 it holds: nothing is reclaimable.
+    jobs = [job("big", 1, queue="b"), job("a1", 1, queue="a", phase="Inqueue")]
+    tasks = running("big", [("n0", [0, 1, 2, 3])], gpus=4)
+    tasks += [dict(t, name="big-9") for t in running("big", [("n1", [0, 1])], gpus=2)]
+    tasks += pending("a1", 1, gpus=4)
+    queues = [
+        {"name": "a", "deserved": _quota(2)},
+        {"name": "b", "deserved": _quota(6), "guarantee": {"nvidia.com/gpu": 6}},
+    ]
+    # b at 6 = its deserved: within share, and its guarantee: doubly protected.
+    d = gs.schedule(snap([node("n0"), node("n1")], jobs, tasks, queues=queues), _capacity())
+    assert d.evictions == ()
+    assert d.preemption_reasons["a1"].startswith("reclaim: ")
+
+
+def _tree_case() -> gs.Snapshot:
+    # root ─ dept1 ─ a            a deserves 8, holds 4, wants 4 more
+    #      └ dept2 ─ b, c          dept2 deserves 8 = what c holds; c deserves 4 (borrows 4)
+    queues = [
+        {"name": "dept1", "deserved": _quota(8)},
+        {"name": "dept2", "deserved": _quota(8)},
+        {"name": "a", "parent": "dept1", "deserved": _quota(8)},
+        {"name": "b", "parent": "dept2", "deserved": _quota(4)},
+        {"name": "c", "parent": "dept2", "deserved": _quota(4)},
+    ]
+    jobs = [
+        job("a0", 4, queue="a"),
+        job("c0", 4, queue="c"),
+        job("c1", 4, queue="c", creation=1),
+        job("a1", 4, queue="a", phase="Inqueue"),
+        job("b1", 4, queue="b", phase="Inqueue", priority=1),
+    ]
+    tasks = running("a0", [("n0", [i]) for i in range(4)])
+    tasks += running("c0", [("n1", [i]) for i in range(4)])
+    tasks += running("c1", [("n2", [i]) for i in range(4)])
+    tasks += pending("a1", 4) + pending("b1", 4)
+    return snap([node("n0"), node("n1"), node("n2")], jobs, tasks, queues=queues)
+
+
+def test_hierarchical_capacity_reclaims_borrowed_resources() -> None:
+    # Without ancestorReclaimLevel only c's own share counts: c is above its deserved, so its
+    # newest gang goes. a goes first (dept1's share 0.5 is below dept2's 1); then c is at its
+    # deserved and b gets nothing.
+    s = _tree_case()
+    d = gs.schedule(s, _capacity(hierarchy=True))
+    assert jobs_hit(s, d) == {"c1"} and len(d.evictions) == 4
+    assert {e.preemptor for e in d.evictions} == {"a1"}
+    assert {p.task for p in d.pipelined} == {f"a1-{i}" for i in range(4)}
+
+
+def test_ancestor_reclaim_level_protects_a_subtree_within_its_deserved() -> None:
+    # With ancestorReclaimLevel 1, c's parent dept2 holds exactly its deserved: a (under
+    # dept1) may not take from c, but b, c's sibling, may (the shared parent is not checked).
+    s = _tree_case()
+    d = gs.schedule(s, _capacity(hierarchy=True, level=1))
+    assert jobs_hit(s, d) == {"c1"}
+    assert {e.preemptor for e in d.evictions} == {"b1"}
+    assert d.preemption_reasons["a1"].startswith("reclaim: VictimsNotPreemptable")
+    # Only a in need: nothing is taken.
+    only_a = gs.Snapshot.from_dict(
+        {
+            **s.to_dict(),
+            "jobs": [j for j in s.to_dict()["jobs"] if j["name"] != "b1"],
+            "tasks": [t for t in s.to_dict()["tasks"] if t["job"] != "b1"],
+        }
+    )
+    d2 = gs.schedule(only_a, _capacity(hierarchy=True, level=1))
+    assert d2.evictions == ()
+    assert d2.preemption_reasons["a1"].startswith("reclaim: VictimsNotPreemptable")
+
+
+def test_capacity_reclaim_never_ping_pongs() -> None:
+    # Replay cycles under capacity: the first reclaim is never reversed, the cluster settles.
+    jobs, tasks = _b_holds_everything()
+    queues = [{"name": "a", "deserved": _quota(4)}, {"name": "b", "deserved": _quota(4)}]
+    s = snap([node("n0"), node("n1")], jobs, tasks, queues=queues)
+    cfg = _capacity()
+    edges: set[tuple[str, str]] = set()
+    counts = []
+    for _ in range(5):
+        d = gs.schedule(s, cfg)
+        edges |= {(s.task(e.task).job, e.preemptor) for e in d.evictions}
+        counts.append(len(d.evictions))
+        s = settle(apply(s, d))
+    assert edges == {("b2", "a1")} and counts[0] == 4 and sum(counts[1:]) == 0
+
+
+def test_ancestor_reclaim_level_must_be_a_non_negative_integer() -> None:
+    jobs, tasks = _b_holds_everything()
+    s = snap([node("n0"), node("n1")], jobs, tasks, queues=QUEUES)
+    with pytest.raises(gs.ConfigError, match="ancestorReclaimLevel"):
+        gs.schedule(s, _capacity(hierarchy=True, level=-1))

@@ -1,38 +1,60 @@
-"""preempt: a starving job takes resources from lower-priority jobs of its own queue.
+"""preempt: a starving job takes resources from lower-priority jobs of its own queue, and a
+job's higher-priority pending task takes them from lower-priority tasks of the same job.
 
 Theory of operation
 -------------------
-Carried reservations are bound first (see ``_victims.realise_reservations``). Then every
-admitted, valid, starving job, in queue order and job order, claims the pending tasks that
-bring it to its gang minimum. Candidate victims are the running or bound tasks of *other* jobs
-of the *same* queue whose job priority is strictly lower than the preemptor's, with
-``preemptable`` set on the task and on its job; the ``preemptable`` plugin point narrows them
-(tier by tier, the first tier with an answer decides). Victims are chosen as whole-job or
-surplus bundles by the shared gang-aware search, and evicted only if the whole claim is then
-pipelined; the claim is reserved, never bound in this cycle.
+Carried reservations are bound first (see ``_victims.realise_reservations``). Then, queue by
+queue in queue order, two passes run.
 
-No preemption cycle: every eviction goes from a job to one of strictly higher priority, and
-priorities do not change, so the victim→preemptor graph of ``preempt`` follows a strict order
-and cannot close a loop. The rule is the action's own, not a plugin's, so it holds whatever
-the tiers say.
+*Between jobs.* Every admitted, valid, starving job of the queue, in job order, claims the
+pending tasks that bring it to its gang minimum. Candidate victims are the running or bound
+tasks of *other* jobs of the *same* queue whose job priority is strictly lower than the
+preemptor's, with ``preemptable`` set on the task and on its job; the ``preemptable`` plugin
+point narrows them (tier by tier, the first tier with an answer decides). Victims are chosen as
+whole-job or surplus bundles by the shared gang-aware search, and evicted only if the whole
+claim is then pipelined; the claim is reserved, never bound in this cycle.
 
-Not done: preemption inside one job (a job's higher-priority pending task evicting its own
-lower-priority task), ``preemptionPolicy: Never``, and elastic tasks beyond ``min_available``
-(they never preempt).
+*Inside a job.* Then every admitted, valid job of the queue with pending tasks, in job order,
+lets its pending tasks (task order; best-effort tasks excluded) evict running or bound tasks of
+the *same* job whose task priority is strictly lower, ``preemptable`` on the task and the job.
+The job's own gang stays whole: at most ``ready − min_available`` of its tasks go (and no role
+below its ``min_task_member``), so a job at its minimum evicts nothing of its own. Each pending
+task is one statement: on every node holding such victims, victims are evicted in victim order
+(``victim_order`` key, then name) until the task fits there once the releases finish and its
+queue's ``allocatable`` check passes; the node needing the fewest victims wins (then the lowest
+highest victim priority, the best node score, the lowest index), the task is pipelined there and
+the statement committed. A task without a node stops its job's pass (later tasks of the job are
+lower in task order). The ``preemptable`` plugin point is not asked here: its answers compare
+one job with another (``priority``: job priorities, ``drf``: job shares), so they mean nothing
+between tasks of one job; the action applies the within-job rules itself (those of Volcano's
+priority, gang and conformance answers for one job: lower task priority, gang surplus, and
+system-critical tasks are protected by their priority).
+
+No preemption cycle: every eviction goes from a job to one of strictly higher priority, or from
+a task to a task of the same job with strictly higher task priority; priorities do not change,
+so the victim→preemptor graph of ``preempt`` follows a strict order and cannot close a loop.
+The rules are the action's own, not a plugin's, so they hold whatever the tiers say.
+
+Not done: ``preemptionPolicy: Never`` (the model has no such field), and elastic tasks beyond
+``min_available`` evicting *other* jobs (they never preempt other jobs).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ..session import READY_STATES, TaskState
+from ..statement import Statement
 from . import _victims as v
 
 if TYPE_CHECKING:
     from ..session import Session
+
+__all__ = ["SCOPE", "PreemptAction", "within_job_jobs"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -91,6 +113,204 @@ SCOPE = v.Scope(
 )
 
 
+# -------------------------------------------------------------------------- inside one job
+
+
+def _task_priorities(ssn: Session) -> I64:
+    cached = ssn.scratch.get("_task_priority")
+    if not isinstance(cached, np.ndarray):
+        cached = np.array([t.priority for t in ssn.snapshot.tasks], dtype=np.int64)
+        ssn.scratch["_task_priority"] = cached
+    out: I64 = cached
+    return out
+
+
+def within_job_jobs(ssn: Session) -> list[int]:
+    """Jobs where a pending task outranks a running or bound task of the same job: admitted,
+    valid, in queue order then job order. Shape filters are vectorised over all tasks."""
+    n_jobs = len(ssn.snapshot.jobs)
+    if n_jobs == 0:
+        return []
+    prio = _task_priorities(ssn)
+    best_effort = np.array([t.best_effort for t in ssn.snapshot.tasks], dtype=np.bool_)
+    pending = (ssn.task_state == TaskState.PENDING) & ~best_effort
+    running = np.isin(ssn.task_state, v.RUNNING_STATES)
+    low = np.iinfo(np.int64).min
+    top_pending = np.full(n_jobs, low, dtype=np.int64)  # (n_jobs,)
+    np.maximum.at(top_pending, ssn.task_job[pending], prio[pending])
+    least_running = np.full(n_jobs, np.iinfo(np.int64).max, dtype=np.int64)  # (n_jobs,)
+    np.minimum.at(least_running, ssn.task_job[running], prio[running])
+    maybe = np.flatnonzero((top_pending > low) & (least_running < top_pending))
+    enqueue_on = "enqueue" in ssn.config.actions
+    out = [
+        int(j)
+        for j in maybe.tolist()
+        if not (enqueue_on and ssn.job_phase[j] == "Pending") and ssn.call("job_valid", j) is None
+    ]
+    out.sort(key=lambda j: (ssn.queue_key(int(ssn.job_queue[j])), ssn.job_key(j)))
+    return out
+
+
+def _spare(ssn: Session, job: int, tasks: list[int]) -> list[int]:
+    """The tasks, taken in the given (victim) order, that may go while the job keeps
+    ``min_available`` ready tasks and every role keeps its minimum."""
+    rec = ssn.snapshot.jobs[job]
+    spare = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
+    spare -= int(ssn.job_min[job])
+    limits: dict[str, int] = {}
+    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
+        limits = {
+            role: ssn.count_states(job, READY_STATES, role) - need
+            for role, need in rec.min_task_member.items()
+        }
+    taken: list[int] = []
+    for t in tasks:
+        if len(taken) >= spare:
+            break
+        role = ssn.snapshot.tasks[t].role
+        if role in limits:
+            if limits[role] <= 0:
+                continue
+            limits[role] -= 1
+        taken.append(t)
+    return taken
+
+
+class _WithinJob:
+    """One pending task evicting lower-priority tasks of its own job."""
+
+    def __init__(self, ssn: Session, job: int, task: int) -> None:
+        self.ssn = ssn
+        self.job = job
+        self.task = task
+        self.queue = int(ssn.job_queue[job])
+        self.tmpl = ssn.templates[int(ssn.template_of[task])]
+        self.blocked_by_queue = False
+
+    def key(self, victim: int) -> tuple[Any, ...]:
+        ssn = self.ssn
+        return (*ssn.call("victim_order", victim), ssn.snapshot.tasks[victim].name)
+
+    def fits(self, node: int) -> bool:
+        ssn = self.ssn
+        ev = ssn.evaluate(self.tmpl)
+        if not (ev.ok[node] and ev.fit_future[node]):
+            return False
+        if not ssn.call("allocatable", self.queue, self.tmpl):
+            self.blocked_by_queue = True
+            return False
+        return True
+
+    def needed(self, node: int, victims: list[int]) -> int | None:
+        """How many of ``victims`` (a prefix) must go before the task fits ``node``."""
+        stmt = Statement(self.ssn)
+        try:
+            for k, victim in enumerate(victims):
+                if self.fits(node):
+                    return k
+                stmt.evict(victim, "")
+            return len(victims) if self.fits(node) else None
+        finally:
+            stmt.discard()
+
+    def reason(self, victim: int) -> str:
+        tasks = self.ssn.snapshot.tasks
+        mine, theirs = tasks[self.task], tasks[victim]
+        return (
+            f"preempted by task {mine.name!r} of the same job {mine.job!r} "
+            f"(task priority {mine.priority} > {theirs.priority})"
+        )
+
+    def run(self, lower: list[int]) -> v.Refusal | None:
+        """Evict for the task and pipeline it; ``None`` when done, else why not."""
+        ssn = self.ssn
+        rec = ssn.snapshot.jobs[self.job]
+        name = ssn.snapshot.tasks[self.task].name
+        prio = _task_priorities(ssn)
+        allowed = [t for t in lower if ssn.snapshot.tasks[t].preemptable and rec.preemptable]
+        if not allowed:
+            return (
+                v.NOT_PREEMPTABLE,
+                f"task {name!r}: the {len(lower)} lower-priority task(s) of its own job are "
+                "marked preemptable: false",
+            )
+        allowed.sort(key=self.key)
+        ok = ssn.evaluate(self.tmpl).ok
+        score = ssn.evaluate(self.tmpl).score
+        best: tuple[Any, ...] | None = None
+        for node in sorted({int(ssn.task_node[t]) for t in allowed}):
+            if not ok[node]:
+                continue
+            here = _spare(ssn, self.job, [t for t in allowed if ssn.task_node[t] == node])
+            k = self.needed(node, here)
+            if k is None:
+                continue
+            cost = (k, int(prio[here[:k]].max(initial=np.iinfo(np.int64).min)))
+            cand = (*cost, -float(score[node]), node, tuple(here[:k]))
+            if best is None or cand < best:
+                best = cand
+        if best is not None:
+            node, victims = int(best[3]), list(best[4])
+            stmt = Statement(ssn)
+            for victim in victims:
+                stmt.evict(victim, self.reason(victim), rec.name)
+            stmt.pipeline(self.task, node, ssn.choose_gpus(self.task, node, future=True))
+            stmt.commit()
+            return None
+        return self.diagnose(name, allowed)
+
+    def diagnose(self, name: str, allowed: list[int]) -> v.Refusal:
+        ssn = self.ssn
+        ok = ssn.evaluate(self.tmpl).ok
+        queue = ssn.snapshot.queues[self.queue].name
+        self.blocked_by_queue = False
+        gang = False
+        for node in sorted({int(ssn.task_node[t]) for t in allowed}):
+            here = [t for t in allowed if ssn.task_node[t] == node]
+            if ok[node] and self.needed(node, here) is not None:
+                gang = gang or len(_spare(ssn, self.job, here)) < len(here)
+        if gang:
+            return (
+                v.GANG_WOULD_BREAK,
+                f"task {name!r}: room exists only by taking its own job below min_available "
+                f"{int(ssn.job_min[self.job])} (or a role below its minimum)",
+            )
+        if self.blocked_by_queue:
+            return (
+                v.BEYOND_DESERVED,
+                f"task {name!r}: placing it would take queue {queue!r} beyond its deserved "
+                "share (or the queue is not Open)",
+            )
+        return (
+            v.INSUFFICIENT,
+            f"task {name!r}: evicting its job's {len(allowed)} lower-priority task(s) would "
+            "not make room on any node",
+        )
+
+
+def _within_job(ssn: Session, job: int) -> v.Refusal | None:
+    """Run the within-job pass for one job; the refusal of its first task that got nothing."""
+    prio = _task_priorities(ssn)
+    tasks = ssn.job_tasks(job)
+    pending = [
+        int(t)
+        for t in tasks.tolist()
+        if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
+    ]
+    pending.sort(key=ssn.task_key)
+    for t in pending:
+        if ssn.task_state[t] != TaskState.PENDING:
+            continue
+        running = tasks[np.isin(ssn.task_state[tasks], v.RUNNING_STATES)]
+        lower = [int(x) for x in running.tolist() if prio[x] < prio[t]]
+        if not lower:
+            continue
+        refusal = _WithinJob(ssn, job, t).run(lower)
+        if refusal is not None:
+            return refusal
+    return None
+
+
 class PreemptAction:
     name = "preempt"
 
@@ -98,7 +318,31 @@ class PreemptAction:
         self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
-        v.run(ssn, SCOPE)
-
-
-__all__ = ["SCOPE", "PreemptAction"]
+        v.realise_reservations(ssn)
+        reasons: dict[int, dict[str, str]] = ssn.scratch.setdefault("preemption_reasons", {})
+        starving = v._preemptors(ssn)
+        inside = within_job_jobs(ssn)
+        by_queue: dict[int, tuple[list[int], list[int]]] = {}
+        for j in starving:
+            by_queue.setdefault(int(ssn.job_queue[j]), ([], []))[0].append(j)
+        for j in inside:
+            by_queue.setdefault(int(ssn.job_queue[j]), ([], []))[1].append(j)
+        for q in sorted(by_queue, key=ssn.queue_key):
+            jobs, within = by_queue[q]
+            for j in jobs:
+                if not ssn.call("job_starving", j):
+                    continue
+                claim = v.needed_tasks(ssn, j)
+                if not claim:
+                    continue
+                refusal = SCOPE.gate(ssn, j) or v._preempt_job(ssn, SCOPE, j, claim)
+                if refusal is None:
+                    reasons.pop(j, None)
+                else:
+                    reasons.setdefault(j, {})[SCOPE.action] = f"{refusal[0]}: {refusal[1]}"
+            claimed = set(jobs)
+            for j in within:
+                refusal = _within_job(ssn, j)
+                # A preemptor of the pass above keeps that pass's explanation.
+                if refusal is not None and j not in claimed:
+                    reasons.setdefault(j, {})[SCOPE.action] = f"{refusal[0]}: {refusal[1]}"

@@ -36,13 +36,17 @@ whole large gang to give a queue a sliver, leaving the victim queue worse off th
 reclaimer was (Kueue's fair-sharing strategies guard the same way). Rules 2 and 3 let two
 equal-weight queues meet at exactly equal shares.
 
-With the ``capacity`` plugin a queue may allocate beyond its deserved share up to its real
-capability (borrowing); what it borrows is reclaimable again, which is a change of conditions,
-not a cycle of the rule. Without a fair-share plugin there is no deserved share, and reclaim
-does nothing (and says so).
+With the ``capacity`` plugin the proof needs one more condition: its ``allocatable`` admits
+tasks up to a queue's real capability, so ``allocate`` may lift a queue that gained by reclaim
+above its deserved share again by borrowing idle resources — and only so. Hence, with
+capacity, no reclaim is reversed by reclaim alone; an edge back can only follow a borrow from
+idle resources in between, and where no queue can borrow (capability at deserved on the
+resources in play) the proof holds as written. Without a fair-share plugin there is no
+deserved share, and reclaim does nothing (and says so).
 
-Not done: the capacity plugin's ``ancestorReclaimLevel`` and guarantee floor, hierarchical
-queues, and ``preemptionPolicy: Never``.
+The capacity plugin's guarantee floor and ``ancestorReclaimLevel`` act through its
+``reclaimable`` answer, so only when it sits in the tier that decides (with ``gang``).
+Not done: ``preemptionPolicy: Never``.
 """
 
 from __future__ import annotations

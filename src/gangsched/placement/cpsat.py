@@ -14,6 +14,12 @@ inside the chunk (with the default chunk every candidate domain of a small clust
 The greedy answer is computed first: it is the hint, the time-out fallback, and its domain is
 always in the first chunk of its tier, so the solver never answers worse than greedy.
 
+For a one-template gang without slices, :mod:`._exact` computes every candidate domain's exact
+optimum first (a tree knapsack in NumPy). The first chunk is then only the domains that reach
+the best optimum, each objective level gets that optimum as a lower bound, and the knapsack's
+placement is the hint: every level is proven as soon as the hint is accepted, and every other
+domain is pruned by its (exact) bound.
+
 The model over a chunk (style: counts, not per-task booleans):
 
 * ``c[t, u]`` replicas of template ``t`` on unit ``u`` — only where the mask and the capacity
@@ -64,6 +70,7 @@ from ortools.sat.python import cp_model
 
 from ..errors import SolverError
 from ..model import TopologyMode
+from . import _exact
 from ._common import (
     GangView,
     Replica,
@@ -153,6 +160,11 @@ class CpSatPlacer:
     sequential:
         Minimise the objective levels one solve at a time (default), or all at once as one
         weighted sum with separating weights.
+    exact_bounds:
+        For one-template gangs without slices, compute every candidate domain's optimum with
+        the tree knapsack of :mod:`gangsched.placement._exact` first; the solver then gets
+        only the domains that reach it, those optima as level bounds and the knapsack's
+        placement as its hint (default). ``False`` solves with the plain bounds.
     log:
         Route the solver's search log to the ``logging`` module.
     """
@@ -169,6 +181,7 @@ class CpSatPlacer:
         max_domains: int = 4,
         joint: bool = False,
         sequential: bool = True,
+        exact_bounds: bool = True,
         log: bool = False,
     ) -> None:
         self.time_limit_s = float(time_limit_s)
@@ -178,6 +191,7 @@ class CpSatPlacer:
         self.max_domains = max(1, int(max_domains))
         self.joint = joint
         self.sequential = sequential
+        self.exact_bounds = exact_bounds
         self.log = log
 
     # ------------------------------------------------------------------ solving
@@ -306,20 +320,41 @@ class CpSatPlacer:
             order = domain_order(problem, view, tier, total, free, gpu_free)
             if order.size == 0:
                 continue
-            bounds = _domain_bounds(problem, view, tier, order, gang.size)
+            known = self._known_optimum(problem, view, gi, tier, order, free, gpu_free)
+            bounds: list[tuple[int, ...]]
+            exact_hint: GangPlacement | None
+            if known is not None:
+                order, bounds, exact_hint = known
+                if order.size == 0:
+                    continue  # proven: nothing fits in one domain of this tier
+            else:
+                bounds = _domain_bounds(problem, view, tier, order, gang.size)
+                exact_hint = None
             rank = sorted(range(order.size), key=lambda i: (bounds[i], i))
-            if tier == g_span and greedy.domain >= 0:
+            if exact_hint is None and tier == g_span and greedy.domain >= 0:
                 rank = sorted(rank, key=lambda i: int(order[i]) != greedy.domain)
             best: GangPlacement | None = None
             best_st, best_gap = Status.OPTIMAL, 0.0
             first = True
             while rank:
-                chunk_idx, rank = rank[: self.max_domains], rank[self.max_domains :]
+                lbs: list[int] | None = None
+                hint: GangPlacement | None
+                if exact_hint is not None and first:
+                    # exact bounds: the first chunk holds only the domains that reach the
+                    # optimum, whose levels are then known lower bounds
+                    top = bounds[rank[0]]
+                    tied = [i for i in rank[: self.max_domains] if bounds[i] == top]
+                    rank = [i for i in rank if i not in tied]
+                    chunk_idx = tied
+                    lbs = _level_bounds(top, problem.topology.top_tier)
+                    hint = exact_hint
+                else:
+                    chunk_idx, rank = rank[: self.max_domains], rank[self.max_domains :]
+                    hint = greedy if (tier == g_span and first and exact_hint is None) else None
                 chunk = order[chunk_idx]
-                hint = greedy if (tier == g_span and first) else None
                 first = False
                 model, vs, units, dev_nodes, levels = _build_single(
-                    problem, view, tier, chunk, free, gpu_free, hint
+                    problem, view, tier, chunk, free, gpu_free, hint, lbs
                 )
                 solver, st, gap = self._solve_levels(model, vs, levels, deadline)
                 if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -361,6 +396,47 @@ class CpSatPlacer:
             0.0,
             False,
         )
+
+    def _known_optimum(
+        self,
+        problem: PlacementProblem,
+        view: GangView,
+        gi: int,
+        tier: int,
+        order: npt.NDArray[np.intp],
+        free: I64,
+        gpu_free: I64,
+    ) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement] | None:
+        """Exact per-domain optima by the tree knapsack (:mod:`._exact`) when the gang is in
+        its scope: the domains that can hold the gang, their optima, and an optimal placement
+        in the best one (the hint). ``None`` when out of scope, or if the reconstructed
+        placement does not reach the computed optimum (then the plain bounds are used)."""
+        if not self.exact_bounds:
+            return None
+        found = _exact.exact_bounds(problem, view, tier, order)
+        if found is None:
+            return None
+        keep = [i for i, o in enumerate(found.objective) if o is not None]
+        bounds = [o for o in found.objective if o is not None]
+        order = order[keep]
+        if not keep:
+            return order, [], GangPlacement(gang=view.gang.name, placed=False)
+        best = min(range(len(keep)), key=lambda i: (bounds[i], i))
+        dom = int(order[best])
+        per_node = (
+            {dom: int(view.gang.size)}
+            if tier == 0
+            else _exact.exact_nodes(problem, view, tier, dom)
+        )
+        if per_node is None:
+            return None
+        recs: list[Replica] = [(0, n, ()) for n, k in sorted(per_node.items()) for _ in range(k)]
+        hint = finish(problem, gi, recs)
+        if hint.objective != bounds[best]:
+            _log.warning("knapsack optimum %s not reached by %s", bounds[best], hint.objective)
+            return None
+        del free, gpu_free
+        return order, bounds, hint
 
     # ------------------------------------------------------------------ joint
 
@@ -537,6 +613,7 @@ def _build_single(
     free: I64,
     gpu_free: I64,
     hint: GangPlacement | None,
+    level_lbs: list[int] | None = None,
 ) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int], list[tuple[cp_model.LinearExprT, int]]]:
     topo = problem.topology
     gang = view.gang
@@ -653,6 +730,10 @@ def _build_single(
     waste = sum(int(emp[units.rep[u]]) * vs.used[(0, u)] for u in range(units.size))
     levels.append((used_sum, n_bound))
     levels.append((waste, 100 * n_bound))
+    if level_lbs is not None:  # exact optima of the chunk's domains (see ``_exact``)
+        for (expr, _), lb in zip(levels, level_lbs, strict=True):
+            if lb > 0:
+                model.add(expr >= lb)
     if hint is not None and hint.placed:
         _hint_single(model, problem, view, vs, units, hint, dom_of, tier)
     return model, vs, [units], dev_nodes, levels
@@ -689,6 +770,14 @@ def _domain_bounds(
         lb.append(int(np.sort(emp[nodes])[:n_lb].sum()))  # the emptiest-free n_lb nodes
         out.append(tuple(lb))
     return out
+
+
+def _level_bounds(objective: tuple[int, ...], top: int) -> list[int]:
+    """The model's levels (groups of tiers ``span−1 … 1``, nodes, waste) of an objective
+    tuple ``(span, d[top], …, d[1], nodes, waste)``."""
+    span = objective[0]
+    groups = [objective[1 + top - t] for t in range(span - 1, 0, -1)]
+    return [*groups, objective[-2], objective[-1]]
 
 
 def _fewest_to_cover(items: list[tuple[int, int]], size: int) -> int:

@@ -34,10 +34,37 @@ Share = max over the dimensions of ``deserved`` of allocated / deserved, and 1 f
 with no deserved amount (a best-effort queue goes after every queue still below its share).
 The plugin has no ``overused`` point, as in Volcano.
 
+As victims (``reclaimable``), candidates are walked in victim order (``victim_order`` key,
+then the newest job first, then job and task name — the reclaim action's ranking), each
+queue's allocation lowered by the victims already kept. A task is kept when
+
+1. it holds a resource the reclaiming job asks for (cpu, memory, GPU, ...; pods do not count);
+2. its removal keeps its queue at or above its ``guarantee`` on every resource it holds;
+3. its queue holds more than ``deserved`` on one of the task's resources that the queue has a
+   deserved amount of — or the queue deserves none of the task's resources at all;
+4. with hierarchy and ``ancestorReclaimLevel: L`` (> 0), for each level 1..L (1 = parent):
+   the victim queue's ancestor at that level, unless it is the root or also the reclaimer's
+   ancestor at that level, passes rule 3 too (its allocation lowered by the kept victims).
+   And a victim kept by the "deserves none" branch of rule 3 is dropped when its queue shares
+   a non-root ancestor within L levels with the reclaimer and the reclaimer's queue deserves
+   none of the resources its job asks for (no real contention inside that subtree).
+
+The reclaim action adds its own fair-share rule on the shares after the move (see
+``actions/reclaim.py``); rule 3 is what makes only borrowed resources reclaimable.
+``victim_order``: tasks of the queue with the larger share first; with hierarchy, first the
+larger share of the victim's top-level subtree (child of the root), then of its own queue.
+
 Differences from Volcano: a job in an inner queue blocks only itself (Volcano stops the whole
 plugin); ties in the hierarchical order go to the queue name at the lowest common ancestor
 (Volcano falls through to the next plugin); a root queue with a partial capability leaves the
-other dimensions unlimited (Volcano leaves them at zero).
+other dimensions unlimited (Volcano leaves them at zero). As victims: the reclaimer is a job,
+so "the resources it asks for" are those of its pending tasks (Volcano: of one task); the
+guarantee floor is checked on the resources the victim holds (Volcano: on every resource, so a
+queue below its guarantee on one resource protects all of its tasks); ``victim_order`` cannot
+prefer queues far from the reclaimer in the tree (the point is not told the reclaimer), and
+there is no ``preemptive`` point: the reclaim action's own rule (reclaimer within its deserved
+share after the move, on every resource) is stricter than Volcano's ``preemptive`` (within on
+some requested resource).
 """
 
 from __future__ import annotations
@@ -50,8 +77,9 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..combine import Vote
-from ..errors import SnapshotError
+from ..errors import ConfigError, SnapshotError
 from ..model import QueueState
+from ..session import TaskState
 from ..units import CPU, MEMORY, PODS
 
 if TYPE_CHECKING:
@@ -127,6 +155,21 @@ def _fits(alloc: F64, request: npt.NDArray[Any], limit: F64, dims: BOOL) -> bool
     return bool(np.all(alloc[dims] + request[dims] <= limit[dims] + SLACK))
 
 
+def reclaim_level(arguments: Mapping[str, object]) -> int:
+    """``ancestorReclaimLevel``: a non-negative integer (0, the default, checks no ancestor)."""
+    raw = arguments.get("ancestorReclaimLevel", 0)
+    if isinstance(raw, str) and raw.strip().isdigit():
+        raw = int(raw.strip())
+    if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+        raise ConfigError(
+            f"expected a non-negative integer, got {raw!r}",
+            kind="plugin",
+            name="capacity",
+            field="ancestorReclaimLevel",
+        )
+    return raw
+
+
 def _names(ssn: Session, over: BOOL) -> str:
     return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
 
@@ -138,6 +181,7 @@ class CapacityPlugin:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
+        self.reclaim_level = reclaim_level(arguments)
         self.hierarchy = False
         # Tree nodes are the queues, then (if the snapshot has no queue named root) a virtual
         # root at index n_queues. In flat mode every queue is its own root.
@@ -369,3 +413,84 @@ class CapacityPlugin:
         need = ssn.vector(rec.min_resources).astype(np.float64)
         need[self._pods] = 0.0
         self.inqueue[self.paths[int(ssn.job_queue[job])]] += need
+
+    # ------------------------------------------------------------------ victims
+
+    def _exceeds(self, alloc: F64, node: int, dims: BOOL) -> bool | None:
+        """Rule 3 for tree node ``node`` holding ``alloc``: True / False on the victim's
+        resources ``dims`` the node deserves, None when it deserves none of them."""
+        relevant = dims & (self.deserved[node] >= EPS)
+        if not relevant.any():
+            return None
+        return bool(np.any(alloc[relevant] > self.deserved[node, relevant] + EPS))
+
+    def _level_nodes(self, queue: int) -> list[int]:
+        """The queue's ancestors at levels 1..ancestorReclaimLevel (index 0 = level 1); -1 where
+        the tree is not that deep."""
+        path = self.paths[queue]
+        return [int(path[k]) if k < path.size else -1 for k in range(1, self.reclaim_level + 1)]
+
+    def reclaimable(
+        self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
+    ) -> npt.NDArray[np.int64]:
+        pods = self._pods
+        mine = ssn.job_tasks(preemptor)
+        asks = (ssn.task_req[mine[ssn.task_state[mine] == TaskState.PENDING]] > 0).any(axis=0)
+        asks[pods] = False  # (n_resources,) what the reclaiming job asks for
+        rq = int(ssn.job_queue[preemptor])
+        tree = self.hierarchy and self.reclaim_level > 0
+        r_levels = self._level_nodes(rq) if tree else []
+        r_scope = {n for n in r_levels if n >= 0 and n != self.root}
+        r_deserves = bool(np.any(asks & (self.deserved[rq] >= EPS)))
+        left: dict[int, F64] = {}  # tree node -> allocation less the victims kept so far
+        snap = ssn.snapshot
+
+        def rank(t: int) -> tuple[Any, ...]:
+            rec = snap.jobs[int(ssn.task_job[t])]
+            key = ssn.call("victim_order", t)
+            return (*key, -rec.creation, rec.name, snap.tasks[t].name)
+
+        order = sorted(candidates.tolist(), key=rank)
+        keep: list[int] = []
+        for t in order:
+            row = ssn.row_on(t, int(ssn.task_node[t])).astype(np.float64)
+            row[pods] = 0.0
+            dims = row > 0
+            if not np.any(dims & asks):
+                continue  # rule 1
+            q = int(ssn.job_queue[ssn.task_job[t]])
+            alloc = left.setdefault(q, self.allocated[q].copy())
+            if np.any(alloc[dims] - row[dims] < self.guarantee[q, dims] - SLACK):
+                continue  # rule 2
+            over = self._exceeds(alloc, q, dims)
+            if over is False:
+                continue  # rule 3
+            ancestors: list[int] = []
+            if tree:
+                levels = self._level_nodes(q)
+                if over is None and not r_deserves and r_scope & set(levels):
+                    continue  # no contention inside a shared subtree
+                eligible = True
+                for node, theirs in zip(levels, r_levels, strict=True):
+                    if node < 0 or node == self.root or node == theirs:
+                        continue
+                    up = left.setdefault(node, self.allocated[node].copy())
+                    if self._exceeds(up, node, dims) is False:
+                        eligible = False
+                        break
+                    ancestors.append(node)
+                if not eligible:
+                    continue  # rule 4
+            alloc -= row
+            for node in ancestors:
+                left[node] -= row
+            keep.append(t)
+        return np.array(sorted(keep), dtype=np.int64)
+
+    def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
+        q = int(ssn.job_queue[ssn.task_job[task]])
+        if not self.hierarchy:
+            return (-float(self.shares[q]),)
+        path = self.paths[q]
+        top = int(path[-2]) if path.size >= 2 else q
+        return (-float(self.shares[top]), -float(self.shares[q]))
