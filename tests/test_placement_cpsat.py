@@ -547,3 +547,153 @@ def test_large_gang_over_several_spines_is_proven_within_a_small_budget() -> Non
         assert fast.gangs[0].tier == 2
         greedy = GreedyPlacer().place(problem).gangs[0]
         assert greedy.objective >= fast.gangs[0].objective
+
+
+# --------------------------------------------------------------------------- joint, aggregate
+
+
+@st.composite
+def joint_instances(draw: st.DrawFn) -> PlacementProblem:
+    """Racks of 1–3 nodes under spines of 1–3 racks (trailing racks maybe under none), 2–5
+    gangs of one shared template with mixed topology modes and weights; masks are full (the
+    aggregate form applies) unless ``masked`` is drawn."""
+    n = draw(st.integers(3, 12))
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 8}) for i in range(n)]
+    rack_size = draw(st.integers(1, 3))
+    racks = [list(range(i, min(i + rack_size, n))) for i in range(0, n, rack_size)]
+    hns = [
+        HyperNode(name=f"r{r}", tier=1, members=[f"n{i}" for i in rack])
+        for r, rack in enumerate(racks)
+    ]
+    per_spine = draw(st.integers(1, 3))
+    spines = [
+        list(range(r, min(r + per_spine, len(racks)))) for r in range(0, len(racks), per_spine)
+    ]
+    n_spines = draw(st.integers(0, len(spines)))
+    hns += [
+        HyperNode(name=f"s{s}", tier=2, members=[f"r{r}" for r in sp])
+        for s, sp in enumerate(spines[:n_spines])
+    ]
+    topo = build_topology(Snapshot(nodes=nodes, hypernodes=hns))
+    gpus = draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+    cpu_free = draw(st.lists(st.integers(1, 8), min_size=n, max_size=n))
+    free = np.array([[c * 1000, 64 * GIB] for c in cpu_free], dtype=np.int64)
+    gpu_free = np.array([[1000] * g + [0] * (4 - g) for g in gpus], dtype=np.int64)
+    per = draw(st.integers(1, 2))
+    masked = draw(st.booleans()) and draw(st.booleans())
+    gangs = []
+    for i in range(draw(st.integers(2, 5))):
+        mode = draw(st.sampled_from([TopologyMode.HARD, TopologyMode.SOFT, None]))
+        size = draw(st.integers(1, 8))
+        mask = np.ones((1, n), dtype=np.bool_)
+        if masked:
+            mask = np.array([draw(st.lists(st.booleans(), min_size=n, max_size=n))])
+        gangs.append(
+            GangRequest(
+                name=f"g{i}",
+                request=np.array([[1000, GIB]], dtype=np.int64),
+                counts=np.array([size]),
+                mask=mask,
+                gpu_count=np.array([per]),
+                gpu_milli=np.array([1000]),
+                mode=mode,
+                highest_tier=draw(st.integers(1, topo.top_tier))
+                if mode is TopologyMode.HARD
+                else None,
+            )
+        )
+    weights = draw(st.lists(st.integers(1, 3), min_size=len(gangs), max_size=len(gangs)))
+    return problem_for(topo, gangs, free=free, gpu_free=gpu_free, gpus=4, cpu=8, weights=weights)
+
+
+def _weight(problem: PlacementProblem, res: object) -> int:
+    w = problem.weights
+    assert w is not None
+    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(joint_instances())
+def test_joint_aggregate_matches_the_node_level_model(problem: PlacementProblem) -> None:
+    greedy = GreedyPlacer().place(problem)
+    fast = JointCpSatPlacer(time_limit_s=20.0, workers=1, seed=0).place(problem)
+    slow = JointCpSatPlacer(
+        time_limit_s=20.0, workers=1, seed=0, aggregate=False, max_domains=1000
+    ).place(problem)
+    validate_placement(problem, fast)
+    validate_placement(problem, slow)
+    assert _weight(problem, fast) >= _weight(problem, greedy)
+    assert fast.status is Status.OPTIMAL and not fast.fallback
+    if slow.status is Status.OPTIMAL:
+        # both prove the most weight over every domain of each gang's tier
+        assert _weight(problem, fast) == _weight(problem, slow)
+
+
+def test_joint_aggregate_beats_greedy_and_is_deterministic() -> None:
+    # rack a holds 2 replicas, rack b 4 + 7; greedy puts the heavy 5-replica gang on the
+    # 7-GPU node and the 1-replica gang next to it, so the 6-replica gang no longer fits
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(4)]
+    topo = build_topology(
+        Snapshot(
+            nodes=nodes,
+            hypernodes=[
+                HyperNode(name="a", tier=1, members=["n0", "n1"]),
+                HyperNode(name="b", tier=1, members=["n2", "n3"]),
+                HyperNode(name="s", tier=2, members=["a", "b"]),
+            ],
+        )
+    )
+    free_gpus = np.array([2, 0, 4, 7])
+    gpu_free = (np.arange(8)[None, :] < free_gpus[:, None]).astype(np.int64) * 1000
+    gangs = [gpu_gang(f"g{i}", s, 4, highest_tier=1) for i, s in enumerate([5, 1, 6])]
+    problem = problem_for(topo, gangs, gpu_free=gpu_free, weights=[3, 3, 1])
+    greedy = GreedyPlacer().place(problem)
+    placer = JointCpSatPlacer(time_limit_s=10.0, workers=1, seed=0)
+    joint = placer.place(problem)
+    validate_placement(problem, joint)
+    assert joint.status is Status.OPTIMAL and not joint.fallback
+    assert _weight(problem, joint) == 7 > _weight(problem, greedy)
+    assert {n for _, n, _ in joint.gangs[1].replicas} == {0}
+    again = placer.place(problem)
+    assert [g.replicas for g in again.gangs] == [g.replicas for g in joint.gangs]
+
+
+def test_aggregate_upper_bound_is_the_knapsack_over_all_room() -> None:
+    from gangsched.placement import cpsat
+
+    rng = np.random.default_rng(3)
+    gpu_free = np.where(rng.random((N, 8)) < 0.7, 0, 1000).astype(np.int64)
+    sizes = [3, 5, 7, 11, 13, 6]
+    gangs = [gpu_gang(f"g{i}", s, N, highest_tier=2) for i, s in enumerate(sizes)]
+    problem = problem_for(TOPO, gangs, gpu_free=gpu_free, weights=[1, 2, 3, 2, 1, 2])
+    views = [gang_view(problem, gi) for gi in range(len(gangs))]
+    doms = [view.cover for view in views]
+    agg = cpsat._aggregate(problem, views, doms)
+    assert agg is not None
+    room = int((gpu_free > 0).sum())
+    w = problem.weights
+    assert w is not None
+    best = 0
+    for k in range(len(sizes) + 1):
+        for pick in combinations(range(len(sizes)), k):
+            fits_somewhere = all(any(agg.cap[d] >= sizes[i] for d in agg.cap) for i in pick)
+            if sum(sizes[i] for i in pick) <= room and fits_somewhere:
+                best = max(best, sum(int(w[i]) for i in pick))
+    assert agg.upper_bound(problem) == best
+    # a mask that leaves out a node with room: not aggregable
+    masked = gpu_gang("m", 2, N, highest_tier=2)
+    mask = np.ones((1, N), dtype=np.bool_)
+    mask[0, int(np.flatnonzero(gpu_free.sum(axis=1))[0])] = False
+    masked_gang = GangRequest(
+        name="m",
+        request=masked.request,
+        counts=masked.counts,
+        mask=mask,
+        gpu_count=masked.gpu_count,
+        gpu_milli=masked.gpu_milli,
+        mode=TopologyMode.HARD,
+        highest_tier=2,
+    )
+    p2 = problem_for(TOPO, [*gangs, masked_gang], gpu_free=gpu_free)
+    v2 = [gang_view(p2, gi) for gi in range(len(p2.gangs))]
+    assert cpsat._aggregate(p2, v2, [v.cover for v in v2]) is None

@@ -56,9 +56,16 @@ def topology_mask(problem: PlacementProblem, gang: GangRequest) -> tuple[BOOL, I
 
 
 def replica_capacity(
-    problem: PlacementProblem, gang: GangRequest, free: I64, gpu_free: I64, mask: BOOL
+    problem: PlacementProblem,
+    gang: GangRequest,
+    free: I64,
+    gpu_free: I64,
+    mask: BOOL,
+    *,
+    clip: bool = True,
 ) -> I64:
-    """``(n_templates, n_nodes)`` replicas of each template that fit on each node alone."""
+    """``(n_templates, n_nodes)`` replicas of each template that fit on each node alone
+    (at most the template's count unless ``clip`` is false)."""
     req = gang.request
     f = np.clip(free, 0, None)
     ratio = np.where(req[:, None, :] > 0, f[None, :, :] // np.maximum(req, 1)[:, None, :], _BIG)
@@ -87,7 +94,8 @@ def replica_capacity(
                 frac = lo
             gq = np.where(whole[t], wfree // k, frac)
             q[t] = np.minimum(q[t], np.where(cap > 0, gq, 0))
-    q = np.minimum(q, gang.counts[:, None])
+    if clip:
+        q = np.minimum(q, gang.counts[:, None])
     out: I64 = np.where(mask, q, 0).astype(np.int64)
     return out
 

@@ -46,12 +46,18 @@ The model over a chunk (style: counts, not per-task booleans):
   Tiers ``≥ s`` need no term: every placement inside one tier-``s`` domain counts one group
   there.
 
-**Joint.** Several gangs in one model: ``placed[g]`` with ``Σ c[g] = size_g·placed[g]``; a
-hard gang chooses one domain of its highest allowed tier, any other gang one domain of the
-lowest tier where greedy placed it (or where its capacity first fits); nodes are the union of
-the gangs' first ``max_domains`` candidate domains (greedy's included). The objective
-maximises Σ weight·placed, then prefers fewer nodes per gang. The greedy sequence is the hint,
-and if the solver's answer places less weight than greedy, greedy is returned.
+**Joint.** Phase 1 maximises the weight of the gangs placed, phase 2 places them compactly.
+Each gang chooses one domain: of its highest allowed tier (hard gangs), else of the lowest tier
+where greedy placed it (or where its capacity first fits). When all replicas of all gangs are
+interchangeable (one shared template, full masks; see :class:`_Aggregate`), phase 1 is a
+model on aggregate domain capacities with one count per (gang kind, domain), exact by Hall's
+condition over the laminar family of domains, and skipped when greedy reaches the knapsack
+bound on the summed room; phase 2 places the chosen gangs one at a time inside their domains,
+innermost first, by the exact single-gang search. Otherwise one node-level model:
+``placed[g]`` with ``Σ c[g] = size_g·placed[g]`` over the union of the gangs' first
+``max_domains`` candidate domains (greedy's included), maximising Σ weight·placed, followed by
+a per-gang exact re-placement with the others fixed. Greedy's sequence is the hint, and if the
+solver's answer places less weight than greedy, greedy is returned.
 
 Status: OPTIMAL / FEASIBLE give a placement and the gap to the solver's bound; INFEASIBLE is a
 proof that nothing fits (with the reason); UNKNOWN means the time ran out and greedy's answer
@@ -78,6 +84,7 @@ from ._common import (
     gang_view,
     infeasible_reason,
     pack_node,
+    replica_capacity,
     split_target,
 )
 from .greedy import finish, greedy_gang
@@ -157,6 +164,11 @@ class CpSatPlacer:
     joint:
         Place several gangs in one model (see the module docstring); otherwise gangs are
         placed one after the other by weight.
+    aggregate:
+        Joint mode: solve phase 1 on aggregate domain capacities when every replica of every
+        gang is interchangeable (default); ``False`` always builds the node-level model.
+    polish:
+        Joint mode, node-level model: re-place each placed gang exactly with the others fixed.
     sequential:
         Minimise the objective levels one solve at a time (default), or all at once as one
         weighted sum with separating weights.
@@ -182,6 +194,8 @@ class CpSatPlacer:
         joint: bool = False,
         sequential: bool = True,
         exact_bounds: bool = True,
+        aggregate: bool = True,
+        polish: bool = True,
         log: bool = False,
     ) -> None:
         self.time_limit_s = float(time_limit_s)
@@ -192,6 +206,8 @@ class CpSatPlacer:
         self.joint = joint
         self.sequential = sequential
         self.exact_bounds = exact_bounds
+        self.aggregate = aggregate
+        self.polish = polish
         self.log = log
 
     # ------------------------------------------------------------------ solving
@@ -442,9 +458,13 @@ class CpSatPlacer:
 
     def _place_joint(self, problem: PlacementProblem, deadline: float) -> PlacementResult:
         greedy = _greedy_sequence(problem)
-        g_weight = _weight(problem, greedy.gangs)
         views = [gang_view(problem, gi) for gi in range(len(problem.gangs))]
-        model, vs, units, dev_nodes = _build_joint(problem, views, greedy, self.max_domains)
+        doms = [_joint_domains(problem, views[gi], greedy.gangs[gi]) for gi in range(len(views))]
+        agg = _aggregate(problem, views, doms) if self.aggregate else None
+        if agg is not None:
+            return self._place_aggregate(problem, views, doms, agg, greedy, deadline)
+        g_weight = _weight(problem, greedy.gangs)
+        model, vs, units, dev_nodes = _build_joint(problem, views, doms, greedy, self.max_domains)
         solver, st = self._solve(model, deadline)
         if st == cp_model.INFEASIBLE:  # only possible if no gang can be placed at all
             return greedy
@@ -460,18 +480,76 @@ class CpSatPlacer:
             if solver.value(vs.placed[gi]) and recs[gi]:
                 gangs.append(finish(problem, gi, recs[gi]))
             else:
-                why = greedy.gangs[gi].reason or (
-                    f"gang {gang.name!r}: left out to place more weight of other gangs"
-                )
-                gangs.append(GangPlacement(gang=gang.name, placed=False, reason=why))
+                gangs.append(_left_out(gang.name, greedy.gangs[gi]))
         if _weight(problem, gangs) < g_weight:
             return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY)
-        self._polish(problem, gangs, deadline)
+        if self.polish:
+            self._polish(problem, gangs, deadline)
         obj = solver.objective_value
         bound = solver.best_objective_bound
         gap = abs(obj - bound) / max(1.0, abs(obj))
         st_out = Status.OPTIMAL if st == cp_model.OPTIMAL else Status.FEASIBLE
         return PlacementResult(gangs=tuple(gangs), status=st_out, gap=gap)
+
+    def _place_aggregate(
+        self,
+        problem: PlacementProblem,
+        views: list[GangView],
+        doms: list[I64],
+        agg: _Aggregate,
+        greedy: PlacementResult,
+        deadline: float,
+    ) -> PlacementResult:
+        """Joint placement when every replica of every gang is interchangeable: phase 1 picks
+        each gang's domain on aggregate capacities (exact, see ``_Aggregate``), phase 2
+        places the chosen gangs one at a time inside their domains, innermost domains first,
+        each by the exact single-gang search."""
+        g_dom = [_greedy_domain(greedy.gangs[gi], doms[gi]) for gi in range(len(views))]
+        g_weight = _weight(problem, greedy.gangs)
+        status, gap, fallback = Status.OPTIMAL, 0.0, False
+        chosen = g_dom
+        if g_weight < agg.upper_bound(problem):
+            model, n_vars = _build_aggregate(problem, agg, g_dom)
+            solver, st = self._solve(model, deadline)
+            if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                obj, bound = solver.objective_value, solver.best_objective_bound
+                if round(obj) > g_weight or st == cp_model.OPTIMAL:
+                    counts = {key: int(solver.value(v)) for key, v in n_vars.items()}
+                    if round(obj) > g_weight:
+                        chosen = agg.assign(counts, g_dom)
+                if st != cp_model.OPTIMAL:
+                    status, gap = Status.FEASIBLE, abs(obj - bound) / max(1.0, abs(obj))
+            elif st == cp_model.UNKNOWN:  # out of time: greedy's domains
+                status, fallback = Status.TIMED_OUT, True
+        free = problem.free.copy()
+        gpu_free = problem.gpu_free.copy()
+        out: list[GangPlacement | None] = [None] * len(views)
+        order = sorted(
+            (gi for gi in range(len(views)) if chosen[gi] >= 0),
+            key=lambda gi: (
+                agg.n_nodes[chosen[gi]],
+                chosen[gi],
+                -views[gi].gang.size,
+                gi,
+            ),
+        )
+        for gi in order:
+            inside = doms[gi] == chosen[gi]
+            r_free = np.where(inside[:, None], free, 0)
+            r_gpu = np.where(inside[:, None], gpu_free, 0)
+            gp, _, _, _ = self._place_one(problem, gi, r_free, r_gpu, deadline)
+            if not gp.placed:  # cannot happen: the domain's aggregate capacity holds it
+                _log.warning("aggregate joint placement failed for %s", views[gi].gang.name)
+                return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY, fallback=True)
+            _apply(problem, gi, gp.replicas, free, gpu_free)
+            out[gi] = gp
+        gangs = [
+            gp if gp is not None else _left_out(views[gi].gang.name, greedy.gangs[gi])
+            for gi, gp in enumerate(out)
+        ]
+        if _weight(problem, gangs) < g_weight:  # cannot happen either
+            return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY)
+        return PlacementResult(gangs=tuple(gangs), status=status, gap=gap, fallback=fallback)
 
     def _polish(
         self, problem: PlacementProblem, gangs: list[GangPlacement], deadline: float
@@ -847,8 +925,221 @@ def _hint_single(
     del tier
 
 
+def _joint_domains(problem: PlacementProblem, view: GangView, gp: GangPlacement) -> I64:
+    """``(n_nodes,)`` per node the global id of the domain a joint gang may choose (-1 where
+    it may not go): the cover of its allowed tier for a hard gang, else the cover of the tier
+    where greedy placed it (or where its capacity first fits)."""
+    topo = problem.topology
+    gang = view.gang
+    if gang.mode is TopologyMode.HARD:
+        return view.cover
+    tier = gp.objective[0] if gp.placed and gp.objective else -1
+    total = split_target(gang, view.q.sum(axis=1))
+    if tier < 0 and total is not None:
+        tier = next(
+            (
+                s
+                for s in range(1, topo.top_tier + 1)
+                if domain_order(problem, view, s, total, problem.free, problem.gpu_free).size
+            ),
+            topo.top_tier,
+        )
+    return topo.cover(max(tier, 1))
+
+
+def _greedy_domain(gp: GangPlacement, dom_ids: I64) -> int:
+    """The joint domain (global id) holding greedy's placement of a gang, -1 if unplaced."""
+    if not gp.placed or not gp.replicas:
+        return -1
+    return int(dom_ids[gp.replicas[0][1]])
+
+
+def _left_out(name: str, greedy: GangPlacement) -> GangPlacement:
+    why = greedy.reason or f"gang {name!r}: left out to place more weight of other gangs"
+    return GangPlacement(gang=name, placed=False, reason=why)
+
+
+@dataclass(slots=True, eq=False)
+class _Aggregate:
+    """Joint problem on aggregate capacities, for gangs whose replicas are interchangeable.
+
+    When every gang has one template with the same request and device need, and each gang
+    may use every node of its domains that has room, a node holds any mix of ``cap[n]``
+    replicas whatever gangs they belong to. Gangs assigned to domains of a laminar family
+    (domains nest or are disjoint) then fit iff, for every domain ``D`` in use, the sizes of
+    the gangs assigned to domains inside ``D`` sum to at most ``cap(D) = Σ_{n ∈ D} cap[n]``
+    (Hall's condition; for a laminar family the unions of domains split into their maximal
+    members, so the domains themselves are the only sets to check). Gangs are grouped into
+    *kinds* (same domain family, size and weight), which are interchangeable, so the model
+    has one count per (kind, domain).
+    """
+
+    kinds: list[tuple[int, int, int]]  # (family, size, weight)
+    members: list[list[int]]  # per kind, its gangs in index order
+    cand: list[list[int]]  # per kind, the domains (global ids) that can hold one gang
+    cap: dict[int, int]  # per candidate domain, its replica capacity
+    n_nodes: dict[int, int]  # per candidate domain, its node count
+    inside: dict[int, list[int]]  # per candidate domain, the candidate domains inside it
+    node_cap: I64  # (n_nodes,) replicas a node holds
+    covered: I64  # (n_nodes,) 1 where some candidate domain covers the node
+
+    def upper_bound(self, problem: PlacementProblem) -> int:
+        """Most weight that fits into the summed capacity of all candidate domains (a 0/1
+        knapsack over the gangs that fit into some domain; NumPy dynamic programme)."""
+        del problem
+        room = int((self.node_cap * self.covered).sum())
+        best = np.zeros(room + 1, dtype=np.int64)
+        for k, (_, size, weight) in enumerate(self.kinds):
+            if not self.cand[k] or size > room:
+                continue
+            for _ in self.members[k]:
+                best[size:] = np.maximum(best[size:], best[:-size] + weight)
+        return int(best[-1])
+
+    def assign(self, counts: dict[tuple[int, int], int], g_dom: list[int]) -> list[int]:
+        """Per gang a chosen domain (-1: not placed) from the counts per (kind, domain):
+        gangs keep greedy's domain where the counts allow it, the rest go in index order."""
+        out = [-1] * len(g_dom)
+        for k, gangs in enumerate(self.members):
+            left = {d: counts.get((k, d), 0) for d in self.cand[k]}
+            rest: list[int] = []
+            for gi in gangs:
+                d = g_dom[gi]
+                if d >= 0 and left.get(d, 0) > 0:
+                    out[gi] = d
+                    left[d] -= 1
+                else:
+                    rest.append(gi)
+            slots = [d for d in sorted(left) for _ in range(left[d])]
+            for gi, d in zip(rest, slots, strict=False):
+                out[gi] = d
+        return out
+
+
+def _aggregate(
+    problem: PlacementProblem, views: list[GangView], doms: list[I64]
+) -> _Aggregate | None:
+    """The aggregate form of a joint problem, or ``None`` when its replicas are not all
+    interchangeable (templates, requests or device needs differ, slices, or a gang's mask
+    leaves out a node of its domains that has room)."""
+    first = views[0].gang
+    for view in views:
+        g = view.gang
+        if (
+            g.n_templates != 1
+            or g.slice_size
+            or not np.array_equal(g.request, first.request)
+            or not np.array_equal(g.gpu_count, first.gpu_count)  # type: ignore[arg-type]
+            or not np.array_equal(g.gpu_milli, first.gpu_milli)  # type: ignore[arg-type]
+        ):
+            return None
+    total = sum(v.gang.size for v in views)
+    everywhere = np.ones((1, problem.n_nodes), dtype=np.bool_)
+    node_cap = replica_capacity(
+        problem, first, problem.free, problem.gpu_free, everywhere, clip=False
+    )[0]
+    node_cap = np.minimum(node_cap, total)
+    room = node_cap > 0
+    families: dict[bytes, int] = {}
+    fam_arrays: list[I64] = []
+    kinds: dict[tuple[int, int, int], list[int]] = {}
+    weights = problem.weights
+    assert weights is not None
+    for gi, view in enumerate(views):
+        ids = doms[gi]
+        if (room & (ids >= 0) & ~view.gang.mask[0]).any():
+            return None
+        key = ids.tobytes()
+        if key not in families:
+            families[key] = len(fam_arrays)
+            fam_arrays.append(ids)
+        if view.gang.size == 0:
+            return None
+        kinds.setdefault((families[key], view.gang.size, int(weights[gi])), []).append(gi)
+    cap: dict[int, int] = {}
+    n_nodes: dict[int, int] = {}
+    rep: dict[int, int] = {}
+    fam_of: dict[int, int] = {}
+    covered = np.zeros(problem.n_nodes, dtype=np.int64)
+    for f, ids in enumerate(fam_arrays):
+        sel = ids >= 0
+        covered[sel] = 1
+        uniq, first_at, inv = np.unique(ids[sel], return_index=True, return_inverse=True)
+        caps = np.bincount(inv.reshape(-1), weights=node_cap[sel], minlength=uniq.size)
+        cnts = np.bincount(inv.reshape(-1), minlength=uniq.size)
+        nodes = np.flatnonzero(sel)
+        for i, d in enumerate(uniq.tolist()):
+            cap[d] = int(caps[i])
+            n_nodes[d] = int(cnts[i])
+            rep[d] = int(nodes[first_at[i]])
+            fam_of.setdefault(d, f)
+    kind_list = sorted(kinds)
+    cand = [
+        [d for d in sorted(cap) if fam_of[d] == f and cap[d] >= size] for f, size, _ in kind_list
+    ]
+    cand_fams: dict[int, int] = {}
+    for k, (f, _, _) in enumerate(kind_list):
+        for d in cand[k]:
+            cand_fams[d] = f
+    used = sorted(cand_fams)
+    inside: dict[int, list[int]] = {}
+    for big in used:
+        arr = fam_arrays[cand_fams[big]]
+        inside[big] = [d for d in used if n_nodes[d] <= n_nodes[big] and int(arr[rep[d]]) == big]
+    return _Aggregate(
+        kinds=kind_list,
+        members=[kinds[k] for k in kind_list],
+        cand=cand,
+        cap=cap,
+        n_nodes=n_nodes,
+        inside=inside,
+        node_cap=node_cap,
+        covered=covered,
+    )
+
+
+def _build_aggregate(
+    problem: PlacementProblem, agg: _Aggregate, g_dom: list[int]
+) -> tuple[cp_model.CpModel, dict[tuple[int, int], cp_model.IntVar]]:
+    """``n[k, d]`` gangs of kind ``k`` in domain ``d``; Σ_d n[k, d] ≤ |kind|; per domain
+    ``D``: Σ over domains inside ``D`` of size·n ≤ cap(D); maximise Σ weight·n. Hinted with
+    greedy's domains."""
+    del problem
+    model = cp_model.CpModel()
+    n_vars: dict[tuple[int, int], cp_model.IntVar] = {}
+    by_dom: dict[int, list[tuple[int, int, cp_model.IntVar]]] = {}
+    objective: list[cp_model.LinearExprT] = []
+    hint: dict[tuple[int, int], int] = {}
+    for k, gangs in enumerate(agg.members):
+        for gi in gangs:
+            if g_dom[gi] >= 0:
+                hint[(k, g_dom[gi])] = hint.get((k, g_dom[gi]), 0) + 1
+    for k, (_, size, weight) in enumerate(agg.kinds):
+        row = []
+        for d in agg.cand[k]:
+            ub = min(len(agg.members[k]), agg.cap[d] // size)
+            v = model.new_int_var(0, ub, f"n_{k}_{d}")
+            n_vars[(k, d)] = v
+            by_dom.setdefault(d, []).append((size, ub, v))
+            row.append(v)
+            model.add_hint(v, hint.get((k, d), 0))
+        if row:
+            model.add(sum(row) <= len(agg.members[k]))
+            objective.append(weight * sum(row))
+    for big, inner in sorted(agg.inside.items()):
+        terms = [t for d in inner for t in by_dom.get(d, [])]
+        if sum(s * ub for s, ub, _ in terms) > agg.cap[big]:
+            model.add(sum(s * v for s, _, v in terms) <= agg.cap[big])
+    model.maximize(sum(objective))
+    return model, n_vars
+
+
 def _build_joint(
-    problem: PlacementProblem, views: list[GangView], greedy: PlacementResult, max_domains: int
+    problem: PlacementProblem,
+    views: list[GangView],
+    doms: list[I64],
+    greedy: PlacementResult,
+    max_domains: int,
 ) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int]]:
     topo = problem.topology
     model = cp_model.CpModel()
@@ -863,24 +1154,7 @@ def _build_joint(
         gp = greedy.gangs[gi]
         g_nodes = np.unique([n for _, n, _ in gp.replicas]).astype(np.intp)
         total = split_target(gang, view.q.sum(axis=1))
-        # the tier whose domains the gang chooses from
-        if gang.mode is TopologyMode.HARD:
-            dom_ids = view.cover
-        else:
-            tier = gp.objective[0] if gp.placed else -1
-            if tier < 0 and total is not None:
-                tier = next(
-                    (
-                        s
-                        for s in range(1, topo.top_tier + 1)
-                        if domain_order(
-                            problem, view, s, total, problem.free, problem.gpu_free
-                        ).size
-                    ),
-                    topo.top_tier,
-                )
-            tier = max(tier, 1)
-            dom_ids = topo.cover(tier)
+        dom_ids = doms[gi]
         usable = view.mask.any(axis=0) & (dom_ids >= 0)
         cand: list[int] = []
         if gp.placed and g_nodes.size:
