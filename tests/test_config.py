@@ -755,3 +755,21 @@ def test_arg_helpers_reject_bad_values(helper: Any, key: str) -> None:
 def test_arg_helper_names_action() -> None:
     with pytest.raises(ConfigError, match=r"^action 'preempt': arguments\.n: expected an integer"):
         arg_int({"n": "many"}, "n", 0, plugin="preempt", kind="action")
+
+
+def test_yaml_alias_expansion_bomb_is_a_config_error() -> None:
+    # Nine levels of nine aliases expand to 9**9 values: refused, not hung on.
+    lines = ['a0: &a0 ["x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for i in range(1, 10):
+        refs = ", ".join([f"*a{i - 1}"] * 9)
+        lines.append(f"a{i}: &a{i} [{refs}]")
+    args = "\n".join("      " + line for line in lines)
+    text = f"""actions: "allocate"
+tiers:
+- plugins:
+  - name: gang
+    arguments:
+{args}
+"""
+    with pytest.raises(ConfigError, match="alias"):
+        Config.from_volcano_yaml(text)

@@ -221,12 +221,21 @@ _EMPTY_ARGS: FrozenArgs[object] = FrozenArgs()
 
 
 _MAX_NESTING = 32  # argument values nested deeper than this (or containing themselves) fail
+#: Argument values (scalars, list items, map entries) one plugin or action may hold. YAML
+#: aliases can make a small text expand exponentially ("billion laughs"); the count stops it.
+_MAX_VALUES = 100_000
 
 
-def _freeze_value(value: object, path: str, depth: int = 0) -> object:
+def _freeze_value(
+    value: object, path: str, depth: int = 0, seen: list[int] | None = None
+) -> object:
     """Validate one argument value and make it immutable (lists → tuples, maps → FrozenArgs)."""
     if depth > _MAX_NESTING:
         raise _err(path, f"argument nested more than {_MAX_NESTING} levels deep")
+    seen = [0] if seen is None else seen
+    seen[0] += 1
+    if seen[0] > _MAX_VALUES:
+        raise _err(path, f"arguments hold more than {_MAX_VALUES} values (YAML alias expansion?)")
     if isinstance(value, bool | int | str):
         return value
     if isinstance(value, float):
@@ -234,9 +243,9 @@ def _freeze_value(value: object, path: str, depth: int = 0) -> object:
             raise _err(path, f"argument value must be finite, got {value!r}")
         return value
     if isinstance(value, Mapping):
-        return _freeze_args(value, path, depth + 1)
+        return _freeze_args(value, path, depth + 1, seen)
     if isinstance(value, list | tuple):
-        return tuple(_freeze_value(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+        return tuple(_freeze_value(v, f"{path}[{i}]", depth + 1, seen) for i, v in enumerate(value))
     if value is None:
         raise _err(path, "argument has no value")
     raise _err(
@@ -246,7 +255,9 @@ def _freeze_value(value: object, path: str, depth: int = 0) -> object:
     )
 
 
-def _freeze_args(value: object, path: str, depth: int = 0) -> FrozenArgs[object]:
+def _freeze_args(
+    value: object, path: str, depth: int = 0, seen: list[int] | None = None
+) -> FrozenArgs[object]:
     if value is None:
         return _EMPTY_ARGS
     if not isinstance(value, Mapping):
@@ -255,7 +266,7 @@ def _freeze_args(value: object, path: str, depth: int = 0) -> FrozenArgs[object]
     for key, item in value.items():
         if not isinstance(key, str) or not key:
             raise _err(path, f"argument name must be a non-empty string, got {key!r}")
-        out[key] = _freeze_value(item, f"{path}.{key}", depth)
+        out[key] = _freeze_value(item, f"{path}.{key}", depth, seen)
     return FrozenArgs(out)
 
 
