@@ -124,9 +124,7 @@ def schedule(
 def close_session(ssn: Session) -> Decisions:
     """Turn a finished session into decisions."""
     snap = ssn.snapshot
-    names = snap.node_index
     node_names = ssn.arrays.node_names
-    del names
     binds = tuple(
         Bind(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
         for op in ssn.committed
@@ -148,12 +146,15 @@ def close_session(ssn: Session) -> Decisions:
     kept[[op.task for op in ssn.kept if op.kind == "allocate"]] = True
     state = ssn.task_state.astype(np.int64)
     state[kept] = TaskState.PIPELINED
+    # Tasks per (job, state) from one bincount; kept allocations count as reservations.
+    n_states = int(ssn.job_count.shape[1])
+    counts = np.bincount(
+        ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
+    ).reshape(len(snap.jobs), n_states)
 
     jobs: dict[str, JobStatus] = {}
     for j, job in enumerate(snap.jobs):
-        tasks = ssn.job_tasks(j)
-        st = state[tasks]
-        count = {s: int((st == s).sum()) for s in range(8)}
+        count = dict(enumerate(counts[j].tolist()))
         running = count[TaskState.RUNNING] + count[TaskState.BOUND]
         scheduled = (
             running
