@@ -102,6 +102,7 @@ __all__ = [
     "no_rule",
     "realise_reservations",
     "run",
+    "spare_tasks",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -262,6 +263,31 @@ def realise_reservations(ssn: Session) -> None:
             if ssn.task_state[t] == TaskState.PENDING:
                 node, gpus = spots[t]
                 ssn.place(t, node, gpus, pipelined=True)
+
+
+def spare_tasks(ssn: Session, job: int, tasks: list[int]) -> list[int]:
+    """The tasks, taken in the given (victim) order, that may go while the job keeps
+    ``min_available`` ready tasks and every role keeps its minimum."""
+    rec = ssn.snapshot.jobs[job]
+    spare = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
+    spare -= int(ssn.job_min[job])
+    limits: dict[str, int] = {}
+    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
+        limits = {
+            role: ssn.count_states(job, READY_STATES, role) - need
+            for role, need in rec.min_task_member.items()
+        }
+    taken: list[int] = []
+    for t in tasks:
+        if len(taken) >= spare:
+            break
+        role = ssn.snapshot.tasks[t].role
+        if role in limits:
+            if limits[role] <= 0:
+                continue
+            limits[role] -= 1
+        taken.append(t)
+    return taken
 
 
 # -------------------------------------------------------------------------------- helpers
@@ -466,27 +492,7 @@ class _Search:
         return mask if among is None else mask & among
 
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
-        ssn = self.ssn
-        rec = ssn.snapshot.jobs[job]
-        spare = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
-        spare -= int(ssn.job_min[job])
-        limits: dict[str, int] = {}
-        if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
-            limits = {
-                role: ssn.count_states(job, READY_STATES, role) - need
-                for role, need in rec.min_task_member.items()
-            }
-        taken: list[int] = []
-        for t in tasks:
-            if len(taken) >= spare:
-                break
-            role = ssn.snapshot.tasks[t].role
-            if role in limits:
-                if limits[role] <= 0:
-                    continue
-                limits[role] -= 1
-            taken.append(t)
-        return tuple(taken)
+        return tuple(spare_tasks(self.ssn, job, tasks))
 
     def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
         ssn = self.ssn

@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..session import READY_STATES, TaskState
+from ..session import TaskState
 from ..statement import Statement
 from . import _victims as v
 
@@ -151,31 +151,6 @@ def within_job_jobs(ssn: Session) -> list[int]:
     return out
 
 
-def _spare(ssn: Session, job: int, tasks: list[int]) -> list[int]:
-    """The tasks, taken in the given (victim) order, that may go while the job keeps
-    ``min_available`` ready tasks and every role keeps its minimum."""
-    rec = ssn.snapshot.jobs[job]
-    spare = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
-    spare -= int(ssn.job_min[job])
-    limits: dict[str, int] = {}
-    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
-        limits = {
-            role: ssn.count_states(job, READY_STATES, role) - need
-            for role, need in rec.min_task_member.items()
-        }
-    taken: list[int] = []
-    for t in tasks:
-        if len(taken) >= spare:
-            break
-        role = ssn.snapshot.tasks[t].role
-        if role in limits:
-            if limits[role] <= 0:
-                continue
-            limits[role] -= 1
-        taken.append(t)
-    return taken
-
-
 class _WithinJob:
     """One pending task evicting lower-priority tasks of its own job."""
 
@@ -241,7 +216,7 @@ class _WithinJob:
         for node in sorted({int(ssn.task_node[t]) for t in allowed}):
             if not ok[node]:
                 continue
-            here = _spare(ssn, self.job, [t for t in allowed if ssn.task_node[t] == node])
+            here = v.spare_tasks(ssn, self.job, [t for t in allowed if ssn.task_node[t] == node])
             k = self.needed(node, here)
             if k is None:
                 continue
@@ -268,7 +243,7 @@ class _WithinJob:
         for node in sorted({int(ssn.task_node[t]) for t in allowed}):
             here = [t for t in allowed if ssn.task_node[t] == node]
             if ok[node] and self.needed(node, here) is not None:
-                gang = gang or len(_spare(ssn, self.job, here)) < len(here)
+                gang = gang or len(v.spare_tasks(ssn, self.job, here)) < len(here)
         if gang:
             return (
                 v.GANG_WOULD_BREAK,
