@@ -319,7 +319,8 @@ class _KernelScorer:
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
 
-    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        """Scores of the node ``rows`` (``v`` is their view, ``mask`` where the pod fits)."""
         raise NotImplementedError
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
@@ -327,7 +328,7 @@ class _KernelScorer:
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
         v = _view(ssn, rows)
-        return _finish(self._kernel(_feasible(v, pod), pod, v), self.weight)
+        return _finish(self._kernel(ssn, rows, _feasible(v, pod), pod, v), self.weight)
 
     def gpu_choice(
         self, ssn: Session, task: int, node: int, *, future: bool
@@ -336,7 +337,8 @@ class _KernelScorer:
         if found is None:
             return None
         v, pod = found
-        res = self._kernel(np.ones(1, dtype=np.bool_), pod, v)
+        rows = np.array([node], dtype=np.intp)
+        res = self._kernel(ssn, rows, np.ones(1, dtype=np.bool_), pod, v)
         return _answer(int(res.share_gpu[0]), v, pod)
 
 
@@ -345,7 +347,7 @@ class DotProdPlugin(_KernelScorer):
 
     name = "dotprod"
 
-    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_dotprod(mask, pod, v.free_cpu, v.gpu_free)
 
 
@@ -354,7 +356,7 @@ class BestFitPlugin(_KernelScorer):
 
     name = "bestfit"
 
-    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_bestfit(mask, pod, v.free_cpu, v.gpu_free)
 
 
@@ -363,7 +365,7 @@ class GpuPackingPlugin(_KernelScorer):
 
     name = "gpu-packing"
 
-    def _kernel(self, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_gpu_packing(mask, pod, v.gpu_free, v.gpu_count)
 
 
@@ -374,13 +376,13 @@ def _affinity_tag(count: int, milli: int) -> int:
     return min(count, N_AFFINITY - 1)
 
 
-class GpuClusteringPlugin:
+class GpuClusteringPlugin(_KernelScorer):
     """``gpu-clustering``: nodes already hosting GPU tasks of the same shape first."""
 
     name = "gpu-clustering"
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
+        super().__init__(arguments)
         self._tag: I64 = np.zeros(0, dtype=np.int64)  # (n_tasks,) -1 without GPUs
         self._counts: I64 = np.zeros((0, N_AFFINITY), dtype=np.int64)  # (n_nodes, 9)
         self._seen: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,) node_version last counted
@@ -414,24 +416,8 @@ class GpuClusteringPlugin:
             self._seen[stale] = ssn.node_version[stale]
         return self._counts
 
-    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
-        pod = _template_pod(ssn, tmpl)
-        if pod is None or self.weight == 0:
-            return np.zeros(rows.size)
-        v = _view(ssn, rows)
-        aff = self.affinity(ssn)[rows]
-        return _finish(score_gpu_clustering(_feasible(v, pod), pod, v.gpu_free, aff), self.weight)
-
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
-    ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        v, pod = found
-        aff = self.affinity(ssn)[node : node + 1]
-        res = score_gpu_clustering(np.ones(1, dtype=np.bool_), pod, v.gpu_free, aff)
-        return _answer(int(res.share_gpu[0]), v, pod)
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_gpu_clustering(mask, pod, v.gpu_free, self.affinity(ssn)[rows])
 
 
 # -------------------------------------------------------------------------------- fgd
