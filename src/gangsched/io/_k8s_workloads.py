@@ -144,6 +144,41 @@ class WorkloadReader:
             self.jobs[draft.kwargs["job"]].tasks.append(name)
         self.tasks[name] = draft
 
+    def _replica_drafts(
+        self,
+        ref: Ref,
+        path: str,
+        job: str,
+        role: str,
+        info: PodSpecInfo,
+        priority: int,
+        preempt: bool,
+        replicas: int,
+    ) -> list[TaskDraft]:
+        """The drafts of a role's ``replicas`` pods, named ``<job>-<role>-<index>`` as the
+        job controllers name them."""
+        out = []
+        for idx in range(replicas):
+            pod = f"{ref.name}-{role}-{idx}"
+            out.append(
+                TaskDraft(
+                    ref=ref,
+                    path=path,
+                    kwargs=self._task_kwargs(
+                        qualify(ref.namespace, pod), job, role, info, priority, preempt
+                    ),
+                    origin=PodOrigin(
+                        namespace=ref.namespace,
+                        name=pod,
+                        job=job,
+                        role=role,
+                        index=idx,
+                        created=False,
+                    ),
+                )
+            )
+        return out
+
     def _task_kwargs(
         self, name: str, job: str, role: str, info: PodSpecInfo, priority: int, preempt: bool
     ) -> dict[str, Any]:
@@ -249,24 +284,9 @@ class WorkloadReader:
                 )
             )
             min_task_member[tname] = tmin if tmin is not None else replicas
-            for idx in range(replicas):
-                pod = f"{ref.name}-{tname}-{idx}"
-                name = qualify(ref.namespace, pod)
-                task_drafts.append(
-                    TaskDraft(
-                        ref=ref,
-                        path=tpath,
-                        kwargs=self._task_kwargs(name, job, tname, info, priority, t_preempt),
-                        origin=PodOrigin(
-                            namespace=ref.namespace,
-                            name=pod,
-                            job=job,
-                            role=tname,
-                            index=idx,
-                            created=False,
-                        ),
-                    )
-                )
+            task_drafts += self._replica_drafts(
+                ref, tpath, job, tname, info, priority, t_preempt, replicas
+            )
         total = sum(g.replicas for g in groups)
         min_available = get_int(spec, "minAvailable", ref, "spec", minimum=0) or sum(
             min_task_member.values()
@@ -341,24 +361,9 @@ class WorkloadReader:
             priority = self._task_priority(info, tmeta, ref, f"{rpath}.template", job_priority)
             t_preempt = preemptable(tmeta, ref, job_preempt, f"{rpath}.template.metadata")
             groups.append(TaskGroup(name=role, replicas=replicas))
-            for idx in range(replicas):
-                pod = f"{ref.name}-{role}-{idx}"
-                name = qualify(ref.namespace, pod)
-                drafts.append(
-                    TaskDraft(
-                        ref=ref,
-                        path=rpath,
-                        kwargs=self._task_kwargs(name, job, role, info, priority, t_preempt),
-                        origin=PodOrigin(
-                            namespace=ref.namespace,
-                            name=pod,
-                            job=job,
-                            role=role,
-                            index=idx,
-                            created=False,
-                        ),
-                    )
-                )
+            drafts += self._replica_drafts(
+                ref, rpath, job, role, info, priority, t_preempt, replicas
+            )
         total = sum(g.replicas for g in groups)
         min_available = get_int(sp, "minAvailable", ref, sp_path, minimum=1) or total
         if min_available > total:
