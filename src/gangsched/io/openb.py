@@ -205,6 +205,20 @@ def _read_rows(
     return header, rows
 
 
+def _unique_name(cell: str, seen: set[str], what: str, source: str, line: int, column: str) -> str:
+    """The row's name, stripped; empty or repeated names are a SnapshotError."""
+    name = cell.strip()
+    where = f"row {line}, column {column}"
+    if not name:
+        raise SnapshotError(f"empty {what} name", kind="file", name=source, field=where)
+    if name in seen:
+        raise SnapshotError(
+            f"duplicate {what} name {name!r}", kind="file", name=source, field=where
+        )
+    seen.add(name)
+    return name
+
+
 def _int_cell(
     text: str, source: str, line: str, column: str, *, lo: int = 0, hi: int = _INT64_MAX
 ) -> int:
@@ -266,19 +280,7 @@ def load_nodes(path: str | Path | None = None) -> NodeTable:
     seen: set[str] = set()
     for row in rows:
         line = row[0]
-        name = row[col["sn"]].strip()
-        if not name:
-            raise SnapshotError(
-                "empty node name", kind="file", name=source, field=f"row {line}, column sn"
-            )
-        if name in seen:
-            raise SnapshotError(
-                f"duplicate node name {name!r}",
-                kind="file",
-                name=source,
-                field=f"row {line}, column sn",
-            )
-        seen.add(name)
+        name = _unique_name(row[col["sn"]], seen, "node", source, line, "sn")
         names.append(name)
         cpu.append(_int_cell(row[col["cpu_milli"]], source, line, "cpu_milli"))
         mem.append(_int_cell(row[col["memory_mib"]], source, line, "memory_mib"))
@@ -343,19 +345,7 @@ def load_pods(path: str | Path | None = None) -> PodTable:
     seen: set[str] = set()
     for i, row in enumerate(rows):
         line = row[0]
-        name = row[col["name"]].strip()
-        if not name:
-            raise SnapshotError(
-                "empty pod name", kind="file", name=source, field=f"row {line}, column name"
-            )
-        if name in seen:
-            raise SnapshotError(
-                f"duplicate pod name {name!r}",
-                kind="file",
-                name=source,
-                field=f"row {line}, column name",
-            )
-        seen.add(name)
+        name = _unique_name(row[col["name"]], seen, "pod", source, line, "name")
         names.append(name)
         cpu[i] = _int_cell(row[col["cpu_milli"]], source, line, "cpu_milli")
         mem[i] = _int_cell(row[col["memory_mib"]], source, line, "memory_mib")
