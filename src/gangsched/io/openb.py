@@ -205,7 +205,7 @@ def _read_rows(
     return header, rows
 
 
-def _unique_name(cell: str, seen: set[str], what: str, source: str, line: int, column: str) -> str:
+def _unique_name(cell: str, seen: set[str], what: str, source: str, line: str, column: str) -> str:
     """The row's name, stripped; empty or repeated names are a SnapshotError."""
     name = cell.strip()
     where = f"row {line}, column {column}"
