@@ -30,6 +30,7 @@ SRC = Path(gangsched.__file__).resolve().parent
 LAYERS: dict[str, int] = {
     "errors": 0,
     "units": 0,
+    "limits": 0,
     "_frozen": 0,
     "model": 1,
     "snapshot": 1,

@@ -1,0 +1,46 @@
+"""The bounds gangsched puts on its input, in one place.
+
+Every quantity, count and depth that a snapshot, a manifest or a trace can carry is bounded here
+so that a small input can never cost much: sums over the whole cluster stay exact in int64 and
+in a float64 round trip, recursion never runs deeper than Python allows, and memory follows what
+the input really holds. A value past a bound is a typed error naming the object and the field
+(see ``docs/model.md``, "Limits"), never a wrap-around, a hang or a blow-up.
+
+:class:`Limits` is a frozen record; loaders that build many objects from a few bytes (manifests,
+traces) take one as a keyword argument so a user can raise or lower a bound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["DEFAULT_LIMITS", "MAX_QUANTITY", "Limits"]
+
+#: Largest canonical quantity (millicores, bytes, milli-GPU, counts) a single field may hold:
+#: 2**53, so a quantity converts to float64 and back exactly.
+MAX_QUANTITY: int = 2**53
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Configurable bounds on input size.
+
+    Attributes
+    ----------
+    max_tasks:
+        Tasks (pods) in one snapshot, and pods a manifest set may expand to.
+    max_replicas:
+        Replicas of one role (Volcano Job task, PyTorchJob replica spec) in a manifest.
+    max_nesting:
+        Depth of nested lists/mappings accepted in a manifest, config or snapshot document.
+    max_queue_depth:
+        Length of a queue's parent chain (root queue at depth 1).
+    """
+
+    max_tasks: int = 1_000_000
+    max_replicas: int = 100_000
+    max_nesting: int = 64
+    max_queue_depth: int = 256
+
+
+DEFAULT_LIMITS = Limits()
