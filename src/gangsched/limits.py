@@ -14,11 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_LIMITS", "MAX_QUANTITY", "Limits"]
+__all__ = ["DEFAULT_LIMITS", "MAX_QUANTITY", "MAX_TOTAL", "Limits"]
 
 #: Largest canonical quantity (millicores, bytes, milli-GPU, counts) a single field may hold:
 #: 2**53, so a quantity converts to float64 and back exactly.
 MAX_QUANTITY: int = 2**53
+
+#: Largest sum of one resource over a snapshot's records of one kind (nodes' allocatable,
+#: tasks' requests, queues' guarantees or deserved amounts, jobs' min_resources) and of the
+#: queues' weights: 2**60, so a few such sums added together still fit int64 and float64
+#: carries each one to within 2**-53 of its value.
+MAX_TOTAL: int = 2**60
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
