@@ -42,6 +42,7 @@ import yaml
 from .._frozen import FrozenDict
 from ..config import Config
 from ..errors import ConfigError, SnapshotError
+from ..limits import DEFAULT_LIMITS, Limits
 from ..model import (
     OCCUPYING_PHASES,
     GpuRequest,
@@ -90,6 +91,14 @@ from ._k8s_records import (
     split_name,
 )
 from ._k8s_workloads import WorkloadReader
+from ._text import (
+    IntegerTooLong,
+    NestingTooDeep,
+    bound_violation,
+    parse_yaml,
+    read_source,
+    yaml_error_detail,
+)
 
 __all__ = [
     "DEFAULT_SCHEDULERS",
@@ -135,18 +144,20 @@ def is_manifest(doc: object) -> bool:
     return isinstance(doc, Mapping) and ("apiVersion" in doc or "kind" in doc)
 
 
-def parse_documents(text: str, *, source: str = "") -> list[tuple[object, str]]:
-    """Split YAML (or JSON) text into ``(document, where)`` pairs, skipping empty documents."""
+def parse_documents(
+    text: str, *, source: str = "", limits: Limits | None = None
+) -> list[tuple[object, str]]:
+    """Split YAML (or JSON) text into ``(document, where)`` pairs, skipping empty documents.
+
+    Nesting deeper than ``limits.max_nesting`` levels is a :class:`SnapshotError` (checked while
+    parsing, so a hostile document never recurses far).
+    """
+    lim = limits if limits is not None else DEFAULT_LIMITS
     try:
-        docs = list(yaml.safe_load_all(text))
+        docs = parse_yaml(text, max_nesting=lim.max_nesting)
     except yaml.YAMLError as exc:
-        detail = str(exc)
-        if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
-            mark = exc.problem_mark
-            detail = (
-                f"{exc.problem or exc.context} at line {mark.line + 1}, column {mark.column + 1}"
-            )
-        raise SnapshotError(f"not valid YAML: {detail}", kind="file", name=source) from None
+        prefix = "" if isinstance(exc, NestingTooDeep | IntegerTooLong) else "not valid YAML: "
+        raise SnapshotError(f"{prefix}{yaml_error_detail(exc)}", kind="file", name=source) from None
     out: list[tuple[object, str]] = []
     for i, doc in enumerate(docs):
         if doc is None:
@@ -157,31 +168,46 @@ def parse_documents(text: str, *, source: str = "") -> list[tuple[object, str]]:
 
 
 def load_text(
-    text: str, *, source: str = "", scheduler_names: Sequence[str] = DEFAULT_SCHEDULERS
+    text: str,
+    *,
+    source: str = "",
+    scheduler_names: Sequence[str] = DEFAULT_SCHEDULERS,
+    limits: Limits | None = None,
 ) -> Cluster:
     """Load manifests (and/or interchange snapshots) from YAML or JSON text."""
-    docs = parse_documents(text, source=source)
+    docs = parse_documents(text, source=source, limits=limits)
     return load_objects(
-        [d for d, _ in docs], sources=[w for _, w in docs], scheduler_names=scheduler_names
+        [d for d, _ in docs],
+        sources=[w for _, w in docs],
+        scheduler_names=scheduler_names,
+        limits=limits,
     )
 
 
 def load_files(
-    paths: Iterable[str | Path], *, scheduler_names: Sequence[str] = DEFAULT_SCHEDULERS
+    paths: Iterable[str | Path],
+    *,
+    scheduler_names: Sequence[str] = DEFAULT_SCHEDULERS,
+    limits: Limits | None = None,
 ) -> Cluster:
-    """Load every file (each may hold several documents) into one cluster."""
+    """Load every file (each may hold several documents) into one cluster.
+
+    A path ``-`` reads standard input (once). Files must be UTF-8 (or UTF-16 with a byte-order
+    mark); anything else is a :class:`SnapshotError` naming the file.
+    """
     objects: list[object] = []
     sources: list[str] = []
+    stdin_read = False
     for path in paths:
-        p = Path(path)
-        try:
-            text = p.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
-        for doc, where in parse_documents(text, source=str(p)):
+        if str(path) == "-":
+            if stdin_read:
+                raise SnapshotError("standard input given twice", kind="file", name="-")
+            stdin_read = True
+        text, source = read_source(path)
+        for doc, where in parse_documents(text, source=source, limits=limits):
             objects.append(doc)
             sources.append(where)
-    return load_objects(objects, sources=sources, scheduler_names=scheduler_names)
+    return load_objects(objects, sources=sources, scheduler_names=scheduler_names, limits=limits)
 
 
 def load_objects(
@@ -189,6 +215,7 @@ def load_objects(
     *,
     sources: Sequence[str] | None = None,
     scheduler_names: Sequence[str] = DEFAULT_SCHEDULERS,
+    limits: Limits | None = None,
 ) -> Cluster:
     """Load manifests given as plain data (dicts as YAML or the API server gives them).
 
@@ -201,6 +228,10 @@ def load_objects(
         Where each object came from (``"jobs.yaml, document 2"``), for error messages.
     scheduler_names:
         ``schedulerName`` values that mean "scheduled by gangsched".
+    limits:
+        Bounds on the input (:class:`~gangsched.limits.Limits`; default
+        :data:`~gangsched.limits.DEFAULT_LIMITS`): replicas per role and pods in all, checked
+        before any replica is expanded, and the nesting of embedded configuration text.
 
     Raises
     ------
@@ -209,7 +240,7 @@ def load_objects(
     ConfigError
         The scheduler ConfigMap holds an invalid configuration.
     """
-    loader = _Loader(tuple(scheduler_names))
+    loader = _Loader(tuple(scheduler_names), limits if limits is not None else DEFAULT_LIMITS)
     for i, obj in enumerate(objects):
         where = sources[i] if sources is not None and i < len(sources) else f"object {i + 1}"
         loader.add(obj, where)
@@ -221,8 +252,9 @@ def load_objects(
 
 
 class _Loader(WorkloadReader):
-    def __init__(self, scheduler_names: tuple[str, ...]) -> None:
+    def __init__(self, scheduler_names: tuple[str, ...], limits: Limits) -> None:
         self.ours = frozenset(scheduler_names)
+        self.limits = limits
         self.by_kind: dict[str, list[tuple[Mapping[str, Any], Ref]]] = {k: [] for k in _ORDER}
         self.seen: dict[tuple[str, str, str], str] = {}
         self.interchange: list[tuple[Mapping[str, Any], str]] = []
@@ -314,6 +346,14 @@ class _Loader(WorkloadReader):
         text = data[SCHEDULER_CONF_KEY]
         if not isinstance(text, str):
             raise ref.error(f"data.{SCHEDULER_CONF_KEY}", "expected the configuration text")
+        bad = bound_violation(text, max_nesting=self.limits.max_nesting)
+        if bad is not None:
+            raise ConfigError(
+                f"{bad} ({ref.source})",
+                kind=ref.kind,
+                name=ref.label,
+                field=f"data[{SCHEDULER_CONF_KEY}]",
+            )
         try:
             self.config = Config.from_volcano_yaml(text)
         except ConfigError as exc:
