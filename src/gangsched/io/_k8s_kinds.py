@@ -8,10 +8,11 @@ for the model records); :mod:`gangsched.io.k8s` builds the records and the snaps
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import re2
 
 from ..model import (
     POLICY_ACTIONS,
@@ -52,6 +53,7 @@ __all__ = [
     "NodeDraft",
     "PodSpecInfo",
     "QueueDraft",
+    "compile_pattern",
     "preemptable",
     "read_hypernode",
     "read_network_topology",
@@ -257,12 +259,7 @@ def read_hypernode(obj: Mapping[str, Any], ref: Ref) -> HyperNodeDraft:
             pattern = get_str(body, "pattern", ref, f"{spath}.regexMatch")
             if pattern is None:
                 raise ref.error(f"{spath}.regexMatch.pattern", "missing")
-            try:
-                value = re.compile(pattern)
-            except re.error as exc:
-                raise ref.error(
-                    f"{spath}.regexMatch.pattern", f"invalid regular expression: {exc}"
-                ) from None
+            value = compile_pattern(pattern, ref, f"{spath}.regexMatch.pattern")
         else:
             if body.get("matchExpressions"):
                 raise ref.error(
@@ -276,6 +273,34 @@ def read_hypernode(obj: Mapping[str, Any], ref: Ref) -> HyperNodeDraft:
             raise ref.error(spath, "a HyperNode member is selected by exactMatch only")
         selectors.append((mtype, kind, value, spath))
     return HyperNodeDraft(ref=ref, tier=tier, selectors=selectors)
+
+
+#: Longest ``regexMatch`` pattern accepted (characters). RE2 also bounds the compiled program
+#: (:data:`_RE2_MAX_MEM`); matching is linear in the name whatever the pattern.
+MAX_PATTERN_LENGTH = 4096
+_RE2_MAX_MEM = 8 << 20
+
+
+def compile_pattern(pattern: str, ref: Ref, path: str) -> Any:
+    """``pattern`` compiled with RE2 (linear-time matching, the syntax of Go's ``regexp``, which
+    Volcano uses); a pattern RE2 rejects (invalid, or a backreference / lookaround it does not
+    support, or too large) is a SnapshotError at ``path``."""
+    if len(pattern) > MAX_PATTERN_LENGTH:
+        raise ref.error(
+            path, f"pattern of {len(pattern)} characters is longer than {MAX_PATTERN_LENGTH}"
+        )
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = _RE2_MAX_MEM
+    try:
+        return re2.compile(pattern, options=options)
+    except re2.error as exc:
+        why = exc.args[0] if exc.args else exc
+        if isinstance(why, bytes):
+            why = why.decode("utf-8", "replace")
+        raise ref.error(
+            path, f"invalid or unsupported regular expression (RE2 syntax): {why}"
+        ) from None
 
 
 def resolve_members(

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._frozen import FrozenDict
+from ..limits import Limits
 from ..model import OCCUPYING_PHASES, GpuRequest, JobPolicy, Resources, TaskPhase
 from ._k8s_fields import (
     Ref,
@@ -92,6 +93,25 @@ class WorkloadReader:
     foreign_gpus: dict[str, int]
     foreign_pods: dict[str, int]
     ignored: list[Ignored]
+    limits: Limits
+    pod_count: int
+
+    def reserve_pods(self, ref: Ref, path: str, count: int, what: str = "replicas") -> None:
+        """Count ``count`` more pods against :attr:`Limits.max_tasks` (before building any),
+        and, for a role's ``replicas``, against :attr:`Limits.max_replicas`."""
+        if what == "replicas" and count > self.limits.max_replicas:
+            raise ref.error(
+                path,
+                f"{count} replicas is more than the limit of {self.limits.max_replicas} per "
+                "role (Limits.max_replicas)",
+            )
+        self.pod_count += count
+        if self.pod_count > self.limits.max_tasks:
+            raise ref.error(
+                path,
+                f"the input would hold {self.pod_count} pods, more than the limit of "
+                f"{self.limits.max_tasks} (Limits.max_tasks)",
+            )
 
     def note(self, ref: Ref, field: str, reason: str) -> None:
         """Record something the input holds that gangsched does not use."""
@@ -251,6 +271,7 @@ class WorkloadReader:
             seen[tname] = i
             replicas = get_int(t, "replicas", ref, tpath, 1, minimum=0)
             assert replicas is not None
+            self.reserve_pods(ref, f"{tpath}.replicas", replicas)
             tmin = get_int(t, "minAvailable", ref, tpath, minimum=0)
             if tmin is not None and tmin > replicas:
                 raise ref.error(
@@ -343,6 +364,7 @@ class WorkloadReader:
             rspec = get_map(replica_specs, rtype, ref, "spec.pytorchReplicaSpecs")
             replicas = get_int(rspec, "replicas", ref, rpath, 1, minimum=0)
             assert replicas is not None
+            self.reserve_pods(ref, f"{rpath}.replicas", replicas)
             template = get_map(rspec, "template", ref, rpath)
             tmeta = get_map(template, "metadata", ref, f"{rpath}.template")
             tspec = get_map(template, "spec", ref, f"{rpath}.template")
@@ -468,6 +490,7 @@ class WorkloadReader:
         return None
 
     def _pod(self, obj: Mapping[str, Any], ref: Ref) -> None:
+        self.reserve_pods(ref, "metadata.name", 1, "pod")
         meta = get_map(obj, "metadata", ref, "")
         spec = get_map(obj, "spec", ref, "")
         status = get_map(obj, "status", ref, "")

@@ -255,6 +255,7 @@ class _Loader(WorkloadReader):
     def __init__(self, scheduler_names: tuple[str, ...], limits: Limits) -> None:
         self.ours = frozenset(scheduler_names)
         self.limits = limits
+        self.pod_count = 0
         self.by_kind: dict[str, list[tuple[Mapping[str, Any], Ref]]] = {k: [] for k in _ORDER}
         self.seen: dict[tuple[str, str, str], str] = {}
         self.interchange: list[tuple[Mapping[str, Any], str]] = []
@@ -433,6 +434,15 @@ class _Loader(WorkloadReader):
                 raw = doc.get(key) or []
                 if not isinstance(raw, list):
                     raise SnapshotError(f"expected a list ({where})", kind="snapshot", field=key)
+                if key == "tasks":
+                    self.pod_count += len(raw)
+                    if self.pod_count > self.limits.max_tasks:
+                        raise SnapshotError(
+                            f"the input would hold {self.pod_count} tasks, more than the limit "
+                            f"of {self.limits.max_tasks} (Limits.max_tasks) ({where})",
+                            kind="snapshot",
+                            field=key,
+                        )
                 for i, item in enumerate(raw):
                     try:
                         out[key].append(classes[key].from_dict(item, where=f"#{i}"))
