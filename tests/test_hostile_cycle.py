@@ -4,6 +4,7 @@ failures in a replay, numbers at the edges and arguments nobody declared."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,9 +13,10 @@ import pytest
 import gangsched as gs
 from gangsched.cli import main
 from gangsched.config import Config
-from gangsched.model import Job, JobPhase, Queue, Resources, Task
+from gangsched.errors import ConfigError
+from gangsched.model import Job, JobPhase, Node, Queue, Resources, Task
 from gangsched.scheduler import explain, open_session, schedule
-from gangsched.sim.replay import ReplayOptions, Trace, TraceJob, replay
+from gangsched.sim.replay import NodeFailure, ReplayOptions, Trace, TraceJob, replay
 
 # -- shapes and configurations ------------------------------------------------------------------
 
@@ -189,3 +191,81 @@ def test_empty_cluster_replay_queues_the_job(config_name: str) -> None:
     assert result.job_state.tolist() == [0]  # queued: it never started
     assert result.binds.sum() == 0
     assert result.total_gpu == 0 and result.total_cpu == 0
+
+
+# -- replay: overlapping node failures ---------------------------------------------------------
+
+
+def _one_node_trace(arrival: float, failures: tuple[NodeFailure, ...]) -> Trace:
+    node = Node(name="n0", allocatable=Resources({"cpu": 4000, "memory": 2**33, "pods": 10}))
+    job = Job(name="j", queue="default", min_available=1, phase=JobPhase.PENDING)
+    task = Task(name="t", job="j", request=Resources({"cpu": 1000}))
+    return Trace(
+        nodes=(node,),
+        queues=(Queue(name="default"),),
+        jobs=(TraceJob(job=job, tasks=(task,), arrival=arrival, duration=5.0),),
+        failures=failures,
+    )
+
+
+def test_replay_node_failures_overlapping_windows_keep_the_node_down() -> None:
+    # (n0, 10-30) and (n0, 20-50): n0 is down from 10 to 50, not back at 30.
+    failures = (
+        NodeFailure(node="n0", at=10.0, until=30.0),
+        NodeFailure(node="n0", at=20.0, until=50.0),
+    )
+    result = replay(_one_node_trace(25.0, failures), ReplayOptions(config=Config.default()))
+    assert result.job_start.tolist() == [50.0]
+    assert result.job_end.tolist() == [55.0]
+
+
+def test_replay_node_failures_permanent_failure_outlasts_a_window() -> None:
+    # A permanent failure from 10 and a window 5-15: the node never comes back.
+    failures = (NodeFailure(node="n0", at=10.0), NodeFailure(node="n0", at=5.0, until=15.0))
+    result = replay(_one_node_trace(12.0, failures), ReplayOptions(config=Config.default()))
+    assert result.job_state.tolist() == [0]  # queued to the end
+    assert result.binds.sum() == 0
+
+
+def test_replay_node_failures_back_to_back_windows_and_recovery() -> None:
+    # Windows 10-20 and 20-30 touch: down from 10 to 30; the job arriving at 15 starts at 30.
+    failures = (
+        NodeFailure(node="n0", at=20.0, until=30.0),
+        NodeFailure(node="n0", at=10.0, until=20.0),
+    )
+    result = replay(_one_node_trace(15.0, failures), ReplayOptions(config=Config.default()))
+    assert result.job_start.tolist() == [30.0]
+
+
+# -- numbers at the edges -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("period", [1e-320, 5e-324, 1e-7, -1.0, float("nan"), float("inf")])
+def test_replay_period_out_of_range_is_a_config_error(period: float) -> None:
+    with pytest.raises(ConfigError) as info:
+        ReplayOptions(config=Config.default(), period=period)
+    assert info.value.field == "period"
+
+
+def test_replay_smallest_period_at_the_latest_time_runs() -> None:
+    from gangsched.limits import MAX_REPLAY_TIME, MIN_REPLAY_PERIOD
+
+    trace = _one_node_trace(MAX_REPLAY_TIME - 10.0, ())
+    result = replay(trace, ReplayOptions(config=Config.default(), period=MIN_REPLAY_PERIOD))
+    assert result.job_state.tolist() == [2]  # done
+    with pytest.raises(ConfigError, match="at most"):
+        _one_node_trace(MAX_REPLAY_TIME * 2, ())
+    with pytest.raises(ConfigError, match="arrival"):
+        _one_node_trace(10**5000, ())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("period", ["1e-320", "nan", "-1"])
+def test_replay_cli_period_out_of_range_is_an_error_line(
+    period: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    start = time.perf_counter()
+    assert main(["replay", f"--period={period}", "--limit", "5"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("gangsched: error: option '--period'")
+    assert "Traceback" not in err
+    assert time.perf_counter() - start < 5.0  # refused before any data is loaded

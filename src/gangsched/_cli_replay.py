@@ -4,6 +4,7 @@ replay of :mod:`gangsched.sim.gang_replay` with a progress line and a summary ta
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import numpy as np
 from .config import Config
 from .errors import ConfigError
 from .fragmentation import POLICIES
+from .limits import MIN_REPLAY_PERIOD
 
 __all__ = ["add_replay_parser", "run_replay"]
 
@@ -123,6 +125,18 @@ def _plot(report: object, path: Path) -> str | None:
     return None
 
 
+def _check_period(period: float) -> None:
+    """``--period``: 0 (a cycle at every event) or a finite number of seconds, not so small
+    that replay times divided by it overflow."""
+    if not math.isfinite(period) or period < 0 or 0 < period < MIN_REPLAY_PERIOD:
+        raise ConfigError(
+            f"must be 0 (a cycle at every event) or a number of seconds from "
+            f"{MIN_REPLAY_PERIOD:g} up, got {period:g}",
+            kind="option",
+            name="--period",
+        )
+
+
 def run_replay(args: argparse.Namespace) -> int:
     from .io.openb import load_nodes, load_pods
     from .sim.gang_replay import (
@@ -136,6 +150,7 @@ def run_replay(args: argparse.Namespace) -> int:
 
     if args.node_step < 1:
         raise ConfigError("must be at least 1", kind="option", name="--node-step")
+    _check_period(args.period)
     nodes = load_nodes(args.nodes)
     nodes = node_subset(nodes, np.arange(0, len(nodes), args.node_step))
     pods = load_pods(args.pods)

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DEFAULT_LIMITS", "MAX_QUANTITY", "MAX_TOTAL", "Limits"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "MAX_QUANTITY",
+    "MAX_REPLAY_TIME",
+    "MAX_TOTAL",
+    "MIN_REPLAY_PERIOD",
+    "Limits",
+]
 
 #: Largest canonical quantity (millicores, bytes, milli-GPU, counts) a single field may hold:
 #: 2**53, so a quantity converts to float64 and back exactly.
@@ -25,6 +32,14 @@ MAX_QUANTITY: int = 2**53
 #: queues' weights: 2**60, so a few such sums added together still fit int64 and float64
 #: carries each one to within 2**-53 of its value.
 MAX_TOTAL: int = 2**60
+
+#: Latest time (seconds) a replay trace may name (arrivals, run times, failure windows, the
+#: stop time): 2**53, so whole seconds stay exact in float64.
+MAX_REPLAY_TIME: float = 2.0**53
+
+#: Shortest replay scheduling period (seconds) other than 0 (every event): 1 microsecond, so
+#: ``time / period`` stays finite (at most 2**53 / 1e-6) for every time a trace may name.
+MIN_REPLAY_PERIOD: float = 1e-6
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -10,9 +10,11 @@ ordered by ``(time, kind, seq)``; at equal times, kinds run in this order:
 0     ``END``     a job's run time is over: its tasks succeed and free their resources
 1     ``RELEASE`` an evicted task has left its node (``eviction_grace`` after the eviction);
                   its job restarts: every task it still holds is freed, it queues again
-2     ``FAIL``    a node fails: it turns unschedulable; jobs with a task on it restart
-                  (``on_node_failure="requeue"``) or fail (``"fail"``)
-3     ``RECOVER`` the node is schedulable again
+2     ``FAIL``    a failure window of a node opens: the node turns unschedulable; jobs with
+                  a task on it restart (``on_node_failure="requeue"``) or fail (``"fail"``)
+3     ``RECOVER`` a failure window closes; the node is schedulable again once none of its
+                  windows is open (windows of one node may overlap; a failure without
+                  ``until`` keeps the node down for good)
 4     ``ARRIVE``  a job's tasks become pending
 5     ``CYCLE``   a scheduling tick (only with ``period > 0``)
 ====  ==========  ===========================================================================
@@ -73,6 +75,7 @@ from ..fragmentation import (
     node_fragment_from_terms,
     typical_pods,
 )
+from ..limits import MAX_REPLAY_TIME, MIN_REPLAY_PERIOD
 from ..model import HyperNode, Job, JobPhase, Node, Queue, Task, TaskPhase
 from ..placement import Placer
 from ..registry import Registry
@@ -119,16 +122,34 @@ class JobState:
 # ------------------------------------------------------------------------------------ input
 
 
+def _short(value: object) -> str:
+    """``repr(value)``, cut to 40 characters (a 5,000-digit number stays readable)."""
+    text = repr(value) if not isinstance(value, int) or abs(value) < 10**40 else "a huge integer"
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _check_time(value: object, *, kind: str, name: str, field: str, optional: bool = False) -> None:
-    """A time or duration: a finite number >= 0 (or ``None`` when ``optional``)."""
+    """A time or duration: a finite number in ``[0, MAX_REPLAY_TIME]`` (or ``None`` when
+    ``optional``)."""
     if value is None and optional:
         return
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
         raise ConfigError(
-            f"expected a finite number, got {value!r}", kind=kind, name=name, field=field
+            f"expected a finite number, got {_short(value)}", kind=kind, name=name, field=field
         )
     if value < 0:
-        raise ConfigError(f"must be >= 0, got {value}", kind=kind, name=name, field=field)
+        raise ConfigError(f"must be >= 0, got {_short(value)}", kind=kind, name=name, field=field)
+    if value > MAX_REPLAY_TIME:
+        raise ConfigError(
+            f"must be at most {MAX_REPLAY_TIME:g} seconds, got {_short(value)}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,6 +310,13 @@ class ReplayOptions:
         if not isinstance(self.config, Config):
             raise ConfigError("expected a Config", kind="replay", field="config")
         _check_time(self.period, kind="replay", name="", field="period")
+        if 0 < self.period < MIN_REPLAY_PERIOD:
+            raise ConfigError(
+                f"must be 0 (schedule at every event) or at least {MIN_REPLAY_PERIOD:g} "
+                f"seconds, got {self.period:g}",
+                kind="replay",
+                field="period",
+            )
         _check_time(self.until, kind="replay", name="", field="until", optional=True)
         _check_time(self.eviction_grace, kind="replay", name="", field="eviction_grace")
         if self.eviction_grace <= 0:
@@ -512,6 +540,7 @@ class _Engine:
         self.used_mem = np.zeros(n, np.int64)
         self.dev_used = np.zeros((n, width), np.int64)
         self.failed = np.zeros(n, dtype=bool)
+        self.open_failures = np.zeros(n, np.int64)  # failure windows open on each node
         self.nodes_now = nodes
         self.job_state = np.full(n_jobs, JobState.NOT_ARRIVED, np.int64)
         self.job_started = np.zeros(n_jobs, dtype=bool)
@@ -727,6 +756,7 @@ class _Engine:
                 self._restart(j)
         elif kind == FAIL:
             node = self.node_index[self.trace.failures[payload].node]
+            self.open_failures[node] += 1
             self._set_failed(node, True)
             on_node = np.flatnonzero(self.task_node == node)
             for j in np.unique(self.task_job[on_node]).tolist():
@@ -735,7 +765,10 @@ class _Engine:
                 else:
                     self._restart(j)
         elif kind == RECOVER:
-            self._set_failed(self.node_index[self.trace.failures[payload].node], False)
+            node = self.node_index[self.trace.failures[payload].node]
+            self.open_failures[node] -= 1
+            if self.open_failures[node] == 0:  # down while any of its windows is open
+                self._set_failed(node, False)
 
     # -------------------------------------------------------------------------- cycles
 
@@ -880,8 +913,12 @@ class _Engine:
                 if period == 0 or ticked or (now / period).is_integer():
                     self.cycle(now)
                 elif self.next_tick <= now:
-                    self.next_tick = math.ceil(now / period) * period
-                    self.push(self.next_tick, CYCLE, 0)
+                    tick = math.ceil(now / period) * period
+                    if tick <= now:  # rounding put the next multiple at now: it is a tick
+                        self.cycle(now)
+                    else:
+                        self.next_tick = tick
+                        self.push(tick, CYCLE, 0)
             self.record(now)
             if self.progress is not None:
                 self.progress(
