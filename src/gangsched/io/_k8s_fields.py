@@ -15,6 +15,7 @@ largest init container, whichever is larger, plus ``spec.overhead``.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,9 +24,15 @@ from ..errors import SnapshotError
 from ..units import parse_quantity
 
 __all__ = [
+    "DNS1123_LABEL_MAX",
+    "DNS1123_SUBDOMAIN_MAX",
     "Ref",
     "annotation_bool",
+    "check_dns_label",
+    "check_dns_subdomain",
     "creation_seconds",
+    "dns_label_problem",
+    "dns_subdomain_problem",
     "get_bool",
     "get_int",
     "get_list",
@@ -62,6 +69,54 @@ class Ref:
     def error(self, field: str, detail: str) -> SnapshotError:
         suffix = f" ({self.source})" if self.source else ""
         return SnapshotError(detail + suffix, kind=self.kind, name=self.label, field=field)
+
+
+# ------------------------------------------------------------------------------------------
+# Kubernetes object names (k8s.io/apimachinery/pkg/util/validation)
+
+DNS1123_LABEL_MAX = 63
+DNS1123_SUBDOMAIN_MAX = 253
+_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_LABEL_RE = re.compile(f"{_LABEL}")
+_SUBDOMAIN_RE = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+
+
+def dns_label_problem(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 label (what Kubernetes requires of a namespace), or
+    None."""
+    if len(value) > DNS1123_LABEL_MAX:
+        return f"{len(value)} characters, more than {DNS1123_LABEL_MAX}"
+    if _LABEL_RE.fullmatch(value) is None:
+        return (
+            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
+            "starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def dns_subdomain_problem(value: str) -> str | None:
+    """Why ``value`` is not a DNS-1123 subdomain (what Kubernetes requires of most object
+    names), or None."""
+    if len(value) > DNS1123_SUBDOMAIN_MAX:
+        return f"{len(value)} characters, more than {DNS1123_SUBDOMAIN_MAX}"
+    if _SUBDOMAIN_RE.fullmatch(value) is None:
+        return (
+            f"{value!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
+            "each part starting and ending with a letter or digit)"
+        )
+    return None
+
+
+def check_dns_label(value: str, ref: Ref, path: str) -> None:
+    problem = dns_label_problem(value)
+    if problem is not None:
+        raise ref.error(path, f"invalid name: {problem}")
+
+
+def check_dns_subdomain(value: str, ref: Ref, path: str) -> None:
+    problem = dns_subdomain_problem(value)
+    if problem is not None:
+        raise ref.error(path, f"invalid name: {problem}")
 
 
 def _join(path: str, key: str) -> str:

@@ -12,6 +12,7 @@ from ..limits import Limits
 from ..model import OCCUPYING_PHASES, GpuRequest, JobPolicy, Resources, TaskPhase
 from ._k8s_fields import (
     Ref,
+    check_dns_label,
     creation_seconds,
     get_int,
     get_list,
@@ -264,6 +265,7 @@ class WorkloadReader:
             for key in sorted(str(k) for k in t if k not in _VCTASK_KEYS):
                 self.note(ref, f"{tpath}.{key}", "unknown field")
             tname = get_str(t, "name", ref, tpath, f"default{i}") or f"default{i}"
+            check_dns_label(tname, ref, f"{tpath}.name")
             if tname in seen:
                 raise ref.error(
                     f"{tpath}.name", f"task name {tname!r} repeats spec.tasks[{seen[tname]}]"

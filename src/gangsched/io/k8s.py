@@ -58,6 +58,8 @@ from ..snapshot import Snapshot
 from ..units import PODS
 from ._k8s_fields import (
     Ref,
+    check_dns_label,
+    check_dns_subdomain,
     get_map,
 )
 from ._k8s_kinds import (
@@ -325,6 +327,9 @@ class _Loader(WorkloadReader):
             return
         if not name:
             raise ref.error("metadata.name", "missing")
+        check_dns_subdomain(name, ref, "metadata.name")
+        if not scoped:
+            check_dns_label(namespace, ref, "metadata.namespace")
         seen_key = (key, namespace, name)
         if seen_key in self.seen:
             raise ref.error("metadata.name", f"defined twice (first in {self.seen[seen_key]})")
@@ -370,10 +375,18 @@ class _Loader(WorkloadReader):
     # -- build -------------------------------------------------------------------------------
 
     def build(self) -> Cluster:
+        default_ref: Ref | None = None
         for obj, ref in self.by_kind["priorityclass"]:
             value, default = read_priority_class(obj, ref)
             self.priorities[ref.name] = value
             if default:
+                if default_ref is not None:
+                    # The API server admits one default PriorityClass only.
+                    raise ref.error(
+                        "globalDefault",
+                        f"a second default PriorityClass ({default_ref} is already the default)",
+                    )
+                default_ref = ref
                 self.default_priority = value
         extra = self._interchange()
         for obj, ref in self.by_kind["node"]:

@@ -29,9 +29,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..decisions import Decisions, JobAction, JobStatus
+from ..errors import SnapshotError
 from ..model import Job, JobPolicy, Resources, Task, TaskPhase
 from ..snapshot import Snapshot
 from ..units import GPU, canonical_scale, is_byte_resource
+from ._k8s_fields import dns_label_problem, dns_subdomain_problem
 from ._k8s_kinds import (
     GPU_INDICES_KEY,
     GPU_PRODUCT_LABEL,
@@ -46,6 +48,7 @@ from .k8s import (
     Cluster,
     JobOrigin,
     TaskGroup,
+    qualify,
     split_name,
 )
 
@@ -432,6 +435,33 @@ def _requests(task: Task) -> dict[str, str]:
     return _quantities(req)
 
 
+def _k8s_name(kind: str, name: str) -> str:
+    """``name`` as the metadata.name of a cluster-scoped object; a name Kubernetes would
+    reject is a SnapshotError (the manifests would not load back)."""
+    problem = dns_subdomain_problem(name)
+    if problem is not None:
+        raise SnapshotError(
+            f"cannot be written as a Kubernetes name: {problem}", kind=kind, name=name, field="name"
+        )
+    return name
+
+
+def _k8s_namespaced(kind: str, qualified: str) -> tuple[str, str]:
+    """``(namespace, name)`` of a namespaced object, checked to load back as ``qualified``."""
+    ns, name = split_name(qualified)
+    problem = dns_label_problem(ns) or dns_subdomain_problem(name)
+    if problem is None and qualify(ns, name) != qualified:
+        problem = f"{qualified!r} would load back as {qualify(ns, name)!r}"
+    if problem is not None:
+        raise SnapshotError(
+            f"cannot be written as a Kubernetes namespace/name: {problem}",
+            kind=kind,
+            name=qualified,
+            field="name",
+        )
+    return ns, name
+
+
 def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
     """Write a snapshot as Kubernetes / Volcano manifests (PriorityClasses, Nodes, Queues,
     HyperNodes, PodGroups, Pods).
@@ -440,6 +470,12 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
     Not representable, and so changed on the way: a GPU model given without the
     ``nvidia.com/gpu.product`` label (the label is added), per-device ``milli`` other than
     1000, a share that is not a whole percent, and the node of a Pipelined task.
+
+    Raises
+    ------
+    SnapshotError
+        A name that Kubernetes would reject (not a DNS-1123 subdomain; a namespace that is not
+        a DNS-1123 label) or that would load back as another name (``default/x``).
     """
     out: list[dict[str, Any]] = []
     values = sorted({j.priority for j in snapshot.jobs} | {t.priority for t in snapshot.tasks})
@@ -460,7 +496,7 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             alloc[GPU] = n.gpus.count * 1000
             if n.gpus.model and labels.get(GPU_PRODUCT_LABEL) != n.gpus.model:
                 labels[GPU_PRODUCT_LABEL] = n.gpus.model
-        node_meta: dict[str, Any] = {"name": n.name, "labels": labels}
+        node_meta: dict[str, Any] = {"name": _k8s_name("node", n.name), "labels": labels}
         if n.gpus is not None and not n.gpus.sharing:
             node_meta["annotations"] = {GPU_SHARING_KEY: "false"}
         spec: dict[str, Any] = {}
@@ -495,7 +531,7 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
                 "kind": "Queue",
-                "metadata": {"name": q.name},
+                "metadata": {"name": _k8s_name("queue", q.name)},
                 "spec": qspec,
                 "status": {"state": q.state.value},
             }
@@ -512,12 +548,12 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             {
                 "apiVersion": "topology.volcano.sh/v1alpha1",
                 "kind": "HyperNode",
-                "metadata": {"name": hn.name},
+                "metadata": {"name": _k8s_name("hypernode", hn.name)},
                 "spec": {"tier": hn.tier, "members": members},
             }
         )
     for j in snapshot.jobs:
-        ns, name = split_name(j.name)
+        ns, name = _k8s_namespaced("job", j.name)
         meta: dict[str, Any] = {
             "name": name,
             "namespace": ns,
@@ -552,7 +588,7 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             }
         )
     for t in snapshot.tasks:
-        ns, name = split_name(t.name)
+        ns, name = _k8s_namespaced("task", t.name)
         _, group = split_name(t.job)
         phase, keeps_node, deleting = _phase(t)
         annotations = {
