@@ -31,6 +31,7 @@ __all__ = [
     "check_dns_label",
     "check_dns_subdomain",
     "creation_seconds",
+    "decimal_count",
     "dns_label_problem",
     "dns_subdomain_problem",
     "get_bool",
@@ -117,6 +118,15 @@ def check_dns_subdomain(value: str, ref: Ref, path: str) -> None:
     problem = dns_subdomain_problem(value)
     if problem is not None:
         raise ref.error(path, f"invalid name: {problem}")
+
+
+_COUNT_RE = re.compile("[0-9]{1,18}")
+
+
+def decimal_count(text: str) -> int | None:
+    """``text`` as a non-negative integer below 10**18 written in ASCII digits, else None
+    (``str.isdigit`` also accepts ``'²'`` and 5,000-digit strings that ``int`` refuses)."""
+    return int(text) if _COUNT_RE.fullmatch(text) else None
 
 
 def _join(path: str, key: str) -> str:

@@ -28,6 +28,7 @@ from ..units import GPU
 from ._k8s_fields import (
     Ref,
     annotation_bool,
+    decimal_count,
     get_bool,
     get_int,
     get_list,
@@ -129,11 +130,12 @@ def read_node(obj: Mapping[str, Any], ref: Ref) -> NodeDraft:
         raise ref.error(f"status.{key}.{GPU}", "GPU devices must be whole")
     if GPU_COUNT_LABEL in labels:
         text = labels[GPU_COUNT_LABEL]
-        if not text.isdigit():
+        count = decimal_count(text)
+        if count is None:
             raise ref.error(
                 f"metadata.labels[{GPU_COUNT_LABEL}]", f"expected a device count, got {text!r}"
             )
-        devices = int(text)
+        devices = count
     for res in (HAMI_CORES, *HAMI_MEMORY):
         alloc.pop(res, None)
     taints: list[Taint] = []
@@ -531,10 +533,11 @@ def task_priority_override(meta: Mapping[str, Any], ref: Ref, path: str = "metad
     if found is None:
         return None
     text, path = found
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise ref.error(path, f"expected an integer, got {text!r}") from None
+    body = text.strip()
+    digits = body[1:] if body[:1] in ("-", "+") else body
+    if decimal_count(digits) is None:
+        raise ref.error(path, f"expected an integer below 10**18, got {text[:40]!r}")
+    return int(body)
 
 
 def preemptable(meta: Mapping[str, Any], ref: Ref, default: bool, path: str = "metadata") -> bool:

@@ -14,6 +14,7 @@ from ._k8s_fields import (
     Ref,
     check_dns_label,
     creation_seconds,
+    decimal_count,
     get_int,
     get_list,
     get_map,
@@ -657,7 +658,7 @@ def _pytorch_port(spec: Mapping[str, Any], default: int) -> int:
 
 def _index_of(labels: Mapping[str, str], pod: str) -> int:
     for key in (TASK_INDEX_LABEL, KUBEFLOW_INDEX_LABEL):
-        if labels.get(key, "").isdigit():
-            return int(labels[key])
-    tail = pod.rpartition("-")[2]
-    return int(tail) if tail.isdigit() else 0
+        index = decimal_count(labels.get(key, ""))
+        if index is not None:
+            return index
+    return decimal_count(pod.rpartition("-")[2]) or 0

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import SnapshotError
+from ._text import read_source
 
 __all__ = [
     "DEFAULT_NODES",
@@ -175,6 +176,8 @@ def _read_rows(
         raise SnapshotError(
             "empty file, expected a header line", kind="file", name=source
         ) from None
+    except csv.Error as exc:
+        raise SnapshotError(f"not valid CSV: {exc}", kind="file", name=source) from None
     header = [h.strip() for h in header]
     missing = [c for c in required if c not in header]
     if missing:
@@ -191,18 +194,30 @@ def _read_rows(
             f"unknown column(s) {', '.join(unknown)}", kind="file", name=source, field="header"
         )
     rows: list[list[str]] = []
-    for line_no, row in enumerate(reader, start=2):
-        if not row or (len(row) == 1 and not row[0].strip()):
-            continue
-        if len(row) != len(header):
-            raise SnapshotError(
-                f"row has {len(row)} cells, header has {len(header)}",
-                kind="file",
-                name=source,
-                field=f"row {line_no}",
-            )
-        rows.append([str(line_no), *row])
+    try:
+        for line_no, row in enumerate(reader, start=2):
+            _check_row(row, header, source, line_no, rows)
+    except csv.Error as exc:
+        raise SnapshotError(
+            f"not valid CSV: {exc}", kind="file", name=source, field=f"line {reader.line_num}"
+        ) from None
     return header, rows
+
+
+def _check_row(
+    row: list[str], header: list[str], source: str, line_no: int, rows: list[list[str]]
+) -> None:
+    """Append ``row`` (with its line number first) unless it is blank."""
+    if not row or (len(row) == 1 and not row[0].strip()):
+        return
+    if len(row) != len(header):
+        raise SnapshotError(
+            f"row has {len(row)} cells, header has {len(header)}",
+            kind="file",
+            name=source,
+            field=f"row {line_no}",
+        )
+    rows.append([str(line_no), *row])
 
 
 def _unique_name(cell: str, seen: set[str], what: str, source: str, line: str, column: str) -> str:
@@ -227,7 +242,7 @@ def _int_cell(
         value = int(cell)
     except ValueError:
         raise SnapshotError(
-            f"expected an integer, got {text!r}",
+            f"expected an integer, got {text[:40]!r}" + ("..." if len(text) > 40 else ""),
             kind="file",
             name=source,
             field=f"row {line}, column {column}",
@@ -251,13 +266,7 @@ def _time_cell(text: str, source: str, line: str, column: str) -> int:
 def _source_text(path: str | Path | None, default: str) -> tuple[str, str]:
     if path is None:
         return read_vendored_text("openb", default), default
-    p = Path(path)
-    try:
-        return p.read_text(encoding="utf-8"), str(p)
-    except OSError as exc:
-        raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
-    except UnicodeDecodeError:
-        raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
+    return read_source(path)
 
 
 def load_nodes(path: str | Path | None = None) -> NodeTable:

@@ -406,6 +406,10 @@ def _priority_class(value: int) -> str:
     return f"priority-{value}" if value >= 0 else f"priority-minus-{-value}"
 
 
+#: 9999-12-31T23:59:59Z, the last time RFC 3339 can write.
+_LAST_TIMESTAMP = 253402300799
+
+
 def _timestamp(seconds: int) -> str:
     return dt.datetime.fromtimestamp(seconds, tz=dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -565,6 +569,13 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
         if items:
             meta["annotations"][POLICIES_KEY] = ",".join(items)
         if j.creation:
+            if not 0 < j.creation <= _LAST_TIMESTAMP:
+                raise SnapshotError(
+                    f"{j.creation} is not a time Kubernetes can write (0..{_LAST_TIMESTAMP})",
+                    kind="job",
+                    name=j.name,
+                    field="creation",
+                )
             meta["creationTimestamp"] = _timestamp(j.creation)
         pspec: dict[str, Any] = {"minMember": j.min_available, "queue": j.queue}
         if j.min_task_member:
