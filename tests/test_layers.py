@@ -35,8 +35,8 @@ LAYERS: dict[str, int] = {
     "model": 1,
     "snapshot": 1,
     "topology": 1,
+    "feasibility": 1,
     "arrays": 2,
-    "feasibility": 2,
     "decisions": 2,
     "fragmentation": 2,
     "placement.*": 3,
@@ -65,8 +65,8 @@ LAYERS: dict[str, int] = {
 
 LAYER_NAMES = {
     0: "L0 (errors, units, _frozen)",
-    1: "L1 (model, snapshot, topology)",
-    2: "L2 (arrays, feasibility, decisions, fragmentation)",
+    1: "L1 (model, snapshot, topology, feasibility)",
+    2: "L2 (arrays, decisions, fragmentation)",
     3: "L3 (placement/*, plugin, combine, config)",
     4: "L4 (registry, statement, session)",
     5: "L5 (actions/*, plugins/*)",

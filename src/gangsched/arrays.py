@@ -7,8 +7,9 @@ matrix whose columns follow a :class:`~gangsched.units.ResourceSpec` (cpu, memor
 nvidia.com/gpu, then the other resources sorted; ``pods`` is always a column). GPU devices are
 tracked per index in ``(n_nodes, max_gpus)`` matrices of milli-GPU; padding slots of nodes with
 fewer devices are marked invalid in ``gpu_valid``. Labels are coded per key as int arrays
-(-1 = label absent), taints as a node × distinct-taint boolean matrix, so node selectors and
-tolerations become a handful of vector comparisons.
+(-1 = label absent), taints as a sparse :class:`TaintIndex` (nodes grouped by their distinct
+taint set), so node selectors and tolerations become a handful of vector operations whose cost
+follows the labels and taints that exist.
 
 Pending tasks are grouped into *templates*: identical pending tasks of one job (same role,
 request, GPU request, selector, tolerations) share one template, so static masks and scores are
@@ -25,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from .feasibility import device_take
 from .model import OCCUPYING_PHASES, Taint, Task, TaskPhase, Toleration
 from .snapshot import Snapshot
 from .units import CPU, GPU, MEMORY, PODS, ResourceSpec
@@ -32,6 +34,7 @@ from .units import CPU, GPU, MEMORY, PODS, ResourceSpec
 __all__ = [
     "NO_LIMIT",
     "ClusterArrays",
+    "TaintIndex",
     "TaskTemplate",
     "build_cluster_arrays",
     "build_templates",
@@ -43,6 +46,90 @@ NO_LIMIT = np.int64(2**50)
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TaintIndex:
+    """Which taints each node carries, stored sparsely so cost follows the taints that exist.
+
+    Nodes are grouped by their distinct set of taints (``node_set``); the sets are a CSR list
+    of taint ids (``set_ptr`` / ``set_taints``). Asking which nodes a toleration list leaves
+    untolerated tests each toleration only against the taints of its key, then counts per
+    distinct set: O(tolerations + taint entries + nodes), never nodes × taints.
+    """
+
+    taints: tuple[Taint, ...]
+    by_key: Mapping[str, I64]  # taint key -> ids of the taints with that key
+    by_key_value: Mapping[tuple[str, str], I64]  # (key, value) -> ids of those taints
+    effects: tuple[str, ...]  # distinct effects
+    effect: I64  # (n_taints,) index into effects
+    node_set: I64  # (n_nodes,) index of the node's taint set
+    set_ptr: I64  # (n_sets + 1,) start of each set in set_taints
+    set_taints: I64  # (n_entries,) taint ids, set by set
+
+    @classmethod
+    def build(cls, n_nodes: int, per_node: Mapping[int, list[Taint]]) -> TaintIndex:
+        """Index the taints of ``per_node`` (node index → its taints of this kind)."""
+        ids: dict[Taint, int] = {}
+        sets: dict[tuple[int, ...], int] = {(): 0}
+        node_set = np.zeros(n_nodes, dtype=np.int64)
+        for i, taints in per_node.items():
+            key = tuple(sorted({ids.setdefault(t, len(ids)) for t in taints}))
+            node_set[i] = sets.setdefault(key, len(sets))
+        lengths = np.array([len(k) for k in sets], dtype=np.int64)
+        set_ptr = np.zeros(len(sets) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=set_ptr[1:])
+        flat = [t for k in sets for t in k]
+        by_key: dict[str, list[int]] = {}
+        by_kv: dict[tuple[str, str], list[int]] = {}
+        effects: dict[str, int] = {}
+        effect = np.zeros(len(ids), dtype=np.int64)
+        for taint, j in ids.items():
+            by_key.setdefault(taint.key, []).append(j)
+            by_kv.setdefault((taint.key, taint.value), []).append(j)
+            effect[j] = effects.setdefault(taint.effect, len(effects))
+        return cls(
+            taints=tuple(ids),
+            by_key={k: np.array(v, dtype=np.int64) for k, v in by_key.items()},
+            by_key_value={k: np.array(v, dtype=np.int64) for k, v in by_kv.items()},
+            effects=tuple(effects),
+            effect=effect,
+            node_set=node_set,
+            set_ptr=set_ptr,
+            set_taints=np.array(flat, dtype=np.int64),
+        )
+
+    def tolerated(self, tolerations: tuple[Toleration, ...]) -> BOOL:
+        """``(n_taints,)``: whether some toleration tolerates each taint.
+
+        The rule of :meth:`Toleration.tolerates`, looked up by key (Exists) or by key and value
+        (Equal) instead of tested against every taint; an empty key with Exists matches all.
+        """
+        n = len(self.taints)
+        out = np.zeros(n, dtype=np.bool_)
+        none = np.zeros(0, dtype=np.int64)
+        for tol in tolerations:
+            if tol.operator == "Exists":
+                cand = np.arange(n, dtype=np.int64) if not tol.key else self.by_key.get(tol.key)
+            else:
+                cand = self.by_key_value.get((tol.key, tol.value))
+            cand = none if cand is None else cand
+            if tol.effect:
+                code = self.effects.index(tol.effect) if tol.effect in self.effects else -1
+                cand = cand[self.effect[cand] == code]
+            out[cand] = True
+        return out
+
+    def untolerated_count(self, tolerations: tuple[Toleration, ...]) -> I64:
+        """``(n_nodes,)``: taints of each node that none of ``tolerations`` tolerates."""
+        n_sets = self.set_ptr.size - 1
+        per_set = np.diff(self.set_ptr)
+        if tolerations and self.taints:
+            tol = self.tolerated(tolerations)[self.set_taints]
+            owner = np.repeat(np.arange(n_sets, dtype=np.int64), per_set)
+            per_set = per_set - np.bincount(owner[tol], minlength=n_sets)
+        out: I64 = per_set[self.node_set].astype(np.int64)
+        return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -67,10 +154,18 @@ class ClusterArrays:
     unschedulable: BOOL  # (n_nodes,)
     label_codes: Mapping[str, I64]  # key -> (n_nodes,) code of the value, -1 if absent
     label_values: Mapping[str, Mapping[str, int]]  # key -> value -> code
-    taints: tuple[Taint, ...]  # distinct NoSchedule/NoExecute taints
-    node_taints: BOOL  # (n_nodes, n_taints)
-    soft_taints: tuple[Taint, ...]  # distinct PreferNoSchedule taints
-    node_soft_taints: BOOL  # (n_nodes, n_soft_taints)
+    hard_taint_index: TaintIndex  # distinct NoSchedule/NoExecute taints per node
+    soft_taint_index: TaintIndex  # distinct PreferNoSchedule taints per node
+
+    @property
+    def taints(self) -> tuple[Taint, ...]:
+        """Distinct NoSchedule/NoExecute taints."""
+        return self.hard_taint_index.taints
+
+    @property
+    def soft_taints(self) -> tuple[Taint, ...]:
+        """Distinct PreferNoSchedule taints."""
+        return self.soft_taint_index.taints
 
     @property
     def n_nodes(self) -> int:
@@ -93,23 +188,12 @@ class ClusterArrays:
 
     def untolerated_mask(self, tolerations: tuple[Toleration, ...]) -> BOOL:
         """Nodes carrying a NoSchedule/NoExecute taint none of ``tolerations`` tolerates."""
-        if not self.taints:
-            return np.zeros(self.n_nodes, dtype=np.bool_)
-        tolerated = np.array(
-            [any(t.tolerates(taint) for t in tolerations) for taint in self.taints],
-            dtype=np.bool_,
-        )
-        return np.asarray(self.node_taints[:, ~tolerated].any(axis=1))
+        out: BOOL = self.hard_taint_index.untolerated_count(tolerations) > 0
+        return out
 
     def soft_untolerated_count(self, tolerations: tuple[Toleration, ...]) -> I64:
         """Number of PreferNoSchedule taints per node that ``tolerations`` do not tolerate."""
-        if not self.soft_taints:
-            return np.zeros(self.n_nodes, dtype=np.int64)
-        tolerated = np.array(
-            [any(t.tolerates(taint) for t in tolerations) for taint in self.soft_taints],
-            dtype=np.bool_,
-        )
-        return np.asarray(self.node_soft_taints[:, ~tolerated].sum(axis=1), dtype=np.int64)
+        return self.soft_taint_index.untolerated_count(tolerations)
 
     def model_mask(self, models: tuple[str, ...]) -> BOOL:
         """Nodes whose GPU model is one of ``models`` (all GPU nodes when empty)."""
@@ -165,10 +249,8 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
     unschedulable = np.zeros(n, dtype=np.bool_)
     models: dict[str, int] = {}
     label_lists: dict[str, list[tuple[int, str]]] = {}
-    hard: dict[Taint, int] = {}
-    soft: dict[Taint, int] = {}
-    hard_pairs: list[tuple[int, int]] = []
-    soft_pairs: list[tuple[int, int]] = []
+    hard: dict[int, list[Taint]] = {}
+    soft: dict[int, list[Taint]] = {}
     for i, node in enumerate(snapshot.nodes):
         for res, amount in node.allocatable.items():
             allocatable[i, col[res]] = amount
@@ -184,10 +266,7 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         for key, value in node.labels.items():
             label_lists.setdefault(key, []).append((i, value))
         for taint in node.taints:
-            if taint.effect == "PreferNoSchedule":
-                soft_pairs.append((i, soft.setdefault(taint, len(soft))))
-            else:
-                hard_pairs.append((i, hard.setdefault(taint, len(hard))))
+            (soft if taint.effect == "PreferNoSchedule" else hard).setdefault(i, []).append(taint)
 
     max_gpus = int(gpu_count.max()) if n else 0
     gpu_valid = np.arange(max_gpus)[None, :] < gpu_count[:, None]
@@ -200,12 +279,6 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
             codes[i] = values.setdefault(value, len(values))
         label_codes[key] = codes
         label_values[key] = values
-    node_taints = np.zeros((n, len(hard)), dtype=np.bool_)
-    for i, j in hard_pairs:
-        node_taints[i, j] = True
-    node_soft = np.zeros((n, len(soft)), dtype=np.bool_)
-    for i, j in soft_pairs:
-        node_soft[i, j] = True
 
     used = np.zeros((n, n_res), dtype=np.int64)
     releasing = np.zeros((n, n_res), dtype=np.int64)
@@ -257,25 +330,18 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         unschedulable=unschedulable,
         label_codes=label_codes,
         label_values=label_values,
-        taints=tuple(hard),
-        node_taints=node_taints,
-        soft_taints=tuple(soft),
-        node_soft_taints=node_soft,
+        hard_taint_index=TaintIndex.build(n, hard),
+        soft_taint_index=TaintIndex.build(n, soft),
     )
 
 
 def device_milli(task: Task, capacity: int, sharing: bool) -> int:
-    """Milli-GPU the task holds on each of its devices on a node with these devices.
-
-    A request at or above a device's capacity, or any request on a node without GPU sharing,
-    holds whole devices.
-    """
+    """Milli-GPU the task holds on each of its devices on a node with these devices
+    (:func:`~gangsched.feasibility.device_take`; 0 without a GPU request)."""
     g = task.gpu_request
     if g is None:
         return 0
-    if not sharing or g.milli >= capacity:
-        return capacity
-    return g.milli
+    return device_take(g.milli, capacity, sharing)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -43,6 +43,7 @@ from .combine import (
     vote,
 )
 from .config import Config
+from .feasibility import device_take
 from .model import TaskPhase
 from .registry import Registry
 from .snapshot import Snapshot
@@ -289,10 +290,8 @@ class Session:
         g = self.snapshot.tasks[task].gpu_request
         if g is None:
             return 0
-        cap = int(self.arrays.gpu_capacity[node])
-        if not self.arrays.gpu_sharing[node] or g.milli >= cap:
-            return cap
-        return g.milli
+        a = self.arrays
+        return device_take(g.milli, int(a.gpu_capacity[node]), bool(a.gpu_sharing[node]))
 
     def row_on(self, task: int, node: int) -> I64:
         """The task's request as it is charged on ``node`` (GPU column per the node's devices)."""
@@ -311,12 +310,10 @@ class Session:
         return out
 
     def _gpu_need(self, tmpl: TaskTemplate) -> I64:
-        """Milli-GPU ``tmpl`` takes on each device of every node (whole devices where the
-        node does not share them or the request is at least a device). Shape (n_nodes,)."""
+        """Milli-GPU ``tmpl`` takes on each device of every node
+        (:func:`~gangsched.feasibility.device_take`). Shape (n_nodes,)."""
         a = self.arrays
-        cap = a.gpu_capacity
-        out: I64 = np.where(a.gpu_sharing & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
-        return out
+        return device_take(tmpl.gpu_milli, a.gpu_capacity, a.gpu_sharing)
 
     def _resource_fit(
         self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None = None
@@ -491,7 +488,7 @@ class Session:
         req = np.broadcast_to(tmpl.request, (n, tmpl.request.size)).copy()
         if tmpl.gpu_count:
             cap = a.gpu_capacity
-            m_eff = np.where(a.gpu_sharing & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+            m_eff = self._gpu_need(tmpl)
             req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
             valid = a.gpu_valid
             ffree = np.where(

@@ -19,13 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from .errors import SnapshotError
+from .feasibility import device_take
+from .limits import DEFAULT_LIMITS, Limits
 from .model import (
-    OCCUPYING_PHASES,
+    NODE_PHASES,
     HyperNode,
     Job,
     Node,
     Queue,
     Task,
+    TaskPhase,
+    check_totals,
 )
 from .units import PODS
 
@@ -40,6 +44,10 @@ _KINDS: tuple[tuple[str, str, type[Any]], ...] = (
     ("jobs", "job", Job),
     ("tasks", "task", Task),
 )
+
+
+def _int_dict() -> defaultdict[str, int]:
+    return defaultdict(int)
 
 
 def _index(records: Sequence[R], kind: str) -> dict[str, int]:
@@ -70,8 +78,16 @@ class Snapshot:
     queue_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     job_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     task_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    #: Input bounds this snapshot is checked against (not part of its value).
+    limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.limits, Limits):
+            raise SnapshotError(
+                f"expected Limits, got {type(self.limits).__name__}",
+                kind="snapshot",
+                field="limits",
+            )
         for attr, kind, cls in _KINDS:
             value = getattr(self, attr)
             if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
@@ -87,7 +103,10 @@ class Snapshot:
                         field=f"{attr}[{i}]",
                     )
             object.__setattr__(self, attr, records)
+            if attr == "tasks":
+                self._check_limits()
             object.__setattr__(self, f"{kind}_index", _index(records, kind))
+        check_totals(self.nodes, self.queues, self.jobs, self.tasks)
         self._check_queues()
         self._check_hypernodes()
         self._check_jobs_and_tasks()
@@ -120,24 +139,57 @@ class Snapshot:
     # ---------------------------------------------------------------- validation
 
     def _check_queues(self) -> None:
+        """Parents exist, the parent chains have no cycle and are at most
+        ``limits.max_queue_depth`` long (a root queue has depth 1).
+
+        Iterative and memoised: every queue's depth is computed once, from the first known
+        depth above it, so a chain of n queues costs O(n).
+        """
         for q in self.queues:
             if q.parent is not None and q.parent not in self.queue_index:
                 raise SnapshotError(
                     f"unknown parent queue {q.parent!r}", kind="queue", name=q.name, field="parent"
                 )
+        limit = self.limits.max_queue_depth
+        depth: dict[str, int] = {}
+        by_name = {q.name: q for q in self.queues}
         for q in self.queues:
-            seen = {q.name}
-            cur = q
-            while cur.parent is not None:
-                if cur.parent in seen:
+            path: list[str] = []
+            on_path: set[str] = set()
+            cur: str | None = q.name
+            while cur is not None and cur not in depth:
+                if cur in on_path:
                     raise SnapshotError(
-                        f"queue parent cycle through {cur.parent!r}",
+                        f"queue parent cycle through {cur!r}",
                         kind="queue",
                         name=q.name,
                         field="parent",
                     )
-                seen.add(cur.parent)
-                cur = self.queues[self.queue_index[cur.parent]]
+                path.append(cur)
+                on_path.add(cur)
+                cur = by_name[cur].parent
+            d = 0 if cur is None else depth[cur]
+            for name in reversed(path):
+                d += 1
+                depth[name] = d
+        for q in self.queues:
+            if depth[q.name] > limit:
+                raise SnapshotError(
+                    f"queue nesting depth {depth[q.name]} is beyond the limit of {limit} "
+                    "(Limits.max_queue_depth)",
+                    kind="queue",
+                    name=q.name,
+                    field="parent",
+                )
+
+    def _check_limits(self) -> None:
+        limit = self.limits.max_tasks
+        if len(self.tasks) > limit:
+            raise SnapshotError(
+                f"{len(self.tasks)} tasks is beyond the limit of {limit} (Limits.max_tasks)",
+                kind="snapshot",
+                field="tasks",
+            )
 
     def _check_hypernodes(self) -> None:
         for hn in self.hypernodes:
@@ -150,9 +202,10 @@ class Snapshot:
                 )
         owner: dict[tuple[int, str], str] = {}
         for hn in self.hypernodes:
+            mixed = hn.tier != 1 and any(m in self.hypernode_index for m in hn.members)
             for member in hn.members:
                 if member in self.node_index:
-                    if hn.tier != 1 and any(m in self.hypernode_index for m in hn.members):
+                    if mixed:
                         raise SnapshotError(
                             "mixes nodes and hypernodes as members",
                             kind="hypernode",
@@ -208,24 +261,44 @@ class Snapshot:
                 )
 
     def _check_node_occupancy(self) -> None:
-        used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        pods: dict[str, int] = defaultdict(int)
-        gpu_used: dict[tuple[str, int], int] = defaultdict(int)
-        gpu_whole: dict[tuple[str, int], str] = {}
-        gpu_first: dict[tuple[str, int], str] = {}
+        """Tasks on nodes fit them, now and once releases finish.
+
+        *Now* counts what Bound, Running and Releasing tasks hold; *later* counts what stays
+        once the Releasing tasks are gone plus what carried reservations (Pipelined tasks)
+        hold. Each book must fit the node's allocatable, its pod limit and every GPU device
+        (what a task takes from a device is :func:`~gangsched.feasibility.device_take`), and
+        every device index must exist on the node.
+        """
+        books: tuple[dict[str, dict[str, int]], ...] = (
+            defaultdict(_int_dict),
+            defaultdict(_int_dict),
+        )
+        dev_books: tuple[dict[tuple[str, int], int], ...] = (defaultdict(int), defaultdict(int))
+        holder: tuple[dict[tuple[str, int], str], ...] = ({}, {})
         for task in self.tasks:
-            if task.phase not in OCCUPYING_PHASES or task.node is None:
+            phase = task.phase
+            if task.node is None or phase not in NODE_PHASES:
                 continue
             node = self.nodes[self.node_index[task.node]]
-            for res, amount in task.request.items():
-                if res == PODS:
-                    continue
-                used[node.name][res] += amount
-            pods[node.name] += 1
+            # 0 = now, 1 = once releases finish (reservations included).
+            which = (
+                (1,)
+                if phase is TaskPhase.PIPELINED
+                else ((0,) if phase is TaskPhase.RELEASING else (0, 1))
+            )
+            for b in which:
+                book = books[b][node.name]
+                for res, amount in task.request.items():
+                    if res != PODS:
+                        book[res] += amount
+                book[PODS] += 1
             gpu = task.gpu_request
             if gpu is None:
                 continue
-            n_dev = node.gpus.count if node.gpus is not None else 0
+            gpus = node.gpus
+            n_dev = gpus.count if gpus is not None else 0
+            cap = gpus.milli if gpus is not None else 0
+            take = device_take(gpu.milli, cap, gpus.sharing if gpus is not None else False)
             for idx in task.gpu_indices:
                 if idx >= n_dev:
                     raise SnapshotError(
@@ -235,53 +308,50 @@ class Snapshot:
                         field="gpu_indices",
                     )
                 key = (node.name, idx)
-                cap = node.gpus.milli if node.gpus is not None else 0
-                whole = gpu.milli >= cap or (node.gpus is not None and not node.gpus.sharing)
-                if key in gpu_whole or (whole and key in gpu_first):
-                    other = gpu_whole.get(key) or gpu_first[key]
-                    raise SnapshotError(
-                        f"GPU {idx} of node {node.name!r} is already held by task {other!r}",
-                        kind="task",
-                        name=task.name,
-                        field="gpu_indices",
-                    )
-                gpu_first.setdefault(key, task.name)
-                if whole:
-                    gpu_whole[key] = task.name
-                gpu_used[key] += gpu.milli
-                if gpu_used[key] > cap:
-                    raise SnapshotError(
-                        f"GPU {idx} of node {node.name!r} over-committed: "
-                        f"{gpu_used[key]} of {cap} milli-GPU",
-                        kind="task",
-                        name=task.name,
-                        field="gpu_indices",
-                    )
-        for node_name, per_res in used.items():
-            node = self.nodes[self.node_index[node_name]]
-            for res, amount in sorted(per_res.items()):
-                cap = node.allocatable.get(res, 0)
-                if amount > cap:
-                    raise SnapshotError(
-                        f"running tasks use {amount} of {res} but only {cap} is allocatable",
-                        kind="node",
-                        name=node_name,
-                        field=f"allocatable.{res}",
-                    )
-            limit = node.pod_limit
-            if limit is not None and pods[node_name] > limit:
-                raise SnapshotError(
-                    f"{pods[node_name]} tasks on a node with a pod limit of {limit}",
-                    kind="node",
-                    name=node_name,
-                    field=f"allocatable.{PODS}",
-                )
+                for b in which:
+                    dev_books[b][key] += take
+                    if dev_books[b][key] > cap:
+                        other = holder[b].get(key, "?")
+                        when = "" if b == 0 else " once releases finish"
+                        raise SnapshotError(
+                            f"GPU {idx} of node {node.name!r} over-committed{when}: "
+                            f"{dev_books[b][key]} of {cap} milli-GPU (already held by task "
+                            f"{other!r})",
+                            kind="task",
+                            name=task.name,
+                            field="gpu_indices",
+                        )
+                    holder[b].setdefault(key, task.name)
+        for b, when in ((0, ""), (1, " once releases finish (with reservations)")):
+            for node_name, per_res in books[b].items():
+                node = self.nodes[self.node_index[node_name]]
+                for res, amount in sorted(per_res.items()):
+                    if res == PODS:
+                        limit = node.pod_limit
+                        if limit is not None and amount > limit:
+                            raise SnapshotError(
+                                f"{amount} tasks on a node with a pod limit of {limit}{when}",
+                                kind="node",
+                                name=node_name,
+                                field=f"allocatable.{PODS}",
+                            )
+                        continue
+                    cap = node.allocatable.get(res, 0)
+                    if amount > cap:
+                        raise SnapshotError(
+                            f"running tasks use {amount} of {res} but only {cap} is "
+                            f"allocatable{when}",
+                            kind="node",
+                            name=node_name,
+                            field=f"allocatable.{res}",
+                        )
 
     # ---------------------------------------------------------------- interchange
 
     @classmethod
-    def from_dict(cls, d: object) -> Snapshot:
-        """Build a snapshot from the interchange format (see design.md).
+    def from_dict(cls, d: object, *, limits: Limits = DEFAULT_LIMITS) -> Snapshot:
+        """Build a snapshot from the interchange format (see design.md), checked against
+        ``limits``.
 
         Raises
         ------
@@ -306,6 +376,13 @@ class Snapshot:
                 raise SnapshotError(
                     f"expected a list, got {type(raw).__name__}", kind="snapshot", field=attr
                 )
+            if attr == "tasks" and len(raw) > limits.max_tasks:
+                raise SnapshotError(
+                    f"{len(raw)} tasks is beyond the limit of {limits.max_tasks} "
+                    "(Limits.max_tasks)",
+                    kind="snapshot",
+                    field="tasks",
+                )
             records = []
             for i, item in enumerate(raw):
                 if not isinstance(item, Mapping):
@@ -316,7 +393,7 @@ class Snapshot:
                     )
                 records.append(rec_cls.from_dict(item, where=f"#{i}"))
             parts[attr] = tuple(records)
-        return cls(**parts)
+        return cls(**parts, limits=limits)
 
     def to_dict(self) -> dict[str, list[dict[str, object]]]:
         return {attr: [rec.to_dict() for rec in getattr(self, attr)] for attr, _, _ in _KINDS}
@@ -328,4 +405,4 @@ class Snapshot:
             raise SnapshotError("unknown record list", kind="snapshot", field=unknown[0])
         parts: dict[str, Any] = {a: getattr(self, a) for a, _, _ in _KINDS}
         parts.update(changes)
-        return Snapshot(**parts)
+        return Snapshot(**parts, limits=self.limits)

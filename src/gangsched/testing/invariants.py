@@ -18,6 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 
 from ..decisions import Decisions
+from ..feasibility import device_take
 from ..model import OCCUPYING_PHASES, TaskPhase, TopologyMode
 from ..snapshot import Snapshot
 from ..units import GPU, PODS
@@ -110,9 +111,7 @@ def _device_milli(snapshot: Snapshot, task_name: str, node_name: str) -> int:
     g = task.gpu_request
     if g is None or node.gpus is None:
         return 0
-    if not node.gpus.sharing or g.milli >= node.gpus.milli:
-        return node.gpus.milli
-    return g.milli
+    return device_take(g.milli, node.gpus.milli, node.gpus.sharing)
 
 
 def check_capacity(snapshot: Snapshot, decisions: Decisions) -> None:

@@ -1,0 +1,73 @@
+"""What a GPU request takes from a device: the one rule scheduling, validation and checks share.
+
+A node has ``gpus.count`` identical devices of ``gpus.milli`` milli-GPU each and a ``sharing``
+flag; a task asks for ``gpu_request.count`` devices with ``gpu_request.milli`` milli-GPU on each
+(1000 = one whole GPU). :func:`device_take` says how much of one such device the task holds.
+The session charges it when it places a task, the snapshot checks running and reserved tasks
+against it, and :mod:`gangsched.testing.invariants` checks decisions with it, so a placement the
+scheduler makes is always a placement the next snapshot accepts.
+
+The rule (a device is never split finer than its own capacity):
+
+* a **whole-GPU** request (``milli >= 1000``) takes the **whole device, whatever its size**: a
+  500-milli device (a half-size slice) given to a whole-GPU task is fully taken, not
+  over-committed, and a 2000-milli device is one device, taken whole too;
+* on a device **without sharing** every request takes the whole device;
+* a fractional request **at or above the device's capacity** takes the whole device;
+* otherwise (a fractional request smaller than a shared device) it takes exactly its milli.
+
+A take equal to the capacity is *exclusive*: the device must be completely free, and nothing
+else can share it. Devices of capacity 0 (nodes without GPUs) give 0.
+"""
+
+from __future__ import annotations
+
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["WHOLE_GPU_MILLI", "device_take", "exclusive"]
+
+#: Milli-GPU of one whole GPU as a request states it.
+WHOLE_GPU_MILLI = 1000
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+
+@overload
+def exclusive(milli: int, capacity: int, sharing: bool) -> bool: ...
+@overload
+def exclusive(milli: int | I64, capacity: I64, sharing: bool | BOOL) -> BOOL: ...
+@overload
+def exclusive(milli: I64, capacity: int | I64, sharing: bool | BOOL) -> BOOL: ...
+def exclusive(milli: int | I64, capacity: int | I64, sharing: bool | BOOL) -> bool | BOOL:
+    """Whether a request of ``milli`` per device takes devices of ``capacity`` whole.
+
+    Scalars give a ``bool``; any array argument gives an array (NumPy broadcasting).
+    """
+    out = np.logical_not(sharing) | (np.asarray(milli) >= WHOLE_GPU_MILLI)
+    out = out | (np.asarray(milli) >= np.asarray(capacity))
+    if np.ndim(out) == 0:
+        return bool(out)
+    return np.asarray(out, dtype=np.bool_)
+
+
+@overload
+def device_take(milli: int, capacity: int, sharing: bool) -> int: ...
+@overload
+def device_take(milli: int | I64, capacity: I64, sharing: bool | BOOL) -> I64: ...
+@overload
+def device_take(milli: I64, capacity: int | I64, sharing: bool | BOOL) -> I64: ...
+def device_take(milli: int | I64, capacity: int | I64, sharing: bool | BOOL) -> int | I64:
+    """Milli-GPU a request of ``milli`` per device holds on one device of ``capacity`` milli
+    with GPU sharing ``sharing`` (the rule is in the module docstring).
+
+    Scalars give an ``int``; any array argument gives an int64 array (NumPy broadcasting).
+    """
+    whole = exclusive(milli, capacity, sharing)  # type: ignore[arg-type]
+    if isinstance(whole, bool):
+        return int(capacity) if whole else int(milli)
+    out: I64 = np.where(whole, capacity, milli).astype(np.int64)
+    return out
