@@ -1,4 +1,4 @@
-"""Kubernetes quantities → canonical int64 units, and the resource column order."""
+"""Kubernetes quantities → canonical int64 units (at most 2**53), and the resource column order."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gangsched.errors import ConfigError, GangschedError, PlacementError, SnapshotError, SolverError
+from gangsched.limits import MAX_QUANTITY
 from gangsched.testing.strategies import quantity_pairs
 from gangsched.units import (
     CPU,
     GPU,
-    INT64_MAX,
     MEMORY,
     PODS,
     ResourceSpec,
@@ -80,9 +80,10 @@ TABLE: list[tuple[object, str, int]] = [
     ("500m", MEMORY, 1),
     ("1500m", MEMORY, 2),
     ("1n", MEMORY, 1),
-    ("7Ei", MEMORY, 7 * 2**60),
-    (str(INT64_MAX), MEMORY, INT64_MAX),
-    (INT64_MAX, MEMORY, INT64_MAX),
+    ("7Pi", MEMORY, 7 * 2**50),
+    ("8Pi", MEMORY, MAX_QUANTITY),
+    (str(MAX_QUANTITY), MEMORY, MAX_QUANTITY),
+    (MAX_QUANTITY, MEMORY, MAX_QUANTITY),
     ("10Gi", "ephemeral-storage", 10 * 2**30),
     ("1Gi", "hugepages-2Mi", 2**30),
     ("0.5", "hugepages-1Gi", 1),
@@ -116,14 +117,13 @@ def test_quantity_table(written: object, resource: str, expected: int) -> None:
 
 @pytest.mark.parametrize(("suffix", "factor"), sorted(BINARY.items()))
 def test_every_binary_suffix(suffix: str, factor: int) -> None:
-    assert parse_quantity(f"3{suffix}", MEMORY) == 3 * factor
-    assert parse_quantity(f"3{suffix}", EXT) == 3 * factor
-    # cpu in millicores: 3Ki cores is 3072000 millicores; 3Ei cores do not fit in int64
-    if 3 * factor * 1000 <= INT64_MAX:
-        assert parse_quantity(f"3{suffix}", CPU) == 3 * factor * 1000
-    else:
-        with pytest.raises(SnapshotError, match="overflows int64"):
-            parse_quantity(f"3{suffix}", CPU)
+    # Amounts are bounded by 2**53 canonical units: 3Ei bytes and 3Pi cores are beyond it.
+    for resource, scale in ((MEMORY, 1), (EXT, 1), (CPU, 1000)):
+        if 3 * factor * scale <= MAX_QUANTITY:
+            assert parse_quantity(f"3{suffix}", resource) == 3 * factor * scale
+        else:
+            with pytest.raises(SnapshotError, match="largest supported amount"):
+                parse_quantity(f"3{suffix}", resource)
 
 
 @pytest.mark.parametrize(
@@ -133,13 +133,19 @@ def test_every_binary_suffix(suffix: str, factor: int) -> None:
 )
 def test_every_decimal_suffix(suffix: str, factor: tuple[int, int]) -> None:
     num, den = factor
-    # 7<suffix> in bytes, rounded up
-    assert parse_quantity(f"7{suffix}", MEMORY) == -(-7 * num // den)
+    # 7<suffix> in bytes, rounded up (7E bytes is beyond 2**53)
+    if 7 * num // den <= MAX_QUANTITY:
+        assert parse_quantity(f"7{suffix}", MEMORY) == -(-7 * num // den)
+    else:
+        with pytest.raises(SnapshotError, match="largest supported amount"):
+            parse_quantity(f"7{suffix}", MEMORY)
     # in millicores, rounded up
-    if 7 * num * 1000 // den <= INT64_MAX:
+    if 7 * num * 1000 // den <= MAX_QUANTITY:
         assert parse_quantity(f"7{suffix}", CPU) == -(-7 * num * 1000 // den)
     # counts must be whole
-    if (7 * num) % den == 0:
+    if 7 * num // den > MAX_QUANTITY:
+        pass
+    elif (7 * num) % den == 0:
         assert parse_quantity(f"7{suffix}", EXT) == 7 * num // den
     else:
         with pytest.raises(SnapshotError, match="whole"):
@@ -301,7 +307,7 @@ def test_spellings_parse_per_resource(data: st.DataObject) -> None:
 @settings(max_examples=150, deadline=None)
 @given(
     st.sampled_from([CPU, MEMORY, GPU, PODS, EXT]),
-    st.integers(0, INT64_MAX),
+    st.integers(0, MAX_QUANTITY),
 )
 def test_format_is_the_inverse_of_parse(resource: str, amount: int) -> None:
     written = format_quantity(amount, resource)
@@ -318,7 +324,7 @@ def test_arbitrary_text_parses_or_raises_snapshot_error(text: str) -> None:
         except SnapshotError as err:
             assert err.kind == "task" and err.field == "request.x"
         else:
-            assert 0 <= value <= INT64_MAX
+            assert 0 <= value <= MAX_QUANTITY
 
 
 @settings(max_examples=100, deadline=None)
@@ -327,7 +333,7 @@ def test_arbitrary_float_parses_or_raises_snapshot_error(value: float) -> None:
     try:
         got = parse_quantity(value, CPU)
     except SnapshotError:
-        assert not math.isfinite(value) or value < 0 or value * 1000 > INT64_MAX
+        assert not math.isfinite(value) or value < 0 or value * 1000 > MAX_QUANTITY
     else:
         assert abs(got - value * 1000) <= 1 + 1e-9 * abs(value * 1000)
 

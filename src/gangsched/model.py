@@ -28,7 +28,16 @@ from typing import Any, TypeVar
 
 from ._frozen import FrozenDict
 from .errors import SnapshotError
-from .units import GPU, INT64_MAX, PODS, format_resources, parse_quantity, parse_resources
+from .limits import MAX_QUANTITY, MAX_TOTAL
+from .units import (
+    GPU,
+    PODS,
+    canonical_unit,
+    format_resources,
+    parse_quantity,
+    parse_resources,
+    show_value,
+)
 
 __all__ = [
     "GpuRequest",
@@ -72,10 +81,10 @@ class Resources(FrozenDict[str, int]):
                 if (
                     isinstance(amount, bool)
                     or not isinstance(amount, int)
-                    or not 0 <= amount <= INT64_MAX
+                    or not 0 <= amount <= MAX_QUANTITY
                 ):
                     raise SnapshotError(
-                        f"canonical amount must be an int in [0, 2**63), got {amount!r}",
+                        f"canonical amount must be an int in [0, 2**53], got {show_value(amount)}",
                         kind=kind,
                         name=name,
                         field=f"{field}.{res}",
@@ -88,8 +97,12 @@ class Resources(FrozenDict[str, int]):
 
 
 #: Devices tracked per node (per-device arrays are ``n_nodes × max devices``); real nodes carry
-#: at most a few dozen accelerators.
+#: at most a few dozen accelerators. A task's devices sit on one node, so a GPU request asks
+#: for at most this many too.
 MAX_GPUS_PER_NODE = 1024
+#: Largest size of one device in milli-GPU (``gpus.milli``): a node's or a task's devices
+#: together then hold at most :data:`~gangsched.limits.MAX_QUANTITY` milli-GPU.
+MAX_DEVICE_MILLI = MAX_QUANTITY // MAX_GPUS_PER_NODE
 
 
 class QueueState(enum.Enum):
@@ -159,18 +172,32 @@ def _str(value: object, *, kind: str, name: str, field: str, optional: bool = Fa
     return value
 
 
-def _int(value: object, *, kind: str, name: str, field: str, minimum: int | None = None) -> int:
+def _int(
+    value: object,
+    *,
+    kind: str,
+    name: str,
+    field: str,
+    minimum: int | None = None,
+) -> int:
+    """An integer field, at least ``minimum``; every integer of a record is at most
+    :data:`~gangsched.limits.MAX_QUANTITY` in size, so it is exact as a float64 too."""
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
             value = int(value)
         else:
             raise SnapshotError(
-                f"expected an integer, got {value!r}", kind=kind, name=name, field=field
+                f"expected an integer, got {show_value(value)}", kind=kind, name=name, field=field
             )
+    if abs(value) > MAX_QUANTITY:
+        raise SnapshotError(
+            f"integer {show_value(value)} out of range (at most 2**53 = {MAX_QUANTITY} in size)",
+            kind=kind,
+            name=name,
+            field=field,
+        )
     if minimum is not None and value < minimum:
         raise SnapshotError(f"must be >= {minimum}, got {value}", kind=kind, name=name, field=field)
-    if abs(value) > 2**62:
-        raise SnapshotError(f"integer {value} out of range", kind=kind, name=name, field=field)
     return value
 
 
@@ -387,6 +414,14 @@ class Gpus:
                 name=self.model,
                 field="count",
             )
+        if self.milli > MAX_DEVICE_MILLI:
+            raise SnapshotError(
+                f"a device of {self.milli} milli-GPU is beyond the supported "
+                f"2**43 = {MAX_DEVICE_MILLI}",
+                kind="gpus",
+                name=self.model,
+                field="milli",
+            )
         _str(self.model, kind="gpus", name=self.model, field="model")
         _bool(self.sharing, kind="gpus", name=self.model, field="sharing")
 
@@ -429,7 +464,12 @@ class Node:
                     "GPU devices must be whole", kind="node", name=name, field=f"allocatable.{GPU}"
                 )
             if gpus is None:
-                gpus = Gpus(count=devices, model=labels.get("nvidia.com/gpu.product", ""))
+                try:
+                    gpus = Gpus(count=devices, model=labels.get("nvidia.com/gpu.product", ""))
+                except SnapshotError as exc:
+                    raise SnapshotError(
+                        exc.detail, kind="node", name=name, field=f"allocatable.{GPU}"
+                    ) from None
             elif gpus.count != devices:
                 raise SnapshotError(
                     f"allocatable says {devices} GPUs but gpus.count is {gpus.count}",
@@ -969,6 +1009,22 @@ class GpuRequest:
     def __post_init__(self) -> None:
         _set(self, "count", _int(self.count, kind="gpu_request", name="", field="count", minimum=0))
         _set(self, "milli", _int(self.milli, kind="gpu_request", name="", field="milli", minimum=1))
+        if self.count > MAX_GPUS_PER_NODE:
+            raise SnapshotError(
+                f"{self.count} devices: a task's devices sit on one node, which carries at most "
+                f"{MAX_GPUS_PER_NODE}",
+                kind="gpu_request",
+                name="",
+                field="count",
+            )
+        if self.count * self.milli > MAX_QUANTITY:
+            raise SnapshotError(
+                f"{self.count} devices of {self.milli} milli-GPU is beyond the supported "
+                f"2**53 = {MAX_QUANTITY} milli-GPU",
+                kind="gpu_request",
+                name="",
+                field="milli",
+            )
         _set(self, "models", _str_tuple(self.models, kind="gpu_request", name="", field="models"))
 
     @property
@@ -1026,7 +1082,13 @@ class Task:
                     name=name,
                     field=f"request.{GPU}",
                 )
-            gpu = gpu or GpuRequest(count=devices)
+            if gpu is None:
+                try:
+                    gpu = GpuRequest(count=devices)
+                except SnapshotError as exc:
+                    raise SnapshotError(
+                        exc.detail, kind="task", name=name, field=f"request.{GPU}"
+                    ) from None
             req = Resources({k: v for k, v in req.items() if k != GPU})
         if gpu is not None and gpu.count == 0:
             gpu = None
@@ -1201,3 +1263,80 @@ _TASK_KEYS = frozenset(
 def quantity(value: object, resource: str) -> int:
     """Shorthand for :func:`gangsched.units.parse_quantity` without object context."""
     return parse_quantity(value, resource)
+
+
+# --------------------------------------------------------------------------------------------
+# Totals over a snapshot
+
+_Row = tuple[str, Mapping[str, int] | None, int]
+
+
+def check_totals(
+    nodes: Sequence[Node], queues: Sequence[Queue], jobs: Sequence[Job], tasks: Sequence[Task]
+) -> None:
+    """Reject records whose amounts add up past :data:`~gangsched.limits.MAX_TOTAL`.
+
+    Per resource, the nodes' allocatable (GPUs: devices × milli), the tasks' requests (GPUs:
+    ``gpu_request.count × milli``), the queues' guarantees, the queues' deserved amounts and
+    the jobs' min_resources each sum to at most 2**60, as do the queues' weights; so any sum the
+    scheduler forms over the cluster, and a few of them added together, stays inside int64.
+    The error names the record at which a running total first passes the bound.
+    """
+    _check_total(
+        "node",
+        "allocatable",
+        "gpus",
+        [(n.name, n.allocatable, n.gpus.count * n.gpus.milli if n.gpus else 0) for n in nodes],
+    )
+    _check_total(
+        "task",
+        "request",
+        "gpu_request",
+        [(t.name, t.request, t.gpu_request.total_milli if t.gpu_request else 0) for t in tasks],
+    )
+    _check_total("queue", "guarantee", "", [(q.name, q.guarantee, 0) for q in queues])
+    _check_total("queue", "deserved", "", [(q.name, q.deserved, 0) for q in queues])
+    _check_total("job", "min_resources", "", [(j.name, j.min_resources, 0) for j in jobs])
+    weights = 0
+    for q in queues:
+        weights += q.weight
+        if weights > MAX_TOTAL:
+            raise SnapshotError(
+                f"the queues' weights add up past 2**60 = {MAX_TOTAL} at this queue",
+                kind="queue",
+                name=q.name,
+                field="weight",
+            )
+
+
+def _check_total(kind: str, field: str, gpu_field: str, rows: Sequence[_Row]) -> None:
+    # Records of one shape share one interned mapping: sum each distinct one once.
+    groups: dict[tuple[int, int], list[Any]] = {}
+    for _, amounts, gpu in rows:
+        key = (id(amounts), gpu)
+        entry = groups.get(key)
+        if entry is None:
+            groups[key] = [amounts, gpu, 1]
+        else:
+            entry[2] += 1
+    totals: dict[str, int] = {GPU: 0}
+    for amounts, gpu, times in groups.values():
+        for res, value in (amounts or {}).items():
+            totals[res] = totals.get(res, 0) + value * times
+        totals[GPU] += gpu * times
+    if max(totals.values()) <= MAX_TOTAL:
+        return
+    running: dict[str, int] = {}
+    for name, amounts, gpu in rows:
+        items = [*(amounts or {}).items(), *([(GPU, gpu)] if gpu else [])]
+        for res, value in items:
+            running[res] = running.get(res, 0) + value
+            if running[res] > MAX_TOTAL:
+                where = gpu_field if gpu and res == GPU and gpu_field else f"{field}.{res}"
+                raise SnapshotError(
+                    f"the {kind}s' {field} {res} adds up past 2**60 = {MAX_TOTAL} "
+                    f"{canonical_unit(res)} at this {kind}",
+                    kind=kind,
+                    name=name,
+                    field=where,
+                )

@@ -19,8 +19,10 @@ extended resource
 
 Like Kubernetes, a value finer than the unit is rounded *up* (``"0.1m"`` of cpu is 1
 millicore, ``"1.5"`` bytes is 2 bytes). Counts must be whole. Negative values, NaN,
-infinities, booleans, malformed strings and values beyond int64 raise
-:class:`~gangsched.errors.SnapshotError` naming the object and field.
+infinities, booleans, malformed strings and canonical amounts beyond
+:data:`~gangsched.limits.MAX_QUANTITY` (2**53: 8 PiB of memory, 9 billion cores) raise
+:class:`~gangsched.errors.SnapshotError` naming the object and field, so every amount converts
+to float64 and back exactly.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from .errors import SnapshotError
+from .limits import MAX_QUANTITY
 
 __all__ = [
     "CPU",
@@ -44,6 +47,7 @@ __all__ = [
     "format_quantity",
     "parse_quantity",
     "parse_resources",
+    "show_value",
 ]
 
 CPU = "cpu"
@@ -85,12 +89,21 @@ _QUANTITY_RE = re.compile(
 _MAX_TEXT = 64
 
 
-def _show(value: object) -> str:
+def show_value(value: object) -> str:
     """``repr`` of a rejected value, shortened so huge inputs keep the message readable."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
         return f"<integer of {value.bit_length()} bits>"
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def canonical_unit(resource: str) -> str:
+    """Name of the canonical unit of ``resource``, for messages."""
+    if resource == CPU:
+        return "millicores"
+    if resource == GPU:
+        return "milli-GPU"
+    return "bytes" if is_byte_resource(resource) else "units"
 
 
 def canonical_scale(resource: str) -> int:
@@ -124,7 +137,7 @@ def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
         text = value.strip()
         if len(text) > _MAX_TEXT:
             raise SnapshotError(
-                f"quantity text longer than {_MAX_TEXT} characters: {_show(value)}",
+                f"quantity text longer than {_MAX_TEXT} characters: {show_value(value)}",
                 kind=kind,
                 name=name,
                 field=field,
@@ -132,7 +145,7 @@ def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
         match = _QUANTITY_RE.match(text)
         if match is None:
             raise SnapshotError(
-                f"malformed quantity {_show(value)}", kind=kind, name=name, field=field
+                f"malformed quantity {show_value(value)}", kind=kind, name=name, field=field
             )
         number = Fraction(match["num"])
         if match["exp"] is not None:
@@ -170,7 +183,8 @@ def parse_quantity(
     Raises
     ------
     SnapshotError
-        Malformed, negative, non-finite, non-whole count or beyond int64.
+        Malformed, negative, non-finite, non-whole count or beyond
+        :data:`~gangsched.limits.MAX_QUANTITY` canonical units.
 
     Examples
     --------
@@ -183,22 +197,23 @@ def parse_quantity(
     amount = _to_fraction(value, where) * canonical_scale(resource)
     if amount < 0:
         raise SnapshotError(
-            f"negative quantity {_show(value)}", kind=kind, name=name, field=field or resource
+            f"negative quantity {show_value(value)}", kind=kind, name=name, field=field or resource
         )
     if amount.denominator != 1:
         if resource in (CPU, GPU) or is_byte_resource(resource):
             amount = Fraction(math.ceil(amount))
         else:
             raise SnapshotError(
-                f"quantity {_show(value)} must be a whole number of {resource}",
+                f"quantity {show_value(value)} must be a whole number of {resource}",
                 kind=kind,
                 name=name,
                 field=field or resource,
             )
     result = int(amount)
-    if result > INT64_MAX:
+    if result > MAX_QUANTITY:
         raise SnapshotError(
-            f"quantity {_show(value)} overflows int64",
+            f"quantity {show_value(value)} is beyond the largest supported amount, "
+            f"2**53 = {MAX_QUANTITY} {canonical_unit(resource)}",
             kind=kind,
             name=name,
             field=field or resource,

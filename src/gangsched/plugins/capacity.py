@@ -81,6 +81,7 @@ from ..errors import ConfigError, SnapshotError
 from ..model import QueueState
 from ..session import TaskState
 from ..units import CPU, MEMORY, PODS
+from .proportion import cluster_total, to_amounts
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -178,6 +179,12 @@ class CapacityPlugin:
     """Queue quotas with optional hierarchy; see the module docstring."""
 
     name = "capacity"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        "ancestorReclaimLevel",
+        "capacity.DRAConsumableCapacityEnable",
+        "capacity.DynamicResourceAllocationEnable",
+    )
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
@@ -213,8 +220,7 @@ class CapacityPlugin:
         a = ssn.arrays
         self._pods = pods = a.spec.index(PODS)
         self.n_queues = n_q = len(ssn.snapshot.queues)
-        total = a.allocatable.sum(axis=0).astype(np.float64)
-        total[pods] = 0.0
+        total = cluster_total(ssn)
         request, inqueue, elastic = _figures(ssn)
         for m in (request, inqueue, elastic):
             m[:, pods] = 0.0
@@ -249,7 +255,7 @@ class CapacityPlugin:
         self._inv = np.where(has, 1.0 / np.where(has, self.deserved, 1.0), 0.0)
         self._best_effort = ~np.any(has, axis=1)
         self.shares = self._share_rows(np.arange(n_nodes))
-        ssn.queue_deserved = np.rint(self.deserved[:n_q]).astype(np.int64)
+        ssn.queue_deserved = to_amounts(self.deserved[:n_q])
 
     def _open_tree(self, ssn: Session, guarantee: F64, deserved: F64) -> None:
         snap = ssn.snapshot

@@ -21,7 +21,8 @@ With ``enableHierarchy`` the plugin also orders queues by hierarchical DRF (Volc
   branches differ, an unsaturated branch goes first, then the lower ``share / weight``.
 
 Each allocation updates the job's path to the root; when a resource becomes fully allocated (or
-stops being so) every node is recomputed, one vectorized pass per tree level.
+stops being so) every node is recomputed, one vectorized pass per tree level. Every walk of
+the tree is a loop, never a recursion, so no depth of queue tree exhausts the stack.
 
 As victims (``preemptable``): a task may go only if the preemptor's share, after adding the
 requests of the tasks it still needs for its minimum, is at most the victim job's share after
@@ -42,6 +43,7 @@ import numpy.typing as npt
 
 from ..session import PIPELINED_OR_READY, TaskState
 from ..units import PODS
+from .proportion import cluster_total
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -58,6 +60,8 @@ ROOT = "root"
 
 class DrfPlugin:
     name = "drf"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
@@ -68,8 +72,7 @@ class DrfPlugin:
         self._tree: _Hdrf | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        total = ssn.arrays.allocatable.sum(axis=0).astype(np.float64)
-        total[ssn.arrays.spec.index(PODS)] = 0.0
+        total = cluster_total(ssn)
         self._total = total
         has = total >= EPS
         self._inv_total = np.where(has, 1.0 / np.where(has, total, 1.0), 0.0)
@@ -152,13 +155,20 @@ class _Hdrf:
         weights = [1.0]
 
         def node_of(q: int) -> int:
-            if queue_node[q] >= 0:
-                return int(queue_node[q])
-            queue = snap.queues[q]
-            up = 0 if queue.parent is None else node_of(snap.queue_index[queue.parent])
-            queue_node[q] = len(parents)
-            parents.append(up)
-            weights.append(float(max(queue.weight, 1)))
+            """The tree node of queue ``q``, adding it and its ancestors not yet in the tree
+            (ancestors first, so parents always precede their children)."""
+            chain: list[int] = []
+            cur: int | None = q
+            while cur is not None and queue_node[cur] < 0:
+                chain.append(cur)
+                parent = snap.queues[cur].parent
+                cur = None if parent is None else snap.queue_index[parent]
+            up = 0 if cur is None else int(queue_node[cur])
+            for c in reversed(chain):
+                queue_node[c] = len(parents)
+                parents.append(up)
+                weights.append(float(max(snap.queues[c].weight, 1)))
+                up = int(queue_node[c])
             return int(queue_node[q])
 
         job_parent = [node_of(int(q)) for q in ssn.job_queue]
@@ -171,6 +181,12 @@ class _Hdrf:
         for v in range(1, n):  # parents always precede their children
             depth[v] = depth[self.parent[v]] + 1
         self.depth = depth
+        # Nodes grouped by depth (ascending index within a depth): level d is
+        # by_depth[depth_start[d] : depth_start[d + 1]].
+        self.by_depth = np.argsort(depth, kind="stable")
+        self.depth_start = np.searchsorted(
+            depth[self.by_depth], np.arange(int(depth.max(initial=0)) + 3)
+        )
         order = np.argsort(self.parent[1:], kind="stable") + 1
         self.child_idx = order
         self.child_ptr = np.searchsorted(self.parent[order], np.arange(n + 1))
@@ -225,11 +241,12 @@ class _Hdrf:
     def _recompute_all(self) -> None:
         n = self.parent.size
         self._leaf_state(np.arange(self.first_leaf, n))
-        inner = np.arange(self.first_leaf)
-        for d in range(int(self.depth.max(initial=0)), -1, -1):
-            parents = inner[self.depth[inner] == d]
+        by_depth, start = self.by_depth, self.depth_start
+        for d in range(start.size - 3, -1, -1):
+            level = by_depth[start[d] : start[d + 1]]
+            parents = level[level < self.first_leaf]
             if parents.size:
-                self._inner(parents, np.flatnonzero(self.depth == d + 1))
+                self._inner(parents, by_depth[start[d + 1] : start[d + 2]])
 
     def update_job(self, ssn: Session, job: int) -> None:
         leaf = self.first_leaf + job

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..combine import Vote
 from ..config import arg_float
-from ..units import PODS
+from .proportion import cluster_total
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 class OvercommitPlugin:
     name = "overcommit"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ("overcommit-factor",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         factor = arg_float(arguments, "overcommit-factor", 1.2, plugin=self.name)
@@ -28,8 +30,7 @@ class OvercommitPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         a = ssn.arrays
-        total = a.allocatable.sum(axis=0).astype(np.float64)
-        total[a.spec.index(PODS)] = 0.0
+        total = cluster_total(ssn)
         self._idle = total * self.factor - ssn.used.sum(axis=0)
         inqueue = np.zeros(len(a.spec), dtype=np.int64)
         for j, job in enumerate(ssn.snapshot.jobs):

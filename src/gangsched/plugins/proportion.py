@@ -32,6 +32,11 @@ resource (the reclaim action adds its own rule on the shares after the move).
 ``victim_order``: tasks of the queue with the larger share first.
 
 ``pods`` takes no part in any of it.
+
+Arithmetic: the snapshot bounds every amount by 2**53 and every per-resource sum over the
+cluster by 2**60 (:mod:`gangsched.limits`), so the cluster total is summed exactly in int64
+(:func:`cluster_total`) and the float64 deserved amounts go back to int64 clipped to
+``[0, 2**60]`` (:func:`to_amounts`), never wrapped.
 """
 
 from __future__ import annotations
@@ -44,15 +49,17 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..combine import Vote
+from ..limits import MAX_TOTAL
 from ..model import QueueState
 from ..units import CPU, MEMORY, PODS
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["EPS", "ProportionPlugin", "water_fill"]
+__all__ = ["EPS", "ProportionPlugin", "cluster_total", "to_amounts", "water_fill"]
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 
 #: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
@@ -61,6 +68,28 @@ EPS = 0.1
 SLACK = 1e-6
 # Running holding states (Allocated, Bound, Running) — Volcano's AllocatedStatus.
 _ALLOCATED_STATES = (1, 3, 4)
+
+
+def cluster_total(ssn: Session) -> F64:
+    """The nodes' allocatable summed per resource, pods left at 0.
+
+    Summed in int64 over every column but pods (the snapshot keeps each such sum within
+    ``MAX_TOTAL``; the pods column of nodes without a pod limit holds a large sentinel that
+    would wrap), then converted to float64 once."""
+    a = ssn.arrays
+    pods = a.spec.index(PODS)
+    cols = np.arange(len(a.spec)) != pods
+    total = np.zeros(len(a.spec))
+    total[cols] = a.allocatable[:, cols].sum(axis=0, dtype=np.int64)
+    return total
+
+
+def to_amounts(values: F64) -> I64:
+    """Float amounts as canonical int64: rounded, NaN as 0, clipped to ``[0, MAX_TOTAL]`` (an
+    ``inf`` or an out-of-range float never wraps)."""
+    clean = np.nan_to_num(values, nan=0.0, posinf=float(MAX_TOTAL), neginf=0.0)
+    out: I64 = np.rint(np.clip(clean, 0.0, float(MAX_TOTAL))).astype(np.int64)
+    return out
 
 
 def water_fill(
@@ -256,6 +285,8 @@ class ProportionPlugin:
     """Weighted fair share between queues; see the module docstring."""
 
     name = "proportion"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
@@ -271,8 +302,7 @@ class ProportionPlugin:
     def on_session_open(self, ssn: Session) -> None:
         snap, a = ssn.snapshot, ssn.arrays
         self._pods = pods = a.spec.index(PODS)
-        total = a.allocatable.sum(axis=0).astype(np.float64)
-        total[pods] = 0.0
+        total = cluster_total(ssn)
         request, self.inqueue, self.elastic, has_jobs = job_figures(ssn)
         guarantee = resource_matrix(ssn, "guarantee")
         capability, _ = capability_matrix(ssn)
@@ -284,7 +314,7 @@ class ProportionPlugin:
         self.deserved = water_fill(
             total, weights, request, guarantee, self.real_capability, participating=has_jobs
         )
-        ssn.queue_deserved = np.rint(self.deserved).astype(np.int64)
+        ssn.queue_deserved = to_amounts(self.deserved)
         self._inv = inverse(self.deserved, pods)
         self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
 
