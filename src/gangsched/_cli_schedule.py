@@ -1,11 +1,12 @@
 """The ``gangsched schedule`` and ``gangsched get`` subcommands (wired in by :mod:`gangsched.cli`).
 
-``-f`` takes gangsched interchange snapshots (JSON/YAML with keys nodes, queues, jobs, tasks)
-and Kubernetes / Volcano manifests (anything with ``apiVersion`` / ``kind``), in any mix and
-any number of files; they are merged into one snapshot. The scheduler configuration is
-``--config`` (Volcano's ``volcano-scheduler.conf`` text, the plain-data form, or the
-ConfigMap manifest), else the scheduler ConfigMap among the ``-f`` files, else Volcano's
-default. What the loader ignored is listed on stderr, so stdout stays machine-readable.
+``-f`` (``-`` for standard input) takes gangsched interchange snapshots (JSON/YAML with keys
+nodes, queues, jobs, tasks) and Kubernetes / Volcano manifests (anything with ``apiVersion`` /
+``kind``), in any mix and any number of files; they are merged into one snapshot. The
+scheduler configuration is ``--config`` (Volcano's ``volcano-scheduler.conf`` text, the
+plain-data form, or the ConfigMap manifest), else the scheduler ConfigMap among the ``-f``
+files, else Volcano's default. What the loader ignored is listed on stderr, so stdout stays
+machine-readable.
 """
 
 from __future__ import annotations
@@ -14,15 +15,16 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import yaml
 
 from .config import Config
 from .decisions import Decisions
-from .errors import ConfigError
+from .errors import ConfigError, SnapshotError
+from .io._text import STDIN, bound_violation, parse_yaml, read_source
 from .io.k8s import SCHEDULER_CONF_KEY, Cluster, is_manifest, load_files
 from .io.volcano_out import job_actions, job_environment, kubernetes_output
+from .limits import DEFAULT_LIMITS
 from .scheduler import schedule
 
 __all__ = [
@@ -54,7 +56,8 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="FILE",
-        help="manifests or a gangsched snapshot (YAML or JSON); repeat to merge several",
+        help="manifests or a gangsched snapshot (YAML or JSON); repeat to merge several; "
+        "'-' reads standard input",
     )
     p.add_argument(
         "--config",
@@ -103,11 +106,17 @@ def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ign
 
 def _read_config(path: str) -> Config:
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read: {exc.strerror}", kind="file", name=path) from None
+        text, source = read_source(path)
+    except SnapshotError as exc:
+        raise ConfigError(exc.detail, kind="file", name=exc.name) from None
+    depth = DEFAULT_LIMITS.max_nesting
+    bad = bound_violation(text, max_nesting=depth)
+    if bad is not None:
+        raise ConfigError(bad, kind="file", name=source)
     try:
-        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        docs = [
+            d for d in parse_yaml(text, max_nesting=DEFAULT_LIMITS.max_nesting) if d is not None
+        ]
     except yaml.YAMLError:
         docs = []  # let the Volcano parser report the syntax error with its position
     if len(docs) == 1 and is_manifest(docs[0]):
@@ -115,13 +124,18 @@ def _read_config(path: str) -> Config:
         data = doc.get("data") if isinstance(doc, dict) else None
         if not isinstance(data, dict) or not isinstance(data.get(SCHEDULER_CONF_KEY), str):
             raise ConfigError(
-                f"a ConfigMap with data.{SCHEDULER_CONF_KEY} was expected", kind="file", name=path
+                f"a ConfigMap with data.{SCHEDULER_CONF_KEY} was expected", kind="file", name=source
             )
         text = data[SCHEDULER_CONF_KEY]
+        bad = bound_violation(text, max_nesting=depth)
+        if bad is not None:
+            raise ConfigError(bad, kind="file", name=source, field=f"data[{SCHEDULER_CONF_KEY}]")
     return Config.from_volcano_yaml(text)
 
 
 def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
+    if [*args.files, args.config].count(STDIN) > 1:
+        raise ConfigError("standard input ('-') can be read once only", kind="option", name="-f")
     cluster = load_files(args.files)
     for item in cluster.ignored:
         print(f"gangsched: note: {item}", file=sys.stderr)

@@ -9,13 +9,17 @@ Each subcommand is set up by a small ``_add_<name>_parser(subparsers)`` function
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
+import math
 import os
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO, cast
 
 from ._cli_replay import add_replay_parser
 from ._cli_schedule import add_get_parser, add_schedule_parser
@@ -54,6 +58,21 @@ def _default_workers() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
+def _tune_ratio(text: str) -> float:
+    """argparse type of ``--tune``: a finite ratio in [0, 10] (nan and inf are refused)."""
+    from .sim.fgd import MAX_TUNE
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value) or not 0 <= value <= MAX_TUNE:
+        raise argparse.ArgumentTypeError(
+            f"expected a finite ratio in [0, {MAX_TUNE:g}], got {text!r}"
+        )
+    return value
+
+
 def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "fgd",
@@ -73,7 +92,9 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
         help="policy to run (repeatable; default: all six)",
     )
     p.add_argument("--seeds", default="42-51", help="seeds: N, N-M or a comma list (42-51)")
-    p.add_argument("--tune", type=float, default=1.3, help="workload tuning ratio (1.3)")
+    p.add_argument(
+        "--tune", type=_tune_ratio, default=1.3, help="workload tuning ratio, 0-10 (1.3)"
+    )
     p.add_argument("--out", default=None, help="output directory (required unless 'compare')")
     p.add_argument("--workers", type=int, default=1, help="worker processes (1)")
     p.add_argument(
@@ -117,7 +138,7 @@ def _run_fgd(args: argparse.Namespace) -> int:
         print(format_comparison(compare_tables(ours, theirs)))
         return 0
     if args.out is None:
-        print("gangsched fgd: --out DIR is required", file=sys.stderr)
+        print("gangsched: error: fgd: --out DIR is required", file=sys.stderr)
         return 2
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)
@@ -247,17 +268,103 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+DEBUG_ENV = "GANGSCHED_DEBUG"
+#: Exit status when standard output is a closed pipe (``gangsched ... | head -1``): the
+#: status of a process killed by SIGPIPE, as the shell reports it.
+EXIT_BROKEN_PIPE = 141
+
+
+class _OutputError(Exception):
+    """Writing to standard output failed (a full device, a closed pipe)."""
+
+    def __init__(self, cause: OSError) -> None:
+        super().__init__(cause.strerror or str(cause))
+        self.cause = cause
+
+
+class _GuardedStdout:
+    """Standard output whose write failures are told apart from every other ``OSError``."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise _OutputError(exc) from exc
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _OutputError(exc) from exc
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _say(line: str) -> None:
+    """Print one line on stderr; a stderr that cannot be written is given up on quietly."""
+    with contextlib.suppress(OSError, ValueError):
+        print(line, file=sys.stderr, flush=True)
+
+
+def _discard_stdout(stream: TextIO) -> None:
+    """Point the real standard output at /dev/null, so the interpreter's final flush of what
+    could not be written does not fail again (and print a traceback) at exit."""
+    try:
+        fd = stream.fileno()
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    except OSError:
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``gangsched`` command; returns the exit status."""
+    """Entry point of the ``gangsched`` command; returns the exit status.
+
+    Whatever goes wrong, the user gets one line on stderr and no traceback: ``gangsched: error:
+    ...`` and status 1 for bad input or options (2 for a usage error, from argparse), status
+    141 quietly when stdout is a closed pipe, and ``gangsched: internal error: ...`` (status 1)
+    for an unexpected exception, with a hint; ``GANGSCHED_DEBUG=1`` prints its traceback too.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    real_stdout = sys.stdout
+    sys.stdout = cast(TextIO, _GuardedStdout(real_stdout))
     try:
         status: int = args.handler(args)
+        sys.stdout.flush()
     except GangschedError as exc:
-        print(f"gangsched: error: {exc}", file=sys.stderr)
+        _say(f"gangsched: error: {exc}")
+        return 1
+    except _OutputError as exc:
+        _discard_stdout(real_stdout)
+        if isinstance(exc.cause, BrokenPipeError):
+            return EXIT_BROKEN_PIPE
+        _say(f"gangsched: error: cannot write the output: {exc}")
         return 1
     except KeyboardInterrupt:
         return 130
+    except UnicodeDecodeError as exc:
+        _say(f"gangsched: error: an input is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        return 1
+    except Exception as exc:
+        if os.environ.get(DEBUG_ENV, "") not in ("", "0"):
+            traceback.print_exc()
+        detail = " ".join(str(exc).split())[:500]
+        _say(
+            f"gangsched: internal error: {type(exc).__name__}: {detail} (please report; rerun "
+            f"with {DEBUG_ENV}=1 for the traceback)"
+        )
+        return 1
+    finally:
+        sys.stdout = real_stdout
     return status
 
 

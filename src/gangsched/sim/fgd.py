@@ -58,10 +58,13 @@ from .gorand import GoRand
 
 __all__ = [
     "BUCKETS",
+    "MAX_SEEDS",
+    "MAX_TUNE",
     "POLICY_IDS",
     "DiscreteRow",
     "NumpyIntSource",
     "RunResult",
+    "check_tune",
     "discrete_tables",
     "make_source",
     "parse_seeds",
@@ -108,8 +111,14 @@ def make_source(kind: str, seed: int) -> NumpyIntSource | GoRand:
     if kind == "go":
         return GoRand(seed)
     if kind == "numpy":
+        if not 0 <= seed < 2**63:
+            raise ConfigError("seed must be in [0, 2**63)", kind="rng", name="numpy", field="seed")
         return NumpyIntSource(seed)
     raise ConfigError("expected 'go' or 'numpy'", kind="rng", name=kind)
+
+
+#: Most seeds one grid may run.
+MAX_SEEDS = 10_000
 
 
 def parse_seeds(text: str) -> tuple[int, ...]:
@@ -125,6 +134,10 @@ def parse_seeds(text: str) -> tuple[int, ...]:
                 lo, hi = int(lo_text), int(hi_text)
                 if hi < lo:
                     raise ValueError
+                if hi - lo >= MAX_SEEDS:
+                    raise ConfigError(
+                        f"at most {MAX_SEEDS} seeds", kind="option", name="--seeds", field=part
+                    )
                 seeds.extend(range(lo, hi + 1))
             else:
                 seeds.append(int(part))
@@ -134,13 +147,34 @@ def parse_seeds(text: str) -> tuple[int, ...]:
             ) from None
     if not seeds:
         raise ConfigError("no seed given", kind="option", name="--seeds")
+    if len(seeds) > MAX_SEEDS or not all(-(2**63) <= x < 2**63 for x in seeds):
+        raise ConfigError(
+            f"at most {MAX_SEEDS} seeds, each a 64-bit integer", kind="option", name="--seeds"
+        )
     return tuple(seeds)
+
+
+#: Largest workload tuning ratio accepted: the tables follow arrivals up to 130 % of the GPU
+#: capacity, and the clone loop grows with the ratio.
+MAX_TUNE = 10.0
+
+
+def check_tune(tune: float) -> float:
+    """``tune`` if it is a finite ratio in ``[0, MAX_TUNE]`` (0: no tuning), else a ConfigError."""
+    if not isinstance(tune, int | float) or not math.isfinite(tune) or not 0 <= tune <= MAX_TUNE:
+        raise ConfigError(
+            f"workload tuning ratio must be a finite number in [0, {MAX_TUNE:g}], got {tune!r}",
+            kind="option",
+            name="--tune",
+        )
+    return float(tune)
 
 
 def tuned_order(
     pods: PodTable, total_gpus: int, tune: float, rng: NumpyIntSource | GoRand
 ) -> npt.NDArray[np.int64]:
     """Indices into ``pods`` in arrival order after shuffling and tuning (clones repeat indices)."""
+    check_tune(tune)
     by_name = np.asarray(sorted(range(len(pods)), key=lambda i: pods.names[i]), dtype=np.int64)
     order = by_name.copy()
     rng.discard()
@@ -482,6 +516,7 @@ def run_grid(
             raise ConfigError(
                 f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=p
             )
+    check_tune(tune)
     if workers < 1:
         raise ConfigError("must be at least 1", kind="option", name="--workers")
     if engine not in ("process", "ray"):
@@ -499,7 +534,7 @@ def run_grid(
             if progress is not None:
                 progress(len(results), len(tasks), results[-1])
         return results
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         for res in pool.map(_run_task, tasks):
             results.append(res)
             if progress is not None:
