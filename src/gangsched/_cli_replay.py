@@ -13,7 +13,6 @@ from typing import TextIO
 
 import numpy as np
 
-from .config import Config
 from .errors import ConfigError
 from .fragmentation import POLICIES
 from .limits import MIN_REPLAY_PERIOD
@@ -165,13 +164,9 @@ def run_replay(args: argparse.Namespace) -> int:
     derived = build_gang_trace(nodes, pods, settings)
     config = None
     if args.config is not None:
-        try:
-            text = Path(args.config).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(
-                f"cannot read: {exc.strerror}", kind="file", name=args.config
-            ) from None
-        config = Config.from_volcano_yaml(text)
+        from ._cli_schedule import read_config
+
+        config = read_config(args.config)
     print(
         f"{derived.label}; {len(nodes)} nodes, {nodes.total_gpus} GPUs, "
         f"{len(derived.trace.jobs)} jobs",

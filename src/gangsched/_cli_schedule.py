@@ -33,6 +33,7 @@ __all__ = [
     "format_jobs_table",
     "format_queues_table",
     "format_table",
+    "read_config",
     "run_get",
     "run_schedule",
 ]
@@ -104,7 +105,9 @@ def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ign
 # ------------------------------------------------------------------------------------------
 
 
-def _read_config(path: str) -> Config:
+def read_config(path: str) -> Config:
+    """The scheduler configuration in file ``path`` (``-``: standard input): Volcano's
+    ``volcano-scheduler.conf`` text or its ConfigMap manifest, nesting bounded."""
     try:
         text, source = read_source(path)
     except SnapshotError as exc:
@@ -140,7 +143,7 @@ def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
     for item in cluster.ignored:
         print(f"gangsched: note: {item}", file=sys.stderr)
     if args.config is not None:
-        config = _read_config(args.config)
+        config = read_config(args.config)
     else:
         config = cluster.config if cluster.config is not None else Config.default()
     return cluster, schedule(cluster.snapshot, config)

@@ -79,6 +79,8 @@ def read_allo_table(path: str | Path | None, *, workload: str | None = None) -> 
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
+    except UnicodeDecodeError:
+        raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
     return _parse_allo(text, str(p), workload)
 
 
