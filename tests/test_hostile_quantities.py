@@ -236,8 +236,12 @@ def test_gpu_totals_count_devices_times_milli() -> None:
     n = MAX_TOTAL // MAX_QUANTITY + 1
     gpus = {"count": MAX_GPUS_PER_NODE, "milli": MAX_DEVICE_MILLI}
     nodes = [{"name": f"n{i}", "gpus": gpus} for i in range(n)]
-    with _raises("node", f"n{n - 1}", "gpus", "adds up past 2\\*\\*60"):
+    with _raises("node", f"n{n - 1}", "gpus", "GPUs add up past 2\\*\\*60"):
         _snapshot(nodes=nodes)
+    ask = {"count": MAX_GPUS_PER_NODE, "milli": MAX_DEVICE_MILLI}
+    tasks = [{"name": f"t{i}", "job": "j", "gpu_request": ask} for i in range(n)]
+    with _raises("task", f"t{n - 1}", "gpu_request", "GPUs add up past 2\\*\\*60"):
+        _snapshot(tasks=tasks)
 
 
 @pytest.mark.parametrize(

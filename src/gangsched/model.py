@@ -22,7 +22,8 @@ node's allocatable and in a task's request.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -1268,8 +1269,6 @@ def quantity(value: object, resource: str) -> int:
 # --------------------------------------------------------------------------------------------
 # Totals over a snapshot
 
-_Row = tuple[str, Mapping[str, int] | None, int]
-
 
 def check_totals(
     nodes: Sequence[Node], queues: Sequence[Queue], jobs: Sequence[Job], tasks: Sequence[Task]
@@ -1282,21 +1281,18 @@ def check_totals(
     scheduler forms over the cluster, and a few of them added together, stays inside int64.
     The error names the record at which a running total first passes the bound.
     """
-    _check_total(
-        "node",
-        "allocatable",
-        "gpus",
-        [(n.name, n.allocatable, n.gpus.count * n.gpus.milli if n.gpus else 0) for n in nodes],
-    )
-    _check_total(
-        "task",
-        "request",
-        "gpu_request",
-        [(t.name, t.request, t.gpu_request.total_milli if t.gpu_request else 0) for t in tasks],
-    )
-    _check_total("queue", "guarantee", "", [(q.name, q.guarantee, 0) for q in queues])
-    _check_total("queue", "deserved", "", [(q.name, q.deserved, 0) for q in queues])
-    _check_total("job", "min_resources", "", [(j.name, j.min_resources, 0) for j in jobs])
+    node_gpu = sum(map(_node_gpu, nodes))
+    if _over(_distinct(n.allocatable for n in nodes), node_gpu):
+        _locate("node", "allocatable", nodes, lambda n: n.allocatable, _node_gpu)
+    task_gpu = sum(map(_task_gpu, tasks))
+    if _over(_distinct(t.request for t in tasks), task_gpu):
+        _locate("task", "request", tasks, lambda t: t.request, _task_gpu)
+    if _over(_distinct(q.guarantee for q in queues), 0):
+        _locate("queue", "guarantee", queues, lambda q: q.guarantee, _no_gpu)
+    if _over(_distinct(q.deserved for q in queues), 0):
+        _locate("queue", "deserved", queues, lambda q: q.deserved, _no_gpu)
+    if _over(_distinct(j.min_resources for j in jobs), 0):
+        _locate("job", "min_resources", jobs, lambda j: j.min_resources, _no_gpu)
     weights = 0
     for q in queues:
         weights += q.weight
@@ -1309,34 +1305,65 @@ def check_totals(
             )
 
 
-def _check_total(kind: str, field: str, gpu_field: str, rows: Sequence[_Row]) -> None:
-    # Records of one shape share one interned mapping: sum each distinct one once.
-    groups: dict[tuple[int, int], list[Any]] = {}
-    for _, amounts, gpu in rows:
-        key = (id(amounts), gpu)
-        entry = groups.get(key)
-        if entry is None:
-            groups[key] = [amounts, gpu, 1]
-        else:
-            entry[2] += 1
-    totals: dict[str, int] = {GPU: 0}
-    for amounts, gpu, times in groups.values():
+V = TypeVar("V")
+
+
+def _distinct(values: Iterable[V]) -> list[tuple[V, int]]:
+    """Each distinct object of ``values`` (by identity) and how often it occurs: records of one
+    shape share one interned mapping, so each mapping is summed once."""
+    items = list(values)
+    counts = Counter(map(id, items))
+    first = dict(zip(map(id, items), items, strict=True))
+    return [(first[key], times) for key, times in counts.items()]
+
+
+def _over(groups: list[tuple[Resources | None, int]], gpu: int) -> bool:
+    totals: dict[str, int] = {}
+    for amounts, times in groups:
         for res, value in (amounts or {}).items():
             totals[res] = totals.get(res, 0) + value * times
-        totals[GPU] += gpu * times
-    if max(totals.values()) <= MAX_TOTAL:
-        return
+    return gpu > MAX_TOTAL or any(v > MAX_TOTAL for v in totals.values())
+
+
+def _node_gpu(node: Node) -> int:
+    return node.gpus.count * node.gpus.milli if node.gpus else 0
+
+
+def _task_gpu(task: Task) -> int:
+    return task.gpu_request.total_milli if task.gpu_request else 0
+
+
+def _no_gpu(record: object) -> int:
+    return 0
+
+
+def _locate(
+    kind: str,
+    field: str,
+    records: Sequence[Any],
+    amounts: Callable[[Any], Resources | None],
+    gpu: Callable[[Any], int],
+) -> None:
+    """Raise at the record where a running total of ``field`` first passes the bound."""
     running: dict[str, int] = {}
-    for name, amounts, gpu in rows:
-        items = [*(amounts or {}).items(), *([(GPU, gpu)] if gpu else [])]
-        for res, value in items:
+    gpu_running = 0
+    for rec in records:
+        for res, value in (amounts(rec) or {}).items():
             running[res] = running.get(res, 0) + value
             if running[res] > MAX_TOTAL:
-                where = gpu_field if gpu and res == GPU and gpu_field else f"{field}.{res}"
                 raise SnapshotError(
                     f"the {kind}s' {field} {res} adds up past 2**60 = {MAX_TOTAL} "
                     f"{canonical_unit(res)} at this {kind}",
                     kind=kind,
-                    name=name,
-                    field=where,
+                    name=rec.name,
+                    field=f"{field}.{res}",
                 )
+        gpu_running += gpu(rec)
+        if gpu_running > MAX_TOTAL:
+            where = "gpus" if kind == "node" else "gpu_request"
+            raise SnapshotError(
+                f"the {kind}s' GPUs add up past 2**60 = {MAX_TOTAL} milli-GPU at this {kind}",
+                kind=kind,
+                name=rec.name,
+                field=where,
+            )
