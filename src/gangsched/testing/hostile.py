@@ -46,6 +46,7 @@ import json
 import math
 import multiprocessing
 import os
+import pickle
 import re
 import signal
 import sys
@@ -604,8 +605,10 @@ def _atk_names(c: Chooser, doc: dict[str, Any]) -> str:
         return "names-none"
     target = _pick(c, records)
     new = _name(c)
-    if c.chance(0.3):  # also in labels, roles, selectors
+    if kind == "nodes" and c.chance(0.3):  # also as a label, and selected by a task
         target.setdefault("labels", {})[new] = new
+        if doc["tasks"]:
+            _pick(c, doc["tasks"])["node_selector"] = {new: new}
     _rename(doc, kind, target["name"], new)
     if kind == "tasks":
         target["role"] = new
@@ -618,8 +621,8 @@ def _atk_placed(c: Chooser, doc: dict[str, Any]) -> str:
     task = _pick(c, doc["tasks"])
     phase = _pick(c, _PHASES)
     task["phase"] = phase
-    node_choice = c.below(3)
-    if node_choice == 0 and doc["nodes"]:
+    node_choice = c.below(4)
+    if node_choice in (0, 3) and doc["nodes"]:
         task["node"] = _pick(c, doc["nodes"])["name"]
     elif node_choice == 1:
         task.pop("node", None)
@@ -636,9 +639,13 @@ def _atk_placed(c: Chooser, doc: dict[str, Any]) -> str:
         task["gpu_request"] = {"count": 0}
     else:
         task["gpu_request"] = {"count": 1, "milli": _pick(c, (250, 500, 999, 1, 0, 1001, 2000))}
-    task["gpu_indices"] = list(
-        _pick(c, ((), (0,), (1,), (3,), (0, 0), (0, 1), (-1,), (2**31,), (7, 8), (2**62,)))
-    )
+    count = task.get("gpu_request", {}).get("count", 0)
+    if c.chance(0.5):  # consistent with the request: the edge is in the phase and the node
+        task["gpu_indices"] = list(range(count)) if c.chance(0.6) else [1 + c.below(8)][:count]
+    else:
+        task["gpu_indices"] = list(
+            _pick(c, ((), (0,), (1,), (3,), (0, 0), (0, 1), (-1,), (2**31,), (7, 8), (2**62,)))
+        )
     if c.chance(0.3):  # several placed tasks pile on one node
         for other in doc["tasks"]:
             if other is not task and c.chance(0.5):
@@ -731,7 +738,7 @@ def _atk_shape(c: Chooser, doc: dict[str, Any]) -> str:
         doc[kind] = _pick(c, (None, {}, "", {"name": "x"}, [[]]))
         return f"shape-list-{kind}"
     nested: Any = "x"
-    for _ in range(_pick(c, (50, 500, 5000))):
+    for _ in range(_pick(c, (50, 200, 800))):  # deeper: see the text inputs
         nested = [nested]
     if records:
         _pick(c, records)["labels"] = {"k": nested}
@@ -770,7 +777,13 @@ def snapshot_doc(c: Chooser, *, cheap: bool = False) -> tuple[dict[str, Any], tu
         for key in ("nodes", "hypernodes", "queues", "jobs", "tasks"):
             if not isinstance(doc.get(key), list):
                 doc[key] = []
-        attacks.append(_pick(c, table)(c, doc))
+        attack = _pick(c, table)
+        try:
+            attacks.append(attack(c, doc))
+        except (TypeError, KeyError, AttributeError, IndexError, ValueError):
+            # an earlier attack broke the shape this one relies on: the input stays as it is
+            attacks.append(f"{attack.__name__[5:]}-on-broken-shape")
+            break
     return doc, tuple(attacks)
 
 
@@ -1004,7 +1017,7 @@ def text_input(c: Chooser) -> tuple[bytes, str, tuple[str, ...]]:
         attacks.append(f"digits-{digits}")
     how = c.below(8)
     if how == 0:
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "surrogatepass")
         attacks.append("utf-8")
     elif how < 4:
         encoding = _pick(c, _ENCODINGS)
@@ -1013,7 +1026,7 @@ def text_input(c: Chooser) -> tuple[bytes, str, tuple[str, ...]]:
         data = text.encode(encoding, errors="replace")
         attacks.append(f"enc-{encoding}")
     elif how == 4:
-        raw = bytearray(text.encode("utf-8"))
+        raw = bytearray(text.encode("utf-8", "surrogatepass"))
         for _ in range(1 + c.below(4)):
             at = c.below(len(raw) + 1)
             raw[at:at] = _pick(c, (b"\xff", b"\xc3", b"\x00", b"\xed\xa0\x80", b"\xef\xbb\xbf"))
@@ -1027,7 +1040,7 @@ def text_input(c: Chooser) -> tuple[bytes, str, tuple[str, ...]]:
         data = bytes(rng.randrange(256) for _ in range(_pick(c, (0, 1, 16, 4096))))
         attacks.append("binary-junk")
     elif how == 6:
-        data = text.replace("\n", "\r\n").encode("utf-8")
+        data = text.replace("\n", "\r\n").encode("utf-8", "surrogatepass")
         attacks.append("crlf")
     else:
         data = _pick(c, (b"", b"\xef\xbb\xbf", b"\xff\xfe", b"\x00" * 64, b"null", b"[]", b"{}"))
@@ -1433,10 +1446,34 @@ def _probe_text(case: Case, workdir: str) -> Outcome:
         return _failure("escape", stage, exc)
 
 
+def _probe_selftest(case: Case) -> Outcome:
+    """Cases that misbehave on purpose, to test the harness: ``hang``, ``memory``, ``exit``,
+    ``raise`` and ``ok``."""
+    if case.target == "hang":
+        while True:
+            time.sleep(0.05)
+    if case.target == "memory":
+        try:
+            hog = [bytearray(2**26) for _ in range(1 << 10)]  # 64 GiB in 64 MiB pieces
+        except MemoryError as exc:
+            return _failure("blowup", "selftest", exc)
+        return Outcome("accepted", "selftest", message=f"allocated {len(hog)} pieces")
+    if case.target == "exit":
+        os._exit(3)
+    if case.target == "raise":
+        try:
+            raise KeyError("selftest")
+        except KeyError as exc:
+            return _failure("escape", "selftest", exc)
+    return Outcome("accepted", "selftest")
+
+
 def probe(case: Case, *, workdir: str | None = None) -> Outcome:
     """Run one case in this process (no time or memory limit: see :class:`Runner`)."""
     start = time.perf_counter()
-    if case.kind == "snapshot":
+    if case.kind == "selftest":
+        outcome = _probe_selftest(case)
+    elif case.kind == "snapshot":
         outcome = _probe_snapshot(case)
     elif case.kind == "config":
         outcome = _probe_config(case)
@@ -1556,6 +1593,12 @@ class Runner:
         self, *, workers: int = 1, time_limit: float = 10.0, memory_limit: int = 2**30
     ) -> None:
         method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
+        if method == "fork":  # import once here, so that a restarted worker starts at once
+            for module in ("scheduler", "cli", "io.k8s", "testing.invariants"):
+                with contextlib.suppress(Exception):
+                    importlib.import_module(f"{_PACKAGE}.{module}")
+            with contextlib.suppress(Exception):
+                _configs()
         self._ctx = multiprocessing.get_context(method)
         self.time_limit = time_limit
         self.memory_limit = memory_limit
@@ -1595,9 +1638,14 @@ class Runner:
                     if case is None:
                         exhausted = True
                         break
+                    try:
+                        payload = pickle.dumps(case, protocol=pickle.HIGHEST_PROTOCOL)
+                    except (RecursionError, pickle.PicklingError, TypeError) as exc:
+                        yield case, Outcome("skipped", "send", "", f"cannot send: {exc!r}")
+                        continue
                     slot.case = case
                     slot.deadline = time.monotonic() + hard
-                    slot.parent.send(case)
+                    slot.parent.send_bytes(payload)
             busy = [s for s in self._slots if s.case is not None]
             if not busy:
                 return
@@ -1683,7 +1731,11 @@ class Summary:
                     "seconds": outcome.seconds,
                 },
             }
-            path.write_text(json.dumps(record, indent=1, default=repr), encoding="utf-8")
+            try:
+                text = json.dumps(record, indent=1, default=repr)
+            except (RecursionError, ValueError):
+                text = json.dumps({"unserialisable": repr(record)[:100_000]})
+            path.write_text(text, encoding="utf-8")
             self.written.append(str(path))
 
     @property
@@ -1701,6 +1753,7 @@ class Summary:
             ("invariant violations", self.counts.get("violation", 0)),
             ("nondeterminism", self.counts.get("nondeterminism", 0)),
             ("late rejections", self.counts.get("late-reject", 0)),
+            ("not sent (harness)", self.counts.get("skipped", 0)),
             ("seconds", f"{self.seconds:.1f}"),
             ("inputs/s", f"{self.inputs / self.seconds:.1f}" if self.seconds else "-"),
         ]
