@@ -311,6 +311,11 @@ _FIELDS: tuple[tuple[str, ...], ...] = (
     ("jobs", "0", "min_resources", "memory"),
     ("jobs", "1", "min_available"),
     ("jobs", "1", "priority"),
+    ("tasks", "3", "request", "cpu"),
+    ("tasks", "3", "request", "memory"),
+    ("queues", "2", "guarantee", "cpu"),
+    ("queues", "2", "deserved", "memory"),
+    ("queues", "2", "capability", "memory"),
 )
 
 
@@ -320,12 +325,27 @@ def _base() -> dict[str, list[Obj]]:
             {"name": "n0", "allocatable": {"cpu": 8, "memory": "16Gi", "pods": 110}},
             {"name": "n1", "allocatable": {"cpu": 8, "memory": "16Gi"}, "gpus": {"count": 2}},
         ],
-        "queues": [{"name": "root"}, {"name": "a", "parent": "root", "weight": 2}],
-        "jobs": [{"name": "ja", "queue": "a"}, {"name": "jb", "queue": "a", "min_available": 2}],
+        "queues": [
+            {"name": "root"},
+            {"name": "a", "parent": "root", "weight": 2},
+            {"name": "b", "parent": "root"},
+        ],
+        "jobs": [
+            {"name": "ja", "queue": "a", "priority": 10},
+            {"name": "jb", "queue": "a", "min_available": 2},
+            {"name": "jr", "queue": "b", "phase": "Running"},
+        ],
         "tasks": [
             {"name": "a0", "job": "ja", "request": {"cpu": 1, "memory": "1Gi"}},
             {"name": "b0", "job": "jb", "request": {"cpu": 1}},
             {"name": "b1", "job": "jb", "gpu_request": {"count": 1}},
+            {
+                "name": "r0",
+                "job": "jr",
+                "request": {"cpu": 8, "memory": "8Gi"},
+                "phase": "Running",
+                "node": "n0",
+            },
         ],
     }
 
@@ -352,11 +372,11 @@ def test_boundary_quantities_are_rejected_or_scheduled_soundly(
     values: dict[tuple[str, ...], int], config: str
 ) -> None:
     hierarchical = config in ("capacity", "hdrf")
-    capability = ("queues", "0", "capability", "cpu")
-    if capability in values:
-        # hdrf enforces no capability, and flat plugins read a zero cpu capability as unset
-        # (Volcano's rule); the invariant checker knows neither.
-        assume(config != "hdrf" and (hierarchical or values[capability] != 0))
+    for path, value in values.items():
+        if path[2] == "capability":
+            # hdrf enforces no capability, and flat plugins read a zero cpu or memory
+            # capability as unset (Volcano's rule); the invariant checker knows neither.
+            assume(config != "hdrf" and (hierarchical or value != 0))
     d = _base()
     for path, value in values.items():
         _set_field(d, path, value)
