@@ -12,6 +12,11 @@ is, so ``Node(allocatable=node.allocatable)`` round-trips.
 Cross-record rules (a task's job exists, running tasks fit their node, …) live in
 :mod:`gangsched.snapshot`, which owns the whole picture.
 
+Every amount and every integer a record holds is at most
+:data:`~gangsched.limits.MAX_QUANTITY` (2**53) in size, so it is exact as a float64;
+:func:`check_totals` (called by the snapshot) bounds each per-resource sum over the records of
+one kind by :data:`~gangsched.limits.MAX_TOTAL` (2**60), so no sum over the cluster wraps int64.
+
 GPUs are devices: a node has ``gpus.count`` devices of ``gpus.milli`` milli-GPU each (1000 =
 one whole device), a task asks for ``gpu_request.count`` devices with ``gpu_request.milli``
 milli-GPU on each. ``count=1, milli=500`` is half a GPU (shared); ``count=4, milli=1000`` is four
