@@ -7,7 +7,9 @@
 * ``gangsched.testing.machine`` — :class:`SchedulerMachine`, a hypothesis state machine that
   drives a scheduler through submissions, completions, node failures, new nodes and weight
   changes and checks every invariant after every step;
-* ``gangsched.testing.reference`` — a plain, slow reference scheduler.
+* ``gangsched.testing.reference`` — a plain, slow reference scheduler;
+* ``gangsched.testing.hostile`` — a relational and boundary fuzzer run under time and memory
+  limits (``python -m gangsched.testing.hostile``).
 
 Names are loaded on first use: ``from gangsched.testing import check_all`` imports only the
 checkers (no hypothesis needed); the strategies and the machine need hypothesis, which the
@@ -57,13 +59,14 @@ __all__ = [
     "check_snapshot_unmutated",
     "check_topology",
     "find_cycle",
+    "hostile",
     "invariants",
     "machine",
     "reference",
     "strategies",
 ]
 
-_SUBMODULES = frozenset({"invariants", "machine", "reference", "strategies"})
+_SUBMODULES = frozenset({"hostile", "invariants", "machine", "reference", "strategies"})
 _FROM_MACHINE = frozenset({"SchedulerAdapter", "SchedulerMachine"})
 
 

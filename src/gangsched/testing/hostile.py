@@ -1559,6 +1559,16 @@ def _worker(conn: Connection, time_limit: float, memory_limit: int) -> None:
             return  # the interpreter may be in a bad state: the parent starts a fresh worker
 
 
+def _dumps(case: Case) -> bytes:
+    """Pickle a case; deep documents need more than the default recursion limit."""
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20_000))
+    try:
+        return pickle.dumps(case, protocol=pickle.HIGHEST_PROTOCOL)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 class _Slot:
     def __init__(self, ctx: Any, time_limit: float, memory_limit: int) -> None:
         self.parent, child = ctx.Pipe()
@@ -1633,13 +1643,13 @@ class Runner:
         hard = self.time_limit * 2 + 5
         while True:
             for slot in self._slots:
-                if slot.case is None and not exhausted:
+                while slot.case is None and not exhausted:
                     case = next(source, None)
                     if case is None:
                         exhausted = True
                         break
                     try:
-                        payload = pickle.dumps(case, protocol=pickle.HIGHEST_PROTOCOL)
+                        payload = _dumps(case)
                     except (RecursionError, pickle.PicklingError, TypeError) as exc:
                         yield case, Outcome("skipped", "send", "", f"cannot send: {exc!r}")
                         continue
