@@ -253,7 +253,8 @@ def test_cpsat_counts_racks_across_a_tier_gap() -> None:
     validate_placement(problem, result)
     gp = result.gangs[0]
     assert result.status is Status.OPTIMAL
-    assert gp.objective[:6] == (3, 1, 1, 2, 2, 4)  # two racks, four nodes (4 + 2 + 4 + 2)
+    # by rank (tier 3 is rank 2): two racks, four nodes (4 + 2 + 4 + 2)
+    assert gp.objective[:5] == (2, 1, 1, 2, 4) and gp.tier == 3
     assert len({n // 4 for _, n, _ in gp.replicas}) == 2
     greedy = GreedyPlacer().place(problem).gangs[0]
     assert greedy.objective >= gp.objective

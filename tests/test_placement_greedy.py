@@ -190,10 +190,13 @@ def gap_tier_problem() -> tuple[Topology, PlacementProblem]:
 
 def test_nest_group_falls_back_to_the_lower_tier_domain() -> None:
     topo, _ = gap_tier_problem()
-    assert topo.group_of(2).tolist() == list(range(12))  # no tier-2 domain: singletons
-    # at tier 2 every node counts with its rack (global ids 0..2); at tier 3 all share the switch
-    assert topo.nest_group(2).tolist() == [0] * 4 + [1] * 4 + [2] * 4
-    assert topo.nest_group(3).tolist() == [topo.global_id(3, 0)] * 12
+    # no tier-2 domain: singletons, and "within tier 2" is within a rack (rank 1)
+    assert topo.group_of(topo.own_rank(2)).tolist() == list(range(12))
+    assert topo.rank_of(2) == 1 and topo.rank_of(3) == 2
+    # within tier 2 every node counts with its rack (global ids 0..2); at tier 3 (rank 2) all
+    # share the switch
+    assert topo.nest_group(topo.rank_of(2)).tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert topo.nest_group(2).tolist() == [topo.global_id(2, 0)] * 12
     assert topo.nest_group(0).tolist() == list(range(12))
     # a node outside every domain of tier <= t is a group of its own, after all domain ids
     lone = build_topology(
@@ -213,4 +216,5 @@ def test_greedy_fills_whole_racks_across_a_tier_gap() -> None:
     racks = {n // 4 for _, n, _ in gp.replicas}
     # filling node by node (largest first) would take n0, n4, n8: three racks
     assert gp.placed and gp.tier == 3 and len(racks) == 2
-    assert gp.objective[:5] == (3, 1, 1, 2, 2)  # span, d[4], d[3], d[2] = racks, d[1] = racks
+    # by rank (tier 3 is rank 2): span, d[top], d[tier 3], d[tier 1] = racks, nodes
+    assert gp.objective[:5] == (2, 1, 1, 2, 5)

@@ -36,16 +36,18 @@ def test_uncovered_nodes_and_tier_gaps() -> None:
         HyperNode(name="z", tier=3, members=["r0", "r1"]),
     ]
     topo = build_topology(Snapshot(nodes=nodes, hypernodes=hns))
-    assert topo.top_tier == 4
+    # arrays are indexed by rank: tiers 1 and 3 are ranks 1 and 2, the top (tier 4) rank 3
+    assert topo.top_tier == 3 and topo.tiers == (1, 3, 4)
+    assert [topo.rank_of(t) for t in range(6)] == [0, 1, 1, 2, 3, 3]
+    assert [topo.own_rank(t) for t in range(5)] == [0, 1, 0, 2, 3]
     assert topo.domain_of[0].tolist() == [0, 0, 1, -1, -1]
-    assert topo.n_domains(2) == 0 and topo.domain_of[1].tolist() == [-1] * 5
-    assert topo.domain_of[2].tolist() == [0, 0, 0, -1, -1]
-    # group ids give uncovered nodes singletons; cover takes the largest domain ≤ tier
+    assert topo.domain_of[1].tolist() == [0, 0, 0, -1, -1]
+    # group ids give uncovered nodes singletons; cover takes the largest domain ≤ rank
     assert topo.group_of(1).tolist() == [0, 0, 1, 2 + 3, 2 + 4]
     assert topo.cover(1).tolist() == [0, 0, 1, -1, -1]
-    z = topo.global_id(3, 0)
-    assert topo.cover(3).tolist() == [z, z, z, -1, -1]
-    assert topo.cover(4)[3] == topo.global_id(4, 0)
+    z = topo.global_id(2, 0)
+    assert topo.cover(2).tolist() == [z, z, z, -1, -1]
+    assert topo.cover(3)[3] == topo.global_id(3, 0)
     assert topo.parent[0].tolist() == [z, z]
 
 

@@ -41,6 +41,7 @@ from typing import Generic, TypeVar
 import yaml
 
 from .errors import ConfigError
+from .limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
     "BUILTIN_ACTIONS",
@@ -56,6 +57,7 @@ __all__ = [
     "arg_float",
     "arg_int",
     "arg_str",
+    "check_arguments",
     "check_names",
 ]
 
@@ -224,6 +226,20 @@ _MAX_NESTING = 32  # argument values nested deeper than this (or containing them
 #: Argument values (scalars, list items, map entries) one plugin or action may hold. YAML
 #: aliases can make a small text expand exponentially ("billion laughs"); the count stops it.
 _MAX_VALUES = 100_000
+#: Integer argument values must fit a signed 64-bit integer, as Volcano's Go int does.
+_INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
+#: Characters in an integer's text (YAML, or a string argument): a 64-bit value needs at most
+#: 64 binary digits and a prefix; anything longer is out of range anyway, and Python refuses to
+#: convert more than 4,300 decimal digits.
+_MAX_INT_TEXT = 100
+
+
+def _show(value: object) -> str:
+    """``repr(value)`` cut to 60 characters, for messages (a 5,000-digit value stays short)."""
+    if isinstance(value, int) and not isinstance(value, bool) and not _INT_MIN <= value <= _INT_MAX:
+        return "an integer beyond the 64-bit range"
+    text = repr(value)
+    return text if len(text) <= 60 else f"{text[:57]}..."
 
 
 def _freeze_value(
@@ -236,7 +252,11 @@ def _freeze_value(
     seen[0] += 1
     if seen[0] > _MAX_VALUES:
         raise _err(path, f"arguments hold more than {_MAX_VALUES} values (YAML alias expansion?)")
-    if isinstance(value, bool | int | str):
+    if isinstance(value, bool | str):
+        return value
+    if isinstance(value, int):
+        if not _INT_MIN <= value <= _INT_MAX:
+            raise _err(path, "integer argument out of the 64-bit range (-2**63 to 2**63-1)")
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -457,6 +477,9 @@ class Config:
     actions: tuple[str, ...]
     tiers: tuple[Tier, ...] = ()
     configurations: Mapping[str, Mapping[str, object]] = field(default=FrozenArgs())
+    _action_set: frozenset[str] = field(
+        init=False, repr=False, compare=False, hash=False, default=frozenset()
+    )
 
     def __post_init__(self) -> None:
         if isinstance(self.actions, str) or not isinstance(self.actions, Sequence):
@@ -469,6 +492,7 @@ class Config:
         if not actions:
             raise _err("actions", "no actions configured")
         object.__setattr__(self, "actions", actions)
+        object.__setattr__(self, "_action_set", frozenset(actions))
         if not isinstance(self.tiers, tuple | list):
             raise _err("tiers", f"expected a sequence of tiers, got {type(self.tiers).__name__}")
         seen: dict[str, str] = {}
@@ -519,6 +543,10 @@ class Config:
         """Every configured plugin name, tier by tier, in order."""
         return tuple(name for tier in self.tiers for name in tier.names)
 
+    def has_action(self, name: str) -> bool:
+        """Whether action ``name`` is in the action list (a set lookup, however long the list)."""
+        return name in self._action_set
+
     def action_arguments(self, name: str) -> Mapping[str, object]:
         """Arguments configured for action ``name`` (empty when none)."""
         return self.configurations.get(name, _EMPTY_ARGS)
@@ -550,6 +578,7 @@ class Config:
         *,
         plugins: Collection[str] | None = None,
         actions: Collection[str] | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> Config:
         """Build and validate a configuration from plain data.
 
@@ -557,7 +586,7 @@ class Config:
         whose items are plugin lists or ``{"plugins": [...]}`` mappings. ``configurations`` is
         ``{action: arguments}`` or Volcano's ``[{"name": action, "arguments": {...}}]``.
         Plugin and action names are checked against ``plugins`` / ``actions`` (default: the
-        built-in names).
+        built-in names). The action list holds at most ``limits.max_actions`` entries.
         """
         if not isinstance(d, Mapping):
             raise _err("", f"expected a configuration mapping, got {type(d).__name__}")
@@ -567,7 +596,7 @@ class Config:
         if "actions" not in d:
             raise _err("actions", "no actions configured")
         config = cls(
-            actions=_parse_actions(d["actions"]),
+            actions=_parse_actions(d["actions"], limits.max_actions),
             tiers=_parse_tiers(d.get("tiers")),
             configurations=_parse_configurations(d.get("configurations")),
         )
@@ -585,6 +614,7 @@ class Config:
         *,
         plugins: Collection[str] | None = None,
         actions: Collection[str] | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> Config:
         """Parse the text of Volcano's ``volcano-scheduler.conf``.
 
@@ -605,7 +635,7 @@ class Config:
             if data["metrics"] is not None and not isinstance(data["metrics"], Mapping):
                 raise _err("metrics", "expected a mapping")
             data = {k: v for k, v in data.items() if k != "metrics"}
-        return cls.from_dict(data, plugins=plugins, actions=actions)
+        return cls.from_dict(data, plugins=plugins, actions=actions, limits=limits)
 
     # -- output ----------------------------------------------------------------------------
 
@@ -648,9 +678,9 @@ class Config:
 # -- parsing helpers --------------------------------------------------------------------------
 
 
-def _parse_actions(value: object) -> tuple[str, ...]:
+def _parse_actions(value: object, limit: int) -> tuple[str, ...]:
     if isinstance(value, str):
-        parts: Sequence[object] = value.split(",")
+        parts: Sequence[object] = value.split(",", limit)  # at most limit + 1 parts
     elif isinstance(value, list | tuple):
         parts = value
     else:
@@ -658,6 +688,12 @@ def _parse_actions(value: object) -> tuple[str, ...]:
             "actions",
             f"expected a list of action names or a comma-separated string, "
             f"got {type(value).__name__}",
+        )
+    if len(parts) > limit:
+        raise _err(
+            "actions",
+            f"more than {limit} entries in the action list (Limits.max_actions); every entry "
+            f"runs once per cycle",
         )
     names = tuple(_check_name(p, f"actions[{i}]", "action") for i, p in enumerate(parts))
     if not names:
@@ -756,6 +792,27 @@ def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode) -> dict[
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """A YAML integer; one too long for Python's int-string conversion is a YAML error with
+    its position (larger values than 64 bits are refused later, by the argument check)."""
+    text = str(node.value)
+    if len(text.replace("_", "")) > _MAX_INT_TEXT:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"integer of {len(text)} characters is too long", node.start_mark
+        )
+    try:
+        value = loader.construct_yaml_int(node)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, "integer is too long", node.start_mark
+        ) from None
+    assert isinstance(value, int)
+    return value
+
+
+_StrictLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def _yaml_problem(exc: yaml.YAMLError) -> str:
     if isinstance(exc, yaml.MarkedYAMLError):
         mark = exc.problem_mark
@@ -790,6 +847,44 @@ def check_names(config: Config, *, plugins: Collection[str], actions: Collection
             )
 
 
+# -- argument declarations --------------------------------------------------------------------
+
+
+def _matches(key: str, known: str) -> bool:
+    """Whether argument ``key`` is the declared name ``known``; a ``*`` in ``known`` stands for
+    any non-empty text (``binpack.resources.*`` matches ``binpack.resources.nvidia.com/gpu``)."""
+    if "*" not in known:
+        return key == known
+    head, _, tail = known.partition("*")
+    return len(key) > len(head) + len(tail) and key.startswith(head) and key.endswith(tail)
+
+
+def check_arguments(
+    arguments: Mapping[str, object], known: Collection[str], *, name: str, kind: str = "plugin"
+) -> None:
+    """Raise :class:`ConfigError` for the first argument (in sorted order) that ``known`` does
+    not declare, naming it and the closest declared name.
+
+    ``known`` is the plugin's or action's declaration (its ``known_arguments``): exact names,
+    or patterns where ``*`` stands for any non-empty text. ``kind`` is ``"plugin"`` or
+    ``"action"``.
+    """
+    exact = {k for k in known if "*" not in k}
+    patterns = [k for k in known if "*" in k]
+    for key in sorted(arguments):
+        if key in exact or any(_matches(key, p) for p in patterns):
+            continue
+        shown = sorted(exact | {p.replace("*", "<name>") for p in patterns})
+        if not shown:
+            hint = f" ({name} takes no arguments)"
+        else:
+            close = difflib.get_close_matches(key, shown, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else f" (known: {', '.join(shown)})"
+        raise ConfigError(
+            f"unknown argument {_show(key)}{hint}", kind=kind, name=name, field=f"arguments.{key}"
+        )
+
+
 # -- argument helpers -------------------------------------------------------------------------
 
 _TRUE = frozenset({"1", "t", "T", "true", "TRUE", "True"})
@@ -811,15 +906,15 @@ def arg_float(
         return default
     value = args[key]
     result: float | None = None
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        result = float(value)
-    elif isinstance(value, str):
-        try:
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            result = float(value)
+        elif isinstance(value, str):
             result = float(value.strip())
-        except ValueError:
-            result = None
+    except (ValueError, OverflowError):
+        result = None
     if result is None or not math.isfinite(result):
-        raise _arg_error(plugin, kind, key, f"expected a number, got {value!r}")
+        raise _arg_error(plugin, kind, key, f"expected a number, got {_show(value)}")
     return result
 
 
@@ -830,16 +925,21 @@ def arg_int(
     if key not in args:
         return default
     value = args[key]
+    result: int | None = None
     if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        result = value
+    elif isinstance(value, float) and value.is_integer():
+        result = int(value)
+    elif isinstance(value, str) and len(value) <= _MAX_INT_TEXT:
         try:
-            return int(value.strip())
+            result = int(value.strip())
         except ValueError:
-            pass
-    raise _arg_error(plugin, kind, key, f"expected an integer, got {value!r}")
+            result = None
+    if result is None:
+        raise _arg_error(plugin, kind, key, f"expected an integer, got {_show(value)}")
+    if not _INT_MIN <= result <= _INT_MAX:
+        raise _arg_error(plugin, kind, key, f"integer out of the 64-bit range, got {_show(value)}")
+    return result
 
 
 def arg_bool(
@@ -857,7 +957,7 @@ def arg_bool(
             return True
         if text in _FALSE:
             return False
-    raise _arg_error(plugin, kind, key, f"expected a boolean, got {value!r}")
+    raise _arg_error(plugin, kind, key, f"expected a boolean, got {_show(value)}")
 
 
 def arg_str(
@@ -869,4 +969,4 @@ def arg_str(
     value = args[key]
     if isinstance(value, str):
         return value
-    raise _arg_error(plugin, kind, key, f"expected a string, got {value!r}")
+    raise _arg_error(plugin, kind, key, f"expected a string, got {_show(value)}")

@@ -56,12 +56,20 @@ class Limits:
         Depth of nested lists/mappings accepted in a manifest, config or snapshot document.
     max_queue_depth:
         Length of a queue's parent chain (root queue at depth 1).
+    max_tiers:
+        Distinct hypernode tier numbers in one snapshot (the tier numbers themselves may be
+        anything from 1 to 2**53: only their order matters).
+    max_actions:
+        Entries in a scheduler configuration's action list (repeats count; every entry runs
+        once per cycle).
     """
 
     max_tasks: int = 1_000_000
+    max_tiers: int = 64
     max_replicas: int = 100_000
     max_nesting: int = 64
     max_queue_depth: int = 256
+    max_actions: int = 1_000
 
 
 DEFAULT_LIMITS = Limits()

@@ -1,12 +1,21 @@
 """Name → factory for plugins and actions. Built-ins are registered by
-:mod:`gangsched.scheduler`; users add their own with :meth:`Registry.register_plugin`."""
+:mod:`gangsched.scheduler`; users add their own with :meth:`Registry.register_plugin`.
+
+Each factory may declare the argument names it reads: a ``known_arguments`` attribute (a
+tuple of names; ``*`` in a name stands for any non-empty text, as in ``binpack.resources.*``),
+or the ``arguments`` keyword of ``register_*``. :meth:`Registry.make_plugin` and
+:meth:`Registry.make_action` then refuse any other argument with a
+:class:`~gangsched.errors.ConfigError` naming it and the closest declared name. A factory
+that declares nothing is handed whatever the configuration holds.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .config import check_arguments
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -23,25 +32,80 @@ class Action(Protocol):
     def execute(self, ssn: Session) -> None: ...
 
 
+def _declared(
+    factory: object, given: Collection[str] | None, kind: str, name: str
+) -> tuple[str, ...] | None:
+    """The argument names ``factory`` declares (``given`` first), or None when it declares
+    none."""
+    known = getattr(factory, "known_arguments", None) if given is None else given
+    if known is None:
+        return None
+    if isinstance(known, str) or not all(isinstance(k, str) and k for k in known):
+        raise ConfigError(
+            "known_arguments must be a collection of non-empty names",
+            kind=kind,
+            name=name,
+            field="known_arguments",
+        )
+    return tuple(sorted(known))
+
+
 @dataclass(slots=True)
 class Registry:
-    """Plugin and action factories by name. Duplicate names are rejected."""
+    """Plugin and action factories by name, with the argument names each declares.
+    Duplicate names are rejected."""
 
     plugins: dict[str, PluginFactory] = field(default_factory=dict)
     actions: dict[str, Callable[[Mapping[str, object]], Action]] = field(default_factory=dict)
+    plugin_arguments: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    action_arguments: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
-    def register_plugin(self, name: str, factory: PluginFactory) -> None:
+    def register_plugin(
+        self, name: str, factory: PluginFactory, *, arguments: Collection[str] | None = None
+    ) -> None:
+        """Add plugin ``name``; ``arguments`` (default: ``factory.known_arguments``) are the
+        argument names it accepts (None: anything)."""
         if name in self.plugins:
             raise ConfigError("already registered", kind="plugin", name=name)
+        known = _declared(factory, arguments, "plugin", name)
         self.plugins[name] = factory
+        if known is not None:
+            self.plugin_arguments[name] = known
 
-    def register_action(self, name: str, factory: Callable[[Mapping[str, object]], Action]) -> None:
+    def register_action(
+        self,
+        name: str,
+        factory: Callable[[Mapping[str, object]], Action],
+        *,
+        arguments: Collection[str] | None = None,
+    ) -> None:
+        """Add action ``name``; ``arguments`` as for :meth:`register_plugin`."""
         if name in self.actions:
             raise ConfigError("already registered", kind="action", name=name)
+        known = _declared(factory, arguments, "action", name)
         self.actions[name] = factory
+        if known is not None:
+            self.action_arguments[name] = known
 
     def copy(self) -> Registry:
-        return Registry(plugins=dict(self.plugins), actions=dict(self.actions))
+        return Registry(
+            plugins=dict(self.plugins),
+            actions=dict(self.actions),
+            plugin_arguments=dict(self.plugin_arguments),
+            action_arguments=dict(self.action_arguments),
+        )
+
+    def check_plugin_arguments(self, name: str, arguments: Mapping[str, object]) -> None:
+        """Raise :class:`ConfigError` for an argument plugin ``name`` does not declare."""
+        known = self.plugin_arguments.get(name)
+        if known is not None:
+            check_arguments(arguments, known, name=name, kind="plugin")
+
+    def check_action_arguments(self, name: str, arguments: Mapping[str, object]) -> None:
+        """Raise :class:`ConfigError` for an argument action ``name`` does not declare."""
+        known = self.action_arguments.get(name)
+        if known is not None:
+            check_arguments(arguments, known, name=name, kind="action")
 
     def make_plugin(self, name: str, arguments: Mapping[str, object]) -> Any:
         try:
@@ -52,6 +116,7 @@ class Registry:
                 kind="plugin",
                 name=name,
             ) from None
+        self.check_plugin_arguments(name, arguments)
         return factory(arguments)
 
     def make_action(self, name: str, arguments: Mapping[str, object]) -> Action:
@@ -63,4 +128,5 @@ class Registry:
                 kind="action",
                 name=name,
             ) from None
+        self.check_action_arguments(name, arguments)
         return factory(arguments)

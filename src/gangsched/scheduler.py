@@ -38,12 +38,12 @@ from .plugins.priority import PriorityPlugin
 from .plugins.proportion import ProportionPlugin
 from .plugins.sla import SlaPlugin
 from .policies import job_actions
-from .registry import Registry
+from .registry import Action, Registry
 from .session import READY_STATES, Session, TaskState
 from .snapshot import Snapshot
 from .units import GPU
 
-__all__ = ["default_registry", "explain", "open_session", "schedule"]
+__all__ = ["default_registry", "explain", "make_actions", "open_session", "schedule"]
 
 
 def default_registry() -> Registry:
@@ -115,10 +115,25 @@ def schedule(
     ssn = open_session(snapshot, config, registry=registry)
     if placer is not None:
         ssn.scratch["placer"] = placer
-    actions = [registry.make_action(name, config.action_arguments(name)) for name in config.actions]
-    for action in actions:
+    for action in make_actions(config, registry):
         action.execute(ssn)
     return close_session(ssn)
+
+
+def make_actions(config: Config, registry: Registry) -> list[Action]:
+    """The actions of one cycle, in the configured order: one object per action name, shared
+    by its repeats (as in Volcano), so a long action list costs one lookup per entry.
+
+    Arguments configured for an action that is not in the list are checked too (an unknown
+    argument is a :class:`~gangsched.errors.ConfigError` wherever it is written)."""
+    made: dict[str, Action] = {}
+    for name in config.actions:
+        if name not in made:
+            made[name] = registry.make_action(name, config.action_arguments(name))
+    for name, arguments in config.configurations.items():
+        if name not in made and name in registry.actions:
+            registry.check_action_arguments(name, arguments)
+    return [made[name] for name in config.actions]
 
 
 def close_session(ssn: Session) -> Decisions:

@@ -3,31 +3,47 @@
 Theory of operation
 -------------------
 A snapshot's hypernodes form a tree of *domains*: tier 1 is the closest (NVLink domain, leaf
-switch, rack), larger tiers are farther (spine, zone). :func:`build_topology` flattens that tree
-into one int array per tier, ``domain_of[tier - 1]`` of shape ``(n_nodes,)``: the index of the
-tier's domain that contains each node, or -1 when no domain of that tier covers the node. Like
-Volcano, a synthetic cluster-wide domain is added one tier above the highest real tier
-(``top_tier``): it contains every node, so "anywhere in the cluster" is just another tier.
+switch, rack), larger tiers are farther (spine, zone). Like Volcano, a synthetic cluster-wide
+domain is added one tier above the highest real tier: it contains every node, so "anywhere in
+the cluster" is just another tier.
 
-Tiers may have gaps (a tier-3 switch directly over tier-1 racks): the missing tier simply has no
-domains. The tree is checked to be *laminar* — two domains either nest or are disjoint — so each
-node has one chain of enclosing domains and every placement has a well-defined lowest tier.
+Ranks
+~~~~~
+Only the *order* of tiers matters, so the arrays are indexed by **rank**, not by tier number:
+rank ``r`` (1 ≤ r ≤ :attr:`Topology.top_tier`) is the ``r``-th smallest tier number present
+among the hypernodes, and the last rank is the synthetic top. :attr:`Topology.tiers` gives each
+rank's tier number, so tiers ``{1, 2, 1000}`` are ranks 1, 2, 3 (and the top, tier 1001, rank
+4): cost and memory follow the number of distinct tiers, never the tier numbers. Every method
+taking a ``tier`` argument takes a rank; user tier numbers (a job's ``highest_tier_allowed``, a
+slice tier) are mapped with :meth:`Topology.rank_of` / :meth:`Topology.own_rank` and shown back
+with :meth:`Topology.tier_number`. A tier number absent from the snapshot (a gap) has no rank:
+"within tier 3" when tiers are ``{1, 5}`` is "within a tier-1 domain" (rank 1).
 
-Domains also have a global numbering (tier by tier, tier 1 first), used where one array must
-name domains of several tiers at once (:meth:`Topology.cover`, :meth:`Topology.nest_group`).
+:func:`build_topology` flattens the tree into one int array per rank, ``domain_of[rank - 1]``
+of shape ``(n_nodes,)``: the index of the rank's domain that contains each node, or -1 when no
+domain of that rank covers the node. The tree is checked to be *laminar* — two domains either
+nest or are disjoint — so each node has one chain of enclosing domains and every placement has
+a well-defined lowest rank.
 
-Two groupings per tier: :meth:`Topology.group_of` uses the tier's own domains only (uncovered
-nodes are singletons); :meth:`Topology.nest_group` lets a node uncovered at a tier fall back to
-its largest enclosing lower-tier domain. Laminarity makes the latter nested from tier to tier,
+Domains also have a global numbering (rank by rank, rank 1 first), used where one array must
+name domains of several ranks at once (:meth:`Topology.cover`, :meth:`Topology.nest_group`).
+
+Two groupings per rank: :meth:`Topology.group_of` uses the rank's own domains only (uncovered
+nodes are singletons); :meth:`Topology.nest_group` lets a node uncovered at a rank fall back to
+its largest enclosing lower-rank domain. Laminarity makes the latter nested from rank to rank,
 and it is what placements are counted by.
 
 Aggregates (free capacity per domain) are sums over the member nodes, computed with
-``np.add.at`` in one pass per tier; :class:`DomainTotals` keeps them current when one node
-changes, in O(tiers).
+``np.add.at`` in one pass per rank; :class:`DomainTotals` keeps them current when one node
+changes, in O(ranks).
+
+Building is O(ranks · n log n) and iterative (no recursion, whatever the depth of the tree);
+the number of distinct tiers is bounded by :attr:`~gangsched.limits.Limits.max_tiers`.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,24 +59,31 @@ I64 = npt.NDArray[np.int64]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Topology:
-    """Validated topology tree over a cluster's nodes.
+    """Validated topology tree over a cluster's nodes, indexed by tier rank.
 
     Attributes
     ----------
     n_nodes:
         Number of nodes (snapshot order).
     top_tier:
-        Tier of the synthetic cluster-wide domain (highest real tier + 1; 1 without hypernodes).
+        Rank of the synthetic cluster-wide domain (number of distinct real tiers + 1; 1
+        without hypernodes).
     domain_of:
-        ``(top_tier, n_nodes)`` int64: row ``tier - 1`` holds each node's domain index at that
-        tier, -1 when uncovered. The last row (the top tier) is all zeros.
+        ``(top_tier, n_nodes)`` int64: row ``rank - 1`` holds each node's domain index at that
+        rank, -1 when uncovered. The last row (the top) is all zeros.
     names:
-        Per tier, the domain names (the top tier's single domain is ``"<cluster>"``).
+        Per rank, the domain names (the top's single domain is ``"<cluster>"``).
     parent:
-        Per tier, ``(n_domains,)`` int64: global id of the nearest enclosing domain of a higher
-        tier (the top domain when nothing else encloses it; -1 for the top domain itself).
+        Per rank, ``(n_domains,)`` int64: global id of the nearest enclosing domain of a higher
+        rank (the top domain when nothing else encloses it; -1 for the top domain itself and
+        for a domain without nodes).
     offset:
-        ``(top_tier + 1,)`` int64: global id of tier ``t``'s first domain is ``offset[t - 1]``.
+        ``(top_tier + 1,)`` int64: global id of rank ``r``'s first domain is ``offset[r - 1]``.
+    tiers:
+        ``(top_tier,)`` the user tier number of each rank, ascending; the last is the
+        synthetic top's (highest real tier + 1).
+    cover_of:
+        ``(top_tier, n_nodes)`` int64: row ``rank - 1`` is :meth:`cover` of that rank.
     """
 
     n_nodes: int
@@ -69,29 +92,47 @@ class Topology:
     names: tuple[tuple[str, ...], ...]
     parent: tuple[I64, ...]
     offset: I64
+    tiers: tuple[int, ...]
+    cover_of: I64
+
+    def rank_of(self, tier: int) -> int:
+        """Highest rank whose tier number is ≤ ``tier`` (0 when every tier present is higher;
+        the top rank from the top tier number on): "within tier ``tier``" as a rank."""
+        return bisect_right(self.tiers, tier)
+
+    def own_rank(self, tier: int) -> int:
+        """The rank whose domains are exactly the domains of tier number ``tier``; 0 (the
+        nodes themselves) when ``tier`` is 0 or no hypernode has that tier, whose domains are
+        then the nodes alone (as in :meth:`group_of`)."""
+        r = bisect_right(self.tiers, tier)
+        return r if r > 0 and self.tiers[r - 1] == tier else 0
+
+    def tier_number(self, rank: int) -> int:
+        """User tier number of ``rank`` (0 for rank 0, the node level)."""
+        return self.tiers[rank - 1] if rank > 0 else 0
 
     def n_domains(self, tier: int) -> int:
-        """Number of domains of ``tier`` (1 ≤ tier ≤ top_tier)."""
+        """Number of domains of rank ``tier`` (1 ≤ tier ≤ top_tier)."""
         return len(self.names[tier - 1])
 
     @property
     def n_total(self) -> int:
-        """Number of domains over all tiers (the top domain included)."""
+        """Number of domains over all ranks (the top domain included)."""
         return int(self.offset[-1])
 
     def global_id(self, tier: int, index: int) -> int:
         return int(self.offset[tier - 1]) + index
 
     def tier_of_global(self, gid: int) -> tuple[int, int]:
-        """``(tier, index)`` of a global domain id."""
+        """``(rank, index)`` of a global domain id."""
         tier = int(np.searchsorted(self.offset, gid, side="right"))
         return tier, gid - int(self.offset[tier - 1])
 
     def group_of(self, tier: int) -> I64:
-        """Per node, an id that is equal for two nodes iff they share a domain of ``tier``.
+        """Per node, an id that is equal for two nodes iff they share a domain of rank ``tier``.
 
-        Tier 0 is the node itself. Uncovered nodes get a singleton id of their own (ids of
-        singletons start after the tier's domains). Shape ``(n_nodes,)``.
+        Rank 0 is the node itself. Uncovered nodes get a singleton id of their own (ids of
+        singletons start after the rank's domains). Shape ``(n_nodes,)``.
         """
         nodes = np.arange(self.n_nodes, dtype=np.int64)
         if tier <= 0:
@@ -102,13 +143,13 @@ class Topology:
 
     def nest_group(self, tier: int) -> I64:
         """Per node, an id that is equal for two nodes iff their *largest* enclosing domain of
-        tier ≤ ``tier`` is the same one (see :meth:`cover`).
+        rank ≤ ``tier`` is the same one (see :meth:`cover`).
 
         This is the grouping the placement objective counts at ``tier``: a node that no domain
-        of ``tier`` covers falls back to its domain of the highest lower tier (a rack that sits
+        of ``tier`` covers falls back to its domain of the highest lower rank (a rack that sits
         under no spine is its own spine-level group), and to a singleton of its own when no
-        domain of tier ≤ ``tier`` covers it (ids of singletons start at :attr:`n_total`).
-        Tier 0 is the node itself. Coarser than :meth:`group_of` (equal where the node is
+        domain of rank ≤ ``tier`` covers it (ids of singletons start at :attr:`n_total`).
+        Rank 0 is the node itself. Coarser than :meth:`group_of` (equal where the node is
         covered at ``tier``). Shape ``(n_nodes,)``.
         """
         nodes = np.arange(self.n_nodes, dtype=np.int64)
@@ -119,23 +160,23 @@ class Topology:
         return out
 
     def cover(self, tier: int) -> I64:
-        """Per node, the global id of its *largest* enclosing domain of tier ≤ ``tier``
-        (-1 when no real or synthetic domain of tier ≤ ``tier`` covers it). Two nodes may share
+        """Per node, the global id of its *largest* enclosing domain of rank ≤ ``tier``
+        (-1 when no real or synthetic domain of rank ≤ ``tier`` covers it). Two nodes may share
         a placement constrained to ``tier`` iff their cover ids are equal and not -1."""
-        out = np.full(self.n_nodes, -1, dtype=np.int64)
-        for t in range(1, min(tier, self.top_tier) + 1):
-            dom = self.domain_of[t - 1]
-            out = np.where(dom >= 0, dom + self.offset[t - 1], out)
-        return out
+        if tier <= 0:
+            return np.full(self.n_nodes, -1, dtype=np.int64)
+        row: I64 = self.cover_of[min(tier, self.top_tier) - 1]
+        return row
 
     def members(self, tier: int, index: int) -> npt.NDArray[np.intp]:
-        """Node indices of domain ``index`` of ``tier`` (ascending)."""
+        """Node indices of domain ``index`` of rank ``tier`` (ascending)."""
         if tier <= 0:
             return np.array([index], dtype=np.intp)
         return np.flatnonzero(self.domain_of[tier - 1] == index)
 
     def aggregate(self, tier: int, values: npt.NDArray[np.int64]) -> I64:
-        """Sum ``values`` ``(n_nodes, k)`` over each domain of ``tier`` → ``(n_domains, k)``."""
+        """Sum ``values`` ``(n_nodes, k)`` over each domain of rank ``tier`` →
+        ``(n_domains, k)``."""
         dom = self.domain_of[tier - 1]
         k = values.shape[1] if values.ndim == 2 else 1
         out = np.zeros((self.n_domains(tier), k), dtype=np.int64)
@@ -150,45 +191,70 @@ class Topology:
 
 
 def _leaves(snapshot: Snapshot) -> list[set[int]]:
-    """Leaf node indices of every hypernode (members resolved recursively, lower tiers first)."""
+    """Leaf node indices of every hypernode (members resolved lower tiers first, no recursion:
+    a member hypernode has a strictly lower tier, so its leaves are already known)."""
     hns = snapshot.hypernodes
     order = sorted(range(len(hns)), key=lambda i: (hns[i].tier, i))
     leaves: list[set[int]] = [set() for _ in hns]
     for i in order:
+        out = leaves[i]
         for m in hns[i].members:
             node = snapshot.node_index.get(m)
             if node is not None:
-                leaves[i].add(node)
+                out.add(node)
             else:
-                leaves[i] |= leaves[snapshot.hypernode_index[m]]
+                out |= leaves[snapshot.hypernode_index[m]]
     return leaves
+
+
+def _ranks(snapshot: Snapshot) -> tuple[int, ...]:
+    """The distinct tier numbers of the snapshot's hypernodes, ascending, then the synthetic
+    top's (highest + 1; 1 without hypernodes): the user tier number of each rank."""
+    hns = snapshot.hypernodes
+    distinct = sorted({h.tier for h in hns})
+    limit = snapshot.limits.max_tiers
+    if len(distinct) > limit:
+        first = next(h for h in hns if h.tier == distinct[limit])
+        raise SnapshotError(
+            f"{len(distinct)} distinct hypernode tiers is beyond the limit of {limit} "
+            "(Limits.max_tiers)",
+            kind="hypernode",
+            name=first.name,
+            field="tier",
+        )
+    return (*distinct, (distinct[-1] if distinct else 0) + 1)
 
 
 def build_topology(snapshot: Snapshot) -> Topology:
     """Build the :class:`Topology` of ``snapshot``.
 
+    Cost: O(ranks · n log n) time and O(ranks · n) memory, whatever the tier numbers are.
+
     Raises
     ------
     SnapshotError
-        When a node lies in two domains of the same tier, or two domains overlap without
-        nesting (the message names the hypernode).
+        When a node lies in two domains of the same tier, two domains overlap without nesting
+        (the message names the hypernode), or the hypernodes have more distinct tiers than
+        ``snapshot.limits.max_tiers``.
     """
     n = len(snapshot.nodes)
     hns = snapshot.hypernodes
-    real_top = max((h.tier for h in hns), default=0)
-    top = real_top + 1
+    tiers = _ranks(snapshot)
+    rank_of = {t: r for r, t in enumerate(tiers, start=1)}
+    top = len(tiers)
     leaves = _leaves(snapshot)
     domain_of = np.full((top, n), -1, dtype=np.int64)
     domain_of[top - 1] = 0
     names: list[list[str]] = [[] for _ in range(top)]
     hn_of: list[list[int]] = [[] for _ in range(top)]
     for i, hn in enumerate(hns):
-        row = domain_of[hn.tier - 1]
-        idx = len(names[hn.tier - 1])
+        r = rank_of[hn.tier]
+        row = domain_of[r - 1]
+        idx = len(names[r - 1])
         members = np.fromiter(sorted(leaves[i]), dtype=np.int64, count=len(leaves[i]))
         taken = members[row[members] >= 0]
         if taken.size:
-            other = hn_of[hn.tier - 1][int(row[taken[0]])]
+            other = hn_of[r - 1][int(row[taken[0]])]
             raise SnapshotError(
                 f"node {snapshot.nodes[int(taken[0])].name!r} is also under tier-{hn.tier} "
                 f"hypernode {hns[other].name!r}",
@@ -197,40 +263,21 @@ def build_topology(snapshot: Snapshot) -> Topology:
                 field="members",
             )
         row[members] = idx
-        names[hn.tier - 1].append(hn.name)
-        hn_of[hn.tier - 1].append(i)
+        names[r - 1].append(hn.name)
+        hn_of[r - 1].append(i)
+    del leaves
     names[top - 1].append("<cluster>")
     sizes = [len(x) for x in names]
     offset = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    parent: list[I64] = []
-    for t in range(1, top + 1):
-        par = np.full(sizes[t - 1], -1, dtype=np.int64)
-        if t == top:
-            parent.append(par)
-            continue
-        dom = domain_of[t - 1]
-        sel = dom >= 0
-        assigned = np.zeros(sizes[t - 1], dtype=np.bool_)
-        for u in range(t + 1, top + 1):
-            up = domain_of[u - 1][sel]
-            lo = np.full(sizes[t - 1], np.iinfo(np.int64).max, dtype=np.int64)
-            hi = np.full(sizes[t - 1], np.iinfo(np.int64).min, dtype=np.int64)
-            np.minimum.at(lo, dom[sel], up)
-            np.maximum.at(hi, dom[sel], up)
-            has = hi >= lo  # the domain has at least one node
-            bad = has & (lo != hi)
-            if bad.any():
-                d = int(np.flatnonzero(bad)[0])
-                raise SnapshotError(
-                    f"partly overlaps a tier-{u} hypernode (domains must nest or be disjoint)",
-                    kind="hypernode",
-                    name=names[t - 1][d],
-                    field="members",
-                )
-            new = has & ~assigned & (lo >= 0)
-            par[new] = lo[new] + offset[u - 1]
-            assigned |= new
-        parent.append(par)
+    parent = _parents(domain_of, sizes, offset, names, tiers)
+    cover_of = np.empty((top, n), dtype=np.int64)
+    cov = np.full(n, -1, dtype=np.int64)
+    for r in range(1, top + 1):
+        dom = domain_of[r - 1]
+        cov = np.where(dom >= 0, dom + offset[r - 1], cov)
+        cover_of[r - 1] = cov
+    for arr in (domain_of, cover_of, offset, *parent):
+        arr.setflags(write=False)
     return Topology(
         n_nodes=n,
         top_tier=top,
@@ -238,7 +285,57 @@ def build_topology(snapshot: Snapshot) -> Topology:
         names=tuple(tuple(x) for x in names),
         parent=tuple(parent),
         offset=offset,
+        tiers=tiers,
+        cover_of=cover_of,
     )
+
+
+def _parents(
+    domain_of: I64,
+    sizes: list[int],
+    offset: I64,
+    names: list[list[str]],
+    tiers: tuple[int, ...],
+) -> list[I64]:
+    """Per rank, the global id of each domain's nearest enclosing domain of a higher rank, after
+    checking laminarity: top-down, every node gets a *path* id, equal for two nodes iff they
+    lie in the same domain (or in none) at every rank above; a domain is laminar iff all its
+    nodes share the path id of the rank above it. O(ranks · n log n)."""
+    top, n = domain_of.shape
+    parent: list[I64] = [np.full(s, -1, dtype=np.int64) for s in sizes]
+    path = np.zeros(n, dtype=np.int64)  # above the top: everything alike
+    near = np.full(n, int(offset[top - 1]), dtype=np.int64)  # smallest enclosing domain above
+    for r in range(top - 1, 0, -1):
+        # path / near of rank r + 1 (above r)
+        dom_up = domain_of[r]
+        _, path = np.unique(np.stack([path, dom_up]), axis=1, return_inverse=True)
+        path = path.reshape(-1).astype(np.int64)
+        near = np.where(dom_up >= 0, dom_up + offset[r], near)
+        dom = domain_of[r - 1]
+        sel = dom >= 0
+        if not sel.any():
+            continue
+        d_sel, p_sel = dom[sel], path[sel]
+        lo = np.full(sizes[r - 1], np.iinfo(np.int64).max, dtype=np.int64)
+        hi = np.full(sizes[r - 1], np.iinfo(np.int64).min, dtype=np.int64)
+        np.minimum.at(lo, d_sel, p_sel)
+        np.maximum.at(hi, d_sel, p_sel)
+        bad = (hi >= lo) & (lo != hi)
+        if bad.any():
+            d = int(np.flatnonzero(bad)[0])
+            members = np.flatnonzero(dom == d)
+            u = next(
+                u for u in range(r + 1, top + 1) if np.unique(domain_of[u - 1][members]).size > 1
+            )
+            raise SnapshotError(
+                f"partly overlaps a tier-{tiers[u - 1]} hypernode (domains must nest or be "
+                "disjoint)",
+                kind="hypernode",
+                name=names[r - 1][d],
+                field="members",
+            )
+        parent[r - 1][d_sel] = near[sel]
+    return parent
 
 
 class DomainTotals:

@@ -128,7 +128,8 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
     nt = rec.network_topology
     restrict = np.ones(a.n_nodes, dtype=np.bool_)
     if nt is not None and nt.mode is TopologyMode.HARD:
-        allowed = min(nt.highest_tier_allowed or topo.top_tier, topo.top_tier)
+        allowed = nt.highest_tier_allowed
+        allowed = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
         mine = ssn.job_tasks(job)
         held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
         if held.size:

@@ -311,7 +311,7 @@ def _fits_now(ssn: Session, task: int, node: int, gpus: tuple[int, ...]) -> bool
 
 
 def _preemptors(ssn: Session) -> list[int]:
-    enqueue_on = "enqueue" in ssn.config.actions
+    enqueue_on = ssn.config.has_action("enqueue")
     out = []
     for j in range(len(ssn.snapshot.jobs)):
         if ssn.job_phase[j] == "Pending" and enqueue_on:
@@ -340,7 +340,8 @@ def _domains(ssn: Session, job: int) -> list[BOOL | None]:
     if nt is None or nt.mode is not TopologyMode.HARD:
         return [None]
     topo = _topology(ssn)
-    top = topo.top_tier if nt.highest_tier_allowed is None else nt.highest_tier_allowed
+    allowed = nt.highest_tier_allowed
+    top = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
     tasks = ssn.job_tasks(job)
     placed = tasks[np.isin(ssn.task_state[tasks], HOLDING_STATES) & (ssn.task_node[tasks] >= 0)]
     placed_nodes = ssn.task_node[placed]

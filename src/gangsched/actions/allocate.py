@@ -24,10 +24,14 @@ one domain of an allowed tier, greedy by default). The action argument ``placer`
 ``greedy`` (default; only topology jobs go through it), ``cpsat`` (every gang goes through the
 CP-SAT placer) or ``cpsat-joint`` (before the queue loop, the pending gangs are placed together
 by one model that maximises the priority-weighted number of gangs placed; each job then applies
-its share in the usual order). ``placer.deterministic-time`` (1.0), ``placer.time-limit`` (10 s
-wall-clock safety), ``placer.seed`` (0) and ``placer.workers`` (1) tune the solver;
-``schedule(..., placer=...)`` overrides all of it with a placer object of your own. The queue's
-``allocatable`` check still applies to every task of a placed gang.
+its share in the usual order). ``placer.deterministic-time`` (1.0: the solver's deterministic
+work budget per placement), ``placer.seed`` (0, below 2**31) and ``placer.workers`` (1, at
+most 256) tune the solver; with them the decisions are deterministic. ``placer.time-limit``
+(seconds, none by default) adds a wall-clock limit and ``placer.workers`` above 1 parallel
+search: both make the decisions depend on the machine's speed and are not deterministic.
+The parameters are checked when the action is built (:class:`~gangsched.errors.ConfigError`
+naming the argument). ``schedule(..., placer=...)`` overrides all of it with a placer object
+of your own. The queue's ``allocatable`` check still applies to every task of a placed gang.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
 from ..placement import GreedyPlacer, Placer
+from ..placement._common import check_solver_parameters
 from ..session import TaskState
 from ..statement import Statement
 from ._gang_placement import place_job, place_jobs_jointly
@@ -51,6 +56,15 @@ if TYPE_CHECKING:
 
 class AllocateAction:
     name = "allocate"
+    #: Argument names this action reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        "placer",
+        "placer.deterministic-time",
+        "placer.seed",
+        "placer.time-limit",
+        "placer.workers",
+        "predicateErrorCacheEnable",
+    )
 
     PLACERS = ("greedy", "cpsat", "cpsat-joint")
 
@@ -67,11 +81,27 @@ class AllocateAction:
         self.deterministic_time = arg_float(
             arguments, "placer.deterministic-time", 1.0, plugin=self.name, kind="action"
         )
-        self.time_limit = arg_float(
-            arguments, "placer.time-limit", 10.0, plugin=self.name, kind="action"
+        self.time_limit: float | None = (
+            arg_float(arguments, "placer.time-limit", 0.0, plugin=self.name, kind="action")
+            if "placer.time-limit" in arguments
+            else None
         )
         self.seed = arg_int(arguments, "placer.seed", 0, plugin=self.name, kind="action")
         self.workers = arg_int(arguments, "placer.workers", 1, plugin=self.name, kind="action")
+        check_solver_parameters(
+            time_limit_s=self.time_limit,
+            seed=self.seed,
+            workers=self.workers,
+            max_deterministic_time=self.deterministic_time,
+            kind="action",
+            name=self.name,
+            fields={
+                "time_limit_s": "arguments.placer.time-limit",
+                "seed": "arguments.placer.seed",
+                "workers": "arguments.placer.workers",
+                "max_deterministic_time": "arguments.placer.deterministic-time",
+            },
+        )
 
     def _placer(self, ssn: Session) -> tuple[Placer, bool]:
         """The placer, and whether every gang (not only topology jobs) goes through it."""
@@ -91,7 +121,7 @@ class AllocateAction:
         ), True
 
     def execute(self, ssn: Session) -> None:
-        enqueue_on = "enqueue" in ssn.config.actions
+        enqueue_on = ssn.config.has_action("enqueue")
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         worklist: dict[int, deque[int]] = {}
         for j in range(len(ssn.snapshot.jobs)):

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 class BackfillAction:
     name = "backfill"
+    #: Argument names this action reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ("predicateErrorCacheEnable",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments

@@ -55,6 +55,8 @@ _VICTIM_STATES = (TaskState.BOUND, TaskState.RUNNING)
 
 class EnqueueAction:
     name = "enqueue"
+    #: Argument names this action reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ("shapeCheckEnable",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
@@ -110,8 +112,8 @@ class ShapeCheck:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.preempt = "preempt" in ssn.config.actions
-        self.reclaim = "reclaim" in ssn.config.actions
+        self.preempt = ssn.config.has_action("preempt")
+        self.reclaim = ssn.config.has_action("reclaim")
         self._cache: dict[tuple[Any, ...], str | None] = {}
 
     # ------------------------------------------------------------------ gang bookkeeping

@@ -141,7 +141,7 @@ def within_job_jobs(ssn: Session) -> list[int]:
     least_running = np.full(n_jobs, np.iinfo(np.int64).max, dtype=np.int64)  # (n_jobs,)
     np.minimum.at(least_running, ssn.task_job[running], prio[running])
     maybe = np.flatnonzero((top_pending > low) & (least_running < top_pending))
-    enqueue_on = "enqueue" in ssn.config.actions
+    enqueue_on = ssn.config.has_action("enqueue")
     out = [
         int(j)
         for j in maybe.tolist()
@@ -288,6 +288,15 @@ def _within_job(ssn: Session, job: int) -> v.Refusal | None:
 
 class PreemptAction:
     name = "preempt"
+    #: Argument names this action reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        "enableTopologyAwarePreemption",
+        "maxCandidateNodesAbsolute",
+        "minCandidateNodesAbsolute",
+        "minCandidateNodesPercentage",
+        "predicateErrorCacheEnable",
+        "topologyAwarePreemptWorkerNum",
+    )
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments

@@ -181,6 +181,8 @@ SCOPE = v.Scope(
 
 class ReclaimAction:
     name = "reclaim"
+    #: Argument names this action reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ("predicateErrorCacheEnable",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments

@@ -15,11 +15,13 @@ node ``n`` *alone* (nothing else of the gang there). It is exact, devices includ
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import ConfigError
 from ..model import TopologyMode
 from .problem import GangRequest, PlacementProblem
 
@@ -40,15 +42,16 @@ class GangView:
     q: I64  # (n_templates, n_nodes)
     need: I64  # (n_templates, n_nodes) milli-GPU per device
     whole: BOOL  # (n_templates, n_nodes)
-    allowed: int  # highest tier the gang may span
-    cover: I64  # (n_nodes,) cover id at the allowed tier (hard gangs), else zeros
+    allowed: int  # highest tier rank the gang may span
+    cover: I64  # (n_nodes,) cover id at the allowed rank (hard gangs), else zeros
+    slice_rank: int  # rank whose domains hold whole slices (0: the nodes)
 
 
 def topology_mask(problem: PlacementProblem, gang: GangRequest) -> tuple[BOOL, I64, int]:
     """Nodes a gang may use at all given its topology constraint, their cover ids at the
-    allowed tier and that tier."""
+    allowed tier rank and that rank."""
     topo = problem.topology
-    allowed = gang.allowed_tier(topo.top_tier)
+    allowed = gang.allowed_rank(topo)
     if gang.mode is TopologyMode.HARD:
         cover = topo.cover(allowed)
         return np.asarray(cover >= 0), cover, allowed
@@ -110,7 +113,10 @@ def gang_view(
     mask = gang.mask & tmask[None, :]
     q = replica_capacity(problem, gang, free, gpu_free, mask)
     need, whole = problem.per_device_need(gang)
-    return GangView(index, gang, np.asarray(mask & (q > 0)), q, need, whole, allowed, cover)
+    slice_rank = problem.topology.own_rank(gang.slice_tier) if gang.slice_size else 0
+    return GangView(
+        index, gang, np.asarray(mask & (q > 0)), q, need, whole, allowed, cover, slice_rank
+    )
 
 
 def split_target(gang: GangRequest, capacity: I64) -> I64 | None:
@@ -194,7 +200,7 @@ def pack_node(
 def domain_order(
     problem: PlacementProblem, view: GangView, tier: int, need: I64, free: I64, gpu_free: I64
 ) -> npt.NDArray[np.intp]:
-    """Domains of ``tier`` (nodes for tier 0) whose summed per-node capacity can host the gang
+    """Domains of rank ``tier`` (nodes for rank 0) whose summed per-node capacity can host the gang
     (the minimum of every template and ``size`` in total), tightest first for a demand of
     ``need`` replicas per template: Volcano's hypernode binpack score — the mean over the asked
     resources of (used + request) / allocatable — highest first, ties to the lower index."""
@@ -257,7 +263,6 @@ def infeasible_reason(problem: PlacementProblem, view: GangView) -> str:
         )
     best = 0
     where = "the cluster"
-    allowed = view.allowed
     hard = gang.mode is TopologyMode.HARD
     groups = view.cover if hard else np.zeros(topo.n_nodes, dtype=np.int64)
     sel = usable & (groups >= 0)
@@ -268,11 +273,77 @@ def infeasible_reason(problem: PlacementProblem, view: GangView) -> str:
         k = int(np.argmax(total))
         best = int(total[k])
         if gang.mode is TopologyMode.HARD:
-            tier, idx = topo.tier_of_global(int(uniq[k]))
-            where = f"tier-{tier} domain {topo.name_of(tier, idx)!r}"
+            rank, idx = topo.tier_of_global(int(uniq[k]))
+            where = f"tier-{topo.tier_number(rank)} domain {topo.name_of(rank, idx)!r}"
+    allowed = gang.allowed_tier(topo.tiers[-1])
     limit = f"one domain of tier <= {allowed}" if gang.mode is TopologyMode.HARD else "the cluster"
     return (
         f"gang {gang.name!r}: {gang.size} replicas must fit in {limit}; the best candidate "
         f"({where}) holds at most {min(best, gang.size)} of them one template at a time"
         + (f" (slices of {gang.slice_size} per tier-{gang.slice_tier})" if gang.slice_size else "")
     )
+
+
+#: Most solver workers a placer may ask for (CP-SAT starts one thread per worker).
+MAX_WORKERS = 256
+#: Largest solver seed: CP-SAT's ``random_seed`` is a 32-bit signed integer.
+MAX_SEED = 2**31 - 1
+#: Largest ``max_domains`` (candidate domains handed to one solve).
+MAX_DOMAINS = 1_000_000
+
+
+def check_solver_parameters(
+    *,
+    time_limit_s: object,
+    seed: object,
+    workers: object,
+    max_deterministic_time: object,
+    max_domains: object = 4,
+    kind: str,
+    name: str,
+    fields: dict[str, str] | None = None,
+) -> tuple[float | None, float | None]:
+    """Check a CP-SAT placer's parameters before any solver sees them; returns
+    ``(time_limit_s, max_deterministic_time)`` as floats (``None`` kept).
+
+    ``seed`` is an int in ``0 ..< 2**31``, ``workers`` an int in ``1 .. 256``, ``max_domains``
+    an int ≥ 1, each limit ``None`` or a finite number > 0 (not both ``None``). Raises
+    :class:`~gangsched.errors.ConfigError` naming ``kind`` / ``name`` and the parameter
+    (``fields`` maps a parameter to the name the caller knows it by, e.g. ``placer.seed``).
+    Importing no solver, so configurations are checked without OR-Tools.
+    """
+    names = fields or {}
+
+    def err(param: str, detail: str) -> ConfigError:
+        return ConfigError(detail, kind=kind, name=name, field=names.get(param, param))
+
+    def integer(param: str, value: object, lo: int, hi: int) -> None:
+        if not isinstance(value, int | np.integer) or isinstance(value, bool | np.bool_):
+            raise err(param, f"expected an integer, got {value!r}")
+        if not lo <= int(value) <= hi:
+            raise err(param, f"{int(value)} is outside {lo}..{hi}")
+
+    def limit(param: str, value: object) -> float | None:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise err(param, f"expected a number of seconds, got {value!r}")
+        try:
+            out = float(value)
+        except OverflowError:
+            out = math.inf
+        if not math.isfinite(out) or out <= 0:
+            raise err(param, f"must be a finite number > 0, got {value!r}")
+        return out
+
+    integer("seed", seed, 0, MAX_SEED)
+    integer("workers", workers, 1, MAX_WORKERS)
+    integer("max_domains", max_domains, 1, MAX_DOMAINS)
+    wall = limit("time_limit_s", time_limit_s)
+    work = limit("max_deterministic_time", max_deterministic_time)
+    if wall is None and work is None:
+        raise err(
+            "max_deterministic_time",
+            "give a deterministic-time budget or a wall-clock limit (both are off)",
+        )
+    return wall, work

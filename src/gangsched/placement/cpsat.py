@@ -80,6 +80,7 @@ from . import _exact
 from ._common import (
     GangView,
     Replica,
+    check_solver_parameters,
     domain_order,
     gang_view,
     infeasible_reason,
@@ -96,6 +97,20 @@ I64 = npt.NDArray[np.int64]
 _log = logging.getLogger(__name__)
 
 _STATUS_RANK = {Status.OPTIMAL: 0, Status.GREEDY: 1, Status.FEASIBLE: 1, Status.TIMED_OUT: 2}
+
+
+@dataclass(slots=True)
+class _Budget:
+    """What is left of one ``place`` call's limits: deterministic work (``None``: none) and
+    the wall-clock deadline (``None``: none)."""
+
+    deadline: float | None
+    work: float | None
+
+    def exhausted(self) -> bool:
+        if self.work is not None and self.work <= 0:
+            return True
+        return self.deadline is not None and time.perf_counter() >= self.deadline
 
 
 @dataclass(slots=True)
@@ -153,12 +168,21 @@ class CpSatPlacer:
 
     Parameters
     ----------
-    time_limit_s:
-        Wall-clock budget of one ``place`` call (all solves together).
-    seed, workers:
-        ``random_seed`` and ``num_workers`` of the solver (tests use ``workers=1``).
     max_deterministic_time:
-        Optional deterministic-time budget per solve (machine-independent limit).
+        Deterministic-time budget of one ``place`` call, all solves together (CP-SAT's
+        machine-independent work measure, roughly seconds; default 5.0). With the other
+        defaults the answer depends only on the problem: the same problem gives the same
+        placement, byte for byte, in any process on any machine running the same OR-Tools.
+    seed:
+        ``random_seed`` of the solver, ``0 ≤ seed < 2**31``.
+    workers:
+        ``num_workers`` of the solver, 1 to 256. The default 1 is deterministic. **More than
+        one worker is not deterministic**: the parallel workers race, so two runs on the same
+        problem may return different (equally valid) placements.
+    time_limit_s:
+        Optional wall-clock budget of one ``place`` call (all solves together), on top of the
+        deterministic budget. **Not deterministic** when it is the limit that stops a solve
+        (a loaded machine gets less done in the same seconds); ``None`` (default) sets none.
     max_domains:
         Candidate domains handed to one solve.
     joint:
@@ -186,10 +210,10 @@ class CpSatPlacer:
     def __init__(
         self,
         *,
-        time_limit_s: float = 1.0,
+        time_limit_s: float | None = None,
         seed: int = 0,
-        workers: int = 8,
-        max_deterministic_time: float | None = None,
+        workers: int = 1,
+        max_deterministic_time: float | None = 5.0,
         max_domains: int = 4,
         joint: bool = False,
         sequential: bool = True,
@@ -198,11 +222,20 @@ class CpSatPlacer:
         polish: bool = True,
         log: bool = False,
     ) -> None:
-        self.time_limit_s = float(time_limit_s)
-        self.seed = int(seed)
-        self.workers = int(workers)
-        self.max_deterministic_time = max_deterministic_time
-        self.max_domains = max(1, int(max_domains))
+        limits = check_solver_parameters(
+            time_limit_s=time_limit_s,
+            seed=seed,
+            workers=workers,
+            max_deterministic_time=max_deterministic_time,
+            max_domains=max_domains,
+            kind="placer",
+            name=self.name,
+        )
+        self.time_limit_s: float | None = limits[0]
+        self.seed: int = seed
+        self.workers: int = workers
+        self.max_deterministic_time: float | None = limits[1]
+        self.max_domains = max_domains
         self.joint = joint
         self.sequential = sequential
         self.exact_bounds = exact_bounds
@@ -212,18 +245,21 @@ class CpSatPlacer:
 
     # ------------------------------------------------------------------ solving
 
-    def _solve(self, model: cp_model.CpModel, deadline: float) -> tuple[cp_model.CpSolver, int]:
+    def _solve(self, model: cp_model.CpModel, budget: _Budget) -> tuple[cp_model.CpSolver, int]:
         solver = cp_model.CpSolver()
         prm = solver.parameters
-        prm.max_time_in_seconds = max(0.001, deadline - time.perf_counter())
+        if budget.deadline is not None:
+            prm.max_time_in_seconds = max(0.001, budget.deadline - time.perf_counter())
         prm.num_workers = self.workers
         prm.random_seed = self.seed
-        if self.max_deterministic_time is not None:
-            prm.max_deterministic_time = float(self.max_deterministic_time)
+        if budget.work is not None:
+            prm.max_deterministic_time = max(budget.work, 1e-6)
         prm.log_search_progress = self.log
         if self.log:
             solver.log_callback = _log.info
         status = solver.solve(model)
+        if budget.work is not None:
+            budget.work -= float(solver.response_proto.deterministic_time)
         if status == cp_model.MODEL_INVALID:
             raise SolverError(model.validate() or "model invalid", kind="placement", field="model")
         return solver, int(status)
@@ -233,7 +269,7 @@ class CpSatPlacer:
         model: cp_model.CpModel,
         vs: _Vars,
         levels: list[tuple[cp_model.LinearExprT, int]],
-        deadline: float,
+        budget: _Budget,
     ) -> tuple[cp_model.CpSolver, int, float]:
         """Minimise ``levels`` lexicographically: one weighted objective with separating
         weights, or (``sequential``) one solve per level, each fixing the optimum of the
@@ -242,7 +278,7 @@ class CpSatPlacer:
         the level that stopped short."""
         if not self.sequential:
             model.minimize(_lex_objective(levels))
-            solver, st = self._solve(model, deadline)
+            solver, st = self._solve(model, budget)
             gap = 0.0
             if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 obj, bound = solver.objective_value, solver.best_objective_bound
@@ -251,7 +287,7 @@ class CpSatPlacer:
         best: tuple[cp_model.CpSolver, int, float] | None = None
         for expr, _bound in levels:
             model.minimize(expr)
-            solver, st = self._solve(model, deadline)
+            solver, st = self._solve(model, budget)
             if st == cp_model.OPTIMAL:
                 model.add(expr <= round(solver.objective_value))
                 _rehint(model, vs, solver)
@@ -268,11 +304,12 @@ class CpSatPlacer:
 
     def place(self, problem: PlacementProblem) -> PlacementResult:
         start = time.perf_counter()
-        deadline = start + self.time_limit_s
+        deadline = None if self.time_limit_s is None else start + self.time_limit_s
+        budget = _Budget(deadline=deadline, work=self.max_deterministic_time)
         if self.joint and len(problem.gangs) > 1:
-            result = self._place_joint(problem, deadline)
+            result = self._place_joint(problem, budget)
         else:
-            result = self._place_sequential(problem, deadline)
+            result = self._place_sequential(problem, budget)
         return PlacementResult(
             gangs=result.gangs,
             status=result.status,
@@ -281,7 +318,7 @@ class CpSatPlacer:
             solve_time=time.perf_counter() - start,
         )
 
-    def _place_sequential(self, problem: PlacementProblem, deadline: float) -> PlacementResult:
+    def _place_sequential(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:
         free = problem.free.copy()
         gpu_free = problem.gpu_free.copy()
         weights = problem.weights
@@ -292,7 +329,7 @@ class CpSatPlacer:
         gap = 0.0
         fallback = False
         for gi in order:
-            gp, st, g_gap, fb = self._place_one(problem, gi, free, gpu_free, deadline)
+            gp, st, g_gap, fb = self._place_one(problem, gi, free, gpu_free, budget)
             out[gi] = gp
             if gp.placed:
                 _apply(problem, gi, gp.replicas, free, gpu_free)
@@ -312,7 +349,7 @@ class CpSatPlacer:
     # ------------------------------------------------------------------ single gang
 
     def _place_one(
-        self, problem: PlacementProblem, gi: int, free: I64, gpu_free: I64, deadline: float
+        self, problem: PlacementProblem, gi: int, free: I64, gpu_free: I64, budget: _Budget
     ) -> tuple[GangPlacement, Status, float, bool]:
         greedy = greedy_gang(problem, gi, free.copy(), gpu_free.copy())
         view = gang_view(problem, gi, free, gpu_free)
@@ -372,7 +409,7 @@ class CpSatPlacer:
                 model, vs, units, dev_nodes, levels = _build_single(
                     problem, view, tier, chunk, free, gpu_free, hint, lbs
                 )
-                solver, st, gap = self._solve_levels(model, vs, levels, deadline)
+                solver, st, gap = self._solve_levels(model, vs, levels, budget)
                 if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                     recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
                     if recs is None:
@@ -456,16 +493,16 @@ class CpSatPlacer:
 
     # ------------------------------------------------------------------ joint
 
-    def _place_joint(self, problem: PlacementProblem, deadline: float) -> PlacementResult:
+    def _place_joint(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:
         greedy = _greedy_sequence(problem)
         views = [gang_view(problem, gi) for gi in range(len(problem.gangs))]
         doms = [_joint_domains(problem, views[gi], greedy.gangs[gi]) for gi in range(len(views))]
         agg = _aggregate(problem, views, doms) if self.aggregate else None
         if agg is not None:
-            return self._place_aggregate(problem, views, doms, agg, greedy, deadline)
+            return self._place_aggregate(problem, views, doms, agg, greedy, budget)
         g_weight = _weight(problem, greedy.gangs)
         model, vs, units, dev_nodes = _build_joint(problem, views, doms, greedy, self.max_domains)
-        solver, st = self._solve(model, deadline)
+        solver, st = self._solve(model, budget)
         if st == cp_model.INFEASIBLE:  # only possible if no gang can be placed at all
             return greedy
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -484,7 +521,7 @@ class CpSatPlacer:
         if _weight(problem, gangs) < g_weight:
             return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY)
         if self.polish:
-            self._polish(problem, gangs, deadline)
+            self._polish(problem, gangs, budget)
         obj = solver.objective_value
         bound = solver.best_objective_bound
         gap = abs(obj - bound) / max(1.0, abs(obj))
@@ -498,7 +535,7 @@ class CpSatPlacer:
         doms: list[I64],
         agg: _Aggregate,
         greedy: PlacementResult,
-        deadline: float,
+        budget: _Budget,
     ) -> PlacementResult:
         """Joint placement when every replica of every gang is interchangeable: phase 1 picks
         each gang's domain on aggregate capacities (exact, see ``_Aggregate``), phase 2
@@ -510,7 +547,7 @@ class CpSatPlacer:
         chosen = g_dom
         if g_weight < agg.upper_bound(problem):
             model, n_vars = _build_aggregate(problem, agg, g_dom)
-            solver, st = self._solve(model, deadline)
+            solver, st = self._solve(model, budget)
             if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                 obj, bound = solver.objective_value, solver.best_objective_bound
                 if round(obj) > g_weight or st == cp_model.OPTIMAL:
@@ -537,7 +574,7 @@ class CpSatPlacer:
             inside = doms[gi] == chosen[gi]
             r_free = np.where(inside[:, None], free, 0)
             r_gpu = np.where(inside[:, None], gpu_free, 0)
-            gp, _, _, _ = self._place_one(problem, gi, r_free, r_gpu, deadline)
+            gp, _, _, _ = self._place_one(problem, gi, r_free, r_gpu, budget)
             if not gp.placed:  # cannot happen: the domain's aggregate capacity holds it
                 _log.warning("aggregate joint placement failed for %s", views[gi].gang.name)
                 return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY, fallback=True)
@@ -552,19 +589,19 @@ class CpSatPlacer:
         return PlacementResult(gangs=tuple(gangs), status=status, gap=gap, fallback=fallback)
 
     def _polish(
-        self, problem: PlacementProblem, gangs: list[GangPlacement], deadline: float
+        self, problem: PlacementProblem, gangs: list[GangPlacement], budget: _Budget
     ) -> None:
         """Second phase of joint placement: with every other gang fixed, re-place each placed
         gang exactly (single-gang model) and keep the better of the two placements."""
         for gi in range(len(gangs)):
-            if not gangs[gi].placed or time.perf_counter() >= deadline:
+            if not gangs[gi].placed or budget.exhausted():
                 continue
             free = problem.free.copy()
             gpu_free = problem.gpu_free.copy()
             for other, gp in enumerate(gangs):
                 if other != gi and gp.placed:
                     _apply(problem, other, gp.replicas, free, gpu_free)
-            better, _, _, _ = self._place_one(problem, gi, free, gpu_free, deadline)
+            better, _, _, _ = self._place_one(problem, gi, free, gpu_free, budget)
             if better.placed and better.objective < gangs[gi].objective:
                 gangs[gi] = better
 
@@ -704,7 +741,7 @@ def _build_single(
         nodes = np.flatnonzero(sel)
         dom_of = topo.domain_of[tier - 1]
     lower = list(range(tier - 1, 0, -1))
-    collapse = n_t == 1 and tier > 0 and not (gang.slice_size and gang.slice_tier == 0)
+    collapse = n_t == 1 and tier > 0 and not (gang.slice_size and view.slice_rank == 0)
     if collapse:
         keys = np.column_stack(
             [
@@ -787,8 +824,8 @@ def _build_single(
             model.add(sum(zs.values()) >= lb)
         levels.append((sum(zs.values()), len(zs)))
     # slices
-    if gang.slice_size and gang.slice_tier < tier:
-        groups = topo.group_of(gang.slice_tier)
+    if gang.slice_size and view.slice_rank < tier:
+        groups = topo.group_of(view.slice_rank)
         members: dict[int, list[cp_model.IntVar]] = {}
         for cell in vs.cells:
             members.setdefault(int(groups[units.rep[cell.u]]), []).append(cell.var)
@@ -1212,7 +1249,7 @@ def _build_joint(
             model.add(s >= int(gang.min_counts[t]) * placed)
         model.add(sum(everything) == gang.size * placed)
         if gang.slice_size:
-            groups = topo.group_of(gang.slice_tier)
+            groups = topo.group_of(view.slice_rank)
             members: dict[int, list[cp_model.IntVar]] = {}
             for cell in vs.cells:
                 if cell.g == gi:

@@ -23,6 +23,8 @@ previous ones left.
 
 from __future__ import annotations
 
+from collections.abc import Generator
+
 import numpy as np
 import numpy.typing as npt
 
@@ -80,6 +82,9 @@ def _trim(rem: I64, total: int) -> I64:
     return out
 
 
+_Fill = Generator[tuple[npt.NDArray[np.intp], int, I64], tuple[I64, list[Replica]], None]
+
+
 def _fill(
     problem: PlacementProblem,
     view: GangView,
@@ -89,21 +94,65 @@ def _fill(
     free: I64,
     gpu_free: I64,
 ) -> tuple[I64, list[Replica]]:
-    """Place up to ``rem`` replicas on ``nodes`` (all inside one domain of ``tier``)."""
+    """Place up to ``rem`` replicas on ``nodes`` (all inside one domain of rank ``tier``).
+
+    The descent is iterative, however deep the tree: each level is a generator
+    (:func:`_fill_level`) that yields the child it wants filled and receives what the child
+    took; the generators of the open levels sit on an explicit stack.
+    """
     if tier == 0:
         return pack_node(problem, view, int(nodes[0]), rem, free, gpu_free)
+    result: tuple[I64, list[Replica]] = (np.zeros_like(rem), [])
+    stack: list[tuple[_Fill, list[tuple[I64, list[Replica]]]]] = []
+    box: list[tuple[I64, list[Replica]]] = []
+    stack.append((_fill_level(problem, view, nodes, tier, rem, free, gpu_free, box), box))
+    answer: tuple[I64, list[Replica]] | None = None
+    while stack:
+        gen, out = stack[-1]
+        try:
+            members, child_tier, child = gen.send(answer) if answer is not None else next(gen)
+        except StopIteration:
+            stack.pop()
+            answer = out[0]
+            result = answer
+            continue
+        if child_tier == 0:
+            answer = pack_node(problem, view, int(members[0]), child, free, gpu_free)
+            continue
+        answer = None
+        box = []
+        stack.append(
+            (_fill_level(problem, view, members, child_tier, child, free, gpu_free, box), box)
+        )
+    return result
+
+
+def _fill_level(
+    problem: PlacementProblem,
+    view: GangView,
+    nodes: npt.NDArray[np.intp],
+    tier: int,
+    rem: I64,
+    free: I64,
+    gpu_free: I64,
+    out: list[tuple[I64, list[Replica]]],
+) -> _Fill:
+    """One level of :func:`_fill` (``tier`` ≥ 1): yields ``(members, tier - 1, target)`` for
+    each child to fill, is sent back ``(placed, replicas)``, and appends its own total to
+    ``out`` when done."""
     gang = view.gang
     topo = problem.topology
-    # children are the objective's groups one tier down (a rack under no spine is one child at
-    # the spine level); slices are counted per domain of their own tier, so keep those exact
+    # children are the objective's groups one rank down (a rack under no spine is one child at
+    # the spine level); slices are counted per domain of their own rank, so keep those exact
     grouping = topo.group_of if gang.slice_size else topo.nest_group
     groups = grouping(tier - 1)[nodes]
     uniq, inv = np.unique(groups, return_inverse=True)
+    inv = inv.reshape(-1)
     qsum = np.zeros((uniq.size, rem.size), dtype=np.int64)
     np.add.at(qsum, inv, view.q[:, nodes].T)
     empt = np.zeros(uniq.size, dtype=np.int64)
     np.add.at(empt, inv, problem.emptiness[view.index][nodes])
-    slices = gang.slice_size if gang.slice_size and tier - 1 >= gang.slice_tier else 0
+    slices = gang.slice_size if gang.slice_size and tier - 1 >= view.slice_rank else 0
     open_ = qsum.sum(axis=1) > 0
     placed = np.zeros_like(rem)
     recs: list[Replica] = []
@@ -126,14 +175,14 @@ def _fill(
             continue
         members = nodes[inv == pick]
         saved = (free[members].copy(), gpu_free[members].copy()) if slices else None
-        got, r = _fill(problem, view, members, tier - 1, child, free, gpu_free)
+        got, r = yield members, tier - 1, child
         if saved is not None and int(got.sum()) % slices:
             free[members], gpu_free[members] = saved
             continue
         placed += got
         rem = rem - got
         recs.extend(r)
-    return placed, recs
+    out.append((placed, recs))
 
 
 def greedy_gang(problem: PlacementProblem, gi: int, free: I64, gpu_free: I64) -> GangPlacement:
@@ -170,11 +219,17 @@ def finish(problem: PlacementProblem, gi: int, recs: list[Replica]) -> GangPlace
     for t, node, _ in replicas:
         counts[t, node] += 1
     obj = placement_objective(problem, gi, counts)
-    tier = obj[0] if obj else 0
+    topo = problem.topology
+    rank = obj[0] if obj else 0
     used = np.flatnonzero(counts.sum(axis=0))
-    domain = int(problem.topology.group_of(tier)[used[0]]) if used.size else -1
-    if tier > 0 and domain >= problem.topology.n_domains(tier):
+    domain = int(topo.group_of(rank)[used[0]]) if used.size else -1
+    if rank > 0 and domain >= topo.n_domains(rank):
         domain = -1
     return GangPlacement(
-        gang=gang.name, placed=True, replicas=replicas, tier=tier, domain=domain, objective=obj
+        gang=gang.name,
+        placed=True,
+        replicas=replicas,
+        tier=topo.tier_number(rank),
+        domain=domain,
+        objective=obj,
     )

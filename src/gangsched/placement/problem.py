@@ -26,17 +26,22 @@ Topology constraint of a gang (Volcano's ``networkTopology``):
 ``slice_tier`` (Kueue's ``podset-slice-size`` / ``podset-slice-required-topology``) further
 demands that each domain of ``slice_tier`` hosts a multiple of ``slice_size`` replicas.
 
+Tier numbers in a gang (``highest_tier``, ``slice_tier``) and in a placement
+(:attr:`GangPlacement.tier`) are the user's; the objective counts by tier *rank* (the tiers
+present in the topology, in order, see :mod:`gangsched.topology`), so a tier number of 5,000
+costs no more than a tier number of 2.
+
 The objective of a placed gang is the tuple (lower is better, compared lexicographically)::
 
     (span, d[top_tier], ..., d[1], nodes, waste)
 
-``span`` is the lowest tier whose one domain holds every replica (0 = a single node); ``d[t]``
-the number of distinct tier-``t`` groups used, where a node's tier-``t`` group is its largest
-enclosing domain of tier ≤ ``t`` (:meth:`~gangsched.topology.Topology.nest_group`): a node that
-no tier-``t`` domain covers counts with its lower-tier domain (a rack under no spine is one
-spine-level group), and as a group of its own only when nothing of tier ≤ ``t`` covers it. So
-``d[t] = 1`` for every ``t ≥ span``, ``d`` never grows with the tier, and ``span`` is the lowest
-tier with ``d = 1``; ``nodes`` the number of nodes used; ``waste`` the sum of the used nodes'
+``span`` is the lowest rank whose one domain holds every replica (0 = a single node); ``d[t]``
+the number of distinct rank-``t`` groups used, where a node's rank-``t`` group is its largest
+enclosing domain of rank ≤ ``t`` (:meth:`~gangsched.topology.Topology.nest_group`): a node that
+no rank-``t`` domain covers counts with its lower-rank domain (a rack under no spine is one
+spine-level group), and as a group of its own only when nothing of rank ≤ ``t`` covers it. So
+``d[t] = 1`` for every ``t ≥ span``, ``d`` never grows with the rank, and ``span`` is the lowest
+rank with ``d = 1``; ``nodes`` the number of nodes used; ``waste`` the sum of the used nodes'
 emptiness (0–100, the mean free share of the resources the gang asks for, before placement):
 preferring full nodes is Volcano's binpack. :func:`placement_objective` computes it from
 counts, for every placer alike.
@@ -221,11 +226,19 @@ class GangRequest:
         return int(self.request.shape[0])
 
     def allowed_tier(self, top_tier: int) -> int:
-        """Highest tier a placement of this gang may span."""
+        """Highest tier number a placement of this gang may span, given the top tier number
+        (``topology.tiers[-1]``)."""
         if self.mode is TopologyMode.HARD:
             return min(self.highest_tier or top_tier, top_tier)
         return top_tier
 
+
+    def allowed_rank(self, topology: Topology) -> int:
+        """Highest tier *rank* of ``topology`` a placement of this gang may span (0 when a
+        hard gang's ``highest_tier`` is below every tier present: no domain allows it)."""
+        if self.mode is TopologyMode.HARD and self.highest_tier is not None:
+            return topology.rank_of(self.highest_tier)
+        return topology.top_tier
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PlacementProblem:
@@ -319,9 +332,9 @@ class PlacementProblem:
                     name=g.name,
                     field="mask",
                 )
-            if g.slice_size and not 0 <= g.slice_tier <= self.topology.top_tier:
+            if g.slice_size and not 0 <= g.slice_tier <= self.topology.tiers[-1]:
                 raise PlacementError(
-                    f"slice_tier {g.slice_tier} outside 0..{self.topology.top_tier}",
+                    f"slice_tier {g.slice_tier} outside 0..{self.topology.tiers[-1]}",
                     kind="gang",
                     name=g.name,
                     field="slice_tier",
@@ -401,7 +414,9 @@ class GangPlacement:
     """Where one gang goes (or why it does not).
 
     ``replicas`` lists ``(template, node, gpu_indices)`` for every placed replica, sorted by
-    template then node then devices.
+    template then node then devices. ``tier`` is the tier number of the lowest domain that
+    holds every replica (0 = one node) and ``domain`` that domain's index among the domains of
+    its tier; ``objective`` counts by tier rank (see the module docstring).
     """
 
     gang: str

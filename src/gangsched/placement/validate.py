@@ -94,12 +94,12 @@ def validate_placement(problem: PlacementProblem, result: PlacementResult) -> No
             )
         nodes = np.flatnonzero(counts.sum(axis=0))
         if gang.mode is TopologyMode.HARD and nodes.size:
-            allowed = gang.allowed_tier(topo.top_tier)
-            cover = topo.cover(allowed)[nodes]
+            cover = topo.cover(gang.allowed_rank(topo))[nodes]
             if (cover < 0).any() or np.unique(cover).size != 1:
                 raise fail(f"replicas span more than one domain of tier <= {allowed}", "topology")
+                allowed = gang.allowed_tier(topo.tiers[-1])
         if gang.slice_size and nodes.size:
-            groups = topo.group_of(gang.slice_tier)
+            groups = topo.group_of(topo.own_rank(gang.slice_tier))
             per_group = np.zeros(int(groups.max()) + 1, dtype=np.int64)
             np.add.at(per_group, groups, counts.sum(axis=0))
             if (per_group % gang.slice_size).any():

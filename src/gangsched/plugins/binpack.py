@@ -26,6 +26,14 @@ if TYPE_CHECKING:
 
 class BinpackPlugin:
     name = "binpack"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        "binpack.cpu",
+        "binpack.memory",
+        "binpack.resources",
+        "binpack.resources.*",
+        "binpack.weight",
+    )
     #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
     #: the nodes' state, so templates of equal shape may share one evaluation.
     shape_only = True

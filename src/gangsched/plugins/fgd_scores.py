@@ -54,7 +54,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arrays import TaskTemplate
-from ..config import arg_float, arg_int
+from ..config import arg_float, arg_int, check_arguments
 from ..errors import ConfigError, PlacementError
 from ..fragmentation import (
     MILLI,
@@ -103,21 +103,21 @@ _ON_NODE_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, Task
 # -------------------------------------------------------------------------------- arguments
 
 
+def _both(name: str, *keys: str) -> tuple[str, ...]:
+    """A scorer's argument declaration: every key, bare and as ``<name>.<key>``."""
+    return (*keys, *(f"{name}.{key}" for key in keys))
+
+
 def _read_args(
     name: str, arguments: Mapping[str, object], known: Sequence[str]
 ) -> dict[str, object]:
-    """``{key: value}`` with ``<name>.key`` folded onto ``key``; unknown or doubled keys raise."""
+    """``{key: value}`` with ``<name>.key`` folded onto ``key``; keys ``known`` (the plugin's
+    declaration, see :func:`_both`) does not hold, or given twice, raise."""
+    check_arguments(arguments, known, name=name)
     out: dict[str, object] = {}
     prefix = f"{name}."
     for raw, value in arguments.items():
         key = raw[len(prefix) :] if raw.startswith(prefix) else raw
-        if key not in known:
-            raise ConfigError(
-                f"unknown argument (known: {', '.join(known)})",
-                kind="plugin",
-                name=name,
-                field=f"arguments.{raw}",
-            )
         if key in out:
             raise ConfigError(
                 f"given twice (as {key!r} and {prefix + key!r})",
@@ -284,9 +284,10 @@ class RandomPlugin:
     """``random``: a uniformly random feasible node (seeded); random device for shared tasks."""
 
     name = "random"
+    known_arguments: tuple[str, ...] = _both("random", "weight", "seed")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        args = _read_args(self.name, arguments, ("weight", "seed"))
+        args = _read_args(self.name, arguments, self.known_arguments)
         self.weight = _weight(self.name, args)
         self.seed = arg_int(args, "seed", 0, plugin=self.name)
 
@@ -315,9 +316,10 @@ class _KernelScorer:
     capacity: ``node_score`` scores the rows, ``gpu_choice`` picks the shared device."""
 
     name = ""
+    known_arguments: tuple[str, ...] = ()  # each scorer: _both(name, "weight")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = _weight(self.name, _read_args(self.name, arguments, ("weight",)))
+        self.weight = _weight(self.name, _read_args(self.name, arguments, self.known_arguments))
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         """Scores of the node ``rows`` (``v`` is their view, ``mask`` where the pod fits)."""
@@ -346,6 +348,7 @@ class DotProdPlugin(_KernelScorer):
     """``dotprod``: the smallest dot product of normalized free and requested (CPU, GPU)."""
 
     name = "dotprod"
+    known_arguments: tuple[str, ...] = _both("dotprod", "weight")
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_dotprod(mask, pod, v.free_cpu, v.gpu_free)
@@ -355,6 +358,7 @@ class BestFitPlugin(_KernelScorer):
     """``bestfit``: the least weighted leftover (half CPU, half GPU) after placing the task."""
 
     name = "bestfit"
+    known_arguments: tuple[str, ...] = _both("bestfit", "weight")
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_bestfit(mask, pod, v.free_cpu, v.gpu_free)
@@ -364,6 +368,7 @@ class GpuPackingPlugin(_KernelScorer):
     """``gpu-packing``: partly used devices first, then used nodes, then idle nodes."""
 
     name = "gpu-packing"
+    known_arguments: tuple[str, ...] = _both("gpu-packing", "weight")
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_gpu_packing(mask, pod, v.gpu_free, v.gpu_count)
@@ -380,6 +385,7 @@ class GpuClusteringPlugin(_KernelScorer):
     """``gpu-clustering``: nodes already hosting GPU tasks of the same shape first."""
 
     name = "gpu-clustering"
+    known_arguments: tuple[str, ...] = _both("gpu-clustering", "weight")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         super().__init__(arguments)
@@ -500,9 +506,10 @@ class FgdPlugin:
     """``fgd``: fragmentation gradient descent, the smallest growth of the node's fragment."""
 
     name = "fgd"
+    known_arguments: tuple[str, ...] = _both("fgd", "weight", "typical-pods", "threshold")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        args = _read_args(self.name, arguments, ("weight", "typical-pods", "threshold"))
+        args = _read_args(self.name, arguments, self.known_arguments)
         self.weight = _weight(self.name, args)
         self.threshold = arg_float(args, "threshold", 95.0, plugin=self.name)
         if not 0 < self.threshold <= 100:

@@ -40,6 +40,8 @@ PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
 
 class GangPlugin:
     name = "gang"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments

@@ -16,6 +16,9 @@ Volcano's plugin of the same name does three things; gangsched splits them:
       binpack(D) = Σ_r w_r · (used_r(D) + request_r) / allocatable_r(D) / Σ_r w_r   (0 on overflow)
 
   Tiers where the node is under no domain are left out of both sums. Topology pods score 0 here.
+  ``tier`` is the hypernodes' tier number; only the ratios of the weights matter, so when a huge
+  tier number would overflow or underflow ``f^(tier−1)`` the weights are rescaled
+  (:func:`tier_fades`).
 
 Arguments: ``weight`` (1), ``hypernode.binpack.cpu`` (1), ``hypernode.binpack.memory`` (1),
 ``hypernode.binpack.resources`` ("a, b") with ``hypernode.binpack.resources.<name>`` (1),
@@ -29,6 +32,7 @@ may lag until they are re-evaluated.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -43,7 +47,23 @@ from ..topology import Topology, build_topology
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["NetworkTopologyAwarePlugin"]
+__all__ = ["NetworkTopologyAwarePlugin", "tier_fades"]
+
+
+def tier_fades(fading: float, tiers: tuple[int, ...]) -> list[float]:
+    """The weights ``fading^(tier − 1)`` of the given tier numbers, as they are when they
+    are representable, else rescaled so the largest is 1 (a score is a ratio of weighted sums,
+    so a common factor does not change it). ``fading`` ≥ 0."""
+    exps = [t - 1 for t in tiers]
+    try:
+        weights = [fading**e for e in exps]
+    except OverflowError:
+        weights = []
+    if not exps or (weights and (fading == 0.0 or max(weights) >= 1e-12)):
+        return weights
+    logf = math.log(fading)
+    ref = max(e * logf for e in exps)
+    return [math.exp(e * logf - ref) for e in exps]
 
 
 def session_topology(ssn: Session) -> Topology:
@@ -58,6 +78,17 @@ def session_topology(ssn: Session) -> Topology:
 
 class NetworkTopologyAwarePlugin:
     name = "network-topology-aware"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        "hypernode.binpack.cpu",
+        "hypernode.binpack.memory",
+        "hypernode.binpack.normal-pod.enable",
+        "hypernode.binpack.normal-pod.fading",
+        "hypernode.binpack.resources",
+        "hypernode.binpack.resources.*",
+        "hypernode.gradient.evict.max-hypernodes",
+        "weight",
+    )
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.weight = arg_float(arguments, "weight", 1.0, plugin=self.name)
@@ -120,6 +151,7 @@ class NetworkTopologyAwarePlugin:
         wv = np.array(ws)
         num = np.zeros(rows.size)
         den = np.zeros(rows.size)
+        fades = tier_fades(self.fading, topo.tiers[:-1])
         for t in range(1, topo.top_tier):
             dom = topo.domain_of[t - 1][rows]
             inside = dom >= 0
@@ -131,7 +163,7 @@ class NetworkTopologyAwarePlugin:
             part = np.where(alloc > 0, wv * after / np.maximum(alloc, 1.0), 0.0)
             score = part.sum(axis=1) / wv.sum()
             score = np.where(((after > alloc) & (alloc > 0)).any(axis=1), 0.0, score)
-            fade = self.fading ** (t - 1)
+            fade = fades[t - 1]
             num[inside] += fade * score
             den[inside] += fade
         res: npt.NDArray[np.float64] = np.where(den > 0, num / np.maximum(den, 1e-12), 0.0)

@@ -34,6 +34,20 @@ DEFAULT_MEMORY = 200 * 1024 * 1024
 
 class NodeOrderPlugin:
     name = "nodeorder"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        "balancedresource.weight",
+        "leastrequested.weight",
+        "mostrequested.weight",
+        "tainttoleration.weight",
+        # Volcano's other score weights (those scores are not modelled).
+        "imagelocality.weight",
+        "nodeaffinity.weight",
+        "podaffinity.weight",
+        "podtopologyspread.weight",
+        "selectorspread.weight",
+        "volumebinding.weight",
+    )
     #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
     #: the nodes' state, so templates of equal shape may share one evaluation.
     shape_only = True

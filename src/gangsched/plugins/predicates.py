@@ -27,6 +27,35 @@ BOOL = npt.NDArray[np.bool_]
 
 class PredicatesPlugin:
     name = "predicates"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = (
+        # Read here: node affinity / selector and taints.
+        "predicate.NodeAffinityEnable",
+        "predicate.TaintTolerationEnable",
+        # Volcano's other switches and settings (its other filters are not modelled).
+        "predicate.CacheEnable",
+        "predicate.DiskPressureEnable",
+        "predicate.DynamicResourceAllocationEnable",
+        "predicate.GPUNumberEnable",
+        "predicate.GPUSharingEnable",
+        "predicate.MemoryPressureEnable",
+        "predicate.NodeLockEnable",
+        "predicate.NodePortsEnable",
+        "predicate.NodeVolumeLimitsEnable",
+        "predicate.PIDPressureEnable",
+        "predicate.PodAffinityEnable",
+        "predicate.PodTopologySpreadEnable",
+        "predicate.ProportionalEnable",
+        "predicate.VGPUEnable",
+        "predicate.VolumeBindingEnable",
+        "predicate.VolumeZoneEnable",
+        "predicate.resources",
+        "predicate.resources.*",
+        "dynamicresources.filterTimeoutSeconds",
+        "volumebinding.bindTimeoutSeconds",
+        "volumebinding.shape",
+        "volumebinding.weight",
+    )
     #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
     #: the nodes' state, so templates of equal shape may share one evaluation.
     shape_only = True

@@ -96,6 +96,8 @@ class Reservation:
 
 class SlaPlugin:
     name = "sla"
+    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
+    known_arguments: tuple[str, ...] = ("sla-waiting-time", "sla.reservation")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         raw = arguments.get("sla-waiting-time")
@@ -154,7 +156,7 @@ class SlaPlugin:
         return self._hold
 
     def _reserve(self, ssn: Session) -> Reservation | None:
-        enqueue_on = "enqueue" in ssn.config.actions
+        enqueue_on = ssn.config.has_action("enqueue")
         heads = []
         for j, job in enumerate(ssn.snapshot.jobs):
             if not self.overdue(ssn, j) or (ssn.job_phase[j] == "Pending" and enqueue_on):
@@ -251,7 +253,8 @@ def _domains(ssn: Session, job: int) -> list[BOOL | None]:
     if not isinstance(topo, Topology):
         topo = build_topology(ssn.snapshot)
         ssn.scratch["_topology"] = topo
-    top = topo.top_tier if nt.highest_tier_allowed is None else nt.highest_tier_allowed
+    allowed = nt.highest_tier_allowed
+    top = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
     return [
         topo.domain_of[tier - 1] == d
         for tier in range(1, min(top, topo.top_tier) + 1)
