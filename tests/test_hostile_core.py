@@ -364,7 +364,6 @@ def test_taint_index_agrees_with_toleration_rule(
 # Per-device memory
 
 
-@pytest.mark.xfail(strict=True, reason="per-device arrays still padded to the widest node")
 def test_one_large_gpu_node_does_not_pad_every_node() -> None:
     nodes = [Node(name="big", allocatable={"cpu": 64}, gpus=Gpus(count=1024))]
     nodes += [Node(name=f"n{i}", allocatable={"cpu": 64}, gpus=Gpus(count=8)) for i in range(1999)]

@@ -5,8 +5,12 @@ Theory of operation
 Every per-node quantity the scheduler compares lives in an ``(n_nodes, n_resources)`` int64
 matrix whose columns follow a :class:`~gangsched.units.ResourceSpec` (cpu, memory,
 nvidia.com/gpu, then the other resources sorted; ``pods`` is always a column). GPU devices are
-tracked per index in ``(n_nodes, max_gpus)`` matrices of milli-GPU; padding slots of nodes with
-fewer devices are marked invalid in ``gpu_valid``. Labels are coded per key as int arrays
+tracked per device in flat ``(n_devices,)`` arrays of milli-GPU: node ``i`` owns devices
+``gpu_offset[i]:gpu_offset[i + 1]`` and ``gpu_node`` names each device's node, so memory follows
+the devices that exist (one 1,024-GPU node among thousands of 8-GPU nodes costs 1,024 slots,
+not 1,024 per node). Per-node device counts are ``bincount`` reductions over ``gpu_node``;
+:meth:`ClusterArrays.padded` builds a ``(rows, width)`` view for the few consumers that want one.
+Labels are coded per key as int arrays
 (-1 = label absent), taints as a sparse :class:`TaintIndex` (nodes grouped by their distinct
 taint set), so node selectors and tolerations become a handful of vector operations whose cost
 follows the labels and taints that exist.
@@ -144,10 +148,11 @@ class ClusterArrays:
     pipelined: I64  # (n_nodes, n_resources) reserved by Pipelined tasks
     gpu_capacity: I64  # (n_nodes,) milli-GPU per device, 0 without GPUs
     gpu_count: I64  # (n_nodes,)
-    gpu_valid: BOOL  # (n_nodes, max_gpus)
-    gpu_used: I64  # (n_nodes, max_gpus) milli-GPU held per device
-    gpu_releasing: I64  # (n_nodes, max_gpus)
-    gpu_pipelined: I64  # (n_nodes, max_gpus)
+    gpu_offset: I64  # (n_nodes + 1,) node i owns devices gpu_offset[i]:gpu_offset[i + 1]
+    gpu_node: I64  # (n_devices,) the node of each device
+    gpu_used: I64  # (n_devices,) milli-GPU held per device
+    gpu_releasing: I64  # (n_devices,)
+    gpu_pipelined: I64  # (n_devices,)
     gpu_sharing: BOOL  # (n_nodes,)
     gpu_model: I64  # (n_nodes,) index into gpu_models, -1 without GPUs
     gpu_models: tuple[str, ...]
@@ -173,7 +178,62 @@ class ClusterArrays:
 
     @property
     def max_gpus(self) -> int:
-        return int(self.gpu_valid.shape[1])
+        return int(self.gpu_count.max()) if self.gpu_count.size else 0
+
+    @property
+    def n_devices(self) -> int:
+        return int(self.gpu_node.size)
+
+    def devices(self, node: int) -> slice:
+        """The flat range of ``node``'s devices."""
+        return slice(int(self.gpu_offset[node]), int(self.gpu_offset[node + 1]))
+
+    def device_index(self, node: int, gpus: tuple[int, ...]) -> list[int]:
+        """Flat indices of device numbers ``gpus`` of ``node`` (numbers already checked)."""
+        base = int(self.gpu_offset[node])
+        return [base + g for g in gpus]
+
+    def devices_of(self, rows: npt.NDArray[np.intp]) -> tuple[I64, I64]:
+        """Flat indices of the devices of nodes ``rows`` (row by row) and, for each device,
+        its position in ``rows``. Reduce per row with ``np.bincount(seg, ..., minlength)``."""
+        if rows.size == self.n_nodes and (rows.size == 0 or bool((rows == self.node_range).all())):
+            return self.device_range, self.gpu_node
+        counts = self.gpu_count[rows]
+        seg: I64 = np.repeat(np.arange(rows.size, dtype=np.int64), counts)
+        first = np.cumsum(counts) - counts
+        idx: I64 = self.gpu_offset[rows][seg] + (np.arange(seg.size, dtype=np.int64) - first[seg])
+        return idx, seg
+
+    @property
+    def node_range(self) -> I64:
+        return np.arange(self.n_nodes, dtype=np.int64)
+
+    @property
+    def device_range(self) -> I64:
+        return np.arange(self.n_devices, dtype=np.int64)
+
+    def count_per_row(self, seg: I64, ok: BOOL, n_rows: int) -> I64:
+        """Devices per row where ``ok`` holds (``seg`` from :meth:`devices_of`)."""
+        out: I64 = np.bincount(seg[ok], minlength=n_rows).astype(np.int64)
+        return out
+
+    def padded(self, flat: I64, rows: npt.NDArray[np.intp] | None = None, fill: int = 0) -> I64:
+        """``(len(rows), width)`` view of per-device ``flat`` (device number = column; slots
+        beyond a node's devices hold ``fill``; width = the most devices among ``rows``, at
+        least 1 when the cluster has GPUs)."""
+        rows_ = self.node_range if rows is None else np.asarray(rows, dtype=np.intp)
+        idx, _ = self.devices_of(rows_)
+        return self.pad_rows(flat[idx], rows_, fill)
+
+    def pad_rows(self, values: I64, rows: npt.NDArray[np.intp], fill: int = 0) -> I64:
+        """:meth:`padded` of ``values`` given for the devices of :meth:`devices_of` ``(rows)``,
+        in that order."""
+        counts = self.gpu_count[rows]
+        width = max(int(counts.max()) if counts.size else 0, 1 if self.n_devices else 0)
+        out: I64 = np.full((rows.size, width), fill, dtype=np.int64)
+        idx, seg = self.devices_of(rows)
+        out[seg, idx - self.gpu_offset[rows][seg]] = values
+        return out
 
     def selector_mask(self, selector: Mapping[str, str]) -> BOOL:
         """Nodes whose labels match every ``key: value`` of ``selector``. Shape (n_nodes,)."""
@@ -268,8 +328,10 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         for taint in node.taints:
             (soft if taint.effect == "PreferNoSchedule" else hard).setdefault(i, []).append(taint)
 
-    max_gpus = int(gpu_count.max()) if n else 0
-    gpu_valid = np.arange(max_gpus)[None, :] < gpu_count[:, None]
+    gpu_offset = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(gpu_count, out=gpu_offset[1:])
+    n_dev = int(gpu_offset[-1])
+    gpu_node = np.repeat(np.arange(n, dtype=np.int64), gpu_count)
     label_codes: dict[str, I64] = {}
     label_values: dict[str, dict[str, int]] = {}
     for key in sorted(label_lists):
@@ -283,9 +345,9 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
     used = np.zeros((n, n_res), dtype=np.int64)
     releasing = np.zeros((n, n_res), dtype=np.int64)
     pipelined = np.zeros((n, n_res), dtype=np.int64)
-    gpu_used = np.zeros((n, max_gpus), dtype=np.int64)
-    gpu_releasing = np.zeros((n, max_gpus), dtype=np.int64)
-    gpu_pipelined = np.zeros((n, max_gpus), dtype=np.int64)
+    gpu_used = np.zeros(n_dev, dtype=np.int64)
+    gpu_releasing = np.zeros(n_dev, dtype=np.int64)
+    gpu_pipelined = np.zeros(n_dev, dtype=np.int64)
     node_index = snapshot.node_index
     for task in snapshot.tasks:
         if task.node is None or not (
@@ -301,15 +363,15 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         if task.phase is TaskPhase.PIPELINED:
             pipelined[i] += row
             for d in task.gpu_indices:
-                gpu_pipelined[i, d] += per_device
+                gpu_pipelined[gpu_offset[i] + d] += per_device
             continue
         used[i] += row
         for d in task.gpu_indices:
-            gpu_used[i, d] += per_device
+            gpu_used[gpu_offset[i] + d] += per_device
         if task.phase is TaskPhase.RELEASING:
             releasing[i] += row
             for d in task.gpu_indices:
-                gpu_releasing[i, d] += per_device
+                gpu_releasing[gpu_offset[i] + d] += per_device
 
     return ClusterArrays(
         spec=spec,
@@ -320,7 +382,8 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         pipelined=pipelined,
         gpu_capacity=gpu_capacity,
         gpu_count=gpu_count,
-        gpu_valid=gpu_valid,
+        gpu_offset=gpu_offset,
+        gpu_node=gpu_node,
         gpu_used=gpu_used,
         gpu_releasing=gpu_releasing,
         gpu_pipelined=gpu_pipelined,

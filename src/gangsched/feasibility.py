@@ -47,8 +47,14 @@ def exclusive(milli: int | I64, capacity: int | I64, sharing: bool | BOOL) -> bo
 
     Scalars give a ``bool``; any array argument gives an array (NumPy broadcasting).
     """
-    out = np.logical_not(sharing) | (np.asarray(milli) >= WHOLE_GPU_MILLI)
-    out = out | (np.asarray(milli) >= np.asarray(capacity))
+    if type(milli) is int and type(capacity) is int and type(sharing) is bool:
+        unshared: bool | BOOL = not sharing  # the scalar fast path: plain Python
+    else:
+        unshared = np.logical_not(sharing)
+        milli, capacity = np.asarray(milli), np.asarray(capacity)
+    out = unshared | (milli >= WHOLE_GPU_MILLI) | (milli >= capacity)
+    if type(out) is bool:
+        return out
     if np.ndim(out) == 0:
         return bool(out)
     return np.asarray(out, dtype=np.bool_)
@@ -67,7 +73,7 @@ def device_take(milli: int | I64, capacity: int | I64, sharing: bool | BOOL) -> 
     Scalars give an ``int``; any array argument gives an int64 array (NumPy broadcasting).
     """
     whole = exclusive(milli, capacity, sharing)  # type: ignore[arg-type]
-    if isinstance(whole, bool):
+    if type(whole) is bool:
         return int(capacity) if whole else int(milli)
     out: I64 = np.where(whole, capacity, milli).astype(np.int64)
     return out

@@ -43,6 +43,7 @@ from .combine import (
     vote,
 )
 from .config import Config
+from .errors import PlacementError
 from .feasibility import device_take
 from .model import TaskPhase
 from .registry import Registry
@@ -332,15 +333,14 @@ class Session:
         fit_idle: BOOL = np.asarray((req <= idle).all(axis=1))
         fit_future: BOOL = np.asarray((req <= future).all(axis=1))
         if tmpl.gpu_count:
-            valid = a.gpu_valid[rows]
-            used = self.gpu_used[rows]
-            cap = a.gpu_capacity[rows][:, None]
-            free = np.where(valid, cap - used, -1)
-            ffree = np.where(valid, free + self.gpu_releasing[rows] - self.gpu_pipelined[rows], -1)
-            need = np.maximum(m_eff, 1)[:, None]
+            idx, seg = a.devices_of(rows)
+            free = a.gpu_capacity[rows][seg] - self.gpu_used[idx]
+            ffree = free + self.gpu_releasing[idx] - self.gpu_pipelined[idx]
+            need = np.maximum(m_eff, 1)[seg]
+            later = ffree >= need
             # A device is usable now only if it is also free of reservations (below).
-            fit_idle &= ((free >= need) & (ffree >= need)).sum(axis=1) >= tmpl.gpu_count
-            fit_future &= (ffree >= need).sum(axis=1) >= tmpl.gpu_count
+            fit_idle &= a.count_per_row(seg, (free >= need) & later, rows.size) >= tmpl.gpu_count
+            fit_future &= a.count_per_row(seg, later, rows.size) >= tmpl.gpu_count
         # Fitting now must not eat into a reservation (pipelined tasks hold future-idle):
         # a task takes idle resources only where it also fits once releases finish.
         fit_idle &= fit_future
@@ -368,14 +368,14 @@ class Session:
         if tmpl.gpu_count:
             cap, need = int(a.gpu_capacity[i]), max(m_eff, 1)
             now = later = 0
-            for valid, u, rl, pp in zip(
-                a.gpu_valid[i].tolist(),
-                self.gpu_used[i].tolist(),
-                self.gpu_releasing[i].tolist(),
-                self.gpu_pipelined[i].tolist(),
+            dev = a.devices(i)
+            for u, rl, pp in zip(
+                self.gpu_used[dev].tolist(),
+                self.gpu_releasing[dev].tolist(),
+                self.gpu_pipelined[dev].tolist(),
                 strict=True,
             ):
-                if valid and cap - u + rl - pp >= need:
+                if cap - u + rl - pp >= need:
                     later += 1
                     now += cap - u >= need
             fit_idle = fit_idle and now >= tmpl.gpu_count
@@ -490,11 +490,10 @@ class Session:
             cap = a.gpu_capacity
             m_eff = self._gpu_need(tmpl)
             req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
-            valid = a.gpu_valid
-            ffree = np.where(
-                valid, cap[:, None] - self.gpu_used + self.gpu_releasing - self.gpu_pipelined, -1
-            )
-            devices_ok = (ffree >= np.maximum(m_eff, 1)[:, None]).sum(axis=1) >= tmpl.gpu_count
+            dev_node = a.gpu_node
+            ffree = cap[dev_node] - self.gpu_used + self.gpu_releasing - self.gpu_pipelined
+            later = ffree >= np.maximum(m_eff, 1)[dev_node]
+            devices_ok = a.count_per_row(dev_node, later, n) >= tmpl.gpu_count
         else:
             devices_ok = np.ones(n, dtype=np.bool_)
         future = self.future_idle()
@@ -516,10 +515,12 @@ class Session:
     def fits(self, task: int, node: int, *, future: bool, gpus: tuple[int, ...] = ()) -> bool:
         """Whether ``task`` fits ``node`` now (or after releases, with ``future``) on these GPU
         devices — the check a planned placement passes before it is applied."""
-        free = self.arrays.allocatable[node] - self.used[node]
-        dev = self.arrays.gpu_capacity[node] - self.gpu_used[node]
+        a = self.arrays
+        free = a.allocatable[node] - self.used[node]
+        devs = a.devices(node)
+        dev = a.gpu_capacity[node] - self.gpu_used[devs]
         later = free + self.releasing[node] - self.pipelined[node]
-        dev_later = dev + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        dev_later = dev + self.gpu_releasing[devs] - self.gpu_pipelined[devs]
         # Now means now *and* later: never into resources a reservation holds.
         free = later if future else np.minimum(free, later)
         dev = dev_later if future else np.minimum(dev, dev_later)
@@ -543,10 +544,10 @@ class Session:
         a = self.arrays
         cap = int(a.gpu_capacity[node])
         need = self.device_milli(task, node)
-        free = cap - self.gpu_used[node]
-        later = free + self.gpu_releasing[node] - self.gpu_pipelined[node]
+        devs = a.devices(node)
+        free = cap - self.gpu_used[devs]
+        later = free + self.gpu_releasing[devs] - self.gpu_pipelined[devs]
         free = later if future else np.minimum(free, later)
-        free = np.where(a.gpu_valid[node], free, -1)
         ok = np.flatnonzero(free >= need)
         order = ok[np.lexsort((ok, free[ok]))] if need < cap else ok
         return tuple(int(i) for i in order[: g.count])
@@ -556,13 +557,14 @@ class Session:
     def place(self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> None:
         row = self.row_on(task, node)
         per_device = self.device_milli(task, node)
+        dev = self._device_index(task, node, gpus)
         if pipelined:
             self.pipelined[node] += row
-            self.gpu_pipelined[node, list(gpus)] += per_device
+            self.gpu_pipelined[dev] += per_device
             self._set_state(task, TaskState.PIPELINED)
         else:
             self.used[node] += row
-            self.gpu_used[node, list(gpus)] += per_device
+            self.gpu_used[dev] += per_device
             self._set_state(task, TaskState.ALLOCATED)
         self.task_node[task] = node
         self.task_gpus[task] = gpus
@@ -577,12 +579,13 @@ class Session:
         gpus = self.task_gpus[task]
         row = self.row_on(task, node)
         per_device = self.device_milli(task, node)
+        dev = self.arrays.device_index(node, gpus)
         if self.task_state[task] == TaskState.PIPELINED:
             self.pipelined[node] -= row
-            self.gpu_pipelined[node, list(gpus)] -= per_device
+            self.gpu_pipelined[dev] -= per_device
         else:
             self.used[node] -= row
-            self.gpu_used[node, list(gpus)] -= per_device
+            self.gpu_used[dev] -= per_device
         j = int(self.task_job[task])
         self.job_allocated[j] -= row
         self.queue_allocated[self.job_queue[j]] -= row
@@ -597,7 +600,7 @@ class Session:
         row = self.row_on(task, node)
         per_device = self.device_milli(task, node)
         self.releasing[node] += row
-        self.gpu_releasing[node, list(self.task_gpus[task])] += per_device
+        self.gpu_releasing[self.arrays.device_index(node, self.task_gpus[task])] += per_device
         j = int(self.task_job[task])
         self.job_allocated[j] -= row
         self.queue_allocated[self.job_queue[j]] -= row
@@ -610,13 +613,33 @@ class Session:
         row = self.row_on(task, node)
         per_device = self.device_milli(task, node)
         self.releasing[node] -= row
-        self.gpu_releasing[node, list(self.task_gpus[task])] -= per_device
+        self.gpu_releasing[self.arrays.device_index(node, self.task_gpus[task])] -= per_device
         j = int(self.task_job[task])
         self.job_allocated[j] += row
         self.queue_allocated[self.job_queue[j]] += row
         self._set_state(task, prev_state)
         self._bump(node)
         self._fire("on_allocate", task)
+
+    def _device_index(self, task: int, node: int, gpus: tuple[int, ...]) -> list[int]:
+        """Flat indices of ``gpus`` on ``node``; a device the node lacks, a repeated device or
+        a count that is not the task's is a :class:`PlacementError` (never a wrong device)."""
+        count = int(self.arrays.gpu_count[node])
+        g = self.snapshot.tasks[task].gpu_request
+        wanted = g.count if g is not None else 0
+        if (
+            len(gpus) != wanted
+            or len(set(gpus)) != len(gpus)
+            or any(not 0 <= d < count for d in gpus)
+        ):
+            raise PlacementError(
+                f"GPU devices {list(gpus)} on node {self.arrays.node_names[node]!r} "
+                f"({count} devices) for a request of {wanted}",
+                kind="task",
+                name=self.snapshot.tasks[task].name,
+                field="gpu_indices",
+            )
+        return self.arrays.device_index(node, gpus)
 
     def _bump(self, node: int) -> None:
         """Mark ``node`` changed: every template re-evaluates it on its next use."""

@@ -59,13 +59,13 @@ def session_topology(ssn: Session) -> Topology:
 
 def _gpu_free(ssn: Session, future: bool) -> I64:
     a = ssn.arrays
-    free = a.gpu_capacity[:, None] - ssn.gpu_used
+    free = a.gpu_capacity[a.gpu_node] - ssn.gpu_used
     later = free + ssn.gpu_releasing - ssn.gpu_pipelined
     # Taking a device now must not eat into a reservation on it (pipelined tasks hold the
     # device's future capacity): "now" is the smaller of now and later.
     free = later if future else np.minimum(free, later)
-    out: I64 = np.where(a.gpu_valid, np.clip(free, 0, None), 0).astype(np.int64)
-    return out
+    # The placement problem takes (n_nodes, max_gpus), padded with 0 (no free milli).
+    return a.padded(np.clip(free, 0, None), fill=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -304,9 +304,11 @@ def _fits_now(ssn: Session, task: int, node: int, gpus: tuple[int, ...]) -> bool
     if not gpus:
         return True
     per = ssn.device_milli(task, node)
-    dev = list(gpus)
-    free = ssn.arrays.gpu_capacity[node] - ssn.gpu_used[node, dev]
-    free_later = free + ssn.gpu_releasing[node, dev] - ssn.gpu_pipelined[node, dev]
+    if any(not 0 <= g < int(ssn.arrays.gpu_count[node]) for g in gpus):
+        return False
+    dev = ssn.arrays.device_index(node, gpus)
+    free = ssn.arrays.gpu_capacity[node] - ssn.gpu_used[dev]
+    free_later = free + ssn.gpu_releasing[dev] - ssn.gpu_pipelined[dev]
     return bool(np.all(free >= per) and np.all(free_later >= per))
 
 

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import arg_bool
+from ..feasibility import device_take
 from ..model import QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
@@ -284,10 +285,10 @@ def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
     rows = np.flatnonzero(ok)
     if tmpl.gpu_count:
         cap = a.gpu_capacity[rows]
-        m_eff = np.where(a.gpu_sharing[rows] & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
-        free = cap[:, None] - ssn.gpu_used[rows] + ssn.gpu_releasing[rows]
-        free = np.where(a.gpu_valid[rows], free - ssn.gpu_pipelined[rows], -1)
-        devices = (free >= np.maximum(m_eff, 1)[:, None]).sum(axis=1)
+        m_eff = device_take(tmpl.gpu_milli, cap, a.gpu_sharing[rows])
+        idx, seg = a.devices_of(rows)
+        free = cap[seg] - ssn.gpu_used[idx] + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
+        devices = a.count_per_row(seg, free >= np.maximum(m_eff, 1)[seg], rows.size)
         best = int(devices.max(initial=0))
         if best < tmpl.gpu_count:
             unit = "GPU" if best == 1 else "GPUs"

@@ -57,6 +57,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import PlacementError
+from ..feasibility import device_take, exclusive
 from ..model import TopologyMode
 from ..topology import Topology
 
@@ -382,8 +383,8 @@ class PlacementProblem:
         whether the device is taken whole (it must then be completely free)."""
         cap = self.gpu_capacity[None, :]
         milli = gang.gpu_milli[:, None]  # type: ignore[index]
-        whole = ~self.gpu_sharing[None, :] | (milli >= cap)
-        need: I64 = np.where(whole, cap, milli).astype(np.int64)
+        whole = exclusive(milli, cap, self.gpu_sharing[None, :])
+        need: I64 = device_take(milli, cap, self.gpu_sharing[None, :])
         return need, np.asarray(whole)
 
 

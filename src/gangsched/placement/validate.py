@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import PlacementError
+from ..feasibility import exclusive
 from ..model import TopologyMode
 from .problem import PlacementProblem, PlacementResult
 
@@ -71,7 +72,7 @@ def validate_placement(problem: PlacementProblem, result: PlacementResult) -> No
                 if any(not 0 <= d < int(problem.gpu_count[node]) for d in devs):
                     raise fail(f"node #{node} has no device among {list(devs)}", "gpus")
                 c = int(cap[node])
-                whole = (not problem.gpu_sharing[node]) or int(gang.gpu_milli[t]) >= c
+                whole = exclusive(int(gang.gpu_milli[t]), c, bool(problem.gpu_sharing[node]))
                 for d in devs:
                     dev_used[node, d] += c if whole else int(gang.gpu_milli[t])
                     dev_users[node, d] += 1

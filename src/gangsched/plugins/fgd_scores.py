@@ -162,12 +162,14 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     idle = a.allocatable[rows] - ssn.used[rows]  # (k, n_resources)
     later = idle + ssn.releasing[rows] - ssn.pipelined[rows]
     free = later if future else np.minimum(idle, later)
-    cap = a.gpu_capacity[rows][:, None]  # (k, 1)
-    dev_now = cap - ssn.gpu_used[rows]
-    dev_later = dev_now + ssn.gpu_releasing[rows] - ssn.gpu_pipelined[rows]
-    dev = dev_later if future else np.minimum(dev_now, dev_later)
-    dev = np.where(a.gpu_valid[rows], np.clip(dev, 0, None), 0)
+    rows = np.asarray(rows, dtype=np.intp)
+    idx, seg = a.devices_of(rows)
+    cap = a.gpu_capacity[rows][seg]  # per device of the rows
+    dev_now = cap - ssn.gpu_used[idx]
+    dev_later = dev_now + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
+    dev = np.clip(dev_later if future else np.minimum(dev_now, dev_later), 0, None)
     dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
+    dev = a.pad_rows(dev.astype(np.int64), rows, fill=0)  # (k, widest of the rows)
     model = a.gpu_model[rows]
     return _View(
         free_cpu=np.asarray(free[:, spec.index(CPU)], dtype=np.int64),

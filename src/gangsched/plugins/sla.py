@@ -48,6 +48,7 @@ from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..config import arg_bool
 from ..errors import ConfigError
+from ..feasibility import device_take
 from ..model import TopologyMode
 from ..session import PIPELINED_OR_READY, TaskState
 from ..topology import Topology, build_topology
@@ -190,7 +191,7 @@ class SlaPlugin:
             dtype=np.int64,
         )
         base = a.allocatable - ssn.used - ssn.pipelined  # (n_nodes, n_resources)
-        gbase = np.where(a.gpu_valid, a.gpu_capacity[:, None] - ssn.gpu_used - ssn.gpu_pipelined, 0)
+        gbase = a.gpu_capacity[a.gpu_node] - ssn.gpu_used - ssn.gpu_pipelined  # per device
         groups: dict[int, list[int]] = {}
         for t in claim:
             groups.setdefault(int(ssn.template_of[t]), []).append(t)
@@ -204,7 +205,7 @@ class SlaPlugin:
                 n = int(ssn.task_node[t])
                 free[n] += ssn.row_on(t, n)
                 if ssn.task_gpus[t]:
-                    gfree[n, list(ssn.task_gpus[t])] += ssn.device_milli(t, n)
+                    gfree[a.device_index(n, ssn.task_gpus[t])] += ssn.device_milli(t, n)
             for among in domains:
                 nodes = _count_fit(ssn, groups, masks, among, free, gfree)
                 if nodes is not None:
@@ -271,7 +272,7 @@ def _count_fit(
     gfree: I64,
 ) -> list[int] | None:
     """Nodes that take every task of ``groups`` (template → tasks) on capacity ``free``
-    (n_nodes, n_resources) and per-device ``gfree`` (n_nodes, max_gpus), filling the roomiest
+    (n_nodes, n_resources) and per-device ``gfree`` (n_devices,), filling the roomiest
     nodes first; None when they do not all fit. ``free`` and ``gfree`` are consumed."""
     a = ssn.arrays
     used: set[int] = set()
@@ -279,13 +280,14 @@ def _count_fit(
         tmpl = ssn.templates[i]
         req = tmpl.request.copy()
         cap = a.gpu_capacity
-        milli = np.where(a.gpu_sharing & (tmpl.gpu_milli < cap), tmpl.gpu_milli, cap)
+        milli = device_take(tmpl.gpu_milli, cap, a.gpu_sharing)
         dims = req > 0
         if tmpl.gpu_count:
             dims[a.spec.gpu_column] = False
         per = np.where(dims, free // np.where(dims, req, 1), np.iinfo(np.int64).max).min(axis=1)
         if tmpl.gpu_count:
-            slots = np.where(a.gpu_valid, gfree // np.maximum(milli, 1)[:, None], 0).sum(axis=1)
+            per_dev = gfree // np.maximum(milli, 1)[a.gpu_node]
+            slots = np.bincount(a.gpu_node, weights=per_dev, minlength=a.n_nodes).astype(np.int64)
             per = np.minimum(per, slots // tmpl.gpu_count)
         ok = masks[i] if among is None else masks[i] & among
         per = np.where(ok, np.maximum(per, 0), 0)
@@ -300,6 +302,7 @@ def _count_fit(
             used.add(n)
             free[n] -= take * req
             for _ in range(take * tmpl.gpu_count):
-                g = int(np.argmax(np.where(a.gpu_valid[n], gfree[n], -1)))
-                gfree[n, g] -= int(milli[n])
+                dev = a.devices(n)
+                g = dev.start + int(np.argmax(gfree[dev]))
+                gfree[g] -= int(milli[n])
     return sorted(used)

@@ -39,6 +39,7 @@ from .._frozen import FrozenDict
 from ..config import Config, PluginOption, arg_bool, arg_float, arg_str
 from ..decisions import Bind, Decisions, JobStatus, Pipeline, QueueStatus
 from ..errors import ConfigError
+from ..feasibility import device_take
 from ..model import GpuRequest, QueueState, TaskPhase
 from ..plugins.proportion import water_fill
 from ..snapshot import Snapshot
@@ -80,7 +81,7 @@ def schedule(snapshot: Snapshot, config: Config | None = None) -> Decisions:
 def _device_milli(g: GpuRequest | None, cap: int, sharing: bool) -> int:
     if g is None:
         return 0
-    return cap if not sharing or g.milli >= cap else g.milli
+    return device_take(g.milli, cap, sharing)
 
 
 class _Cycle:
