@@ -34,8 +34,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
+import numpy.typing as npt
+
 from .errors import SnapshotError
-from .limits import MAX_QUANTITY
+from .limits import MAX_QUANTITY, MAX_TOTAL
 
 __all__ = [
     "CPU",
@@ -44,10 +47,12 @@ __all__ = [
     "PODS",
     "ResourceSpec",
     "canonical_scale",
+    "cluster_total",
     "format_quantity",
     "parse_quantity",
     "parse_resources",
     "show_value",
+    "to_amounts",
 ]
 
 CPU = "cpu"
@@ -296,3 +301,23 @@ class ResourceSpec:
     @property
     def gpu_column(self) -> int:
         return 2
+
+
+def cluster_total(allocatable: npt.NDArray[np.int64], pods: int) -> npt.NDArray[np.float64]:
+    """The ``(n_nodes, n_resources)`` allocatable summed per resource, column ``pods`` at 0.
+
+    Summed in int64 over every column but ``pods`` (a snapshot keeps each such sum within
+    :data:`~gangsched.limits.MAX_TOTAL`; the pods column of nodes without a pod limit holds a
+    large sentinel that could wrap), then converted to float64 once."""
+    cols = np.arange(allocatable.shape[1]) != pods
+    total = np.zeros(allocatable.shape[1])
+    total[cols] = allocatable[:, cols].sum(axis=0, dtype=np.int64)
+    return total
+
+
+def to_amounts(values: npt.NDArray[np.float64]) -> npt.NDArray[np.int64]:
+    """Float amounts as canonical int64: rounded, NaN as 0, clipped to ``[0, MAX_TOTAL]`` (an
+    ``inf`` or an out-of-range float never wraps)."""
+    clean = np.nan_to_num(values, nan=0.0, posinf=float(MAX_TOTAL), neginf=0.0)
+    out: npt.NDArray[np.int64] = np.rint(np.clip(clean, 0.0, float(MAX_TOTAL))).astype(np.int64)
+    return out

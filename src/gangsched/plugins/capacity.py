@@ -80,8 +80,7 @@ from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
 from ..model import QueueState
 from ..session import TaskState
-from ..units import CPU, MEMORY, PODS
-from .proportion import cluster_total, to_amounts
+from ..units import CPU, MEMORY, PODS, cluster_total, to_amounts
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -220,7 +219,7 @@ class CapacityPlugin:
         a = ssn.arrays
         self._pods = pods = a.spec.index(PODS)
         self.n_queues = n_q = len(ssn.snapshot.queues)
-        total = cluster_total(ssn)
+        total = cluster_total(a.allocatable, pods)
         request, inqueue, elastic = _figures(ssn)
         for m in (request, inqueue, elastic):
             m[:, pods] = 0.0

@@ -42,8 +42,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..session import PIPELINED_OR_READY, TaskState
-from ..units import PODS
-from .proportion import cluster_total
+from ..units import PODS, cluster_total
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -72,7 +71,7 @@ class DrfPlugin:
         self._tree: _Hdrf | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        total = cluster_total(ssn)
+        total = cluster_total(ssn.arrays.allocatable, ssn.arrays.spec.index(PODS))
         self._total = total
         has = total >= EPS
         self._inv_total = np.where(has, 1.0 / np.where(has, total, 1.0), 0.0)

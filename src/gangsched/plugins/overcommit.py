@@ -11,7 +11,7 @@ import numpy as np
 
 from ..combine import Vote
 from ..config import arg_float
-from .proportion import cluster_total
+from ..units import PODS, cluster_total
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -30,7 +30,7 @@ class OvercommitPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         a = ssn.arrays
-        total = cluster_total(ssn)
+        total = cluster_total(a.allocatable, a.spec.index(PODS))
         self._idle = total * self.factor - ssn.used.sum(axis=0)
         inqueue = np.zeros(len(a.spec), dtype=np.int64)
         for j, job in enumerate(ssn.snapshot.jobs):

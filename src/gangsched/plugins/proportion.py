@@ -35,8 +35,8 @@ resource (the reclaim action adds its own rule on the shares after the move).
 
 Arithmetic: the snapshot bounds every amount by 2**53 and every per-resource sum over the
 cluster by 2**60 (:mod:`gangsched.limits`), so the cluster total is summed exactly in int64
-(:func:`cluster_total`) and the float64 deserved amounts go back to int64 clipped to
-``[0, 2**60]`` (:func:`to_amounts`), never wrapped.
+(:func:`~gangsched.units.cluster_total`) and the float64 deserved amounts go back to int64
+clipped to ``[0, 2**60]`` (:func:`~gangsched.units.to_amounts`), never wrapped.
 """
 
 from __future__ import annotations
@@ -49,17 +49,15 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..combine import Vote
-from ..limits import MAX_TOTAL
 from ..model import QueueState
-from ..units import CPU, MEMORY, PODS
+from ..units import CPU, MEMORY, PODS, cluster_total, to_amounts
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["EPS", "ProportionPlugin", "cluster_total", "to_amounts", "water_fill"]
+__all__ = ["EPS", "ProportionPlugin", "water_fill"]
 
 F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 
 #: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
@@ -68,28 +66,6 @@ EPS = 0.1
 SLACK = 1e-6
 # Running holding states (Allocated, Bound, Running) — Volcano's AllocatedStatus.
 _ALLOCATED_STATES = (1, 3, 4)
-
-
-def cluster_total(ssn: Session) -> F64:
-    """The nodes' allocatable summed per resource, pods left at 0.
-
-    Summed in int64 over every column but pods (the snapshot keeps each such sum within
-    ``MAX_TOTAL``; the pods column of nodes without a pod limit holds a large sentinel that
-    would wrap), then converted to float64 once."""
-    a = ssn.arrays
-    pods = a.spec.index(PODS)
-    cols = np.arange(len(a.spec)) != pods
-    total = np.zeros(len(a.spec))
-    total[cols] = a.allocatable[:, cols].sum(axis=0, dtype=np.int64)
-    return total
-
-
-def to_amounts(values: F64) -> I64:
-    """Float amounts as canonical int64: rounded, NaN as 0, clipped to ``[0, MAX_TOTAL]`` (an
-    ``inf`` or an out-of-range float never wraps)."""
-    clean = np.nan_to_num(values, nan=0.0, posinf=float(MAX_TOTAL), neginf=0.0)
-    out: I64 = np.rint(np.clip(clean, 0.0, float(MAX_TOTAL))).astype(np.int64)
-    return out
 
 
 def water_fill(
@@ -302,7 +278,7 @@ class ProportionPlugin:
     def on_session_open(self, ssn: Session) -> None:
         snap, a = ssn.snapshot, ssn.arrays
         self._pods = pods = a.spec.index(PODS)
-        total = cluster_total(ssn)
+        total = cluster_total(a.allocatable, pods)
         request, self.inqueue, self.elastic, has_jobs = job_figures(ssn)
         guarantee = resource_matrix(ssn, "guarantee")
         capability, _ = capability_matrix(ssn)
