@@ -649,7 +649,8 @@ class _Search:
             )
         if most and self.attempt(most, None, rule=False):
             domains = _domains(ssn, self.job)
-            if domains != [None] and not any(
+            hard = any(d is not None for d in domains)
+            if hard and not any(
                 self.attempt(
                     [t for b in self.bundles(victims, useful & d) for t in self._most(b)[1]],
                     d,
