@@ -401,7 +401,7 @@ def test_placer_parameters_are_checked_by_the_constructors(
         ("placer.seed", 2**31),
         ("placer.workers", 2**62),
         ("placer.workers", -3),
-        ("placer.time-limit", 0),
+        ("placer.time-limit", -1),
         ("placer.deterministic-time", -1),
     ],
 )
@@ -454,3 +454,45 @@ def test_placer_parameters_in_range_from_the_configuration_work() -> None:
     )
     snap = Snapshot.from_dict(_two_rack_snapshot((1, 2), 2))
     assert len(gs.schedule(snap, config).binds) == 3
+
+
+def test_joint_aggregate_counts_a_domain_shared_by_two_families() -> None:
+    # racks r6..r9 are candidates both of a soft gang (rack level) and of a hard tier-2 gang
+    # (a rack under no spine is its own tier-2 domain); the aggregate model gave each rack to
+    # one family only and placed weight 1 where 2 fit
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 8}) for i in range(10)]
+    hns = [HyperNode(name=f"r{i}", tier=1, members=[f"n{i}"]) for i in range(10)]
+    hns.append(HyperNode(name="s0", tier=2, members=["r0"]))
+    topo = build_topology(Snapshot(nodes=nodes, hypernodes=hns))
+    gpu_free = np.zeros((10, 4), dtype=np.int64)
+    gpu_free[6:, 0] = 1000
+
+    def gang(name: str, size: int, mode: TopologyMode, highest: int | None = None) -> GangRequest:
+        return GangRequest(
+            name=name,
+            request=np.array([[1000, 2**30]]),
+            counts=np.array([size]),
+            mask=np.ones((1, 10), dtype=np.bool_),
+            gpu_count=np.array([1]),
+            gpu_milli=np.array([1000]),
+            mode=mode,
+            highest_tier=highest,
+        )
+
+    problem = PlacementProblem(
+        free=np.array([[1000, 64 * 2**30]] * 10, dtype=np.int64),
+        gpu_free=gpu_free,
+        gpu_capacity=np.full(10, 1000),
+        gpu_sharing=np.ones(10, dtype=np.bool_),
+        topology=topo,
+        gangs=(
+            gang("g0", 4, TopologyMode.SOFT),
+            gang("g1", 1, TopologyMode.SOFT),
+            gang("g2", 1, TopologyMode.HARD, 2),
+        ),
+        weights=np.array([1, 1, 1]),
+    )
+    fast = JointCpSatPlacer().place(problem)
+    slow = JointCpSatPlacer(aggregate=False, max_domains=1000).place(problem)
+    validate_placement(problem, fast)
+    assert [g.placed for g in fast.gangs] == [g.placed for g in slow.gangs] == [False, True, True]

@@ -307,7 +307,8 @@ def check_solver_parameters(
     ``(time_limit_s, max_deterministic_time)`` as floats (``None`` kept).
 
     ``seed`` is an int in ``0 ..< 2**31``, ``workers`` an int in ``1 .. 256``, ``max_domains``
-    an int ≥ 1, each limit ``None`` or a finite number > 0 (not both ``None``). Raises
+    an int ≥ 1, each limit ``None`` or a finite number ≥ 0 (0: answer at once, greedy's
+    placement unless presolve settles it; not both ``None``). Raises
     :class:`~gangsched.errors.ConfigError` naming ``kind`` / ``name`` and the parameter
     (``fields`` maps a parameter to the name the caller knows it by, e.g. ``placer.seed``).
     Importing no solver, so configurations are checked without OR-Tools.
@@ -332,8 +333,8 @@ def check_solver_parameters(
             out = float(value)
         except OverflowError:
             out = math.inf
-        if not math.isfinite(out) or out <= 0:
-            raise err(param, f"must be a finite number > 0, got {value!r}")
+        if not math.isfinite(out) or out < 0:
+            raise err(param, f"must be a finite number >= 0, got {value!r}")
         return out
 
     integer("seed", seed, 0, MAX_SEED)

@@ -1096,7 +1096,9 @@ def _aggregate(
     cap: dict[int, int] = {}
     n_nodes: dict[int, int] = {}
     rep: dict[int, int] = {}
-    fam_of: dict[int, int] = {}
+    # a domain id names the same nodes in every family it appears in (laminarity), so each
+    # family lists all of its domains, shared or not
+    fam_doms: list[set[int]] = [set() for _ in fam_arrays]
     covered = np.zeros(problem.n_nodes, dtype=np.int64)
     for f, ids in enumerate(fam_arrays):
         sel = ids >= 0
@@ -1109,10 +1111,10 @@ def _aggregate(
             cap[d] = int(caps[i])
             n_nodes[d] = int(cnts[i])
             rep[d] = int(nodes[first_at[i]])
-            fam_of.setdefault(d, f)
+            fam_doms[f].add(d)
     kind_list = sorted(kinds)
     cand = [
-        [d for d in sorted(cap) if fam_of[d] == f and cap[d] >= size] for f, size, _ in kind_list
+        [d for d in sorted(cap) if d in fam_doms[f] and cap[d] >= size] for f, size, _ in kind_list
     ]
     cand_fams: dict[int, int] = {}
     for k, (f, _, _) in enumerate(kind_list):

@@ -233,13 +233,13 @@ class GangRequest:
             return min(self.highest_tier or top_tier, top_tier)
         return top_tier
 
-
     def allowed_rank(self, topology: Topology) -> int:
         """Highest tier *rank* of ``topology`` a placement of this gang may span (0 when a
         hard gang's ``highest_tier`` is below every tier present: no domain allows it)."""
         if self.mode is TopologyMode.HARD and self.highest_tier is not None:
             return topology.rank_of(self.highest_tier)
         return topology.top_tier
+
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PlacementProblem:

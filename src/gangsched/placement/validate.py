@@ -97,8 +97,8 @@ def validate_placement(problem: PlacementProblem, result: PlacementResult) -> No
         if gang.mode is TopologyMode.HARD and nodes.size:
             cover = topo.cover(gang.allowed_rank(topo))[nodes]
             if (cover < 0).any() or np.unique(cover).size != 1:
-                raise fail(f"replicas span more than one domain of tier <= {allowed}", "topology")
                 allowed = gang.allowed_tier(topo.tiers[-1])
+                raise fail(f"replicas span more than one domain of tier <= {allowed}", "topology")
         if gang.slice_size and nodes.size:
             groups = topo.group_of(topo.own_rank(gang.slice_tier))
             per_group = np.zeros(int(groups.max()) + 1, dtype=np.int64)
