@@ -65,10 +65,10 @@ class Limits:
     """
 
     max_tasks: int = 1_000_000
-    max_tiers: int = 64
     max_replicas: int = 100_000
     max_nesting: int = 64
     max_queue_depth: int = 256
+    max_tiers: int = 64
     max_actions: int = 1_000
 
 
