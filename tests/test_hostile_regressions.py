@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 import gangsched as gs
 from gangsched.testing.invariants import check_all
 
@@ -43,3 +45,57 @@ def test_preempt_diagnosis_of_a_hard_topology_job_does_not_crash() -> None:
     check_all(snap, out)
     assert not out.evictions
     assert "one domain of tier <= 1" in out.task_reasons["j0-0"]
+
+
+def _tower(levels: int) -> dict[str, object]:
+    hns = [{"name": "t1", "tier": 1, "members": ["n0"]}]
+    hns += [{"name": f"t{i}", "tier": i, "members": [f"t{i - 1}"]} for i in range(2, levels + 1)]
+    return {
+        "nodes": [{"name": "n0", "allocatable": {"cpu": 8}}],
+        "hypernodes": hns,
+        "queues": [{"name": "default"}],
+        "jobs": [
+            {
+                "name": "j",
+                "queue": "default",
+                "phase": "Inqueue",
+                "network_topology": {"mode": "hard", "highest_tier_allowed": levels},
+            }
+        ],
+        "tasks": [{"name": "t", "job": "j", "request": {"cpu": 1}}],
+    }
+
+
+def test_too_many_tiers_are_rejected_when_the_snapshot_is_built() -> None:
+    # The tier-count bound used to be checked only when a cycle first built the topology, so
+    # a snapshot that validated aborted the next schedule() call.
+    with pytest.raises(gs.SnapshotError) as err:
+        gs.Snapshot.from_dict(_tower(65))
+    assert (err.value.kind, err.value.name, err.value.field) == ("hypernode", "t65", "tier")
+    snap = gs.Snapshot.from_dict(_tower(64))
+    check_all(snap, gs.schedule(snap))
+
+
+def test_overlapping_domains_are_rejected_when_the_snapshot_is_built() -> None:
+    doc = {
+        "nodes": [{"name": f"n{i}", "allocatable": {"cpu": 8}} for i in range(3)],
+        "hypernodes": [
+            {"name": "r0", "tier": 1, "members": ["n0", "n1"]},
+            {"name": "r1", "tier": 1, "members": ["n2"]},
+            {"name": "s0", "tier": 2, "members": ["n0"]},
+            {"name": "s1", "tier": 2, "members": ["n1", "n2"]},
+        ],
+    }
+    with pytest.raises(gs.SnapshotError) as err:
+        gs.Snapshot.from_dict(doc)
+    assert err.value.kind == "hypernode" and err.value.field == "members"
+
+
+def test_a_snapshot_shares_its_topology_read_only() -> None:
+    from gangsched.topology import build_topology
+
+    snap = gs.Snapshot.from_dict(_tower(3))
+    topo = build_topology(snap)
+    assert build_topology(snap) is topo
+    with pytest.raises(ValueError):
+        topo.domain_of[0, 0] = 5

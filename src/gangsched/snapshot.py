@@ -80,6 +80,10 @@ class Snapshot:
     task_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     #: Input bounds this snapshot is checked against (not part of its value).
     limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
+    #: The tiered topology, built (and so checked: tier count, nesting, overlaps) on
+    #: construction so that a snapshot that exists is one every cycle can use; ``None``
+    #: without hypernodes. Read it through :func:`gangsched.topology.build_topology`.
+    _topology: object = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.limits, Limits):
@@ -111,6 +115,10 @@ class Snapshot:
         self._check_hypernodes()
         self._check_jobs_and_tasks()
         self._check_node_occupancy()
+        if self.hypernodes:
+            from .topology import build_topology  # same layer; it reads the records above
+
+            object.__setattr__(self, "_topology", build_topology(self))
 
     # ---------------------------------------------------------------- lookups
 

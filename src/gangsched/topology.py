@@ -237,6 +237,9 @@ def build_topology(snapshot: Snapshot) -> Topology:
         (the message names the hypernode), or the hypernodes have more distinct tiers than
         ``snapshot.limits.max_tiers``.
     """
+    cached = snapshot._topology
+    if isinstance(cached, Topology):
+        return cached
     n = len(snapshot.nodes)
     hns = snapshot.hypernodes
     tiers = _ranks(snapshot)
@@ -278,6 +281,9 @@ def build_topology(snapshot: Snapshot) -> Topology:
         cover_of[r - 1] = cov
     for arr in (domain_of, cover_of, offset, *parent):
         arr.setflags(write=False)
+    # A snapshot keeps its topology for every cycle that reads it: nothing may write to it.
+    for arr in (domain_of, offset, cover_of, *parent):
+        arr.flags.writeable = False
     return Topology(
         n_nodes=n,
         top_tier=top,
