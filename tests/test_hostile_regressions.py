@@ -99,3 +99,26 @@ def test_a_snapshot_shares_its_topology_read_only() -> None:
     assert build_topology(snap) is topo
     with pytest.raises(ValueError):
         topo.domain_of[0, 0] = 5
+
+
+@pytest.mark.parametrize("config", [gs.Config.default(), PREEMPT], ids=["default", "preempt"])
+def test_hard_topology_gang_already_spread_gets_no_more_tasks(config: gs.Config) -> None:
+    # Running tasks in two tier-1 racks (the topology changed under the gang): placing more in
+    # the rack holding most of them broke the hard constraint the checker enforces.
+    snap = load("hard_topology_already_spread.json")
+    out = gs.schedule(snap, config)
+    check_all(snap, out)
+    assert not out.binds and not out.pipelined
+    assert "outside any one domain of tier <= 1" in out.task_reasons["t2"]
+
+
+def test_zero_cpu_capability_reads_as_unset_for_scheduler_and_checker() -> None:
+    # Volcano reads a cpu / memory capability at or below zero as unset; proportion did, the
+    # invariant checker did not. One rule now: Queue.capability_limits.
+    snap = load("zero_cpu_capability.json")
+    out = gs.schedule(snap)
+    check_all(snap, out)
+    assert [b.task for b in out.binds] == ["j0-0"]
+    q = snap.queue("default")
+    assert q.capability_limits(flat=True) == {}
+    assert q.capability_limits(flat=False) == {"cpu": 0}

@@ -36,7 +36,9 @@ from ._frozen import FrozenDict
 from .errors import SnapshotError
 from .limits import MAX_QUANTITY, MAX_TOTAL
 from .units import (
+    CPU,
     GPU,
+    MEMORY,
     PODS,
     canonical_unit,
     format_resources,
@@ -634,6 +636,23 @@ class Queue:
         _set(self, "state", _enum(QueueState, self.state, kind="queue", name=name, field="state"))
         _bool(self.reclaimable, kind="queue", name=name, field="reclaimable")
         _set(self, "priority", _int(self.priority, kind="queue", name=name, field="priority"))
+
+    def capability_limits(self, *, flat: bool = True) -> dict[str, int]:
+        """The capability as enforced: resource → the most this queue may hold.
+
+        The one owner of how a capability reads. Resources it does not name are unlimited,
+        and so is ``pods``. With ``flat`` (Volcano's proportion, and capacity without
+        hierarchy) cpu and memory at or below zero are unlimited too, as Volcano reads an
+        unset quantity; the hierarchical capacity plugin passes ``flat=False`` and enforces
+        a zero.
+        """
+        if self.capability is None:
+            return {}
+        return {
+            res: amount
+            for res, amount in self.capability.items()
+            if res != PODS and not (flat and res in (CPU, MEMORY) and amount <= 0)
+        }
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Queue:

@@ -17,8 +17,9 @@ role's ``min_task_member`` is charged to that role's templates in order). When t
 already at its minimum, all the given tasks are placed together, all or nothing.
 
 Topology: the job's ``network_topology`` becomes the gang's constraint. A hard job that already
-has tasks on nodes must put the new ones in the same domain of its highest allowed tier (the
-domain holding most of its placed tasks).
+has tasks on nodes must put the new ones in the same domain of its highest allowed tier; when its
+placed tasks already lie in several such domains (the topology changed under it), no more are
+placed.
 """
 
 from __future__ import annotations
@@ -134,11 +135,16 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
         held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
         if held.size:
             cover = topo.cover(allowed)
-            ids = cover[ssn.task_node[held]]
-            ids = ids[ids >= 0]
-            if ids.size:
-                vals, cnt = np.unique(ids, return_counts=True)
-                restrict = cover == vals[int(np.argmax(cnt))]
+            ids = np.unique(cover[ssn.task_node[held]])
+            if ids.size > 1 or ids[0] < 0:
+                # Placed already across domains (the topology changed under a running gang):
+                # no domain holds them all, so a hard topology admits no more (Volcano: the
+                # job's hypernode, the LCA of its tasks, is above the allowed tier).
+                return (
+                    f"gang {rec.name!r}: its placed tasks already lie outside any one domain "
+                    f"of tier <= {nt.highest_tier_allowed}; a hard topology admits no more"
+                )
+            restrict = cover == ids[0]
     return _GangInput(
         job, tmpl_ids, by_tmpl, counts, request, gpu_count, gpu_milli, size, min_counts, restrict
     )

@@ -80,7 +80,7 @@ from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
 from ..model import QueueState
 from ..session import TaskState
-from ..units import CPU, MEMORY, PODS, cluster_total, to_amounts
+from ..units import PODS, cluster_total, to_amounts
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -116,9 +116,7 @@ def _capability(ssn: Session, *, flat: bool) -> tuple[F64, BOOL]:
     cap = np.full((n_q, len(spec)), np.inf)
     given = np.zeros(cap.shape, dtype=np.bool_)
     for q, queue in enumerate(ssn.snapshot.queues):
-        for res, amount in (queue.capability or {}).items():
-            if res == PODS or (flat and res in (CPU, MEMORY) and amount <= 0):
-                continue
+        for res, amount in queue.capability_limits(flat=flat).items():
             cap[q, spec.index(res)] = float(amount)
             given[q, spec.index(res)] = True
     return cap, given

@@ -50,7 +50,7 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..model import QueueState
-from ..units import CPU, MEMORY, PODS, cluster_total, to_amounts
+from ..units import PODS, cluster_total, to_amounts
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -173,14 +173,8 @@ def capability_matrix(ssn: Session, *, flat: bool = True) -> tuple[F64, BOOL]:
     cap = np.full((n_q, n_r), np.inf)
     given = np.zeros((n_q, n_r), dtype=np.bool_)
     for q, queue in enumerate(ssn.snapshot.queues):
-        if queue.capability is None:
-            continue
-        for res, amount in queue.capability.items():
-            if res == PODS:
-                continue
+        for res, amount in queue.capability_limits(flat=flat).items():
             c = a.spec.index(res)
-            if flat and res in (CPU, MEMORY) and amount <= 0:
-                continue
             cap[q, c] = float(amount)
             given[q, c] = True
     return cap, given

@@ -302,9 +302,9 @@ def check_queue_capability(
                 if t.name in placed and amount > 0:
                     grew[q].add(res)
     for q in sorted(grew):
-        cap = snapshot.queue(q).capability
-        if cap is None:
-            continue
+        # cpu / memory at or below zero read as unlimited (the flat reading), so a
+        # hierarchical zero is not checked here.
+        cap = snapshot.queue(q).capability_limits(flat=True)
         for res in sorted(grew[q]):
             limit = cap.get(res)
             if limit is not None and used[q][res] > limit:
