@@ -122,3 +122,60 @@ def test_zero_cpu_capability_reads_as_unset_for_scheduler_and_checker() -> None:
     q = snap.queue("default")
     assert q.capability_limits(flat=True) == {}
     assert q.capability_limits(flat=False) == {"cpu": 0}
+
+
+def _racks(pods: int = 110) -> dict[str, object]:
+    return {
+        "nodes": [
+            {"name": f"n{i}", "allocatable": {"cpu": 8, "memory": "8Gi", "pods": pods}}
+            for i in range(3)
+        ],
+        "hypernodes": [
+            {"name": "r0", "tier": 1, "members": ["n0", "n2"]},
+            {"name": "r1", "tier": 1, "members": ["n1"]},
+        ],
+        "queues": [{"name": "default"}],
+    }
+
+
+def test_backfill_keeps_best_effort_tasks_of_a_hard_gang_in_one_domain() -> None:
+    # One pod per node: backfill put the first best-effort task on n0 (rack r0) and the
+    # second on the next best node, n1 (rack r1), across the job's hard tier-1 boundary.
+    doc = _racks(pods=1)
+    doc["jobs"] = [
+        {
+            "name": "j",
+            "queue": "default",
+            "min_available": 2,
+            "phase": "Inqueue",
+            "network_topology": {"mode": "hard", "highest_tier_allowed": 1},
+        }
+    ]
+    doc["tasks"] = [{"name": f"be{i}", "job": "j"} for i in range(2)]
+    snap = gs.Snapshot.from_dict(doc)
+    for config in (gs.Config.default(), PREEMPT):
+        out = gs.schedule(snap, config)
+        check_all(snap, out)
+        assert sorted((b.task, b.node) for b in out.binds) == [("be0", "n0"), ("be1", "n2")]
+
+
+def test_carried_reservations_outside_one_domain_are_not_bound() -> None:
+    doc = _racks()
+    doc["jobs"] = [
+        {
+            "name": "j",
+            "queue": "default",
+            "min_available": 2,
+            "phase": "Inqueue",
+            "network_topology": {"mode": "hard", "highest_tier_allowed": 1},
+        }
+    ]
+    doc["tasks"] = [
+        {"name": "a", "job": "j", "request": {"cpu": 1}, "phase": "Pipelined", "node": "n0"},
+        {"name": "b", "job": "j", "request": {"cpu": 1}, "phase": "Pipelined", "node": "n1"},
+    ]
+    snap = gs.Snapshot.from_dict(doc)
+    out = gs.schedule(snap)
+    check_all(snap, out)
+    assert not out.binds
+    assert out.jobs["j"].phase is not gs.JobPhase.RUNNING

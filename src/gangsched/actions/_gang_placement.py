@@ -38,10 +38,11 @@ from ..topology import Topology, build_topology
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["Assignment", "place_job", "place_jobs_jointly", "session_topology"]
+__all__ = ["Assignment", "hard_domain", "place_job", "place_jobs_jointly", "session_topology"]
 
 Assignment = tuple[int, int, tuple[int, ...], bool]
 I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
 
 
 class _Placer(Protocol):
@@ -56,6 +57,37 @@ def session_topology(ssn: Session) -> Topology:
         ssn.scratch["_topology"] = topo
     assert isinstance(topo, Topology)
     return topo
+
+
+def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
+    """Where a hard-topology job's further tasks may go — the one owner of that rule.
+
+    ``None`` when the job has no hard topology, or holds no node yet (the placer picks one
+    domain for the whole gang); a node mask of the one domain of its highest allowed tier that
+    holds every task it has placed or reserved; or the reason, in words, when no single such
+    domain holds them (the topology changed under a running gang: Volcano's job hypernode, the
+    LCA of its tasks, is then above the allowed tier, and nothing more is placed).
+    """
+    nt = ssn.snapshot.jobs[job].network_topology
+    if nt is None or nt.mode is not TopologyMode.HARD:
+        return None
+    topo = session_topology(ssn)
+    allowed = (
+        topo.top_tier if nt.highest_tier_allowed is None else topo.rank_of(nt.highest_tier_allowed)
+    )
+    mine = ssn.job_tasks(job)
+    held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
+    if not held.size:
+        return None
+    cover = topo.cover(allowed)
+    ids = np.unique(cover[ssn.task_node[held]])
+    if ids.size > 1 or ids[0] < 0:
+        return (
+            f"gang {ssn.snapshot.jobs[job].name!r}: its placed tasks already lie outside any one "
+            f"domain of tier <= {nt.highest_tier_allowed}; a hard topology admits no more"
+        )
+    out: BOOL = cover == ids[0]
+    return out
 
 
 def _gpu_free(ssn: Session, future: bool) -> I64:
@@ -89,7 +121,6 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
     rec = ssn.snapshot.jobs[job]
     if not tasks:
         return f"gang {rec.name!r}: no pending tasks to place"
-    topo = session_topology(ssn)
     a = ssn.arrays
     by_tmpl: dict[int, list[int]] = {}
     for t in tasks:
@@ -126,25 +157,10 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
         if int(min_counts.sum()) > size:
             size = min(total, int(min_counts.sum()))
 
-    nt = rec.network_topology
-    restrict = np.ones(a.n_nodes, dtype=np.bool_)
-    if nt is not None and nt.mode is TopologyMode.HARD:
-        allowed = nt.highest_tier_allowed
-        allowed = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
-        mine = ssn.job_tasks(job)
-        held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
-        if held.size:
-            cover = topo.cover(allowed)
-            ids = np.unique(cover[ssn.task_node[held]])
-            if ids.size > 1 or ids[0] < 0:
-                # Placed already across domains (the topology changed under a running gang):
-                # no domain holds them all, so a hard topology admits no more (Volcano: the
-                # job's hypernode, the LCA of its tasks, is above the allowed tier).
-                return (
-                    f"gang {rec.name!r}: its placed tasks already lie outside any one domain "
-                    f"of tier <= {nt.highest_tier_allowed}; a hard topology admits no more"
-                )
-            restrict = cover == ids[0]
+    domain = hard_domain(ssn, job)
+    if isinstance(domain, str):
+        return domain
+    restrict = np.ones(a.n_nodes, dtype=np.bool_) if domain is None else domain
     return _GangInput(
         job, tmpl_ids, by_tmpl, counts, request, gpu_count, gpu_milli, size, min_counts, restrict
     )

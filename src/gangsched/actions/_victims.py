@@ -77,6 +77,7 @@ from ..session import HOLDING_STATES, PIPELINED_OR_READY, READY_STATES, TaskStat
 from ..statement import Statement
 from ..topology import Topology, build_topology
 from ..units import PODS
+from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -249,7 +250,11 @@ def realise_reservations(ssn: Session) -> None:
             node, gpus = spots[t]
             if _fits_now(ssn, t, node, gpus):
                 stmt.allocate(t, node, gpus)
-        if stmt.ops and ssn.call("job_ready", j):
+        domain = hard_domain(ssn, j) if stmt.ops else None
+        if isinstance(domain, str):
+            for t in tasks:
+                ssn.task_reasons[t] = f"reservation not bound: {domain}"
+        if stmt.ops and not isinstance(domain, str) and ssn.call("job_ready", j):
             stmt.commit()
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
             # readiness now: they become binds too, or the job would be bound in part.

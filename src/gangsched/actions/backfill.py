@@ -4,7 +4,9 @@ No gang statement: each task goes to the best feasible node (pod count, selector
 apply) and is bound at once — but only for a job that is ready, so a gang whose other tasks did
 not fit binds none of its best-effort tasks either (Volcano dispatches them only once the job is
 ready). Placing a best-effort task does not change readiness, which already counts pending
-best-effort tasks. Pipelined best-effort tasks are not re-placed here.
+best-effort tasks. Pipelined best-effort tasks are not re-placed here. A job with a hard
+network topology keeps its best-effort tasks in the one domain holding its other tasks
+(:func:`~._gang_placement.hard_domain`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from ..session import TaskState
 from ..statement import Statement
+from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -48,9 +51,13 @@ class BackfillAction:
                 continue
             for t in sorted(tasks, key=ssn.task_key):
                 tmpl = ssn.templates[int(ssn.template_of[t])]
-                node, pipelined = ssn.best_node(tmpl)
+                domain = hard_domain(ssn, j)  # recomputed: the previous task may have set it
+                if isinstance(domain, str):
+                    ssn.task_reasons[t] = domain
+                    continue
+                node, pipelined = ssn.best_node(tmpl, domain)
                 if node < 0 or pipelined:
-                    ssn.task_reasons[t] = ssn.fit_error(tmpl)
+                    ssn.task_reasons[t] = ssn.fit_error(tmpl, domain)
                     continue
                 stmt = Statement(ssn)
                 stmt.allocate(t, node, ())
