@@ -179,3 +179,12 @@ def test_carried_reservations_outside_one_domain_are_not_bound() -> None:
     check_all(snap, out)
     assert not out.binds
     assert out.jobs["j"].phase is not gs.JobPhase.RUNNING
+
+
+def test_within_job_preemption_keeps_a_hard_gang_in_its_domain() -> None:
+    # A hard tier-1 gang already spread over two racks, with lower-priority tasks of its own:
+    # the within-job pass reserved its pending tasks on a node without asking the topology.
+    snap = load("within_job_preempt_spread_gang.json")
+    out = gs.schedule(snap, PREEMPT)
+    check_all(snap, out)
+    assert not [p for p in out.pipelined if p.task.startswith("j1-")]

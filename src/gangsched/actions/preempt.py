@@ -50,6 +50,7 @@ import numpy.typing as npt
 from ..session import TaskState
 from ..statement import Statement
 from . import _victims as v
+from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -211,6 +212,11 @@ class _WithinJob:
             )
         allowed.sort(key=self.key)
         ok = ssn.evaluate(self.tmpl).ok
+        domain = hard_domain(ssn, self.job)
+        if isinstance(domain, str):
+            return (v.TOPOLOGY, domain)
+        if domain is not None:
+            ok = ok & domain
         score = ssn.evaluate(self.tmpl).score
         best: tuple[Any, ...] | None = None
         for node in sorted({int(ssn.task_node[t]) for t in allowed}):
