@@ -13,7 +13,10 @@ seconds). Everything runs in this one process on the seeded clusters of
    pass ``(request <= free).all(1)`` over the nodes × resources matrix per distinct task
    template (the least work any scheduler that looks at every node once per template does);
 3. the growth exponent of cycle time in nodes at a fixed pending load;
-4. the bytes a snapshot and its arrays hold per node and per task.
+4. the bytes a snapshot and its arrays hold per node and per task;
+5. the cost guards of ``benchmarks/cost_guards.py``: small hostile inputs (long queue chains,
+   a flat hypernode, a distinct taint per node, long action lists, huge tier numbers, a
+   backtracking regular expression) with the fitted growth exponent of each family.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import cost_guards
 from benchmarks.common import cluster_dict
 from gangsched import Snapshot, schedule
 from gangsched.arrays import build_cluster_arrays
@@ -260,6 +264,12 @@ def main(argv: list[str] | None = None) -> None:
                 f"{per_task / TARGET_TASK_BYTES:.2f}",
             ],
         ],
+    )
+    print("5. Cost guards: growth of small hostile inputs (time ∝ n^k)\n")
+    table(["family", "CPU time by size", "k", "verdict"], cost_guards.measure(quick))
+    print(
+        f"limit k ≤ {cost_guards.MAX_EXPONENT}; tier-number: slowest / fastest over tier "
+        "numbers 10^1 .. 10^15, limit x3\n"
     )
     print(f"Total report time {time.perf_counter() - started:.0f} s (times above are CPU times)")
 
