@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "DEFAULT_LIMITS",
+    "MAX_ARG_WEIGHT",
     "MAX_QUANTITY",
     "MAX_REPLAY_TIME",
     "MAX_TOTAL",
@@ -32,6 +33,12 @@ MAX_QUANTITY: int = 2**53
 #: queues' weights: 2**60, so a few such sums added together still fit int64 and float64
 #: carries each one to within 2**-53 of its value.
 MAX_TOTAL: int = 2**60
+
+#: Largest magnitude of a plugin's score weight or multiplying factor argument
+#: (``binpack.weight``, ``nodeorder`` weights, ``overcommit-factor``...): 1e6, so a weight times
+#: a score (at most 100), a ratio of two sums or a cluster total (at most ``MAX_TOTAL``) stays
+#: far inside float64 and every plugin's score sum is finite.
+MAX_ARG_WEIGHT: float = 1e6
 
 #: Latest time (seconds) a replay trace may name (arrivals, run times, failure windows, the
 #: stop time): 2**53, so whole seconds stay exact in float64.

@@ -42,6 +42,7 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..config import arg_bool, arg_float, arg_str
 from ..errors import ConfigError
+from ..limits import MAX_ARG_WEIGHT
 from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
@@ -91,16 +92,22 @@ class NetworkTopologyAwarePlugin:
     )
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = arg_float(arguments, "weight", 1.0, plugin=self.name)
+        big = MAX_ARG_WEIGHT  # weights bounded so the score arithmetic stays finite
+
+        def w(key: str) -> float:
+            return arg_float(arguments, key, 1.0, plugin=self.name, maximum=big)
+
+        self.weight = arg_float(
+            arguments, "weight", 1.0, plugin=self.name, minimum=-big, maximum=big
+        )
         self.weights: dict[str, float] = {
-            "cpu": arg_float(arguments, "hypernode.binpack.cpu", 1.0, plugin=self.name),
-            "memory": arg_float(arguments, "hypernode.binpack.memory", 1.0, plugin=self.name),
+            "cpu": w("hypernode.binpack.cpu"),
+            "memory": w("hypernode.binpack.memory"),
         }
         extra = arg_str(arguments, "hypernode.binpack.resources", "", plugin=self.name)
         for name in (r.strip() for r in extra.split(",")):
             if name:
-                key = f"hypernode.binpack.resources.{name}"
-                self.weights[name] = arg_float(arguments, key, 1.0, plugin=self.name)
+                self.weights[name] = w(f"hypernode.binpack.resources.{name}")
         self.normal_pods = arg_bool(
             arguments, "hypernode.binpack.normal-pod.enable", True, plugin=self.name
         )
