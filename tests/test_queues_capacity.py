@@ -250,9 +250,8 @@ def test_explicit_root_queue_caps_everything() -> None:
 
 def test_root_queue_with_a_parent_is_rejected() -> None:
     queues: list[Obj] = [{"name": "root", "parent": "top"}, {"name": "top"}]
-    snap = build(nodes(1), queues, flood("top", 1))
     with pytest.raises(SnapshotError, match="queue 'root': parent"):
-        open_session(snap, TREE)
+        open_session(build(nodes(1), queues, flood("top", 1)), TREE)
 
 
 def test_hierarchy_with_an_incompatible_plugin_is_a_config_error() -> None:

@@ -184,8 +184,20 @@ def _gpus(indices: Sequence[int]) -> str:
     return ",".join(str(i) for i in indices) if indices else "-"
 
 
+def nondeterminism_warning(d: Decisions) -> str | None:
+    """The one-line warning for decisions made under nondeterministic placer options."""
+    if d.deterministic:
+        return None
+    return "WARNING: not deterministic, a rerun may decide differently: " + "; ".join(
+        d.nondeterministic
+    )
+
+
 def _format_decisions(cluster: Cluster, d: Decisions) -> str:
     parts: list[str] = []
+    warning = nondeterminism_warning(d)
+    if warning is not None:
+        parts.append(warning)
 
     def pod(task: str) -> str:
         ns, name = cluster.pod_of(task)
@@ -267,6 +279,9 @@ def run_schedule(args: argparse.Namespace) -> int:
 
 def run_get(args: argparse.Namespace) -> int:
     _, decisions = _cycle(args)
+    warning = nondeterminism_warning(decisions)
+    if warning is not None:
+        print(f"gangsched: {warning}", file=sys.stderr)
     if _GET_RESOURCES[args.resource] == "queues":
         print(format_queues_table(decisions))
     else:

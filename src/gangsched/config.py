@@ -232,6 +232,8 @@ _INT_MIN, _INT_MAX = -(2**63), 2**63 - 1
 #: 64 binary digits and a prefix; anything longer is out of range anyway, and Python refuses to
 #: convert more than 4,300 decimal digits.
 _MAX_INT_TEXT = 100
+#: Longest text read as a float argument (longer is refused before parsing).
+_MAX_FLOAT_TEXT = 100
 
 
 def _show(value: object) -> str:
@@ -895,12 +897,34 @@ def _arg_error(plugin: str, kind: str, key: str, detail: str) -> ConfigError:
     return ConfigError(detail, kind=kind, name=plugin, field=f"arguments.{key}")
 
 
+def _bound_text(minimum: float | None, maximum: float | None) -> str:
+    """``in [lo, hi]``, ``>= lo`` or ``<= hi`` (integers shown whole, floats as ``%g``)."""
+
+    def num(x: float) -> str:
+        return str(x) if isinstance(x, int) else f"{x:g}"
+
+    if minimum is None:
+        return f"<= {num(maximum)}" if maximum is not None else "a number"
+    if maximum is None:
+        return f">= {num(minimum)}"
+    return f"in [{num(minimum)}, {num(maximum)}]"
+
+
 def arg_float(
-    args: Mapping[str, object], key: str, default: float, *, plugin: str, kind: str = "plugin"
+    args: Mapping[str, object],
+    key: str,
+    default: float,
+    *,
+    plugin: str,
+    kind: str = "plugin",
+    minimum: float | None = None,
+    maximum: float | None = None,
 ) -> float:
     """Argument ``key`` as a finite float (``10``, ``"2.5"``); ``default`` when absent.
 
-    ``kind`` is ``"action"`` when reading an action's arguments.
+    NaN and infinities are refused; so is a value below ``minimum`` or above ``maximum``
+    (either ``None``: no bound), with a :class:`ConfigError` naming ``plugin`` and
+    ``arguments.<key>``. ``kind`` is ``"action"`` when reading an action's arguments.
     """
     if key not in args:
         return default
@@ -909,19 +933,37 @@ def arg_float(
     try:
         if isinstance(value, int | float) and not isinstance(value, bool):
             result = float(value)
-        elif isinstance(value, str):
+        elif isinstance(value, str) and len(value) <= _MAX_FLOAT_TEXT:
             result = float(value.strip())
     except (ValueError, OverflowError):
         result = None
     if result is None or not math.isfinite(result):
-        raise _arg_error(plugin, kind, key, f"expected a number, got {_show(value)}")
+        raise _arg_error(plugin, kind, key, f"expected a finite number, got {_show(value)}")
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+        raise _arg_error(
+            plugin,
+            kind,
+            key,
+            f"must be {_bound_text(minimum, maximum)}, got {_show(value)}",
+        )
     return result
 
 
 def arg_int(
-    args: Mapping[str, object], key: str, default: int, *, plugin: str, kind: str = "plugin"
+    args: Mapping[str, object],
+    key: str,
+    default: int,
+    *,
+    plugin: str,
+    kind: str = "plugin",
+    minimum: int | None = None,
+    maximum: int | None = None,
 ) -> int:
-    """Argument ``key`` as an int (``10``, ``"10"``, ``10.0``); ``default`` when absent."""
+    """Argument ``key`` as an int (``10``, ``"10"``, ``10.0``); ``default`` when absent.
+
+    Always within the 64-bit range; ``minimum`` / ``maximum`` narrow it (``None``: no further
+    bound). A value outside is a :class:`ConfigError` naming ``plugin`` and ``arguments.<key>``.
+    """
     if key not in args:
         return default
     value = args[key]
@@ -939,6 +981,13 @@ def arg_int(
         raise _arg_error(plugin, kind, key, f"expected an integer, got {_show(value)}")
     if not _INT_MIN <= result <= _INT_MAX:
         raise _arg_error(plugin, kind, key, f"integer out of the 64-bit range, got {_show(value)}")
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+        raise _arg_error(
+            plugin,
+            kind,
+            key,
+            f"must be {_bound_text(minimum, maximum)}, got {_show(value)}",
+        )
     return result
 
 

@@ -187,7 +187,13 @@ class QueueStatus:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Decisions:
-    """Everything one cycle decided. Plain data; apply it with any client."""
+    """Everything one cycle decided. Plain data; apply it with any client.
+
+    ``nondeterministic`` names the placer options in effect in the cycle under which the same
+    snapshot and configuration may give different decisions (CP-SAT with ``workers`` above 1
+    or a wall-clock ``time_limit_s``, e.g. the allocate action's ``placer.workers`` /
+    ``placer.time-limit``); empty (and :attr:`deterministic` true) otherwise.
+    """
 
     binds: tuple[Bind, ...] = ()
     evictions: tuple[Eviction, ...] = ()
@@ -198,6 +204,12 @@ class Decisions:
     job_actions: tuple[JobAction, ...] = ()
     preemption_reasons: Mapping[str, str] = field(default_factory=FrozenDict)
     holds: tuple[Hold, ...] = ()
+    nondeterministic: tuple[str, ...] = ()
+
+    @property
+    def deterministic(self) -> bool:
+        """Whether no nondeterministic placer option was in effect in the cycle."""
+        return not self.nondeterministic
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -212,6 +224,7 @@ class Decisions:
                 name: self.preemption_reasons[name] for name in sorted(self.preemption_reasons)
             },
             "holds": [h.to_dict() for h in self.holds],
+            "nondeterministic": list(self.nondeterministic),
         }
 
     @classmethod
@@ -262,9 +275,19 @@ class Decisions:
                     )
                     for h in d.get("holds", ())
                 ),
+                nondeterministic=_strings(d.get("nondeterministic", ()), "nondeterministic"),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise SnapshotError(f"malformed decisions: {exc!r}", kind="decisions") from None
+
+
+def _strings(v: object, field: str) -> tuple[str, ...]:
+    """A list of strings of the interchange form, as a tuple."""
+    if isinstance(v, str | bytes) or not isinstance(v, list | tuple):
+        raise SnapshotError("expected a list of strings", kind="decisions", field=field)
+    if not all(isinstance(x, str) for x in v):
+        raise SnapshotError("expected a list of strings", kind="decisions", field=field)
+    return tuple(v)
 
 
 def _fields(v: Any) -> dict[str, Any]:

@@ -280,6 +280,13 @@ def close_session(ssn: Session) -> Decisions:
         )
         for j, nodes, wait in ssn.scratch.get("holds", ())
     )
+    # The placer options that made this cycle depend on more than its input (each once, in
+    # the order the actions first used them).
+    notes = dict.fromkeys(
+        note
+        for placer in ssn.scratch.get("placers", ())
+        for note in nondeterministic_options(placer)
+    )
     return Decisions(
         binds=binds,
         evictions=evictions,
@@ -290,7 +297,34 @@ def close_session(ssn: Session) -> Decisions:
         job_actions=job_actions(snap, evicted, phase_of),
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
+        nondeterministic=tuple(notes),
     )
+
+
+def nondeterministic_options(placer: object) -> tuple[str, ...]:
+    """The options of ``placer`` under which its answer may depend on more than the problem
+    (the machine's load, thread timing): CP-SAT's ``workers`` above 1 (the parallel workers
+    race) and a wall-clock ``time_limit_s`` (a loaded machine gets less done in the same
+    seconds). Empty when the placer is deterministic, e.g. the greedy placer or CP-SAT with
+    one worker and only its deterministic-time budget.
+
+    Read from the placer's ``workers`` and ``time_limit_s`` attributes, so any placer that
+    carries them is judged the same way. Each entry names the placer and the option.
+    """
+    name = getattr(placer, "name", type(placer).__name__)
+    out: list[str] = []
+    workers = getattr(placer, "workers", 1)
+    if isinstance(workers, int | np.integer) and int(workers) > 1:
+        out.append(
+            f"placer {name!r}: workers={int(workers)} (parallel search is not deterministic)"
+        )
+    limit = getattr(placer, "time_limit_s", None)
+    if isinstance(limit, int | float | np.number) and not isinstance(limit, bool):
+        out.append(
+            f"placer {name!r}: time_limit_s={float(limit):g} "
+            "(a wall-clock limit is not deterministic)"
+        )
+    return tuple(out)
 
 
 def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:

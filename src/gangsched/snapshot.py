@@ -37,6 +37,9 @@ __all__ = ["Snapshot"]
 
 R = TypeVar("R", Node, HyperNode, Queue, Job, Task)
 
+#: Name of the root of the queue hierarchy (Volcano's ``root`` queue): it has no parent.
+ROOT_QUEUE = "root"
+
 _KINDS: tuple[tuple[str, str, type[Any]], ...] = (
     ("nodes", "node", Node),
     ("hypernodes", "hypernode", HyperNode),
@@ -147,8 +150,9 @@ class Snapshot:
     # ---------------------------------------------------------------- validation
 
     def _check_queues(self) -> None:
-        """Parents exist, the parent chains have no cycle and are at most
-        ``limits.max_queue_depth`` long (a root queue has depth 1).
+        """Parents exist, the queue named ``root`` (:data:`ROOT_QUEUE`) has none, the parent
+        chains have no cycle and are at most ``limits.max_queue_depth`` long (a root queue has
+        depth 1).
 
         Iterative and memoised: every queue's depth is computed once, from the first known
         depth above it, so a chain of n queues costs O(n).
@@ -157,6 +161,13 @@ class Snapshot:
             if q.parent is not None and q.parent not in self.queue_index:
                 raise SnapshotError(
                     f"unknown parent queue {q.parent!r}", kind="queue", name=q.name, field="parent"
+                )
+            if q.parent is not None and q.name == ROOT_QUEUE:
+                raise SnapshotError(
+                    f"the root of the queue hierarchy cannot have a parent (got {q.parent!r})",
+                    kind="queue",
+                    name=q.name,
+                    field="parent",
                 )
         limit = self.limits.max_queue_depth
         depth: dict[str, int] = {}

@@ -28,10 +28,11 @@ its share in the usual order). ``placer.deterministic-time`` (1.0: the solver's 
 work budget per placement), ``placer.seed`` (0, below 2**31) and ``placer.workers`` (1, at
 most 256) tune the solver; with them the decisions are deterministic. ``placer.time-limit``
 (seconds, none by default) adds a wall-clock limit and ``placer.workers`` above 1 parallel
-search: both make the decisions depend on the machine's speed and are not deterministic.
-The parameters are checked when the action is built (:class:`~gangsched.errors.ConfigError`
-naming the argument). ``schedule(..., placer=...)`` overrides all of it with a placer object
-of your own. The queue's ``allocatable`` check still applies to every task of a placed gang.
+search: both make the decisions depend on the machine's speed and are not deterministic,
+and the cycle's ``Decisions.nondeterministic`` names them. The parameters are checked when
+the action is built (:class:`~gangsched.errors.ConfigError` naming the argument).
+``schedule(..., placer=...)`` overrides all of it with a placer object of your own. The
+queue's ``allocatable`` check still applies to every task of a placed gang.
 """
 
 from __future__ import annotations
@@ -147,6 +148,7 @@ class AllocateAction:
         for heap in per_queue.values():
             heapq.heapify(heap)
         self.placer, self.place_all = self._placer(ssn)
+        ssn.scratch.setdefault("placers", []).append(self.placer)  # see Decisions.nondeterministic
         self.joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = {}
         if getattr(self.placer, "joint", False):
             self.joint = place_jobs_jointly(

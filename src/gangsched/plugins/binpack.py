@@ -7,6 +7,9 @@ For each resource the task requests with a configured weight ``w_r``::
 
 Arguments: ``binpack.weight`` (1), ``binpack.cpu`` (1), ``binpack.memory`` (1),
 ``binpack.resources: "nvidia.com/gpu, example.com/foo"`` and ``binpack.resources.<name>`` (1).
+Every weight is a finite number in ``[-1e6, 1e6]`` (:data:`~gangsched.limits.MAX_ARG_WEIGHT`;
+a resource weight <= 0 leaves that resource out), so a score is at most ``1e8`` in magnitude;
+anything else is a :class:`~gangsched.errors.ConfigError` naming the argument.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..config import arg_float, arg_str
+from ..limits import MAX_ARG_WEIGHT
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -39,17 +43,22 @@ class BinpackPlugin:
     shape_only = True
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.weight = arg_float(arguments, "binpack.weight", 1.0, plugin=self.name)
-        self.weights: dict[str, float] = {
-            "cpu": arg_float(arguments, "binpack.cpu", 1.0, plugin=self.name),
-            "memory": arg_float(arguments, "binpack.memory", 1.0, plugin=self.name),
-        }
+        def w(key: str) -> float:
+            return arg_float(
+                arguments,
+                key,
+                1.0,
+                plugin=self.name,
+                minimum=-MAX_ARG_WEIGHT,
+                maximum=MAX_ARG_WEIGHT,
+            )
+
+        self.weight = w("binpack.weight")
+        self.weights: dict[str, float] = {"cpu": w("binpack.cpu"), "memory": w("binpack.memory")}
         extra = arg_str(arguments, "binpack.resources", "", plugin=self.name)
         for name in (r.strip() for r in extra.split(",")):
             if name:
-                self.weights[name] = arg_float(
-                    arguments, f"binpack.resources.{name}", 1.0, plugin=self.name
-                )
+                self.weights[name] = w(f"binpack.resources.{name}")
 
     def node_score(
         self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]

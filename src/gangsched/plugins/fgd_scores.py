@@ -30,8 +30,10 @@ Two policies keep per-node state, refreshed incrementally: a node is recomputed 
   the snapshot (shapes covering ``threshold`` % of the tasks, 95 by default).
 
 Arguments (each may also be written with the plugin name as prefix, ``fgd.weight``):
-``weight`` (1.0) for all six, ``seed`` (0) for ``random``, ``typical-pods`` and ``threshold`` for
-``fgd``. Unknown keys are a :class:`~gangsched.errors.ConfigError`.
+``weight`` (1.0, a finite number in ``[0, 1e6]``, :data:`~gangsched.limits.MAX_ARG_WEIGHT`) for
+all six, ``seed`` (0) for ``random``, ``typical-pods`` (each shape's ``weight`` in ``(0, 1e6]``)
+and ``threshold`` for ``fgd``. Unknown keys and values out of range are a
+:class:`~gangsched.errors.ConfigError`.
 
 ``random`` draws from a counter-based hash of (``seed``, the job and role of the template, the
 node, the node's version in the session): the same snapshot and seed give the same choice, and a
@@ -73,6 +75,7 @@ from ..fragmentation import (
     score_gpu_packing,
     typical_pods,
 )
+from ..limits import MAX_ARG_WEIGHT
 from ..session import TaskState
 from ..units import CPU, MEMORY
 
@@ -130,12 +133,7 @@ def _read_args(
 
 
 def _weight(name: str, args: Mapping[str, object]) -> float:
-    weight = arg_float(args, "weight", 1.0, plugin=name)
-    if weight < 0:
-        raise ConfigError(
-            f"must be >= 0, got {weight}", kind="plugin", name=name, field="arguments.weight"
-        )
-    return weight
+    return arg_float(args, "weight", 1.0, plugin=name, minimum=0.0, maximum=MAX_ARG_WEIGHT)
 
 
 # -------------------------------------------------------------------------------- session view
@@ -486,7 +484,12 @@ def _typical_from_argument(
         cpu = arg_int(item, "cpu", 0, plugin=name)
         gpus = arg_int(item, "gpus", 0, plugin=name)
         milli = arg_int(item, "milli", MILLI if gpus else 0, plugin=name)
-        weight = arg_float(item, "weight", 1.0, plugin=name)
+        try:
+            weight = arg_float(item, "weight", 1.0, plugin=name, maximum=MAX_ARG_WEIGHT)
+        except ConfigError as exc:
+            raise ConfigError(
+                exc.detail, kind="plugin", name=name, field=f"{where}.weight"
+            ) from None
         chosen = item.get("models", ())
         if isinstance(chosen, str | bytes) or not isinstance(chosen, Sequence):
             raise ConfigError(

@@ -10,6 +10,10 @@
 
 ``requested`` is the node's current use plus this task, with kube's non-zero defaults
 (100m cpu, 200Mi memory) for a task that requests none. Integer division as in kube.
+
+Every weight is a finite number in ``[-1e6, 1e6]`` (:data:`~gangsched.limits.MAX_ARG_WEIGHT`),
+so the summed score stays within ``4e8`` in magnitude; anything else is a
+:class:`~gangsched.errors.ConfigError` naming the argument.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..config import arg_float
+from ..limits import MAX_ARG_WEIGHT
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -54,12 +59,21 @@ class NodeOrderPlugin:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         def w(key: str, default: float) -> float:
-            return arg_float(arguments, key, default, plugin=self.name)
+            return arg_float(
+                arguments,
+                key,
+                default,
+                plugin=self.name,
+                minimum=-MAX_ARG_WEIGHT,
+                maximum=MAX_ARG_WEIGHT,
+            )
 
         self.least = w("leastrequested.weight", 1.0)
         self.most = w("mostrequested.weight", 0.0)
         self.balanced = w("balancedresource.weight", 1.0)
         self.taint = w("tainttoleration.weight", 3.0)
+        for key in self.known_arguments:  # the unmodelled scores' weights: checked, not used
+            w(key, 0.0)
         self._taint_scores: dict[tuple[object, ...], F64] = {}
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:

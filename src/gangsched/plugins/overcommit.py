@@ -1,6 +1,10 @@
 """overcommit: admit a job at enqueue only while the cluster, inflated by
 ``overcommit-factor`` (default 1.2), still has room for its ``min_resources`` beside every job
-already admitted but not yet running."""
+already admitted but not yet running.
+
+``overcommit-factor`` is a finite number at most 1e6 (:data:`~gangsched.limits.MAX_ARG_WEIGHT`,
+so the inflated cluster total stays far inside float64); below 1 it is taken as 1.2, as in
+Volcano. Anything else is a :class:`~gangsched.errors.ConfigError` naming the argument."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ import numpy as np
 
 from ..combine import Vote
 from ..config import arg_float
+from ..limits import MAX_ARG_WEIGHT
 from ..units import PODS, cluster_total
 
 if TYPE_CHECKING:
@@ -23,7 +28,9 @@ class OvercommitPlugin:
     known_arguments: tuple[str, ...] = ("overcommit-factor",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        factor = arg_float(arguments, "overcommit-factor", 1.2, plugin=self.name)
+        factor = arg_float(
+            arguments, "overcommit-factor", 1.2, plugin=self.name, maximum=MAX_ARG_WEIGHT
+        )
         self.factor = factor if factor >= 1.0 else 1.2
         self._idle = np.zeros(0)
         self._inqueue = np.zeros(0, dtype=np.int64)

@@ -36,6 +36,7 @@ done by the actions.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,37 +53,60 @@ from ..feasibility import device_take
 from ..model import TopologyMode
 from ..session import PIPELINED_OR_READY, TaskState
 from ..topology import Topology, build_topology
+from ..units import show_value
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["Reservation", "SlaPlugin", "parse_duration"]
+__all__ = ["MAX_WAITING_TIME", "Reservation", "SlaPlugin", "parse_duration"]
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 NEVER = np.iinfo(np.int64).max
 
-_DURATION = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_DURATION = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
+
+#: Longest ``sla-waiting-time``, in seconds: 2**53 (exact as a float, far beyond any job age).
+MAX_WAITING_TIME = 2**53
+#: Longest text read as a waiting time (a valid one needs far fewer characters).
+_MAX_DURATION_TEXT = 64
 
 
 def parse_duration(value: object, *, key: str = "sla-waiting-time") -> int:
-    """Seconds in ``value``: a non-negative number, or ``"<h>h<m>m<s>s"`` (any part optional)."""
-    if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
-        return int(value)
-    if isinstance(value, str):
+    """Seconds in ``value``: a number in ``[0, 2**53]`` (a fraction is cut off), or
+    ``"<h>h<m>m<s>s"`` in ASCII digits (any part optional) of at most 2**53 seconds.
+
+    Anything else (NaN, infinities, negative numbers, booleans, other text, a text longer than
+    64 characters) is a :class:`~gangsched.errors.ConfigError` naming the plugin and ``key``.
+    """
+    seconds: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        seconds = value
+    elif isinstance(value, float) and math.isfinite(value) and value >= 0:
+        seconds = int(value)
+    elif isinstance(value, str) and len(value) <= _MAX_DURATION_TEXT:
         text = value.strip()
-        if text.isdigit():
-            return int(text)
-        m = _DURATION.match(text)
-        if m and text:
-            h, mi, s = (int(g) if g else 0 for g in m.groups())
-            return h * 3600 + mi * 60 + s
-    raise ConfigError(
-        f"expected seconds or a duration like '10m', got {value!r}",
-        kind="plugin",
-        name="sla",
-        field=key,
-    )
+        if text and text.isascii():
+            if text.isdigit():
+                seconds = int(text)
+            elif (m := _DURATION.match(text)) is not None:
+                h, mi, s = (int(g) if g else 0 for g in m.groups())
+                seconds = h * 3600 + mi * 60 + s
+    if seconds is None or seconds < 0:
+        raise ConfigError(
+            f"expected seconds or a duration like '10m', got {show_value(value)}",
+            kind="plugin",
+            name="sla",
+            field=key,
+        )
+    if seconds > MAX_WAITING_TIME:
+        raise ConfigError(
+            f"{show_value(seconds)} seconds is beyond the limit of 2**53 = {MAX_WAITING_TIME}",
+            kind="plugin",
+            name="sla",
+            field=key,
+        )
+    return seconds
 
 
 @dataclass(frozen=True, slots=True)
