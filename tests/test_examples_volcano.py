@@ -230,7 +230,7 @@ def test_distributed_training_restarts_when_a_pod_is_evicted() -> None:
     evicted = Decisions(evictions=(Eviction(task="dist-train-worker-2", reason="reclaimed"),))
     (action,) = job_actions(running, evicted)
     assert (action.job, action.action) == ("dist-train", "RestartJob")
-    assert action.cause == "PodEvicted: task 'dist-train-worker-2'"
+    assert action.cause == "PodEvicted: task 'dist-train-worker-2' reclaimed"
 
 
 def test_kubeflow_pytorchjob_gets_master_addr_and_ranks() -> None:

@@ -7,17 +7,22 @@ pending tasks to reach its gang minimum. Its *claim* is exactly those tasks: the
 that bring ready + reserved up to ``min_available`` (every short role's minimum first), never
 the elastic tasks beyond it.
 
-The action (a :class:`Scope`) names the candidate victims — running or bound tasks, each with
-``preemptable`` set on the task and its job — and its hard rules; the ``preemptable`` /
-``reclaimable`` plugin point then narrows them. Candidates are grouped into one *bundle per
-victim job*:
+The action (a :class:`Scope`) names the candidate victims — running or bound tasks that pass
+:func:`evictable` (``preemptable`` set on the task and its job) — and its hard rules; the
+``preemptable`` / ``reclaimable`` plugin point then narrows them. Candidates are grouped into
+one *bundle per victim job*:
 
-* its *surplus*: tasks whose removal keeps the job at or above ``min_available`` (and every
-  role at or above its minimum), only those on nodes the preemptor can use, in victim order;
-* the *whole* job: every running task of it, allowed only when all of them are candidates and
-  the job holds no reservation or fresh allocation.
+* its *surplus* (:func:`spare_tasks`): tasks whose removal keeps the job's ready tasks
+  (allocated, bound, running, succeeded; not pending best-effort ones) at or above
+  ``min_available`` and every role at or above its minimum, only those on nodes the preemptor
+  can use, in victim order;
+* the *whole* job (:func:`may_go_whole`): every running task of it, allowed only when all of
+  them are candidates and the job holds no reservation or fresh allocation.
 
-A victim set never contains part of a gang below its minimum. Sets are compared by a
+A victim set never contains part of a gang below its minimum. These functions are the only
+definition of the gang and preemptable rules on victims: the ``gang`` plugin's
+``preemptable`` / ``reclaimable`` answers permit every candidate (so its tier decides, as in
+Volcano), and whatever the tiers say, the bundles hold. Sets are compared by a
 lexicographic cost, smaller first:
 
 1. the number of jobs hit;
@@ -91,12 +96,15 @@ __all__ = [
     "NO_LOWER_PRIORITY",
     "NO_VICTIMS",
     "PAIR_LIMIT",
+    "QUEUE_NOT_OPEN",
     "QUEUE_NOT_OVER_DESERVED",
     "QUEUE_OVERUSED",
     "SHARE_GUARD",
     "TOPOLOGY",
     "Refusal",
     "Scope",
+    "evictable",
+    "may_go_whole",
     "needed_tasks",
     "no_baseline",
     "no_gate",
@@ -113,6 +121,7 @@ NO_VICTIMS = "NoVictims"
 NO_LOWER_PRIORITY = "NoLowerPriorityVictims"
 NOT_PREEMPTABLE = "VictimsNotPreemptable"
 QUEUE_NOT_OVER_DESERVED = "QueueNotOverDeserved"
+QUEUE_NOT_OPEN = "QueueNotOpen"
 QUEUE_OVERUSED = "QueueAtDeserved"
 NO_FAIR_SHARE = "NoFairShare"
 GANG_WOULD_BREAK = "GangWouldBreak"
@@ -270,12 +279,34 @@ def realise_reservations(ssn: Session) -> None:
                 ssn.place(t, node, gpus, pipelined=True)
 
 
+def evictable(ssn: Session, tasks: I64) -> BOOL:
+    """The preemptable rule (its one owner): ``preemptable`` is set on the task and on its job.
+
+    Vectorised over ``tasks``; the per-task and per-job flags are read once per session."""
+    flags = ssn.scratch.get("_evictable")
+    if not isinstance(flags, tuple):
+        snap = ssn.snapshot
+        flags = (
+            np.array([t.preemptable for t in snap.tasks], dtype=np.bool_),
+            np.array([j.preemptable for j in snap.jobs], dtype=np.bool_),
+        )
+        ssn.scratch["_evictable"] = flags
+    task_ok, job_ok = flags
+    out: BOOL = task_ok[tasks] & job_ok[ssn.task_job[tasks]]
+    return out
+
+
 def spare_tasks(ssn: Session, job: int, tasks: list[int]) -> list[int]:
-    """The tasks, taken in the given (victim) order, that may go while the job keeps
-    ``min_available`` ready tasks and every role keeps its minimum."""
+    """The gang surplus rule (its one owner): the tasks, taken in the given (victim) order,
+    that may go while the job keeps ``min_available`` ready tasks and every role keeps its
+    minimum.
+
+    Ready means allocated, bound, running or succeeded — Volcano's ``ReadyTaskNum``: pending
+    best-effort tasks do not count (they run nowhere yet), so a job running exactly its
+    minimum loses nothing whatever best-effort tasks wait. The surplus is
+    ``ready − min_available``, and per role ``ready(role) − min_task_member[role]``."""
     rec = ssn.snapshot.jobs[job]
-    spare = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
-    spare -= int(ssn.job_min[job])
+    spare = ssn.count_states(job, READY_STATES) - int(ssn.job_min[job])
     limits: dict[str, int] = {}
     if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
         limits = {
@@ -293,6 +324,14 @@ def spare_tasks(ssn: Session, job: int, tasks: list[int]) -> list[int]:
             limits[role] -= 1
         taken.append(t)
     return taken
+
+
+def may_go_whole(ssn: Session, job: int, tasks: Sequence[int]) -> bool:
+    """The whole-job rule (its one owner): ``tasks`` (candidates of ``job``) are every task the
+    job runs or has bound, and the job holds no reservation or allocation of this cycle."""
+    return ssn.count_states(job, FRESH_STATES) == 0 and len(tasks) == ssn.count_states(
+        job, RUNNING_STATES
+    )
 
 
 # -------------------------------------------------------------------------------- helpers
@@ -363,16 +402,14 @@ def _domains(ssn: Session, job: int) -> list[BOOL | None]:
 
 
 def _gang_allowed(ssn: Session, candidates: I64) -> I64:
-    """Candidates the bundle rule could ever take: whole-able jobs, or jobs with a surplus."""
+    """Candidates the bundle rule could ever take: jobs that may go whole, or that have a
+    surplus among them (:func:`may_go_whole`, :func:`spare_tasks`)."""
     keep = np.zeros(candidates.size, dtype=np.bool_)
     jobs = ssn.task_job[candidates]
     for v in np.unique(jobs).tolist():
         mine = jobs == v
-        whole = ssn.count_states(v, FRESH_STATES) == 0 and int(mine.sum()) == ssn.count_states(
-            v, RUNNING_STATES
-        )
-        surplus = ssn.count_states(v, READY_STATES) + ssn.pending_best_effort(v) > ssn.job_min[v]
-        keep[mine] = whole or surplus
+        tasks = candidates[mine].tolist()
+        keep[mine] = may_go_whole(ssn, v, tasks) or bool(spare_tasks(ssn, v, tasks))
     out: I64 = candidates[keep]
     return out
 
@@ -513,11 +550,7 @@ class _Search:
             on_useful = [t for t in tasks if useful[ssn.task_node[t]]]
             if not on_useful:
                 continue
-            whole: tuple[int, ...] = ()
-            if ssn.count_states(v, FRESH_STATES) == 0 and len(tasks) == ssn.count_states(
-                v, RUNNING_STATES
-            ):
-                whole = tuple(tasks)
+            whole = tuple(tasks) if may_go_whole(ssn, v, tasks) else ()
             surplus = self._surplus(v, on_useful)
             if not surplus and not whole:
                 continue

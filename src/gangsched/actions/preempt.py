@@ -9,10 +9,11 @@ queue in queue order, two passes run.
 *Between jobs.* Every admitted, valid, starving job of the queue, in job order, claims the
 pending tasks that bring it to its gang minimum. Candidate victims are the running or bound
 tasks of *other* jobs of the *same* queue whose job priority is strictly lower than the
-preemptor's, with ``preemptable`` set on the task and on its job; the ``preemptable`` plugin
-point narrows them (tier by tier, the first tier with an answer decides). Victims are chosen as
-whole-job or surplus bundles by the shared gang-aware search, and evicted only if the whole
-claim is then pipelined; the claim is reserved, never bound in this cycle.
+preemptor's (this action owns that rule; the ``priority`` plugin permits what it leaves), with
+``preemptable`` set on the task and on its job (``_victims.evictable``); the ``preemptable``
+plugin point narrows them (tier by tier, the first tier with an answer decides). Victims are
+chosen as whole-job or surplus bundles by the shared gang-aware search, and evicted only if the
+whole claim is then pipelined; the claim is reserved, never bound in this cycle.
 
 *Inside a job.* Then every admitted, valid job of the queue with pending tasks, in job order,
 lets its pending tasks (task order; best-effort tasks excluded) evict running or bound tasks of
@@ -69,6 +70,8 @@ def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
     cands = np.flatnonzero(same).astype(np.int64)
     if cands.size == 0:
         return cands, (v.NO_VICTIMS, f"no running task of another job in queue {queue!r}")
+    # The priority rule (its one owner; the ``priority`` plugin permits what this leaves):
+    # only jobs of strictly lower priority are victims.
     prio = snap.jobs[job].priority
     job_prio = np.array([j.priority for j in snap.jobs], dtype=np.int64)
     lower = cands[job_prio[ssn.task_job[cands]] < prio]
@@ -77,14 +80,7 @@ def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
             v.NO_LOWER_PRIORITY,
             f"no running job in queue {queue!r} has a priority below {prio}",
         )
-    flags = np.array(
-        [
-            snap.tasks[t].preemptable and snap.jobs[int(ssn.task_job[t])].preemptable
-            for t in lower.tolist()
-        ],
-        dtype=np.bool_,
-    )
-    ok = lower[flags]
+    ok = lower[v.evictable(ssn, lower)]
     if ok.size == 0:
         return ok, (
             v.NOT_PREEMPTABLE,
@@ -203,7 +199,8 @@ class _WithinJob:
         rec = ssn.snapshot.jobs[self.job]
         name = ssn.snapshot.tasks[self.task].name
         prio = _task_priorities(ssn)
-        allowed = [t for t in lower if ssn.snapshot.tasks[t].preemptable and rec.preemptable]
+        flags = v.evictable(ssn, np.asarray(lower, dtype=np.int64)).tolist()
+        allowed = [t for t, ok in zip(lower, flags, strict=True) if ok]
         if not allowed:
             return (
                 v.NOT_PREEMPTABLE,

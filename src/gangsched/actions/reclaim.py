@@ -3,13 +3,14 @@
 Theory of operation
 -------------------
 Carried reservations are bound first. Then every admitted, valid, starving job, in queue order
-and job order, whose queue is *not* overused (``overused`` point) claims the pending tasks that
-bring it to its gang minimum; each claimed task must pass its queue's ``allocatable`` check as
-it is pipelined, so the reclaiming queue never goes beyond what it deserves. Candidate victims
-are running or bound tasks, ``preemptable`` on task and job, of jobs in *other* queues that are
-``reclaimable`` and hold more than their deserved share on some resource; the ``reclaimable``
-plugin point narrows them. Bundles, search and the all-or-nothing commit are shared with
-``preempt``.
+and job order, whose queue is Open (a Closed or Closing queue reclaims nothing, as in Volcano)
+and *not* overused (``overused`` point) claims the pending tasks that bring it to its gang
+minimum; each claimed task must pass its queue's ``allocatable`` check as it is pipelined, so
+the reclaiming queue never goes beyond what it deserves. Candidate victims are running or bound
+tasks, ``preemptable`` on task and job (``_victims.evictable``), of jobs in *other* queues that
+are ``reclaimable`` (this action owns that rule) and hold more than their deserved share on
+some resource; the ``reclaimable`` plugin point narrows them. Bundles, search and the
+all-or-nothing commit are shared with ``preempt``.
 
 Fair-share measure: ``share(q) = max_r allocated_r / deserved_r`` over the resources (pods
 excluded), ``deserved`` as the fair-share plugin (proportion or capacity) computed it at the
@@ -57,6 +58,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ..model import QueueState
 from ..units import PODS
 from . import _victims as v
 
@@ -87,8 +89,17 @@ SLACK = 1e-9
 
 
 def _gate(ssn: Session, job: int) -> v.Refusal | None:
+    """The reclaimer's eligibility: its queue is Open and below its deserved share."""
     q = int(ssn.job_queue[job])
-    name = ssn.snapshot.queues[q].name
+    queue = ssn.snapshot.queues[q]
+    name = queue.name
+    if queue.state is not QueueState.OPEN:
+        # Volcano: only an Open queue reclaims (proportion's ``preemptive``), whether or not a
+        # plugin's ``allocatable`` would later refuse the claim.
+        return (
+            v.QUEUE_NOT_OPEN,
+            f"queue {name!r} is {queue.state.value}: only an Open queue reclaims",
+        )
     if ssn.queue_deserved is None:
         return (
             v.NO_FAIR_SHARE,
@@ -118,14 +129,7 @@ def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
         else:
             why = "no other queue holds more than its deserved share"
         return open_, (v.QUEUE_NOT_OVER_DESERVED, why)
-    flags = np.array(
-        [
-            snap.tasks[t].preemptable and snap.jobs[int(ssn.task_job[t])].preemptable
-            for t in open_.tolist()
-        ],
-        dtype=np.bool_,
-    )
-    ok = open_[flags]
+    ok = open_[v.evictable(ssn, open_)]
     if ok.size == 0:
         return ok, (
             v.NOT_PREEMPTABLE,

@@ -12,8 +12,8 @@ controller would post:
   the status a cycle computes (phase, the ``Unschedulable`` / ``Scheduled`` condition with the
   reason in words; queue allocation and job counts). No timestamps: the output is a pure
   function of the input;
-* :func:`job_actions` — lifecycle actions the job policies ask for, from the events this cycle
-  and the snapshot show (``PodEvicted``, ``PodFailed``, ``TaskCompleted``, ``Unknown``);
+* :func:`job_actions` — lifecycle actions the job policies ask for, computed by the
+  scheduler's own engine (:func:`gangsched.policies.job_actions`);
 * :func:`job_environment` — the environment Volcano's ``env``, ``svc`` and ``pytorch`` job
   plugins (or the Kubeflow training operator) give each bound pod: ``VC_TASK_INDEX``,
   ``VC_<TASK>_HOSTS``, ``MASTER_ADDR``, ``RANK``...;
@@ -30,7 +30,8 @@ from typing import Any
 
 from ..decisions import Decisions, JobAction, JobStatus
 from ..errors import SnapshotError
-from ..model import Job, JobPolicy, Resources, Task, TaskPhase
+from ..model import Resources, Task, TaskPhase
+from ..policies import job_actions as policy_actions
 from ..snapshot import Snapshot
 from ..units import GPU, canonical_scale, is_byte_resource
 from ._k8s_fields import dns_label_problem, dns_subdomain_problem
@@ -206,64 +207,17 @@ def queue_statuses(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any
 # Policies
 
 
-def _policy_for(event: str, role: str, job: Job) -> JobPolicy | None:
-    """A role's own policies override the job's (as in Volcano); ``*`` matches any event."""
-    for policies in (job.role_policies.get(role, ()), job.policies):
-        for p in policies:
-            if p.event in (event, "*"):
-                return p
-    return None
-
-
 def job_actions(cluster: Cluster, decisions: Decisions) -> tuple[JobAction, ...]:
     """Lifecycle actions the jobs' policies ask for after this cycle.
 
-    Events: ``PodEvicted`` (an eviction in ``decisions``), ``PodFailed`` (a Failed task in the
-    snapshot), ``TaskCompleted`` (every replica of a role Succeeded), ``Unknown`` (the job's
-    phase after the cycle). Actions already in ``decisions.job_actions`` come first; each
-    (job, action) appears once, with the first cause that triggered it.
+    One engine: :func:`gangsched.policies.job_actions` (the one the scheduler runs), fed with
+    the cluster's snapshot, the evictions in ``decisions`` (task → reason) and each job's
+    phase after the cycle (``decisions.jobs``). For the decisions :func:`gangsched.schedule`
+    returned on this cluster, the result equals ``decisions.job_actions``.
     """
-    snap = cluster.snapshot
-    out: list[JobAction] = list(decisions.job_actions)
-    seen = {(a.job, a.action) for a in out}
-    evicted = {e.task for e in decisions.evictions}
-
-    def emit(job: str, policy: JobPolicy | None, cause: str) -> None:
-        if policy is not None and (job, policy.action) not in seen:
-            seen.add((job, policy.action))
-            out.append(JobAction(job=job, action=policy.action, cause=cause))
-
-    by_job: dict[str, list[Task]] = {}
-    for t in snap.tasks:
-        by_job.setdefault(t.job, []).append(t)
-    for job in snap.jobs:
-        tasks = by_job.get(job.name, [])
-        for t in tasks:
-            if t.name in evicted:
-                emit(
-                    job.name,
-                    _policy_for("PodEvicted", t.role, job),
-                    f"PodEvicted: task {t.name!r}",
-                )
-            if t.phase is TaskPhase.FAILED:
-                emit(
-                    job.name,
-                    _policy_for("PodFailed", t.role, job),
-                    f"PodFailed: task {t.name!r}",
-                )
-        roles = sorted({t.role for t in tasks})
-        for role in roles:
-            members = [t for t in tasks if t.role == role]
-            if members and all(t.phase is TaskPhase.SUCCEEDED for t in members):
-                emit(
-                    job.name,
-                    _policy_for("TaskCompleted", role, job),
-                    f"TaskCompleted: task {role!r}",
-                )
-        status = decisions.jobs.get(job.name)
-        if status is not None and status.phase == "Unknown":
-            emit(job.name, _policy_for("Unknown", "", job), "Unknown: job")
-    return tuple(out)
+    evicted = {e.task: e.reason for e in decisions.evictions}
+    phases = {name: status.phase for name, status in decisions.jobs.items()}
+    return policy_actions(cluster.snapshot, evicted, phases)
 
 
 # ------------------------------------------------------------------------------------------

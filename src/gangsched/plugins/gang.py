@@ -6,11 +6,12 @@ succeeded (pending best-effort tasks count, since backfill places them); *pipeli
 plus reserved tasks reach it; *starving* while ready plus pipelined is below it. Per-role
 minimums are enforced unless ``min_available`` is below their sum, as in Volcano.
 
-As victims (``preemptable`` / ``reclaimable``), a job's candidates are kept when the whole job
-could go (every running task of it is a candidate and it holds no reservation), or when it has
-tasks beyond its minimum (the preempt and reclaim actions then take at most that surplus);
-otherwise none of its tasks may be chosen, so a running gang is never cut below its minimum.
-``victim_order``: jobs with a surplus first.
+As victims (``preemptable`` / ``reclaimable``) gang permits every candidate. The gang rule on
+victims — a job loses at most its surplus (ready tasks beyond ``min_available``, every role
+kept at its minimum) or goes whole — has one owner, the preempt and reclaim actions' bundles
+(``actions/_victims.py``: ``spare_tasks``, ``may_go_whole``), which apply it whatever the tiers
+say; gang still answers so that its tier decides, as Volcano's gang does.
+``victim_order``: jobs with a surplus (ready beyond ``min_available``) first.
 """
 
 from __future__ import annotations
@@ -83,28 +84,15 @@ class GangPlugin:
     def job_starving(self, ssn: Session, job: int) -> bool:
         return bool(ssn.count_states(job, PIPELINED_STATES) < ssn.job_min[job])
 
-    def _victims(self, ssn: Session, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        jobs = ssn.task_job[candidates]
-        keep = np.zeros(candidates.size, dtype=np.bool_)
-        for j in np.unique(jobs).tolist():
-            mine = jobs == j
-            ready = ssn.count_states(j, READY_STATES)
-            running = ssn.count_states(j, (TaskState.RUNNING, TaskState.BOUND))
-            holds = ssn.count_states(j, (TaskState.ALLOCATED, TaskState.PIPELINED))
-            whole = holds == 0 and int(mine.sum()) >= running
-            keep[mine] = whole or ready > int(ssn.job_min[j])
-        out: npt.NDArray[np.int64] = candidates[keep]
-        return out
-
     def preemptable(
         self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
-        return self._victims(ssn, candidates)
+        return candidates
 
     def reclaimable(
         self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
-        return self._victims(ssn, candidates)
+        return candidates
 
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
         j = int(ssn.task_job[task])

@@ -1,8 +1,10 @@
 """priority: higher job priority first, higher task priority first (Volcano's priority).
 
-As victims (``preemptable``): a task of another job only when that job's priority is strictly
-below the preemptor job's. ``victim_order``: lower job priority, then lower task priority,
-evicted first.
+As victims (``preemptable``) priority permits every candidate: the rule "only jobs of strictly
+lower priority" has one owner, the preempt action's candidates (``actions/preempt.py``), which
+applies it whatever the tiers say (the no-cycle argument rests on it); priority still answers
+so that its tier decides, as in Volcano. ``victim_order``: lower job priority, then lower task
+priority, evicted first.
 """
 
 from __future__ import annotations
@@ -40,11 +42,7 @@ class PriorityPlugin:
     def preemptable(
         self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
-        jobs = ssn.snapshot.jobs
-        prio = np.array([jobs[int(j)].priority for j in ssn.task_job[candidates]], dtype=np.int64)
-        keep = prio < jobs[preemptor].priority
-        out: npt.NDArray[np.int64] = candidates[keep]
-        return out
+        return candidates
 
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
         job = ssn.snapshot.jobs[int(ssn.task_job[task])]
