@@ -167,9 +167,10 @@ def test_network_topology_plugin_packs_normal_pods_into_used_racks() -> None:
     rows = np.arange(4, dtype=np.intp)
     plugin = NetworkTopologyAwarePlugin({"hypernode.binpack.normal-pod.fading": 0.5})
     score = plugin.node_score(ssn, ssn.templates[0], rows)
-    # tier 1: r0 → 2/16, r1 → 6/16; tier 2: 6/32 for all; weights 1 and 0.5
-    expect_r0 = (1.0 * 2 / 16 + 0.5 * 6 / 32) / 1.5 * 100
-    expect_r1 = (1.0 * 6 / 16 + 0.5 * 6 / 32) / 1.5 * 100
+    # tier 1: r0 → 2/16, r1 → 6/16; tier 2 and the cluster-wide top tier 3: 6/32 for all;
+    # weights 1, 0.5 and 0.25
+    expect_r0 = (1.0 * 2 / 16 + 0.75 * 6 / 32) / 1.75 * 100
+    expect_r1 = (1.0 * 6 / 16 + 0.75 * 6 / 32) / 1.75 * 100
     assert np.allclose(score, [expect_r0, expect_r0, expect_r1, expect_r1])
     assert (plugin.node_score(ssn, ssn.templates[1], rows) == 0).all()  # topology pod
     off = NetworkTopologyAwarePlugin({"hypernode.binpack.normal-pod.enable": "false"})

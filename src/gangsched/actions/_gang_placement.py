@@ -31,7 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..model import TopologyMode
-from ..placement.problem import GangRequest, PlacementProblem, PlacementResult
+from ..placement.problem import GangRequest, HypernodeOrder, PlacementProblem, PlacementResult
 from ..session import HOLDING_STATES, PIPELINED_OR_READY
 from ..topology import Topology, build_topology
 
@@ -187,12 +187,35 @@ def _gang_request(ssn: Session, g: _GangInput, future: bool) -> GangRequest:
     )
 
 
+def hypernode_order(ssn: Session) -> HypernodeOrder | None:
+    """The hypernode order of the first plugin serving ``hypernode_score`` (the
+    network-topology-aware plugin), once per session; ``None`` when none is configured."""
+    key = "_hypernode_order"
+    if key not in ssn.scratch:
+        found: HypernodeOrder | None = None
+        for tier in ssn.scratch.get("_options", []):
+            for option, plugin in tier:
+                hook = getattr(plugin, "hypernode_score", None)
+                enabled = getattr(option, "enabled", None)
+                if hook is not None and (enabled is None or enabled("hypernode_score")):
+                    found = hook(ssn)
+                    break
+            if found is not None:
+                break
+        ssn.scratch[key] = found
+    out = ssn.scratch[key]
+    assert out is None or isinstance(out, HypernodeOrder)
+    return out
+
+
 def _problem(
     ssn: Session, gangs: tuple[GangRequest, ...], future: bool, weights: I64 | None = None
 ) -> PlacementProblem:
     a = ssn.arrays
     return PlacementProblem(
         weights=weights,
+        used=ssn.used,
+        hypernode_order=hypernode_order(ssn),
         free=ssn.future_idle() if future else np.minimum(ssn.idle(), ssn.future_idle()),
         allocatable=a.allocatable,
         gpu_free=_gpu_free(ssn, future),

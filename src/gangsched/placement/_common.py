@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigError
 from ..model import TopologyMode
-from .problem import GangRequest, PlacementProblem
+from .problem import GangRequest, PlacementProblem, hypernode_scores
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
@@ -197,13 +197,28 @@ def pack_node(
     return placed, recs
 
 
+def follows_hypernode_order(problem: PlacementProblem, gang: GangRequest) -> bool:
+    """Whether ``gang`` is placed as Volcano places a topology gang: the problem has a
+    hypernode order and the gang a topology constraint (hard or soft)."""
+    return problem.hypernode_order is not None and gang.mode is not None
+
+
+def first_rank(problem: PlacementProblem, gang: GangRequest) -> int:
+    """The lowest tier rank a placer searches: 1 (the lowest hypernode tier, as Volcano's
+    gradient) for a gang that follows the hypernode order, else 0 (a single node)."""
+    return 1 if follows_hypernode_order(problem, gang) else 0
+
+
 def domain_order(
     problem: PlacementProblem, view: GangView, tier: int, need: I64, free: I64, gpu_free: I64
 ) -> npt.NDArray[np.intp]:
     """Domains of rank ``tier`` (nodes for rank 0) whose summed per-node capacity can host the gang
     (the minimum of every template and ``size`` in total), tightest first for a demand of
     ``need`` replicas per template: Volcano's hypernode binpack score — the mean over the asked
-    resources of (used + request) / allocatable — highest first, ties to the lower index."""
+    resources of (used + request) / allocatable — highest first, ties to the lower index.
+    With the problem's :class:`~gangsched.placement.problem.HypernodeOrder` and a topology
+    gang, the score is :func:`~gangsched.placement.problem.hypernode_scores` (weighted, 0 on
+    overflow, the demand of all the gang's replicas)."""
     topo = problem.topology
     gang = view.gang
     usable = view.mask.any(axis=0)
@@ -222,6 +237,10 @@ def domain_order(
     )
     if not ok.any():
         return np.zeros(0, dtype=np.intp)
+    idx = np.flatnonzero(ok)
+    if follows_hypernode_order(problem, gang):
+        vscore = hypernode_scores(problem, view.index, tier, free, gpu_free)
+        return idx[np.lexsort((idx, -vscore[idx]))].astype(np.intp)
     alloc = problem.allocatable
     assert alloc is not None
     asked = gang.request.sum(axis=0) > 0
@@ -248,7 +267,6 @@ def domain_order(
         score = frac.mean(axis=1)
     else:
         score = np.zeros(n_groups)
-    idx = np.flatnonzero(ok)
     return idx[np.lexsort((idx, -score[idx]))].astype(np.intp)
 
 

@@ -5,7 +5,10 @@ This is the only module that imports OR-Tools.
 Theory of operation
 -------------------
 **Single gang.** Tiers are tried from the lowest (one node, tier 0) to the highest the gang may
-span, as Volcano's gradients do. At a tier, the candidate domains are those whose summed
+span, as Volcano's gradients do. (A topology gang of a problem with a hypernode order follows
+Volcano's preference instead: from the lowest hypernode tier, the candidate domains one at a
+time in hypernode-score order, the first feasible one winning; see ``_place_one_preferred``.)
+At a tier, the candidate domains are those whose summed
 per-node replica capacity covers the gang (:func:`~gangsched.placement._common.domain_order`,
 a necessary condition), tightest first; they are handed to the solver in chunks of
 ``max_domains`` — a 5,000-node cluster is never given whole. The first chunk with a solution
@@ -82,6 +85,7 @@ from ._common import (
     Replica,
     check_solver_parameters,
     domain_order,
+    follows_hypernode_order,
     gang_view,
     infeasible_reason,
     pack_node,
@@ -366,6 +370,10 @@ class CpSatPlacer:
                 0.0,
                 False,
             )
+        if follows_hypernode_order(problem, gang):
+            return self._place_one_preferred(
+                problem, gi, view, greedy, total, free, gpu_free, budget
+            )
         g_span = greedy.objective[0] if greedy.placed else None
         for tier in range(0, view.allowed + 1):
             if g_span is not None and tier > g_span:
@@ -442,6 +450,78 @@ class CpSatPlacer:
                     best = greedy
                 return best, best_st, best_gap, False
         if greedy.placed:  # cannot happen: greedy's domain is always solved
+            return greedy, Status.GREEDY, 0.0, True
+        return (
+            GangPlacement(gang=gang.name, placed=False, reason=infeasible_reason(problem, view)),
+            Status.INFEASIBLE,
+            0.0,
+            False,
+        )
+
+    def _place_one_preferred(
+        self,
+        problem: PlacementProblem,
+        gi: int,
+        view: GangView,
+        greedy: GangPlacement,
+        total: I64,
+        free: I64,
+        gpu_free: I64,
+        budget: _Budget,
+    ) -> tuple[GangPlacement, Status, float, bool]:
+        """A topology gang under a hypernode order: Volcano's gradient and domain preference.
+        Tiers from the lowest hypernode tier up; inside a tier the candidate domains in
+        preference order (:func:`domain_order`), one solve each, and the first feasible one is
+        the answer, its objective minimised. Greedy's domain ends the search at its tier;
+        before it, at most ``max_domains`` domains per tier are tried (greedy could not pack
+        them)."""
+        topo = problem.topology
+        gang = view.gang
+        g_nodes = np.unique([n for _, n, _ in greedy.replicas]) if greedy.placed else None
+        for tier in range(1, view.allowed + 1):
+            order = domain_order(problem, view, tier, total, free, gpu_free)
+            if order.size == 0:
+                continue
+            g_dom = -1
+            if g_nodes is not None and g_nodes.size:
+                ids = np.unique(topo.domain_of[tier - 1][g_nodes])
+                if ids.size == 1 and ids[0] >= 0 and int(ids[0]) in order.tolist():
+                    g_dom = int(ids[0])
+            if g_dom >= 0:
+                at = order.tolist().index(g_dom)
+                cands = [*order[: min(at, self.max_domains)].tolist(), g_dom]
+            else:
+                cands = order[: self.max_domains].tolist()
+            for d in cands:
+                hint = greedy if d == g_dom else None
+                model, vs, units, dev_nodes, levels = _build_single(
+                    problem, view, tier, np.array([d], dtype=np.intp), free, gpu_free, hint
+                )
+                solver, st, gap = self._solve_levels(model, vs, levels, budget)
+                if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                    recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
+                    if recs is None:
+                        return greedy, Status.GREEDY, 0.0, True
+                    gp = finish(problem, gi, recs[0])
+                    if d == g_dom and greedy.objective < gp.objective:
+                        gp = greedy
+                    if st == cp_model.OPTIMAL:
+                        return gp, Status.OPTIMAL, 0.0, False
+                    return gp, Status.FEASIBLE, gap, False
+                if st == cp_model.INFEASIBLE:
+                    continue
+                if greedy.placed:  # out of time
+                    return greedy, Status.TIMED_OUT, 0.0, True
+                reason = f"gang {gang.name!r}: solver timed out and greedy found no placement"
+                return (
+                    GangPlacement(gang=gang.name, placed=False, reason=reason),
+                    Status.TIMED_OUT,
+                    0.0,
+                    True,
+                )
+            if g_dom >= 0:  # greedy's own domain proven infeasible: cannot happen
+                return greedy, Status.GREEDY, 0.0, True
+        if greedy.placed:
             return greedy, Status.GREEDY, 0.0, True
         return (
             GangPlacement(gang=gang.name, placed=False, reason=infeasible_reason(problem, view)),

@@ -2,11 +2,13 @@
 
 Theory of operation
 -------------------
-For one gang, tiers are tried from the lowest (a single node, tier 0) up to the highest the
-gang may span. At each tier, the domains whose summed per-node replica capacity covers the
-gang (a necessary condition; an exact one for a single template) are tried in the order of
-Volcano's hypernode binpack score — the fullest domain first, ties to the lower index. The first
-domain in which the gang really packs wins.
+For one gang, tiers are tried from the lowest (a single node, tier 0; the lowest hypernode tier
+for a topology gang of a problem with a hypernode order, as Volcano's gradient) up to the
+highest the gang may span. At each tier, the domains whose summed per-node replica capacity
+covers the gang (a necessary condition; an exact one for a single template) are tried in the
+order of Volcano's hypernode binpack score — the fullest domain first, ties to the lower index
+(:func:`~gangsched.placement._common.domain_order`). The first domain in which the gang really
+packs wins.
 
 Inside a domain the fill is hierarchical: among the child groups one tier down (the
 objective's groups, so a lower-tier domain stands in where a tier has a gap), if some child can
@@ -32,6 +34,7 @@ from ._common import (
     GangView,
     Replica,
     domain_order,
+    first_rank,
     gang_view,
     infeasible_reason,
     pack_node,
@@ -194,7 +197,7 @@ def greedy_gang(problem: PlacementProblem, gi: int, free: I64, gpu_free: I64) ->
         return GangPlacement(gang=gang.name, placed=True, tier=0, objective=())
     total = split_target(gang, view.q.sum(axis=1))
     if total is not None:
-        for tier in range(0, view.allowed + 1):
+        for tier in range(first_rank(problem, gang), view.allowed + 1):
             for d in domain_order(problem, view, tier, total, free, gpu_free):
                 nodes = topo.members(tier, int(d))
                 nodes = nodes[view.mask[:, nodes].any(axis=0)]

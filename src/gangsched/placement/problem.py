@@ -45,11 +45,28 @@ rank with ``d = 1``; ``nodes`` the number of nodes used; ``waste`` the sum of th
 emptiness (0–100, the mean free share of the resources the gang asks for, before placement):
 preferring full nodes is Volcano's binpack. :func:`placement_objective` computes it from
 counts, for every placer alike.
+
+Hypernode order (Volcano's ``HyperNodeOrder``): a problem may carry a :class:`HypernodeOrder`
+(the ``network-topology-aware`` plugin's bin-packing weights). Then a gang with a topology
+constraint (hard or soft) is searched as Volcano's gradient does — from the lowest hypernode
+tier up, never a lone node first — and, inside a tier, its candidate domains are tried by
+:func:`hypernode_scores`, the fullest first (ties to the lower index)::
+
+    score(D) = scale · Σ_r w_r · (used_r(D) + demand_r) / alloc_r(D) / Σ_r w_r
+
+over the resources the gang asks for that have a weight (0 when one of them would overflow,
+or when no asked resource has a weight); ``demand`` is the request of all the gang's
+replicas (``counts``), ``used`` the problem's :attr:`PlacementProblem.used` plus what earlier
+gangs of the same problem took. The first domain in that order where the gang packs wins; the
+objective above is then minimised inside it. Without a hypernode order, the lowest tier
+(a single node) is tried first and domains are ordered by the unweighted mean of the same
+ratio over every asked resource.
 """
 
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,14 +81,17 @@ from ..topology import Topology
 __all__ = [
     "GangPlacement",
     "GangRequest",
+    "HypernodeOrder",
     "PlacementProblem",
     "PlacementResult",
     "Status",
+    "hypernode_scores",
     "node_emptiness",
     "placement_objective",
 ]
 
 I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 BOOL = npt.NDArray[np.bool_]
 
 
@@ -242,6 +262,51 @@ class GangRequest:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True, eq=False)
+class HypernodeOrder:
+    """How domains of one tier are ranked for a topology gang (Volcano's hypernode binpack).
+
+    Parameters
+    ----------
+    weights:
+        ``(n_resources,)`` weight of each resource column (≥ 0; 0 for a resource that does not
+        count). The GPU column of the request rows is 0 (GPUs are devices): GPUs count through
+        ``gpu_weight``.
+    gpu_weight:
+        Weight of the GPU devices (milli-GPU asked by the gang against the devices' capacity).
+    scale:
+        Factor of the score (the plugin's ``100 · weight``); a positive one does not change
+        the order, 0 makes all domains tie (lower index first), a negative one reverses it.
+    """
+
+    weights: F64
+    gpu_weight: float = 0.0
+    scale: float = 100.0
+
+    def __post_init__(self) -> None:
+        w = _arr(self.weights, np.float64, name="", fld="hypernode_order.weights")
+        if w.ndim != 1 or not np.isfinite(w).all() or (w < 0).any():
+            raise PlacementError(
+                "expected a 1-D array of finite weights >= 0",
+                kind="problem",
+                field="hypernode_order.weights",
+            )
+        for fld in ("gpu_weight", "scale"):
+            v = getattr(self, fld)
+            if isinstance(v, bool) or not isinstance(v, int | float | np.number):
+                raise PlacementError(
+                    f"expected a number, got {v!r}", kind="problem", field=f"hypernode_order.{fld}"
+                )
+            if not math.isfinite(float(v)) or (fld == "gpu_weight" and float(v) < 0):
+                raise PlacementError(
+                    f"must be finite{' and >= 0' if fld == 'gpu_weight' else ''}, got {v!r}",
+                    kind="problem",
+                    field=f"hypernode_order.{fld}",
+                )
+            object.__setattr__(self, fld, float(v))
+        object.__setattr__(self, "weights", w)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, eq=False)
 class PlacementProblem:
     """Gangs over the free capacity of a cluster.
 
@@ -266,6 +331,12 @@ class PlacementProblem:
     weights:
         ``(n_gangs,)`` int64 priority weights (joint placement maximises Σ weight of placed
         gangs); defaults to ones.
+    used:
+        ``(n_nodes, n_resources)`` int64 resources in use, for the hypernode order; defaults to
+        ``allocatable − free``.
+    hypernode_order:
+        Rank the domains of a tier for topology gangs as Volcano does (see the module
+        docstring); ``None``: lowest tier first, tightest domain first.
     """
 
     free: I64
@@ -277,6 +348,8 @@ class PlacementProblem:
     allocatable: I64 | None = None
     gpu_count: I64 | None = None
     weights: I64 | None = None
+    used: I64 | None = None
+    hypernode_order: HypernodeOrder | None = None
     emptiness: I64 = field(init=False, repr=False)  # (n_gangs, n_nodes)
 
     def __post_init__(self) -> None:
@@ -296,6 +369,24 @@ class PlacementProblem:
             raise PlacementError(
                 f"shape {alloc.shape}, expected {free.shape}", kind="problem", field="allocatable"
             )
+        used = _arr(alloc - free if self.used is None else self.used, np.int64, name="", fld="used")
+        if used.shape != free.shape:
+            raise PlacementError(
+                f"shape {used.shape}, expected {free.shape}", kind="problem", field="used"
+            )
+        order = self.hypernode_order
+        if order is not None:
+            if not isinstance(order, HypernodeOrder):
+                raise PlacementError(
+                    "expected a HypernodeOrder", kind="problem", field="hypernode_order"
+                )
+            if order.weights.shape != (free.shape[1],):
+                raise PlacementError(
+                    f"{order.weights.shape[0]} weights, the cluster has {free.shape[1]} "
+                    "resource columns",
+                    kind="problem",
+                    field="hypernode_order.weights",
+                )
         gfree = _arr(self.gpu_free, np.int64, name="", fld="gpu_free")
         if gfree.ndim != 2 or gfree.shape[0] != n:
             raise PlacementError(
@@ -354,6 +445,7 @@ class PlacementProblem:
             )
         object.__setattr__(self, "free", free)
         object.__setattr__(self, "allocatable", alloc)
+        object.__setattr__(self, "used", used)
         object.__setattr__(self, "gpu_free", gfree)
         object.__setattr__(self, "gpu_capacity", cap)
         object.__setattr__(self, "gpu_sharing", share)
@@ -386,6 +478,68 @@ class PlacementProblem:
         whole = exclusive(milli, cap, self.gpu_sharing[None, :])
         need: I64 = device_take(milli, cap, self.gpu_sharing[None, :])
         return need, np.asarray(whole)
+
+
+def hypernode_scores(
+    problem: PlacementProblem,
+    gang_index: int,
+    rank: int,
+    free: I64 | None = None,
+    gpu_free: I64 | None = None,
+) -> F64:
+    """``(n_domains(rank),)`` Volcano's hypernode bin-packing score of every domain of tier
+    rank ``rank`` (the nodes for rank 0) for gang ``gang_index`` (see the module docstring),
+    with the problem's :class:`HypernodeOrder` (weight 1 for every resource and the GPUs when
+    it has none). ``free`` / ``gpu_free``: the current free state (default: the problem's);
+    what it lacks against the problem's ``free`` counts as used."""
+    topo = problem.topology
+    gang = problem.gangs[gang_index]
+    order = problem.hypernode_order
+    n_res = problem.free.shape[1]
+    if order is None:
+        order = HypernodeOrder(weights=np.ones(n_res), gpu_weight=1.0)
+    free = problem.free if free is None else free
+    gpu_free = problem.gpu_free if gpu_free is None else gpu_free
+    alloc = problem.allocatable
+    base = problem.used
+    assert alloc is not None and base is not None and problem.gpu_count is not None
+    used = base + (problem.free - free)
+    demand = (gang.counts @ gang.request).astype(np.float64)
+    assert gang.gpu_count is not None and gang.gpu_milli is not None
+    gpu_demand = float((gang.counts * gang.gpu_count * gang.gpu_milli).sum())
+    cols = np.flatnonzero((demand > 0) & (order.weights > 0))
+    w = order.weights[cols]
+    a_cols = [alloc[:, cols].astype(np.float64)]
+    u_cols = [used[:, cols].astype(np.float64)]
+    d_cols = [demand[cols]]
+    if gpu_demand > 0 and order.gpu_weight > 0:
+        g_alloc = (problem.gpu_capacity * problem.gpu_count).astype(np.float64)
+        g_free = np.clip(gpu_free, 0, None).sum(axis=1).astype(np.float64)
+        a_cols.append(g_alloc[:, None])
+        u_cols.append((g_alloc - np.minimum(g_free, g_alloc))[:, None])
+        d_cols.append(np.array([gpu_demand]))
+        w = np.append(w, order.gpu_weight)
+    a_node = np.concatenate(a_cols, axis=1)
+    u_node = np.concatenate(u_cols, axis=1)
+    d_all = np.concatenate(d_cols)
+    if rank <= 0:
+        a_dom, u_dom = a_node, u_node
+    else:
+        groups = topo.domain_of[rank - 1]
+        inside = groups >= 0
+        a_dom = np.zeros((topo.n_domains(rank), a_node.shape[1]))
+        u_dom = np.zeros_like(a_dom)
+        np.add.at(a_dom, groups[inside], a_node[inside])
+        np.add.at(u_dom, groups[inside], u_node[inside])
+    after = u_dom + d_all
+    total_w = float(w.sum())
+    if total_w <= 0 or order.scale == 0:
+        return np.zeros(a_dom.shape[0])
+    ratio = np.where(a_dom > 0, after / np.maximum(a_dom, 1.0), 0.0)
+    score = (ratio * w).sum(axis=1) / total_w
+    overflow = (after > a_dom).any(axis=1)
+    out: F64 = np.where(overflow, 0.0, score) * order.scale
+    return out
 
 
 def node_emptiness(problem: PlacementProblem, gang: GangRequest) -> I64:

@@ -1,28 +1,35 @@
-"""network-topology-aware: keep whole racks empty by packing normal pods into used domains.
+"""network-topology-aware: Volcano's hypernode bin-packing, for gangs and for normal pods.
 
-Volcano's plugin of the same name does three things; gangsched splits them:
+Volcano's plugin of the same name scores hypernodes and nodes; gangsched splits it:
 
-* hard / soft topology *gangs* are placed by a placer (:mod:`gangsched.placement`, through
-  ``allocate``), which picks the tightest allowed domain itself;
-* this plugin's ``node_score`` does the third: for *normal* pods (jobs without
-  ``network_topology``), when ``hypernode.binpack.normal-pod.enable`` is true (default), a node
-  scores by how full its domains would be, the closer tiers weighing more::
+* **gangs with a topology** (hard, or soft) are placed by a placer (:mod:`gangsched.placement`,
+  through ``allocate``). This plugin's ``hypernode_score`` hands the placer Volcano's
+  *HyperNodeOrder*: the tiers are tried from the lowest hypernode tier up (the gradient) and,
+  inside a tier, the domains where the gang fits are tried fullest first::
 
-      score(n) = Σ_tier f^(tier−1) · binpack(domain of n at tier) / Σ_tier f^(tier−1) · 100 · weight
+      score(D) = 100 · weight · Σ_r w_r · (used_r(D) + request_r) / allocatable_r(D) / Σ_r w_r
 
-  with ``f`` = ``hypernode.binpack.normal-pod.fading`` (0.8) and, over the resources the pod
-  asks for with weights ``w_r``::
+  over the resources the gang asks for that have a weight, ``request`` being the gang's whole
+  request (0 when it would overflow ``D``). The first domain where the gang packs is used and
+  the placer orders the nodes inside it.
+* **normal pods** (jobs without ``network_topology``), when
+  ``hypernode.binpack.normal-pod.enable`` is true (default): ``node_score`` is the same
+  bin-packing of the pod's own request, summed over the tiers with fading weights::
 
-      binpack(D) = Σ_r w_r · (used_r(D) + request_r) / allocatable_r(D) / Σ_r w_r   (0 on overflow)
+      score(n) = Σ_t f^(t−1) · binpack(domain of n at tier t) / Σ_t f^(t−1) · 100 · weight
 
-  Tiers where the node is under no domain are left out of both sums. Topology pods score 0 here.
-  ``tier`` is the hypernodes' tier number; only the ratios of the weights matter, so when a huge
-  tier number would overflow or underflow ``f^(tier−1)`` the weights are rescaled
-  (:func:`tier_fades`).
+  with ``f`` = ``hypernode.binpack.normal-pod.fading`` (0.8). ``t`` runs over every tier
+  number from the lowest hypernode tier to the cluster-wide top domain that Volcano adds at
+  session open (highest tier + 1, which holds every node): a tier where the node is under no
+  hypernode — a node outside the racks, or a tier number no hypernode has — counts as full
+  (binpack 1), as in Volcano, which prefers such nodes. Only the ratios of the weights
+  matter, so they are computed in log space (:func:`fading_weights`): huge tier numbers and
+  gaps between them cost nothing.
 
 Arguments: ``weight`` (1), ``hypernode.binpack.cpu`` (1), ``hypernode.binpack.memory`` (1),
 ``hypernode.binpack.resources`` ("a, b") with ``hypernode.binpack.resources.<name>`` (1),
-``hypernode.binpack.normal-pod.enable`` (true), ``hypernode.binpack.normal-pod.fading`` (0.8).
+``hypernode.binpack.normal-pod.enable`` (true), ``hypernode.binpack.normal-pod.fading`` (0.8),
+``hypernode.gradient.evict.max-hypernodes`` (accepted; eviction gradients are not modelled).
 
 Domain totals are recomputed from the session's arrays when any node changed since the last
 call (one ``np.add.at`` per tier); like every row score, a node's score is refreshed only when
@@ -32,6 +39,7 @@ may lag until they are re-evaluated.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -43,12 +51,13 @@ from ..arrays import TaskTemplate
 from ..config import arg_bool, arg_float, arg_str
 from ..errors import ConfigError
 from ..limits import MAX_ARG_WEIGHT
+from ..placement.problem import HypernodeOrder
 from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["NetworkTopologyAwarePlugin", "tier_fades"]
+__all__ = ["NetworkTopologyAwarePlugin", "fading_weights", "tier_fades"]
 
 
 def tier_fades(fading: float, tiers: tuple[int, ...]) -> list[float]:
@@ -65,6 +74,35 @@ def tier_fades(fading: float, tiers: tuple[int, ...]) -> list[float]:
     logf = math.log(fading)
     ref = max(e * logf for e in exps)
     return [math.exp(e * logf - ref) for e in exps]
+
+
+def fading_weights(fading: float, tiers: tuple[int, ...]) -> tuple[list[float], float]:
+    """Volcano's tier weights ``fading^(tier − 1)`` over every tier number from ``tiers[0]``
+    to ``tiers[-1]`` (``tiers`` ascending, distinct, ≥ 1): the weight of each given tier and
+    the summed weight of the tier numbers in between (gaps), all divided by a common factor
+    so the largest term is at most 1. ``fading`` ≥ 0; ``0^0`` is 1 (tier 1 only counts).
+
+    Gap runs are geometric series summed in closed form, so the cost is O(len(tiers))
+    whatever the tier numbers are."""
+    if not tiers:
+        return [], 0.0
+    if fading == 0.0:
+        return [1.0 if t == 1 else 0.0 for t in tiers], 0.0
+    log_f = math.log(fading)
+    logs = [(t - 1) * log_f for t in tiers]
+    gap_logs: list[float] = []
+    for lo_t, hi_t in itertools.pairwise(tiers):
+        n = hi_t - lo_t - 1
+        if n <= 0:
+            continue
+        lo, hi = lo_t + 1, hi_t - 1
+        # the run's largest term, times Σ_k e^(−|log f|·k) for k < n
+        top = (lo - 1) * log_f if log_f <= 0 else (hi - 1) * log_f
+        a = abs(log_f)
+        series = float(n) if a == 0 else math.expm1(-a * n) / math.expm1(-a)
+        gap_logs.append(top + math.log(series))
+    ref = max(logs + gap_logs)
+    return [math.exp(x - ref) for x in logs], float(sum(math.exp(x - ref) for x in gap_logs))
 
 
 def session_topology(ssn: Session) -> Topology:
@@ -125,14 +163,26 @@ class NetworkTopologyAwarePlugin:
         self._used: list[npt.NDArray[np.int64]] = []
         self._alloc: list[npt.NDArray[np.int64]] = []
 
+    def hypernode_score(self, ssn: Session) -> HypernodeOrder:
+        """Volcano's HyperNodeOrder for the placers: this plugin's bin-packing weights over
+        the session's resource columns (GPUs as devices)."""
+        spec = ssn.arrays.spec
+        w = np.zeros(len(spec.names))
+        for rname, wt in self.weights.items():
+            if rname in spec.names:
+                w[spec.index(rname)] = wt
+        gpu = float(w[spec.gpu_column])
+        w[spec.gpu_column] = 0.0
+        return HypernodeOrder(weights=w, gpu_weight=gpu, scale=100.0 * self.weight)
+
     def _totals(self, ssn: Session) -> None:
         key = int(ssn.node_version.sum())
         if key == self._cache_key and self._used:
             return
         topo = session_topology(ssn)
-        real = range(1, topo.top_tier)  # the synthetic top domain is left out
-        self._used = [topo.aggregate(t, ssn.used) for t in real]
-        self._alloc = [topo.aggregate(t, ssn.arrays.allocatable) for t in real]
+        ranks = range(1, topo.top_tier + 1)  # the cluster-wide top domain included
+        self._used = [topo.aggregate(t, ssn.used) for t in ranks]
+        self._alloc = [topo.aggregate(t, ssn.arrays.allocatable) for t in ranks]
         self._cache_key = key
 
     def node_score(
@@ -151,27 +201,31 @@ class NetworkTopologyAwarePlugin:
                 if tmpl.request[c] > 0:
                     cols.append(c)
                     ws.append(w)
-        if not cols:
-            return out
-        self._totals(ssn)
         topo = session_topology(ssn)
+        fades, gaps = fading_weights(self.fading, topo.tiers)
+        total = sum(fades) + gaps
+        if total <= 0:
+            return out
+        if cols:
+            self._totals(ssn)
         wv = np.array(ws)
-        num = np.zeros(rows.size)
-        den = np.zeros(rows.size)
-        fades = tier_fades(self.fading, topo.tiers[:-1])
-        for t in range(1, topo.top_tier):
+        num = np.full(rows.size, float(gaps))  # tier numbers without hypernodes: full
+        for t in range(1, topo.top_tier + 1):
+            fade = fades[t - 1]
+            if fade == 0:
+                continue
             dom = topo.domain_of[t - 1][rows]
             inside = dom >= 0
-            if not inside.any():
-                continue
-            d = dom[inside]
-            alloc = self._alloc[t - 1][d][:, cols].astype(np.float64)
-            after = self._used[t - 1][d][:, cols] + tmpl.request[cols]
-            part = np.where(alloc > 0, wv * after / np.maximum(alloc, 1.0), 0.0)
-            score = part.sum(axis=1) / wv.sum()
-            score = np.where(((after > alloc) & (alloc > 0)).any(axis=1), 0.0, score)
-            fade = fades[t - 1]
-            num[inside] += fade * score
-            den[inside] += fade
-        res: npt.NDArray[np.float64] = np.where(den > 0, num / np.maximum(den, 1e-12), 0.0)
+            score = np.ones(rows.size)  # under no hypernode of this tier: full
+            if not cols:
+                score[inside] = 0.0
+            elif inside.any():
+                d = dom[inside]
+                alloc = self._alloc[t - 1][d][:, cols].astype(np.float64)
+                after = self._used[t - 1][d][:, cols] + tmpl.request[cols]
+                part = np.where(alloc > 0, wv * after / np.maximum(alloc, 1.0), 0.0)
+                inner = part.sum(axis=1) / wv.sum()
+                score[inside] = np.where((after > alloc).any(axis=1), 0.0, inner)
+            num += fade * score
+        res: npt.NDArray[np.float64] = num / total
         return res * 100.0 * self.weight
