@@ -8,6 +8,8 @@ from Volcano's own plugin tests (``network_topology_aware_test.go``: ``TestBatch
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -440,3 +442,13 @@ def test_placer_problem_follows_the_hypernode_order_and_validates() -> None:
         )
     with pytest.raises(gs.PlacementError, match=r"hypernode_order\.weights"):
         HypernodeOrder(weights=np.array([-1.0]))
+
+
+def test_docs_hypernode_ordering_section_runs() -> None:
+    # the python blocks of docs/topology.md's "Hypernode ordering" section run as written
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "topology.md").read_text()
+    section = doc.split("## Hypernode ordering", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, flags=re.S)
+    assert blocks
+    for block in blocks:
+        exec(compile(block, "<docs/topology.md>", "exec"), {})
