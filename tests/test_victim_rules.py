@@ -96,6 +96,35 @@ def test_priority_and_gang_answer_so_their_tier_decides(plugin: str) -> None:
     assert gs.schedule(s, drf_only).evictions == ()
 
 
+def test_gang_answers_reclaim_so_its_tier_decides() -> None:
+    # capacity's guarantee floor (b keeps 7 GPUs) refuses every 2-GPU victim, but only from
+    # the tier that decides: in a later tier than gang it is never asked.
+    jobs = [job(f"b{i}", 1, queue="b", priority=5, creation=i) for i in range(4)]
+    jobs.append(job("a1", 1, queue="a", priority=1))
+    tasks = [
+        t
+        for i in range(4)
+        for t in running(f"b{i}", [(f"n{i // 2}", [2 * (i % 2), 2 * (i % 2) + 1])], gpus=2)
+    ]
+    tasks += pending("a1", 1)
+    queues = [
+        {"name": "a", "deserved": {GPU: 1, "cpu": 8, "memory": "64Gi"}},
+        {"name": "b", "deserved": {GPU: 7, "cpu": 56, "memory": "448Gi"}, "guarantee": {GPU: 7}},
+    ]
+    s = snap([node("n0"), node("n1")], jobs, tasks, queues=queues)
+    rest = [{"name": "drf"}, {"name": "predicates"}, {"name": "nodeorder"}]
+    later = config(
+        "enqueue", "allocate", "reclaim", tiers=[[{"name": "gang"}], [*rest, {"name": "capacity"}]]
+    )
+    assert evicted(gs.schedule(s, later)) == {"b3-0"}
+    same = config(
+        "enqueue", "allocate", "reclaim", tiers=[[{"name": "gang"}, {"name": "capacity"}], rest]
+    )
+    d = gs.schedule(s, same)
+    assert d.evictions == ()
+    assert _reason(d, "a1").startswith("reclaim: VictimsNotPreemptable")
+
+
 # ------------------------------------------------------------------------------ preemptable
 
 
