@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from .feasibility import device_take
+from .feasibility import device_take, queue_gpu_charge
 from .model import OCCUPYING_PHASES, Taint, Task, TaskPhase, Toleration
 from .snapshot import Snapshot
 from .units import CPU, GPU, MEMORY, PODS, ResourceSpec
@@ -279,8 +279,9 @@ def resource_spec_of(snapshot: Snapshot) -> ResourceSpec:
     return ResourceSpec.from_names(names)
 
 
-def request_vector(task: Task, spec: ResourceSpec, gpu_unit: int = 1000) -> I64:
-    """The task's request as a row over ``spec`` (pods = 1, GPU column in milli-GPU)."""
+def request_vector(task: Task, spec: ResourceSpec) -> I64:
+    """The task's request as a row over ``spec``: pods = 1 and the GPU column what the request
+    charges its queue (:func:`~gangsched.feasibility.queue_gpu_charge`, whatever the node)."""
     row = np.zeros(len(spec), dtype=np.int64)
     for res, amount in task.request.items():
         if res != PODS:
@@ -288,7 +289,7 @@ def request_vector(task: Task, spec: ResourceSpec, gpu_unit: int = 1000) -> I64:
     row[spec.index(PODS)] = 1
     if task.gpu_request is not None:
         g = task.gpu_request
-        row[spec.gpu_column] = g.count * min(g.milli, gpu_unit)
+        row[spec.gpu_column] = queue_gpu_charge(g.count, g.milli)
     return row
 
 
@@ -355,10 +356,10 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         ):
             continue
         i = node_index[task.node]
-        row = request_vector(task, spec, int(gpu_capacity[i]) or 1000)
+        row = request_vector(task, spec)
         per_device = device_milli(task, int(gpu_capacity[i]), bool(gpu_sharing[i]))
         if task.gpu_request is not None:
-            # Charged as held: whole devices on a node without GPU sharing (as Session.place).
+            # A node is charged what the devices hold (as Session.place), not the queue charge.
             row[gpu_col] = task.gpu_request.count * per_device
         if task.phase is TaskPhase.PIPELINED:
             pipelined[i] += row
@@ -415,7 +416,9 @@ class TaskTemplate:
     job: int  # index into snapshot.jobs
     role: str
     tasks: tuple[int, ...]  # indices into snapshot.tasks, in task order
-    request: I64  # (n_resources,) with pods = 1 and the GPU column in milli-GPU
+    # (n_resources,) pods = 1; the GPU column is the queue charge (queue_gpu_charge), a
+    # node's charge is per its devices (Session._gpu_need)
+    request: I64
     gpu_count: int
     gpu_milli: int
     gpu_models: tuple[str, ...]

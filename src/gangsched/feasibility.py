@@ -1,4 +1,5 @@
-"""What a GPU request takes from a device: the one rule scheduling, validation and checks share.
+"""What a GPU request takes: from a device, and from its queue — the rules scheduling,
+validation and checks share.
 
 A node has ``gpus.count`` identical devices of ``gpus.milli`` milli-GPU each and a ``sharing``
 flag; a task asks for ``gpu_request.count`` devices with ``gpu_request.milli`` milli-GPU on each
@@ -18,6 +19,17 @@ The rule (a device is never split finer than its own capacity):
 
 A take equal to the capacity is *exclusive*: the device must be completely free, and nothing
 else can share it. Devices of capacity 0 (nodes without GPUs) give 0.
+
+What a request **charges its queue** (and its job) is a different amount, and
+:func:`queue_gpu_charge` is its one owner: the request as written, as Volcano counts
+``nvidia.com/gpu`` — a whole-GPU request is 1000 milli-GPU per device *whatever the device
+size* (a 500-milli slice or a 2000-milli device alike), a fractional request its milli per
+device; the node and the devices it lands on play no part. Queue capabilities, guarantees and
+deserved shares (proportion, capacity), DRF shares, ``QueueStatus.allocated`` and the
+invariant checker all count this amount, so a queue capped at 2 GPUs holds at most two
+whole-GPU tasks on any devices. (A node's own accounting keeps :func:`device_take`: a
+whole-GPU task on a 500-milli device uses 500 of that node's milli-GPU and charges its queue
+1000.)
 """
 
 from __future__ import annotations
@@ -27,7 +39,7 @@ from typing import overload
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["WHOLE_GPU_MILLI", "device_take", "exclusive"]
+__all__ = ["WHOLE_GPU_MILLI", "device_take", "exclusive", "queue_gpu_charge"]
 
 #: Milli-GPU of one whole GPU as a request states it.
 WHOLE_GPU_MILLI = 1000
@@ -76,4 +88,22 @@ def device_take(milli: int | I64, capacity: int | I64, sharing: bool | BOOL) -> 
     if type(whole) is bool:
         return int(capacity) if whole else int(milli)
     out: I64 = np.where(whole, capacity, milli).astype(np.int64)
+    return out
+
+
+@overload
+def queue_gpu_charge(count: int, milli: int) -> int: ...
+@overload
+def queue_gpu_charge(count: int | I64, milli: I64) -> I64: ...
+@overload
+def queue_gpu_charge(count: I64, milli: int | I64) -> I64: ...
+def queue_gpu_charge(count: int | I64, milli: int | I64) -> int | I64:
+    """Milli-GPU a request of ``count`` devices with ``milli`` milli-GPU on each charges to its
+    queue and its job: ``count × min(milli, 1000)`` (the rule is in the module docstring).
+
+    Scalars give an ``int``; any array argument gives an int64 array (NumPy broadcasting).
+    """
+    if type(count) is int and type(milli) is int:
+        return count * min(milli, WHOLE_GPU_MILLI)
+    out: I64 = (np.asarray(count) * np.minimum(milli, WHOLE_GPU_MILLI)).astype(np.int64)
     return out

@@ -44,7 +44,7 @@ from .combine import (
 )
 from .config import Config
 from .errors import PlacementError
-from .feasibility import device_take
+from .feasibility import device_take, queue_gpu_charge
 from .model import TaskPhase
 from .registry import Registry
 from .snapshot import Snapshot
@@ -146,14 +146,16 @@ class Session:
     task_node: I64
     task_gpus: list[tuple[int, ...]]
     task_job: I64
-    task_req: I64  # (n_tasks, n_resources) nominal requests (GPU column at 1000 milli/device)
+    # (n_tasks, n_resources) what each task charges its job and queue: its request, pods = 1,
+    # the GPU column per queue_gpu_charge (a node is charged per its devices: row_on)
+    task_req: I64
     job_queue: I64
     job_min: I64
     job_phase: list[str]
-    job_allocated: I64  # (n_jobs, n_resources) held or reserved
+    job_allocated: I64  # (n_jobs, n_resources) held or reserved, in task_req's terms
     job_count: I64  # (n_jobs, n_states) tasks per state
     role_count: dict[tuple[int, str], I64]  # (job, role) -> (n_states,) tasks per state
-    queue_allocated: I64  # (n_queues, n_resources)
+    queue_allocated: I64  # (n_queues, n_resources) Σ job_allocated of the queue's jobs
     templates: list[TaskTemplate]
     template_of: I64
     plugins: list[list[Any]] = field(default_factory=list)
@@ -192,7 +194,8 @@ class Session:
                     task_req[i, col[res]] = amount
             task_req[i, pods_col] = 1
             if task.gpu_request is not None:
-                task_req[i, gpu_col] = task.gpu_request.count * min(task.gpu_request.milli, 1000)
+                g = task.gpu_request
+                task_req[i, gpu_col] = queue_gpu_charge(g.count, g.milli)
             task_gpus.append(task.gpu_indices)
         job_queue = np.array([snapshot.queue_index[j.queue] for j in snapshot.jobs], dtype=np.int64)
         ssn = cls(
@@ -228,8 +231,7 @@ class Session:
                 ssn.role_count[key] = np.zeros(N_STATES, dtype=np.int64)
             ssn.role_count[key][task_state[i]] += 1
         holding = np.isin(task_state, HOLDING_STATES) & (task_node >= 0)
-        for t in np.flatnonzero(holding):
-            ssn.job_allocated[task_job[t]] += ssn.row_on(int(t), int(task_node[t]))
+        np.add.at(ssn.job_allocated, task_job[holding], task_req[holding])
         np.add.at(ssn.queue_allocated, job_queue, ssn.job_allocated)
         pending = [i for i in range(n_tasks) if task_state[i] == TaskState.PENDING]
         ssn.templates, ssn.template_of = build_templates(snapshot, spec, pending)
@@ -295,7 +297,8 @@ class Session:
         return device_take(g.milli, int(a.gpu_capacity[node]), bool(a.gpu_sharing[node]))
 
     def row_on(self, task: int, node: int) -> I64:
-        """The task's request as it is charged on ``node`` (GPU column per the node's devices)."""
+        """The task's request as it is charged on ``node`` (GPU column per the node's devices);
+        its job and queue are charged ``task_req[task]`` instead."""
         row: I64 = self.task_req[task].copy()
         g = self.snapshot.tasks[task].gpu_request
         if g is not None:
@@ -568,9 +571,7 @@ class Session:
             self._set_state(task, TaskState.ALLOCATED)
         self.task_node[task] = node
         self.task_gpus[task] = gpus
-        j = int(self.task_job[task])
-        self.job_allocated[j] += row
-        self.queue_allocated[self.job_queue[j]] += row
+        self._charge(task, 1)
         self._bump(node)
         self._fire("on_allocate", task)
 
@@ -586,9 +587,7 @@ class Session:
         else:
             self.used[node] -= row
             self.gpu_used[dev] -= per_device
-        j = int(self.task_job[task])
-        self.job_allocated[j] -= row
-        self.queue_allocated[self.job_queue[j]] -= row
+        self._charge(task, -1)
         self._set_state(task, TaskState.PENDING)
         self.task_node[task] = -1
         self.task_gpus[task] = ()
@@ -601,9 +600,7 @@ class Session:
         per_device = self.device_milli(task, node)
         self.releasing[node] += row
         self.gpu_releasing[self.arrays.device_index(node, self.task_gpus[task])] += per_device
-        j = int(self.task_job[task])
-        self.job_allocated[j] -= row
-        self.queue_allocated[self.job_queue[j]] -= row
+        self._charge(task, -1)
         self._set_state(task, TaskState.RELEASING)
         self._bump(node)
         self._fire("on_deallocate", task)
@@ -614,12 +611,20 @@ class Session:
         per_device = self.device_milli(task, node)
         self.releasing[node] -= row
         self.gpu_releasing[self.arrays.device_index(node, self.task_gpus[task])] -= per_device
-        j = int(self.task_job[task])
-        self.job_allocated[j] += row
-        self.queue_allocated[self.job_queue[j]] += row
+        self._charge(task, 1)
         self._set_state(task, prev_state)
         self._bump(node)
         self._fire("on_allocate", task)
+
+    def _charge(self, task: int, sign: int) -> None:
+        """Add (``sign`` 1) or take back (-1) what ``task`` charges its job and queue."""
+        j = int(self.task_job[task])
+        if sign > 0:
+            self.job_allocated[j] += self.task_req[task]
+            self.queue_allocated[self.job_queue[j]] += self.task_req[task]
+        else:
+            self.job_allocated[j] -= self.task_req[task]
+            self.queue_allocated[self.job_queue[j]] -= self.task_req[task]
 
     def _device_index(self, task: int, node: int, gpus: tuple[int, ...]) -> list[int]:
         """Flat indices of ``gpus`` on ``node``; a device the node lacks, a repeated device or

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..config import arg_bool
-from ..feasibility import device_take
+from ..feasibility import device_take, queue_gpu_charge
 from ..model import QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
@@ -266,7 +266,7 @@ def _describe(ssn: Session, tmpl: TaskTemplate) -> str:
     words: list[str] = []
     spec = ssn.arrays.spec
     if tmpl.gpu_count:
-        words.append(f"{tmpl.gpu_count * min(tmpl.gpu_milli, 1000) / 1000:g} {GPU}")
+        words.append(f"{queue_gpu_charge(tmpl.gpu_count, tmpl.gpu_milli) / 1000:g} {GPU}")
     for c, res in enumerate(spec.names):
         if res in (GPU, PODS) or tmpl.request[c] <= 0:
             continue

@@ -456,7 +456,7 @@ class CapacityPlugin:
         order = sorted(candidates.tolist(), key=rank)
         keep: list[int] = []
         for t in order:
-            row = ssn.row_on(t, int(ssn.task_node[t])).astype(np.float64)
+            row = ssn.task_req[t].astype(np.float64)  # what the victim charges its queue
             row[pods] = 0.0
             dims = row > 0
             if not np.any(dims & asks):

@@ -17,8 +17,9 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 
+from ..config import Config
 from ..decisions import Decisions
-from ..feasibility import device_take
+from ..feasibility import device_take, queue_gpu_charge
 from ..model import OCCUPYING_PHASES, TaskPhase, TopologyMode
 from ..snapshot import Snapshot
 from ..units import GPU, PODS
@@ -29,6 +30,7 @@ __all__ = [
     "InvariantViolation",
     "check_all",
     "check_capacity",
+    "check_cycle",
     "check_deterministic",
     "check_evictions",
     "check_gang_atomicity",
@@ -268,8 +270,9 @@ def check_queue_capability(
     as proportion ignore queue parents; check them with ``hierarchical=False``.)
 
     A queue counts what its tasks hold after the cycle: Bound, Running and Pipelined tasks
-    that were not evicted, plus the new binds and reservations. GPUs count as requested
-    (devices × milli-GPU per device, at most one device each).
+    that were not evicted, plus the new binds and reservations. GPUs count what the request
+    charges its queue (:func:`~gangsched.feasibility.queue_gpu_charge`: 1000 per whole-GPU
+    device whatever the device size, the milli of a fractional one).
     """
     evicted = {e.task for e in decisions.evictions}
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
@@ -294,7 +297,7 @@ def check_queue_capability(
         amounts = {res: v for res, v in t.request.items() if res != PODS}
         g = t.gpu_request
         if g is not None:
-            amounts[GPU] = g.count * min(g.milli, 1000)
+            amounts[GPU] = queue_gpu_charge(g.count, g.milli)
         queue = snapshot.job(t.job).queue
         for q in ancestors(queue):
             for res, amount in amounts.items():
@@ -496,3 +499,21 @@ def check_all(snapshot: Snapshot, decisions: Decisions, *, hierarchical: bool = 
             check_queue_capability(snapshot, decisions, hierarchical=hierarchical)
         else:
             check(snapshot, decisions)
+
+
+def check_cycle(snapshot: Snapshot, decisions: Decisions, config: Config) -> None:
+    """:func:`check_all` for a cycle run under ``config``: only the rules some configured
+    plugin enforces. Gang atomicity needs ``gang``; queue capability needs ``proportion`` or
+    ``capacity``, and binds along every ancestor only under hierarchical ``capacity``."""
+    names = {p.name for tier in config.tiers for p in tier.plugins}
+    hierarchical = any(
+        p.name == "capacity" and p.hierarchy for tier in config.tiers for p in tier.plugins
+    )
+    for check in ALL_CHECKS:
+        if check is check_gang_atomicity and "gang" not in names:
+            continue
+        if check is check_queue_capability:
+            if names & {"proportion", "capacity"}:
+                check_queue_capability(snapshot, decisions, hierarchical=hierarchical)
+            continue
+        check(snapshot, decisions)

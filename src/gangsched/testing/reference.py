@@ -39,7 +39,7 @@ from .._frozen import FrozenDict
 from ..config import Config, PluginOption, arg_bool, arg_float, arg_str
 from ..decisions import Bind, Decisions, JobStatus, Pipeline, QueueStatus
 from ..errors import ConfigError
-from ..feasibility import device_take
+from ..feasibility import device_take, queue_gpu_charge
 from ..model import GpuRequest, QueueState, TaskPhase
 from ..plugins.proportion import water_fill
 from ..snapshot import Snapshot
@@ -152,8 +152,8 @@ class _Cycle:
                 for d in task.gpu_indices:
                     self.dev_rel[n][d] += per
             if st in HOLDING:
-                self.add(self.job_alloc[self.job_of[t]], row)
-                self.add(self.queue_alloc[self.queue_of[self.job_of[t]]], row)
+                self.add(self.job_alloc[self.job_of[t]], self.nominal(t))
+                self.add(self.queue_alloc[self.queue_of[self.job_of[t]]], self.nominal(t))
         self.committed: list[tuple[str, int, int, tuple[int, ...]]] = []
         self.kept: list[tuple[str, int, int, tuple[int, ...]]] = []
         self.unschedulable: set[int] = set()
@@ -172,12 +172,13 @@ class _Cycle:
             into[r] += sign * v
 
     def nominal(self, t: int) -> dict[str, int]:
-        """The task's request with pods = 1 and GPUs at 1000 milli per whole device."""
+        """What the task charges its job and queue: its request, pods = 1, GPUs per
+        :func:`~gangsched.feasibility.queue_gpu_charge`."""
         task = self.snap.tasks[t]
         row = {r: v for r, v in task.request.items() if r != PODS}
         row[PODS] = 1
         if task.gpu_request is not None:
-            row[GPU] = task.gpu_request.count * min(task.gpu_request.milli, 1000)
+            row[GPU] = queue_gpu_charge(task.gpu_request.count, task.gpu_request.milli)
         return row
 
     def per_device(self, t: int, n: int) -> int:
@@ -554,8 +555,8 @@ class _Cycle:
         self.add(node_row, row, sign)
         for d in gpus:
             devices[d] += sign * per
-        self.add(self.job_alloc[self.job_of[t]], row, sign)
-        self.add(self.queue_alloc[self.queue_of[self.job_of[t]]], row, sign)
+        self.add(self.job_alloc[self.job_of[t]], self.nominal(t), sign)
+        self.add(self.queue_alloc[self.queue_of[self.job_of[t]]], self.nominal(t), sign)
         placed = "Pipelined" if kind == "pipeline" else "Allocated"
         self.state[t] = placed if sign > 0 else "Pending"
         self.where[t], self.gpus[t] = (n, gpus) if sign > 0 else (-1, ())
