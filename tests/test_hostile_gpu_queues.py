@@ -225,6 +225,20 @@ def test_reference_scheduler_charges_queues_the_same_way() -> None:
         assert dict(fast.queues["q0"].allocated) == dict(plain.queues["q0"].allocated)
 
 
+@pytest.mark.parametrize("config_name", sorted(CONFIGS))
+def test_guarantee_above_capability_does_not_lift_the_gpu_ceiling(config_name: str) -> None:
+    """A queue guaranteed 2 GPUs but capped at 1: proportion floors its deserved share at the
+    guarantee (as Volcano does), yet the queue takes one whole-GPU task, not two."""
+    config, hierarchical = CONFIGS[config_name]
+    doc = _doc(milli=1000, capability="1")
+    doc["queues"][0]["guarantee"] = {GPU: 2}
+    snap = Snapshot.from_dict(doc)
+    d = schedule(snap, config)
+    check_all(snap, d, hierarchical=hierarchical)
+    assert len(d.binds) == 1
+    assert d.queues["q0"].allocated.get(GPU, 0) == 1000
+
+
 @pytest.mark.parametrize(
     ("count", "milli", "charge"),
     [(1, 1000, 1000), (4, 1000, 4000), (2, 2000, 2000), (1, 500, 500), (3, 100, 300)],
@@ -271,6 +285,9 @@ def gpu_queue_docs(draw: st.DrawFn) -> Obj:
         queue: Obj = {"name": f"q{q}", "weight": draw(st.integers(1, 3))}
         if cap is not None:
             queue["capability"] = {GPU: f"{cap / 1000:g}"}
+        guarantee = draw(st.sampled_from((None, None, 1000, 2000)))
+        if guarantee is not None:  # at times above the capability: accepted, not a ceiling
+            queue["guarantee"] = {GPU: f"{guarantee / 1000:g}"}
         queues.append(queue)
     jobs: list[Obj] = []
     tasks: list[Obj] = []

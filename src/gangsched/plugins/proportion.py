@@ -22,9 +22,11 @@ Then, per queue: *share* = max over the dimensions of ``deserved`` (≥ 0.1 cano
 allocated / deserved; queue order = higher priority, then lower share; *overused* when deserved
 ≤ allocated on every dimension; a task is *allocatable* when the queue is Open and allocated +
 request ≤ deserved on the dimensions the task asks for (a GPU-only job is not blocked by an
-exhausted cpu share); a job is *enqueueable* when its queue is Open and min_resources +
-allocated + inqueue − elastic ≤ realCapability on min_resources' dimensions, where inqueue is
-what admitted jobs have reserved and elastic what running jobs hold beyond their minimum.
+exhausted cpu share) and ≤ realCapability (a guarantee above the capability floors deserved
+past it; Volcano then binds beyond the capability, gangsched does not); a job is *enqueueable*
+when its queue is Open and min_resources + allocated + inqueue − elastic ≤ realCapability on
+min_resources' dimensions, where inqueue is what admitted jobs have reserved and elastic what
+running jobs hold beyond their minimum.
 ``on_allocate`` / ``on_deallocate`` keep every queue's share current within the cycle.
 
 As victims (``reclaimable``): tasks of queues holding more than their deserved share on some
@@ -324,7 +326,10 @@ class ProportionPlugin:
         dims = tmpl.request > 0
         dims[self._pods] = False
         alloc = ssn.queue_allocated[queue].astype(np.float64)
-        return fits(alloc, tmpl.request, self.deserved[queue], dims)
+        # deserved ≤ realCapability except where a guarantee is above the capability (floored
+        # there, as Volcano does); the capability stays a ceiling even then
+        limit = np.minimum(self.deserved[queue], self.real_capability[queue])
+        return fits(alloc, tmpl.request, limit, dims)
 
     def job_enqueueable(self, ssn: Session, job: int) -> Vote:
         rec = ssn.snapshot.jobs[job]

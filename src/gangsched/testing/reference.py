@@ -379,8 +379,10 @@ class _Cycle:
         if self.snap.queues[q].state is not QueueState.OPEN:
             return False
         req = self.nominal(t)
-        d, a = self.deserved[q], self.queue_alloc[q]
-        return all(a[r] + v <= d[r] + SLACK for r, v in req.items() if v > 0 and r != PODS)
+        d, a, real = self.deserved[q], self.queue_alloc[q], self.real[q]
+        return all(
+            a[r] + v <= min(d[r], real[r]) + SLACK for r, v in req.items() if v > 0 and r != PODS
+        )
 
     # ------------------------------------------------------------ nodes
 
