@@ -29,12 +29,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gangsched.config import Config
-from gangsched.decisions import Decisions
+from gangsched.decisions import Bind, Decisions
 from gangsched.feasibility import queue_gpu_charge
 from gangsched.scheduler import open_session, schedule
 from gangsched.snapshot import Snapshot
 from gangsched.testing import reference
-from gangsched.testing.invariants import check_all
+from gangsched.testing.invariants import InvariantViolation, check_all, check_queue_capability
 
 Obj = dict[str, Any]
 GPU = "nvidia.com/gpu"
@@ -239,6 +239,43 @@ def test_guarantee_above_capability_does_not_lift_the_gpu_ceiling(config_name: s
     assert d.queues["q0"].allocated.get(GPU, 0) == 1000
 
 
+def _over_capability_with_reservations(milli: int) -> Obj:
+    """A queue capped at 1 GPU that holds two whole-GPU reservations (its capability was
+    lowered since they were made) and has one more task pending."""
+    doc = _doc(milli=milli, capability="1", n_tasks=3)
+    for i, t in enumerate(doc["tasks"][:2]):
+        t.update(phase="Pipelined", node="n0", gpu_indices=[i])
+    return doc
+
+
+@pytest.mark.parametrize("config_name", sorted(CONFIGS))
+@pytest.mark.parametrize("milli", [500, 1000])
+def test_carried_reservations_bind_but_a_queue_over_its_capability_gains_nothing_new(
+    config_name: str, milli: int
+) -> None:
+    """Binding a reservation where it was made is not a new allocation (the queue held it),
+    so the reservations bind; the pending task does not: the queue is over its capability."""
+    config, hierarchical = CONFIGS[config_name]
+    snap = Snapshot.from_dict(_over_capability_with_reservations(milli))
+    d = schedule(snap, config)
+    check_all(snap, d, hierarchical=hierarchical)
+    assert sorted(b.task for b in d.binds) == ["j0-0", "j1-0"]
+    assert d.queues["q0"].allocated.get(GPU, 0) == 2000
+
+
+def test_checker_still_flags_a_new_bind_in_a_queue_over_its_capability() -> None:
+    """The carried-reservation exemption is only for the reservations themselves."""
+    snap = Snapshot.from_dict(_over_capability_with_reservations(1000))
+    realised = (Bind(task="j0-0", node="n0", gpu_indices=(0,)),)
+    check_queue_capability(snap, Decisions(binds=realised))
+    moved = (Bind(task="j0-0", node="n1", gpu_indices=(0,)),)
+    with pytest.raises(InvariantViolation, match=r"nvidia\.com/gpu 2000 over its capability 1000"):
+        check_queue_capability(snap, Decisions(binds=moved))
+    new = (*realised, Bind(task="j2-0", node="n1", gpu_indices=(0,)))
+    with pytest.raises(InvariantViolation, match=r"nvidia\.com/gpu 3000 over its capability 1000"):
+        check_queue_capability(snap, Decisions(binds=new))
+
+
 @pytest.mark.parametrize(
     ("count", "milli", "charge"),
     [(1, 1000, 1000), (4, 1000, 4000), (2, 2000, 2000), (1, 500, 500), (3, 100, 300)],
@@ -312,7 +349,8 @@ def gpu_queue_docs(draw: st.DrawFn) -> Obj:
 
 def _check_cycle(snap: Snapshot, d: Decisions, hierarchical: bool) -> None:
     check_all(snap, d, hierarchical=hierarchical)
-    placed = {b.task for b in d.binds} | {p.task for p in d.pipelined}
+    realised = {b.task for b in d.binds if snap.task(b.task).phase.value == "Pipelined"}
+    placed = ({b.task for b in d.binds} | {p.task for p in d.pipelined}) - realised
     for queue in snap.queues:
         held = _held_charge(snap, d, queue.name)
         status = d.queues[queue.name]
