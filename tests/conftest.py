@@ -21,3 +21,43 @@ settings.register_profile("dev", derandomize=False, deadline=None)
 
 _default = "soak" if os.environ.get("GANGSCHED_SOAK") == "1" else "ci"
 settings.load_profile(os.environ.get("GANGSCHED_HYPOTHESIS_PROFILE", _default))
+
+
+# ---------------------------------------------------------------------------------------------
+# Every decision of every test goes through the invariant checker.
+#
+# ``schedule()`` ends in ``close_session``; wrapping it here runs ``check_cycle`` (the
+# invariants the cycle's configured plugins enforce) on the snapshot and decisions of each
+# cycle any test makes (scenarios, the CLI, replays, the machines), so a decision that breaks
+# an invariant fails the test that produced it, whatever that test asserts itself. Cycles over
+# large snapshots (the FGD study, scale tests) are skipped to keep the run short; a test that
+# builds a deliberately broken scheduler opts out with ``@pytest.mark.no_invariant_hook``.
+
+import pytest  # noqa: E402
+
+_HOOK_MAX_NODES, _HOOK_MAX_TASKS = 300, 3_000
+
+
+@pytest.fixture(autouse=True)
+def _check_every_decision(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if request.node.get_closest_marker("no_invariant_hook"):
+        return
+    import gangsched.scheduler as scheduler
+    from gangsched.testing.invariants import check_cycle
+
+    original = scheduler.close_session
+
+    def checked(ssn: object) -> object:
+        decisions = original(ssn)  # type: ignore[arg-type]
+        snap = ssn.snapshot  # type: ignore[attr-defined]
+        if len(snap.nodes) <= _HOOK_MAX_NODES and len(snap.tasks) <= _HOOK_MAX_TASKS:
+            check_cycle(snap, decisions, ssn.config)  # type: ignore[attr-defined]
+        return decisions
+
+    monkeypatch.setattr(scheduler, "close_session", checked)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "no_invariant_hook: the test's cycles are not run through check_all"
+    )

@@ -1170,50 +1170,44 @@ class _ProbeTimeout(BaseException):
     Exception`` in the code under test does not swallow it)."""
 
 
-_CONFIG_CACHE: dict[str, tuple[Config, bool]] = {}
+_CONFIG_CACHE: dict[str, Config] = {}
 
 
-def _configs() -> dict[str, tuple[Config, bool]]:
-    """Name → (config, hierarchical flag for check_queue_capability)."""
+def _configs() -> dict[str, Config]:
+    """Name → one of the configurations every accepted snapshot is scheduled under."""
     if not _CONFIG_CACHE:
         from ..config import Config
 
-        _CONFIG_CACHE["default"] = (Config.default(), False)
-        _CONFIG_CACHE["preempt"] = (
-            Config.from_dict(
-                {
-                    "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
-                    "tiers": [
-                        [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
-                        [
-                            {"name": "drf"},
-                            {"name": "predicates"},
-                            {"name": "proportion"},
-                            {"name": "nodeorder"},
-                            {"name": "binpack"},
-                            {"name": "network-topology-aware"},
-                        ],
+        _CONFIG_CACHE["default"] = Config.default()
+        _CONFIG_CACHE["preempt"] = Config.from_dict(
+            {
+                "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+                "tiers": [
+                    [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+                    [
+                        {"name": "drf"},
+                        {"name": "predicates"},
+                        {"name": "proportion"},
+                        {"name": "nodeorder"},
+                        {"name": "binpack"},
+                        {"name": "network-topology-aware"},
                     ],
-                }
-            ),
-            False,
+                ],
+            }
         )
-        _CONFIG_CACHE["hierarchy"] = (
-            Config.from_dict(
-                {
-                    "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
-                    "tiers": [
-                        [{"name": "priority"}, {"name": "gang"}],
-                        [
-                            {"name": "drf", "enableHierarchy": True},
-                            {"name": "predicates"},
-                            {"name": "capacity", "enableHierarchy": True},
-                            {"name": "network-topology-aware"},
-                        ],
+        _CONFIG_CACHE["hierarchy"] = Config.from_dict(
+            {
+                "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+                "tiers": [
+                    [{"name": "priority"}, {"name": "gang"}],
+                    [
+                        {"name": "drf", "enableHierarchy": True},
+                        {"name": "predicates"},
+                        {"name": "capacity", "enableHierarchy": True},
+                        {"name": "network-topology-aware"},
                     ],
-                }
-            ),
-            True,
+                ],
+            }
         )
     return _CONFIG_CACHE
 
@@ -1285,16 +1279,13 @@ def _next_doc(before: dict[str, Any], decisions: Any) -> dict[str, Any]:
 def _schedule_checked(
     snapshot: Any,
     config: Config,
-    hierarchical: bool,
     label: str,
-    *,
-    skip: frozenset[str] = frozenset(),
 ) -> tuple[Outcome | None, Any]:
-    """Schedule twice, compare, and run every invariant check except those named in
-    ``skip`` (checks of a rule no plugin of ``config`` enforces)."""
+    """Schedule twice, compare, and run the invariant checks of the rules ``config``'s
+    plugins enforce (:func:`~gangsched.testing.invariants.check_cycle`)."""
     from ..errors import GangschedError
     from ..scheduler import schedule
-    from .invariants import ALL_CHECKS, InvariantViolation, check_queue_capability
+    from .invariants import InvariantViolation, check_cycle
 
     stage = f"schedule[{label}]"
     try:
@@ -1316,13 +1307,7 @@ def _schedule_checked(
         ), None
     stage = f"check[{label}]"
     try:
-        for check in ALL_CHECKS:
-            if check.__name__ in skip:
-                continue
-            if check is check_queue_capability:
-                check_queue_capability(snapshot, first, hierarchical=hierarchical)
-            else:
-                check(snapshot, first)
+        check_cycle(snapshot, first, config)
     except InvariantViolation as exc:
         return _failure("violation", stage, exc), None
     return None, first
@@ -1350,9 +1335,9 @@ def _probe_snapshot(case: Case) -> Outcome:
             return Outcome("violation", stage, "violation round-trip: to_dict differs", "")
         first_decisions = None
         for label in CONFIGS:
-            config, hierarchical = _configs()[label]
+            config = _configs()[label]
             stage = f"schedule[{label}]"
-            bad, decisions = _schedule_checked(snapshot, config, hierarchical, label)
+            bad, decisions = _schedule_checked(snapshot, config, label)
             if bad is not None:
                 return bad
             if first_decisions is None:
@@ -1402,17 +1387,8 @@ def _probe_config(case: Case) -> Outcome:
         if again.to_volcano_yaml() != config.to_volcano_yaml():
             return Outcome("violation", stage, "violation yaml-round-trip: differs", "")
         snapshot = Snapshot.from_dict(case.doc)
-        names = {p.name for t in config.tiers for p in t.plugins}
-        hierarchical = "proportion" not in names and any(
-            p.hierarchy for t in config.tiers for p in t.plugins
-        )
-        skip = set()
-        if not names & {"proportion", "capacity"}:
-            skip.add("check_queue_capability")
-        if "gang" not in names:
-            skip.add("check_gang_atomicity")
         stage = "schedule[config]"
-        bad, _ = _schedule_checked(snapshot, config, hierarchical, "config", skip=frozenset(skip))
+        bad, _ = _schedule_checked(snapshot, config, "config")
         if bad is not None and bad.category == "late-reject":
             # plugin and action arguments are read when the session opens
             return Outcome("rejected", stage, message=bad.message[:300])
