@@ -68,6 +68,7 @@ import numpy.typing as npt
 from ..config import Config
 from ..decisions import Decisions
 from ..errors import ConfigError, PlacementError
+from ..feasibility import queue_gpu_charge
 from ..fragmentation import (
     MILLI,
     TypicalPods,
@@ -522,7 +523,7 @@ class _Engine:
         gpu = [t.gpu_request for t in base]
         self.task_gpu_count = np.array([0 if g is None else g.count for g in gpu], np.int64)
         self.task_gpu_milli = np.array([0 if g is None else g.milli for g in gpu], np.int64)
-        self.task_nominal = self.task_gpu_count * np.minimum(self.task_gpu_milli, MILLI)
+        self.task_nominal = queue_gpu_charge(self.task_gpu_count, self.task_gpu_milli)
         n_tasks, n_jobs = len(base), len(trace.jobs)
         self.job_gpu = np.zeros(n_jobs, np.int64)
         np.add.at(self.job_gpu, self.task_job, self.task_nominal)
