@@ -25,7 +25,7 @@ import copy
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from gangsched.config import Config
@@ -368,6 +368,11 @@ def _check_cycle(snap: Snapshot, d: Decisions, hierarchical: bool) -> None:
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(doc=gpu_queue_docs(), config_name=st.sampled_from(sorted(CONFIGS)))
+@example(doc=_doc(milli=500), config_name="default")
+@example(doc=_doc(milli=2000, request={"count": 1, "milli": 2000}), config_name="capacity")
+@example(
+    doc=_doc(milli=500, sharing=False, request={"count": 1, "milli": 300}), config_name="default"
+)
 def test_queue_charge_property(doc: Obj, config_name: str) -> None:
     """Over device sizes × request shapes × queue GPU capabilities, for two cycles (the second
     opens with the first one's binds Bound and its reservations Pipelined): every invariant
