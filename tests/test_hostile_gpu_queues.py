@@ -13,10 +13,11 @@ four whole-GPU tasks and the checker reported ``nvidia.com/gpu 4000 over its cap
 2000``.
 
 Mutation check (run by hand on a copy of the source tree): replacing the body of
-``queue_gpu_charge`` with ``count * milli`` (no cap at a whole GPU), with ``count * 1000``
-(fractional requests charged whole), or going back to charging queues ``row_on`` (what the
-devices hold), makes :func:`test_queue_charge_property` fail: its expected charge is written
-out in this file (:func:`_expected`), not read from the function.
+``queue_gpu_charge`` with ``count * milli`` (no cap at a whole GPU), ``count * 1000``
+(fractional requests charged whole) or ``count * max(milli, 1000)``, or charging jobs and
+queues ``Session.row_on`` again (what the devices hold), makes
+:func:`test_queue_charge_property` fail, on its pinned examples already: the expected charge
+is written out in this file (:func:`_expected`), not read from the function.
 """
 
 from __future__ import annotations
