@@ -414,7 +414,10 @@ def _atk_duplicate(c: Chooser, doc: dict[str, Any]) -> str:
     if not records:
         return "duplicate-none"
     original = _pick(c, records)
-    twin = copy.deepcopy(original)
+    try:
+        twin = copy.deepcopy(original)
+    except RecursionError:  # a record another attack nested past Python's stack: share it
+        twin = dict(original)
     if c.chance(0.3) and "name" in twin:  # same name up to unicode normalisation / case
         twin["name"] = _pick(c, (twin["name"].upper(), twin["name"] + "\u0301", twin["name"]))
     records.append(twin)
