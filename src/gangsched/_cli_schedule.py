@@ -31,6 +31,7 @@ __all__ = [
     "add_get_parser",
     "add_schedule_parser",
     "format_jobs_table",
+    "format_placements_table",
     "format_queues_table",
     "format_table",
     "read_config",
@@ -166,6 +167,22 @@ def format_queues_table(decisions: Decisions) -> str:
     return format_table(("NAME", "STATE", "INQUEUE", "PENDING", "RUNNING", "UNKNOWN"), rows)
 
 
+def format_placements_table(decisions: Decisions) -> str:
+    """Per job placed through a placer: which placer, its status, the gap to the solver's
+    bound (``-`` when none was proven) and whether the greedy answer replaced the solver's."""
+    rows = [
+        (
+            name,
+            p.placer,
+            p.status,
+            "-" if p.gap is None else f"{p.gap:.4g}",
+            "yes" if p.fallback else "no",
+        )
+        for name, p in sorted(decisions.placements.items())
+    ]
+    return format_table(("JOB", "PLACER", "STATUS", "GAP", "FALLBACK"), rows)
+
+
 def _vcjob_status(phase: str) -> str:
     return {"Running": "Running", "Completed": "Completed"}.get(phase, "Pending")
 
@@ -248,6 +265,9 @@ def _format_decisions(cluster: Cluster, d: Decisions) -> str:
             ],
         )
     )
+    if d.placements:
+        parts.append("\nPLACEMENTS")
+        parts.append(format_placements_table(d))
     parts.append("\nQUEUES")
     parts.append(format_queues_table(d))
     actions = job_actions(cluster, d)

@@ -7,14 +7,17 @@ the same snapshot and config give byte-identical JSON.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._frozen import FrozenDict
 from .errors import SnapshotError
+from .units import show_value
 
 __all__ = [
+    "PLACEMENT_STATUSES",
     "Bind",
     "Decisions",
     "Eviction",
@@ -22,8 +25,14 @@ __all__ = [
     "JobAction",
     "JobStatus",
     "Pipeline",
+    "PlacementInfo",
     "QueueStatus",
 ]
+
+#: The statuses a placer reports (:class:`gangsched.placement.Status` values).
+PLACEMENT_STATUSES = ("OPTIMAL", "FEASIBLE", "INFEASIBLE", "TIMED_OUT", "GREEDY")
+#: The statuses under which a placer's gap to its bound is known.
+_GAP_STATUSES = ("OPTIMAL", "FEASIBLE")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +95,80 @@ class Hold:
 
     def to_dict(self) -> dict[str, object]:
         return {"job": self.job, "nodes": list(self.nodes), "expected_wait": self.expected_wait}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlacementInfo:
+    """What the placer said about one job's gang in the cycle (its last attempt).
+
+    ``placer`` is the placer's name (``greedy``, ``cpsat``, ``cpsat-joint`` or a custom
+    placer's ``name``); ``status`` one of :data:`PLACEMENT_STATUSES`: OPTIMAL / FEASIBLE (the
+    solver's answer), INFEASIBLE (proven: the gang fits nowhere), TIMED_OUT (the solver ran
+    out of time) or GREEDY (the heuristic's answer). ``gap`` is the relative distance of the
+    answer to the solver's bound, known only for OPTIMAL (0.0) and FEASIBLE answers, else None
+    (no bound was proven: a greedy answer, a time-out). ``fallback`` says the solver's answer
+    was replaced by the greedy one (after a time-out, or when greedy did better).
+    """
+
+    placer: str
+    status: str
+    gap: float | None = None
+    fallback: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "placer": self.placer,
+            "status": self.status,
+            "gap": self.gap,
+            "fallback": self.fallback,
+        }
+
+    @classmethod
+    def from_dict(cls, v: object, *, job: str) -> PlacementInfo:
+        """The interchange form back, checked: a known status, a gap only where one is known
+        (a finite number ≥ 0), a boolean ``fallback``."""
+        where = f"placements[{job}]"
+        if not isinstance(v, Mapping):
+            raise SnapshotError("expected a mapping", kind="decisions", field=where)
+        unknown = sorted(set(v) - {"placer", "status", "gap", "fallback"})
+        if unknown:
+            raise SnapshotError(
+                f"unknown key(s) {', '.join(map(repr, unknown))}", kind="decisions", field=where
+            )
+        placer = v.get("placer")
+        if not isinstance(placer, str) or not placer:
+            raise SnapshotError("expected a placer name", kind="decisions", field=f"{where}.placer")
+        status = v.get("status")
+        if status not in PLACEMENT_STATUSES:
+            raise SnapshotError(
+                f"expected one of {', '.join(PLACEMENT_STATUSES)}, got {show_value(status)}",
+                kind="decisions",
+                field=f"{where}.status",
+            )
+        gap = v.get("gap")
+        if gap is not None:
+            if (
+                isinstance(gap, bool)
+                or not isinstance(gap, int | float)
+                or not math.isfinite(gap)
+                or gap < 0
+            ):
+                raise SnapshotError(
+                    "expected a finite number >= 0 or null", kind="decisions", field=f"{where}.gap"
+                )
+            if status not in _GAP_STATUSES:
+                raise SnapshotError(
+                    f"a {status} placement has no gap (null expected)",
+                    kind="decisions",
+                    field=f"{where}.gap",
+                )
+            gap = float(gap)
+        fallback = v.get("fallback", False)
+        if not isinstance(fallback, bool):
+            raise SnapshotError(
+                "expected true or false", kind="decisions", field=f"{where}.fallback"
+            )
+        return cls(placer=placer, status=str(status), gap=gap, fallback=fallback)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,6 +276,9 @@ class Decisions:
     snapshot and configuration may give different decisions (CP-SAT with ``workers`` above 1
     or a wall-clock ``time_limit_s``, e.g. the allocate action's ``placer.workers`` /
     ``placer.time-limit``); empty (and :attr:`deterministic` true) otherwise.
+
+    ``placements`` holds, per job whose gang went through a placer (every topology job; every
+    gang with a CP-SAT placer), the placer's status and gap (:class:`PlacementInfo`).
     """
 
     binds: tuple[Bind, ...] = ()
@@ -205,6 +291,7 @@ class Decisions:
     preemption_reasons: Mapping[str, str] = field(default_factory=FrozenDict)
     holds: tuple[Hold, ...] = ()
     nondeterministic: tuple[str, ...] = ()
+    placements: Mapping[str, PlacementInfo] = field(default_factory=FrozenDict)
 
     @property
     def deterministic(self) -> bool:
@@ -225,6 +312,9 @@ class Decisions:
             },
             "holds": [h.to_dict() for h in self.holds],
             "nondeterministic": list(self.nondeterministic),
+            "placements": {
+                name: self.placements[name].to_dict() for name in sorted(self.placements)
+            },
         }
 
     @classmethod
@@ -276,9 +366,21 @@ class Decisions:
                     for h in d.get("holds", ())
                 ),
                 nondeterministic=_strings(d.get("nondeterministic", ()), "nondeterministic"),
+                placements=_placements(d.get("placements", {})),
             )
         except (KeyError, TypeError, AttributeError) as exc:
             raise SnapshotError(f"malformed decisions: {exc!r}", kind="decisions") from None
+
+
+def _placements(v: object) -> FrozenDict[str, PlacementInfo]:
+    if not isinstance(v, Mapping):
+        raise SnapshotError("expected a mapping", kind="decisions", field="placements")
+    out: dict[str, PlacementInfo] = {}
+    for job, info in v.items():
+        if not isinstance(job, str):
+            raise SnapshotError("expected job names as keys", kind="decisions", field="placements")
+        out[job] = PlacementInfo.from_dict(info, job=job)
+    return FrozenDict(out)
 
 
 def _strings(v: object, field: str) -> tuple[str, ...]:

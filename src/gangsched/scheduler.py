@@ -8,7 +8,7 @@ The snapshot is never mutated; the same snapshot and config give byte-identical 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,16 @@ from .actions.enqueue import EnqueueAction
 from .actions.preempt import PreemptAction
 from .actions.reclaim import ReclaimAction
 from .config import Config
-from .decisions import Bind, Decisions, Eviction, Hold, JobStatus, Pipeline, QueueStatus
+from .decisions import (
+    Bind,
+    Decisions,
+    Eviction,
+    Hold,
+    JobStatus,
+    Pipeline,
+    PlacementInfo,
+    QueueStatus,
+)
 from .errors import ConfigError
 from .placement import Placer
 from .plugins.binpack import BinpackPlugin
@@ -215,12 +224,17 @@ def close_session(ssn: Session) -> Decisions:
         )
 
     task_reasons: dict[str, str] = {}
+    notes = _hold_notes(ssn)
     for t in np.flatnonzero(state == TaskState.PENDING):
         j = int(ssn.task_job[t])
         why = ssn.task_reasons.get(int(t)) or ssn.job_reasons.get(j, ("", ""))[1]
         if not why:
             why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
-        task_reasons[snap.tasks[int(t)].name] = why
+        task_reasons[snap.tasks[int(t)].name] = _with_note(why, notes.get(j))
+    for j, note in notes.items():
+        status = jobs[snap.jobs[j].name]
+        if status.pending and not status.ready:
+            jobs[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
 
     queues: dict[str, QueueStatus] = {}
     phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
@@ -229,6 +243,10 @@ def close_session(ssn: Session) -> Decisions:
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
     fair = ssn.plugin("proportion") or ssn.plugin("capacity")
     inqueue_req = _inqueue_resources(ssn, phase_of)
+    # Under a queue hierarchy an inner queue's figures are those of its subtree.
+    allocated_q = _subtrees(ssn, fair, ssn.queue_allocated)
+    pending_req = _subtrees(ssn, fair, pending_req)
+    inqueue_req = _subtrees(ssn, fair, inqueue_req)
     gpu = ssn.arrays.spec.gpu_column
     phases_of: list[list[str]] = [[] for _ in snap.queues]
     for j, job in enumerate(snap.jobs):
@@ -245,17 +263,17 @@ def close_session(ssn: Session) -> Decisions:
             cap_gpu = queue.capability[GPU] / 1000
         queues[queue.name] = QueueStatus(
             state=queue.state.value,
-            allocated=FrozenDict(ssn.as_mapping(ssn.queue_allocated[q])),
+            allocated=FrozenDict(ssn.as_mapping(allocated_q[q])),
             deserved=FrozenDict(deserved),
             guarantee=FrozenDict(dict(queue.guarantee or {})),
             capability=FrozenDict(dict(queue.capability or {})),
             pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
             inqueue_resources=FrozenDict(ssn.as_mapping(inqueue_req[q])),
             real_capability=FrozenDict(_finite(ssn, real)),
-            request=FrozenDict(ssn.as_mapping(ssn.queue_allocated[q] + pending_req[q])),
+            request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q])),
             weight=queue.weight,
             overused=bool(fair.queue_overused(ssn, q)) if fair is not None else False,
-            allocated_gpu=int(ssn.queue_allocated[q, gpu]) / 1000,
+            allocated_gpu=int(allocated_q[q, gpu]) / 1000,
             pending_gpu=int(pending_req[q, gpu]) / 1000,
             inqueue_gpu=int(inqueue_req[q, gpu]) / 1000,
             deserved_gpu=deserved.get(GPU, 0) / 1000,
@@ -280,9 +298,12 @@ def close_session(ssn: Session) -> Decisions:
         )
         for j, nodes, wait in ssn.scratch.get("holds", ())
     )
+    placements: dict[str, PlacementInfo] = {
+        snap.jobs[j].name: info for j, info in ssn.scratch.get("placements", {}).items()
+    }
     # The placer options that made this cycle depend on more than its input (each once, in
     # the order the actions first used them).
-    notes = dict.fromkeys(
+    options = dict.fromkeys(
         note
         for placer in ssn.scratch.get("placers", ())
         for note in nondeterministic_options(placer)
@@ -297,7 +318,8 @@ def close_session(ssn: Session) -> Decisions:
         job_actions=job_actions(snap, evicted, phase_of),
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
-        nondeterministic=tuple(notes),
+        nondeterministic=tuple(options),
+        placements=FrozenDict(placements),
     )
 
 
@@ -325,6 +347,36 @@ def nondeterministic_options(placer: object) -> tuple[str, ...]:
             "(a wall-clock limit is not deterministic)"
         )
     return tuple(out)
+
+
+def _hold_notes(ssn: Session) -> dict[int, str]:
+    """Per job, what the sla plugin's reservation meant for it (see ``SlaPlugin.reason_notes``)."""
+    sla = ssn.plugin("sla")
+    notes = getattr(sla, "reason_notes", None)
+    out = notes(ssn) if notes is not None else {}
+    assert isinstance(out, dict)
+    return out
+
+
+def _with_note(why: str, note: str | None) -> str:
+    """``why`` with ``note`` added, unless it says it already."""
+    if not note or note in why:
+        return why
+    return f"{why.rstrip('.')}; {note}" if why else note
+
+
+def _subtrees(ssn: Session, fair: Any, per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """``(n_queues, n_resources)`` amounts summed over each queue's subtree when the capacity
+    plugin runs a hierarchy (only leaves hold jobs, so an inner queue holds what its leaves
+    hold); unchanged otherwise."""
+    if not getattr(fair, "hierarchy", False):
+        return per_queue
+    n_q = per_queue.shape[0]
+    out = np.zeros_like(per_queue)
+    for q, path in enumerate(fair.paths[:n_q]):
+        up = path[path < n_q]  # the virtual root, when there is one, has no status
+        out[up] += per_queue[q]
+    return out
 
 
 def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:

@@ -24,14 +24,22 @@ placed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from ..decisions import PlacementInfo
 from ..model import TopologyMode
-from ..placement.problem import GangRequest, HypernodeOrder, PlacementProblem, PlacementResult
+from ..placement.problem import (
+    GangRequest,
+    HypernodeOrder,
+    PlacementProblem,
+    PlacementResult,
+    Status,
+)
 from ..session import HOLDING_STATES, PIPELINED_OR_READY
 from ..topology import Topology, build_topology
 
@@ -239,6 +247,7 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     last = ""
     for future in (False, True):
         result = placer.place(_problem(ssn, (_gang_request(ssn, g, future),), future))
+        note_placement(ssn, job, placer, result)
         gp = result.gangs[0]
         if not gp.placed:
             last = (
@@ -248,6 +257,22 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
             continue
         return _assign(ssn, gp.replicas, g.tmpl_ids, g.by_tmpl, g.request, g.gpu_count, future)
     return last
+
+
+def note_placement(ssn: Session, job: int, placer: object, result: PlacementResult) -> None:
+    """Keep what ``placer`` answered for ``job`` (its last attempt wins) for
+    ``Decisions.placements``: the status, and the gap only where the solver proved a bound
+    (OPTIMAL, FEASIBLE without a fallback to greedy)."""
+    status = result.status
+    gap = float(result.gap)
+    known = status in (Status.OPTIMAL, Status.FEASIBLE) and not result.fallback
+    known = known and math.isfinite(gap) and gap >= 0.0
+    ssn.scratch.setdefault("placements", {})[job] = PlacementInfo(
+        placer=str(getattr(placer, "name", type(placer).__name__)),
+        status=status.value if isinstance(status, Status) else str(status),
+        gap=gap if known else None,
+        fallback=bool(result.fallback),
+    )
 
 
 def place_jobs_jointly(
@@ -265,6 +290,7 @@ def place_jobs_jointly(
     result = placer.place(_problem(ssn, gangs, False, weights))
     out: dict[int, list[Assignment]] = {}
     for g, gp in zip(inputs, result.gangs, strict=True):
+        note_placement(ssn, g.job, placer, result)
         if gp.placed:
             out[g.job] = _assign(
                 ssn, gp.replicas, g.tmpl_ids, g.by_tmpl, g.request, g.gpu_count, False

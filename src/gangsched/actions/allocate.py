@@ -52,7 +52,28 @@ from ._gang_placement import place_job, place_jobs_jointly
 from ._victims import realise_reservations
 
 if TYPE_CHECKING:
+    from ..arrays import TaskTemplate
     from ..session import Session
+
+
+def queue_refusal(ssn: Session, queue: int, tmpl: TaskTemplate) -> str:
+    """Why the ``allocatable`` point refuses ``tmpl`` in ``queue``, in words.
+
+    The point's combiner stops at the first plugin (in tier order) that answers false; that
+    plugin decides, so it is the one asked to explain, through its ``allocatable_reason``
+    (None when it does not refuse, else the limit with the numbers). A plugin without one is
+    named instead."""
+    name = ssn.snapshot.queues[queue].name
+    for tier in ssn.chains["allocatable"]:
+        for plugin in tier:
+            if plugin.allocatable(ssn, queue, tmpl):
+                continue
+            explain = getattr(plugin, "allocatable_reason", None)
+            why = explain(ssn, queue, tmpl) if explain is not None else None
+            if not why:
+                why = f"plugin {getattr(plugin, 'name', type(plugin).__name__)!r} refuses it"
+            return f"queue {name!r} cannot take this task now: {why}"
+    return f"queue {name!r} cannot take this task now"
 
 
 class AllocateAction:
@@ -225,11 +246,7 @@ class AllocateAction:
                 ssn.task_reasons.setdefault(t, ssn.task_reasons.get(tmpl.tasks[0], ""))
                 continue
             if not ssn.call("allocatable", q, tmpl):
-                queue = ssn.snapshot.queues[q]
-                ssn.task_reasons[t] = (
-                    f"queue {queue.name!r} cannot take this task now "
-                    f"(deserved share or state {queue.state.value})"
-                )
+                ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
                 continue
             node, pipelined = ssn.best_node(tmpl)
             if node < 0:
@@ -262,14 +279,10 @@ class AllocateAction:
             for t in pending:
                 ssn.task_reasons[t] = result
             return False
-        queue = ssn.snapshot.queues[q]
         for t, node, gpus, pipelined in result:
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if not ssn.call("allocatable", q, tmpl):
-                ssn.task_reasons[t] = (
-                    f"queue {queue.name!r} cannot take this task now "
-                    f"(deserved share or state {queue.state.value})"
-                )
+                ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
                 break
             if not ssn.fits(t, node, future=pipelined, gpus=gpus):
                 ssn.task_reasons[t] = "the planned node no longer has room for this task"

@@ -81,6 +81,7 @@ from ..errors import ConfigError, SnapshotError
 from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS, cluster_total, to_amounts
+from ._queue_reasons import over_limit
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -376,6 +377,35 @@ class CapacityPlugin:
         path = self.paths[queue]
         after = self.allocated[path][:, dims] + tmpl.request[dims]
         return bool(np.all(after <= self.real_capability[path][:, dims] + SLACK))
+
+    def allocatable_reason(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> str | None:
+        """Why :meth:`allocatable` refuses (None when it does not), in the words that follow
+        "queue 'q' cannot take this task now:": the queue's state, an inner queue, or the
+        first queue on the path up (the queue, then its ancestors) where a resource would pass
+        its capability or realCapability (the parent's room less what the siblings are
+        guaranteed), with the numbers."""
+        rec = ssn.snapshot.queues[queue]
+        if rec.state is not QueueState.OPEN:
+            return f"the queue is {rec.state.value}"
+        if self._inner_queue(queue):
+            return "the queue has child queues; only leaf queues hold jobs"
+        if self.allocatable(ssn, queue, tmpl):
+            return None
+        dims = tmpl.request > 0
+        dims[self._pods] = False
+        for node in self.paths[queue].tolist():
+            real, cap = self.real_capability[node], self.capability[node]
+
+            def ceiling(c: int, real: F64 = real, cap: F64 = cap) -> str:
+                return "capability" if cap[c] <= real[c] else "realCapability"
+
+            phrases = over_limit(
+                ssn, self.allocated[node], tmpl.request, real, dims, ceiling, SLACK
+            )
+            if phrases:
+                where = "" if node == queue else f"ancestor {self.names[node]!r}: "
+                return where + "; ".join(phrases)
+        return "over its realCapability"
 
     def job_enqueueable(self, ssn: Session, job: int) -> Vote:
         rec = ssn.snapshot.jobs[job]

@@ -53,6 +53,7 @@ from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..model import QueueState
 from ..units import PODS, cluster_total, to_amounts
+from ._queue_reasons import over_limit
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -330,6 +331,34 @@ class ProportionPlugin:
         # there, as Volcano does); the capability stays a ceiling even then
         limit = np.minimum(self.deserved[queue], self.real_capability[queue])
         return fits(alloc, tmpl.request, limit, dims)
+
+    def allocatable_reason(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> str | None:
+        """Why :meth:`allocatable` refuses (None when it does not), in the words that follow
+        "queue 'q' cannot take this task now:": the queue's state, or each resource past its
+        limit (the capability, the realCapability — what the other queues' guarantees leave —
+        or the deserved share) with the numbers."""
+        rec = ssn.snapshot.queues[queue]
+        if rec.state is not QueueState.OPEN:
+            return f"the queue is {rec.state.value}"
+        if self.allocatable(ssn, queue, tmpl):
+            return None
+        dims = tmpl.request > 0
+        dims[self._pods] = False
+        alloc = ssn.queue_allocated[queue].astype(np.float64)
+        real = self.real_capability[queue]
+        cap = np.full(real.size, np.inf)
+        for res, amount in rec.capability_limits(flat=True).items():
+            cap[ssn.arrays.spec.index(res)] = float(amount)
+
+        def ceiling(c: int) -> str:
+            return "capability" if cap[c] <= real[c] else "realCapability"
+
+        phrases = over_limit(ssn, alloc, tmpl.request, real, dims, ceiling, SLACK)
+        within = dims & ~(alloc + tmpl.request > real + SLACK)
+        phrases += over_limit(
+            ssn, alloc, tmpl.request, self.deserved[queue], within, lambda _: "deserved", SLACK
+        )
+        return "; ".join(phrases) or "over its deserved share"
 
     def job_enqueueable(self, ssn: Session, job: int) -> Vote:
         rec = ssn.snapshot.jobs[job]

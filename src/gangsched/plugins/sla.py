@@ -25,7 +25,9 @@ oldest first — the first that can ever fit is the *head* job; nodes are **held
    expected wait (Slurm's backfill rule: it ends before the head can start). When the wait is
    unknown (the head must outlast a job without a walltime) only best-effort tasks may use them.
 
-The held nodes and the expected wait are reported in ``Decisions.holds``. Allocate, backfill,
+The held nodes and the expected wait are reported in ``Decisions.holds``, and in words in the
+reasons of the head job (nodes held for it, expected wait) and of every job a held node was
+refused to (which job holds it and why this one may not use it). Allocate, backfill,
 preempt and reclaim all place through the predicates, so none of them can use held nodes
 against the rule. There is one reservation per cycle (Slurm's conservative backfill reserves
 for every queued job; here only the head's start is protected). The reservation is recomputed
@@ -130,10 +132,12 @@ class SlaPlugin:
         self.reserve = arg_bool(arguments, "sla.reservation", True, plugin=self.name)
         self._hold: Reservation | None = None
         self._done = False
+        self._blocked: dict[int, str] = {}  # job → why the held nodes are closed to it
 
     def on_session_open(self, ssn: Session) -> None:
         self._hold = None
         self._done = False
+        self._blocked = {}
 
     # ------------------------------------------------------------------ waiting time
 
@@ -167,7 +171,39 @@ class SlaPlugin:
         if walltime is not None and wait is not None and walltime <= wait:
             return []
         name = ssn.snapshot.jobs[hold.job].name
-        return [(hold.mask[rows], f"node(s) held for starving job {name!r}")]
+        why = _closed_because(walltime, wait)
+        reject = hold.mask[rows]
+        if reject.any():
+            self._blocked.setdefault(tmpl.job, why)
+        return [(reject, _held_for(name, why))]
+
+    def reason_notes(self, ssn: Session) -> dict[int, str]:
+        """What the cycle's reservation means for each job it touched, in words: for the head
+        job, that nodes are held for it (and when it should fit); for every job a held node
+        was refused to, which job holds them and why this one may not use them (the
+        predicate's word, so a reason that shows it already is not told twice). Empty when
+        nothing was held."""
+        hold = self._hold
+        if hold is None:
+            return {}
+        jobs = ssn.snapshot.jobs
+        names = ssn.arrays.node_names
+        nodes = ", ".join(names[n] for n in hold.nodes)
+        head = jobs[hold.job]
+        when = (
+            f"expected to fit in {hold.expected_wait} s"
+            if hold.expected_wait is not None
+            else "expected start unknown (a job on them declares no walltime)"
+        )
+        out = {
+            hold.job: (
+                f"sla: waited {head.age} s (sla-waiting-time {self.waiting} s); "
+                f"node(s) {nodes} held for it, {when}"
+            )
+        }
+        for j, why in sorted(self._blocked.items()):
+            out[j] = _held_for(head.name, why)
+        return out
 
     def hold(self, ssn: Session) -> Reservation | None:
         """The cycle's reservation, computed on first use (after every plugin has opened)."""
@@ -248,6 +284,21 @@ class SlaPlugin:
                     for reject, _ in p.predicate(ssn, tmpl, rows):
                         ok &= ~reject
         return ok
+
+
+def _held_for(head: str, why: str) -> str:
+    """The words for a node held for job ``head`` and closed to a task for reason ``why``
+    (the predicate's word and, for jobs it blocked, the note in their reasons alike)."""
+    return f"node(s) held for starving job {head!r} ({why})"
+
+
+def _closed_because(walltime: int | None, wait: int | None) -> str:
+    """Why a job that is not best-effort may not use the held nodes."""
+    if wait is None:
+        return "its start time is unknown; only best-effort tasks may use them"
+    if walltime is None:
+        return f"it should start in {wait} s and this job declares no walltime"
+    return f"it should start in {wait} s, before this job's walltime of {walltime} s ends"
 
 
 def _claim(ssn: Session, job: int) -> list[int]:
