@@ -418,3 +418,19 @@ def test_cli_table_shows_the_placements(capsys: pytest.CaptureFixture[str], tmp_
     section = out[out.index("PLACEMENTS") : out.index("QUEUES")].splitlines()
     rows = {line.split()[0]: line.split()[1:] for line in section[2:] if line.strip()}
     assert rows["llm-finetune"] == ["cpsat", "TIMED_OUT", "-", "yes"]
+
+
+def test_scheduling_page_placements_example_runs_as_written() -> None:
+    import contextlib
+    import io
+    import re
+
+    text = (ROOT / "docs" / "scheduling.md").read_text(encoding="utf-8")
+    section = text[text.index("## Decisions and explanations") :]
+    (block,) = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(block, "<docs/scheduling.md>", "exec"), {})
+    printed = out.getvalue().splitlines()
+    shown = [line[2:] for line in block.splitlines() if line.startswith("# PlacementInfo")]
+    assert printed == shown
