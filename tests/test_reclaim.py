@@ -152,18 +152,24 @@ def test_reclaim_trims_surplus_and_leaves_gangs_whole() -> None:
 # ---------------------------------------------------------------------------- item 4: no cycles
 
 
-def test_a_reclaim_that_leaves_the_victim_worse_off_than_the_reclaimer_is_refused() -> None:
-    # kueue#3779: a victim re-admitted because its queue ends with the lower share. b holds
-    # 5 of 8 GPUs in one gang at its minimum; a (at 3 of its 4) needs 1 more GPU. Taking b's
-    # gang whole would leave b at share 0, below a's 0.75: refused, and explained.
+def test_a_reclaim_that_leaves_the_victim_below_the_reclaimer_is_never_reversed() -> None:
+    # kueue#3779 shape: b holds 5 of 8 GPUs in one gang at its minimum; a (at 3 of its 4)
+    # needs 1 more GPU. Taking b's gang whole leaves b at share 0, below a's 1 — admitted (a
+    # ends within its deserved share, so nothing can reclaim from it), and never reversed: b
+    # stays short of its 5-GPU gang minimum instead of taking it back.
     jobs = [job("b0", 5, queue="b"), job("a0", 3, queue="a"), job("a1", 1, queue="a")]
     tasks = running("b0", [("n0", [0]), ("n0", [1]), ("n0", [2]), ("n0", [3]), ("n1", [0])])
     tasks += running("a0", [("n1", [1]), ("n1", [2]), ("n1", [3])]) + pending("a1", 1)
     s = snap([node("n0"), node("n1")], jobs, tasks, queues=QUEUES)
-    d = gs.schedule(s, RECLAIM)
-    assert d.evictions == ()
-    assert d.preemption_reasons["a1"].startswith("reclaim: FairShareGuard")
-    # The same claim is served when b's job is elastic (one surplus task suffices).
+    edges: set[tuple[str, str]] = set()
+    counts = []
+    for _ in range(5):
+        d = gs.schedule(s, RECLAIM)
+        edges |= {(s.task(e.task).job, e.preemptor) for e in d.evictions}
+        counts.append(len(d.evictions))
+        s = settle(apply(s, d))
+    assert edges == {("b0", "a1")} and counts[0] == 5 and sum(counts[1:]) == 0
+    # The same claim costs one task when b's job is elastic (one surplus task suffices).
     elastic = [dict(j, min_available=1) if j["name"] == "b0" else j for j in jobs]
     s2 = snap([node("n0"), node("n1")], elastic, tasks, queues=QUEUES)
     assert len(gs.schedule(s2, RECLAIM).evictions) == 1
@@ -189,7 +195,8 @@ def test_no_reclaim_ping_pong_across_cycles() -> None:
 
 
 def test_rule_holds_after_every_admitted_reclaim() -> None:
-    # The three inequalities of the rule, checked on the session state after the move.
+    # The rule, checked on the session state after the move: the victim was above its share
+    # before, the reclaimer is within its own after (its share rose, as it always does here).
     jobs, tasks = _b_holds_everything()
     s = snap([node("n0"), node("n1")], jobs, tasks, queues=QUEUES)
     before = queue_shares(open_session(s, RECLAIM))
@@ -200,7 +207,7 @@ def test_rule_holds_after_every_admitted_reclaim() -> None:
     a, b = s.queue_index["a"], s.queue_index["b"]
     assert before[b] > 1.0  # the victim was above its deserved share
     assert after[a] <= 1.0 + 1e-9  # the reclaimer stays within its own
-    assert after[a] > before[a] and after[b] > before[a]  # the worse-off side gained
+    assert after[a] > before[a]
 
 
 # ---------------------------------------------------------------------------- item 5: determinism

@@ -3,14 +3,20 @@
 Theory of operation
 -------------------
 Carried reservations are bound first. Then every admitted, valid, starving job, in queue order
-and job order, whose queue is Open (a Closed or Closing queue reclaims nothing, as in Volcano)
-and *not* overused (``overused`` point) claims the pending tasks that bring it to its gang
-minimum; each claimed task must pass its queue's ``allocatable`` check as it is pipelined, so
-the reclaiming queue never goes beyond what it deserves. Candidate victims are running or bound
-tasks, ``preemptable`` on task and job (``_victims.evictable``), of jobs in *other* queues that
-are ``reclaimable`` (this action owns that rule) and hold more than their deserved share on
-some resource; the ``reclaimable`` plugin point narrows them. Bundles, search and the
-all-or-nothing commit are shared with ``preempt``.
+and job order, whose queue is Open (a Closed or Closing queue reclaims nothing, as in Volcano),
+*not* overused (``overused`` point) and *preemptive* for its claim (the ``preemptive`` answer
+of every plugin that has one, all must agree: capacity's per-dimension rule, see
+``plugins/capacity.py``) claims the pending tasks that bring it to its gang minimum; each
+claimed task must pass its queue's ``allocatable`` check as it is pipelined. Candidate victims
+are running or bound tasks, ``preemptable`` on task and job (``_victims.evictable``), of jobs
+in *other* queues that are ``reclaimable`` (this action owns that rule) and hold more than
+their deserved share on some resource; the ``reclaimable`` plugin point narrows them
+(proportion: the queue is above deserved on some resource; capacity: per dimension of the
+victim). Bundles, search and the all-or-nothing commit are shared with ``preempt``.
+
+Queue priority decides which queue loses first: victims are first sought in the
+lowest-priority queues above their share alone, and a queue of higher priority loses tasks
+only when no admissible victim set exists among the queues of lower or equal priority.
 
 Fair-share measure: ``share(q) = max_r allocated_r / deserved_r`` over the resources (pods
 excluded), ``deserved`` as the fair-share plugin (proportion or capacity) computed it at the
@@ -18,47 +24,46 @@ start of the cycle; a resource a queue holds but does not deserve counts as an i
 
 The rule against preemption cycles
 ----------------------------------
-A reclaim by queue R from queues V is admissible only if
+Call a running task *exposed* when the fair-share plugin's victim rule could select it for
+some reclaimer: under ``proportion`` every task of a queue above its deserved amount on any
+resource; under ``capacity`` a task whose queue (and, with ``ancestorReclaimLevel``, the
+ancestors that rule checks) is above deserved on one of the task's resources it deserves, or
+deserves none of them. A reclaim by queue R is admissible only if
 
-1. every V is *above* its deserved share before the move: ``share(V) > 1``;
-2. R stays *within* its deserved share after the move: ``share(R + claim) ≤ 1``;
-3. the move helps the worse-off side: R's share rises, and every V ends with a share above
-   what R had before: ``share(V − victims) > share(R)`` (a max-min improvement: the smaller
-   of the two shares grows).
+1. every victim is exposed before the move (the candidate filter and ``reclaimable``);
+2. no claimed task is exposed after the move (:func:`exposed_claim`): under ``proportion``
+   ``share(R + claim) ≤ 1``; under ``capacity`` R is at or below deserved on each resource a
+   claimed task asks for that R deserves, deserves at least one of them, and the ancestor
+   checks protect it where R deserves none.
 
-Why no cycle: for V (or any queue) to take back from R, rule 1 needs ``share(R) > 1``. Right
-after the move ``share(R) ≤ 1`` (rule 2), and while conditions are unchanged (same deserved
-shares: same queues, weights, nodes and jobs) nothing raises it above 1 again: allocate,
-preempt and reclaim place a task only if ``allocated + request ≤ deserved`` on every resource
-it asks for (proportion's ``allocatable``) and never add to the others. So a queue that
-gained by reclaim is out of the victim pool, and the victim→reclaimer graph can close no loop
-of any length. Rule 3 is not needed for that proof; it stops a reclaim that would take a
-whole large gang to give a queue a sliver, leaving the victim queue worse off than the
-reclaimer was (Kueue's fair-sharing strategies guard the same way). Rules 2 and 3 let two
-equal-weight queues meet at exactly equal shares.
+Why no cycle (the full argument is in ``docs/preemption.md``): a task that is not exposed stays
+so while conditions are unchanged and no queue borrows, because allocate, preempt and reclaim
+never add to a queue beyond its deserved amount on the resources they add (proportion's
+``allocatable``); so the reclaimer's new tasks never become victims, its job — at its
+minimum, so evictable only whole — can never be taken, and every victim→reclaimer edge points
+to a job that has left the victim pool for good: no loop of any length. Rule 2 is the weakest
+condition on the reclaimer alone: a claimed task left exposed can be taken back at once by the
+queue that lost it (Volcano's ``preemptive`` admits such pairs, and they ping-pong).
 
-With the ``capacity`` plugin the proof needs one more condition: its ``allocatable`` admits
-tasks up to a queue's real capability, so ``allocate`` may lift a queue that gained by reclaim
-above its deserved share again by borrowing idle resources — and only so. Hence, with
-capacity, no reclaim is reversed by reclaim alone; an edge back can only follow a borrow from
-idle resources in between, and where no queue can borrow (capability at deserved on the
-resources in play) the proof holds as written. Without a fair-share plugin there is no
-deserved share, and reclaim does nothing (and says so).
+With ``capacity``, whose ``allocatable`` admits tasks up to the real capability, ``allocate``
+can lift a queue above deserved again by **borrowing** idle resources; then the guarantee is
+that no reclaim is reversed by reclaim alone (a reversal must follow a borrow). Without a
+fair-share plugin there is no deserved share, and reclaim does nothing (and says so).
 
-The capacity plugin's guarantee floor and ``ancestorReclaimLevel`` act through its
-``reclaimable`` answer, so only when it sits in the tier that decides (with ``gang``).
 Not done: ``preemptionPolicy: Never``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..model import QueueState
+from ..session import TaskState, _enabled
 from ..units import PODS
 from . import _victims as v
 
@@ -88,6 +93,14 @@ def queue_shares(ssn: Session) -> F64:
 SLACK = 1e-9
 
 
+def _serving(ssn: Session, point: str) -> list[Any]:
+    """The configured plugins that implement ``point`` and have it enabled, in tier order."""
+    tiers: list[list[tuple[Any, Any]]] = ssn.scratch.get("_options", [])
+    return [
+        p for tier in tiers for option, p in tier if hasattr(p, point) and _enabled(option, point)
+    ]
+
+
 def _gate(ssn: Session, job: int) -> v.Refusal | None:
     """The reclaimer's eligibility: its queue is Open and below its deserved share."""
     q = int(ssn.job_queue[job])
@@ -110,7 +123,23 @@ def _gate(ssn: Session, job: int) -> v.Refusal | None:
     return None
 
 
-def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
+def _preemptive(ssn: Session, job: int, claim: Sequence[int]) -> v.Refusal | None:
+    """Volcano's ``preemptive`` point on the claim: every plugin that answers must agree."""
+    q = int(ssn.job_queue[job])
+    for plugin in _serving(ssn, "preemptive"):
+        why = plugin.preemptive(ssn, q, list(claim))
+        if why is not None:
+            return (v.QUEUE_OVERUSED, f"{plugin.name}: {why}")
+    return None
+
+
+def _over_queues(ssn: Session) -> npt.NDArray[np.bool_]:
+    return queue_shares(ssn) > 1.0 + SLACK
+
+
+def _candidates(ssn: Session, job: int, ceiling: int | None = None) -> tuple[I64, v.Refusal | None]:
+    """Victims allowed by the action's hard rules; with ``ceiling``, only from queues of that
+    priority or lower."""
     snap = ssn.snapshot
     q = int(ssn.job_queue[job])
     running = np.isin(ssn.task_state, v.RUNNING_STATES)
@@ -119,7 +148,10 @@ def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
     if cands.size == 0:
         return cands, (v.NO_VICTIMS, "no running task in another queue")
     reclaimable = np.array([queue.reclaimable for queue in snap.queues], dtype=np.bool_)
-    over = queue_shares(ssn) > 1.0 + SLACK
+    over = _over_queues(ssn)
+    if ceiling is not None:
+        prio = np.array([queue.priority for queue in snap.queues], dtype=np.int64)
+        over = over & (prio <= ceiling)
     cq = victim_q[cands]
     open_ = cands[reclaimable[cq] & over[cq]]
     if open_.size == 0:
@@ -138,28 +170,53 @@ def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
     return ok, None
 
 
-def _admissible(ssn: Session, job: int, victims: Sequence[int], before: F64) -> v.Refusal | None:
+def _priority_levels(ssn: Session, job: int) -> list[int | None]:
+    """Victim-queue priority ceilings to try in turn, lowest first; ``None`` (every queue)
+    last. One pass when the queues above their share all have the same priority."""
+    q = int(ssn.job_queue[job])
+    over = _over_queues(ssn)
+    over[q] = False
+    levels = sorted({ssn.snapshot.queues[int(x)].priority for x in np.flatnonzero(over)})
+    return [*levels[:-1], None]
+
+
+def exposed_claim(ssn: Session, job: int) -> str | None:
+    """Rule 2: why a claimed (pipelined) task of ``job`` could be reclaimed back now, or None.
+
+    Every tier of ``reclaimable`` plugins may be the one that decides, so each is asked: a
+    tier with a plugin whose victim rule is per task answers through that plugin's
+    ``exposed`` method (capacity); a tier without one leaves the action's queue-level rule,
+    under which the reclaimer's share must be at most 1."""
+    tasks = [int(t) for t in ssn.job_tasks(job) if ssn.task_state[t] == TaskState.PIPELINED]
+    options: list[list[tuple[Any, Any]]] = ssn.scratch.get("_options", [])
+    tiers = [
+        [p for o, p in tier if hasattr(p, "reclaimable") and _enabled(o, "reclaimable")]
+        for tier in options
+    ]
+    queue_level = False
+    for tier in [t for t in tiers if t] or [[]]:
+        judges = [p for p in tier if hasattr(p, "exposed")]
+        queue_level |= not judges
+        for plugin in judges:
+            why = plugin.exposed(ssn, tasks)
+            if why is not None:
+                return str(why)
+    q = int(ssn.job_queue[job])
+    share = float(queue_shares(ssn)[q])
+    if queue_level and share > 1.0 + SLACK:
+        name = ssn.snapshot.queues[q].name
+        return (
+            f"after the move queue {name!r} would hold {share:.4g} of its deserved share; a "
+            "reclaimer must stay within it (so it is never reclaimed back)"
+        )
+    return None
+
+
+def _admissible(ssn: Session, job: int, victims: Sequence[int], before: Any) -> v.Refusal | None:
     if not victims:
         return None
-    shares = queue_shares(ssn)
-    q = int(ssn.job_queue[job])
-    names = ssn.snapshot.queues
-    if shares[q] > 1.0 + SLACK:
-        return (
-            v.SHARE_GUARD,
-            f"after the move queue {names[q].name!r} would hold {shares[q]:.4g} of its "
-            "deserved share; a reclaimer must stay within it (so it is never reclaimed back)",
-        )
-    if not shares[q] > before[q]:
-        return (v.SHARE_GUARD, f"the move would not raise queue {names[q].name!r}'s share")
-    for vq in sorted({int(ssn.job_queue[ssn.task_job[t]]) for t in victims}):
-        if not shares[vq] > before[q]:
-            return (
-                v.SHARE_GUARD,
-                f"after the move queue {names[vq].name!r} would hold share {shares[vq]:.4g}, "
-                f"not above the {before[q]:.4g} queue {names[q].name!r} holds now",
-            )
-    return None
+    why = exposed_claim(ssn, job)
+    return None if why is None else (v.SHARE_GUARD, why)
 
 
 def _reason(ssn: Session, job: int, victim: int) -> str:
@@ -177,10 +234,41 @@ SCOPE = v.Scope(
     point="reclaimable",
     gate=_gate,
     candidates=_candidates,
-    baseline=queue_shares,
+    baseline=v.no_baseline,
     admissible=_admissible,
     reason=_reason,
 )
+
+
+def run(ssn: Session) -> None:
+    """Reclaim for every starving job, in queue order then job order (``_victims.run``, with
+    the ``preemptive`` check and the victim queues tried by priority, lowest first)."""
+    v.realise_reservations(ssn)
+    reasons: dict[int, dict[str, str]] = ssn.scratch.setdefault("preemption_reasons", {})
+    for j in v._preemptors(ssn):
+        if not ssn.call("job_starving", j):
+            continue
+        claim = v.needed_tasks(ssn, j)
+        if not claim:
+            continue
+        refusal = _gate(ssn, j) or _preemptive(ssn, j, claim)
+        if refusal is None:
+            for ceiling in _priority_levels(ssn, j):
+                scope = SCOPE if ceiling is None else replace(SCOPE, candidates=_capped(ceiling))
+                refusal = v._preempt_job(ssn, scope, j, claim)
+                if refusal is None:
+                    break
+        if refusal is None:
+            reasons.pop(j, None)
+        else:
+            reasons.setdefault(j, {})["reclaim"] = f"{refusal[0]}: {refusal[1]}"
+
+
+def _capped(ceiling: int) -> Any:
+    def candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
+        return _candidates(ssn, job, ceiling)
+
+    return candidates
 
 
 class ReclaimAction:
@@ -192,7 +280,7 @@ class ReclaimAction:
         self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
-        v.run(ssn, SCOPE)
+        run(ssn)
 
 
-__all__ = ["SCOPE", "ReclaimAction", "queue_shares"]
+__all__ = ["SCOPE", "ReclaimAction", "exposed_claim", "queue_shares", "run"]

@@ -49,8 +49,17 @@ queue's allocation lowered by the victims already kept. A task is kept when
    a non-root ancestor within L levels with the reclaimer and the reclaimer's queue deserves
    none of the resources its job asks for (no real contention inside that subtree).
 
-The reclaim action adds its own fair-share rule on the shares after the move (see
-``actions/reclaim.py``); rule 3 is what makes only borrowed resources reclaimable.
+The reclaim action adds its own rule after the move (see ``actions/reclaim.py``): no claimed
+task may be *exposed* (``exposed``), i.e. selectable by rules 3 and 4 for some other leaf queue
+(rules 1 and 2, and the reclaimer's own request in rule 4, are left out: that only makes the
+check stricter); rule 3 is what makes only borrowed resources reclaimable.
+
+As a reclaimer (``preemptive``, Volcano's ``PreemptiveFn`` on the claim): the queue is Open;
+with the claim added it stays within its ``realCapability`` on every requested resource; and it
+is at or below ``deserved`` (within 0.1) on *at least one* requested resource, skipping the
+requested resources where it neither deserves nor would hold anything — or, with hierarchy and
+``ancestorReclaimLevel: L``, one of its ancestors at levels 1..L (not the root) is, with the
+claim added to it.
 ``victim_order``: tasks of the queue with the larger share first; with hierarchy, first the
 larger share of the victim's top-level subtree (child of the root), then of its own queue.
 
@@ -62,9 +71,8 @@ so "the resources it asks for" are those of its pending tasks (Volcano: of one t
 guarantee floor is checked on the resources the victim holds (Volcano: on every resource, so a
 queue below its guarantee on one resource protects all of its tasks); ``victim_order`` cannot
 prefer queues far from the reclaimer in the tree (the point is not told the reclaimer), and
-there is no ``preemptive`` point: the reclaim action's own rule (reclaimer within its deserved
-share after the move, on every resource) is stricter than Volcano's ``preemptive`` (within on
-some requested resource).
+``preemptive`` judges the whole claim at once (Volcano: task by task, the queue's allocation
+growing as they are pipelined, which comes to the same for the last task).
 """
 
 from __future__ import annotations
@@ -426,8 +434,10 @@ class CapacityPlugin:
         need = ssn.vector(rec.min_resources).astype(np.float64)
         dims = need > 0
         dims[self._pods] = False
+        # What the job may preempt is held in its own queue, so in every ancestor too.
+        freed = ssn.preemptable_for(job, quota=True)
         for node in self.paths[q]:
-            base = self.allocated[node] + self.inqueue[node] - self.elastic[node]
+            base = self.allocated[node] + self.inqueue[node] - self.elastic[node] - freed
             if not _fits(base, need, self.real_capability[node], dims):
                 over = dims & (base + need > self.real_capability[node] + SLACK)
                 where = "" if node == q else f" (ancestor {self.names[node]!r})"
@@ -519,6 +529,92 @@ class CapacityPlugin:
                 left[node] -= row
             keep.append(t)
         return np.array(sorted(keep), dtype=np.int64)
+
+    # ------------------------------------------------------------------ reclaimer
+
+    def _partly_within(self, future: F64, node: int, req: F64) -> bool:
+        """Volcano's ``LessEqualPartlyWithDimensionZeroFiltered(deserved, req)``."""
+        d = self.deserved[node]
+        dims = (req > 0) & ~((future < EPS) & (d < EPS))
+        dims[self._pods] = False
+        return bool(np.any(dims & ((future < d) | (np.abs(future - d) < EPS))))
+
+    def preemptive(self, ssn: Session, queue: int, tasks: list[int]) -> str | None:
+        """Why ``queue`` may not reclaim for ``tasks`` (None: it may); see the module docstring."""
+        name = self.names[queue]
+        state = ssn.snapshot.queues[queue].state
+        if state is not QueueState.OPEN:
+            return f"queue {name!r} is {state.value}: only an Open queue reclaims"
+        req = ssn.task_req[tasks].sum(axis=0).astype(np.float64)
+        req[self._pods] = 0.0
+        future = self.allocated[queue] + req
+        beyond = (req > 0) & (future > self.real_capability[queue] + SLACK)
+        if beyond.any():
+            return (
+                f"queue {name!r} would exceed its real capability on {_names(ssn, beyond)} "
+                "with the claim added"
+            )
+        if self._partly_within(future, queue, req):
+            return None
+        if self.hierarchy:
+            for node in self._level_nodes(queue):
+                if node < 0 or node == self.root:
+                    continue
+                if self._partly_within(self.allocated[node] + req, node, req):
+                    return None
+        where = " (nor an ancestor within ancestorReclaimLevel)" if self.reclaim_level else ""
+        return (
+            f"queue {name!r}{where} would be above its deserved amount on every requested "
+            f"resource ({_names(ssn, req > 0)}) with the claim added"
+        )
+
+    def _reclaimer_of(self, queue: int, dims: BOOL, immediate: bool) -> str | None:
+        """A leaf queue whose reclaim could select a task of ``queue`` holding ``dims`` now
+        (rules 3 and 4 only, the reclaimer's request unknown), or None."""
+        if not (self.hierarchy and self.reclaim_level > 0):
+            return "another queue"
+        levels = self._level_nodes(queue)
+        scope = {n for n in levels if n >= 0 and n != self.root}
+        for y in range(self.n_queues):
+            if y == queue or not self.leaf[y]:
+                continue
+            theirs = self._level_nodes(y)
+            if immediate and scope & set(theirs) and self._best_effort[y]:
+                continue  # no contention inside a shared subtree
+            if all(
+                node < 0
+                or node == self.root
+                or node == other
+                or self._exceeds(self.allocated[node], node, dims) is not False
+                for node, other in zip(levels, theirs, strict=True)
+            ):
+                return f"queue {self.names[y]!r}"
+        return None
+
+    def exposed(self, ssn: Session, tasks: list[int]) -> str | None:
+        """Why one of ``tasks`` (running or reserved) could be reclaimed now, or None."""
+        for t in tasks:
+            q = int(ssn.job_queue[ssn.task_job[t]])
+            dims = ssn.task_req[t] > 0
+            dims[self._pods] = False
+            over = self._exceeds(self.allocated[q], q, dims)
+            if over is False:
+                continue
+            who = self._reclaimer_of(q, dims, over is None)
+            if who is None:
+                continue
+            task = ssn.snapshot.tasks[t].name
+            if over is None:
+                why = f"queue {self.names[q]!r} deserves none of what task {task!r} asks for"
+            else:
+                above = dims & (self.allocated[q] > self.deserved[q] + EPS)
+                above &= self.deserved[q] >= EPS
+                why = (
+                    f"after the move queue {self.names[q]!r} would be above its deserved "
+                    f"amount on {_names(ssn, above)}, which task {task!r} holds"
+                )
+            return f"{why}, so {who} could reclaim it back"
+        return None
 
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
         q = int(ssn.job_queue[ssn.task_job[task]])
