@@ -119,6 +119,15 @@ def test_queue_refusal_names_a_closed_queue() -> None:
         )
 
 
+def test_overused_queue_reason_shows_what_it_holds_against_its_share() -> None:
+    # 8 cpu between a (holds 4, asks 1 more) and b (asks 4): a deserves 4 and holds it.
+    s = _cpu_snapshot([{"name": "a"}, {"name": "b"}], {"a": "4"}, {"a": 1, "b": 4})
+    nodes = [{"name": "n0", "allocatable": {"cpu": 8, "memory": "256Gi"}}]
+    d = gs.schedule(gs.Snapshot.from_dict({**s.to_dict(), "nodes": nodes}), PROPORTION)
+    assert d.jobs["new-a"].reason == "QueueOverused"
+    assert d.jobs["new-a"].message == "queue 'a' is overused: cpu 4 allocated >= deserved 4"
+
+
 def test_capacity_refusal_names_the_capability_with_the_numbers() -> None:
     s = _cpu_snapshot(CAPPED, {"capped": "6"}, {"capped": 3})
     d = gs.schedule(s, _capacity(hierarchy=False))

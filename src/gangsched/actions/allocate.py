@@ -42,12 +42,16 @@ from collections import deque
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
 from ..placement import GreedyPlacer, Placer
 from ..placement._common import check_solver_parameters
+from ..plugins._queue_reasons import show_amount
 from ..session import TaskState
 from ..statement import Statement
+from ..units import PODS
 from ._gang_placement import place_job, place_jobs_jointly
 from ._victims import realise_reservations
 
@@ -74,6 +78,23 @@ def queue_refusal(ssn: Session, queue: int, tmpl: TaskTemplate) -> str:
                 why = f"plugin {getattr(plugin, 'name', type(plugin).__name__)!r} refuses it"
             return f"queue {name!r} cannot take this task now: {why}"
     return f"queue {name!r} cannot take this task now"
+
+
+def overused_reason(ssn: Session, queue: int) -> str:
+    """Why an overused queue gets nothing more: what it holds against what it deserves, on
+    every resource it deserves (when a queue plugin computed the deserved amounts)."""
+    name = ssn.snapshot.queues[queue].name
+    if ssn.queue_deserved is None:
+        return f"queue {name!r} is overused"
+    names = ssn.arrays.spec.names
+    held, deserved = ssn.queue_allocated[queue], ssn.queue_deserved[queue]
+    parts = [
+        f"{names[c]} {show_amount(held[c], names[c])} allocated >= "
+        f"deserved {show_amount(deserved[c], names[c])}"
+        for c in np.flatnonzero(deserved > 0).tolist()
+        if names[c] != PODS
+    ]
+    return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
 
 
 class AllocateAction:
@@ -200,10 +221,9 @@ class AllocateAction:
                     heapq.heappush(qheap, (fresh, q))
                     continue
             if ssn.call("overused", q):
+                why = overused_reason(ssn, q)
                 for _, j in per_queue.pop(q):
-                    ssn.note_job(
-                        j, "QueueOverused", f"queue {ssn.snapshot.queues[q].name!r} is overused"
-                    )
+                    ssn.note_job(j, "QueueOverused", why)
                 continue
             _, j = heapq.heappop(per_queue[q])
             if not per_queue[q]:
