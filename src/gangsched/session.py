@@ -727,6 +727,20 @@ class Session:
         """Record why a job did not progress (the last word wins)."""
         self.job_reasons[job] = (reason, message)
 
+    def preemptable_for(self, job: int, *, quota: bool = False) -> I64:
+        """Resources ``job`` may take by preemption, in ``task_req``'s terms, as the enqueue
+        action counts them while it votes on the job's admission (zeros otherwise): the
+        ``job_enqueueable`` votes count them as available. ``quota``: only the part that
+        lowers its queue's allocation beyond the victims' elastic amounts (what they hold
+        past their ``min_resources``, which the queue votes already count as free). The
+        enqueue action owns the count (the victim rules live with the actions) and sets
+        ``scratch["preemptable_for"][job] = (freed, freed_quota)``."""
+        got = self.scratch.get("preemptable_for", {}).get(job)
+        if got is None:
+            return np.zeros(len(self.arrays.spec), dtype=np.int64)
+        out: I64 = got[1] if quota else got[0]
+        return out
+
 
 def _enabled(option: Any, point: str) -> bool:
     enabled = getattr(option, "enabled", None)

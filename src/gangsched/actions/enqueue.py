@@ -6,7 +6,15 @@ Queues are taken in queue order, one job per turn (best job first by job order);
 back into the order after each of its jobs. A job is admitted when
 
 1. its queue is Open (a Closing or Closed queue admits nothing new; its running work stays);
-2. it has no ``min_resources``, or the ``job_enqueueable`` vote admits it (quota, overcommit);
+2. it has no ``min_resources``, or the ``job_enqueueable`` vote admits it (quota, overcommit).
+   When the vote refuses and ``preempt`` is configured, the job is voted on again with what
+   it may preempt counted as available (:func:`preemptable_resources`, passed to the plugins
+   through :meth:`~gangsched.session.Session.preemptable_for`): the running tasks the preempt
+   action would consider for it — other jobs of its queue with a strictly lower priority,
+   ``preemptable`` set, narrowed by the ``preemptable`` plugins — each victim job counted
+   whole when it may go whole, else its gang surplus. A job admitted that way says so
+   (``Enqueued``: ``admitted: 8 GPUs preemptable from lower-priority jobs``) and is left to
+   preempt; one refused again keeps the first refusal's reason;
 3. with the shape check on (the default), its minimum gang can be *placed*: quota sums say
    nothing about shape — eight free GPUs spread one per node are eight free GPUs, yet no
    8-GPU pod fits. The check is a dry run inside a :class:`~gangsched.statement.Statement`:
@@ -19,7 +27,9 @@ back into the order after each of its jobs. A job is admitted when
    that fits once victims are gone is admitted and left to those actions. Results are cached
    per gang shape within the call.
 
-On admission ``job_enqueued`` lets plugins reserve the job's minimum as "inqueue". A job not
+On admission ``job_enqueued`` lets plugins reserve the job's minimum as "inqueue" (so two
+jobs never count the same preemptable resources: the second finds the first's minimum
+reserved). A job not
 admitted stays Pending with reason ``NotEnqueued`` and a message saying why; for the shape
 check it names the gang's shape and the largest free slot, for example ``minimum gang of
 1 task × 8 nvidia.com/gpu does not fit on any node: largest free is 1 GPU per node``.
@@ -37,6 +47,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..config import arg_bool
 from ..feasibility import device_take, queue_gpu_charge
@@ -44,12 +55,15 @@ from ..model import QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
 from ..units import CPU, GPU, MEMORY, PODS, format_quantity
+from ._victims import RUNNING_STATES, evictable, may_go_whole, spare_tasks
 
 if TYPE_CHECKING:
     from ..arrays import TaskTemplate
     from ..session import Session
 
-__all__ = ["EnqueueAction"]
+__all__ = ["EnqueueAction", "preemptable_resources"]
+
+I64 = npt.NDArray[np.int64]
 
 _VICTIM_STATES = (TaskState.BOUND, TaskState.RUNNING)
 
@@ -94,10 +108,13 @@ class EnqueueAction:
                 f"queue {queue.name!r} is {queue.state.value}: it admits no new jobs",
             )
             return
+        freed: I64 | None = None
         if rec.min_resources is not None and not ssn.call("job_enqueueable", j):
             if j not in ssn.job_reasons:
                 ssn.note_job(j, "NotEnqueued", "a plugin rejected the job at enqueue")
-            return
+            freed = _admit_by_preemption(ssn, j)
+            if freed is None:
+                return
         if shapes is not None:
             why = shapes.check(j)
             if why is not None:
@@ -106,6 +123,110 @@ class EnqueueAction:
         ssn.call("job_enqueued", j)
         ssn.job_phase[j] = "Inqueue"
         ssn.job_reasons.pop(j, None)
+        if freed is not None:
+            ssn.note_job(
+                j,
+                "Enqueued",
+                f"admitted: {_resources(ssn, freed, ssn.vector(rec.min_resources) > 0)} "
+                "preemptable from lower-priority jobs",
+            )
+
+
+def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
+    """What ``j`` may preempt when counting it as available turns the refused vote into an
+    admission, else None (the first refusal's reason stays)."""
+    if not ssn.config.has_action("preempt"):
+        return None
+    freed, freed_quota = preemptable_resources(ssn, j)
+    need = ssn.vector(ssn.snapshot.jobs[j].min_resources) > 0
+    if not freed[need].any():
+        return None
+    refusal = ssn.job_reasons.get(j)
+    holder: dict[int, tuple[I64, I64]] = ssn.scratch.setdefault("preemptable_for", {})
+    holder[j] = (freed, freed_quota)
+    try:
+        ok = bool(ssn.call("job_enqueueable", j))
+    finally:
+        del holder[j]
+    if ok:
+        return freed
+    if refusal is not None:
+        ssn.note_job(j, *refusal)
+    return None
+
+
+def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
+    """What job ``j`` could free by preemption, in ``task_req``'s terms, and the part of it
+    that lowers its queue's allocation net of elastic amounts (per victim job, what it holds
+    up to its ``min_resources`` before less after; a job without ``min_resources`` is all
+    elastic, as the queue votes count it).
+
+    The victims are the preempt action's candidates for ``j`` (running or bound tasks of
+    other jobs of its queue with a strictly lower job priority, ``preemptable`` on the task and
+    the job) narrowed by the ``preemptable`` plugins; per victim job, every candidate when the
+    job may go whole, else its gang surplus (``_victims.evictable``, ``may_go_whole`` and
+    ``spare_tasks``, the owners of those rules). A queue charge,
+    so a fractional GPU on a device that cannot be shared counts less than it frees on its
+    node: an estimate that errs on the side of refusing."""
+    n_res = len(ssn.arrays.spec)
+    freed = np.zeros(n_res, dtype=np.int64)
+    quota = np.zeros(n_res, dtype=np.int64)
+    allowed = _preempt_candidates(ssn, j)
+    if allowed.size == 0:
+        return freed, quota
+    victims = np.asarray(ssn.call("preemptable", j, allowed), dtype=np.int64)
+    if victims.size == 0:
+        return freed, quota
+    jobs = ssn.task_job[victims]
+    order = np.argsort(jobs, kind="stable")
+    victims = victims[order]
+    starts = np.flatnonzero(np.r_[True, jobs[order][1:] != jobs[order][:-1]])
+    for group in np.split(victims, starts[1:]):
+        vj = int(ssn.task_job[group[0]])
+        tasks = group.tolist()
+        if not may_go_whole(ssn, vj, tasks):
+            tasks.sort(key=lambda t: (*ssn.call("victim_order", t), ssn.snapshot.tasks[t].name))
+            tasks = spare_tasks(ssn, vj, tasks)
+        if not tasks:
+            continue
+        taken = ssn.task_req[np.asarray(tasks, dtype=np.int64)].sum(axis=0)
+        held = ssn.job_allocated[vj]
+        floor = ssn.vector(ssn.snapshot.jobs[vj].min_resources)
+        freed += taken
+        quota += np.minimum(held, floor) - np.minimum(np.maximum(held - taken, 0), floor)
+    return freed, quota
+
+
+def _preempt_candidates(ssn: Session, j: int) -> I64:
+    """The preempt action's candidate victims for ``j`` (``preempt._candidates``, which owns
+    the rule; actions do not import one another, so it is restated here and a test pins the
+    two to the same answer): running or bound tasks of other jobs of ``j``'s queue whose job
+    priority is strictly lower, ``preemptable`` on the task and the job."""
+    q = int(ssn.job_queue[j])
+    same = np.isin(ssn.task_state, RUNNING_STATES) & (ssn.task_job != j)
+    same &= ssn.job_queue[ssn.task_job] == q
+    cands = np.flatnonzero(same).astype(np.int64)
+    prios = ssn.scratch.get("_enqueue_job_priority")
+    if not isinstance(prios, np.ndarray):
+        prios = np.array([job.priority for job in ssn.snapshot.jobs], dtype=np.int64)
+        ssn.scratch["_enqueue_job_priority"] = prios
+    lower = cands[prios[ssn.task_job[cands]] < ssn.snapshot.jobs[j].priority]
+    out: I64 = lower[evictable(ssn, lower)]
+    return out
+
+
+def _resources(ssn: Session, row: I64, dims: npt.NDArray[np.bool_]) -> str:
+    """``row`` on ``dims`` in words: ``8 GPUs``, ``8 GPUs, 16 cpu``."""
+    words: list[str] = []
+    for c, res in enumerate(ssn.arrays.spec.names):
+        if not dims[c] or res == PODS or row[c] <= 0:
+            continue
+        if res == GPU:
+            n = row[c] / 1000
+            words.append(f"{n:g} GPU{'' if n == 1 else 's'}")
+        else:
+            words.append(f"{_amount(float(row[c]), res)} {res}")
+    return ", ".join(words) or "nothing"
 
 
 class ShapeCheck:

@@ -12,6 +12,15 @@ kept at its minimum) or goes whole — has one owner, the preempt and reclaim ac
 (``actions/_victims.py``: ``spare_tasks``, ``may_go_whole``), which apply it whatever the tiers
 say; gang still answers so that its tier decides, as Volcano's gang does.
 ``victim_order``: jobs with a surplus (ready beyond ``min_available``) first.
+
+``job_order``: within a priority, a gang *restoring its minimum* first, then the other gangs
+that are not ready, then ready ones. A gang restores its minimum when it was running (phase
+Running or Unknown), still holds bound or running tasks, and is below ``min_available`` (a
+node failed under some of its pods): the resources it holds are useless until it is whole, so
+it goes ahead of jobs that hold nothing, whatever drf says of its share. Only gangs that lost
+tasks qualify, and only until they are whole again, so no new job can use the rule to jump the
+queue. Such a gang's status says ``RestoringMinimum``: ``restoring its minimum (k of m
+running)`` until a later word replaces it (allocate's explanation when it still cannot fit).
 """
 
 from __future__ import annotations
@@ -37,6 +46,10 @@ VALID_STATES = (
     TaskState.SUCCEEDED,
 )
 PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
+#: States in which a task holds resources on a node from an earlier cycle.
+HELD_STATES = (TaskState.BOUND, TaskState.RUNNING)
+#: Job phases of a gang that was running (Volcano marks a gang below its minimum Unknown).
+RUNNING_PHASES = ("Running", "Unknown")
 
 
 class GangPlugin:
@@ -46,6 +59,17 @@ class GangPlugin:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
+
+    def on_session_open(self, ssn: Session) -> None:
+        held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
+        for j in np.flatnonzero(held > 0).tolist():
+            if self.restoring(ssn, j):
+                have = ssn.count_states(j, READY_STATES)
+                ssn.note_job(
+                    j,
+                    "RestoringMinimum",
+                    f"restoring its minimum ({have} of {int(ssn.job_min[j])} running)",
+                )
 
     @staticmethod
     def _roles_ok(ssn: Session, job: int, states: Sequence[int], extra: int = 0) -> str | None:
@@ -73,8 +97,18 @@ class GangPlugin:
     def job_ready(self, ssn: Session, job: int) -> bool:
         return self.is_ready(ssn, job)
 
+    def restoring(self, ssn: Session, job: int) -> bool:
+        """Whether the job is a running gang below its minimum that still holds tasks."""
+        return (
+            ssn.job_phase[job] in RUNNING_PHASES
+            and ssn.count_states(job, HELD_STATES) > 0
+            and not self.is_ready(ssn, job)
+        )
+
     def job_order(self, ssn: Session, job: int) -> tuple[Any, ...]:
-        return (1 if self.is_ready(ssn, job) else 0,)
+        if self.is_ready(ssn, job):
+            return (1,)
+        return (-1 if self.restoring(ssn, job) else 0,)
 
     def job_pipelined(self, ssn: Session, job: int) -> Vote:
         have = ssn.count_states(job, PIPELINED_STATES) + ssn.pending_best_effort(job)

@@ -1,6 +1,7 @@
 """overcommit: admit a job at enqueue only while the cluster, inflated by
 ``overcommit-factor`` (default 1.2), still has room for its ``min_resources`` beside every job
-already admitted but not yet running.
+already admitted but not yet running. While the enqueue action counts what the job may
+preempt (:meth:`~gangsched.session.Session.preemptable_for`), that counts as idle too.
 
 ``overcommit-factor`` is a finite number at most 1e6 (:data:`~gangsched.limits.MAX_ARG_WEIGHT`,
 so the inflated cluster total stays far inside float64); below 1 it is taken as 1.2, as in
@@ -55,11 +56,11 @@ class OvercommitPlugin:
             return Vote.PERMIT
         need = ssn.vector(rec.min_resources)
         dims = need > 0
-        if np.all(self._inqueue[dims] + need[dims] <= self._idle[dims]):
+        idle = self._idle + ssn.preemptable_for(job)
+        if np.all(self._inqueue[dims] + need[dims] <= idle[dims]):
             return Vote.PERMIT
         short = [
-            ssn.arrays.spec.names[c]
-            for c in np.flatnonzero(dims & (self._inqueue + need > self._idle))
+            ssn.arrays.spec.names[c] for c in np.flatnonzero(dims & (self._inqueue + need > idle))
         ]
         ssn.note_job(
             job,

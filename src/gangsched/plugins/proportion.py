@@ -26,7 +26,9 @@ exhausted cpu share) and ≤ realCapability (a guarantee above the capability fl
 past it; Volcano then binds beyond the capability, gangsched does not); a job is *enqueueable*
 when its queue is Open and min_resources + allocated + inqueue − elastic ≤ realCapability on
 min_resources' dimensions, where inqueue is what admitted jobs have reserved and elastic what
-running jobs hold beyond their minimum.
+running jobs hold beyond their minimum; what the job may preempt in its queue
+(:meth:`~gangsched.session.Session.preemptable_for`, beyond the victims' elastic part) is
+subtracted from allocated.
 ``on_allocate`` / ``on_deallocate`` keep every queue's share current within the cycle.
 
 As victims (``reclaimable``): tasks of queues holding more than their deserved share on some
@@ -372,7 +374,9 @@ class ProportionPlugin:
         need = ssn.vector(rec.min_resources).astype(np.float64)
         dims = need > 0
         dims[self._pods] = False
-        base = ssn.queue_allocated[q] + self.inqueue[q] - self.elastic[q]
+        # What the job may preempt is held in this queue and would be freed for it.
+        freed = ssn.preemptable_for(job, quota=True)
+        base = ssn.queue_allocated[q] + self.inqueue[q] - self.elastic[q] - freed
         if fits(base, need, self.real_capability[q], dims):
             return Vote.PERMIT
         over = dims & (base + need > self.real_capability[q] + SLACK)

@@ -237,6 +237,15 @@ class _Cycle:
     def job_ready(self, j: int) -> bool:
         return not self.has("job_ready", "gang") or self.gang_ready(j)
 
+    def restoring(self, j: int) -> bool:
+        """A gang that was running, still holds bound or running tasks, and is below its
+        minimum: gang's job order puts it first within its priority."""
+        return (
+            self.phase[j] in ("Running", "Unknown")
+            and self.count(j, ("Bound", "Running")) > 0
+            and not self.gang_ready(j)
+        )
+
     def job_pipelined(self, j: int) -> bool:
         if not self.has("job_pipelined", "gang"):
             return True
@@ -264,7 +273,7 @@ class _Cycle:
                 if o.name == "priority":
                     key.append(-job.priority)
                 elif o.name == "gang":
-                    key.append(1 if self.gang_ready(j) else 0)
+                    key.append(1 if self.gang_ready(j) else -1 if self.restoring(j) else 0)
                 elif o.name == "drf":
                     key.append(self.drf_share(j))
         return (*key, job.creation, job.name)
