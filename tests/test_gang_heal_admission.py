@@ -95,6 +95,10 @@ def test_restoring_gang_that_cannot_fit_does_not_block_others() -> None:
     d = gs.schedule(snap([node("n0", gpus=2)], jobs, tasks), DEFAULT)
     assert [b.task for b in d.binds] == ["new0-0"]
     assert not d.jobs["broken"].ready
+    assert d.jobs["broken"].reason == "Unschedulable"
+    assert d.jobs["broken"].message.startswith(
+        "restoring its minimum (1 of 2 running): 1/2 tasks in gang unschedulable: "
+    )
 
 
 def test_restoring_gang_stays_behind_higher_priority_jobs() -> None:

@@ -319,6 +319,9 @@ class AllocateAction:
         pending = [int(t) for t in ssn.job_tasks(j) if ssn.task_state[t] == TaskState.PENDING]
         why = next((ssn.task_reasons[t] for t in pending if ssn.task_reasons.get(t)), "")
         message = f"{len(pending)}/{total} tasks in gang unschedulable: {why}".rstrip(": ")
+        prev = ssn.job_reasons.get(j)
+        if prev is not None and prev[0] == "RestoringMinimum":  # gang's note: keep it in front
+            message = f"{prev[1]}: {message}"
         ssn.note_job(j, "Unschedulable", message)
         ssn.unschedulable_jobs.add(j)
         for t in tried:
