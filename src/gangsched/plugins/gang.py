@@ -61,8 +61,14 @@ class GangPlugin:
         self.arguments = arguments
 
     def on_session_open(self, ssn: Session) -> None:
+        # Vectorised pre-filter (holds something, fewer ready than its minimum); the exact
+        # rule (best-effort tasks, roles, phase) runs only for the few jobs it leaves.
         held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
-        for j in np.flatnonzero(held > 0).tolist():
+        ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
+        roles = np.array([bool(rec.min_task_member) for rec in ssn.snapshot.jobs], dtype=bool)
+        # (a role below its minimum makes a job not ready whatever its total count)
+        maybe = (held > 0) & ((ready < ssn.job_min) | roles)
+        for j in np.flatnonzero(maybe).tolist():
             if self.restoring(ssn, j):
                 have = ssn.count_states(j, READY_STATES)
                 ssn.note_job(
@@ -97,18 +103,18 @@ class GangPlugin:
     def job_ready(self, ssn: Session, job: int) -> bool:
         return self.is_ready(ssn, job)
 
+    @staticmethod
+    def _was_running(ssn: Session, job: int) -> bool:
+        return ssn.job_phase[job] in RUNNING_PHASES and ssn.count_states(job, HELD_STATES) > 0
+
     def restoring(self, ssn: Session, job: int) -> bool:
         """Whether the job is a running gang below its minimum that still holds tasks."""
-        return (
-            ssn.job_phase[job] in RUNNING_PHASES
-            and ssn.count_states(job, HELD_STATES) > 0
-            and not self.is_ready(ssn, job)
-        )
+        return self._was_running(ssn, job) and not self.is_ready(ssn, job)
 
     def job_order(self, ssn: Session, job: int) -> tuple[Any, ...]:
         if self.is_ready(ssn, job):
             return (1,)
-        return (-1 if self.restoring(ssn, job) else 0,)
+        return (-1 if self._was_running(ssn, job) else 0,)
 
     def job_pipelined(self, ssn: Session, job: int) -> Vote:
         have = ssn.count_states(job, PIPELINED_STATES) + ssn.pending_best_effort(job)
