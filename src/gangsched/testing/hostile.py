@@ -719,7 +719,10 @@ def _atk_zero(c: Chooser, doc: dict[str, Any]) -> str:
 
 
 def _atk_many_tasks(c: Chooser, doc: dict[str, Any]) -> str:
-    n = _pick(c, (100, 1000, 2000))  # 5000 tasks take ~2 s a cycle: 6 cycles, past 10 s
+    # Cost is linear (about 0.25 ms per placement), but one probe runs seven cycles: a
+    # 2,000-pod gang that fits (best-effort pods, no pod limit) passes the 10 s budget on a
+    # loaded machine, so gangs stay at 1,000 here; the asv suite times large gangs.
+    n = _pick(c, (100, 500, 1000))
     doc["jobs"].append({"name": "big", "min_available": _pick(c, (1, n, n + 1))})
     req: dict[str, object] = _pick(c, ({"cpu": "1m"}, {}, {"cpu": 1, "nvidia.com/gpu": 1}))
     for i in range(n):
@@ -1301,7 +1304,7 @@ def _schedule_checked(
         return _failure("nondeterminism", stage, exc), None
     a = json.dumps(first.to_dict(), sort_keys=True)
     b = json.dumps(second.to_dict(), sort_keys=True)
-    if a != b:
+    if a != b and not first.nondeterministic:  # a wall-clock solver budget says so
         return Outcome(
             "nondeterminism",
             stage,
