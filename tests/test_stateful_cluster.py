@@ -11,7 +11,15 @@ graph of evictions stays acyclic while conditions are unchanged (it restarts whe
 arrives or finishes, a node fails or is repaired, or a weight changes: those legitimately
 change who deserves what).
 
-Default run: ``CI_EXAMPLES`` examples × ``CI_STEPS`` steps. ``GANGSCHED_SOAK=1`` runs
+Two configurations: ``ClusterMachine`` (proportion + drf, Volcano's CI tiers) and
+``CapacityClusterMachine`` (capacity with deserved amounts and a queue tree, ``d0`` over
+``q0`` and ``q1``, ``q2`` at the top, ``ancestorReclaimLevel: 1``, its ``reclaimable`` in the
+deciding tier). Both have the racks' hard-topology jobs. Under capacity a queue may *borrow*
+idle resources beyond its deserved amount (up to its real capability), and what it borrowed may
+legitimately be taken back: the cycle graph restarts after a cycle in which a queue (or ``d0``)
+was placed a task beyond its deserved amount on a resource the task asks for.
+
+Default run: ``CI_EXAMPLES`` examples × ``CI_STEPS`` steps each. ``GANGSCHED_SOAK=1`` runs
 ``SOAK_EXAMPLES`` examples × ``SOAK_STEPS`` steps instead.
 """
 
@@ -26,14 +34,14 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import gangsched as gs
-from _preemption_helpers import BOTH, GPU
+from _preemption_helpers import BOTH, GPU, config
 
 CI_EXAMPLES, CI_STEPS = 50, 30
 SOAK_EXAMPLES, SOAK_STEPS = 10_000, 30
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
 
 N_NODES, GPUS, CPUS = 4, 4, 16
-QUEUES = ("q0", "q1")
+QUEUES = ("q0", "q1", "q2")
 MAX_JOBS = 8
 RACKS = [
     {"name": "rack-a", "tier": 1, "members": ["n0", "n1"]},
@@ -58,8 +66,34 @@ def _acyclic(edges: set[tuple[str, str]]) -> bool:
     return all(visit(v) for v in list(graph) if v not in state)
 
 
+CAPACITY = config(
+    tiers=[
+        [
+            {"name": "priority"},
+            {"name": "gang"},
+            {"name": "conformance"},
+            {
+                "name": "capacity",
+                "enableHierarchy": True,
+                "arguments": {"ancestorReclaimLevel": 1},
+            },
+        ],
+        [{"name": "drf"}, {"name": "predicates"}, {"name": "nodeorder"}],
+    ]
+)
+#: The capacity tree: d0 (a parent, holds no jobs) over q0 and q1; q2 at the top.
+CAPACITY_QUEUES: list[dict[str, Any]] = [
+    {"name": "d0", "deserved": {"cpu": 24, GPU: 6}},
+    {"name": "q0", "parent": "d0", "deserved": {"cpu": 12, GPU: 3}},
+    {"name": "q1", "parent": "d0", "deserved": {"cpu": 12, GPU: 3}},
+    {"name": "q2", "deserved": {"cpu": 24, GPU: 6}, "guarantee": {GPU: 2}},
+]
+
+
 class ClusterMachine(RuleBasedStateMachine):
     """The model is the cluster itself: plain job and task records, as a snapshot lists them."""
+
+    config = BOTH
 
     @initialize()
     def setup(self) -> None:
@@ -85,11 +119,19 @@ class ClusterMachine(RuleBasedStateMachine):
             {
                 "nodes": self.nodes,
                 "hypernodes": RACKS,
-                "queues": [{"name": q, "weight": w} for q, w in self.weights.items()],
+                "queues": self.queue_specs(),
                 "jobs": list(self.jobs.values()),
                 "tasks": list(self.tasks.values()),
             }
         )
+
+    def queue_specs(self) -> list[dict[str, Any]]:
+        return [{"name": q, "weight": w} for q, w in self.weights.items()]
+
+    def borrowed(self, snap: gs.Snapshot, d: gs.Decisions) -> bool:
+        """Whether the cycle placed a task beyond its queue's deserved amount (never here:
+        proportion's allocatable keeps every queue within its deserved share)."""
+        return False
 
     def tasks_of(self, job: str) -> list[dict[str, Any]]:
         return [t for t in self.tasks.values() if t["job"] == job]
@@ -183,10 +225,12 @@ class ClusterMachine(RuleBasedStateMachine):
 
     def cycle(self) -> None:
         snap = self.snapshot()
-        d = gs.schedule(snap, BOTH)
-        again = gs.schedule(gs.Snapshot.from_dict(snap.to_dict()), BOTH)
+        d = gs.schedule(snap, self.config)
+        again = gs.schedule(gs.Snapshot.from_dict(snap.to_dict()), self.config)
         assert again.to_dict() == d.to_dict(), "same snapshot, different decisions"
         self.check_cycle(snap, d)
+        if self.borrowed(snap, d):
+            self.edges.clear()
         for e in d.evictions:
             self.edges.add((snap.task(e.task).job, e.preemptor))
         # Victims of the previous cycle have terminated; their pods come back Pending.
@@ -285,6 +329,38 @@ ClusterMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestClusterMachine = ClusterMachine.TestCase
+
+
+class CapacityClusterMachine(ClusterMachine):
+    """The same cluster under capacity with a queue tree (see the module docstring)."""
+
+    config = CAPACITY
+
+    def queue_specs(self) -> list[dict[str, Any]]:
+        return CAPACITY_QUEUES
+
+    def borrowed(self, snap: gs.Snapshot, d: gs.Decisions) -> bool:
+        placed = {b.task for b in d.binds} | {p.task for p in d.pipelined}
+        alloc = {q: dict(status.allocated) for q, status in d.queues.items()}
+        alloc["d0"] = {
+            r: alloc.get("q0", {}).get(r, 0) + alloc.get("q1", {}).get(r, 0) for r in ("cpu", GPU)
+        }
+        deserved = {
+            spec["name"]: {r: 1000 * int(v) for r, v in spec["deserved"].items()}
+            for spec in CAPACITY_QUEUES
+        }
+        for name in placed:
+            task = self.tasks[name]
+            queue = self.jobs[task["job"]]["queue"]
+            for q in (queue, "d0") if queue in ("q0", "q1") else (queue,):
+                for r in task["request"]:
+                    if alloc.get(q, {}).get(r, 0) > deserved[q].get(r, 0) > 0:
+                        return True
+        return False
+
+
+CapacityClusterMachine.TestCase.settings = ClusterMachine.TestCase.settings
+TestCapacityClusterMachine = CapacityClusterMachine.TestCase
 
 
 def test_the_cycle_detector_sees_cycles() -> None:
