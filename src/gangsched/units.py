@@ -51,6 +51,7 @@ __all__ = [
     "format_quantity",
     "parse_quantity",
     "parse_resources",
+    "show_amount",
     "show_value",
     "to_amounts",
 ]
@@ -239,6 +240,20 @@ def format_quantity(amount: int, resource: str) -> str | int:
     if rest == 0:
         return whole
     return f"{amount}m"
+
+
+def show_amount(amount: float, resource: str) -> str:
+    """A canonical amount as a user writes it, for messages: ``7500m`` / ``8`` cpu, ``16Gi``
+    memory (binary suffix when exact), ``1.5`` / ``2`` GPUs, plain counts otherwise."""
+    value = round(float(amount))
+    if is_byte_resource(resource) and value:
+        for scale, suffix in ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki")):
+            if value % scale == 0:
+                return f"{value // scale}{suffix}"
+        return str(value)
+    if resource == GPU and value % 1000:
+        return f"{value / 1000:g}"
+    return str(format_quantity(value, resource))
 
 
 def parse_resources(value: object, *, kind: str, name: str, field: str) -> dict[str, int]:

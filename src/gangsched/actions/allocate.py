@@ -48,10 +48,9 @@ from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
 from ..placement import GreedyPlacer, Placer
 from ..placement._common import check_solver_parameters
-from ..plugins._queue_reasons import show_amount
 from ..session import TaskState
 from ..statement import Statement
-from ..units import PODS
+from ..units import PODS, show_amount
 from ._gang_placement import place_job, place_jobs_jointly
 from ._victims import realise_reservations
 

@@ -12,32 +12,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..units import GPU, format_quantity, is_byte_resource
+from ..units import show_amount
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["over_limit", "show_amount"]
+__all__ = ["over_limit"]
 
 F64 = npt.NDArray[np.float64]
 BOOL = npt.NDArray[np.bool_]
-
-_BINARY = ((2**40, "Ti"), (2**30, "Gi"), (2**20, "Mi"), (2**10, "Ki"))
-
-
-def show_amount(amount: float, resource: str) -> str:
-    """A canonical amount in the units a user writes: ``7500m`` / ``8`` cpu, ``16Gi`` memory,
-    ``2`` GPUs, plain counts otherwise."""
-    value = round(float(amount))
-    if is_byte_resource(resource) and value:
-        for scale, suffix in _BINARY:
-            if value % scale == 0:
-                return f"{value // scale}{suffix}"
-        return str(value)
-    shown = format_quantity(value, resource)
-    if resource == GPU and isinstance(shown, str):
-        return f"{value / 1000:g}"
-    return str(shown)
 
 
 def over_limit(
