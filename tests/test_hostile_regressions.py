@@ -188,3 +188,13 @@ def test_within_job_preemption_keeps_a_hard_gang_in_its_domain() -> None:
     out = gs.schedule(snap, PREEMPT)
     check_all(snap, out)
     assert not [p for p in out.pipelined if p.task.startswith("j1-")]
+
+
+def test_spread_reservations_are_not_bound_even_when_only_one_fits_now() -> None:
+    # Two carried reservations of a hard tier-1 gang in two racks; only the one on n1 fits
+    # now. Binding it alone (the other kept as a reservation on n0) split the gang.
+    snap = load("reservations_spread_one_fits.json")
+    for config in (gs.Config.default(), PREEMPT):
+        out = gs.schedule(snap, config)
+        check_all(snap, out)
+        assert not [b for b in out.binds if b.task.startswith("j0-")]

@@ -251,6 +251,13 @@ def realise_reservations(ssn: Session) -> None:
             carried.setdefault(int(ssn.task_job[t]), []).append(t)
     for j in sorted(carried):
         tasks = sorted(carried[j], key=ssn.task_key)
+        # Asked while every reservation still holds its node: a hard gang whose reservations
+        # and running tasks lie outside one allowed domain binds none of them.
+        domain = hard_domain(ssn, j)
+        if isinstance(domain, str):
+            for t in tasks:
+                ssn.task_reasons[t] = f"reservation not bound: {domain}"
+            continue
         spots = {t: (int(ssn.task_node[t]), ssn.task_gpus[t]) for t in tasks}
         for t in tasks:
             ssn.unplace(t)
@@ -259,11 +266,7 @@ def realise_reservations(ssn: Session) -> None:
             node, gpus = spots[t]
             if _fits_now(ssn, t, node, gpus):
                 stmt.allocate(t, node, gpus)
-        domain = hard_domain(ssn, j) if stmt.ops else None
-        if isinstance(domain, str):
-            for t in tasks:
-                ssn.task_reasons[t] = f"reservation not bound: {domain}"
-        if stmt.ops and not isinstance(domain, str) and ssn.call("job_ready", j):
+        if stmt.ops and ssn.call("job_ready", j):
             stmt.commit()
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
             # readiness now: they become binds too, or the job would be bound in part.
