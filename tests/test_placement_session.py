@@ -72,7 +72,9 @@ def test_hard_tier1_gang_lands_in_one_rack_and_applies_cleanly(placer: Any) -> N
     for task, node, gpus, _ in out:
         assert len(gpus) == 2
         stmt.allocate(task, node, gpus)
-    assert (ssn.gpu_used <= ssn.arrays.gpu_capacity[:, None]).all()
+    assert ssn.gpu_used.shape == ssn.arrays.gpu_node.shape  # one entry per device
+    assert (ssn.gpu_used <= ssn.arrays.gpu_capacity[ssn.arrays.gpu_node]).all()
+    assert int(ssn.gpu_used.sum()) == 16 * 2 * 1000
     assert (ssn.used <= ssn.arrays.allocatable).all()
     assert ssn.call("job_ready", 0)
 

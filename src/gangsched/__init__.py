@@ -11,6 +11,7 @@ from .decisions import (
     JobAction,
     JobStatus,
     Pipeline,
+    PlacementInfo,
     QueueStatus,
 )
 from .errors import ConfigError, GangschedError, PlacementError, SnapshotError, SolverError
@@ -66,6 +67,7 @@ __all__ = [
     "Node",
     "Pipeline",
     "PlacementError",
+    "PlacementInfo",
     "Queue",
     "QueueState",
     "QueueStatus",
