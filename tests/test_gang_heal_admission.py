@@ -15,7 +15,8 @@ from hypothesis import given, settings
 import gangsched as gs
 from _preemption_helpers import BOTH, PREEMPT, apply, config, job, node, pending, running, snap
 from gangsched.actions import preempt
-from gangsched.actions.enqueue import EnqueueAction, _preempt_candidates, preemptable_resources
+from gangsched.actions._victims import preempt_candidates
+from gangsched.actions.enqueue import EnqueueAction, preemptable_resources
 from gangsched.config import Config
 from gangsched.scheduler import open_session
 from gangsched.testing import reference
@@ -279,9 +280,10 @@ def test_preemptable_resources_count_only_a_gang_surplus_when_it_may_not_go_whol
 @settings(max_examples=150)
 @given(snapshots(max_nodes=4, max_jobs=5, max_queues=2, topology=False))
 def test_admission_counts_exactly_the_preempt_actions_candidates(s: gs.Snapshot) -> None:
-    # Admission restates preempt's candidate rule (actions do not import one another): the
-    # two must name the same victims for every job, whatever priorities and flags say.
+    # Admission and preempt ask one owner for the candidates: the two name the same victims
+    # for every job, whatever priorities and flags say.
     ssn = open_session(s, PREEMPT)
     for j in range(len(s.jobs)):
         theirs, _ = preempt.SCOPE.candidates(ssn, j)
-        assert np.array_equal(np.sort(_preempt_candidates(ssn, j)), np.sort(theirs))
+        ours, _ = preempt_candidates(ssn, j)
+        assert np.array_equal(np.sort(ours), np.sort(theirs))

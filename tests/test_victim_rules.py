@@ -1,7 +1,8 @@
 """Each victim rule has one owner, and a test here fails if the rule is removed or its
 comparison changes:
 
-* priority (victims are jobs of strictly lower priority): ``preempt._candidates``;
+* priority (victims are jobs of strictly lower priority): ``_victims.preempt_candidates``
+  (asked by preempt and by admission);
 * preemptable (``preemptable`` on the task and on its job): ``_victims.evictable``;
 * gang surplus (at most ``ready − min_available`` tasks, every role kept at its minimum,
   pending best-effort tasks not counted): ``_victims.spare_tasks``;

@@ -299,6 +299,38 @@ def evictable(ssn: Session, tasks: I64) -> BOOL:
     return out
 
 
+def preempt_candidates(ssn: Session, job: int) -> tuple[I64, Refusal | None]:
+    """The preempt action's candidate victims for ``job``: running tasks of other jobs of its
+    queue whose job priority is strictly lower, ``preemptable`` on the task and the job — and
+    the refusal when there are none. The one owner of the priority rule: preempt and
+    admission (enqueue's preemption-aware vote) both ask here."""
+    snap = ssn.snapshot
+    q = int(ssn.job_queue[job])
+    queue = snap.queues[q].name
+    running = np.isin(ssn.task_state, RUNNING_STATES) & (ssn.task_job != job)
+    same = running & (ssn.job_queue[ssn.task_job] == q)
+    cands = np.flatnonzero(same).astype(np.int64)
+    if cands.size == 0:
+        return cands, (NO_VICTIMS, f"no running task of another job in queue {queue!r}")
+    # only jobs of strictly lower priority are victims (the ``priority`` plugin permits
+    # whatever this leaves)
+    prio = snap.jobs[job].priority
+    job_prio = np.array([j.priority for j in snap.jobs], dtype=np.int64)
+    lower = cands[job_prio[ssn.task_job[cands]] < prio]
+    if lower.size == 0:
+        return lower, (
+            NO_LOWER_PRIORITY,
+            f"no running job in queue {queue!r} has a priority below {prio}",
+        )
+    ok = lower[evictable(ssn, lower)]
+    if ok.size == 0:
+        return ok, (
+            NOT_PREEMPTABLE,
+            f"the {lower.size} lower-priority task(s) are marked preemptable: false",
+        )
+    return ok, None
+
+
 def spare_tasks(ssn: Session, job: int, tasks: list[int]) -> list[int]:
     """The gang surplus rule (its one owner): the tasks, taken in the given (victim) order,
     that may go while the job keeps ``min_available`` ready tasks and every role keeps its

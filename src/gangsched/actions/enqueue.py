@@ -55,7 +55,7 @@ from ..model import QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
 from ..units import CPU, GPU, MEMORY, PODS, format_quantity
-from ._victims import RUNNING_STATES, evictable, may_go_whole, spare_tasks
+from ._victims import may_go_whole, preempt_candidates, spare_tasks
 
 if TYPE_CHECKING:
     from ..arrays import TaskTemplate
@@ -171,7 +171,7 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
     n_res = len(ssn.arrays.spec)
     freed = np.zeros(n_res, dtype=np.int64)
     quota = np.zeros(n_res, dtype=np.int64)
-    allowed = _preempt_candidates(ssn, j)
+    allowed, _ = preempt_candidates(ssn, j)
     if allowed.size == 0:
         return freed, quota
     victims = np.asarray(ssn.call("preemptable", j, allowed), dtype=np.int64)
@@ -195,24 +195,6 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
         freed += taken
         quota += np.minimum(held, floor) - np.minimum(np.maximum(held - taken, 0), floor)
     return freed, quota
-
-
-def _preempt_candidates(ssn: Session, j: int) -> I64:
-    """The preempt action's candidate victims for ``j`` (``preempt._candidates``, which owns
-    the rule; actions do not import one another, so it is restated here and a test pins the
-    two to the same answer): running or bound tasks of other jobs of ``j``'s queue whose job
-    priority is strictly lower, ``preemptable`` on the task and the job."""
-    q = int(ssn.job_queue[j])
-    same = np.isin(ssn.task_state, RUNNING_STATES) & (ssn.task_job != j)
-    same &= ssn.job_queue[ssn.task_job] == q
-    cands = np.flatnonzero(same).astype(np.int64)
-    prios = ssn.scratch.get("_enqueue_job_priority")
-    if not isinstance(prios, np.ndarray):
-        prios = np.array([job.priority for job in ssn.snapshot.jobs], dtype=np.int64)
-        ssn.scratch["_enqueue_job_priority"] = prios
-    lower = cands[prios[ssn.task_job[cands]] < ssn.snapshot.jobs[j].priority]
-    out: I64 = lower[evictable(ssn, lower)]
-    return out
 
 
 def _resources(ssn: Session, row: I64, dims: npt.NDArray[np.bool_]) -> str:

@@ -62,31 +62,7 @@ I64 = npt.NDArray[np.int64]
 
 
 def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
-    snap = ssn.snapshot
-    q = int(ssn.job_queue[job])
-    queue = snap.queues[q].name
-    running = np.isin(ssn.task_state, v.RUNNING_STATES) & (ssn.task_job != job)
-    same = running & (ssn.job_queue[ssn.task_job] == q)
-    cands = np.flatnonzero(same).astype(np.int64)
-    if cands.size == 0:
-        return cands, (v.NO_VICTIMS, f"no running task of another job in queue {queue!r}")
-    # The priority rule (its one owner; the ``priority`` plugin permits what this leaves):
-    # only jobs of strictly lower priority are victims.
-    prio = snap.jobs[job].priority
-    job_prio = np.array([j.priority for j in snap.jobs], dtype=np.int64)
-    lower = cands[job_prio[ssn.task_job[cands]] < prio]
-    if lower.size == 0:
-        return lower, (
-            v.NO_LOWER_PRIORITY,
-            f"no running job in queue {queue!r} has a priority below {prio}",
-        )
-    ok = lower[v.evictable(ssn, lower)]
-    if ok.size == 0:
-        return ok, (
-            v.NOT_PREEMPTABLE,
-            f"the {lower.size} lower-priority task(s) are marked preemptable: false",
-        )
-    return ok, None
+    return v.preempt_candidates(ssn, job)
 
 
 def _reason(ssn: Session, job: int, victim: int) -> str:
