@@ -55,7 +55,7 @@ from ..model import QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
 from ..units import CPU, GPU, MEMORY, PODS, format_quantity
-from ._victims import may_go_whole, preempt_candidates, spare_tasks
+from ._victims import evictable, may_go_whole, preempt_candidates, spare_tasks
 
 if TYPE_CHECKING:
     from ..arrays import TaskTemplate
@@ -242,11 +242,10 @@ class ShapeCheck:
         snap = ssn.snapshot
         q = int(ssn.job_queue[j])
         out: list[int] = []
-        for t in np.flatnonzero(np.isin(ssn.task_state, _VICTIM_STATES)):
+        cands = np.flatnonzero(np.isin(ssn.task_state, _VICTIM_STATES)).astype(np.int64)
+        cands = cands[ssn.task_job[cands] != j]
+        for t in cands[evictable(ssn, cands)].tolist():
             vj = int(ssn.task_job[t])
-            task, job = snap.tasks[int(t)], snap.jobs[vj]
-            if vj == j or not (task.preemptable and job.preemptable):
-                continue
             vq = int(ssn.job_queue[vj])
             if (self.preempt and vq == q) or (
                 self.reclaim and vq != q and snap.queues[vq].reclaimable
