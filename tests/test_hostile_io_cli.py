@@ -164,9 +164,9 @@ def test_merge_keys_keep_their_meaning_and_stay_linear() -> None:
     # Each level merges the previous one nine times: PyYAML's default repeats entries 9**n.
     lines = ["a0: &a0 {k0: 0, k1: 1, k2: 2, k3: 3, k4: 4, k5: 5, k6: 6, k7: 7, k8: 8}"]
     lines += [f"a{i}: &a{i} {{<<: [{', '.join([f'*a{i - 1}'] * 9)}]}}" for i in range(1, 25)]
-    start = time.perf_counter()
+    start = time.process_time()
     (bomb,) = parse_yaml("\n".join(lines), max_nesting=64)
-    assert time.perf_counter() - start < 2.0
+    assert time.process_time() - start < 2.0
     assert bomb["a24"] == bomb["a0"]
 
 
@@ -178,10 +178,10 @@ def test_huge_replicas_are_refused_before_expansion() -> None:
     text = yaml.safe_dump(vcjob("x", replicas=1_000_000_000, namespace="team"))
     tracemalloc.start()
     try:
-        start = time.perf_counter()
+        start = time.process_time()
         with pytest.raises(SnapshotError) as info:
             load_text(text)
-        elapsed = time.perf_counter() - start
+        elapsed = time.process_time() - start
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -266,9 +266,9 @@ def test_non_utf8_binary_and_utf16_files_are_typed_errors(tmp_path: Path) -> Non
 
 def test_regex_match_is_linear_time() -> None:
     objs = [node("a" * 32 + "b"), node("aaaa"), hypernode("^(a+)+$")]
-    start = time.perf_counter()
+    start = time.process_time()
     cluster = load_objects(objs)
-    assert time.perf_counter() - start < 1.0  # backtracking `re`: hours at 33 characters
+    assert time.process_time() - start < 1.0  # backtracking `re`: hours at 33 characters
     (hn,) = cluster.snapshot.hypernodes
     assert hn.members == ("aaaa",)
     # unanchored patterns match anywhere in the name, as Go's regexp.MatchString does
@@ -382,10 +382,10 @@ def test_fgd_tune_is_validated_by_the_library() -> None:
 
 
 def test_fgd_seed_ranges_are_bounded() -> None:
-    start = time.perf_counter()
+    start = time.process_time()
     with pytest.raises(ConfigError, match="at most 10000 seeds"):
         parse_seeds("0-100000000000")
-    assert time.perf_counter() - start < 0.5
+    assert time.process_time() - start < 0.5
     assert parse_seeds("1-3,7") == (1, 2, 3, 7)
 
 

@@ -57,14 +57,14 @@ def _two_rack_snapshot(tiers: tuple[int, int], highest: int | None) -> dict[str,
 @pytest.mark.parametrize("top", [2000, 5000, 10**8, 2**53 - 1])
 def test_hypernode_tier_numbers_cost_follows_ranks(top: int) -> None:
     # a 300-byte snapshot with tier 2000 took 17 s, 5000 hung, 10**8 was a MemoryError
-    start = time.perf_counter()
+    start = time.process_time()
     snap = Snapshot.from_dict(_two_rack_snapshot((1, top), top))
     topo = build_topology(snap)
     assert topo.top_tier == 3 and topo.tiers == (1, top, top + 1)
     assert topo.domain_of.shape == (3, 4)
     d = gs.schedule(snap)
     small = gs.schedule(Snapshot.from_dict(_two_rack_snapshot((1, 2), 2)))
-    assert time.perf_counter() - start < 5.0
+    assert time.process_time() - start < 5.0
     assert len(d.binds) == 3
     assert d.to_dict() == small.to_dict()  # only the order of tiers matters
 
@@ -198,9 +198,9 @@ def test_tier2_hypernode_listing_nodes_directly_is_near_linear() -> None:
         "nodes": [{"name": f"n{i}", "allocatable": {"cpu": 4}} for i in range(n)],
         "hypernodes": [{"name": "h", "tier": 2, "members": [f"n{i}" for i in range(n)]}],
     }
-    start = time.perf_counter()
+    start = time.process_time()
     topo = build_topology(Snapshot.from_dict(data))
-    assert time.perf_counter() - start < 5.0  # about 0.3 s; quadratic was about 10 s
+    assert time.process_time() - start < 5.0  # about 0.3 s; quadratic was about 10 s
     assert topo.tiers == (2, 3) and (topo.domain_of[0] == 0).all()
 
 
