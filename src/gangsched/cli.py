@@ -255,6 +255,9 @@ def build_parser() -> argparse.ArgumentParser:
         "subcommand, replays the FGD fragmentation study on the built-in openb trace under "
         "BestFit and FGD and compares with the paper's numbers.",
     )
+    from . import __version__
+
+    parser.add_argument("--version", action="version", version=f"gangsched {__version__}")
     parser.add_argument("--seeds", default=DEMO_SEEDS, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--out", default=DEMO_OUT, help=argparse.SUPPRESS)
