@@ -910,6 +910,23 @@ def _bound_text(minimum: float | None, maximum: float | None) -> str:
     return f"in [{num(minimum)}, {num(maximum)}]"
 
 
+def _check_bounds(
+    result: float,
+    minimum: float | None,
+    maximum: float | None,
+    *,
+    plugin: str,
+    kind: str,
+    key: str,
+    value: object,
+) -> None:
+    """The one bounds rule of :func:`arg_float` and :func:`arg_int` (``None``: no bound)."""
+    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
+        raise _arg_error(
+            plugin, kind, key, f"must be {_bound_text(minimum, maximum)}, got {_show(value)}"
+        )
+
+
 def arg_float(
     args: Mapping[str, object],
     key: str,
@@ -939,13 +956,7 @@ def arg_float(
         result = None
     if result is None or not math.isfinite(result):
         raise _arg_error(plugin, kind, key, f"expected a finite number, got {_show(value)}")
-    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
-        raise _arg_error(
-            plugin,
-            kind,
-            key,
-            f"must be {_bound_text(minimum, maximum)}, got {_show(value)}",
-        )
+    _check_bounds(result, minimum, maximum, plugin=plugin, kind=kind, key=key, value=value)
     return result
 
 
@@ -981,13 +992,7 @@ def arg_int(
         raise _arg_error(plugin, kind, key, f"expected an integer, got {_show(value)}")
     if not _INT_MIN <= result <= _INT_MAX:
         raise _arg_error(plugin, kind, key, f"integer out of the 64-bit range, got {_show(value)}")
-    if (minimum is not None and result < minimum) or (maximum is not None and result > maximum):
-        raise _arg_error(
-            plugin,
-            kind,
-            key,
-            f"must be {_bound_text(minimum, maximum)}, got {_show(value)}",
-        )
+    _check_bounds(result, minimum, maximum, plugin=plugin, kind=kind, key=key, value=value)
     return result
 
 

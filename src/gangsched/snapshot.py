@@ -121,7 +121,7 @@ class Snapshot:
         if self.hypernodes:
             from .topology import build_topology  # same layer; it reads the records above
 
-            object.__setattr__(self, "_topology", build_topology(self))
+            build_topology(self)  # checks the tree and keeps it on the snapshot
 
     # ---------------------------------------------------------------- lookups
 

@@ -284,7 +284,7 @@ def build_topology(snapshot: Snapshot) -> Topology:
     # A snapshot keeps its topology for every cycle that reads it: nothing may write to it.
     for arr in (domain_of, offset, cover_of, *parent):
         arr.flags.writeable = False
-    return Topology(
+    topo = Topology(
         n_nodes=n,
         top_tier=top,
         domain_of=domain_of,
@@ -294,6 +294,8 @@ def build_topology(snapshot: Snapshot) -> Topology:
         tiers=tiers,
         cover_of=cover_of,
     )
+    object.__setattr__(snapshot, "_topology", topo)  # every later call shares it
+    return topo
 
 
 def _parents(

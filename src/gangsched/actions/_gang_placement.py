@@ -58,13 +58,8 @@ class _Placer(Protocol):
 
 
 def session_topology(ssn: Session) -> Topology:
-    """The session's topology, built once and cached in its scratch space."""
-    topo = ssn.scratch.get("_topology")
-    if topo is None:
-        topo = build_topology(ssn.snapshot)
-        ssn.scratch["_topology"] = topo
-    assert isinstance(topo, Topology)
-    return topo
+    """The session's topology (built once per snapshot, which keeps it)."""
+    return build_topology(ssn.snapshot)
 
 
 def hard_domain(ssn: Session, job: int) -> BOOL | str | None:

@@ -407,11 +407,7 @@ def _preemptors(ssn: Session) -> list[int]:
 
 
 def _topology(ssn: Session) -> Topology:
-    topo = ssn.scratch.get("_topology")
-    if not isinstance(topo, Topology):
-        topo = build_topology(ssn.snapshot)
-        ssn.scratch["_topology"] = topo
-    return topo
+    return build_topology(ssn.snapshot)  # built once per snapshot, which keeps it
 
 
 def _domains(ssn: Session, job: int) -> list[BOOL | None]:

@@ -106,13 +106,8 @@ def fading_weights(fading: float, tiers: tuple[int, ...]) -> tuple[list[float], 
 
 
 def session_topology(ssn: Session) -> Topology:
-    """The session's topology, built once per session (shared scratch key ``_topology``)."""
-    topo = ssn.scratch.get("_topology")
-    if topo is None:
-        topo = build_topology(ssn.snapshot)
-        ssn.scratch["_topology"] = topo
-    assert isinstance(topo, Topology)
-    return topo
+    """The session's topology (built once per snapshot, which keeps it)."""
+    return build_topology(ssn.snapshot)
 
 
 class NetworkTopologyAwarePlugin:

@@ -54,7 +54,7 @@ from ..errors import ConfigError
 from ..feasibility import device_take
 from ..model import TopologyMode
 from ..session import PIPELINED_OR_READY, TaskState
-from ..topology import Topology, build_topology
+from ..topology import build_topology
 from ..units import show_value
 
 if TYPE_CHECKING:
@@ -325,10 +325,7 @@ def _domains(ssn: Session, job: int) -> list[BOOL | None]:
     nt = ssn.snapshot.jobs[job].network_topology
     if nt is None or nt.mode is not TopologyMode.HARD:
         return [None]
-    topo = ssn.scratch.get("_topology")
-    if not isinstance(topo, Topology):
-        topo = build_topology(ssn.snapshot)
-        ssn.scratch["_topology"] = topo
+    topo = build_topology(ssn.snapshot)  # built once per snapshot, which keeps it
     allowed = nt.highest_tier_allowed
     top = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
     return [
