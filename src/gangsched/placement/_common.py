@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from ..errors import ConfigError
 from ..model import TopologyMode
-from .problem import GangRequest, PlacementProblem, hypernode_scores
+from .problem import GangRequest, PlacementProblem, hypernode_scores, slice_rank
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
@@ -44,7 +44,7 @@ class GangView:
     whole: BOOL  # (n_templates, n_nodes)
     allowed: int  # highest tier rank the gang may span
     cover: I64  # (n_nodes,) cover id at the allowed rank (hard gangs), else zeros
-    slice_rank: int  # rank whose domains hold whole slices (0: the nodes)
+    slice_rank: int  # rank of the slice groups (problem.slice_groups; 0: the nodes)
 
 
 def topology_mask(problem: PlacementProblem, gang: GangRequest) -> tuple[BOOL, I64, int]:
@@ -113,10 +113,8 @@ def gang_view(
     mask = gang.mask & tmask[None, :]
     q = replica_capacity(problem, gang, free, gpu_free, mask)
     need, whole = problem.per_device_need(gang)
-    slice_rank = problem.topology.own_rank(gang.slice_tier) if gang.slice_size else 0
-    return GangView(
-        index, gang, np.asarray(mask & (q > 0)), q, need, whole, allowed, cover, slice_rank
-    )
+    s_rank = slice_rank(problem.topology, gang)
+    return GangView(index, gang, np.asarray(mask & (q > 0)), q, need, whole, allowed, cover, s_rank)
 
 
 def split_target(gang: GangRequest, capacity: I64) -> I64 | None:

@@ -93,7 +93,7 @@ from ._common import (
     split_target,
 )
 from .greedy import finish, greedy_gang
-from .problem import GangPlacement, PlacementProblem, PlacementResult, Status
+from .problem import GangPlacement, PlacementProblem, PlacementResult, Status, slice_groups
 
 __all__ = ["CpSatPlacer", "JointCpSatPlacer"]
 
@@ -581,7 +581,9 @@ class CpSatPlacer:
         if agg is not None:
             return self._place_aggregate(problem, views, doms, agg, greedy, budget)
         g_weight = _weight(problem, greedy.gangs)
-        model, vs, units, dev_nodes = _build_joint(problem, views, doms, greedy, self.max_domains)
+        model, vs, units, dev_nodes, restricted = _build_joint(
+            problem, views, doms, greedy, self.max_domains
+        )
         solver, st = self._solve(model, budget)
         if st == cp_model.INFEASIBLE:  # only possible if no gang can be placed at all
             return greedy
@@ -602,10 +604,15 @@ class CpSatPlacer:
             return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY)
         if self.polish:
             self._polish(problem, gangs, budget)
-        obj = solver.objective_value
+        obj = float(_weight(problem, gangs))
         bound = solver.best_objective_bound
-        gap = abs(obj - bound) / max(1.0, abs(obj))
         st_out = Status.OPTIMAL if st == cp_model.OPTIMAL else Status.FEASIBLE
+        if restricted:
+            # the solver's bound holds for the restricted model only; a valid one for the
+            # problem: every gang that fits on its own is placed
+            bound = float(_alone_bound(problem, views))
+            st_out = Status.OPTIMAL if obj >= bound else Status.FEASIBLE
+        gap = max(0.0, bound - obj) / max(1.0, abs(obj)) if st_out is Status.FEASIBLE else 0.0
         return PlacementResult(gangs=tuple(gangs), status=st_out, gap=gap)
 
     def _place_aggregate(
@@ -705,6 +712,18 @@ def _weight(
     w = problem.weights
     assert w is not None
     return sum(int(w[i]) for i, g in enumerate(gangs) if g.placed)
+
+
+def _alone_bound(problem: PlacementProblem, views: list[GangView]) -> int:
+    """A valid upper bound on the weight of any joint placement: the summed weight of the
+    gangs whose capacity on the empty cluster reaches their size."""
+    w = problem.weights
+    assert w is not None
+    return sum(
+        int(w[gi])
+        for gi, v in enumerate(views)
+        if split_target(v.gang, v.q.sum(axis=1)) is not None
+    )
 
 
 def _greedy_sequence(problem: PlacementProblem) -> PlacementResult:
@@ -905,7 +924,7 @@ def _build_single(
         levels.append((sum(zs.values()), len(zs)))
     # slices
     if gang.slice_size and view.slice_rank < tier:
-        groups = topo.group_of(view.slice_rank)
+        groups = slice_groups(topo, gang)
         members: dict[int, list[cp_model.IntVar]] = {}
         for cell in vs.cells:
             members.setdefault(int(groups[units.rep[cell.u]]), []).append(cell.var)
@@ -1044,24 +1063,15 @@ def _hint_single(
 
 def _joint_domains(problem: PlacementProblem, view: GangView, gp: GangPlacement) -> I64:
     """``(n_nodes,)`` per node the global id of the domain a joint gang may choose (-1 where
-    it may not go): the cover of its allowed tier for a hard gang, else the cover of the tier
-    where greedy placed it (or where its capacity first fits)."""
+    it may not go): the cover of its allowed tier for a hard gang; for a soft gang or one
+    without a topology constraint the cluster-wide top domain, since such a gang may be
+    placed anywhere (confining it to one lower domain would restrict the problem, and a
+    proof over the restricted model would not be a proof for the problem as posed)."""
+    del gp
     topo = problem.topology
-    gang = view.gang
-    if gang.mode is TopologyMode.HARD:
+    if view.gang.mode is TopologyMode.HARD:
         return view.cover
-    tier = gp.objective[0] if gp.placed and gp.objective else -1
-    total = split_target(gang, view.q.sum(axis=1))
-    if tier < 0 and total is not None:
-        tier = next(
-            (
-                s
-                for s in range(1, topo.top_tier + 1)
-                if domain_order(problem, view, s, total, problem.free, problem.gpu_free).size
-            ),
-            topo.top_tier,
-        )
-    return topo.cover(max(tier, 1))
+    return topo.cover(topo.top_tier)
 
 
 def _greedy_domain(gp: GangPlacement, dom_ids: I64) -> int:
@@ -1259,13 +1269,17 @@ def _build_joint(
     doms: list[I64],
     greedy: PlacementResult,
     max_domains: int,
-) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int]]:
+) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int], bool]:
+    """The node-level joint model over each gang's first ``max_domains`` candidate domains;
+    the last item says whether that left out a domain some gang could use (the model is then
+    a restriction of the problem, and its proof not a proof for the problem)."""
     topo = problem.topology
     model = cp_model.CpModel()
     vs = _Vars()
     units_all: list[_Units] = []
     weights = problem.weights
     assert weights is not None
+    restricted = False
     for gi, view in enumerate(views):
         gang = view.gang
         placed = model.new_bool_var(f"placed_{gi}")
@@ -1291,10 +1305,12 @@ def _build_joint(
             order = np.flatnonzero(ok)
             order = order[np.lexsort((uniq[order], qsum[order].sum(axis=1)))]
             for k in order.tolist():
+                if int(uniq[k]) in cand:
+                    continue
                 if len(cand) >= max_domains:
+                    restricted = True  # a domain that could hold the gang is left out
                     break
-                if int(uniq[k]) not in cand:
-                    cand.append(int(uniq[k]))
+                cand.append(int(uniq[k]))
         nodes = np.flatnonzero(usable & np.isin(dom_ids, cand)) if cand else np.zeros(0, np.intp)
         units = _Units(rep=nodes, members=[nodes[i : i + 1] for i in range(nodes.size)])
         units_all.append(units)
@@ -1331,7 +1347,7 @@ def _build_joint(
             model.add(s >= int(gang.min_counts[t]) * placed)
         model.add(sum(everything) == gang.size * placed)
         if gang.slice_size:
-            groups = topo.group_of(view.slice_rank)
+            groups = slice_groups(topo, gang)
             members: dict[int, list[cp_model.IntVar]] = {}
             for cell in vs.cells:
                 if cell.g == gi:
@@ -1346,7 +1362,7 @@ def _build_joint(
     )
     model.maximize(sum(int(weights[g]) * p for g, p in vs.placed.items()))
     _hint_joint(model, problem, views, vs, units_all, greedy)
-    return model, vs, units_all, dev_nodes
+    return model, vs, units_all, dev_nodes, restricted
 
 
 def _merge_units(problem: PlacementProblem, units_all: list[_Units], vs: _Vars) -> list[_Units]:
@@ -1385,8 +1401,8 @@ def _hint_joint(
             if gang.mode is TopologyMode.HARD:
                 hit = int(views[gi].cover[node]) == d
             else:
-                tier = max(gp.objective[0], 1)
-                hit = int(problem.topology.cover(tier)[node]) == d
+                topo = problem.topology
+                hit = int(topo.cover(topo.top_tier)[node]) == d
         model.add_hint(y, int(hit))
     dev: dict[tuple[int, int, int, int], int] = {}
     taken: set[tuple[int, int]] = set()

@@ -16,8 +16,9 @@ host everything that is left, the tightest such child gets it (fewest spare slot
 fullest nodes, then the lower index); otherwise the child with the most capacity is filled as
 far as it goes and the loop continues. At the node level this is "largest node until the rest fits
 in one, then the tightest node that fits", which uses the fewest nodes for a single template.
-Slices (``slice_size`` per ``slice_tier`` domain) are honoured by only ever handing a child of
-the slice tier or above a multiple of the slice size, rolling the child back otherwise.
+Slices (``slice_size`` per group of :func:`~gangsched.placement.problem.slice_groups`) are
+honoured by only ever handing a child of the slice rank or above a multiple of the slice size,
+rolling the child back otherwise.
 
 Several gangs are placed one after the other by weight (then problem order), each on what the
 previous ones left.
@@ -146,9 +147,10 @@ def _fill_level(
     gang = view.gang
     topo = problem.topology
     # children are the objective's groups one rank down (a rack under no spine is one child at
-    # the spine level); slices are counted per domain of their own rank, so keep those exact
-    grouping = topo.group_of if gang.slice_size else topo.nest_group
-    groups = grouping(tier - 1)[nodes]
+    # the spine level); the slice groups are the same grouping at the slice rank, and each
+    # rank's groups refine the next one's, so handing every child at or above the slice rank
+    # a multiple of the slice size keeps each slice group whole
+    groups = topo.nest_group(tier - 1)[nodes]
     uniq, inv = np.unique(groups, return_inverse=True)
     inv = inv.reshape(-1)
     qsum = np.zeros((uniq.size, rem.size), dtype=np.int64)

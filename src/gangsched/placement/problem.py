@@ -24,7 +24,13 @@ Topology constraint of a gang (Volcano's ``networkTopology``):
 
 ``required_tier`` / ``preferred_tier`` are Kueue's spellings of hard / soft. ``slice_size`` with
 ``slice_tier`` (Kueue's ``podset-slice-size`` / ``podset-slice-required-topology``) further
-demands that each domain of ``slice_tier`` hosts a multiple of ``slice_size`` replicas.
+demands that every slice of ``slice_size`` replicas lies inside one domain of tier ≤
+``slice_tier``, counted by the node's largest such domain: :func:`slice_groups` gives those
+groups (the objective's grouping, :meth:`~gangsched.topology.Topology.nest_group`, at the
+rank of ``slice_tier``), and each must host a multiple of ``slice_size`` replicas. A rack that
+hangs under no tier-2 domain is thus one group for ``slice_tier=2``; a node that no domain of
+tier ≤ ``slice_tier`` covers is a group of its own. Placers and the validator share this one
+function.
 
 Tier numbers in a gang (``highest_tier``, ``slice_tier``) and in a placement
 (:attr:`GangPlacement.tier`) are the user's; the objective counts by tier *rank* (the tiers
@@ -88,6 +94,7 @@ __all__ = [
     "hypernode_scores",
     "node_emptiness",
     "placement_objective",
+    "slice_groups",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -608,6 +615,20 @@ class PlacementResult:
     @property
     def placed_weight(self) -> int:
         return sum(1 for g in self.gangs if g.placed)
+
+
+def slice_groups(topology: Topology, gang: GangRequest) -> I64:
+    """``(n_nodes,)`` int64: per node the id of its slice group — its largest enclosing domain
+    of tier ≤ ``gang.slice_tier`` (:meth:`~gangsched.topology.Topology.nest_group` at the
+    rank of that tier; the node itself for tier 0 or when nothing of tier ≤ ``slice_tier``
+    covers it). A placement of a sliced gang puts a multiple of ``slice_size`` replicas in
+    every group."""
+    return topology.nest_group(slice_rank(topology, gang))
+
+
+def slice_rank(topology: Topology, gang: GangRequest) -> int:
+    """Tier rank of a gang's slice groups (see :func:`slice_groups`; 0 without slices)."""
+    return topology.rank_of(gang.slice_tier) if gang.slice_size else 0
 
 
 def placement_objective(problem: PlacementProblem, gang_index: int, counts: I64) -> tuple[int, ...]:

@@ -12,7 +12,9 @@ from the problem's arrays alone — it shares no code with the placers' packing 
   and is used by nobody else;
 * resources: summed over all gangs, no node gives more than it has free;
 * topology: a hard gang lies inside one domain of tier ≤ its highest allowed tier; slices put a
-  multiple of ``slice_size`` replicas in each domain of ``slice_tier``.
+  multiple of ``slice_size`` replicas in each group of
+  :func:`~gangsched.placement.problem.slice_groups` (a node's largest enclosing domain of
+  tier ≤ ``slice_tier``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import numpy as np
 from ..errors import PlacementError
 from ..feasibility import exclusive
 from ..model import TopologyMode
-from .problem import PlacementProblem, PlacementResult
+from .problem import PlacementProblem, PlacementResult, slice_groups
 
 __all__ = ["validate_placement"]
 
@@ -100,9 +102,9 @@ def validate_placement(problem: PlacementProblem, result: PlacementResult) -> No
                 allowed = gang.allowed_tier(topo.tiers[-1])
                 raise fail(f"replicas span more than one domain of tier <= {allowed}", "topology")
         if gang.slice_size and nodes.size:
-            groups = topo.group_of(topo.own_rank(gang.slice_tier))
+            _, groups = np.unique(slice_groups(topo, gang), return_inverse=True)
             per_group = np.zeros(int(groups.max()) + 1, dtype=np.int64)
-            np.add.at(per_group, groups, counts.sum(axis=0))
+            np.add.at(per_group, groups.reshape(-1), counts.sum(axis=0))
             if (per_group % gang.slice_size).any():
                 raise fail(
                     f"a tier-{gang.slice_tier} domain holds a partial slice of {gang.slice_size}",

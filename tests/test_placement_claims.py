@@ -1,0 +1,92 @@
+"""Placer claims that hold: OPTIMAL only for the problem as posed, one rule for slices, results
+that do not depend on the run, budgets that hold."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from _placement_cases import gpu_gang, problem_for
+from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.placement import (
+    CpSatPlacer,
+    GreedyPlacer,
+    JointCpSatPlacer,
+    PlacementProblem,
+    Status,
+    validate_placement,
+)
+from gangsched.placement.problem import slice_groups
+from gangsched.snapshot import Snapshot
+from gangsched.topology import build_topology
+
+
+def _weight(problem: PlacementProblem, res: object) -> int:
+    w = problem.weights
+    assert w is not None
+    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+
+
+def _racks_3_1_1() -> PlacementProblem:
+    # rack a holds three one-GPU nodes, racks b and c one each; no spine
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(5)]
+    topo = build_topology(
+        Snapshot(
+            nodes=nodes,
+            hypernodes=[
+                HyperNode(name="a", tier=1, members=["n0", "n1", "n2"]),
+                HyperNode(name="b", tier=1, members=["n3"]),
+                HyperNode(name="c", tier=1, members=["n4"]),
+            ],
+        )
+    )
+    gpu_free = np.zeros((5, 8), dtype=np.int64)
+    gpu_free[:, 0] = 1000
+    soft = gpu_gang("s", 2, 5, mode=TopologyMode.SOFT)
+    hard = gpu_gang("h", 3, 5, highest_tier=1)
+    return problem_for(topo, [soft, hard], gpu_free=gpu_free, weights=[2, 2])
+
+
+@pytest.mark.parametrize("aggregate", [True, False])
+def test_joint_soft_gang_is_not_confined_to_the_rack_greedy_chose(aggregate: bool) -> None:
+    # greedy packs the soft gang into rack a, where the hard gang alone fits; the soft gang
+    # may go anywhere (racks b + c), so both fit: weight 4, not an "optimal" 2
+    problem = _racks_3_1_1()
+    greedy = GreedyPlacer().place(problem)
+    assert _weight(problem, greedy) == 2
+    res = JointCpSatPlacer(aggregate=aggregate).place(problem)
+    validate_placement(problem, res)
+    assert res.status is Status.OPTIMAL and res.gap == 0.0
+    assert _weight(problem, res) == 4
+    assert {n for _, n, _ in res.gangs[1].replicas} == {0, 1, 2}
+
+
+def _sliced_rack_under_no_spine() -> PlacementProblem:
+    # spine s holds rack a; rack b hangs under no tier-2 domain; slices of 3 at tier 2
+    nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(6)]
+    topo = build_topology(
+        Snapshot(
+            nodes=nodes,
+            hypernodes=[
+                HyperNode(name="a", tier=1, members=["n0", "n1", "n2"]),
+                HyperNode(name="b", tier=1, members=["n3", "n4", "n5"]),
+                HyperNode(name="s", tier=2, members=["a"]),
+            ],
+        )
+    )
+    gpu_free = np.zeros((6, 8), dtype=np.int64)
+    gpu_free[[0, 3, 4, 5], 0] = 1000  # rack a has one free GPU, rack b three
+    gang = gpu_gang("g", 3, 6, mode=None, slice_size=3, slice_tier=2)
+    return problem_for(topo, [gang], gpu_free=gpu_free)
+
+
+def test_a_slice_in_a_rack_under_no_spine_is_valid_for_placers_and_validator() -> None:
+    problem = _sliced_rack_under_no_spine()
+    groups = slice_groups(problem.topology, problem.gangs[0])
+    assert len(set(groups[3:].tolist())) == 1  # rack b is one slice group at tier 2
+    assert groups[0] != groups[3]
+    for placer in (GreedyPlacer(), CpSatPlacer()):
+        res = placer.place(problem)
+        validate_placement(problem, res)  # the rack holds the whole slice: accepted
+        assert res.gangs[0].placed
+        assert {n for _, n, _ in res.gangs[0].replicas} == {3, 4, 5}
