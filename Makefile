@@ -1,22 +1,34 @@
 # Two entry points: `make run` (main job on the built-in default) and `make test` (everything CI runs).
+# `make run` installs only what the demo needs (the package and its [plot] extra); `make test`
+# installs the test and development extras as well. `make test-minimum` and `make dist` are the
+# extra checks described in docs/install.md.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+MIN_VENV := .venv-min
+OUT ?=
+DIST := dist
 
-.PHONY: run test lint typecheck pytest clean
+.PHONY: run test lint typecheck pytest docs-api dist test-minimum clean
 
-$(BIN)/.installed: pyproject.toml
+$(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,dev,plot,ray]'
+
+$(BIN)/.installed-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[plot]'
 	touch $@
 
-run: $(BIN)/.installed
-	$(BIN)/gangsched
+$(BIN)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,dev,plot,ray]'
+	touch $@ $(BIN)/.installed-run
+
+run: $(BIN)/.installed-run
+	$(BIN)/gangsched $(if $(OUT),--out $(OUT))
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy src
@@ -26,5 +38,24 @@ pytest: $(BIN)/.installed
 
 test: lint typecheck pytest
 
+# Regenerate docs/api.md from the docstrings of the public API (tests fail when it is stale).
+docs-api: $(BIN)/.installed
+	$(BIN)/python tools/gen_api_docs.py
+
+# Build the sdist and the wheel, then check their metadata as PyPI would.
+dist: $(BIN)/.installed
+	rm -rf $(DIST)
+	$(BIN)/python -m build --outdir $(DIST) .
+	$(BIN)/twine check --strict $(DIST)/*
+
+# The oldest supported versions (ci/minimum.txt) in a venv of their own, then the test suite.
+test-minimum:
+	rm -rf $(MIN_VENV)
+	$(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_VENV)/bin/pip install --quiet --upgrade pip
+	$(MIN_VENV)/bin/pip install --quiet -c ci/minimum.txt -e '.[test,plot]'
+	$(MIN_VENV)/bin/python tools/check_minimum.py ci/minimum.txt
+	$(MIN_VENV)/bin/pytest -p no:cacheprovider
+
 clean:
-	rm -rf $(VENV) build dist .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) $(DIST) build .mypy_cache .pytest_cache .ruff_cache
