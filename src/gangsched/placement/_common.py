@@ -233,6 +233,8 @@ def domain_order(
     ok = (qsum >= gang.min_counts[None, :]).all(axis=1) & (
         np.minimum(qsum, gang.counts[None, :]).sum(axis=1) >= gang.size
     )
+    if ok.any():
+        ok &= _room_covers_demand(problem, view, groups, n_groups, sel, free, gpu_free)
     if not ok.any():
         return np.zeros(0, dtype=np.intp)
     idx = np.flatnonzero(ok)
@@ -266,6 +268,63 @@ def domain_order(
     else:
         score = np.zeros(n_groups)
     return idx[np.lexsort((idx, -score[idx]))].astype(np.intp)
+
+
+def demand_floor(view: GangView, groups: I64, n_groups: int, sel: BOOL) -> tuple[I64, I64]:
+    """The least a placement of the gang inside each group takes, summed over its replicas:
+    ``(n_resources,)`` per resource, and ``(n_groups,)`` milli-GPU of device capacity (the
+    role minimums, then the remaining replicas at the cheapest template that may still grow;
+    a replica takes at least ``gpu_count · need`` milli at the cheapest node of the group its
+    mask allows)."""
+    gang = view.gang
+    assert gang.min_counts is not None and gang.gpu_count is not None
+    # a template must give at least what the others cannot make up for
+    base = np.maximum(gang.min_counts, gang.size - (int(gang.counts.sum()) - gang.counts))
+    extra = gang.size - int(base.sum())
+    req = gang.request
+    res: I64 = base @ req
+    grow = gang.counts > base
+    if extra > 0 and grow.any():
+        res = res + extra * req[grow].min(axis=0)
+    big = np.int64(2**40)
+    n_t = gang.n_templates
+    need = np.full((n_groups, n_t), big, dtype=np.int64)
+    cand = np.where(view.mask[:, sel], view.need[:, sel], big).T  # (n_sel, n_templates)
+    np.minimum.at(need, groups[sel], cand)
+    per = need * gang.gpu_count[None, :]  # (n_groups, n_templates) milli per replica
+    per = np.where(gang.gpu_count[None, :] > 0, per, 0)
+    gpu: I64 = (per * base[None, :]).sum(axis=1)
+    if extra > 0 and grow.any():
+        gpu = gpu + extra * per[:, grow].min(axis=1)
+    return res.astype(np.int64), gpu.astype(np.int64)
+
+
+def _room_covers_demand(
+    problem: PlacementProblem,
+    view: GangView,
+    groups: I64,
+    n_groups: int,
+    sel: BOOL,
+    free: I64,
+    gpu_free: I64,
+) -> BOOL:
+    """``(n_groups,)`` whether each group's summed free room (usable nodes only) covers the
+    gang's :func:`demand_floor` — a necessary condition over all templates together, which
+    the per-template capacities miss (a node may host the workers or the evaluators, not
+    both)."""
+    del problem
+    res, gpu = demand_floor(view, groups, n_groups, sel)
+    cols = np.flatnonzero(res > 0)
+    ok = np.ones(n_groups, dtype=np.bool_)
+    if cols.size:
+        room = np.zeros((n_groups, cols.size), dtype=np.int64)
+        np.add.at(room, groups[sel], np.clip(free[sel][:, cols], 0, None))
+        ok &= (room >= res[cols]).all(axis=1)
+    if (gpu > 0).any():
+        g_room = np.zeros(n_groups, dtype=np.int64)
+        np.add.at(g_room, groups[sel], np.clip(gpu_free[sel], 0, None).sum(axis=1))
+        ok &= g_room >= gpu
+    return ok
 
 
 def infeasible_reason(problem: PlacementProblem, view: GangView) -> str:
