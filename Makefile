@@ -55,7 +55,10 @@ test-minimum:
 	$(MIN_VENV)/bin/pip install --quiet --upgrade pip
 	$(MIN_VENV)/bin/pip install --quiet -c ci/minimum.txt -e '.[test,plot]'
 	$(MIN_VENV)/bin/python tools/check_minimum.py ci/minimum.txt
-	$(MIN_VENV)/bin/pytest -p no:cacheprovider
+	# The testing page pins the counterexample hypothesis shrinks to, which depends on its
+	# version; every other test runs.
+	$(MIN_VENV)/bin/pytest -p no:cacheprovider --deselect \
+	    tests/test_docs_testing_example.py::test_the_property_test_finds_the_toy_schedulers_partial_gang
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) $(DIST) build .mypy_cache .pytest_cache .ruff_cache
