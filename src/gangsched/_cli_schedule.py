@@ -34,6 +34,7 @@ __all__ = [
     "format_placements_table",
     "format_queues_table",
     "format_table",
+    "load_inputs",
     "read_config",
     "run_get",
     "run_schedule",
@@ -100,6 +101,14 @@ def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     )
     p.add_argument("resource", choices=sorted(_GET_RESOURCES), help="queues or jobs")
     _add_inputs(p)
+    p.add_argument(
+        "-o",
+        "--output",
+        choices=("table", "json", "yaml"),
+        default="table",
+        help="table (default), or the queues' / jobs' status records of Decisions.to_dict() "
+        "as JSON or YAML, keyed by name",
+    )
     p.set_defaults(handler=run_get)
 
 
@@ -137,7 +146,9 @@ def read_config(path: str) -> Config:
     return Config.from_volcano_yaml(text)
 
 
-def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
+def load_inputs(args: argparse.Namespace) -> tuple[Cluster, Config]:
+    """The cluster of the ``-f`` files and the configuration to schedule it with (``--config``,
+    else the ConfigMap among the files, else Volcano's default); notes go to stderr."""
     if [*args.files, args.config].count(STDIN) > 1:
         raise ConfigError("standard input ('-') can be read once only", kind="option", name="-f")
     cluster = load_files(args.files)
@@ -147,6 +158,11 @@ def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
         config = read_config(args.config)
     else:
         config = cluster.config if cluster.config is not None else Config.default()
+    return cluster, config
+
+
+def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
+    cluster, config = load_inputs(args)
     return cluster, schedule(cluster.snapshot, config)
 
 
@@ -302,7 +318,14 @@ def run_get(args: argparse.Namespace) -> int:
     warning = nondeterminism_warning(decisions)
     if warning is not None:
         print(f"gangsched: {warning}", file=sys.stderr)
-    if _GET_RESOURCES[args.resource] == "queues":
+    what = _GET_RESOURCES[args.resource]
+    if args.output != "table":
+        records = decisions.to_dict()[what]
+        if args.output == "json":
+            print(json.dumps(records, indent=2, sort_keys=True))
+        else:
+            print(yaml.safe_dump(records, sort_keys=True, allow_unicode=True), end="")
+    elif what == "queues":
         print(format_queues_table(decisions))
     else:
         print(format_jobs_table(decisions))

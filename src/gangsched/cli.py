@@ -14,6 +14,7 @@ import io
 import math
 import os
 import sys
+import tempfile
 import time
 import traceback
 import warnings
@@ -21,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO, cast
 
+from ._cli_explain import add_explain_parser
+from ._cli_progress import Progress
 from ._cli_replay import add_replay_parser
 from ._cli_schedule import add_get_parser, add_schedule_parser
 from .errors import GangschedError
@@ -34,21 +37,20 @@ __all__ = ["main"]
 
 DEMO_POLICIES = ("bestfit", "fgd")
 DEMO_SEEDS = "42-44"
-DEMO_OUT = "gangsched-out"
+DEMO_OUT_PREFIX = "gangsched-fgd-"
 PLOT_FILE = "fgd_fig9a.png"
 
 
 def _progress(prefix: str) -> Callable[[int, int, RunResult], None]:
-    start = time.perf_counter()
+    """One progress line on stderr per finished run, with the ETA of the grid (see
+    :class:`gangsched._cli_progress.Progress`: redrawn on a terminal, sparse elsewhere)."""
+    bar = Progress(sys.stderr, prefix)
 
     def report(done: int, total: int, run: RunResult) -> None:
-        policy, seed, failed, n_pods = run.policy, run.seed, run.failed, run.n_pods
-        elapsed = time.perf_counter() - start
-        print(
-            f"{prefix}[{done}/{total}] {policy} seed {seed}: {n_pods} pods, {failed} failed "
-            f"({elapsed:.1f}s elapsed)",
-            file=sys.stderr,
-            flush=True,
+        bar.step(
+            done,
+            total,
+            f"{run.policy} seed {run.seed}: {run.n_pods} pods, {run.failed} failed",
         )
 
     return report
@@ -236,14 +238,21 @@ def _run_demo(args: argparse.Namespace) -> int:
         limit=args.limit,
         progress=_progress(""),
     )
-    out = Path(args.out)
+    if args.out is None:
+        out = Path(tempfile.mkdtemp(prefix=DEMO_OUT_PREFIX))
+        print(f"writing the tables and the plot to {out}/ (choose with --out DIR)", file=sys.stderr)
+    else:
+        out = Path(args.out)
     write_tables([discrete_tables(r) for r in runs], out)
     ours = read_allo_table(out)
     theirs = read_allo_table(None)
     print(format_comparison(compare_tables(ours, theirs)))
     plot_path = out / PLOT_FILE
     note = _plot_fig9a(ours, theirs, plot_path)
-    print(note if note is not None else f"plot: {plot_path}")
+    if note is None:
+        print(f"plot: {plot_path}")
+    else:
+        print(f"gangsched: note: {note}", file=sys.stderr)
     print(f"tables: {out}/  ({time.perf_counter() - start:.1f}s)")
     return 0
 
@@ -260,12 +269,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gangsched {__version__}")
     parser.add_argument("--seeds", default=DEMO_SEEDS, help=argparse.SUPPRESS)
     parser.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--out", default=DEMO_OUT, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="where the demo writes its tables and plot (default: a new temporary folder, "
+        "announced on stderr)",
+    )
     parser.add_argument("--workers", type=int, default=_default_workers(), help=argparse.SUPPRESS)
     subparsers = parser.add_subparsers(dest="command")
     _add_fgd_parser(subparsers)
     add_schedule_parser(subparsers)
     add_get_parser(subparsers)
+    add_explain_parser(subparsers)
     add_replay_parser(subparsers)
     parser.set_defaults(handler=_run_demo)
     return parser
