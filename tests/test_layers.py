@@ -58,6 +58,8 @@ LAYERS: dict[str, int] = {
     "cli": 7,
     "_cli_schedule": 7,
     "_cli_replay": 7,
+    "_cli_explain": 7,
+    "_cli_progress": 7,
     "policies": 5,
     "metrics": 7,
     "__main__": 7,
