@@ -14,13 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 
 import yaml
 
 from .config import Config
 from .decisions import Decisions
-from .errors import ConfigError, SnapshotError
+from .errors import ConfigError, SnapshotError, UnimplementedPluginWarning
 from .io._text import STDIN, bound_violation, parse_yaml, read_source
 from .io.k8s import SCHEDULER_CONF_KEY, Cluster, is_manifest, load_files
 from .io.volcano_out import job_actions, job_environment, kubernetes_output
@@ -68,6 +69,12 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="scheduler configuration: volcano-scheduler.conf text or its ConfigMap "
         "(default: the ConfigMap among the -f files, else Volcano's default)",
+    )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a configuration naming a Volcano plugin gangsched does not implement "
+        "(default: skip it with a warning on stderr saying what is lost)",
     )
 
 
@@ -151,13 +158,38 @@ def load_inputs(args: argparse.Namespace) -> tuple[Cluster, Config]:
     else the ConfigMap among the files, else Volcano's default); notes go to stderr."""
     if [*args.files, args.config].count(STDIN) > 1:
         raise ConfigError("standard input ('-') can be read once only", kind="option", name="-f")
-    cluster = load_files(args.files)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnimplementedPluginWarning)
+        cluster = load_files(args.files)
+        if args.config is not None:
+            config = read_config(args.config)
+        else:
+            config = cluster.config if cluster.config is not None else Config.default()
     for item in cluster.ignored:
         print(f"gangsched: note: {item}", file=sys.stderr)
-    if args.config is not None:
-        config = read_config(args.config)
-    else:
-        config = cluster.config if cluster.config is not None else Config.default()
+    skipped = [w.message for w in caught if isinstance(w.message, UnimplementedPluginWarning)]
+    for w in caught:
+        if not isinstance(w.message, UnimplementedPluginWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    if getattr(args, "strict", False) and config.ignored_plugins:
+        first = next((m for m in skipped if m.plugin == config.ignored_plugins[0]), None)
+        raise ConfigError(
+            "not implemented by gangsched"
+            + (f" ({first.detail})" if first is not None else "")
+            + "; --strict refuses it"
+            + (
+                f" (also: {', '.join(config.ignored_plugins[1:])})"
+                if len(config.ignored_plugins) > 1
+                else ""
+            ),
+            kind="plugin",
+            name=config.ignored_plugins[0],
+        )
+    used = set(config.ignored_plugins)
+    for message in skipped:
+        if message.plugin in used:
+            print(f"gangsched: warning: {message}", file=sys.stderr)
+            used.discard(message.plugin)
     return cluster, config
 
 

@@ -27,12 +27,22 @@ names, so a registry can validate against what it actually holds.
 
 Every error is a :class:`~gangsched.errors.ConfigError` whose ``field`` is the path of the
 offending value, ``tiers[1].plugins[2].name`` for instance.
+
+Volcano plugins gangsched knows of but does not implement (:data:`UNIMPLEMENTED_PLUGINS`:
+``deviceshare``, ``numaaware``, ``task-topology``, ``tdm``, ``pdb``, ``usage``,
+``resourcequota``, ``extender``, ...) do not make a production configuration unusable: the
+constructors leave them out, warn once per plugin with an
+:class:`~gangsched.errors.UnimplementedPluginWarning` that says what is lost, and list them in
+:attr:`Config.ignored_plugins`. ``strict=True`` (or ``strict: true`` at the top of the
+configuration) raises a :class:`~gangsched.errors.ConfigError` instead. A plugin of that name
+that the caller's registry does provide is kept like any other.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
+import warnings
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -40,7 +50,7 @@ from typing import Generic, TypeVar
 
 import yaml
 
-from .errors import ConfigError
+from .errors import ConfigError, UnimplementedPluginWarning
 from .limits import DEFAULT_LIMITS, Limits
 
 __all__ = [
@@ -48,6 +58,7 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "EXTENSION_POINTS",
     "SWITCHES",
+    "UNIMPLEMENTED_PLUGINS",
     "VOLCANO_FLAGS",
     "Config",
     "FrozenArgs",
@@ -83,6 +94,37 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "bestfit",
     "fgd",
 )
+
+UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
+    {
+        "deviceshare": "gangsched does this job another way: GPUs are per-device capacity "
+        "(Node.gpus, whole devices or milli-GPU shares) placed device by device by every "
+        "action; what is lost is vGPU memory isolation (HAMi), MIG and other device kinds",
+        "numaaware": "NUMA and CPU-manager topology policies are not checked; CPU and memory "
+        "fit per node only",
+        "task-topology": "affinity and anti-affinity buckets between a job's tasks are not "
+        "honoured; to keep a gang together use its network topology (hypernode tiers)",
+        "tdm": "time-division multiplexing of revocable nodes is not modelled; revocable-zone "
+        "nodes are used as ordinary nodes at all times",
+        "pdb": "PodDisruptionBudgets are not consulted; preempt and reclaim may evict below a "
+        "budget",
+        "usage": "nodes' measured usage is not used for filtering or scoring; requests only",
+        "resourcequota": "namespaces' ResourceQuotas are not checked at enqueue; queue "
+        "capability and capacity are the only limits",
+        "extender": "HTTP scheduler extenders are not called (gangsched reads no sockets); "
+        "their filters and scores are lost",
+        "cdp": "cooldown protection of preemptable pods is not applied; they may be evicted "
+        "as soon as they start",
+        "rescheduling": "the descheduling of running pods by node usage is not done",
+        "nodegroup": "queue-to-node-group affinity is not honoured; every queue may use every "
+        "node (use node selectors or taints on the tasks instead)",
+        "resource-strategy-fit": "per-resource scoring strategies are not applied; use "
+        "binpack or nodeorder weights",
+    }
+)
+"""Volcano plugins gangsched knows of but does not implement → what is lost without them (or
+how gangsched does their job another way). A configuration naming one is accepted with an
+:class:`~gangsched.errors.UnimplementedPluginWarning` unless ``strict``."""
 
 EXTENSION_POINTS: tuple[str, ...] = (
     "job_order",
@@ -159,7 +201,7 @@ _GATE: Mapping[str, str | None] = {
 
 _HIERARCHY_KEY = "enableHierarchy"
 _PLUGIN_KEYS = ("name", "arguments", "switches", "hierarchy", _HIERARCHY_KEY, *VOLCANO_FLAGS)
-_TOP_KEYS = ("actions", "tiers", "configurations")
+_TOP_KEYS = ("actions", "tiers", "configurations", "strict")
 
 V = TypeVar("V")
 
@@ -474,11 +516,17 @@ class Config:
 
     Construction checks structure: at least one action, no plugin listed twice, no ``drf``
     with hierarchy next to ``proportion``. Names are checked by :func:`check_names`.
+
+    ``ignored_plugins`` names the plugins of :data:`UNIMPLEMENTED_PLUGINS` that ``from_dict``
+    / ``from_volcano_yaml`` left out, in the order the input listed them. It is a note about
+    where the configuration came from: it takes no part in comparison, hashing or ``to_dict``
+    (two configurations that schedule alike are equal).
     """
 
     actions: tuple[str, ...]
     tiers: tuple[Tier, ...] = ()
     configurations: Mapping[str, Mapping[str, object]] = field(default=FrozenArgs())
+    ignored_plugins: tuple[str, ...] = field(default=(), compare=False, hash=False)
     _action_set: frozenset[str] = field(
         init=False, repr=False, compare=False, hash=False, default=frozenset()
     )
@@ -529,6 +577,16 @@ class Config:
                 raise _err(f"configurations.{key}", "action configured twice")
             frozen[key] = _freeze_args(args, f"configurations.{key}")
         object.__setattr__(self, "configurations", FrozenArgs(frozen))
+        if isinstance(self.ignored_plugins, str) or not isinstance(self.ignored_plugins, Sequence):
+            raise _err("ignored_plugins", "expected a sequence of plugin names")
+        object.__setattr__(
+            self,
+            "ignored_plugins",
+            tuple(
+                _check_name(n, f"ignored_plugins[{i}]", "plugin")
+                for i, n in enumerate(self.ignored_plugins)
+            ),
+        )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -581,6 +639,7 @@ class Config:
         plugins: Collection[str] | None = None,
         actions: Collection[str] | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        strict: bool = False,
     ) -> Config:
         """Build and validate a configuration from plain data.
 
@@ -589,6 +648,11 @@ class Config:
         ``{action: arguments}`` or Volcano's ``[{"name": action, "arguments": {...}}]``.
         Plugin and action names are checked against ``plugins`` / ``actions`` (default: the
         built-in names). The action list holds at most ``limits.max_actions`` entries.
+
+        Plugins of :data:`UNIMPLEMENTED_PLUGINS` that ``plugins`` does not hold are left out
+        with an :class:`~gangsched.errors.UnimplementedPluginWarning` each and listed in
+        :attr:`ignored_plugins`; with ``strict`` (the argument, or ``strict: true`` in ``d``)
+        they are a :class:`ConfigError` naming the plugin, its place and what it would lose.
         """
         if not isinstance(d, Mapping):
             raise _err("", f"expected a configuration mapping, got {type(d).__name__}")
@@ -597,14 +661,20 @@ class Config:
                 raise _err(str(key), f"unknown configuration key{_suggest(str(key), _TOP_KEYS)}")
         if "actions" not in d:
             raise _err("actions", "no actions configured")
+        if d.get("strict") is not None and not isinstance(d.get("strict"), bool):
+            raise _err("strict", f"expected true or false, got {_show(d.get('strict'))}")
+        strict = strict or d.get("strict") is True
+        known = BUILTIN_PLUGINS if plugins is None else plugins
+        tiers, ignored = _skip_unimplemented(_parse_tiers(d.get("tiers")), known, strict)
         config = cls(
             actions=_parse_actions(d["actions"], limits.max_actions),
-            tiers=_parse_tiers(d.get("tiers")),
+            tiers=tiers,
             configurations=_parse_configurations(d.get("configurations")),
+            ignored_plugins=ignored,
         )
         check_names(
             config,
-            plugins=BUILTIN_PLUGINS if plugins is None else plugins,
+            plugins=known,
             actions=BUILTIN_ACTIONS if actions is None else actions,
         )
         return config
@@ -617,11 +687,13 @@ class Config:
         plugins: Collection[str] | None = None,
         actions: Collection[str] | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        strict: bool = False,
     ) -> Config:
         """Parse the text of Volcano's ``volcano-scheduler.conf``.
 
         The ``metrics`` section Volcano also accepts is read and ignored. YAML syntax errors
-        and repeated keys raise :class:`ConfigError` with the line and column.
+        and repeated keys raise :class:`ConfigError` with the line and column. Plugins
+        gangsched does not implement are handled as in :meth:`from_dict` (``strict``).
         """
         if not isinstance(text, str | bytes):
             raise _err("yaml", f"expected YAML text, got {type(text).__name__}")
@@ -637,7 +709,7 @@ class Config:
             if data["metrics"] is not None and not isinstance(data["metrics"], Mapping):
                 raise _err("metrics", "expected a mapping")
             data = {k: v for k, v in data.items() if k != "metrics"}
-        return cls.from_dict(data, plugins=plugins, actions=actions, limits=limits)
+        return cls.from_dict(data, plugins=plugins, actions=actions, limits=limits, strict=strict)
 
     # -- output ----------------------------------------------------------------------------
 
@@ -735,6 +807,35 @@ def _parse_tiers(value: object) -> tuple[Tier, ...]:
                 ) from None
         tiers.append(Tier(plugins=tuple(options)))
     return tuple(tiers)
+
+
+def _skip_unimplemented(
+    tiers: tuple[Tier, ...], known: Collection[str], strict: bool
+) -> tuple[tuple[Tier, ...], tuple[str, ...]]:
+    """Leave out the plugins of :data:`UNIMPLEMENTED_PLUGINS` that ``known`` lacks: warn once
+    per plugin (or raise when ``strict``), drop a tier only they filled."""
+    ignored: list[str] = []
+    out: list[Tier] = []
+    for i, tier in enumerate(tiers):
+        kept: list[PluginOption] = []
+        for j, plugin in enumerate(tier.plugins):
+            lost = UNIMPLEMENTED_PLUGINS.get(plugin.name)
+            if lost is None or plugin.name in known:
+                kept.append(plugin)
+                continue
+            if strict:
+                raise ConfigError(
+                    f"not implemented by gangsched ({lost}); strict configurations refuse it",
+                    kind="plugin",
+                    name=plugin.name,
+                    field=f"tiers[{i}].plugins[{j}].name",
+                )
+            if plugin.name not in ignored:
+                ignored.append(plugin.name)
+                warnings.warn(UnimplementedPluginWarning(plugin.name, lost), stacklevel=4)
+        if kept or not tier.plugins:
+            out.append(Tier(plugins=tuple(kept)))
+    return tuple(out), tuple(ignored)
 
 
 def _parse_configurations(value: object) -> dict[str, FrozenArgs[object]]:

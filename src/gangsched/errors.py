@@ -17,6 +17,7 @@ __all__ = [
     "PlacementError",
     "SnapshotError",
     "SolverError",
+    "UnimplementedPluginWarning",
 ]
 
 
@@ -74,3 +75,19 @@ class PlacementError(GangschedError):
 
 class SolverError(PlacementError):
     """The CP-SAT model was rejected by the solver (MODEL_INVALID): a bug in gangsched."""
+
+
+class UnimplementedPluginWarning(UserWarning):
+    """A Volcano plugin gangsched knows of but does not implement was left out of the
+    configuration. ``plugin`` is its name, ``detail`` what is lost without it (or how gangsched
+    does its job another way). ``strict=True`` turns this into a :class:`ConfigError`."""
+
+    def __init__(self, plugin: str, detail: str) -> None:
+        self.plugin = plugin
+        self.detail = detail
+        super().__init__(
+            f"plugin {plugin!r} is not implemented by gangsched and is skipped: {detail}"
+        )
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.plugin, self.detail))

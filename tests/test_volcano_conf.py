@@ -1,0 +1,157 @@
+"""Production volcano-scheduler.conf files that name plugins gangsched does not implement."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+from pathlib import Path
+
+import pytest
+
+import gangsched as gs
+from gangsched.cli import main
+from gangsched.config import BUILTIN_PLUGINS, UNIMPLEMENTED_PLUGINS, Config
+from gangsched.errors import ConfigError, UnimplementedPluginWarning
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCTION = ROOT / "tests" / "data" / "volcano-scheduler-production.conf"
+SKIPPED = (
+    "pdb",
+    "deviceshare",
+    "numaaware",
+    "task-topology",
+    "tdm",
+    "usage",
+    "resourcequota",
+    "extender",
+)
+
+
+def _load(**kw: object) -> tuple[Config, list[UnimplementedPluginWarning]]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = Config.from_volcano_yaml(PRODUCTION.read_text(encoding="utf-8"), **kw)  # type: ignore[arg-type]
+    found = [w.message for w in caught if isinstance(w.message, UnimplementedPluginWarning)]
+    assert len(found) == len(caught)
+    return config, found
+
+
+def test_production_config_loads_with_one_warning_per_skipped_plugin() -> None:
+    config, found = _load()
+    assert config.ignored_plugins == SKIPPED
+    assert [w.plugin for w in found] == list(SKIPPED)
+    for w in found:
+        assert w.detail == UNIMPLEMENTED_PLUGINS[w.plugin]
+        assert str(w).startswith(f"plugin {w.plugin!r} is not implemented by gangsched")
+    assert config.plugin_names == (
+        "priority",
+        "gang",
+        "conformance",
+        "overcommit",
+        "drf",
+        "predicates",
+        "proportion",
+        "nodeorder",
+        "binpack",
+    )
+    # the tier only the extender filled is gone; the others keep their order and options
+    assert len(config.tiers) == 2
+    assert not config.plugin("gang").enabled("preemptable")  # type: ignore[union-attr]
+    assert config.plugin("binpack").arguments["binpack.weight"] == 10  # type: ignore[union-attr]
+
+
+def test_deviceshare_says_gangsched_does_its_job_another_way() -> None:
+    assert "another way" in UNIMPLEMENTED_PLUGINS["deviceshare"]
+    assert "per-device" in UNIMPLEMENTED_PLUGINS["deviceshare"]
+
+
+def test_the_loaded_production_config_schedules_gpus_per_device() -> None:
+    config, _ = _load()
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 8}, "gpus": {"count": 2}}],
+            "queues": [{"name": "default"}],
+            "jobs": [{"name": "j", "min_available": 2}],
+            "tasks": [
+                {"name": f"j-{i}", "job": "j", "request": {"cpu": 1, "nvidia.com/gpu": 1}}
+                for i in range(2)
+            ],
+        }
+    )
+    d = gs.schedule(snap, config)
+    assert sorted(b.gpu_indices for b in d.binds) == [(0,), (1,)]
+
+
+def test_strict_refuses_the_first_skipped_plugin_by_place() -> None:
+    with pytest.raises(ConfigError) as exc:
+        _load(strict=True)
+    assert exc.value.kind == "plugin" and exc.value.name == "pdb"
+    assert exc.value.field == "tiers[0].plugins[3].name"
+    assert "not implemented by gangsched" in str(exc.value) and "strict" in str(exc.value)
+
+
+def test_strict_key_in_the_file_is_the_same_as_the_argument() -> None:
+    text = "strict: true\n" + PRODUCTION.read_text(encoding="utf-8")
+    with pytest.raises(ConfigError, match="'pdb'"):
+        Config.from_volcano_yaml(text)
+    with pytest.raises(ConfigError) as exc:
+        Config.from_dict({"actions": ["allocate"], "strict": "yes"})
+    assert exc.value.field == "strict"
+
+
+def test_unknown_plugins_are_still_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown plugin 'bnpack'"):
+        Config.from_dict({"actions": ["allocate"], "tiers": [[{"name": "bnpack"}]]})
+
+
+def test_a_registry_that_provides_the_plugin_keeps_it() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        config = Config.from_dict(
+            {"actions": ["allocate"], "tiers": [[{"name": "gang"}, {"name": "pdb"}]]},
+            plugins=(*BUILTIN_PLUGINS, "pdb"),
+        )
+    assert config.plugin_names == ("gang", "pdb") and config.ignored_plugins == ()
+
+
+def test_ignored_plugins_do_not_change_equality_or_the_interchange_form() -> None:
+    config, _ = _load()
+    again = Config.from_dict(config.to_dict())
+    assert again == config and hash(again) == hash(config)
+    assert again.ignored_plugins == ()
+    assert "ignored_plugins" not in config.to_dict()
+    assert Config.from_volcano_yaml(config.to_volcano_yaml()) == config
+
+
+def test_a_plugin_listed_twice_warns_once() -> None:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        config = Config.from_dict(
+            {"actions": ["allocate"], "tiers": [[{"name": "tdm"}], [{"name": "tdm"}]]}
+        )
+    assert config.ignored_plugins == ("tdm",) and len(caught) == 1
+    assert config.tiers == ()
+
+
+def test_the_warning_pickles() -> None:
+    w = UnimplementedPluginWarning("pdb", "lost")
+    back = pickle.loads(pickle.dumps(w))
+    assert (back.plugin, back.detail, str(back)) == (w.plugin, w.detail, str(w))
+
+
+def test_cli_warns_on_stderr_and_strict_is_one_error_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    snapshot = str(ROOT / "examples" / "snapshot.yaml")
+    assert main(["get", "queues", "-f", snapshot, "--config", str(PRODUCTION)]) == 0
+    out = capsys.readouterr()
+    assert out.out.startswith("NAME")
+    lines = out.err.splitlines()
+    assert [line.split("'")[1] for line in lines] == list(SKIPPED)
+    assert all(line.startswith("gangsched: warning: plugin ") for line in lines)
+    assert main(["schedule", "-f", snapshot, "--config", str(PRODUCTION), "--strict"]) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    (line,) = out.err.splitlines()
+    assert line.startswith("gangsched: error: plugin 'pdb': not implemented by gangsched")
+    assert "--strict" in line and "extender" in line
