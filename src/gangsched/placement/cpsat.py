@@ -92,6 +92,7 @@ from ._common import (
     replica_capacity,
     split_target,
 )
+from ._relax import Relaxation, build_relaxation
 from .greedy import finish, greedy_gang
 from .problem import GangPlacement, PlacementProblem, PlacementResult, Status, slice_groups
 
@@ -110,11 +111,20 @@ class _Budget:
 
     deadline: float | None
     work: float | None
+    limit: str = ""  # the limit that cut the search short: "work", "wall" or ""
 
     def exhausted(self) -> bool:
         if self.work is not None and self.work <= 0:
             return True
-        return self.deadline is not None and time.perf_counter() >= self.deadline
+        return self.past_deadline()
+
+    def past_deadline(self) -> bool:
+        """Whether the wall-clock deadline has passed (and then records that it cut the
+        search)."""
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            self.limit = "wall"
+            return True
+        return False
 
 
 @dataclass(slots=True)
@@ -196,7 +206,11 @@ class CpSatPlacer:
         Joint mode: solve phase 1 on aggregate domain capacities when every replica of every
         gang is interchangeable (default); ``False`` always builds the node-level model.
     polish:
-        Joint mode, node-level model: re-place each placed gang exactly with the others fixed.
+        Joint mode: re-place each placed gang exactly with the others fixed.
+    max_joint_cells:
+        Joint mode: the largest node-level model (count variables) built when the bound of
+        the relaxation is not reached by the guided placement; above it the answer is that
+        placement, FEASIBLE with its gap to the bound.
     sequential:
         Minimise the objective levels one solve at a time (default), or all at once as one
         weighted sum with separating weights.
@@ -224,6 +238,7 @@ class CpSatPlacer:
         exact_bounds: bool = True,
         aggregate: bool = True,
         polish: bool = True,
+        max_joint_cells: int = 4_000,
         log: bool = False,
     ) -> None:
         limits = check_solver_parameters(
@@ -245,12 +260,15 @@ class CpSatPlacer:
         self.exact_bounds = exact_bounds
         self.aggregate = aggregate
         self.polish = polish
+        self.max_joint_cells = int(max_joint_cells)
         self.log = log
 
     # ------------------------------------------------------------------ solving
 
     def _solve(self, model: cp_model.CpModel, budget: _Budget) -> tuple[cp_model.CpSolver, int]:
         solver = cp_model.CpSolver()
+        if budget.past_deadline():  # the wall budget is spent: no solve at all
+            return solver, int(cp_model.UNKNOWN)
         prm = solver.parameters
         if budget.deadline is not None:
             prm.max_time_in_seconds = max(0.001, budget.deadline - time.perf_counter())
@@ -264,6 +282,8 @@ class CpSatPlacer:
         status = solver.solve(model)
         if budget.work is not None:
             budget.work -= float(solver.response_proto.deterministic_time)
+        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) and not budget.past_deadline():
+            budget.limit = budget.limit or "work"
         if status == cp_model.MODEL_INVALID:
             raise SolverError(model.validate() or "model invalid", kind="placement", field="model")
         return solver, int(status)
@@ -314,12 +334,17 @@ class CpSatPlacer:
             result = self._place_joint(problem, budget)
         else:
             result = self._place_sequential(problem, budget)
+        elapsed = time.perf_counter() - start
+        if deadline is not None and elapsed >= self.time_limit_s:  # type: ignore[operator]
+            budget.limit = "wall"
+        proven = result.status in (Status.OPTIMAL, Status.INFEASIBLE)
         return PlacementResult(
             gangs=result.gangs,
             status=result.status,
             gap=result.gap,
             fallback=result.fallback,
-            solve_time=time.perf_counter() - start,
+            solve_time=elapsed,
+            limit="" if proven and budget.limit != "wall" else budget.limit,
         )
 
     def _place_sequential(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:
@@ -398,6 +423,11 @@ class CpSatPlacer:
             best_st, best_gap = Status.OPTIMAL, 0.0
             first = True
             while rank:
+                if budget.past_deadline():  # no time left to build another model
+                    if best is not None:
+                        best_st, best_gap = Status.FEASIBLE, 1.0
+                        break
+                    return _out_of_time(gang.name, greedy)
                 lbs: list[int] | None = None
                 hint: GangPlacement | None
                 if exact_hint is not None and first:
@@ -436,15 +466,7 @@ class CpSatPlacer:
                 if best is not None:
                     best_st, best_gap = Status.FEASIBLE, 1.0
                     break
-                if greedy.placed:
-                    return greedy, Status.TIMED_OUT, 0.0, True
-                reason = f"gang {gang.name!r}: solver timed out and greedy found no placement"
-                return (
-                    GangPlacement(gang=gang.name, placed=False, reason=reason),
-                    Status.TIMED_OUT,
-                    0.0,
-                    True,
-                )
+                return _out_of_time(gang.name, greedy)
             if best is not None:
                 if greedy.placed and greedy.objective < best.objective:
                     best = greedy
@@ -493,6 +515,8 @@ class CpSatPlacer:
             else:
                 cands = order[: self.max_domains].tolist()
             for d in cands:
+                if budget.past_deadline():
+                    return _out_of_time(gang.name, greedy)
                 hint = greedy if d == g_dom else None
                 model, vs, units, dev_nodes, levels = _build_single(
                     problem, view, tier, np.array([d], dtype=np.intp), free, gpu_free, hint
@@ -510,15 +534,7 @@ class CpSatPlacer:
                     return gp, Status.FEASIBLE, gap, False
                 if st == cp_model.INFEASIBLE:
                     continue
-                if greedy.placed:  # out of time
-                    return greedy, Status.TIMED_OUT, 0.0, True
-                reason = f"gang {gang.name!r}: solver timed out and greedy found no placement"
-                return (
-                    GangPlacement(gang=gang.name, placed=False, reason=reason),
-                    Status.TIMED_OUT,
-                    0.0,
-                    True,
-                )
+                return _out_of_time(gang.name, greedy)
             if g_dom >= 0:  # greedy's own domain proven infeasible: cannot happen
                 return greedy, Status.GREEDY, 0.0, True
         if greedy.placed:
@@ -580,40 +596,114 @@ class CpSatPlacer:
         agg = _aggregate(problem, views, doms) if self.aggregate else None
         if agg is not None:
             return self._place_aggregate(problem, views, doms, agg, greedy, budget)
-        g_weight = _weight(problem, greedy.gangs)
+        # a valid upper bound on the weight, and a placement guided by the bound's choice
+        rel = build_relaxation(problem, views, doms)
+        upper, guide = self._solve_relaxation(problem, rel, doms, greedy, budget)
+        upper = min(upper, _alone_bound(problem, views))
+        incumbent = list(greedy.gangs)
+        if guide is not None:
+            guided = _place_guided(problem, views, doms, rel, guide)
+            if _weight(problem, guided) > _weight(problem, incumbent):
+                incumbent = guided
+        if _weight(problem, incumbent) >= upper:  # the bound is reached: proven
+            if self.polish:
+                self._polish(problem, incumbent, budget)
+            return PlacementResult(gangs=tuple(incumbent), status=Status.OPTIMAL)
+        best = PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE)
+        if _joint_cells(views, doms, rel) > self.max_joint_cells or budget.exhausted():
+            return _with_gap(problem, best, upper)
         model, vs, units, dev_nodes, restricted = _build_joint(
-            problem, views, doms, greedy, self.max_domains
+            problem, views, doms, best, self.max_domains
         )
         solver, st = self._solve(model, budget)
-        if st == cp_model.INFEASIBLE:  # only possible if no gang can be placed at all
-            return greedy
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
+            return _with_gap(problem, best, upper)
         recs = _extract(
             problem, views, vs, units, solver, problem.free, problem.gpu_free, dev_nodes
         )
         if recs is None:
-            return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY, fallback=True)
+            return _with_gap(problem, best, upper)
         gangs: list[GangPlacement] = []
         for gi, gang in enumerate(problem.gangs):
             if solver.value(vs.placed[gi]) and recs[gi]:
                 gangs.append(finish(problem, gi, recs[gi]))
             else:
                 gangs.append(_left_out(gang.name, greedy.gangs[gi]))
-        if _weight(problem, gangs) < g_weight:
-            return PlacementResult(gangs=greedy.gangs, status=Status.GREEDY)
+        if _weight(problem, gangs) < _weight(problem, incumbent):
+            return _with_gap(problem, best, upper)
         if self.polish:
             self._polish(problem, gangs, budget)
-        obj = float(_weight(problem, gangs))
-        bound = solver.best_objective_bound
-        st_out = Status.OPTIMAL if st == cp_model.OPTIMAL else Status.FEASIBLE
-        if restricted:
-            # the solver's bound holds for the restricted model only; a valid one for the
-            # problem: every gang that fits on its own is placed
-            bound = float(_alone_bound(problem, views))
-            st_out = Status.OPTIMAL if obj >= bound else Status.FEASIBLE
-        gap = max(0.0, bound - obj) / max(1.0, abs(obj)) if st_out is Status.FEASIBLE else 0.0
-        return PlacementResult(gangs=tuple(gangs), status=st_out, gap=gap)
+        if st == cp_model.OPTIMAL and not restricted:
+            return PlacementResult(gangs=tuple(gangs), status=Status.OPTIMAL)
+        # the solver's bound holds for the problem unless the model left domains out
+        bound = float(upper) if restricted else min(float(upper), solver.best_objective_bound)
+        return _with_gap(
+            problem, PlacementResult(gangs=tuple(gangs), status=Status.FEASIBLE), bound
+        )
+
+    def _solve_relaxation(
+        self,
+        problem: PlacementProblem,
+        rel: Relaxation,
+        doms: list[I64],
+        greedy: PlacementResult,
+        budget: _Budget,
+    ) -> tuple[int, list[int] | None]:
+        """Solve the bounding programme of :mod:`._relax`: its valid upper bound on the joint
+        weight, and (when it found a solution) the chosen domain per gang (-1: none)."""
+        weights = problem.weights
+        assert weights is not None
+        model = cp_model.CpModel()
+        x: dict[tuple[int, int], cp_model.IntVar] = {}
+        for gi, cands in enumerate(rel.cand):
+            g_dom = _greedy_domain(greedy.gangs[gi], doms[gi])
+            row = []
+            for d in cands:
+                v = model.new_bool_var(f"x_{gi}_{d}")
+                x[(gi, d)] = v
+                model.add_hint(v, int(d == g_dom))
+                row.append(v)
+            if len(row) > 1:
+                model.add_at_most_one(row)
+        by_dom: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
+        for (gi, d), v in x.items():
+            by_dom.setdefault(d, []).append((gi, v))
+        for big, inner in rel.inside.items():
+            terms = [(rel.floor[(gi, d)], v) for d in inner for gi, v in by_dom.get(d, [])]
+            if not terms:
+                continue
+            room = rel.room[big]
+            for dim in range(room.size):
+                if sum(int(f[dim]) for f, _ in terms) > int(room[dim]):
+                    model.add(sum(int(f[dim]) * v for f, v in terms if f[dim]) <= int(room[dim]))
+            for si, members in enumerate(rel.sig_gangs):
+                keep = set(members)
+                s_terms = [
+                    (rel.floor[(gi, d)], v)
+                    for d in inner
+                    for gi, v in by_dom.get(d, [])
+                    if gi in keep
+                ]
+                s_room = rel.sig_room[(big, si)]
+                for dim in range(s_room.size):
+                    if sum(int(f[dim]) for f, _ in s_terms) > int(s_room[dim]):
+                        model.add(
+                            sum(int(f[dim]) * v for f, v in s_terms if f[dim]) <= int(s_room[dim])
+                        )
+        model.maximize(sum(int(weights[gi]) * v for (gi, _), v in x.items()))
+        solver, st = self._solve(model, budget)
+        alone = sum(int(weights[gi]) for gi, c in enumerate(rel.cand) if c)
+        if st == cp_model.OPTIMAL:
+            upper = round(solver.objective_value)
+        elif st == cp_model.FEASIBLE:
+            upper = int(np.floor(solver.best_objective_bound + 1e-6))
+        else:
+            return alone, None
+        guide = [-1] * len(rel.cand)
+        for (gi, d), v in x.items():
+            if solver.value(v):
+                guide[gi] = d
+        return min(upper, alone), guide
 
     def _place_aggregate(
         self,
@@ -712,6 +802,66 @@ def _weight(
     w = problem.weights
     assert w is not None
     return sum(int(w[i]) for i, g in enumerate(gangs) if g.placed)
+
+
+def _with_gap(problem: PlacementProblem, result: PlacementResult, bound: float) -> PlacementResult:
+    """``result`` as FEASIBLE with its gap to ``bound`` (OPTIMAL when it reaches it)."""
+    obj = float(_weight(problem, result.gangs))
+    if obj >= bound:
+        return PlacementResult(gangs=result.gangs, status=Status.OPTIMAL)
+    gap = (bound - obj) / max(1.0, obj)
+    return PlacementResult(gangs=result.gangs, status=Status.FEASIBLE, gap=gap)
+
+
+def _joint_cells(views: list[GangView], doms: list[I64], rel: Relaxation) -> int:
+    """Count variables the node-level joint model would have (an estimate of its size)."""
+    total = 0
+    for gi, view in enumerate(views):
+        if not rel.cand[gi]:
+            continue
+        inside = np.isin(doms[gi], rel.cand[gi])
+        total += int((view.mask & inside[None, :]).sum())
+    return total
+
+
+def _place_guided(
+    problem: PlacementProblem,
+    views: list[GangView],
+    doms: list[I64],
+    rel: Relaxation,
+    guide: list[int],
+) -> list[GangPlacement]:
+    """Place the gangs the bounding programme chose, each by greedy inside its chosen domain
+    (innermost domains first, larger gangs first), then try the others anywhere they may go,
+    by weight."""
+    free = problem.free.copy()
+    gpu_free = problem.gpu_free.copy()
+    out: list[GangPlacement | None] = [None] * len(views)
+    order = sorted(
+        (gi for gi in range(len(views)) if guide[gi] >= 0),
+        key=lambda gi: (rel.n_nodes[guide[gi]], guide[gi], -views[gi].gang.size, gi),
+    )
+    for gi in order:
+        inside = doms[gi] == guide[gi]
+        r_free = np.where(inside[:, None], free, 0)
+        r_gpu = np.where(inside[:, None], gpu_free, 0)
+        gp = greedy_gang(problem, gi, r_free, r_gpu)
+        if gp.placed:
+            _apply(problem, gi, gp.replicas, free, gpu_free)
+            out[gi] = gp
+    weights = problem.weights
+    assert weights is not None
+    for gi in sorted(range(len(views)), key=lambda i: (-int(weights[i]), i)):
+        if out[gi] is None and rel.cand[gi]:
+            gp = greedy_gang(problem, gi, free, gpu_free)
+            if gp.placed:
+                out[gi] = gp
+    return [
+        gp
+        if gp is not None
+        else _left_out(views[gi].gang.name, GangPlacement(gang=views[gi].gang.name, placed=False))
+        for gi, gp in enumerate(out)
+    ]
 
 
 def _alone_bound(problem: PlacementProblem, views: list[GangView]) -> int:
@@ -1081,6 +1231,15 @@ def _greedy_domain(gp: GangPlacement, dom_ids: I64) -> int:
     return int(dom_ids[gp.replicas[0][1]])
 
 
+def _out_of_time(name: str, greedy: GangPlacement) -> tuple[GangPlacement, Status, float, bool]:
+    """A single-gang search that ran out of budget before any solution: greedy's placement
+    (a fallback), or no placement when greedy found none."""
+    if greedy.placed:
+        return greedy, Status.TIMED_OUT, 0.0, True
+    reason = f"gang {name!r}: solver timed out and greedy found no placement"
+    return GangPlacement(gang=name, placed=False, reason=reason), Status.TIMED_OUT, 0.0, True
+
+
 def _left_out(name: str, greedy: GangPlacement) -> GangPlacement:
     why = greedy.reason or f"gang {name!r}: left out to place more weight of other gangs"
     return GangPlacement(gang=name, placed=False, reason=why)
@@ -1166,6 +1325,13 @@ def _aggregate(
         problem, first, problem.free, problem.gpu_free, everywhere, clip=False
     )[0]
     node_cap = np.minimum(node_cap, total)
+    # masks folded into the capacities: a node no gang may use (cordoned, or left out by
+    # every gang's selectors) holds nothing; only masks that differ between gangs (or leave
+    # out a node some gang's domain needs) rule the aggregate form out
+    anyone = np.zeros(problem.n_nodes, dtype=np.bool_)
+    for view in views:
+        anyone |= view.gang.mask[0]
+    node_cap = np.where(anyone, node_cap, 0)
     room = node_cap > 0
     families: dict[bytes, int] = {}
     fam_arrays: list[I64] = []

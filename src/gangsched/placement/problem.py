@@ -603,7 +603,10 @@ class PlacementResult:
 
     ``status`` is OPTIMAL / FEASIBLE (solver, with ``gap`` = relative distance to its bound),
     INFEASIBLE (proven: nothing fits), TIMED_OUT (the solver ran out of time; ``fallback`` then
-    says the greedy answer is returned) or GREEDY (the heuristic answered).
+    says the greedy answer is returned) or GREEDY (the heuristic answered). ``limit`` names
+    the budget that cut the search short: ``"work"`` (the deterministic budget: the answer
+    is still the same on every run), ``"wall"`` (the wall-clock budget: the answer depends on
+    the machine's speed) or ``""`` (none).
     """
 
     gangs: tuple[GangPlacement, ...]
@@ -611,6 +614,7 @@ class PlacementResult:
     gap: float = 0.0
     fallback: bool = False
     solve_time: float = 0.0
+    limit: str = ""
 
     @property
     def placed_weight(self) -> int:
