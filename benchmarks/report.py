@@ -16,7 +16,9 @@ seconds). Everything runs in this one process on the seeded clusters of
 4. the bytes a snapshot and its arrays hold per node and per task;
 5. the cost guards of ``benchmarks/cost_guards.py``: small hostile inputs (long queue chains,
    a flat hypernode, a distinct taint per node, long action lists, huge tier numbers, a
-   backtracking regular expression) with the fitted growth exponent of each family.
+   backtracking regular expression) with the fitted growth exponent of each family;
+6. exact placement on irregular clusters (``benchmarks/placement_report.py``): multi-role
+   gangs and joint sets of 50 gangs, proven share, p50 / p99, fallbacks, the budget rule.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cost_guards
+import placement_report
 from benchmarks.common import cluster_dict
 from gangsched import Snapshot, schedule
 from gangsched.arrays import build_cluster_arrays
@@ -271,6 +274,8 @@ def main(argv: list[str] | None = None) -> None:
         f"limit k ≤ {cost_guards.MAX_EXPONENT}; tier-number: slowest / fastest over tier "
         "numbers 10^1 .. 10^15, limit x3\n"
     )
+    print("6. Exact placement on irregular clusters (wall times)\n")
+    placement_report.section(quick)
     print(f"Total report time {time.perf_counter() - started:.0f} s (times above are CPU times)")
 
 

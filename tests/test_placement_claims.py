@@ -90,3 +90,76 @@ def test_a_slice_in_a_rack_under_no_spine_is_valid_for_placers_and_validator() -
         validate_placement(problem, res)  # the rack holds the whole slice: accepted
         assert res.gangs[0].placed
         assert {n for _, n, _ in res.gangs[0].replicas} == {3, 4, 5}
+
+
+_DETERMINISM_SCRIPT = """
+import hashlib, pickle, sys
+sys.path.insert(0, {tests!r})
+from test_placement_claims import determinism_digest
+print(determinism_digest())
+"""
+
+
+def _multi_role_problem(racks: int = 2, nodes: int = 4, workers: int = 6) -> PlacementProblem:
+    from _placement_cases import fat_tree_snapshot
+    from gangsched.placement import GangRequest
+
+    topo = build_topology(fat_tree_snapshot(spines=2, racks=racks, nodes=nodes))
+    n = topo.n_nodes
+    rng = np.random.default_rng(7)
+    gpu_free = np.where(rng.random((n, 8)) < 0.6, 1000, 0).astype(np.int64)
+    gang = GangRequest(
+        name="job",
+        request=np.array([[4000, 2**34], [2000, 2**33], [1000, 2**32]], dtype=np.int64),
+        counts=np.array([workers, 1, 2]),
+        min_counts=np.array([0, 1, 0]),
+        mask=np.ones((3, n), dtype=np.bool_),
+        gpu_count=np.array([2, 0, 1]),
+        gpu_milli=np.array([1000, 0, 500]),
+        required_tier=2,
+    )
+    return problem_for(topo, [gang], gpu_free=gpu_free)
+
+
+def determinism_digest() -> str:
+    """Digest of what the placers built without arguments answer on a few problems."""
+    import hashlib
+    import pickle
+
+    out = []
+    for placer, problem in (
+        (CpSatPlacer(), _multi_role_problem()),
+        (JointCpSatPlacer(), _racks_3_1_1()),
+        (JointCpSatPlacer(), _sliced_rack_under_no_spine()),
+    ):
+        res = placer.place(problem)
+        out.append(
+            (res.status.name, res.gap, res.limit, [(g.placed, g.replicas) for g in res.gangs])
+        )
+    return hashlib.sha256(pickle.dumps(out)).hexdigest()
+
+
+def test_placers_built_without_arguments_are_deterministic_across_processes() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = determinism_digest()
+    assert determinism_digest() == here  # same process, again
+    script = _DETERMINISM_SCRIPT.format(tests=str(Path(__file__).parent))
+    for _ in range(2):
+        child = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, timeout=300
+        )
+        assert child.returncode == 0, child.stderr
+        assert child.stdout.strip() == here
+
+
+def test_a_wall_budget_covers_build_solve_and_extract() -> None:
+    problem = _multi_role_problem(racks=4, nodes=8, workers=24)
+    budget = 0.3
+    res = CpSatPlacer(time_limit_s=budget, max_deterministic_time=None).place(problem)
+    validate_placement(problem, res)
+    assert res.solve_time <= 1.1 * budget + 0.1, res.solve_time
+    if res.status not in (Status.OPTIMAL, Status.INFEASIBLE):
+        assert res.limit == "wall" and (res.gap > 0 or res.fallback)

@@ -233,7 +233,7 @@ def domain_order(
     ok = (qsum >= gang.min_counts[None, :]).all(axis=1) & (
         np.minimum(qsum, gang.counts[None, :]).sum(axis=1) >= gang.size
     )
-    if ok.any():
+    if ok.any() and gang.n_templates > 1:  # one template: implied by its capacities
         ok &= _room_covers_demand(problem, view, groups, n_groups, sel, free, gpu_free)
     if not ok.any():
         return np.zeros(0, dtype=np.intp)

@@ -282,8 +282,13 @@ class CpSatPlacer:
         status = solver.solve(model)
         if budget.work is not None:
             budget.work -= float(solver.response_proto.deterministic_time)
-        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) and not budget.past_deadline():
-            budget.limit = budget.limit or "work"
+        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+            # which limit stopped the solve: the work budget if it is spent, else the clock
+            spent = budget.work is not None and budget.work <= 1e-9
+            if not spent and budget.deadline is not None:
+                budget.limit = "wall"
+            elif budget.limit != "wall":
+                budget.limit = "work"
         if status == cp_model.MODEL_INVALID:
             raise SolverError(model.validate() or "model invalid", kind="placement", field="model")
         return solver, int(status)
@@ -1208,6 +1213,19 @@ def _hint_single(
     for (_, t, gid), z in vs.lower.items():
         groups = topo.nest_group(t)
         model.add_hint(z, int(any(int(groups[n]) == gid for s in used_nodes.values() for n in s)))
+    # per-device variables: the hint's own devices, so that the hint is a complete solution
+    dev: dict[tuple[int, int, int, int], int] = {}
+    taken: set[tuple[int, int]] = set()
+    for t, node, devs in hint.replicas:
+        if view.whole[t, node]:
+            taken.update((node, d) for d in devs)
+        else:
+            for d in devs:
+                dev[(0, t, node, d)] = dev.get((0, t, node, d), 0) + 1
+    for key, x in vs.shares.items():
+        model.add_hint(x, dev.get(key, 0))
+    for node_dev, w in vs.whole.items():
+        model.add_hint(w, int(node_dev in taken))
     del tier
 
 
