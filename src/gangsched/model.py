@@ -705,10 +705,20 @@ _QUEUE_KEYS = frozenset(
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NetworkTopology:
     """Volcano's job ``networkTopology``: hard = every task inside one hypernode of tier ≤
-    ``highest_tier_allowed``; soft = prefer the lowest tier, widen if needed."""
+    ``highest_tier_allowed``; soft = prefer the lowest tier, widen if needed.
+
+    Kueue's vocabulary is the same rule: a *required* tier ``t`` is hard with
+    ``highest_tier_allowed=t`` (:attr:`required_tier`), a *preferred* tier is soft
+    (:attr:`preferred_tier`). ``slice_size`` with ``slice_tier`` (Kueue's
+    ``podset-slice-size`` / ``podset-slice-required-topology``) adds that every domain of
+    ``slice_tier`` (0: a node) hosts a multiple of ``slice_size`` of the gang's tasks; the
+    slice tier may not be above ``highest_tier_allowed``.
+    """
 
     mode: TopologyMode = TopologyMode.HARD
     highest_tier_allowed: int | None = None
+    slice_size: int = 0
+    slice_tier: int = 0
 
     def __post_init__(self) -> None:
         _set(
@@ -728,11 +738,38 @@ class NetworkTopology:
                     minimum=1,
                 ),
             )
+        for key in ("slice_size", "slice_tier"):
+            value = _int(getattr(self, key), kind="network_topology", name="", field=key, minimum=0)
+            _set(self, key, value)
+        if self.slice_tier and not self.slice_size:
+            raise SnapshotError(
+                "slice_tier without slice_size", kind="network_topology", field="slice_tier"
+            )
+        top = self.highest_tier_allowed
+        if self.slice_size and top is not None and self.slice_tier > top:
+            raise SnapshotError(
+                f"slice tier {self.slice_tier} is above the highest tier allowed ({top})",
+                kind="network_topology",
+                field="slice_tier",
+            )
+
+    @property
+    def required_tier(self) -> int | None:
+        """Kueue's required tier: ``highest_tier_allowed`` of a hard topology."""
+        return self.highest_tier_allowed if self.mode is TopologyMode.HARD else None
+
+    @property
+    def preferred_tier(self) -> int | None:
+        """Kueue's preferred tier: ``highest_tier_allowed`` of a soft topology."""
+        return self.highest_tier_allowed if self.mode is TopologyMode.SOFT else None
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"mode": self.mode.value}
         if self.highest_tier_allowed is not None:
             out["highest_tier_allowed"] = self.highest_tier_allowed
+        if self.slice_size:
+            out["slice_size"] = self.slice_size
+            out["slice_tier"] = self.slice_tier
         return out
 
 
@@ -847,6 +884,15 @@ class Job:
             raise SnapshotError(
                 "expected NetworkTopology", kind="job", name=name, field="network_topology"
             )
+        nt = self.network_topology
+        if nt is not None and nt.slice_size and self.min_available % nt.slice_size:
+            raise SnapshotError(
+                f"min_available {self.min_available} is not a multiple of the slice size "
+                f"{nt.slice_size}",
+                kind="job",
+                name=name,
+                field="network_topology.slice_size",
+            )
         policies = tuple(_seq(self.policies, kind="job", name=name, field="policies"))
         for i, p in enumerate(policies):
             if not isinstance(p, JobPolicy):
@@ -898,15 +944,13 @@ class Job:
             t = _mapping(m["network_topology"], kind="job", name=name, field="network_topology")
             _check_keys(
                 t,
-                frozenset({"mode", "highest_tier_allowed"}),
+                _TOPOLOGY_KEYS,
                 kind="job",
                 name=name,
                 field="network_topology",
             )
             try:
-                topo = NetworkTopology(
-                    mode=t.get("mode", "hard"), highest_tier_allowed=t.get("highest_tier_allowed")
-                )
+                topo = _network_topology_from(t)
             except SnapshotError as exc:
                 raise SnapshotError(
                     exc.detail, kind="job", name=name, field=f"network_topology.{exc.field}"
@@ -987,6 +1031,34 @@ class Job:
         if self.walltime is not None:
             out["walltime"] = self.walltime
         return out
+
+
+_TOPOLOGY_KEYS = frozenset(
+    {"mode", "highest_tier_allowed", "slice_size", "slice_tier", "required_tier", "preferred_tier"}
+)
+
+
+def _network_topology_from(t: Mapping[str, object]) -> NetworkTopology:
+    """``network_topology`` from plain data: Volcano's ``mode`` / ``highest_tier_allowed``, or
+    Kueue's ``required_tier`` / ``preferred_tier`` (one of the three ways), and the slice."""
+    kueue = [k for k in ("required_tier", "preferred_tier") if t.get(k) is not None]
+    volcano = [k for k in ("mode", "highest_tier_allowed") if t.get(k) is not None]
+    if len(kueue) > 1 or (kueue and volcano):
+        raise SnapshotError(
+            f"give either mode/highest_tier_allowed or one of required_tier/preferred_tier, "
+            f"not {' and '.join(kueue + volcano)}",
+            kind="network_topology",
+            field=kueue[-1],
+        )
+    slices: dict[str, Any] = {k: t[k] for k in ("slice_size", "slice_tier") if t.get(k) is not None}
+    if kueue:
+        mode = TopologyMode.HARD if kueue[0] == "required_tier" else TopologyMode.SOFT
+        return NetworkTopology(mode=mode, highest_tier_allowed=t[kueue[0]], **slices)  # type: ignore[arg-type]
+    return NetworkTopology(
+        mode=t.get("mode", "hard"),  # type: ignore[arg-type]
+        highest_tier_allowed=t.get("highest_tier_allowed"),  # type: ignore[arg-type]
+        **slices,
+    )
 
 
 _JOB_KEYS = frozenset(

@@ -187,6 +187,13 @@ def _gang_request(ssn: Session, g: _GangInput, future: bool) -> GangRequest:
         gpu_milli=g.gpu_milli,
         mode=None if nt is None else nt.mode,
         highest_tier=None if nt is None else nt.highest_tier_allowed,
+        # Slices split the gang as placed whole; a gang topping up its minimum (a size that
+        # is no multiple of the slice) keeps the tier rule only.
+        **(
+            {"slice_size": nt.slice_size, "slice_tier": nt.slice_tier}
+            if nt is not None and nt.slice_size and g.size % nt.slice_size == 0
+            else {}
+        ),
     )
 
 

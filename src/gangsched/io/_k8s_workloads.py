@@ -32,6 +32,7 @@ from ._k8s_kinds import (
     read_policies,
     task_priority_override,
 )
+from ._k8s_kueue import collect_annotations
 from ._k8s_records import (
     GROUP_NAME_KEYS,
     JOB_NAME_LABEL,
@@ -52,7 +53,7 @@ from ._k8s_records import (
     qualify,
 )
 
-__all__ = ["WorkloadReader"]
+__all__ = ["KUEUE_KWARG", "WorkloadReader"]
 
 # Volcano JobSpec / TaskSpec fields that are read elsewhere or deliberately not modelled
 # (volumes, TTLs, retries...): anything else in spec is noted as unknown.
@@ -259,6 +260,7 @@ class WorkloadReader:
         role_policies: dict[str, tuple[JobPolicy, ...]] = {}
         task_drafts: list[TaskDraft] = []
         seen: dict[str, int] = {}
+        kueue_sources: list[tuple[Mapping[str, Any], str]] = [(meta, "metadata")]
         for i, t in enumerate(raw_tasks):
             tpath = f"spec.tasks[{i}]"
             if not isinstance(t, Mapping):
@@ -282,6 +284,7 @@ class WorkloadReader:
                 )
             template = get_map(t, "template", ref, tpath)
             tmeta = get_map(template, "metadata", ref, f"{tpath}.template")
+            kueue_sources.append((tmeta, f"{tpath}.template.metadata"))
             tspec = get_map(template, "spec", ref, f"{tpath}.template")
             if not get_list(tspec, "containers", ref, f"{tpath}.template.spec"):
                 raise ref.error(
@@ -331,6 +334,9 @@ class WorkloadReader:
             "role_policies": FrozenDict(role_policies),
             "creation": creation_seconds(meta, ref),
         }
+        kueue = collect_annotations(kueue_sources, ref)
+        if kueue is not None:
+            kwargs[KUEUE_KWARG] = kueue
         origin = JobOrigin(
             ref=ref,
             framework="volcano",
@@ -362,6 +368,7 @@ class WorkloadReader:
         groups: list[TaskGroup] = []
         drafts: list[TaskDraft] = []
         port = PYTORCH_DEFAULT_PORT
+        kueue_sources: list[tuple[Mapping[str, Any], str]] = [(meta, "metadata")]
         for rtype in types:
             rpath = f"spec.pytorchReplicaSpecs.{rtype}"
             rspec = get_map(replica_specs, rtype, ref, "spec.pytorchReplicaSpecs")
@@ -370,6 +377,7 @@ class WorkloadReader:
             self.reserve_pods(ref, f"{rpath}.replicas", replicas)
             template = get_map(rspec, "template", ref, rpath)
             tmeta = get_map(template, "metadata", ref, f"{rpath}.template")
+            kueue_sources.append((tmeta, f"{rpath}.template.metadata"))
             tspec = get_map(template, "spec", ref, f"{rpath}.template")
             info = read_pod_spec(tspec, ref, f"{rpath}.template.spec")
             if info.scheduler_name not in self.ours:
@@ -405,6 +413,9 @@ class WorkloadReader:
         }
         if sp.get("minResources") is not None:
             kwargs["min_resources"] = Resources(resource_map(sp, "minResources", ref, sp_path))
+        kueue = collect_annotations(kueue_sources, ref)
+        if kueue is not None:
+            kwargs[KUEUE_KWARG] = kueue
         origin = JobOrigin(
             ref=ref,
             framework="pytorchjob",
@@ -442,6 +453,16 @@ class WorkloadReader:
             )
             if phase is not None:
                 draft.kwargs["phase"] = phase
+            kueue = collect_annotations([(meta, "metadata")], ref)
+            if kueue is not None:
+                mine = draft.kwargs.get(KUEUE_KWARG)
+                if mine is not None and mine[1] != kueue[1]:
+                    raise ref.error(
+                        kueue[0],
+                        f"Kueue topology annotations differ from those of {draft.ref} "
+                        f"({mine[0]}); gangsched keeps one network topology per job",
+                    )
+                draft.kwargs.setdefault(KUEUE_KWARG, kueue)
             self.by_object[("podgroup", ref.namespace, ref.name)] = owner
             return
         min_member = get_int(spec, "minMember", ref, "spec", 1, minimum=0)
@@ -473,6 +494,9 @@ class WorkloadReader:
         found = meta_value(meta, POLICIES_KEY, ref)
         if found is not None:
             kwargs["policies"], kwargs["role_policies"] = _policies_annotation(*found, ref)
+        kueue = collect_annotations([(meta, "metadata")], ref)
+        if kueue is not None:
+            kwargs[KUEUE_KWARG] = kueue
         origin = JobOrigin(ref=ref, framework="podgroup", podgroup=ref.name)
         self._add_job("podgroup", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
 
@@ -624,6 +648,11 @@ class WorkloadReader:
             "",
             f"scheduled by {info.scheduler_name!r}: its requests are taken off node {node!r}",
         )
+
+
+#: Key under which a job draft carries its Kueue topology annotations until the loader,
+#: knowing every Kueue Topology object, turns them into the job's network topology.
+KUEUE_KWARG = "_kueue_topology"
 
 
 def _policies_annotation(

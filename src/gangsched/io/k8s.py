@@ -75,6 +75,7 @@ from ._k8s_kinds import (
     read_queue,
     resolve_members,
 )
+from ._k8s_kueue import kueue_topology, topology_levels
 from ._k8s_records import (
     DEFAULT_SCHEDULERS,
     GROUP_NAME_KEYS,
@@ -92,7 +93,7 @@ from ._k8s_records import (
     qualify,
     split_name,
 )
-from ._k8s_workloads import WorkloadReader
+from ._k8s_workloads import KUEUE_KWARG, WorkloadReader
 from ._text import (
     IntegerTooLong,
     NestingTooDeep,
@@ -135,10 +136,21 @@ _SUPPORTED: Mapping[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("", "Pod"): ("pod", ("v1",)),
     ("", "ConfigMap"): ("configmap", ("v1",)),
     ("kubeflow.org", "PyTorchJob"): ("pytorchjob", ("v1",)),
+    ("kueue.x-k8s.io", "Topology"): ("kueuetopology", ("v1alpha1", "v1beta1")),
 }
-_CLUSTER_SCOPED = frozenset({"queue", "hypernode", "priorityclass", "node"})
+_CLUSTER_SCOPED = frozenset({"queue", "hypernode", "priorityclass", "node", "kueuetopology"})
 _INTERCHANGE_KEYS = frozenset({"nodes", "hypernodes", "queues", "jobs", "tasks"})
-_ORDER = ("priorityclass", "node", "queue", "vcjob", "pytorchjob", "podgroup", "pod", "hypernode")
+_ORDER = (
+    "priorityclass",
+    "node",
+    "queue",
+    "vcjob",
+    "pytorchjob",
+    "podgroup",
+    "pod",
+    "hypernode",
+    "kueuetopology",
+)
 
 
 def is_manifest(doc: object) -> bool:
@@ -274,6 +286,7 @@ class _Loader(WorkloadReader):
         self.foreign_use: dict[str, dict[str, int]] = {}
         self.foreign_gpus: dict[str, int] = {}
         self.foreign_pods: dict[str, int] = {}
+        self.kueue_levels: dict[str, int] = {}
 
     # -- intake ------------------------------------------------------------------------------
 
@@ -389,6 +402,7 @@ class _Loader(WorkloadReader):
                 default_ref = ref
                 self.default_priority = value
         extra = self._interchange()
+        self._kueue_levels()
         for obj, ref in self.by_kind["node"]:
             self.node_drafts[ref.name] = read_node(obj, ref)
         queues = [read_queue(obj, ref) for obj, ref in self.by_kind["queue"]]
@@ -557,10 +571,35 @@ class _Loader(WorkloadReader):
                 raise _rethrow(exc, origins) from None
         return out
 
+    def _kueue_levels(self) -> None:
+        """Topology level (node label) → tier, from the Kueue Topology objects."""
+        seen: dict[str, tuple[int, Ref]] = {}
+        for obj, ref in self.by_kind["kueuetopology"]:
+            for label, tier in topology_levels(obj, ref).items():
+                if label in seen and seen[label][0] != tier:
+                    raise ref.error(
+                        "spec.levels",
+                        f"level {label!r} is tier {tier} here but tier {seen[label][0]} in "
+                        f"{seen[label][1]}",
+                    )
+                seen.setdefault(label, (tier, ref))
+        self.kueue_levels = {label: tier for label, (tier, _) in seen.items()}
+
     def _jobs(self, origins: dict[tuple[str, str], tuple[Ref, str]]) -> list[Job]:
         out: list[Job] = []
         for name, d in self.jobs.items():
             kwargs = dict(d.kwargs)
+            found = kwargs.pop(KUEUE_KWARG, None)
+            if found is not None:
+                if kwargs.get("network_topology") is not None:
+                    raise d.ref.error(
+                        found[0],
+                        "Kueue topology annotations and spec.networkTopology both set the "
+                        "job's topology; keep one",
+                    )
+                kwargs["network_topology"] = kueue_topology(
+                    found, self.kueue_levels, d.ref, int(kwargs.get("min_available", 1))
+                )
             if "phase" not in kwargs and any(
                 self.tasks[t].kwargs.get("phase") in OCCUPYING_PHASES for t in d.tasks
             ):
