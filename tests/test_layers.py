@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "_cli_explain": 7,
     "_cli_progress": 7,
     "policies": 5,
+    "disruption": 5,
     "metrics": 7,
     "__main__": 7,
 }

@@ -48,6 +48,7 @@ from .units import (
 )
 
 __all__ = [
+    "DisruptionBudget",
     "GpuRequest",
     "Gpus",
     "HyperNode",
@@ -622,11 +623,14 @@ class Queue:
     state: QueueState = QueueState.OPEN
     reclaimable: bool = True
     priority: int = 0
+    #: Kueue's ``lendingLimit``: at most this much of the queue's unused deserved share is
+    #: lent to other queues (capacity plugin); a resource it does not name is lent in full.
+    lending_limit: Resources | None = None
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "queue")
         _set(self, "weight", _int(self.weight, kind="queue", name=name, field="weight", minimum=1))
-        for attr in ("capability", "guarantee", "deserved"):
+        for attr in ("capability", "guarantee", "deserved", "lending_limit"):
             value = getattr(self, attr)
             if value is not None:
                 _set(self, attr, Resources.parse(value, kind="queue", name=name, field=attr))
@@ -669,6 +673,7 @@ class Queue:
             state=m.get("state", "Open"),
             reclaimable=m.get("reclaimable", True),
             priority=m.get("priority", 0),
+            lending_limit=m.get("lending_limit"),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -680,6 +685,8 @@ class Queue:
         if self.parent is not None:
             out["parent"] = self.parent
         out.update(state=self.state.value, reclaimable=self.reclaimable, priority=self.priority)
+        if self.lending_limit is not None:
+            out["lending_limit"] = self.lending_limit.to_dict()
         return out
 
 
@@ -694,6 +701,7 @@ _QUEUE_KEYS = frozenset(
         "state",
         "reclaimable",
         "priority",
+        "lending_limit",
     }
 )
 
@@ -846,6 +854,8 @@ class Job:
     role_policies: FrozenDict[str, tuple[JobPolicy, ...]] = field(default_factory=FrozenDict)
     age: int = 0
     walltime: int | None = None
+    #: Seconds: the job may make preempt or reclaim evict only once ``age`` reaches it.
+    preemption_delay: int = 0
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "job")
@@ -927,6 +937,11 @@ class Job:
             by_role[role] = checked
         _set(self, "role_policies", FrozenDict(by_role))
         _set(self, "age", _int(self.age, kind="job", name=name, field="age", minimum=0))
+        _set(
+            self,
+            "preemption_delay",
+            _int(self.preemption_delay, kind="job", name=name, field="preemption_delay", minimum=0),
+        )
         if self.walltime is not None:
             _set(
                 self,
@@ -1004,6 +1019,7 @@ class Job:
             role_policies=FrozenDict(role_policies),
             age=m.get("age", 0),
             walltime=m.get("walltime"),
+            preemption_delay=m.get("preemption_delay", 0),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -1030,6 +1046,8 @@ class Job:
             out["age"] = self.age
         if self.walltime is not None:
             out["walltime"] = self.walltime
+        if self.preemption_delay:
+            out["preemption_delay"] = self.preemption_delay
         return out
 
 
@@ -1077,6 +1095,7 @@ _JOB_KEYS = frozenset(
         "role_policies",
         "age",
         "walltime",
+        "preemption_delay",
     }
 )
 
@@ -1154,6 +1173,9 @@ class Task:
     preemptable: bool = True
     node_selector: FrozenDict[str, str] = field(default_factory=FrozenDict)
     tolerations: tuple[Toleration, ...] = ()
+    #: ``"PreemptLowerPriority"`` or ``"Never"`` (Kubernetes' ``preemptionPolicy``): a Never
+    #: task keeps its priority for ordering but never makes preempt or reclaim evict.
+    preemption_policy: str = "PreemptLowerPriority"
 
     def __post_init__(self) -> None:
         name = _check_name(self.name, "task")
@@ -1246,6 +1268,14 @@ class Task:
                 )
             tol.validate(kind="task", name=name, field=f"tolerations[{i}]")
         _set(self, "tolerations", tols)
+        if self.preemption_policy not in PREEMPTION_POLICIES:
+            raise SnapshotError(
+                f"unknown preemption policy {self.preemption_policy!r} (expected one of "
+                f"{', '.join(repr(p) for p in PREEMPTION_POLICIES)})",
+                kind="task",
+                name=name,
+                field="preemption_policy",
+            )
 
     @property
     def best_effort(self) -> bool:
@@ -1314,6 +1344,7 @@ class Task:
             preemptable=m.get("preemptable", True),
             node_selector=_or_empty(m.get("node_selector")),
             tolerations=tuple(tols),
+            preemption_policy=m.get("preemption_policy", PREEMPT_LOWER_PRIORITY),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -1336,6 +1367,8 @@ class Task:
             node_selector=dict(self.node_selector),
             tolerations=[t.to_dict() for t in self.tolerations],
         )
+        if self.preemption_policy != PREEMPT_LOWER_PRIORITY:
+            out["preemption_policy"] = self.preemption_policy
         return out
 
 
@@ -1353,8 +1386,14 @@ _TASK_KEYS = frozenset(
         "preemptable",
         "node_selector",
         "tolerations",
+        "preemption_policy",
     }
 )
+
+#: A task's ``preemption_policy`` values (Kubernetes' names); the first is the default.
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+PREEMPT_NEVER = "Never"
+PREEMPTION_POLICIES = (PREEMPT_LOWER_PRIORITY, PREEMPT_NEVER)
 
 
 def quantity(value: object, resource: str) -> int:
@@ -1463,3 +1502,82 @@ def _locate(
                 name=rec.name,
                 field=where,
             )
+
+
+# --------------------------------------------------------------------------------------------
+# Disruption budgets
+
+
+def _budget_amount(value: object, *, name: str, field: str) -> int | str | None:
+    """A budget amount: a count (int >= 0) or a percentage ``"N%"`` with 0 <= N <= 100."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        digits = value[:-1]
+        ok = value.endswith("%") and digits.isascii() and digits.isdigit()
+        if ok and len(digits) <= 3 and int(digits) <= 100:
+            return f"{int(digits)}%"
+        raise SnapshotError(
+            f"expected a count or a percentage such as '50%', got {value!r}",
+            kind="disruption_budget",
+            name=name,
+            field=field,
+        )
+    return _int(value, kind="disruption_budget", name=name, field=field, minimum=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget: the tasks it covers (every task of the ``jobs`` named, and the
+    ``tasks`` named) and either ``min_available`` or ``max_unavailable``, each a count or a
+    percentage ``"N%"`` of the covered tasks that have not finished (rounded up, as
+    Kubernetes does). :mod:`gangsched.disruption` counts evictions against it."""
+
+    name: str
+    jobs: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "disruption_budget")
+        for attr in ("jobs", "tasks"):
+            value = _str_tuple(getattr(self, attr), kind="disruption_budget", name=name, field=attr)
+            _set(self, attr, value)
+        for attr in ("min_available", "max_unavailable"):
+            _set(self, attr, _budget_amount(getattr(self, attr), name=name, field=attr))
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise SnapshotError(
+                "set exactly one of min_available and max_unavailable",
+                kind="disruption_budget",
+                name=name,
+                field="min_available",
+            )
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> DisruptionBudget:
+        m = _mapping(d, kind="disruption_budget", name=where)
+        name = _check_name(m.get("name"), "disruption_budget", where)
+        _check_keys(m, _BUDGET_KEYS, kind="disruption_budget", name=name)
+        return cls(
+            name=name,
+            jobs=m.get("jobs", ()),
+            tasks=m.get("tasks", ()),
+            min_available=m.get("min_available"),
+            max_unavailable=m.get("max_unavailable"),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name}
+        if self.jobs:
+            out["jobs"] = list(self.jobs)
+        if self.tasks:
+            out["tasks"] = list(self.tasks)
+        if self.min_available is not None:
+            out["min_available"] = self.min_available
+        if self.max_unavailable is not None:
+            out["max_unavailable"] = self.max_unavailable
+        return out
+
+
+_BUDGET_KEYS = frozenset({"name", "jobs", "tasks", "min_available", "max_unavailable"})

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
 from .errors import SnapshotError
@@ -23,6 +23,7 @@ from .feasibility import device_take
 from .limits import DEFAULT_LIMITS, Limits
 from .model import (
     NODE_PHASES,
+    DisruptionBudget,
     HyperNode,
     Job,
     Node,
@@ -35,7 +36,7 @@ from .units import PODS
 
 __all__ = ["Snapshot"]
 
-R = TypeVar("R", Node, HyperNode, Queue, Job, Task)
+R = TypeVar("R", Node, HyperNode, Queue, Job, Task, DisruptionBudget)
 
 #: Name of the root of the queue hierarchy (Volcano's ``root`` queue): it has no parent.
 ROOT_QUEUE = "root"
@@ -46,6 +47,7 @@ _KINDS: tuple[tuple[str, str, type[Any]], ...] = (
     ("queues", "queue", Queue),
     ("jobs", "job", Job),
     ("tasks", "task", Task),
+    ("disruption_budgets", "disruption_budget", DisruptionBudget),
 )
 
 
@@ -76,11 +78,14 @@ class Snapshot:
     queues: tuple[Queue, ...] = ()
     jobs: tuple[Job, ...] = ()
     tasks: tuple[Task, ...] = ()
+    #: PodDisruptionBudgets over the tasks (see :mod:`gangsched.disruption`).
+    disruption_budgets: tuple[DisruptionBudget, ...] = ()
     node_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     hypernode_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     queue_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     job_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     task_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    disruption_budget_index: Mapping[str, int] = field(init=False, repr=False, compare=False)
     #: Input bounds this snapshot is checked against (not part of its value).
     limits: Limits = field(default=DEFAULT_LIMITS, repr=False, compare=False)
     #: The tiered topology, built (and so checked: tier count, nesting, overlaps) on
@@ -117,11 +122,43 @@ class Snapshot:
         self._check_queues()
         self._check_hypernodes()
         self._check_jobs_and_tasks()
+        self._check_budgets()
         self._check_node_occupancy()
         if self.hypernodes:
             from .topology import build_topology  # same layer; it reads the records above
 
             build_topology(self)  # checks the tree and keeps it on the snapshot
+
+    @classmethod
+    def _trusted(
+        cls,
+        *,
+        indexes: Mapping[str, Mapping[str, int]],
+        limits: Limits = DEFAULT_LIMITS,
+        topology: object = None,
+        **records: tuple[Any, ...],
+    ) -> Snapshot:
+        """A snapshot of record tuples already known to form a valid snapshot, without
+        checking them again: :class:`~gangsched.state.ClusterState` keeps that invariant
+        operation by operation. ``indexes`` maps a kind (``"node"``, ...) to its name index
+        (kinds left out get an empty one); ``topology`` is a topology built for these nodes
+        and hypernodes, or ``None``. Internal: the public constructor validates."""
+        snap = object.__new__(cls)
+        for f in fields(cls):
+            if f.name in records:
+                value: object = records[f.name]
+            elif f.default is not MISSING:
+                value = f.default
+            elif f.default_factory is not MISSING:
+                value = f.default_factory()
+            else:
+                value = None
+            object.__setattr__(snap, f.name, value)
+        for _attr, kind, _cls in _KINDS:
+            object.__setattr__(snap, f"{kind}_index", indexes.get(kind, {}))
+        object.__setattr__(snap, "limits", limits)
+        object.__setattr__(snap, "_topology", topology)
+        return snap
 
     # ---------------------------------------------------------------- lookups
 
@@ -279,6 +316,19 @@ class Snapshot:
                     f"unknown node {task.node!r}", kind="task", name=task.name, field="node"
                 )
 
+    def _check_budgets(self) -> None:
+        """A disruption budget names known jobs and tasks."""
+        for budget in self.disruption_budgets:
+            for attr, index in (("jobs", self.job_index), ("tasks", self.task_index)):
+                for i, ref in enumerate(getattr(budget, attr)):
+                    if ref not in index:
+                        raise SnapshotError(
+                            f"unknown {attr[:-1]} {ref!r}",
+                            kind="disruption_budget",
+                            name=budget.name,
+                            field=f"{attr}[{i}]",
+                        )
+
     def _check_node_occupancy(self) -> None:
         """Tasks on nodes fit them, now and once releases finish.
 
@@ -382,7 +432,7 @@ class Snapshot:
         unknown = sorted(str(k) for k in d if k not in {a for a, _, _ in _KINDS})
         if unknown:
             raise SnapshotError(
-                "unknown key (allowed: hypernodes, jobs, nodes, queues, tasks)",
+                "unknown key (allowed: disruption_budgets, hypernodes, jobs, nodes, queues, tasks)",
                 kind="snapshot",
                 field=unknown[0],
             )
@@ -415,7 +465,12 @@ class Snapshot:
         return cls(**parts, limits=limits)
 
     def to_dict(self) -> dict[str, list[dict[str, object]]]:
-        return {attr: [rec.to_dict() for rec in getattr(self, attr)] for attr, _, _ in _KINDS}
+        """Every record list; ``disruption_budgets`` only when there are any."""
+        return {
+            attr: [rec.to_dict() for rec in getattr(self, attr)]
+            for attr, _, _ in _KINDS
+            if attr != "disruption_budgets" or self.disruption_budgets
+        }
 
     def replace(self, **changes: Sequence[Any]) -> Snapshot:
         """A new snapshot with some record lists replaced (validated again)."""

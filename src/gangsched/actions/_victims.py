@@ -65,6 +65,17 @@ newest job first (larger ``creation``), then job name; tasks within a job by the
 
 When no plan exists the job's entry in ``Decisions.preemption_reasons`` names the rule that
 stopped it (one of the ``*`` reason codes below), found by relaxing the constraints one by one.
+
+Who may evict (:func:`policy_refusal`, its one owner): a preemptor whose claim holds a task
+with ``preemption_policy: Never``, or a job younger (``age``) than its ``preemption_delay``,
+gets no candidate victims at all — it may still be pipelined onto resources already being
+released — and its reason says which rule held it (the delay with the seconds left).
+
+Disruption budgets (:mod:`gangsched.disruption`): the search first runs with the budgets as a
+rule (tasks no eviction may take are left out, and a set that would break a budget is not
+admissible); only when that finds nothing does it run again without them, and the plan it
+commits then names the budgets it breaks (in each eviction's reason and the job's message):
+Kubernetes' behaviour, a budget is respected when some other victim set exists.
 """
 
 from __future__ import annotations
@@ -77,7 +88,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..model import TaskPhase, TopologyMode
+from .. import disruption
+from ..model import PREEMPT_NEVER, TaskPhase, TopologyMode
 from ..session import HOLDING_STATES, PIPELINED_OR_READY, READY_STATES, TaskState
 from ..statement import Statement
 from ..topology import Topology, build_topology
@@ -89,6 +101,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BEYOND_DESERVED",
+    "DISRUPTION_BUDGET",
     "GANG_WOULD_BREAK",
     "INSUFFICIENT",
     "NOT_PREEMPTABLE",
@@ -96,6 +109,8 @@ __all__ = [
     "NO_LOWER_PRIORITY",
     "NO_VICTIMS",
     "PAIR_LIMIT",
+    "POLICY_NEVER",
+    "PREEMPTION_DELAYED",
     "QUEUE_NOT_OPEN",
     "QUEUE_NOT_OVER_DESERVED",
     "QUEUE_OVERUSED",
@@ -109,6 +124,7 @@ __all__ = [
     "no_baseline",
     "no_gate",
     "no_rule",
+    "policy_refusal",
     "realise_reservations",
     "run",
     "spare_tasks",
@@ -129,6 +145,9 @@ TOPOLOGY = "TopologyUnsatisfiable"
 SHARE_GUARD = "FairShareGuard"
 BEYOND_DESERVED = "BeyondDeserved"
 INSUFFICIENT = "InsufficientResources"
+POLICY_NEVER = "PreemptionPolicyNever"
+DISRUPTION_BUDGET = "DisruptionBudget"
+PREEMPTION_DELAYED = "PreemptionDelayed"
 
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
@@ -299,12 +318,39 @@ def evictable(ssn: Session, tasks: I64) -> BOOL:
     return out
 
 
+def policy_refusal(ssn: Session, job: int, claim: Sequence[int] | None = None) -> Refusal | None:
+    """Why ``job`` may not evict for ``claim`` (default: :func:`needed_tasks`), or None.
+
+    The one owner of the preemption policy and delay rules: a claimed task with
+    ``preemption_policy: Never`` never makes anything be evicted (it keeps its priority for
+    ordering), and a job evicts only once its ``age`` reaches its ``preemption_delay``."""
+    rec = ssn.snapshot.jobs[job]
+    if rec.age < rec.preemption_delay:
+        left = rec.preemption_delay - rec.age
+        return (
+            PREEMPTION_DELAYED,
+            f"job {rec.name!r} may evict only after its preemption_delay of "
+            f"{rec.preemption_delay}s; {left}s left (age {rec.age}s)",
+        )
+    tasks = ssn.snapshot.tasks
+    for t in needed_tasks(ssn, job) if claim is None else claim:
+        if tasks[t].preemption_policy == PREEMPT_NEVER:
+            return (
+                POLICY_NEVER,
+                f"task {tasks[t].name!r} has preemption_policy Never: it waits without evicting",
+            )
+    return None
+
+
 def preempt_candidates(ssn: Session, job: int) -> tuple[I64, Refusal | None]:
     """The preempt action's candidate victims for ``job``: running tasks of other jobs of its
     queue whose job priority is strictly lower, ``preemptable`` on the task and the job — and
     the refusal when there are none. The one owner of the priority rule: preempt and
     admission (enqueue's preemption-aware vote) both ask here."""
     snap = ssn.snapshot
+    held = policy_refusal(ssn, job)
+    if held is not None:
+        return np.zeros(0, dtype=np.int64), held
     q = int(ssn.job_queue[job])
     queue = snap.queues[q].name
     running = np.isin(ssn.task_state, RUNNING_STATES) & (ssn.task_job != job)
@@ -447,15 +493,25 @@ def _gang_allowed(ssn: Session, candidates: I64) -> I64:
 
 def _preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> Refusal | None:
     allowed, refusal = scope.candidates(ssn, job)
+    held = policy_refusal(ssn, job, claim)
+    if held is not None:
+        allowed, refusal = allowed[:0], held
     search = _Search(ssn, scope, job, claim)
     victims = np.zeros(0, dtype=np.int64)
     if allowed.size:
         victims = np.asarray(ssn.call(scope.point, job, allowed), dtype=np.int64)
-    best: _Plan | None = None
-    for among in _domains(ssn, job):  # lowest tier first: the first of equal cost wins
-        plan = search.search(victims, among)
-        if plan is not None and (best is None or plan.cost < best.cost):
-            best = plan
+    budgeted = disruption.budgets(ssn) is not None
+    # With budgets: first only sets that keep every budget, then (none found) any set.
+    for keep in (True, False) if budgeted else (False,):
+        search.keep_budgets = keep
+        pool = victims[~disruption.exhausted(ssn, victims)] if keep else victims
+        best: _Plan | None = None
+        for among in _domains(ssn, job):  # lowest tier first: the first of equal cost wins
+            plan = search.search(pool, among)
+            if plan is not None and (best is None or plan.cost < best.cost):
+                best = plan
+        if best is not None:
+            break
     if best is not None and search.commit(best):
         return None
     if allowed.size == 0:
@@ -489,6 +545,8 @@ class _Search:
         self.last_refusal: Refusal | None = None
         self.blocked: Refusal | None = None
         self.baseline = scope.baseline(ssn)
+        #: Treat the disruption budgets as a rule of admissibility.
+        self.keep_budgets = False
 
     # ------------------------------------------------------------------ trials
 
@@ -518,8 +576,16 @@ class _Search:
         self, stmt: Statement, victims: Sequence[int], among: BOOL | None, rule: bool
     ) -> bool:
         ssn = self.ssn
+        broken = disruption.would_break(ssn, victims)
+        if rule and self.keep_budgets and broken:
+            self.last_refusal = (
+                DISRUPTION_BUDGET,
+                f"evicting would break disruption budget(s) {broken}",
+            )
+            return False
+        note = f"; breaks disruption budget(s) {broken}: no victim set keeps them" if broken else ""
         for v in victims:
-            stmt.evict(v, self.scope.reason(ssn, self.job, v), self.name)
+            stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
         if not self._place(stmt, among):
             return False
         if rule:
@@ -538,12 +604,15 @@ class _Search:
     def commit(self, plan: _Plan) -> bool:
         ssn = self.ssn
         stmt = Statement(ssn)
+        broken = disruption.would_break(ssn, plan.victims)
         if not self._play(stmt, plan.victims, plan.among, True):
             stmt.discard()
             return False
         stmt.commit()
         hit = sorted(ssn.snapshot.jobs[b.job].name for b, _, _ in plan.parts)
         by = f"evicting {len(plan.victims)} task(s) of {hit}" if hit else "without evictions"
+        if broken:
+            by += f", breaking disruption budget(s) {broken} (no victim set keeps them)"
         ssn.note_job(
             self.job,
             "Pipelined",

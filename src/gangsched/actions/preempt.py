@@ -259,7 +259,7 @@ def _within_job(ssn: Session, job: int) -> v.Refusal | None:
         lower = [int(x) for x in running.tolist() if prio[x] < prio[t]]
         if not lower:
             continue
-        refusal = _WithinJob(ssn, job, t).run(lower)
+        refusal = v.policy_refusal(ssn, job, [t]) or _WithinJob(ssn, job, t).run(lower)
         if refusal is not None:
             return refusal
     return None
