@@ -393,3 +393,23 @@ def test_the_same_rule_from_the_interchange_format() -> None:
     d = gs.schedule(again)
     assert len(d.binds) == 6
     assert all(n % 2 == 0 for n in Counter(b.node for b in d.binds).values())
+
+
+def test_dumped_manifests_carry_slices_as_kueue_annotations_and_load_back() -> None:
+    from gangsched.io.k8s import load_objects
+    from gangsched.io.volcano_out import dump_manifests
+
+    slots = {"n0": 3, "n1": 1, "n2": 2, "n3": 2}
+    snap = _racks(slots, {"required_tier": 2, "slice_size": 2, "slice_tier": 0, "size": 4})
+    docs = dump_manifests(snap)
+    (pg,) = [d for d in docs if d["kind"] == "PodGroup"]
+    assert "networkTopology" not in pg["spec"]
+    assert {k: v for k, v in pg["metadata"]["annotations"].items() if "kueue" in k} == {
+        "kueue.x-k8s.io/podset-required-topology": "2",
+        "kueue.x-k8s.io/podset-slice-required-topology": "kubernetes.io/hostname",
+        "kueue.x-k8s.io/podset-slice-size": "2",
+    }
+    back = load_objects(docs).snapshot
+    (job,) = back.jobs
+    assert job.network_topology == snap.jobs[0].network_topology
+    assert gs.schedule(back).binds == gs.schedule(snap).binds

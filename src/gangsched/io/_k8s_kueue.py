@@ -40,6 +40,7 @@ __all__ = [
     "SLICE_REQUIRED",
     "SLICE_SIZE",
     "collect_annotations",
+    "kueue_annotations",
     "kueue_topology",
     "topology_levels",
 ]
@@ -168,3 +169,17 @@ def kueue_topology(
         )
     except SnapshotError as exc:  # pragma: no cover - the checks above come first
         raise ref.error(where, exc.detail) from None
+
+
+def kueue_annotations(nt: NetworkTopology) -> dict[str, str]:
+    """The Kueue annotations that load back as ``nt`` (tiers as numbers, tier 0 as
+    ``kubernetes.io/hostname``); used for topologies with slices, which Volcano's
+    ``networkTopology`` cannot express."""
+    out: dict[str, str] = {}
+    if nt.highest_tier_allowed is not None:
+        key = REQUIRED if nt.mode is TopologyMode.HARD else PREFERRED
+        out[key] = str(nt.highest_tier_allowed)
+    if nt.slice_size:
+        out[SLICE_REQUIRED] = str(nt.slice_tier) if nt.slice_tier else HOSTNAME_LEVEL
+        out[SLICE_SIZE] = str(nt.slice_size)
+    return out

@@ -42,6 +42,7 @@ from ._k8s_kinds import (
     HAMI_CORES,
     PREEMPTABLE_KEY,
 )
+from ._k8s_kueue import kueue_annotations
 from .k8s import (
     GROUP_NAME_KEYS,
     POLICIES_KEY,
@@ -538,10 +539,14 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             pspec["priorityClassName"] = _priority_class(j.priority)
         if j.min_resources is not None:
             pspec["minResources"] = _quantities(j.min_resources)
-        if j.network_topology is not None:
-            topo: dict[str, Any] = {"mode": j.network_topology.mode.value}
-            if j.network_topology.highest_tier_allowed is not None:
-                topo["highestTierAllowed"] = j.network_topology.highest_tier_allowed
+        nt = j.network_topology
+        if nt is not None and nt.slice_size:
+            # Volcano's networkTopology has no slices: say it all in Kueue's annotations
+            meta["annotations"].update(kueue_annotations(nt))
+        elif nt is not None:
+            topo: dict[str, Any] = {"mode": nt.mode.value}
+            if nt.highest_tier_allowed is not None:
+                topo["highestTierAllowed"] = nt.highest_tier_allowed
             pspec["networkTopology"] = topo
         out.append(
             {
