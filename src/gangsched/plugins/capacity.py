@@ -30,6 +30,15 @@ parent hangs under it.
   the two children of it that lead to them (share, then queues with a deserved amount first,
   then name).
 
+Lending limits (Kueue's ``lendingLimit``, queue field ``lending_limit``): a queue lends at most
+that much of its unused deserved share to the other queues. Wherever the formulas above
+subtract the guarantees of the *other* queues (siblings, with hierarchy) and add a queue's own,
+they use the amount the queue *keeps*: ``max(guarantee, deserved − lending_limit)`` on each
+resource its ``lending_limit`` names (its guarantee elsewhere). So the others' realCapability
+leaves room for what the queue does not lend, and the queue itself may still use all of it.
+Reclaim takes back what was lent through the usual victim rules (a borrower is above its
+deserved amount).
+
 Share = max over the dimensions of ``deserved`` of allocated / deserved, and 1 for a queue
 with no deserved amount (a best-effort queue goes after every queue still below its share).
 The plugin has no ``overused`` point, as in Volcano.
@@ -158,6 +167,22 @@ def _figures(ssn: Session) -> tuple[F64, F64, F64]:
     return request, inqueue, elastic
 
 
+def _kept(ssn: Session, guarantee: F64, deserved: F64) -> F64:
+    """What each queue keeps from the others: ``max(guarantee, deserved − lending_limit)`` on
+    the resources its ``lending_limit`` names, its guarantee elsewhere (the lending rule's one
+    owner). Rows are the snapshot's queues."""
+    kept = guarantee.copy()
+    for q, queue in enumerate(ssn.snapshot.queues):
+        if queue.lending_limit is None:
+            continue
+        for res, amount in queue.lending_limit.items():
+            if res == PODS:
+                continue
+            c = ssn.arrays.spec.index(res)
+            kept[q, c] = max(guarantee[q, c], deserved[q, c] - float(amount))
+    return kept
+
+
 def _fits(alloc: F64, request: npt.NDArray[Any], limit: F64, dims: BOOL) -> bool:
     return bool(np.all(alloc[dims] + request[dims] <= limit[dims] + SLACK))
 
@@ -243,7 +268,8 @@ class CapacityPlugin:
         else:
             capability, _ = _capability(ssn, flat=True)
             capability[:, pods] = np.inf
-            real = np.maximum(total - guarantee.sum(axis=0), 0.0) + guarantee
+            kept = _kept(ssn, guarantee, deserved)
+            real = np.maximum(total - kept.sum(axis=0), 0.0) + kept
             self.real_capability = np.minimum(real, capability)
             self.capability = capability
             self.guarantee = guarantee
@@ -299,13 +325,15 @@ class CapacityPlugin:
         d[:n_q] = np.maximum(deserved, guarantee)
         g[root] = g[children[root]].sum(axis=0)
         d[root] = d[children[root]].sum(axis=0)
+        kept = g.copy()  # what a queue keeps from its siblings (lending limits)
+        kept[:n_q] = _kept(ssn, g[:n_q], d[:n_q])
         real = np.full((n_nodes, n_r), np.inf)
         real[root] = np.where(given_all[root], cap[root], np.inf)
         cap[root] = real[root]
         for node in order[1:]:
             p = int(parent[node])
             cap[node] = np.where(given_all[node], cap[node], cap[p])
-            room = np.maximum(real[p] - g[children[p]].sum(axis=0), 0.0) + g[node]
+            room = np.maximum(real[p] - kept[children[p]].sum(axis=0), 0.0) + kept[node]
             real[node] = np.minimum(room, cap[node])
         self.parent = parent
         self.capability, self.real_capability = cap, real
