@@ -9,7 +9,7 @@ MIN_VENV := .venv-min
 OUT ?=
 DIST := dist
 
-.PHONY: run test lint typecheck pytest docs-api dist test-minimum clean
+.PHONY: run test lint typecheck pytest docs docs-api dist test-minimum clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -42,6 +42,14 @@ test: lint typecheck pytest
 docs-api: $(BIN)/.installed
 	$(BIN)/python tools/gen_api_docs.py
 
+# The documentation site (mkdocs.yml) into site/, strictly: a broken link or anchor fails.
+$(BIN)/.installed-docs: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[docs]'
+	touch $@
+
+docs: $(BIN)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+
 # Build the sdist and the wheel, then check their metadata as PyPI would.
 dist: $(BIN)/.installed
 	rm -rf $(DIST)
@@ -61,4 +69,4 @@ test-minimum:
 	    tests/test_docs_testing_example.py::test_the_property_test_finds_the_toy_schedulers_partial_gang
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) $(DIST) build .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) $(DIST) site build .mypy_cache .pytest_cache .ruff_cache
