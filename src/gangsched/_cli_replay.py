@@ -13,6 +13,7 @@ from typing import TextIO
 
 import numpy as np
 
+from ._cli_progress import format_duration
 from .errors import ConfigError
 from .fragmentation import POLICIES
 from .limits import MIN_REPLAY_PERIOD
@@ -78,11 +79,17 @@ def _progress_line(stream: TextIO) -> tuple[Callable[[object], None], Callable[[
         if now - state["last"] < (0.5 if tty else 10.0):
             return
         state["last"], state["shown"] = now, True
-        rate = p.events / max(now - start, 1e-9)
+        elapsed = now - start
+        rate = p.events / max(elapsed, 1e-9)
+        # ETA from the share of jobs finished so far: rough (jobs differ), but it moves
+        eta = ""
+        if 0 < p.finished < p.n_jobs:
+            eta = f", ETA ~{format_duration(elapsed * (p.n_jobs - p.finished) / p.finished)}"
         line = (
             f"replay t={p.time:,.0f}s  events {p.events:,}  cycles {p.cycles:,}  jobs "
             f"{p.arrived:,}/{p.n_jobs:,} arrived, {p.running:,} running, {p.waiting:,} waiting, "
-            f"{p.finished:,} finished  ({rate:,.0f} events/s)"
+            f"{p.finished:,} finished  ({rate:,.0f} events/s, {format_duration(elapsed)} "
+            f"elapsed{eta})"
         )
         print(("\r" + line) if tty else line, end="" if tty else "\n", file=stream, flush=True)
 
@@ -192,5 +199,8 @@ def run_replay(args: argparse.Namespace) -> int:
             print(path)
         plot = Path(args.out) / "queue_share.png"
         note = _plot(report, plot)
-        print(note if note is not None else plot)
+        if note is None:
+            print(plot)
+        else:
+            print(f"gangsched: note: {note}", file=sys.stderr)
     return 0
