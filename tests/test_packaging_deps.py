@@ -94,5 +94,6 @@ def test_make_run_installs_only_the_plot_extra() -> None:
 def test_ci_builds_and_checks_the_distributions() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "make test\n" in ci and "asv check --python=same" in ci and "make dist" in ci
+    assert "make docs" in ci
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "python -m build" in makefile and "twine check --strict" in makefile
