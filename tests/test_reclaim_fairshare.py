@@ -231,3 +231,63 @@ def test_leaf_without_deserved_reclaims_when_its_parent_is_within_its_share() ->
     d = gs.schedule(s, _capacity(hierarchy=True))
     assert d.evictions == ()
     assert _reason(d, "x1").startswith("reclaim: QueueAtDeserved")
+
+
+# ----------------------------------------------- the termination window (found by the soak)
+
+
+def _window() -> gs.Snapshot:
+    # Three 4-GPU nodes schedulable, a fourth cordoned; q0 weight 3, q1 weight 2. j5 (q0,
+    # 3 × 4 GPUs, min 2) has just reclaimed j4 (q1, 4 × 2 GPUs, min 3): j4's pods are still
+    # terminating, j5 holds its two reservations and one task waits.
+    nodes = [node(f"n{i}", gpus=4, cpu=16) for i in range(4)]
+    nodes[0]["unschedulable"] = True
+    queues = [{"name": "q0", "weight": 3}, {"name": "q1", "weight": 2}, {"name": "q2"}]
+    jobs = [
+        job("j4", 3, queue="q1", phase="Running", creation=4),
+        job("j5", 2, queue="q0", phase="Inqueue", creation=5),
+    ]
+    two, four = {"cpu": 1, GPU: 2}, {"cpu": 1, GPU: 4}
+    tasks = [
+        _task("j4-0", two, "n1", gpus=[0, 1], phase="Releasing"),
+        _task("j4-1", two, "n2", gpus=[0, 1], phase="Releasing"),
+        _task("j4-2", two, "n3", gpus=[0, 1], phase="Releasing"),
+        _task("j4-3", two, "n1", gpus=[2, 3], phase="Releasing"),
+        _task("j5-0", four, "n2", gpus=[0, 1, 2, 3], phase="Pipelined"),
+        _task("j5-1", four, "n3", gpus=[0, 1, 2, 3], phase="Pipelined"),
+        _task("j5-2", four),
+    ]
+    return snap(nodes, jobs, tasks, queues=queues)
+
+
+def test_terminating_tasks_of_a_live_job_stay_in_their_queues_request() -> None:
+    """The victim queue's demand does not vanish while its evicted pods terminate, so the
+    reclaimer cannot grow past its deserved share into the window (and lose it back)."""
+    d = gs.schedule(_window(), config("enqueue", "allocate", "reclaim", "backfill"))
+    assert d.queues["q1"].request.get(GPU) == 8000
+    assert d.queues["q0"].deserved.get(GPU) == 9600
+    assert "j5-2" not in {p.task for p in d.pipelined} | {b.task for b in d.binds}
+
+
+def test_no_reclaim_ping_pong_across_the_termination_window() -> None:
+    """The stateful soak's counterexample, step by step: j5 reclaims j4 whole; j4's pods
+    terminate and come back; j4 must not reclaim j5 in return."""
+    from test_stateful_cluster import ClusterMachine
+
+    m = ClusterMachine()
+    m.setup()
+    m.weights.update(q0=3, q1=2)
+    m.nodes[0]["unschedulable"] = True
+
+    def submit(name: str, queue: str, size: int, gpus: int, minimum: int) -> None:
+        m.jobs[name] = job(name, minimum, queue=queue, priority=0, preemptable=True)
+        for i in range(size):
+            m.tasks[f"{name}-{i}"] = _task(f"{name}-{i}", {"cpu": 1, GPU: gpus})
+
+    submit("j4", "q1", 4, 2, 3)
+    m.cycle()
+    submit("j5", "q0", 3, 4, 2)
+    for _ in range(6):
+        m.cycle()
+    assert ("j4", "j5") in m.edges
+    assert ("j5", "j4") not in m.edges, sorted(m.edges)

@@ -44,7 +44,7 @@ from .plugins.nodeorder import NodeOrderPlugin
 from .plugins.overcommit import OvercommitPlugin
 from .plugins.predicates import PredicatesPlugin
 from .plugins.priority import PriorityPlugin
-from .plugins.proportion import ProportionPlugin
+from .plugins.proportion import ProportionPlugin, demand_mask
 from .plugins.sla import SlaPlugin
 from .policies import job_actions
 from .registry import Action, Registry
@@ -242,10 +242,14 @@ def close_session(ssn: Session) -> Decisions:
     pend = np.flatnonzero(state == TaskState.PENDING)
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
     fair = ssn.plugin("proportion") or ssn.plugin("capacity")
+    returning = np.zeros_like(ssn.queue_allocated)
+    back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
+    np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
     inqueue_req = _inqueue_resources(ssn, phase_of)
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
     allocated_q = _subtrees(ssn, fair, ssn.queue_allocated)
     pending_req = _subtrees(ssn, fair, pending_req)
+    returning = _subtrees(ssn, fair, returning)
     inqueue_req = _subtrees(ssn, fair, inqueue_req)
     gpu = ssn.arrays.spec.gpu_column
     phases_of: list[list[str]] = [[] for _ in snap.queues]
@@ -270,7 +274,7 @@ def close_session(ssn: Session) -> Decisions:
             pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
             inqueue_resources=FrozenDict(ssn.as_mapping(inqueue_req[q])),
             real_capability=FrozenDict(_finite(ssn, real)),
-            request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q])),
+            request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q] + returning[q])),
             weight=queue.weight,
             overused=bool(fair.queue_overused(ssn, q)) if fair is not None else False,
             allocated_gpu=int(allocated_q[q, gpu]) / 1000,

@@ -99,6 +99,7 @@ from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS, cluster_total, to_amounts
 from ._queue_reasons import over_limit
+from .proportion import job_figures
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -116,7 +117,6 @@ ROOT = "root"
 EPS = 0.1
 #: Float slack of the strict comparisons (canonical units are integers).
 SLACK = 1e-6
-_ALLOCATED_STATES = (1, 3, 4)  # Allocated, Bound, Running
 
 
 def _matrix(ssn: Session, attr: str) -> F64:
@@ -138,33 +138,6 @@ def _capability(ssn: Session, *, flat: bool) -> tuple[F64, BOOL]:
             cap[q, spec.index(res)] = float(amount)
             given[q, spec.index(res)] = True
     return cap, given
-
-
-def _figures(ssn: Session) -> tuple[F64, F64, F64]:
-    """Per queue: request (allocated + pending), inqueue (the unallocated part of the
-    ``min_resources`` of Inqueue jobs and of Running jobs at their minimum) and elastic (what
-    jobs hold beyond ``min_resources``), as Volcano counts them at open."""
-    snap = ssn.snapshot
-    n_q, n_r = len(snap.queues), len(ssn.arrays.spec)
-    request = ssn.queue_allocated.astype(np.float64)
-    pending = np.flatnonzero(ssn.task_state == 0)
-    np.add.at(request, ssn.job_queue[ssn.task_job[pending]], ssn.task_req[pending])
-    inqueue = np.zeros((n_q, n_r))
-    job_min = np.zeros((len(snap.jobs), n_r))
-    for j, job in enumerate(snap.jobs):
-        if job.min_resources is None:
-            continue
-        need = job_min[j] = ssn.vector(job.min_resources)
-        phase = ssn.job_phase[j]
-        if phase == "Inqueue" or (
-            phase == "Running" and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
-        ):
-            inqueue[ssn.job_queue[j]] += np.where(
-                need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
-            )
-    elastic = np.zeros((n_q, n_r))
-    np.add.at(elastic, ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0))
-    return request, inqueue, elastic
 
 
 def _kept(ssn: Session, guarantee: F64, deserved: F64) -> F64:
@@ -252,9 +225,7 @@ class CapacityPlugin:
         self._pods = pods = a.spec.index(PODS)
         self.n_queues = n_q = len(ssn.snapshot.queues)
         total = cluster_total(a.allocatable, pods)
-        request, inqueue, elastic = _figures(ssn)
-        for m in (request, inqueue, elastic):
-            m[:, pods] = 0.0
+        request, inqueue, elastic, _ = job_figures(ssn)
         guarantee = _matrix(ssn, "guarantee")
         deserved = _matrix(ssn, "deserved")
         guarantee[:, pods] = 0.0

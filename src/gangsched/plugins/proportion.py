@@ -54,6 +54,7 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..model import QueueState
+from ..session import TaskState
 from ..units import PODS, cluster_total, to_amounts
 from ._queue_reasons import over_limit
 
@@ -193,11 +194,24 @@ def resource_matrix(ssn: Session, attr: str) -> F64:
     return out
 
 
+def demand_mask(ssn: Session, state: npt.NDArray[Any]) -> BOOL:
+    """The tasks a queue's request counts beyond what it holds: Pending tasks, and Releasing
+    tasks of jobs that have not completed.
+
+    An evicted pod comes back (it is recreated), so its demand stays while it terminates: a
+    queue's share must not drop for the length of a termination and be taken by the queue
+    that evicted it, which would then be over its share and lose it back (a ping-pong)."""
+    live = np.array([p != "Completed" for p in ssn.job_phase], dtype=np.bool_)
+    back = (state == TaskState.RELEASING) & live[ssn.task_job]
+    out: BOOL = (state == TaskState.PENDING) | back
+    return out
+
+
 def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     """Per queue ``(request, inqueue, elastic)`` as Volcano's queue plugins count them at open,
     and the mask of queues holding jobs.
 
-    * request — allocated plus pending task requests;
+    * request — allocated plus the requests of :func:`demand_mask`'s tasks;
     * inqueue — for Inqueue jobs (and Running jobs with at least ``min_available`` allocated
       tasks) the part of ``min_resources`` not allocated yet;
     * elastic — what each job holds beyond its ``min_resources``.
@@ -206,8 +220,8 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     n_q, n_r = len(snap.queues), len(a.spec)
     pods = a.spec.index(PODS)
     request = ssn.queue_allocated.astype(np.float64)
-    pending = np.flatnonzero(ssn.task_state == 0)
-    np.add.at(request, ssn.job_queue[ssn.task_job[pending]], ssn.task_req[pending])
+    wanted = np.flatnonzero(demand_mask(ssn, ssn.task_state))
+    np.add.at(request, ssn.job_queue[ssn.task_job[wanted]], ssn.task_req[wanted])
     inqueue = np.zeros((n_q, n_r))
     job_min = np.zeros((len(snap.jobs), n_r))
     for j, job in enumerate(snap.jobs):

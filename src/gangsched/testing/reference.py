@@ -296,7 +296,12 @@ class _Cycle:
         snap, res = self.snap, self.res
         request = [{r: float(a[r]) for r in res} for a in self.queue_alloc]
         for t in range(len(snap.tasks)):
-            if self.state[t] == "Pending":
+            # Pending tasks, and Releasing ones of a job not completed: they come back.
+            returning = (
+                self.state[t] == "Releasing"
+                and snap.jobs[self.job_of[t]].phase.value != "Completed"
+            )
+            if self.state[t] == "Pending" or returning:
                 for r, v in self.nominal(t).items():
                     request[self.queue_of[self.job_of[t]]][r] += v
         self.q_inqueue = [dict.fromkeys(res, 0.0) for _ in snap.queues]
