@@ -228,6 +228,11 @@ def _run_demo(args: argparse.Namespace) -> int:
         f"seeds {args.seeds}",
         file=sys.stderr,
     )
+    if args.out is None:
+        out = Path(tempfile.mkdtemp(prefix=DEMO_OUT_PREFIX))
+        print(f"writing the tables and the plot to {out}/ (choose with --out DIR)", file=sys.stderr)
+    else:
+        out = Path(args.out)
     runs = run_grid(
         nodes,
         pods,
@@ -238,11 +243,6 @@ def _run_demo(args: argparse.Namespace) -> int:
         limit=args.limit,
         progress=_progress(""),
     )
-    if args.out is None:
-        out = Path(tempfile.mkdtemp(prefix=DEMO_OUT_PREFIX))
-        print(f"writing the tables and the plot to {out}/ (choose with --out DIR)", file=sys.stderr)
-    else:
-        out = Path(args.out)
     write_tables([discrete_tables(r) for r in runs], out)
     ours = read_allo_table(out)
     theirs = read_allo_table(None)
