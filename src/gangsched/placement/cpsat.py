@@ -72,6 +72,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -149,6 +150,27 @@ class _Vars:
     lower: dict[tuple[int, int, int], cp_model.IntVar] = field(default_factory=dict)
     shares: dict[tuple[int, int, int, int], cp_model.IntVar] = field(default_factory=dict)
     whole: dict[tuple[int, int], cp_model.IntVar] = field(default_factory=dict)  # (node, d)
+    # per objective level: its terms (variable, coefficient) and a valid lower bound; for the
+    # last level (the emptiness), ``emp_sorted`` (each used node's emptiness, ascending) gives
+    # a bound once the node count is fixed
+    level_terms: list[list[tuple[cp_model.IntVar, int]]] = field(default_factory=list)
+    level_lbs: list[int] = field(default_factory=list)
+    emp_sorted: I64 | None = None
+
+
+class _HintValues:
+    """A model's solution hint read as a solution (``value`` like a solved ``CpSolver``)."""
+
+    def __init__(self, values: dict[int, int]) -> None:
+        self.values = values
+
+    def value(self, var: cp_model.IntVar) -> int:
+        return self.values[var.index]
+
+
+def _hint_values(model: cp_model.CpModel) -> dict[int, int]:
+    hint = model.proto.solution_hint
+    return dict(zip(hint.vars, hint.values, strict=True))
 
 
 @dataclass(slots=True)
@@ -299,7 +321,7 @@ class CpSatPlacer:
         vs: _Vars,
         levels: list[tuple[cp_model.LinearExprT, int]],
         budget: _Budget,
-    ) -> tuple[cp_model.CpSolver, int, float]:
+    ) -> tuple[Any, int, float]:
         """Minimise ``levels`` lexicographically: one weighted objective with separating
         weights, or (``sequential``) one solve per level, each fixing the optimum of the
         previous one and hinted with its solution. Returns the solver holding the last
@@ -313,23 +335,76 @@ class CpSatPlacer:
                 obj, bound = solver.objective_value, solver.best_objective_bound
                 gap = abs(obj - bound) / max(1.0, abs(obj))
             return solver, st, gap
-        best: tuple[cp_model.CpSolver, int, float] | None = None
-        for expr, _bound in levels:
+        best: tuple[Any, int, float] | None = None
+        hint_ok: bool | None = None  # the hint verified as a solution of the model
+        n_fixed: int | None = None  # the node level's optimum, once known
+        for i, (expr, _bound) in enumerate(levels):
+            hint = _hint_values(model)
+            terms = vs.level_terms[i] if i < len(vs.level_terms) else None
+            lb = vs.level_lbs[i] if terms is not None else 0
+            if i == len(levels) - 1 and vs.emp_sorted is not None and n_fixed is not None:
+                lb = max(lb, int(vs.emp_sorted[:n_fixed].sum()))
+            h: int | None = None
+            if terms is not None and all(v.index in hint for v, _ in terms):
+                h = sum(c * hint[v.index] for v, c in terms)
+            if h is not None and h <= lb:
+                # the hint reaches this level's lower bound: the level is closed by the
+                # bound, no search (once the hint is known to be a solution)
+                if hint_ok is None:
+                    hint_ok = self._hint_is_solution(model, budget)
+                if hint_ok:
+                    model.add(expr <= h)
+                    if i == len(levels) - 2:
+                        n_fixed = h
+                    best = (_HintValues(hint), int(cp_model.OPTIMAL), 0.0)
+                    continue
             model.minimize(expr)
             solver, st = self._solve(model, budget)
             if st == cp_model.OPTIMAL:
-                model.add(expr <= round(solver.objective_value))
+                val = round(solver.objective_value)
+                model.add(expr <= val)
+                if i == len(levels) - 2:
+                    n_fixed = val
                 _rehint(model, vs, solver)
+                hint_ok = True
                 best = (solver, int(cp_model.OPTIMAL), 0.0)
                 continue
             if st == cp_model.FEASIBLE:
                 obj, bound = solver.objective_value, solver.best_objective_bound
                 return solver, int(cp_model.FEASIBLE), abs(obj - bound) / max(1.0, abs(obj))
+            if st == cp_model.UNKNOWN and h is not None:
+                # out of budget before the search met the hint: the hint is the incumbent
+                if hint_ok is None:
+                    hint_ok = self._hint_is_solution(model, budget)
+                if hint_ok:
+                    return _HintValues(hint), int(cp_model.FEASIBLE), (h - lb) / max(1.0, h)
             if best is not None:  # out of time on a later level: keep the last proven one
                 return best[0], int(cp_model.FEASIBLE), 1.0
             return solver, st, 0.0
         assert best is not None
         return best
+
+    def _hint_is_solution(self, model: cp_model.CpModel, budget: _Budget) -> bool:
+        """Whether the model's hint (completed on the variables it leaves out) satisfies the
+        model: one solve with the hinted variables fixed."""
+        if budget.past_deadline() or (budget.work is not None and budget.work < 1e-3):
+            return False  # no budget left even for this check: the hint stays unproven
+        solver = cp_model.CpSolver()
+        prm = solver.parameters
+        prm.fix_variables_to_their_hinted_value = True
+        prm.num_workers = 1
+        prm.random_seed = self.seed
+        prm.max_deterministic_time = (
+            0.2 if budget.work is None else min(0.2, max(budget.work, 1e-6))
+        )
+        prm.cp_model_presolve = False  # everything hinted is fixed: nothing to presolve
+        if budget.deadline is not None:
+            prm.max_time_in_seconds = max(0.001, budget.deadline - time.perf_counter())
+        model.clear_objective()  # type: ignore[no-untyped-call]
+        st = solver.solve(model)
+        if budget.work is not None:
+            budget.work -= float(solver.response_proto.deterministic_time)
+        return st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
     def place(self, problem: PlacementProblem) -> PlacementResult:
         start = time.perf_counter()
@@ -419,7 +494,10 @@ class CpSatPlacer:
                 if order.size == 0:
                     continue  # proven: nothing fits in one domain of this tier
             else:
-                bounds = _domain_bounds(problem, view, tier, order, gang.size)
+                # past tier 0 no single node holds the gang: at least two nodes
+                bounds = _domain_bounds(
+                    problem, view, tier, order, gang.size, min_nodes=2 if tier > 0 else 1
+                )
                 exact_hint = None
             rank = sorted(range(order.size), key=lambda i: (bounds[i], i))
             if exact_hint is None and tier == g_span and greedy.domain >= 0:
@@ -445,12 +523,13 @@ class CpSatPlacer:
                     lbs = _level_bounds(top, problem.topology.top_tier)
                     hint = exact_hint
                 else:
-                    chunk_idx, rank = rank[: self.max_domains], rank[self.max_domains :]
+                    take = _chunk_size(problem, view, tier, order, rank, self.max_domains)
+                    chunk_idx, rank = rank[:take], rank[take:]
                     hint = greedy if (tier == g_span and first and exact_hint is None) else None
                 chunk = order[chunk_idx]
                 first = False
                 model, vs, units, dev_nodes, levels = _build_single(
-                    problem, view, tier, chunk, free, gpu_free, hint, lbs
+                    problem, view, tier, chunk, free, gpu_free, hint, lbs, 2 if tier > 0 else 1
                 )
                 solver, st, gap = self._solve_levels(model, vs, levels, budget)
                 if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -983,6 +1062,7 @@ def _build_single(
     gpu_free: I64,
     hint: GangPlacement | None,
     level_lbs: list[int] | None = None,
+    min_nodes: int = 1,
 ) -> tuple[cp_model.CpModel, _Vars, list[_Units], set[int], list[tuple[cp_model.LinearExprT, int]]]:
     topo = problem.topology
     gang = view.gang
@@ -1077,6 +1157,8 @@ def _build_single(
         if lb > 0:
             model.add(sum(zs.values()) >= lb)
         levels.append((sum(zs.values()), len(zs)))
+        vs.level_terms.append([(z, 1) for z in zs.values()])
+        vs.level_lbs.append(lb)
     # slices
     if gang.slice_size and view.slice_rank < tier:
         groups = slice_groups(topo, gang)
@@ -1093,16 +1175,26 @@ def _build_single(
         per_node = sum(int(view.q[t, units.rep[u]]) for t in range(n_t))
         node_caps.extend([(int(dom_of[units.rep[u]]), per_node)] * units.mult(u))
     lb_nodes = _fewest_to_cover(node_caps, gang.size)
+    if lb_nodes > 0 and tier > 0:
+        lb_nodes = max(lb_nodes, min_nodes)
     if lb_nodes > 0:
         model.add(sum(vs.used.values()) >= lb_nodes)
     used_sum = sum(vs.used.values())
     waste = sum(int(emp[units.rep[u]]) * vs.used[(0, u)] for u in range(units.size))
     levels.append((used_sum, n_bound))
     levels.append((waste, 100 * n_bound))
+    vs.level_terms.append([(m, 1) for m in vs.used.values()])
+    vs.level_lbs.append(max(lb_nodes, 0))
+    vs.level_terms.append([(vs.used[(0, u)], int(emp[units.rep[u]])) for u in range(units.size)])
+    vs.level_lbs.append(0)
+    vs.emp_sorted = np.sort(
+        np.repeat(emp[units.rep], [units.mult(u) for u in range(units.size)])
+    ).astype(np.int64)
     if level_lbs is not None:  # exact optima of the chunk's domains (see ``_exact``)
-        for (expr, _), lb in zip(levels, level_lbs, strict=True):
+        for i, ((expr, _), lb) in enumerate(zip(levels, level_lbs, strict=True)):
             if lb > 0:
                 model.add(expr >= lb)
+                vs.level_lbs[i] = max(vs.level_lbs[i], lb)
     if hint is not None and hint.placed:
         _hint_single(model, problem, view, vs, units, hint, dom_of, tier)
     return model, vs, [units], dev_nodes, levels
@@ -1114,6 +1206,7 @@ def _domain_bounds(
     tier: int,
     order: npt.NDArray[np.intp],
     size: int,
+    min_nodes: int = 1,
 ) -> list[tuple[int, ...]]:
     """Per candidate domain, a lower bound on the objective tuple of any placement inside it:
     for every tier, the fewest of its domains (inside the candidate) whose summed capacity
@@ -1134,11 +1227,35 @@ def _domain_bounds(
             _, inv = np.unique(groups, return_inverse=True)
             gcap = np.bincount(inv.reshape(-1), weights=caps).astype(np.int64)
             lb.append(_fewest_to_cover([(0, int(c)) for c in gcap], size))
-        n_lb = _fewest_to_cover([(0, int(c)) for c in caps], size)
+        n_lb = max(_fewest_to_cover([(0, int(c)) for c in caps], size), min_nodes)
         lb.append(n_lb)
         lb.append(int(np.sort(emp[nodes])[:n_lb].sum()))  # the emptiest-free n_lb nodes
         out.append(tuple(lb))
     return out
+
+
+#: Count variables (usable nodes × templates) a chunk of domains may grow to past
+#: ``max_domains`` when the domains are small: fewer, larger solves.
+CHUNK_CELLS = 2_000
+
+
+def _chunk_size(
+    problem: PlacementProblem,
+    view: GangView,
+    tier: int,
+    order: npt.NDArray[np.intp],
+    rank: list[int],
+    max_domains: int,
+) -> int:
+    """How many of the ranked domains go into the next solve: at least ``max_domains``, and
+    more while their usable nodes × templates stay within :data:`CHUNK_CELLS`."""
+    if tier == 0 or len(rank) <= max_domains:
+        return min(max_domains, len(rank))
+    groups = problem.topology.domain_of[tier - 1]
+    usable = view.mask.any(axis=0) & (groups >= 0)
+    per_dom = np.bincount(groups[usable], minlength=problem.topology.n_domains(tier))
+    cells = np.cumsum(per_dom[order[rank]] * view.gang.n_templates)
+    return max(min(max_domains, len(rank)), int(np.searchsorted(cells, CHUNK_CELLS, "right")))
 
 
 def _level_bounds(objective: tuple[int, ...], top: int) -> list[int]:
