@@ -155,3 +155,8 @@ def test_cli_warns_on_stderr_and_strict_is_one_error_line(
     (line,) = out.err.splitlines()
     assert line.startswith("gangsched: error: plugin 'pdb': not implemented by gangsched")
     assert "--strict" in line and "extender" in line
+
+
+def test_no_builtin_plugin_is_listed_as_unimplemented() -> None:
+    # a plugin that lands in gangsched must leave UNIMPLEMENTED_PLUGINS (and SKIPPED above)
+    assert not set(UNIMPLEMENTED_PLUGINS) & set(BUILTIN_PLUGINS)
