@@ -72,7 +72,14 @@ __all__ = [
     "check_names",
 ]
 
-BUILTIN_ACTIONS: tuple[str, ...] = ("enqueue", "allocate", "backfill", "preempt", "reclaim")
+BUILTIN_ACTIONS: tuple[str, ...] = (
+    "enqueue",
+    "allocate",
+    "backfill",
+    "preempt",
+    "reclaim",
+    "consolidate",
+)
 
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "priority",

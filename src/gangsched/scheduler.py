@@ -17,6 +17,7 @@ import numpy.typing as npt
 from ._frozen import FrozenDict
 from .actions.allocate import AllocateAction
 from .actions.backfill import BackfillAction
+from .actions.consolidate import ConsolidateAction
 from .actions.enqueue import EnqueueAction
 from .actions.preempt import PreemptAction
 from .actions.reclaim import ReclaimAction
@@ -75,7 +76,14 @@ def default_registry() -> Registry:
         reg.register_plugin(cls.name, cls)
     for name, factory in SCORE_PLUGINS.items():
         reg.register_plugin(name, factory)
-    for action in (EnqueueAction, AllocateAction, BackfillAction, PreemptAction, ReclaimAction):
+    for action in (
+        EnqueueAction,
+        AllocateAction,
+        BackfillAction,
+        PreemptAction,
+        ReclaimAction,
+        ConsolidateAction,
+    ):
         reg.register_action(action.name, action)
     return reg
 

@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterator, Mapping, Set
 
 from ..config import Config
 from ..decisions import Decisions
+from ..disruption import desired_count
 from ..feasibility import device_take, queue_gpu_charge
+from ..gate import rules_in_force
 from ..model import OCCUPYING_PHASES, TaskPhase, TopologyMode
 from ..snapshot import Snapshot
 from ..units import GPU, PODS
@@ -30,6 +32,7 @@ __all__ = [
     "InvariantViolation",
     "check_all",
     "check_capacity",
+    "check_consolidation",
     "check_cycle",
     "check_deterministic",
     "check_evictions",
@@ -63,10 +66,12 @@ _BINDABLE = (TaskPhase.PENDING, TaskPhase.PIPELINED)
 
 def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
     """Decisions reference only tasks, nodes, jobs and queues of the snapshot; a task is bound,
-    pipelined or evicted at most once; only Pending tasks are pipelined, and only Pending or
-    Pipelined ones (a reservation carried from an earlier cycle) are bound; GPU indices are not
-    repeated within one decision."""
+    pipelined or evicted at most once; only Pending tasks are pipelined — or a task evicted by
+    the same decisions and reserved on another node (a move, see ``consolidate``) — and only
+    Pending or Pipelined ones (a reservation carried from an earlier cycle) are bound; GPU
+    indices are not repeated within one decision."""
     seen: dict[str, str] = {}
+    moving = {e.task: e for e in decisions.evictions}
     for kind, items in (("bind", decisions.binds), ("pipeline", decisions.pipelined)):
         for d in items:
             if d.task not in snapshot.task_index:
@@ -77,7 +82,11 @@ def check_known_objects(snapshot: Snapshot, decisions: Decisions) -> None:
                 raise InvariantViolation(f"task {d.task!r}: both {seen[d.task]} and {kind}")
             seen[d.task] = kind
             phase = snapshot.task(d.task).phase
-            allowed = _BINDABLE if kind == "bind" else (TaskPhase.PENDING,)
+            allowed: Set[TaskPhase] = set(_BINDABLE if kind == "bind" else (TaskPhase.PENDING,))
+            if kind == "pipeline" and d.task in moving:
+                if snapshot.task(d.task).node == d.node:
+                    raise InvariantViolation(f"task {d.task!r}: moved onto the node it leaves")
+                allowed = OCCUPYING_PHASES
             if phase not in allowed:
                 raise InvariantViolation(f"task {d.task!r}: {kind} of a {phase.value} task")
             if len(set(d.gpu_indices)) != len(d.gpu_indices):
@@ -409,6 +418,51 @@ def check_evictions(snapshot: Snapshot, decisions: Decisions) -> None:
             )
 
 
+def check_consolidation(snapshot: Snapshot, decisions: Decisions) -> None:
+    """Every consolidation eviction (reason starting ``consolidation``) has a reservation for
+    the moved task on another node in the same decisions, and breaks no disruption budget:
+    walking the evictions in order, a budget a consolidation eviction hits still has at least
+    its desired healthy count (:func:`gangsched.disruption.desired_count`; healthy = Running
+    or Bound in the snapshot and not evicted so far)."""
+    reserved = {p.task: p.node for p in decisions.pipelined}
+    covered: list[frozenset[str]] = []
+    healthy: list[int] = []
+    desired: list[int] = []
+    for b in snapshot.disruption_budgets:
+        jobs = set(b.jobs)
+        names = frozenset(t.name for t in snapshot.tasks if t.job in jobs or t.name in b.tasks)
+        live = [snapshot.task(n) for n in names]
+        expected = sum(1 for t in live if t.phase not in (TaskPhase.SUCCEEDED, TaskPhase.FAILED))
+        covered.append(names)
+        healthy.append(sum(1 for t in live if t.phase in (TaskPhase.RUNNING, TaskPhase.BOUND)))
+        desired.append(desired_count(b, expected))
+    for e in decisions.evictions:
+        task = snapshot.task_index.get(e.task)
+        if task is None:
+            raise InvariantViolation(f"eviction of unknown task {e.task!r}")
+        phase = snapshot.tasks[task].phase
+        hit = [k for k, names in enumerate(covered) if e.task in names]
+        if phase in (TaskPhase.RUNNING, TaskPhase.BOUND):
+            for k in hit:
+                healthy[k] -= 1
+        if not e.reason.startswith("consolidation"):
+            continue
+        node = reserved.get(e.task)
+        if node is None:
+            raise InvariantViolation(
+                f"task {e.task!r}: moved by consolidation without a reservation elsewhere"
+            )
+        if node == snapshot.tasks[task].node:
+            raise InvariantViolation(f"task {e.task!r}: moved onto the node it leaves")
+        for k in hit:
+            if healthy[k] < desired[k]:
+                name = snapshot.disruption_budgets[k].name
+                raise InvariantViolation(
+                    f"task {e.task!r}: consolidation breaks disruption budget {name!r} "
+                    f"({healthy[k]} healthy, {desired[k]} desired)"
+                )
+
+
 def check_schedulable_nodes(snapshot: Snapshot, decisions: Decisions) -> None:
     """Nothing new is bound or reserved on a node marked unschedulable (cordoned)."""
     for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
@@ -494,6 +548,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_queue_capability,
     check_topology,
     check_evictions,
+    check_consolidation,
     check_schedulable_nodes,
     check_reasons,
 )
@@ -513,15 +568,12 @@ def check_cycle(snapshot: Snapshot, decisions: Decisions, config: Config) -> Non
     """:func:`check_all` for a cycle run under ``config``: only the rules some configured
     plugin enforces. Gang atomicity needs ``gang``; queue capability needs ``proportion`` or
     ``capacity``, and binds along every ancestor only under hierarchical ``capacity``."""
-    names = {p.name for tier in config.tiers for p in tier.plugins}
-    hierarchical = any(
-        p.name == "capacity" and p.hierarchy for tier in config.tiers for p in tier.plugins
-    )
+    rules = rules_in_force(config)
     for check in ALL_CHECKS:
-        if check is check_gang_atomicity and "gang" not in names:
+        if check is check_gang_atomicity and not rules.gang:
             continue
         if check is check_queue_capability:
-            if names & {"proportion", "capacity"}:
-                check_queue_capability(snapshot, decisions, hierarchical=hierarchical)
+            if rules.capability:
+                check_queue_capability(snapshot, decisions, hierarchical=rules.hierarchical)
             continue
         check(snapshot, decisions)
