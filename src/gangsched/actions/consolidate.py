@@ -68,6 +68,7 @@ from ..arrays import TaskTemplate, build_templates, template_key
 from ..config import arg_int
 from ..errors import ConfigError
 from ..model import TopologyMode
+from ..session import TaskState
 from ..statement import Statement
 from ..units import PODS
 from . import _victims as v
@@ -125,6 +126,18 @@ class _Moves(Statement):
     @property
     def finished(self) -> bool:
         return self._done
+
+    def move(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
+        """Reserve ``task``, evicted in this statement, on ``node``: the placement passes the
+        same checks as any reservation of a pending task (the evicted task is off its node
+        for good here, so it is judged as the pending pod it becomes). Whether it did."""
+        ssn = self.ssn
+        ssn._set_state(task, TaskState.PENDING)
+        self.pipeline(task, node, gpus)
+        if ssn.task_state[task] == TaskState.PIPELINED:
+            return True
+        ssn._set_state(task, TaskState.RELEASING)
+        return False
 
     def discard(self) -> None:
         self._check_open()
@@ -370,18 +383,21 @@ class _Search:
                     break
                 node = int(np.argmax(np.where(mask, ev.score, -np.inf)))
                 stmt.pipeline(t, node, ssn.choose_gpus(t, node, future=True))
+                if ssn.task_state[t] != TaskState.PIPELINED:
+                    break
                 placed += 1
             if placed < len(self.claim) or not ssn.call("job_pipelined", self.job):
                 return _Trial(ok=False, placed=placed, where={})
             where: dict[int, int] = {}
             for t in moved:
                 home = self._pick(t, old[t])
-                if home is None:
+                if home is None or not stmt.move(t, home, ssn.choose_gpus(t, home, future=True)):
                     return _Trial(ok=False, placed=placed, where={})
-                stmt.pipeline(t, home, ssn.choose_gpus(t, home, future=True))
                 where[t] = home
             if commit:
                 stmt.commit()
+                if not stmt.ops:  # the gate undid it (a gang would be partial)
+                    return _Trial(ok=False, placed=placed, where={})
             return _Trial(ok=True, placed=placed, where=where)
         finally:
             if not stmt.finished:

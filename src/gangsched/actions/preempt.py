@@ -36,8 +36,12 @@ a task to a task of the same job with strictly higher task priority; priorities 
 so the victim→preemptor graph of ``preempt`` follows a strict order and cannot close a loop.
 The rules are the action's own, not a plugin's, so they hold whatever the tiers say.
 
-Not done: ``preemptionPolicy: Never`` (the model has no such field), and elastic tasks beyond
-``min_available`` evicting *other* jobs (they never preempt other jobs).
+Who may evict at all (``preemption_policy: Never``, ``preemption_delay``) is
+``_victims.policy_refusal``'s rule, asked by both passes; disruption budgets are counted in the
+first pass (``_victims``), not inside a job.
+
+Not done: elastic tasks beyond ``min_available`` evicting *other* jobs (they never preempt
+other jobs).
 """
 
 from __future__ import annotations

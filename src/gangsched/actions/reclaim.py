@@ -50,7 +50,8 @@ can lift a queue above deserved again by **borrowing** idle resources; then the 
 that no reclaim is reversed by reclaim alone (a reversal must follow a borrow). Without a
 fair-share plugin there is no deserved share, and reclaim does nothing (and says so).
 
-Not done: ``preemptionPolicy: Never``.
+Who may evict (``preemption_policy: Never``, ``preemption_delay``) and the disruption budgets
+are applied by the shared search (``_victims.policy_refusal``, :mod:`gangsched.disruption`).
 """
 
 from __future__ import annotations
