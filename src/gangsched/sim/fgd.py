@@ -223,6 +223,7 @@ class RunResult:
     order: npt.NDArray[np.int64]  # (n_pods,) index into the pod table of each arriving pod
     max_gpu_used: int  # largest milli-GPU used on any device at the end (<= 1000)
     cpu_overcommit: bool  # whether any node ended with negative free CPU or memory
+    devices: npt.NDArray[np.int64] | None = None  # (n_pods,) bit i set: the pod uses device i
 
 
 def _build_typical(pods: PodTable, nodes: NodeTable) -> TypicalPods:
@@ -245,15 +246,30 @@ def run_one(
     rng: str = "go",
     limit: int | None = None,
     workload: str | None = None,
+    order: npt.NDArray[np.int64] | None = None,
 ) -> RunResult:
-    """Replay one (policy, seed) run of the protocol; ``limit`` keeps the first pods only."""
+    """Replay one (policy, seed) run of the protocol; ``limit`` keeps the first pods only.
+
+    ``order`` (indices into ``pods``) replaces the shuffled, tuned arrival sequence: the offline
+    packings of :mod:`gangsched.quality` place a re-ordered copy of one run's arrivals this way.
+    The seed still drives the ``random`` policy.
+    """
     if policy not in POLICIES:
         raise ConfigError(
             f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=policy
         )
     source = make_source(rng, seed)
     total_gpus = nodes.total_gpus
-    order = tuned_order(pods, total_gpus, tune, source)
+    if order is None:
+        order = tuned_order(pods, total_gpus, tune, source)
+    else:
+        order = np.asarray(order, dtype=np.int64)
+        if order.ndim != 1 or (order.size and (order.min() < 0 or order.max() >= len(pods))):
+            raise ConfigError(
+                f"order must be a 1-d array of pod indices in [0, {len(pods)})",
+                kind="option",
+                name="order",
+            )
     if limit is not None:
         order = order[:limit]
     typical = _build_typical(pods, nodes)
@@ -290,6 +306,7 @@ def run_one(
     frag_rec[0] = float(frag.sum())
     idle_rec[0] = int(terms.idle.sum())
     placement = np.full(k, -1, dtype=np.int64)
+    dev_mask = np.zeros(k, dtype=np.int64)
     requests: dict[int, PodRequest] = {}
     arrived_now = used_now = failed = 0
     for step, pod_idx in enumerate(order.tolist(), start=1):
@@ -318,6 +335,7 @@ def run_one(
             free_cpu[node] -= req.cpu_milli
             free_mem[node] -= req.memory
             if devs:
+                dev_mask[step - 1] = sum(1 << d for d in devs)
                 gpu_free[node, list(devs)] -= req.gpu_milli
                 affinity[node, req.affinity] += 1
                 row = fragment_terms(gpu_free[node : node + 1], typical)
@@ -347,6 +365,7 @@ def run_one(
         order=order,
         max_gpu_used=int((gpu_cap - gpu_free).max()) if n else 0,
         cpu_overcommit=bool((free_cpu < 0).any() or (free_mem < 0).any()),
+        devices=dev_mask,
     )
 
 

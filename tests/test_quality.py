@@ -1,0 +1,193 @@
+"""The placement limit: the GPU bound against brute force and every policy; offline packings."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gangsched.errors import ConfigError
+from gangsched.io.openb import NodeTable, PodTable, load_nodes, load_pods
+from gangsched.quality import (
+    arrived_prefix,
+    gpu_bound,
+    offline_packing,
+    validate_packing,
+)
+from gangsched.sim.fgd import POLICY_IDS, run_one
+
+
+def write_cluster(
+    tmp_path: Path, nodes: list[tuple[int, int, int, str]], pods: list[tuple[int, int, int, int]]
+) -> tuple[NodeTable, PodTable]:
+    node_lines = ["sn,cpu_milli,memory_mib,gpu,model"]
+    node_lines += [f"n{i:03d},{c},{m},{g},{model}" for i, (c, m, g, model) in enumerate(nodes)]
+    pod_lines = ["name,cpu_milli,memory_mib,num_gpu,gpu_milli"]
+    pod_lines += [f"p{i:03d},{c},{m},{n},{g}" for i, (c, m, n, g) in enumerate(pods)]
+    (tmp_path / "nodes.csv").write_text("\n".join(node_lines) + "\n")
+    (tmp_path / "pods.csv").write_text("\n".join(pod_lines) + "\n")
+    return load_nodes(tmp_path / "nodes.csv"), load_pods(tmp_path / "pods.csv")
+
+
+def brute_force_best(nodes: NodeTable, pods: PodTable) -> int:
+    """Most milli-GPU any placement (any subset, any devices) allocates: full enumeration."""
+    best = 0
+    n = len(nodes)
+
+    def rec(i: int, cpu: list[int], mem: list[int], dev: list[list[int]], used: int) -> None:
+        nonlocal best
+        if i == len(pods):
+            best = max(best, used)
+            return
+        rec(i + 1, cpu, mem, dev, used)  # reject pod i
+        c, m = int(pods.cpu_milli[i]), int(pods.memory_mib[i])
+        k, g = int(pods.num_gpu[i]), int(pods.gpu_milli[i])
+        for node in range(n):
+            if cpu[node] < c or mem[node] < m:
+                continue
+            for devs in itertools.combinations(range(int(nodes.gpu_count[node])), k):
+                if any(dev[node][d] < g for d in devs):
+                    continue
+                if g == 1000 and any(dev[node][d] != 1000 for d in devs):
+                    continue
+                cpu[node] -= c
+                mem[node] -= m
+                for d in devs:
+                    dev[node][d] -= g
+                rec(i + 1, cpu, mem, dev, used + k * g)
+                cpu[node] += c
+                mem[node] += m
+                for d in devs:
+                    dev[node][d] += g
+
+    rec(
+        0,
+        [int(x) for x in nodes.cpu_milli],
+        [int(x) for x in nodes.memory_mib],
+        [[1000] * int(g) for g in nodes.gpu_count],
+        0,
+    )
+    return best
+
+
+def test_bound_equals_brute_force_optimum_on_a_tiny_node(tmp_path: Path) -> None:
+    # One node, 2 GPUs: a whole GPU (1000) plus the 600 share fills 1600; every other mix is
+    # smaller or does not fit (600 + 500 > one device, three pods above 500 > two devices).
+    nodes, pods = write_cluster(
+        tmp_path,
+        [(8000, 1000, 2, "T4")],
+        [(1000, 10, 1, 1000), (1000, 10, 1, 600), (1000, 10, 1, 600), (1000, 10, 1, 500)],
+    )
+    assert brute_force_best(nodes, pods) == 1600
+    everything = np.arange(len(pods), dtype=np.int64)
+    bound = gpu_bound(nodes, pods, everything)
+    assert bound.status == "optimal"
+    assert bound.bound_milli == pytest.approx(1600)
+    assert bound.lp_milli >= bound.bound_milli - 1e-6  # the LP relaxation is never tighter
+
+
+def test_bound_counts_cpu_per_node_cuts(tmp_path: Path) -> None:
+    # Two 1-GPU nodes with 4 cores: three pods of 3 cores cannot share a node, so at most two run.
+    nodes, pods = write_cluster(
+        tmp_path,
+        [(4000, 1000, 1, "T4"), (4000, 1000, 1, "T4")],
+        [(3000, 10, 1, 300), (3000, 10, 1, 300), (3000, 10, 1, 300)],
+    )
+    assert brute_force_best(nodes, pods) == 600
+    bound = gpu_bound(nodes, pods, np.arange(3, dtype=np.int64))
+    assert bound.bound_milli == pytest.approx(600)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_bound_is_above_brute_force_and_every_policy(tmp_path: Path, case: int) -> None:
+    rng = np.random.default_rng(case)
+    node_rows = [
+        (int(rng.choice([4000, 8000])), 4000, int(rng.choice([1, 2])), str(rng.choice(["A", "B"])))
+        for _ in range(2)
+    ]
+    pod_rows = []
+    for _ in range(6):
+        kind = rng.integers(4)
+        cpu = int(rng.choice([0, 1000, 2000, 3000, 5000]))
+        if kind == 0:
+            pod_rows.append((cpu, 500, 0, 0))
+        elif kind == 1:
+            pod_rows.append((cpu, 500, int(rng.choice([1, 2])), 1000))
+        else:
+            pod_rows.append((cpu, 500, 1, int(rng.choice([200, 450, 500, 650, 900]))))
+    nodes, pods = write_cluster(tmp_path, node_rows, pod_rows)
+    everything = np.arange(len(pods), dtype=np.int64)
+    bound = gpu_bound(nodes, pods, everything)
+    best = brute_force_best(nodes, pods)
+    assert bound.bound_milli >= best - 1e-6
+    for policy in POLICY_IDS:
+        run = run_one(nodes, pods, policy, 42, order=everything)
+        assert run.used[-1] <= best <= bound.bound_milli + 1e-6
+        assert run.devices is not None
+        assert validate_packing(nodes, pods, everything, run.placement, run.devices) == []
+    packing = offline_packing(nodes, pods, everything)
+    assert packing.problems == ()
+    assert packing.used_milli <= best
+
+
+def test_offline_packing_on_the_bundled_sample_is_valid_and_below_the_bound() -> None:
+    nodes, pods = load_nodes(), load_pods()
+    keep = np.arange(0, len(nodes), 25)
+    small = NodeTable(
+        source="sample",
+        names=tuple(nodes.names[i] for i in keep),
+        cpu_milli=nodes.cpu_milli[keep],
+        memory_mib=nodes.memory_mib[keep],
+        gpu_count=nodes.gpu_count[keep],
+        model_idx=nodes.model_idx[keep],
+        models=nodes.models,
+    )
+    arrived = np.arange(0, len(pods), 31, dtype=np.int64)
+    packing = offline_packing(small, pods, arrived, policies=("bestfit",))
+    assert packing.problems == ()
+    bound = gpu_bound(small, pods, arrived)
+    assert 0 < packing.used_milli <= bound.bound_milli + 1e-6
+    online = run_one(small, pods, "bestfit", 42, order=arrived)
+    assert online.used[-1] <= bound.bound_milli + 1e-6
+
+
+def test_validate_packing_finds_each_kind_of_violation(tmp_path: Path) -> None:
+    nodes, pods = write_cluster(
+        tmp_path,
+        [(4000, 1000, 2, "T4"), (4000, 1000, 1, "T4")],
+        [(3000, 10, 1, 600), (3000, 10, 1, 600), (100, 10, 2, 1000)],
+    )
+    order = np.arange(3, dtype=np.int64)
+    ok = validate_packing(nodes, pods, order[:1], np.array([0]), np.array([1]))
+    assert ok == []
+    cpu = validate_packing(nodes, pods, order[:2], np.array([0, 0]), np.array([1, 2]))
+    assert any("CPU" in p for p in cpu)
+    dev = validate_packing(nodes, pods, order[1:3], np.array([0, 0]), np.array([1, 3]))
+    assert any("GPU over capacity" in p for p in dev)
+    count = validate_packing(nodes, pods, order[2:], np.array([0]), np.array([1]))
+    assert any("number of devices" in p for p in count)
+    beyond = validate_packing(nodes, pods, order[:1], np.array([1]), np.array([2]))
+    assert any("does not have" in p for p in beyond)
+    wide = validate_packing(nodes, pods, order[:1], np.array([0]), np.array([4]))
+    assert any("beyond the widest" in p for p in wide)
+    shared = validate_packing(nodes, pods, order[1:3], np.array([0, 0]), np.array([1, 3]))
+    assert any("whole GPU shared" in p for p in shared)
+
+
+def test_arrived_prefix_and_bad_arguments(tmp_path: Path) -> None:
+    nodes, pods = write_cluster(
+        tmp_path, [(8000, 1000, 2, "T4")], [(1000, 10, 1, 1000), (1000, 10, 1, 500), (100, 1, 0, 0)]
+    )
+    order = np.array([0, 2, 1], dtype=np.int64)
+    assert (
+        arrived_prefix(pods, order, nodes.total_gpus, 50) == 2
+    )  # 1000 of 2000 milli, then a CPU pod
+    assert arrived_prefix(pods, order, nodes.total_gpus, 75) == 3
+    with pytest.raises(ConfigError, match="time limit"):
+        gpu_bound(nodes, pods, order, time_limit=0)
+    with pytest.raises(ConfigError, match="out of range"):
+        gpu_bound(nodes, pods, np.array([7]))
+    with pytest.raises(ConfigError, match="arrived %"):
+        arrived_prefix(pods, order, nodes.total_gpus, -1)
