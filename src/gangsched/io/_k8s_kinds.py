@@ -17,6 +17,7 @@ import re2
 from ..model import (
     POLICY_ACTIONS,
     POLICY_EVENTS,
+    PREEMPTION_POLICIES,
     JobPolicy,
     NetworkTopology,
     Resources,
@@ -61,6 +62,7 @@ __all__ = [
     "read_node",
     "read_pod_spec",
     "read_policies",
+    "read_preemption_policy",
     "read_priority_class",
     "read_queue",
     "resolve_members",
@@ -89,6 +91,17 @@ _UNMODELLED_ACTIONS = ("RestartPartition", "SyncJob", "EnqueueJob")
 
 # ------------------------------------------------------------------------------------------
 # Priority classes
+
+
+def read_preemption_policy(obj: Mapping[str, Any], ref: Ref, path: str = "") -> str | None:
+    """``preemptionPolicy`` of a PriorityClass (``path`` ''), or of a pod spec: one of
+    Kubernetes' ``PreemptLowerPriority`` and ``Never``, None when unset."""
+    value = get_str(obj, "preemptionPolicy", ref, path)
+    if value is not None and value not in PREEMPTION_POLICIES:
+        where = f"{path}.preemptionPolicy" if path else "preemptionPolicy"
+        allowed = " or ".join(PREEMPTION_POLICIES)
+        raise ref.error(where, f"expected {allowed}, got {value!r}")
+    return value
 
 
 def read_priority_class(obj: Mapping[str, Any], ref: Ref) -> tuple[int, bool]:
@@ -424,6 +437,10 @@ class PodSpecInfo:
     hostname: str
     subdomain: str
     notes: list[tuple[str, str]]
+    #: ``spec.preemptionPolicy`` when the pod sets it (else its PriorityClass decides).
+    preemption_policy: str | None = None
+    #: The pod's (or template's) labels, set by the caller that reads the metadata.
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 def _gpu_models(affinity: Mapping[str, Any], ref: Ref, path: str) -> tuple[str, ...]:
@@ -524,6 +541,7 @@ def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
         hostname=get_str(spec, "hostname", ref, path, "") or "",
         subdomain=get_str(spec, "subdomain", ref, path, "") or "",
         notes=notes,
+        preemption_policy=read_preemption_policy(spec, ref, path),
     )
 
 

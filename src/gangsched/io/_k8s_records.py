@@ -167,3 +167,5 @@ class TaskDraft:
     path: str
     kwargs: dict[str, Any]
     origin: PodOrigin
+    #: The pod's labels (a replica's: its template's), matched by PodDisruptionBudgets.
+    labels: Mapping[str, str] = field(default_factory=dict)

@@ -9,7 +9,14 @@ from typing import Any
 
 from .._frozen import FrozenDict
 from ..limits import Limits
-from ..model import OCCUPYING_PHASES, GpuRequest, JobPolicy, Resources, TaskPhase
+from ..model import (
+    OCCUPYING_PHASES,
+    PREEMPT_LOWER_PRIORITY,
+    GpuRequest,
+    JobPolicy,
+    Resources,
+    TaskPhase,
+)
 from ._k8s_fields import (
     Ref,
     check_dns_label,
@@ -89,6 +96,9 @@ class WorkloadReader:
     ours: frozenset[str]
     priorities: dict[str, int]
     default_priority: int
+    #: PriorityClass name → its ``preemptionPolicy``; the globalDefault class's name.
+    preemption_policies: dict[str, str]
+    default_class: str | None
     jobs: dict[str, JobDraft]
     tasks: dict[str, TaskDraft]
     by_object: dict[tuple[str, str, str], str]
@@ -198,6 +208,7 @@ class WorkloadReader:
                         index=idx,
                         created=False,
                     ),
+                    labels=info.labels,
                 )
             )
         return out
@@ -220,7 +231,16 @@ class WorkloadReader:
             "preemptable": preempt,
             "node_selector": FrozenDict(info.node_selector),
             "tolerations": info.tolerations,
+            "preemption_policy": self._preemption_policy(info),
         }
+
+    def _preemption_policy(self, info: PodSpecInfo) -> str:
+        """The pod's ``spec.preemptionPolicy``, else its PriorityClass's (the globalDefault
+        class when it names none), as the API server's admission fills it in."""
+        if info.preemption_policy is not None:
+            return info.preemption_policy
+        name = info.priority_class or self.default_class
+        return self.preemption_policies.get(name or "", PREEMPT_LOWER_PRIORITY)
 
     def _vcjob(self, obj: Mapping[str, Any], ref: Ref) -> None:
         meta = get_map(obj, "metadata", ref, "")
@@ -291,6 +311,7 @@ class WorkloadReader:
                     f"{tpath}.template.spec.containers", "a task template needs a container"
                 )
             info = read_pod_spec(tspec, ref, f"{tpath}.template.spec")
+            info.labels = get_str_map(tmeta, "labels", ref, f"{tpath}.template.metadata")
             for f, why in info.notes:
                 self.note(ref, f, why)
             tpolicies, notes = read_policies(
@@ -380,6 +401,7 @@ class WorkloadReader:
             kueue_sources.append((tmeta, f"{rpath}.template.metadata"))
             tspec = get_map(template, "spec", ref, f"{rpath}.template")
             info = read_pod_spec(tspec, ref, f"{rpath}.template.spec")
+            info.labels = get_str_map(tmeta, "labels", ref, f"{rpath}.template.metadata")
             if info.scheduler_name not in self.ours:
                 self.note(
                     ref,
@@ -611,6 +633,7 @@ class WorkloadReader:
                     index=index,
                     created=True,
                 ),
+                labels=labels,
             )
         )
 

@@ -45,6 +45,7 @@ from ..errors import ConfigError, SnapshotError
 from ..limits import DEFAULT_LIMITS, Limits
 from ..model import (
     OCCUPYING_PHASES,
+    DisruptionBudget,
     GpuRequest,
     Gpus,
     HyperNode,
@@ -56,6 +57,7 @@ from ..model import (
 )
 from ..snapshot import Snapshot
 from ..units import PODS
+from ._k8s_budgets import read_budget, resolve_budgets
 from ._k8s_fields import (
     Ref,
     check_dns_label,
@@ -71,6 +73,7 @@ from ._k8s_kinds import (
     QueueDraft,
     read_hypernode,
     read_node,
+    read_preemption_policy,
     read_priority_class,
     read_queue,
     resolve_members,
@@ -132,6 +135,7 @@ _SUPPORTED: Mapping[tuple[str, str], tuple[str, tuple[str, ...]]] = {
     ("scheduling.volcano.sh", "PodGroup"): ("podgroup", ("v1beta1",)),
     ("topology.volcano.sh", "HyperNode"): ("hypernode", ("v1alpha1",)),
     ("scheduling.k8s.io", "PriorityClass"): ("priorityclass", ("v1", "v1beta1")),
+    ("policy", "PodDisruptionBudget"): ("pdb", ("v1",)),
     ("", "Node"): ("node", ("v1",)),
     ("", "Pod"): ("pod", ("v1",)),
     ("", "ConfigMap"): ("configmap", ("v1",)),
@@ -150,6 +154,7 @@ _ORDER = (
     "pod",
     "hypernode",
     "kueuetopology",
+    "pdb",
 )
 
 
@@ -279,6 +284,8 @@ class _Loader(WorkloadReader):
         # filled by build()
         self.priorities: dict[str, int] = dict(SYSTEM_PRIORITY_CLASSES)
         self.default_priority = 0
+        self.preemption_policies: dict[str, str] = {}
+        self.default_class: str | None = None
         self.jobs: dict[str, JobDraft] = {}
         self.tasks: dict[str, TaskDraft] = {}
         self.by_object: dict[tuple[str, str, str], str] = {}  # (key, ns, name) → job name
@@ -392,6 +399,9 @@ class _Loader(WorkloadReader):
         for obj, ref in self.by_kind["priorityclass"]:
             value, default = read_priority_class(obj, ref)
             self.priorities[ref.name] = value
+            policy = read_preemption_policy(obj, ref)
+            if policy is not None:
+                self.preemption_policies[ref.name] = policy
             if default:
                 if default_ref is not None:
                     # The API server admits one default PriorityClass only.
@@ -401,6 +411,7 @@ class _Loader(WorkloadReader):
                     )
                 default_ref = ref
                 self.default_priority = value
+                self.default_class = ref.name
         extra = self._interchange()
         self._kueue_levels()
         for obj, ref in self.by_kind["node"]:
@@ -436,6 +447,7 @@ class _Loader(WorkloadReader):
                 queues=tuple(all_queues),
                 jobs=tuple(all_jobs),
                 tasks=(*tasks, *extra["tasks"]),
+                disruption_budgets=tuple(self._budgets()),
             )
         except SnapshotError as exc:
             raise _rethrow(exc, origins) from None
@@ -446,6 +458,14 @@ class _Loader(WorkloadReader):
             pods=FrozenDict({name: d.origin for name, d in self.tasks.items()}),
             ignored=tuple(self.ignored),
         )
+
+    def _budgets(self) -> list[DisruptionBudget]:
+        """PodDisruptionBudgets, their selectors matched against the pods' labels."""
+        drafts = [read_budget(obj, ref) for obj, ref in self.by_kind["pdb"]]
+        if not drafts:
+            return []
+        pods = [(name, d.origin.namespace, d.labels) for name, d in self.tasks.items()]
+        return resolve_budgets(drafts, pods)
 
     def _interchange(self) -> dict[str, list[Any]]:
         out: dict[str, list[Any]] = {k: [] for k in _INTERCHANGE_KEYS}
