@@ -126,6 +126,14 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
         default=None,
         help="the authors' directory or file (default: vendored expected results)",
     )
+    c.add_argument(
+        "--bound",
+        action="store_true",
+        help="also print each policy's distance to the placement limit (an upper bound from an "
+        "integer program, and an offline packing) of the same arrivals; uses --nodes/--pods",
+    )
+    c.add_argument("--bound-seeds", default="42-44", help="seeds of the limit (42-44)")
+    c.add_argument("--arrived", type=int, default=100, help="arrived %% of the limit (100)")
     p.set_defaults(handler=_run_fgd)
 
 
@@ -135,9 +143,15 @@ def _run_fgd(args: argparse.Namespace) -> int:
     from .sim.fgd import discrete_tables, parse_seeds, run_grid, write_tables
 
     if args.fgd_command == "compare":
+        from .sim.compare import table_workloads
+
         ours = read_allo_table(args.ours)
-        theirs = read_allo_table(args.expected)
-        print(format_comparison(compare_tables(ours, theirs)))
+        names = table_workloads(args.ours)
+        theirs = read_allo_table(args.expected, workload=names[0] if len(names) == 1 else None)
+        cmp = compare_tables(ours, theirs, checkpoints=_checkpoints(args))
+        print(format_comparison(cmp))
+        if args.bound:
+            _print_limits(args, cmp, names)
         return 0
     if args.out is None:
         print("gangsched: error: fgd: --out DIR is required", file=sys.stderr)
@@ -163,6 +177,33 @@ def _run_fgd(args: argparse.Namespace) -> int:
     for path in paths:
         print(path)
     return 0
+
+
+def _checkpoints(args: argparse.Namespace) -> tuple[int, ...]:
+    from .sim.compare import CHECKPOINTS
+
+    extra = (args.arrived,) if args.bound and args.arrived not in CHECKPOINTS else ()
+    return tuple(sorted(CHECKPOINTS + extra))
+
+
+def _print_limits(args: argparse.Namespace, cmp: Any, names: tuple[str, ...]) -> None:
+    from .io.openb import load_nodes, load_pods
+    from .quality import limit_figures
+    from .sim.compare import format_limits
+    from .sim.fgd import parse_seeds
+
+    nodes, pods = load_nodes(args.nodes), load_pods(args.pods)
+    stem = Path(pods.source).stem
+    if names and stem not in names:
+        print(
+            f"gangsched: note: the limit is of {stem}, the table holds {', '.join(names)}",
+            file=sys.stderr,
+        )
+    seeds = parse_seeds(args.bound_seeds)
+    figures = limit_figures(nodes, pods, seeds, args.arrived, tune=args.tune, rng=args.rng)
+    bound = [f.bound.bound_unallocated_pct for f in figures]
+    offline = [f.offline.unallocated_pct for f in figures if f.offline is not None]
+    print(format_limits(cmp, args.arrived, bound, offline, seeds))
 
 
 def _plot_fig9a(runs_table: AlloTable, expected: AlloTable, path: Path) -> str | None:

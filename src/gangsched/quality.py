@@ -32,11 +32,12 @@ The bound says nothing about *which* placement reaches it, and it can be loose: 
 of nodes as one large node apart from the cuts above, so it ignores how pods split between nodes.
 
 **Offline packings** (:func:`offline_packing`). Feasible placements of the same arrived GPU pods
-that know the whole prefix in advance: the pods are sorted largest first (GPU, then CPU) and
-placed with the study's own policies (FGD, BestFit), rejecting those that fit nowhere; the best
-is kept. Every packing is checked by :func:`validate_packing`, an independent recount of CPU,
-memory and per-device GPU use. A packing's allocation is a lower bound on the best placement, so
-the true optimum lies between the packing and the bound.
+that know the whole prefix in advance: the CPU-only pods are left out, the GPU pods are taken in
+arrival order or largest first (GPU, then CPU) and placed with the study's own policies (FGD,
+BestFit), rejecting those that fit nowhere; the best is kept. Every packing is checked by
+:func:`validate_packing`, an independent recount of CPU, memory and per-device GPU use. A
+packing's allocation is a lower bound on the best placement, so the true optimum lies between
+the packing and the bound.
 """
 
 from __future__ import annotations
@@ -54,11 +55,14 @@ from .fragmentation import MILLI
 from .io.openb import NodeTable, PodTable
 
 __all__ = [
+    "ARRANGEMENTS",
     "MAX_BOUND_SECONDS",
     "GpuBound",
+    "LimitFigure",
     "OfflinePacking",
     "arrived_prefix",
     "gpu_bound",
+    "limit_figures",
     "offline_packing",
     "validate_packing",
 ]
@@ -363,8 +367,9 @@ def validate_packing(
 class OfflinePacking:
     """A feasible placement of one prefix's GPU pods, arranged with the whole prefix known."""
 
-    policy: str  # the policy that placed the sorted pods
-    order: I64  # pods placed, largest first
+    policy: str  # the policy that placed the pods
+    arrangement: str  # "arrival" (GPU pods in arrival order) or "largest" (largest first)
+    order: I64  # pods placed, in placement order
     placement: I64
     devices: I64
     used_milli: int
@@ -380,42 +385,107 @@ class OfflinePacking:
         return 100.0 - self.alloc_pct
 
 
+#: Pod arrangements an offline packing tries.
+ARRANGEMENTS = ("arrival", "largest")
+
+
+def _arrange(pods: PodTable, gpu: I64, arrangement: str) -> I64:
+    if arrangement == "arrival":
+        return gpu
+    if arrangement == "largest":
+        key = (
+            -(pods.num_gpu * pods.gpu_milli)[gpu],
+            -pods.cpu_milli[gpu],
+            -pods.memory_mib[gpu],
+            np.arange(gpu.size),
+        )
+        return gpu[np.lexsort(key[::-1])]
+    raise ConfigError(
+        f"unknown arrangement; expected one of {', '.join(ARRANGEMENTS)}",
+        kind="offline packing",
+        name=arrangement,
+    )
+
+
 def offline_packing(
     nodes: NodeTable,
     pods: PodTable,
     arrived: I64,
     *,
     policies: Sequence[str] = ("fgd", "bestfit"),
+    arrangements: Sequence[str] = ARRANGEMENTS,
 ) -> OfflinePacking:
-    """Best of placing the arrived GPU pods largest first (GPU, then CPU, then memory) with each
-    of ``policies``; every candidate is validated (see :func:`validate_packing`)."""
+    """Best valid placement of the arrived GPU pods over ``arrangements`` x ``policies``.
+
+    CPU-only pods are left out (they allocate no GPU and only take CPU from GPU nodes); the GPU
+    pods are placed one at a time by the policy, in arrival order (``"arrival"``) or largest
+    first (``"largest"``: GPU, then CPU, then memory). Every candidate is checked with
+    :func:`validate_packing`; the valid one allocating the most GPU is returned.
+    """
     from .sim.fgd import run_one
 
-    if not policies:
-        raise ConfigError("no policy to pack with", kind="offline packing", field="policies")
+    if not policies or not arrangements:
+        raise ConfigError("nothing to pack with", kind="offline packing", field="policies")
     arrived = np.asarray(arrived, dtype=np.int64)
     gpu = arrived[pods.num_gpu[arrived] > 0]
-    key = (
-        -(pods.num_gpu * pods.gpu_milli)[gpu],
-        -pods.cpu_milli[gpu],
-        -pods.memory_mib[gpu],
-        gpu,
-    )
-    sorted_pods = gpu[np.lexsort(key[::-1])]
     found: list[OfflinePacking] = []
-    for policy in policies:
-        run = run_one(nodes, pods, policy, 42, order=sorted_pods)
-        devices = run.devices if run.devices is not None else np.zeros(0, dtype=np.int64)
-        problems = tuple(validate_packing(nodes, pods, sorted_pods, run.placement, devices))
-        cand = OfflinePacking(
-            policy=policy,
-            order=sorted_pods,
-            placement=run.placement,
-            devices=devices,
-            used_milli=int(run.used[-1]),
-            capacity_milli=int(nodes.total_gpus) * MILLI,
-            problems=problems,
-        )
-        found.append(cand)
+    for arrangement in arrangements:
+        seq = _arrange(pods, gpu, arrangement)
+        for policy in policies:
+            run = run_one(nodes, pods, policy, 42, order=seq)
+            devices = run.devices if run.devices is not None else np.zeros(0, dtype=np.int64)
+            found.append(
+                OfflinePacking(
+                    policy=policy,
+                    arrangement=arrangement,
+                    order=seq,
+                    placement=run.placement,
+                    devices=devices,
+                    used_milli=int(run.used[-1]),
+                    capacity_milli=int(nodes.total_gpus) * MILLI,
+                    problems=tuple(validate_packing(nodes, pods, seq, run.placement, devices)),
+                )
+            )
     valid = [c for c in found if not c.problems]
     return max(valid, key=lambda c: c.used_milli) if valid else found[0]
+
+
+@dataclass(frozen=True, slots=True)
+class LimitFigure:
+    """The limit of one seed's arrival sequence at one arrived %."""
+
+    seed: int
+    arrived_pct: int
+    bound: GpuBound
+    offline: OfflinePacking | None
+
+
+def limit_figures(
+    nodes: NodeTable,
+    pods: PodTable,
+    seeds: Sequence[int],
+    arrived_pct: int,
+    *,
+    tune: float = 1.3,
+    rng: str = "go",
+    time_limit: float = 10.0,
+    offline_policies: Sequence[str] = ("fgd", "bestfit"),
+) -> list[LimitFigure]:
+    """Bound and offline packing for each seed's arrivals (the study's shuffled, tuned sequence)
+    up to ``arrived_pct`` % of the GPU capacity; no offline packing when ``offline_policies`` is
+    empty."""
+    from .sim.fgd import make_source, tuned_order
+
+    out: list[LimitFigure] = []
+    for seed in seeds:
+        order = tuned_order(pods, nodes.total_gpus, tune, make_source(rng, seed))
+        k = arrived_prefix(pods, order, nodes.total_gpus, arrived_pct)
+        prefix = order[:k]
+        bound = gpu_bound(nodes, pods, prefix, time_limit=time_limit)
+        offline = (
+            offline_packing(nodes, pods, prefix, policies=offline_policies)
+            if offline_policies
+            else None
+        )
+        out.append(LimitFigure(seed=seed, arrived_pct=arrived_pct, bound=bound, offline=offline))
+    return out

@@ -23,17 +23,22 @@ from ..io.openb import read_vendored_text
 
 __all__ = [
     "CHECKPOINTS",
+    "DEFAULT_WORKLOAD",
     "AlloTable",
     "Comparison",
     "compare_tables",
     "format_comparison",
+    "format_limits",
     "read_allo_table",
+    "table_workloads",
     "unallocated_series",
 ]
 
 CHECKPOINTS = (90, 100, 110, 130)
 EXPECTED_PACKAGE_DIR = "fgd_expected"
 ALLO_FILE = "analysis_allo_discrete.csv"
+#: The workload of the paper's main figures.
+DEFAULT_WORKLOAD = "openb_pod_list_default"
 
 # policy id -> seed -> 131 allocation values (NaN = empty cell)
 AlloTable = dict[str, dict[int, list[float]]]
@@ -65,12 +70,16 @@ def _parse_allo(text: str, source: str, workload: str | None) -> AlloTable:
 
 def read_allo_table(path: str | Path | None, *, workload: str | None = None) -> AlloTable:
     """Read an allocation table: a file, a directory holding ``analysis_allo_discrete.csv``, or
-    ``None`` for the authors' vendored table."""
+    ``None`` for the authors' vendored table (all 17 workloads of their grid; ``workload``
+    picks one, :data:`DEFAULT_WORKLOAD` when not given).
+
+    With a path, ``workload`` keeps only that workload's rows (``None``: every row).
+    """
     if path is None:
         return _parse_allo(
             read_vendored_text(EXPECTED_PACKAGE_DIR, ALLO_FILE),
             f"{EXPECTED_PACKAGE_DIR}/{ALLO_FILE}",
-            workload,
+            workload if workload is not None else DEFAULT_WORKLOAD,
         )
     p = Path(path)
     if p.is_dir():
@@ -82,6 +91,21 @@ def read_allo_table(path: str | Path | None, *, workload: str | None = None) -> 
     except UnicodeDecodeError:
         raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
     return _parse_allo(text, str(p), workload)
+
+
+def table_workloads(path: str | Path) -> tuple[str, ...]:
+    """The distinct ``workload`` values of an allocation table (file or directory), sorted."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / ALLO_FILE
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
+    except UnicodeDecodeError:
+        raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
+    reader = csv.DictReader(io.StringIO(text))
+    return tuple(sorted({row.get("workload") or "" for row in reader}))
 
 
 def unallocated_series(table: AlloTable, policy: str) -> npt.NDArray[np.float64]:
@@ -171,4 +195,32 @@ def format_comparison(cmp: Comparison) -> str:
             f"{p:<17} {cmp.n_seeds_ours[i]:>2}/{cmp.n_seeds_theirs[i]:<2} " + " ".join(cells)
         )
     lines.append(f"largest |diff|: {cmp.max_abs_diff:.2f} percentage points")
+    return "\n".join(lines)
+
+
+def format_limits(
+    cmp: Comparison,
+    checkpoint: int,
+    bound_unallocated: Sequence[float],
+    offline_unallocated: Sequence[float],
+    seeds: Sequence[int],
+) -> str:
+    """Per policy, its median unallocated GPU % at ``checkpoint`` and the distance to the median
+    of the bound (the least any placement of the same arrivals can leave unallocated) and of the
+    best offline packing found, over ``seeds``."""
+    if checkpoint not in cmp.checkpoints:
+        raise SnapshotError(f"checkpoint {checkpoint} not compared", kind="comparison")
+    j = cmp.checkpoints.index(checkpoint)
+    bound = float(np.median(bound_unallocated)) if len(bound_unallocated) else math.nan
+    offline = float(np.median(offline_unallocated)) if len(offline_unallocated) else math.nan
+    seed_text = ",".join(str(x) for x in seeds)
+    lines = [
+        f"limit at {checkpoint}% arrived, median over seeds {seed_text}: "
+        f"bound {bound:.2f} % unallocated (no placement leaves less), "
+        f"offline packing {offline:.2f} %",
+        f"{'policy':<17} {'ours':>7} {'to bound':>9} {'to offline':>11}",
+    ]
+    for i, p in enumerate(cmp.policies):
+        o = cmp.ours[i][j]
+        lines.append(f"{p:<17} {o:>7.2f} {o - bound:>+9.2f} {o - offline:>+11.2f}")
     return "\n".join(lines)
