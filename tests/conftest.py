@@ -40,6 +40,8 @@ settings.load_profile(os.environ.get("GANGSCHED_HYPOTHESIS_PROFILE", _default))
 # an invariant fails the test that produced it, whatever that test asserts itself. Cycles over
 # large snapshots (the FGD study, scale tests) are skipped to keep the run short; a test that
 # builds a deliberately broken scheduler opts out with ``@pytest.mark.no_invariant_hook``.
+# The hook also fails a cycle in which the placement gate refused an operation: actions check
+# through the same rule owners first, so a refusal is an action proposing a bad placement.
 
 import pytest  # noqa: E402
 
@@ -56,6 +58,8 @@ def _check_every_decision(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     original = scheduler.close_session
 
     def checked(ssn: object) -> object:
+        refused = list(ssn.refusals)  # type: ignore[attr-defined]
+        assert not refused, f"the placement gate refused operations: {refused[:3]}"
         decisions = original(ssn)  # type: ignore[arg-type]
         snap = ssn.snapshot  # type: ignore[attr-defined]
         if len(snap.nodes) <= _HOOK_MAX_NODES and len(snap.tasks) <= _HOOK_MAX_TASKS:

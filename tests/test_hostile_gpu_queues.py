@@ -251,24 +251,37 @@ def _over_capability_with_reservations(milli: int) -> Obj:
 
 @pytest.mark.parametrize("config_name", sorted(CONFIGS))
 @pytest.mark.parametrize("milli", [500, 1000])
-def test_carried_reservations_bind_but_a_queue_over_its_capability_gains_nothing_new(
+def test_carried_reservations_in_a_queue_over_its_capability_are_not_bound(
     config_name: str, milli: int
 ) -> None:
-    """Binding a reservation where it was made is not a new allocation (the queue held it),
-    so the reservations bind; the pending task does not: the queue is over its capability."""
+    """A queue over its capability binds nothing — its carried reservations included (they
+    stay reserved, and say why) — and the pending task is not placed either."""
     config, hierarchical = CONFIGS[config_name]
     snap = Snapshot.from_dict(_over_capability_with_reservations(milli))
     d = schedule(snap, config)
     check_all(snap, d, hierarchical=hierarchical)
-    assert sorted(b.task for b in d.binds) == ["j0-0", "j1-0"]
+    assert d.binds == () and d.pipelined == ()
+    for t in ("j0-0", "j1-0"):
+        assert "reservation not bound" in d.task_reasons[t]
+        assert "would exceed its capability" in d.task_reasons[t]
     assert d.queues["q0"].allocated.get(GPU, 0) == 2000
 
 
-def test_checker_still_flags_a_new_bind_in_a_queue_over_its_capability() -> None:
-    """The carried-reservation exemption is only for the reservations themselves."""
+def test_a_carried_reservation_binds_once_its_queue_is_within_capability() -> None:
+    doc = _over_capability_with_reservations(1000)
+    doc["tasks"][1].update(phase="Pending")
+    del doc["tasks"][1]["node"], doc["tasks"][1]["gpu_indices"]
+    snap = Snapshot.from_dict(doc)
+    d = schedule(snap, CONFIGS[sorted(CONFIGS)[0]][0])
+    assert [b.task for b in d.binds] == ["j0-0"]
+
+
+def test_checker_flags_any_bind_in_a_queue_over_its_capability() -> None:
+    """Binding a carried reservation where it was made is growth too."""
     snap = Snapshot.from_dict(_over_capability_with_reservations(1000))
     realised = (Bind(task="j0-0", node="n0", gpu_indices=(0,)),)
-    check_queue_capability(snap, Decisions(binds=realised))
+    with pytest.raises(InvariantViolation, match=r"nvidia\.com/gpu 2000 over its capability 1000"):
+        check_queue_capability(snap, Decisions(binds=realised))
     moved = (Bind(task="j0-0", node="n1", gpu_indices=(0,)),)
     with pytest.raises(InvariantViolation, match=r"nvidia\.com/gpu 2000 over its capability 1000"):
         check_queue_capability(snap, Decisions(binds=moved))
@@ -350,8 +363,7 @@ def gpu_queue_docs(draw: st.DrawFn) -> Obj:
 
 def _check_cycle(snap: Snapshot, d: Decisions, hierarchical: bool) -> None:
     check_all(snap, d, hierarchical=hierarchical)
-    realised = {b.task for b in d.binds if snap.task(b.task).phase.value == "Pipelined"}
-    placed = ({b.task for b in d.binds} | {p.task for p in d.pipelined}) - realised
+    placed = {b.task for b in d.binds} | {p.task for p in d.pipelined}
     for queue in snap.queues:
         held = _held_charge(snap, d, queue.name)
         status = d.queues[queue.name]

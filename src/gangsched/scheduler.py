@@ -33,6 +33,7 @@ from .decisions import (
     QueueStatus,
 )
 from .errors import ConfigError
+from .model import TaskPhase
 from .placement import Placer
 from .plugins.binpack import BinpackPlugin
 from .plugins.capacity import CapacityPlugin
@@ -239,6 +240,11 @@ def close_session(ssn: Session) -> Decisions:
         if not why:
             why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
         task_reasons[snap.tasks[int(t)].name] = _with_note(why, notes.get(j))
+    # A carried reservation that stays unbound says why, when a rule held it back.
+    for t in np.flatnonzero(state == TaskState.PIPELINED):
+        held_back = ssn.task_reasons.get(int(t))
+        if held_back and snap.tasks[int(t)].phase is TaskPhase.PIPELINED:
+            task_reasons[snap.tasks[int(t)].name] = held_back
     for j, note in notes.items():
         status = jobs[snap.jobs[j].name]
         if status.pending and not status.ready:

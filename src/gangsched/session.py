@@ -45,6 +45,7 @@ from .combine import (
 from .config import Config
 from .errors import PlacementError
 from .feasibility import device_take, queue_gpu_charge
+from .gate import Gate, Refusal
 from .model import TaskPhase
 from .registry import Registry
 from .snapshot import Snapshot
@@ -167,6 +168,10 @@ class Session:
     committed: list[Op] = field(default_factory=list)
     kept: list[Op] = field(default_factory=list)
     scratch: dict[str, Any] = field(default_factory=dict)
+    #: Operations the placement gate refused, in words (an action proposed a placement that
+    #: breaks a hard rule: see :mod:`gangsched.gate`).
+    refusals: list[Refusal] = field(default_factory=list)
+    gate: Gate = field(init=False)
     _evals: dict[object, _Eval] = field(default_factory=dict)
     _changed: list[int] = field(default_factory=list)  # nodes in the order they changed
 
@@ -235,6 +240,7 @@ class Session:
         np.add.at(ssn.queue_allocated, job_queue, ssn.job_allocated)
         pending = [i for i in range(n_tasks) if task_state[i] == TaskState.PENDING]
         ssn.templates, ssn.template_of = build_templates(snapshot, spec, pending)
+        ssn.gate = Gate(ssn)
         ssn._open_plugins(registry)
         return ssn
 

@@ -1,5 +1,9 @@
 """A transaction over the session: allocate / pipeline / evict with an undo log.
 
+Every placement passes the gate (:mod:`gangsched.gate`): an operation that breaks a hard rule
+(node fit, devices, cordon, queue capability, hard topology) is not applied, and a statement
+that would leave a gang partial is undone instead of committed.
+
 A gang is tried inside one statement; ``commit()`` makes its operations decisions,
 ``discard()`` undoes them in reverse so every session array is restored exactly (resources are
 int64, so undo is exact arithmetic, not approximate).
@@ -10,7 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .gate import Rule
+
 if TYPE_CHECKING:
+    from .gate import Refusal
     from .session import Session
 
 __all__ = ["Op", "Statement"]
@@ -30,26 +37,46 @@ class Op:
 class Statement:
     """Operations recorded against ``ssn``; nothing is a decision until :meth:`commit`."""
 
-    __slots__ = ("_done", "ops", "ssn")
+    __slots__ = ("_done", "ops", "relax", "ssn")
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, *, relax: frozenset[Rule] = frozenset()) -> None:
         self.ssn = ssn
         self.ops: list[Op] = []
         self._done = False
+        #: Rules a what-if trial leaves out (``Rule.TOPOLOGY``: "would it fit anywhere?",
+        #: asked to explain a refusal; ``Rule.CAPABILITY``: the enqueue shape check, which
+        #: asks whether the gang fits the cluster at all). Such a statement can only be
+        #: discarded, never committed or kept.
+        self.relax = relax
 
     def _check_open(self) -> None:
         if self._done:
             raise RuntimeError("statement already committed or discarded")
 
-    def allocate(self, task: int, node: int, gpus: tuple[int, ...]) -> None:
-        self._check_open()
-        self.ssn.place(task, node, gpus, pipelined=False)
-        self.ops.append(Op("allocate", task, node, gpus))
+    def allocate(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
+        """Bind ``task`` to ``node`` on devices ``gpus`` if the gate admits it. Returns
+        whether it did."""
+        return self._place(task, node, gpus, pipelined=False)
 
-    def pipeline(self, task: int, node: int, gpus: tuple[int, ...]) -> None:
+    def pipeline(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
+        """Reserve ``node`` for ``task`` if the gate admits it. Returns whether it did."""
+        return self._place(task, node, gpus, pipelined=True)
+
+    def _place(self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> bool:
         self._check_open()
-        self.ssn.place(task, node, gpus, pipelined=True)
-        self.ops.append(Op("pipeline", task, node, gpus))
+        why = self.ssn.gate.refuse(
+            task,
+            node,
+            gpus,
+            pipelined=pipelined,
+            relax=self.relax,
+        )
+        if why is not None:
+            self.ssn.refusals.append(why)
+            return False
+        self.ssn.place(task, node, gpus, pipelined=pipelined)
+        self.ops.append(Op("pipeline" if pipelined else "allocate", task, node, gpus))
+        return True
 
     def evict(self, task: int, reason: str, preemptor: str = "") -> None:
         self._check_open()
@@ -70,15 +97,39 @@ class Statement:
         self.ops.clear()
         self._done = True
 
-    def commit(self) -> None:
-        """Turn the operations into decisions."""
+    def _gang_refusal(self, *, binding: bool) -> Refusal | None:
+        if self.relax:
+            raise RuntimeError("a what-if statement that leaves rules out cannot be applied")
+        task_job = self.ssn.task_job
+        placed = {int(task_job[op.task]) for op in self.ops if op.kind == "allocate"}
+        reserved = {int(task_job[op.task]) for op in self.ops if op.kind == "pipeline"}
+        if not binding:  # kept allocations are claims, not binds: pipelined is enough
+            placed, reserved = set(), placed | reserved
+        return self.ssn.gate.refuse_end(placed, reserved)
+
+    def commit(self) -> bool:
+        """Turn the operations into decisions — unless that would leave a gang partial: then
+        undo them all (recorded in ``Session.refusals``). Returns whether it committed."""
         self._check_open()
+        why = self._gang_refusal(binding=True)
+        if why is not None:
+            self.ssn.refusals.append(why)
+            self.discard()
+            return False
         self.ssn.record(self.ops, committed=True)
         self._done = True
+        return True
 
-    def keep(self) -> None:
+    def keep(self) -> bool:
         """Leave the operations applied as reservations without committing them (a gang that
-        is pipelined but not ready keeps its claim on the resources for this cycle)."""
+        is pipelined but not ready keeps its claim on the resources for this cycle) — unless
+        the gang would be held below its minimum: then undo them. Returns whether it kept."""
         self._check_open()
+        why = self._gang_refusal(binding=False)
+        if why is not None:
+            self.ssn.refusals.append(why)
+            self.discard()
+            return False
         self.ssn.record(self.ops, committed=False)
         self._done = True
+        return True

@@ -89,6 +89,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import disruption
+from ..gate import Rule
 from ..model import PREEMPT_NEVER, TaskPhase, TopologyMode
 from ..session import HOLDING_STATES, PIPELINED_OR_READY, READY_STATES, TaskState
 from ..statement import Statement
@@ -283,8 +284,13 @@ def realise_reservations(ssn: Session) -> None:
         stmt = Statement(ssn)
         for t in tasks:
             node, gpus = spots[t]
-            if _fits_now(ssn, t, node, gpus):
+            # The gate's own rule, asked first: a reservation whose node is not idle yet, or
+            # whose queue is over its capability, is kept, not refused.
+            why = ssn.gate.refuse(t, node, gpus, pipelined=False)
+            if why is None:
                 stmt.allocate(t, node, gpus)
+            elif why.rule is Rule.CAPABILITY:
+                ssn.task_reasons[t] = f"reservation not bound: {why}"
         if stmt.ops and ssn.call("job_ready", j):
             stmt.commit()
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
@@ -416,25 +422,6 @@ def may_go_whole(ssn: Session, job: int, tasks: Sequence[int]) -> bool:
 
 
 # -------------------------------------------------------------------------------- helpers
-
-
-def _fits_now(ssn: Session, task: int, node: int, gpus: tuple[int, ...]) -> bool:
-    if ssn.arrays.unschedulable[node]:
-        return False
-    row = ssn.row_on(task, node)
-    idle = ssn.arrays.allocatable[node] - ssn.used[node]
-    later = idle + ssn.releasing[node] - ssn.pipelined[node]
-    if np.any(row > idle) or np.any(row > later):
-        return False
-    if not gpus:
-        return True
-    per = ssn.device_milli(task, node)
-    if any(not 0 <= g < int(ssn.arrays.gpu_count[node]) for g in gpus):
-        return False
-    dev = ssn.arrays.device_index(node, gpus)
-    free = ssn.arrays.gpu_capacity[node] - ssn.gpu_used[dev]
-    free_later = free + ssn.gpu_releasing[dev] - ssn.gpu_pipelined[dev]
-    return bool(np.all(free >= per) and np.all(free_later >= per))
 
 
 def _preemptors(ssn: Session) -> list[int]:
@@ -594,8 +581,10 @@ class _Search:
         return True
 
     def attempt(self, victims: Sequence[int], among: BOOL | None, *, rule: bool = True) -> bool:
-        """Would evicting ``victims`` let the claim be pipelined (inside ``among``)?"""
-        stmt = Statement(self.ssn)
+        """Would evicting ``victims`` let the claim be pipelined (inside ``among``; anywhere,
+        topology ignored, when ``among`` is None)?"""
+        relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
+        stmt = Statement(self.ssn, relax=relax)
         try:
             return self._play(stmt, victims, among, rule)
         finally:

@@ -303,8 +303,9 @@ class AllocateAction:
             if not ssn.call("allocatable", q, tmpl):
                 ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
                 break
-            if not ssn.fits(t, node, future=pipelined, gpus=gpus):
-                ssn.task_reasons[t] = "the planned node no longer has room for this task"
+            why = ssn.gate.refuse(t, node, gpus, pipelined=pipelined)
+            if why is not None:  # the plan went stale (an earlier gang took the room)
+                ssn.task_reasons[t] = f"the planned placement no longer holds: {why}"
                 break
             (stmt.pipeline if pipelined else stmt.allocate)(t, node, gpus)
         placed = {op.task for op in stmt.ops}

@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from ..config import arg_bool
 from ..feasibility import device_take, queue_gpu_charge
+from ..gate import Rule
 from ..model import QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
@@ -289,7 +290,9 @@ class ShapeCheck:
 
     def _dry_run(self, j: int, tasks: list[int]) -> str | None:
         ssn = self.ssn
-        stmt = Statement(ssn)
+        # A shape question: does the minimum gang fit the cluster at all? Queue limits are
+        # the queue plugins' votes, and topology the allocate action's, so leave them out.
+        stmt = Statement(ssn, relax=frozenset({Rule.CAPABILITY, Rule.TOPOLOGY}))
         victims = self._victims(j)
         for t in victims:
             stmt.evict(t, "enqueue shape check")

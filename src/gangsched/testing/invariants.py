@@ -283,13 +283,11 @@ def check_queue_capability(
     charges its queue (:func:`~gangsched.feasibility.queue_gpu_charge`: 1000 per whole-GPU
     device whatever the device size, the milli of a fractional one).
 
-    A carried reservation (a task Pipelined in the snapshot) bound where it was reserved is
-    not a new allocation: its queue held it already. So a queue the snapshot shows over its
-    capability (a capability lowered since, running work above a quota) may have its
-    reservations bound, but gains nothing else.
+    Binding a carried reservation (a task Pipelined in the snapshot) counts as growth too: a
+    queue the snapshot shows over its capability (a capability lowered since, running work
+    above a quota) binds nothing, its reservations included, until it is back within it.
     """
     evicted = {e.task for e in decisions.evictions}
-    bound_on = {b.task: b.node for b in decisions.binds}
     used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     grew: dict[str, set[str]] = defaultdict(set)
     placed = {b.task for b in decisions.binds} | {p.task for p in decisions.pipelined}
@@ -313,8 +311,7 @@ def check_queue_capability(
         g = t.gpu_request
         if g is not None:
             amounts[GPU] = queue_gpu_charge(g.count, g.milli)
-        realised = t.phase is TaskPhase.PIPELINED and bound_on.get(t.name, "") == t.node
-        new = t.name in placed and not realised
+        new = t.name in placed
         queue = snapshot.job(t.job).queue
         for q in ancestors(queue):
             for res, amount in amounts.items():

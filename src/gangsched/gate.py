@@ -1,0 +1,207 @@
+"""The placement gate: the one check every placement passes before it changes the session.
+
+Actions choose where tasks go (vectorized over all nodes, through the rule owners in
+:mod:`gangsched.feasibility`, the fair-share plugins and
+:func:`~gangsched.actions._gang_placement.hard_domain`); the :class:`~gangsched.statement.Statement`
+then asks the gate about each operation, and refuses one that breaks a hard rule:
+
+* **node**: the node is schedulable, and the task's row (pods included) and GPU devices fit
+  what is free now — or, for a reservation, what will be free once releases finish — without
+  eating into another reservation (:meth:`Session.fits`);
+* **queue capability**: the task's queue, and under hierarchical ``capacity`` every ancestor,
+  stays within its ``capability`` on each resource the task asks for (the reading of
+  :meth:`Queue.capability_limits` with ``flat=True``, GPUs charged per
+  :func:`~gangsched.feasibility.queue_gpu_charge`) — binding a carried reservation too: a
+  queue whose capability was lowered under its reservations binds them only as it shrinks;
+* **hard topology**: a hard-topology job's task goes only inside the one allowed domain that
+  holds its other placed tasks (:func:`~gangsched.actions._gang_placement.hard_domain`);
+* **gang** (at ``commit``/``keep``): a job given binds is ready, a job given only reservations
+  is ready or pipelined (the configured ``job_ready`` / ``job_pipelined`` votes) — otherwise
+  the whole statement is undone.
+
+Which of these rules are in force follows the configuration (:func:`rules_in_force`), the same
+choice :func:`gangsched.testing.invariants.check_cycle` makes when it checks decisions. A
+refusal undoes nothing that was applied: the operation is simply not applied, and the refusal
+is recorded in ``Session.refusals``. Actions check first, through the same owners, so a
+refusal means an action proposed a placement it should not have — the test suite fails on
+any.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from .config import Config
+from .units import PODS
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["Gate", "Refusal", "Rule", "RulesInForce", "rules_in_force"]
+
+
+class Rule(enum.Enum):
+    """The hard rule an operation broke."""
+
+    NOT_PENDING = "not-pending"
+    CORDONED = "cordoned"
+    NODE_FIT = "node-fit"
+    CAPABILITY = "capability"
+    TOPOLOGY = "topology"
+    GANG = "gang"
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why the gate refused an operation: the rule, and the words."""
+
+    rule: Rule
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class RulesInForce:
+    """Which hard rules a configuration enforces (beyond node fit, always in force)."""
+
+    gang: bool
+    """Gang atomicity: the ``gang`` plugin is configured."""
+    capability: bool
+    """Queue capability: ``proportion`` or ``capacity`` is configured."""
+    hierarchical: bool
+    """Capability along every ancestor: ``capacity`` with ``enableHierarchy``."""
+
+
+def rules_in_force(config: Config) -> RulesInForce:
+    """The one owner of which rules a configuration enforces (used by the gate and by the
+    invariant checker)."""
+    names = {p.name for tier in config.tiers for p in tier.plugins}
+    hierarchical = any(
+        p.name == "capacity" and p.hierarchy for tier in config.tiers for p in tier.plugins
+    )
+    return RulesInForce(
+        gang="gang" in names,
+        capability=bool(names & {"proportion", "capacity"}),
+        hierarchical=hierarchical,
+    )
+
+
+class Gate:
+    """The hard rules, checked per operation against the session's current state."""
+
+    __slots__ = ("_cap", "_chain", "_members", "rules", "ssn")
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self.rules = rules_in_force(ssn.config)
+        snap = ssn.snapshot
+        spec = ssn.arrays.spec
+        n_q, n_r = len(snap.queues), len(spec)
+        col = {name: i for i, name in enumerate(spec.names)}
+        cap = np.full((n_q, n_r), np.inf)
+        limited = np.zeros(n_q, dtype=np.bool_)
+        if self.rules.capability:
+            for q, queue in enumerate(snap.queues):
+                for res, amount in queue.capability_limits(flat=True).items():
+                    c = col.get(res)
+                    if c is not None and res != PODS:
+                        cap[q, c] = amount
+                        limited[q] = True
+        self._cap = cap
+        # Per queue: the queues whose capability a placement in it must respect (itself, and
+        # under a hierarchy its ancestors) — only those with a limit.
+        self._chain: list[list[int]] = []
+        for q, queue in enumerate(snap.queues):
+            chain = [q] if limited[q] else []
+            parent = queue.parent if self.rules.hierarchical else None
+            seen = {q}
+            while parent is not None:
+                p = snap.queue_index[parent]
+                if p in seen:  # validated acyclic; never loop regardless
+                    break
+                seen.add(p)
+                if limited[p]:
+                    chain.append(p)
+                parent = snap.queues[p].parent
+            self._chain.append(chain)
+        # For each limited queue, the queues of its subtree (itself included) whose
+        # allocations it counts.
+        self._members: dict[int, npt.NDArray[np.int64]] = {}
+        if self.rules.capability:
+            subtree: dict[int, list[int]] = {}
+            for q, chain in enumerate(self._chain):
+                for a in chain:
+                    subtree.setdefault(a, []).append(q)
+            self._members = {a: np.array(sorted(m), dtype=np.int64) for a, m in subtree.items()}
+
+    def refuse(
+        self,
+        task: int,
+        node: int,
+        gpus: tuple[int, ...],
+        *,
+        pipelined: bool,
+        relax: frozenset[Rule] = frozenset(),
+    ) -> Refusal | None:
+        """Why placing ``task`` on ``node`` (devices ``gpus``) breaks a hard rule, or None.
+        ``relax`` names rules left out (what-if trials only: capability, topology)."""
+        ssn = self.ssn
+        name = ssn.snapshot.tasks[task].name
+        node_name = ssn.snapshot.nodes[node].name
+        if ssn.task_state[task] != 0:
+            return Refusal(Rule.NOT_PENDING, f"task {name!r} is not pending")
+        if ssn.arrays.unschedulable[node]:
+            return Refusal(Rule.CORDONED, f"task {name!r}: node {node_name!r} is unschedulable")
+        if not ssn.fits(task, node, future=pipelined, gpus=gpus):
+            when = "once releases finish" if pipelined else "now"
+            return Refusal(Rule.NODE_FIT, f"task {name!r} does not fit node {node_name!r} {when}")
+        j = int(ssn.task_job[task])
+        charge = ssn.task_req[task]
+        chain = () if Rule.CAPABILITY in relax else self._chain[int(ssn.job_queue[j])]
+        for a in chain:
+            used = ssn.queue_allocated[self._members[a]].sum(axis=0)
+            over = (charge > 0) & (used + charge > self._cap[a])
+            if over.any():
+                res = ssn.arrays.spec.names[int(np.flatnonzero(over)[0])]
+                queue = ssn.snapshot.queues[a].name
+                return Refusal(
+                    Rule.CAPABILITY,
+                    f"task {name!r}: queue {queue!r} would exceed its capability on {res}",
+                )
+        if Rule.TOPOLOGY in relax:
+            return None
+        from .actions._gang_placement import hard_domain
+
+        domain = hard_domain(ssn, j)
+        if isinstance(domain, str):
+            return Refusal(Rule.TOPOLOGY, f"task {name!r}: {domain}")
+        if domain is not None and not bool(domain[node]):
+            return Refusal(
+                Rule.TOPOLOGY,
+                f"task {name!r}: node {node_name!r} lies outside the domain holding the rest "
+                "of its hard-topology gang",
+            )
+        return None
+
+    def refuse_end(self, jobs_allocated: set[int], jobs_pipelined: set[int]) -> Refusal | None:
+        """Why ending a statement whose binds went to ``jobs_allocated`` and whose
+        reservations to ``jobs_pipelined`` would leave a gang partial, or None."""
+        if not self.rules.gang:
+            return None
+        ssn = self.ssn
+        for j in sorted(jobs_allocated):
+            if not ssn.call("job_ready", j):
+                why = f"gang {ssn.snapshot.jobs[j].name!r} would be bound below its minimum"
+                return Refusal(Rule.GANG, why)
+        for j in sorted(jobs_pipelined - jobs_allocated):
+            if not (ssn.call("job_ready", j) or ssn.call("job_pipelined", j)):
+                why = f"gang {ssn.snapshot.jobs[j].name!r} would be reserved below its minimum"
+                return Refusal(Rule.GANG, why)
+        return None

@@ -1,0 +1,251 @@
+"""The placement gate: every placement passes one check (``gangsched.gate``).
+
+Each rule is tried directly on a Statement (the operation is refused, nothing changes), and
+then as a backstop: an action whose own check is switched off still returns decisions that
+break no invariant, because the gate refuses what it proposes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import gangsched as gs
+from _preemption_helpers import GPU, config, job, node, pending, running, snap
+from gangsched.gate import Rule, rules_in_force
+from gangsched.scheduler import open_session
+from gangsched.statement import Statement
+from gangsched.testing.invariants import check_cycle
+
+RACKS = [
+    {"name": "rack-a", "tier": 1, "members": ["n0", "n1"]},
+    {"name": "rack-b", "tier": 1, "members": ["n2", "n3"]},
+]
+CAPACITY_TIERS = [
+    [
+        {"name": "priority"},
+        {"name": "gang"},
+        {"name": "conformance"},
+        {"name": "capacity", "enableHierarchy": True},
+    ],
+    [{"name": "drf"}, {"name": "predicates"}, {"name": "nodeorder"}],
+]
+
+
+def _state(ssn: Any) -> tuple[Any, ...]:
+    return (
+        ssn.used.copy(),
+        ssn.pipelined.copy(),
+        ssn.gpu_used.copy(),
+        ssn.queue_allocated.copy(),
+        ssn.task_state.copy(),
+    )
+
+
+def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+def _t(ssn: Any, name: str) -> int:
+    return next(i for i, t in enumerate(ssn.snapshot.tasks) if t.name == name)
+
+
+def _n(ssn: Any, name: str) -> int:
+    return ssn.snapshot.node_index[name]
+
+
+def test_a_placement_on_a_full_node_is_refused_and_changes_nothing() -> None:
+    s = snap(
+        [node("n0", gpus=2), node("n1", gpus=2)],
+        [job("full", 2), job("new", 1, phase="Inqueue")],
+        running("full", [("n0", [0]), ("n0", [1])]) + pending("new", 1),
+    )
+    ssn = open_session(s, config())
+    before = _state(ssn)
+    stmt = Statement(ssn)
+    assert stmt.allocate(_t(ssn, "new-0"), _n(ssn, "n0"), (0,)) is False
+    assert stmt.pipeline(_t(ssn, "new-0"), _n(ssn, "n0"), (0,)) is False
+    assert _same(before, _state(ssn)) and stmt.ops == []
+    assert "does not fit node 'n0' now" in ssn.refusals[0].message
+    assert "once releases finish" in ssn.refusals[1].message
+    assert stmt.allocate(_t(ssn, "new-0"), _n(ssn, "n1"), (1,)) is True
+
+
+def test_a_device_that_is_taken_is_refused() -> None:
+    s = snap(
+        [node("n0", gpus=2)],
+        [job("a", 1), job("new", 1, phase="Inqueue")],
+        running("a", [("n0", [0])]) + pending("new", 1),
+    )
+    ssn = open_session(s, config())
+    stmt = Statement(ssn)
+    assert stmt.allocate(_t(ssn, "new-0"), 0, (0,)) is False
+    assert stmt.allocate(_t(ssn, "new-0"), 0, (1,)) is True
+
+
+def test_a_cordoned_node_takes_nothing() -> None:
+    s = snap([node("n0", unschedulable=True)], [job("new", 1, phase="Inqueue")], pending("new", 1))
+    ssn = open_session(s, config())
+    assert Statement(ssn).allocate(0, 0, (0,)) is False
+    assert "unschedulable" in ssn.refusals[0].message
+
+
+def test_a_task_that_is_not_pending_is_not_placed_twice() -> None:
+    s = snap([node("n0"), node("n1")], [job("new", 1, phase="Inqueue")], pending("new", 1))
+    ssn = open_session(s, config())
+    stmt = Statement(ssn)
+    assert stmt.allocate(0, 0, (0,)) is True
+    assert stmt.allocate(0, 1, (0,)) is False
+    assert "not pending" in ssn.refusals[0].message
+
+
+def _capped(hierarchy: bool) -> tuple[Any, gs.Config]:
+    queues = [
+        {"name": "parent", "capability": {GPU: 4}},
+        {"name": "leaf", "parent": "parent", "capability": {GPU: 8}},
+    ]
+    s = snap(
+        [node("n0", gpus=8)],
+        [job("a", 1, queue="leaf"), job("b", 1, queue="leaf", phase="Inqueue")],
+        running("a", [("n0", [0, 1, 2, 3])], gpus=4) + pending("b", 1, gpus=2),
+        queues=queues,
+    )
+    tiers = [list(CAPACITY_TIERS[0]), CAPACITY_TIERS[1]]
+    tiers[0][3] = {"name": "capacity", "enableHierarchy": hierarchy}
+    return s, config(tiers=tiers)
+
+
+def test_capability_along_every_ancestor_under_hierarchical_capacity() -> None:
+    s, cfg = _capped(hierarchy=True)
+    ssn = open_session(s, cfg)
+    assert rules_in_force(cfg).hierarchical
+    assert Statement(ssn).allocate(_t(ssn, "b-0"), 0, (4, 5)) is False
+    assert "queue 'parent' would exceed its capability on nvidia.com/gpu" in ssn.refusals[0].message
+
+
+def test_flat_capacity_checks_only_the_tasks_own_queue() -> None:
+    s, cfg = _capped(hierarchy=False)
+    ssn = open_session(s, cfg)
+    assert not rules_in_force(cfg).hierarchical
+    assert Statement(ssn).allocate(_t(ssn, "b-0"), 0, (4, 5)) is True
+
+
+def test_a_carried_reservation_is_not_bound_in_a_queue_over_its_capability() -> None:
+    # The queue's capability was lowered under its reservation: binding it is growth.
+    queues = [{"name": "q", "capability": {GPU: 0}}]
+    s = snap(
+        [node("n0", gpus=4)],
+        [job("r", 1, queue="q", phase="Inqueue")],
+        [
+            {
+                "name": "r-0",
+                "job": "r",
+                "request": {"cpu": 1, GPU: 1},
+                "phase": "Pipelined",
+                "node": "n0",
+                "gpu_indices": [0],
+            }
+        ],
+        queues=queues,
+    )
+    cfg = config(tiers=[list(CAPACITY_TIERS[0]), CAPACITY_TIERS[1]])
+    ssn = open_session(s, cfg)
+    ssn.unplace(0)
+    assert Statement(ssn).allocate(0, 0, (0,)) is False
+    assert ssn.refusals[0].rule is Rule.CAPABILITY
+    d = gs.schedule(s, cfg)
+    assert d.binds == () and "reservation not bound" in d.task_reasons["r-0"]
+
+
+def test_hard_topology_keeps_a_gang_in_one_rack() -> None:
+    nt = {"mode": "hard", "highest_tier_allowed": 1}
+    s = snap(
+        [node(f"n{i}", gpus=2) for i in range(4)],
+        [job("g", 2, phase="Inqueue", network_topology=nt)],
+        pending("g", 2),
+        hypernodes=RACKS,
+    )
+    ssn = open_session(s, config())
+    stmt = Statement(ssn)
+    assert stmt.allocate(0, _n(ssn, "n0"), (0,)) is True
+    assert stmt.allocate(1, _n(ssn, "n2"), (0,)) is False
+    assert "outside the domain" in ssn.refusals[0].message
+    assert stmt.allocate(1, _n(ssn, "n1"), (0,)) is True
+    assert stmt.commit() is True
+
+
+def test_what_if_trials_may_ignore_topology_but_never_apply() -> None:
+    nt = {"mode": "hard", "highest_tier_allowed": 1}
+    s = snap(
+        [node(f"n{i}", gpus=2) for i in range(4)],
+        [job("g", 2, phase="Inqueue", network_topology=nt)],
+        pending("g", 2),
+        hypernodes=RACKS,
+    )
+    ssn = open_session(s, config())
+    stmt = Statement(ssn, relax=frozenset({Rule.TOPOLOGY}))
+    assert stmt.allocate(0, _n(ssn, "n0"), (0,)) and stmt.allocate(1, _n(ssn, "n2"), (0,))
+    with pytest.raises(RuntimeError):
+        stmt.commit()
+    stmt.discard()
+
+
+def test_a_partial_gang_is_undone_instead_of_committed() -> None:
+    s = snap([node("n0", gpus=4)], [job("g", 3, phase="Inqueue")], pending("g", 3))
+    ssn = open_session(s, config())
+    before = _state(ssn)
+    stmt = Statement(ssn)
+    assert stmt.allocate(0, 0, (0,)) and stmt.allocate(1, 0, (1,))
+    assert stmt.commit() is False
+    assert _same(before, _state(ssn)) and ssn.committed == []
+    assert "bound below its minimum" in ssn.refusals[0].message
+    stmt = Statement(ssn)
+    assert stmt.pipeline(0, 0, (0,))
+    assert stmt.keep() is False
+    assert _same(before, _state(ssn)) and ssn.kept == []
+    assert "reserved below its minimum" in ssn.refusals[1].message
+
+
+def test_without_the_gang_plugin_a_partial_commit_is_allowed() -> None:
+    tiers = [[{"name": "priority"}], [{"name": "predicates"}, {"name": "nodeorder"}]]
+    s = snap([node("n0", gpus=4)], [job("g", 3, phase="Inqueue")], pending("g", 3))
+    ssn = open_session(s, config(tiers=tiers))
+    stmt = Statement(ssn)
+    assert stmt.allocate(0, 0, (0,)) and stmt.commit() is True
+
+
+@pytest.mark.no_invariant_hook
+def test_the_gate_holds_when_an_action_forgets_topology(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backfill with its topology check switched off (the defect it once had): the gate
+    refuses the best-effort task that would leave the rack, and the decisions stay valid."""
+    import gangsched.actions.backfill as backfill
+
+    monkeypatch.setattr(backfill, "hard_domain", lambda ssn, j: None)
+    nt = {"mode": "hard", "highest_tier_allowed": 1}
+    # Two pods per node: each rack node has room for one best-effort task, the other rack
+    # for four.
+    pods2 = {"cpu": 2, "memory": "1Gi", "pods": 2}
+    nodes = [node(f"n{i}", gpus=1, allocatable=pods2) for i in range(4)]
+    tasks = running("g", [("n0", [0]), ("n1", [0])], gpus=1)
+    tasks += [{"name": f"g-be{i}", "job": "g", "request": {}} for i in range(4)]
+    s = snap(nodes, [job("g", 2, network_topology=nt)], tasks, hypernodes=RACKS)
+    cfg = config("backfill")
+    ssn = open_session(s, cfg)
+    from gangsched.scheduler import close_session, default_registry, make_actions
+
+    for action in make_actions(cfg, default_registry()):
+        action.execute(ssn)
+    d = close_session(ssn)
+    assert ssn.refusals and all("outside the domain" in r.message for r in ssn.refusals)
+    check_cycle(s, d, cfg)
+    assert all(b.node in ("n0", "n1") for b in d.binds)
+    # With its own check on, backfill binds into the rack and the gate refuses nothing.
+    monkeypatch.undo()
+    ssn = open_session(s, cfg)
+    for action in make_actions(cfg, default_registry()):
+        action.execute(ssn)
+    d = close_session(ssn)
+    assert ssn.refusals == []
+    assert sorted((b.task, b.node) for b in d.binds) == [("g-be0", "n0"), ("g-be1", "n1")]
