@@ -382,8 +382,8 @@ def check_solver_parameters(
     ``(time_limit_s, max_deterministic_time)`` as floats (``None`` kept).
 
     ``seed`` is an int in ``0 ..< 2**31``, ``workers`` an int in ``1 .. 256``, ``max_domains``
-    an int ≥ 1, each limit ``None`` or a finite number ≥ 0 (0: answer at once, greedy's
-    placement unless presolve settles it; not both ``None``). Raises
+    an int ≥ 1, each limit ``None`` or a finite number ≥ 0 (a deterministic budget below
+    1e-6, 0 included: answer at once with greedy's placement; not both ``None``). Raises
     :class:`~gangsched.errors.ConfigError` naming ``kind`` / ``name`` and the parameter
     (``fields`` maps a parameter to the name the caller knows it by, e.g. ``placer.seed``).
     Importing no solver, so configurations are checked without OR-Tools.

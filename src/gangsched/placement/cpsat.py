@@ -291,13 +291,20 @@ class CpSatPlacer:
         solver = cp_model.CpSolver()
         if budget.past_deadline():  # the wall budget is spent: no solve at all
             return solver, int(cp_model.UNKNOWN)
+        if budget.work is not None and budget.work < 1e-6:  # no work left: answer at once
+            budget.limit = budget.limit or "work"
+            return solver, int(cp_model.UNKNOWN)
         prm = solver.parameters
         if budget.deadline is not None:
             prm.max_time_in_seconds = max(0.001, budget.deadline - time.perf_counter())
         prm.num_workers = self.workers
         prm.random_seed = self.seed
+        # placement models are many small solves: presolve probing and symmetry detection
+        # cost more of the work budget than they save the search
+        prm.cp_model_probing_level = 0
+        prm.symmetry_level = 0
         if budget.work is not None:
-            prm.max_deterministic_time = max(budget.work, 1e-6)
+            prm.max_deterministic_time = budget.work
         prm.log_search_progress = self.log
         if self.log:
             solver.log_callback = _log.info
