@@ -816,7 +816,8 @@ def test_from_dict_never_mutates_its_input(s: Snapshot) -> None:
 @given(snapshots())
 def test_constructor_never_mutates_its_inputs(s: Snapshot) -> None:
     lists = {
-        attr: list(getattr(s, attr)) for attr in ("nodes", "hypernodes", "queues", "jobs", "tasks")
+        attr: list(getattr(s, attr))
+        for attr in ("nodes", "hypernodes", "queues", "jobs", "tasks", "disruption_budgets")
     }
     before = copy.deepcopy(lists)
     rebuilt = Snapshot(**lists)  # type: ignore[arg-type]

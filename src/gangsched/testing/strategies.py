@@ -36,6 +36,9 @@ from fractions import Fraction
 from hypothesis import strategies as st
 
 from ..model import (
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPT_NEVER,
+    DisruptionBudget,
     GpuRequest,
     Gpus,
     HyperNode,
@@ -59,6 +62,7 @@ __all__ = [
     "EXTENDED_RESOURCE",
     "GPU_MODELS",
     "ZONES",
+    "budgets",
     "gangs",
     "hypernode_trees",
     "jobs",
@@ -330,6 +334,9 @@ def queues(
         parent = None
         if hierarchy and i > 0 and draw(st.booleans()):
             parent = draw(st.sampled_from(names[:i]))
+        lending = None
+        if deserved and draw(st.integers(0, 3)) == 0:
+            lending = Resources({res: amount // 2 for res, amount in deserved.items()})
         out.append(
             Queue(
                 name=name,
@@ -345,6 +352,7 @@ def queues(
                 ),
                 reclaimable=draw(st.booleans()),
                 priority=draw(st.integers(0, 2)),
+                lending_limit=lending,
             )
         )
     return tuple(out)
@@ -422,6 +430,7 @@ def tasks(
     assignment.sort()
     prio = draw(st.integers(0, 2)) if priority is None else priority
     preemptable = draw(st.booleans())
+    policy = PREEMPT_NEVER if draw(st.integers(0, 5)) == 0 else PREEMPT_LOWER_PRIORITY
     out: list[Task] = []
     seen: dict[int, int] = {}
     for role_index in assignment:
@@ -440,6 +449,7 @@ def tasks(
                 preemptable=preemptable,
                 node_selector=tpl.selector,  # type: ignore[arg-type]
                 tolerations=tpl.tolerations,
+                preemption_policy=policy,
             )
         )
     return tuple(out)
@@ -466,7 +476,9 @@ def jobs(
     creation: int = 0,
 ) -> Job:
     """One job record on one of ``queue_names``: ``min_available`` 1..``max_min_available``,
-    priority 0-2, Pending or Inqueue, optional network topology (when ``max_tier`` ≥ 1)."""
+    priority 0-2, Pending or Inqueue, optional network topology (when ``max_tier`` ≥ 1),
+    sometimes a ``preemption_delay`` (its ``age`` before or past it)."""
+    delay = draw(st.sampled_from((0, 0, 0, 30)))
     return Job(
         name=name,
         queue=draw(st.sampled_from(tuple(queue_names))),
@@ -476,6 +488,8 @@ def jobs(
         phase=draw(st.sampled_from((JobPhase.PENDING, JobPhase.INQUEUE))),
         network_topology=_topology(draw, max_tier),
         creation=creation,
+        preemption_delay=delay,
+        age=draw(st.sampled_from((0, 60))) if delay else 0,
     )
 
 
@@ -532,6 +546,8 @@ def gangs(
         min_resources=min_resources,
         network_topology=job.network_topology,
         creation=creation,
+        preemption_delay=job.preemption_delay,
+        age=job.age,
     )
     return job, members
 
@@ -748,6 +764,8 @@ def snapshots(
                 min_resources=job.min_resources,
                 network_topology=job.network_topology,
                 creation=job.creation,
+                preemption_delay=job.preemption_delay,
+                age=job.age,
             )
         for i, task in enumerate(members):
             if i < len(placed):
@@ -765,6 +783,7 @@ def snapshots(
                     preemptable=task.preemptable,
                     node_selector=task.node_selector,
                     tolerations=task.tolerations,
+                    preemption_policy=task.preemption_policy,
                 )
             task_list.append(task)
         job_list.append(job)
@@ -774,4 +793,27 @@ def snapshots(
         queues=queue_list,
         jobs=tuple(job_list),
         tasks=tuple(task_list),
+        disruption_budgets=draw(budgets([j.name for j in job_list])),
     )
+
+
+@st.composite
+def budgets(draw: st.DrawFn, job_names: Sequence[str]) -> tuple[DisruptionBudget, ...]:
+    """Usually none; sometimes one or two disruption budgets ``pdb-<k>`` over some of
+    ``job_names``, with ``min_available`` or ``max_unavailable`` as a count or a percentage."""
+    if not job_names or draw(st.integers(0, 2)) != 0:
+        return ()
+    out = []
+    for k in range(draw(st.integers(1, 2))):
+        covered = draw(st.lists(st.sampled_from(tuple(job_names)), min_size=1, max_size=2))
+        amount = draw(st.sampled_from((0, 1, 2)) | st.sampled_from(("50%", "100%")))
+        by_min = draw(st.booleans())
+        out.append(
+            DisruptionBudget(
+                name=f"pdb-{k}",
+                jobs=tuple(dict.fromkeys(covered)),
+                min_available=amount if by_min else None,
+                max_unavailable=None if by_min else amount,
+            )
+        )
+    return tuple(out)
