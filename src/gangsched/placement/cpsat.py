@@ -50,21 +50,29 @@ The model over a chunk (style: counts, not per-task booleans):
   there.
 
 **Joint.** Phase 1 maximises the weight of the gangs placed, phase 2 places them compactly.
-Each gang chooses one domain: of its highest allowed tier (hard gangs), else of the lowest tier
-where greedy placed it (or where its capacity first fits). When all replicas of all gangs are
-interchangeable (one shared template, full masks; see :class:`_Aggregate`), phase 1 is a
-model on aggregate domain capacities with one count per (gang kind, domain), exact by Hall's
-condition over the laminar family of domains, and skipped when greedy reaches the knapsack
-bound on the summed room; phase 2 places the chosen gangs one at a time inside their domains,
-innermost first, by the exact single-gang search. Otherwise one node-level model:
-``placed[g]`` with ``Σ c[g] = size_g·placed[g]`` over the union of the gangs' first
-``max_domains`` candidate domains (greedy's included), maximising Σ weight·placed, followed by
-a per-gang exact re-placement with the others fixed. Greedy's sequence is the hint, and if the
-solver's answer places less weight than greedy, greedy is returned.
+Each gang chooses one domain: of its highest allowed tier (hard gangs), else the cluster-wide
+top domain (soft gangs and gangs without a constraint may go anywhere; confining them would
+restrict the problem). When all replicas of all gangs are interchangeable (one shared
+template; masks that leave out only nodes no gang may use; see :class:`_Aggregate`), phase 1
+is a model on aggregate domain capacities with one count per (gang kind, domain), exact by
+Hall's condition over the laminar family of domains, and skipped when greedy reaches the
+knapsack bound on the summed room; phase 2 places the chosen gangs one at a time inside their
+domains, innermost first, by the exact single-gang search. Otherwise the relaxation of
+:mod:`._relax` (domain rooms per resource, device capacity, node signature and device
+granularity) gives a valid upper bound on the weight and a domain per gang; a placement guided
+by it (greedy inside each chosen domain) that reaches the bound is OPTIMAL. If it falls short,
+one node-level model — ``placed[g]`` with ``Σ c[g] = size_g·placed[g]`` over the union of the
+gangs' first ``max_domains`` candidate domains, maximising Σ weight·placed — runs when it has
+at most ``max_joint_cells`` count variables; its OPTIMAL counts only when no candidate domain
+was left out. The best placement found is returned with its gap to the bound, then polished
+(each gang re-placed exactly with the others fixed).
 
-Status: OPTIMAL / FEASIBLE give a placement and the gap to the solver's bound; INFEASIBLE is a
-proof that nothing fits (with the reason); UNKNOWN means the time ran out and greedy's answer
-is returned with ``fallback=True``; MODEL_INVALID raises :class:`~gangsched.errors.SolverError`.
+Status: OPTIMAL means optimal for the problem as posed; FEASIBLE gives a placement and the gap
+to a valid bound; INFEASIBLE is a proof that nothing fits (with the reason); TIMED_OUT means
+the budget ran out before any solution and greedy's answer is returned with ``fallback=True``;
+MODEL_INVALID raises :class:`~gangsched.errors.SolverError`. ``PlacementResult.limit`` names
+the budget that cut the search. The wall-clock budget is checked before every model is built
+and every solve starts (see ``docs/placement.md``, the budget rule).
 """
 
 from __future__ import annotations
@@ -220,7 +228,8 @@ class CpSatPlacer:
         deterministic budget. **Not deterministic** when it is the limit that stops a solve
         (a loaded machine gets less done in the same seconds); ``None`` (default) sets none.
     max_domains:
-        Candidate domains handed to one solve.
+        Candidate domains handed to one solve (at least: smaller domains are grouped into one
+        solve up to :data:`CHUNK_CELLS` count variables).
     joint:
         Place several gangs in one model (see the module docstring); otherwise gangs are
         placed one after the other by weight.
