@@ -60,9 +60,11 @@ def test_production_config_loads_with_one_warning_per_skipped_plugin() -> None:
     assert config.plugin("binpack").arguments["binpack.weight"] == 10  # type: ignore[union-attr]
 
 
-def test_deviceshare_says_gangsched_does_its_job_another_way() -> None:
+def test_plugins_whose_job_gangsched_does_another_way_say_so() -> None:
     assert "another way" in UNIMPLEMENTED_PLUGINS["deviceshare"]
     assert "per-device" in UNIMPLEMENTED_PLUGINS["deviceshare"]
+    assert "another way" in UNIMPLEMENTED_PLUGINS["pdb"]
+    assert "disruption budgets" in UNIMPLEMENTED_PLUGINS["pdb"]
 
 
 def test_the_loaded_production_config_schedules_gpus_per_device() -> None:

@@ -113,8 +113,9 @@ UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
         "honoured; to keep a gang together use its network topology (hypernode tiers)",
         "tdm": "time-division multiplexing of revocable nodes is not modelled; revocable-zone "
         "nodes are used as ordinary nodes at all times",
-        "pdb": "PodDisruptionBudgets are not consulted; preempt and reclaim may evict below a "
-        "budget",
+        "pdb": "gangsched does this job another way: PodDisruptionBudgets (policy/v1 manifests, "
+        "the snapshot's disruption budgets) bind every evicting action without a plugin; "
+        "preempt and reclaim prefer victims that break none",
         "usage": "nodes' measured usage is not used for filtering or scoring; requests only",
         "resourcequota": "namespaces' ResourceQuotas are not checked at enqueue; queue "
         "capability and capacity are the only limits",
