@@ -37,6 +37,7 @@ from .placement import GreedyPlacer, validate_placement
 from .registry import Registry
 from .scheduler import default_registry, explain, open_session, schedule
 from .snapshot import Snapshot
+from .state import ClusterState
 from .units import ResourceSpec, parse_quantity
 
 __version__ = "0.1.0"
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Bind",
+    "ClusterState",
     "Config",
     "ConfigError",
     "CpSatPlacer",
