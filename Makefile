@@ -24,7 +24,7 @@ $(BIN)/.installed: pyproject.toml | $(BIN)/python
 	touch $@ $(BIN)/.installed-run
 
 run: $(BIN)/.installed-run
-	$(BIN)/gangsched $(if $(OUT),--out $(OUT))
+	$(BIN)/gangsched$(if $(OUT), --out $(OUT))
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks tools
