@@ -23,9 +23,10 @@ ordered by ``(time, kind, seq)``; at equal times, kinds run in this order:
 After all events of one time are applied, a scheduling cycle runs if something changed since
 the last one (an arrival, freed resources, a node coming or going) and a job is waiting. With
 ``period = 0`` (the default) that is at the event's time; with ``period > 0`` at the next
-multiple of ``period``. A cycle builds an immutable :class:`~gangsched.snapshot.Snapshot` of
-the live jobs (arrived, not finished), calls :func:`~gangsched.scheduler.schedule` with the
-configured ``config``, ``placer`` and ``registry``, and applies the decisions:
+multiple of ``period``. The engine keeps a :class:`~gangsched.state.ClusterState` of the live
+jobs (arrived, not finished) current event by event; a cycle takes its snapshot (which shares
+whatever did not change since the last cycle), calls :func:`~gangsched.scheduler.schedule`
+with the configured ``config``, ``placer`` and ``registry``, and applies the decisions:
 
 * a **bind** makes the task Running on its node and devices. The engine keeps its own books of
   CPU, memory and per-device milli-GPU and raises :class:`~gangsched.errors.PlacementError` on a
@@ -82,6 +83,7 @@ from ..placement import Placer
 from ..registry import Registry
 from ..scheduler import schedule
 from ..snapshot import Snapshot
+from ..state import ClusterState
 from ..units import CPU, MEMORY
 
 __all__ = [
@@ -542,7 +544,11 @@ class _Engine:
         self.dev_used = np.zeros((n, width), np.int64)
         self.failed = np.zeros(n, dtype=bool)
         self.open_failures = np.zeros(n, np.int64)  # failure windows open on each node
-        self.nodes_now = nodes
+        # The scheduler's view: live jobs in trace order, their tasks in job order.
+        self.state = ClusterState(
+            Snapshot(nodes=nodes, hypernodes=trace.hypernodes, queues=trace.queues)
+        )
+        self.live_order: list[int] = []  # live jobs in the state's order (ascending)
         self.job_state = np.full(n_jobs, JobState.NOT_ARRIVED, np.int64)
         self.job_started = np.zeros(n_jobs, dtype=bool)
         self.job_phase = [tj.job.phase for tj in trace.jobs]
@@ -680,14 +686,48 @@ class _Engine:
             self.queue_wait[q] += int(self.task_nominal[t])
         self.job_state[j] = JobState.QUEUED
         self.live.add(j)
+        # Keep the state's jobs in trace order: jobs after j (a trace not sorted by arrival)
+        # leave and come back after it, as they are.
+        order = self.live_order
+        k = len(order)
+        while k and order[k - 1] > j:
+            k -= 1
+        later = order[k:]
+        moved = [(self.state.jobs[self._name(i)], self._tasks_now(i)) for i in later]
+        for i in later:
+            self.state.remove_job(self._name(i), with_tasks=True)
+        self.state.add_job(self._job_record(j), [self.task_base[t] for t in self.job_tasks[j]])
+        for job, tasks in moved:
+            self.state.add_job(job, tasks)
+        order.insert(k, j)
         self.n_arrived += 1
         self.arrived_gpu += int(self.job_gpu[j])
         self.dirty = True
+
+    def _name(self, j: int) -> str:
+        return self.trace.jobs[j].job.name
+
+    def _tasks_now(self, j: int) -> list[Task]:
+        tasks = self.state.tasks
+        return [tasks[self.task_base[t].name] for t in self.job_tasks[j]]
+
+    def _sync_job(self, j: int) -> None:
+        """The state's record of live job ``j`` follows its phase."""
+        rec = self._job_record(j)
+        if self.state.jobs[rec.name] is not rec:
+            self.state.update_job(rec)
+
+    def _sync_task(self, t: int) -> None:
+        """The state's record of task ``t`` (of a live job) follows its engine state."""
+        rec = self._task_record(t)
+        if self.state.tasks[rec.name] is not rec:
+            self.state.update_task(rec)
 
     def _start(self, j: int, time: float) -> None:
         self.job_started[j] = True
         self.n_started += 1
         self.job_state[j] = JobState.RUNNING
+        self._sync_job(j)
         if math.isnan(self.job_start[j]):
             self.job_start[j] = time
         duration = self.trace.jobs[j].duration
@@ -711,7 +751,10 @@ class _Engine:
         self.job_end[j] = time
         self.job_running_tasks[j] = 0
         self.job_epoch[j] += 1
-        self.live.discard(j)
+        if j in self.live:
+            self.live.discard(j)
+            self.live_order.remove(j)
+            self.state.remove_job(self._name(j), with_tasks=True)
 
     def _restart(self, j: int) -> None:
         """Job ``j`` queues again from scratch: every task it holds is freed and pending."""
@@ -731,15 +774,16 @@ class _Engine:
         self.job_restarts[j] += 1
         self.job_epoch[j] += 1
         self.dirty = True
+        for t in self.job_tasks[j]:
+            self._sync_task(t)
+        self._sync_job(j)
 
     def _set_failed(self, node: int, down: bool) -> None:
         if bool(self.failed[node]) == down:
             return
         self.failed[node] = down
         record = self.trace.nodes[node]
-        nodes = list(self.nodes_now)
-        nodes[node] = dataclasses.replace(record, unschedulable=True) if down else record
-        self.nodes_now = tuple(nodes)
+        self.state.update_node(dataclasses.replace(record, unschedulable=True) if down else record)
         self.dirty = True
 
     # -------------------------------------------------------------------------- events
@@ -799,20 +843,7 @@ class _Engine:
 
     def snapshot(self) -> Snapshot:
         """The cluster as the scheduler sees it now: live jobs and their tasks."""
-        jobs = sorted(self.live)
-        tasks = [
-            self._task_record(t)
-            for j in jobs
-            for t in self.job_tasks[j]
-            if self.task_state[t] != _GONE
-        ]
-        return Snapshot(
-            nodes=self.nodes_now,
-            hypernodes=self.trace.hypernodes,
-            queues=self.trace.queues,
-            jobs=tuple(self._job_record(j) for j in jobs),
-            tasks=tuple(tasks),
-        )
+        return self.state.snapshot()
 
     def cycle(self, time: float) -> None:
         self.n_cycles += 1
@@ -834,6 +865,7 @@ class _Engine:
                 )
             self._hold(t, node, tuple(b.gpu_indices))
             self.task_state[t] = _RUNNING
+            self._sync_task(t)
             j = int(self.task_job[t])
             self.queue_wait[self.job_queue[j]] -= int(self.task_nominal[t])
             self.job_running_tasks[j] += 1
@@ -850,6 +882,7 @@ class _Engine:
                 )
             self.task_state[t] = _RELEASING
             self.task_record[t] = None
+            self._sync_task(t)
             j = int(self.task_job[t])
             self.push(time + self.opts.eviction_grace, RELEASE, t, int(self.job_epoch[j]))
         self.step_evictions += len(out.evictions)
@@ -859,6 +892,7 @@ class _Engine:
             status = out.jobs.get(self.trace.jobs[j].job.name)
             if status is not None and status.phase in ("Pending", "Inqueue"):
                 self.job_phase[j] = JobPhase(status.phase)
+                self._sync_job(j)
         if self.opts.drop_unplaced:
             for j in waiting:
                 if self.job_running_tasks[j] == 0:
