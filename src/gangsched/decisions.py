@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._frozen import FrozenDict
-from .errors import SnapshotError
+from .errors import DecisionError, SnapshotError
+from .model import JobPhase, QueueState
 from .units import show_value
 
 __all__ = [
@@ -35,6 +36,61 @@ PLACEMENT_STATUSES = ("OPTIMAL", "FEASIBLE", "INFEASIBLE", "TIMED_OUT", "GREEDY"
 _GAP_STATUSES = ("OPTIMAL", "FEASIBLE")
 
 
+# ---------------------------------------------------------------- field checks
+
+_JOB_PHASES = frozenset(p.value for p in JobPhase)
+_QUEUE_STATES = frozenset(s.value for s in QueueState)
+
+
+def _bad(record: str, field_name: str, detail: str, value: object) -> DecisionError:
+    return DecisionError(f"{detail}, got {show_value(value)}", kind=record, field=field_name)
+
+
+def _need_name(record: str, field_name: str, v: object) -> None:
+    if not isinstance(v, str) or not v:
+        raise _bad(record, field_name, "expected a non-empty string", v)
+
+
+def _need_text(record: str, field_name: str, v: object) -> None:
+    if not isinstance(v, str):
+        raise _bad(record, field_name, "expected a string", v)
+
+
+def _need_count(record: str, field_name: str, v: object) -> None:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise _bad(record, field_name, "expected an integer >= 0", v)
+
+
+def _need_flag(record: str, field_name: str, v: object) -> None:
+    if not isinstance(v, bool):
+        raise _bad(record, field_name, "expected true or false", v)
+
+
+def _need_number(record: str, field_name: str, v: object, *, optional: bool = False) -> None:
+    """A number >= 0 (infinity allowed: a share over an empty deserved amount), not NaN."""
+    if v is None and optional:
+        return
+    if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < 0:
+        raise _bad(record, field_name, "expected a number >= 0", v)
+
+
+def _indices(record: str, field_name: str, v: object) -> tuple[int, ...]:
+    """A tuple of device indices (integers >= 0); a list is accepted."""
+    if not isinstance(v, tuple | list) or any(
+        isinstance(g, bool) or not isinstance(g, int) or g < 0 for g in v
+    ):
+        raise _bad(record, field_name, "expected a list of integers >= 0", v)
+    return tuple(v)  # a repeated index is the invariant checker's finding, not a type error
+
+
+def _amounts(record: str, field_name: str, v: object) -> None:
+    if not isinstance(v, Mapping) or any(
+        not isinstance(k, str) or isinstance(a, bool) or not isinstance(a, int)
+        for k, a in v.items()
+    ):
+        raise _bad(record, field_name, "expected a mapping of resource names to integers", v)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Bind:
     """Bind ``task`` to ``node`` (and these GPU device indices)."""
@@ -42,6 +98,11 @@ class Bind:
     task: str
     node: str
     gpu_indices: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        _need_name("bind", "task", self.task)
+        _need_name("bind", "node", self.node)
+        object.__setattr__(self, "gpu_indices", _indices("bind", "gpu_indices", self.gpu_indices))
 
     def to_dict(self) -> dict[str, object]:
         return {"task": self.task, "node": self.node, "gpu_indices": list(self.gpu_indices)}
@@ -55,6 +116,11 @@ class Eviction:
     reason: str
     preemptor: str = ""
 
+    def __post_init__(self) -> None:
+        _need_name("eviction", "task", self.task)
+        _need_text("eviction", "reason", self.reason)
+        _need_text("eviction", "preemptor", self.preemptor)
+
     def to_dict(self) -> dict[str, object]:
         return {"task": self.task, "reason": self.reason, "preemptor": self.preemptor}
 
@@ -67,6 +133,12 @@ class Pipeline:
     node: str
     gpu_indices: tuple[int, ...] = ()
 
+    def __post_init__(self) -> None:
+        _need_name("pipelined", "task", self.task)
+        _need_name("pipelined", "node", self.node)
+        indices = _indices("pipelined", "gpu_indices", self.gpu_indices)
+        object.__setattr__(self, "gpu_indices", indices)
+
     def to_dict(self) -> dict[str, object]:
         return {"task": self.task, "node": self.node, "gpu_indices": list(self.gpu_indices)}
 
@@ -78,6 +150,11 @@ class JobAction:
     job: str
     action: str
     cause: str
+
+    def __post_init__(self) -> None:
+        _need_name("job action", "job", self.job)
+        _need_name("job action", "action", self.action)
+        _need_text("job action", "cause", self.cause)
 
     def to_dict(self) -> dict[str, object]:
         return {"job": self.job, "action": self.action, "cause": self.cause}
@@ -92,6 +169,16 @@ class Hold:
     job: str
     nodes: tuple[str, ...]
     expected_wait: int | None = None
+
+    def __post_init__(self) -> None:
+        _need_name("hold", "job", self.job)
+        if not isinstance(self.nodes, tuple | list):
+            raise _bad("hold", "nodes", "expected a list of node names", self.nodes)
+        for n in self.nodes:
+            _need_name("hold", "nodes", n)
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        if self.expected_wait is not None:
+            _need_count("hold", "expected_wait", self.expected_wait)
 
     def to_dict(self) -> dict[str, object]:
         return {"job": self.job, "nodes": list(self.nodes), "expected_wait": self.expected_wait}
@@ -191,6 +278,17 @@ class JobStatus:
     succeeded: int = 0
     failed: int = 0
 
+    def __post_init__(self) -> None:
+        if self.phase not in _JOB_PHASES:
+            raise _bad("job status", "phase", f"expected one of {sorted(_JOB_PHASES)}", self.phase)
+        _need_text("job status", "reason", self.reason)
+        _need_text("job status", "message", self.message)
+        _need_flag("job status", "ready", self.ready)
+        for name in ("min_available", "running", "allocated", "pipelined", "pending"):
+            _need_count("job status", name, getattr(self, name))
+        _need_count("job status", "succeeded", self.succeeded)
+        _need_count("job status", "failed", self.failed)
+
     def to_dict(self) -> dict[str, object]:
         return {
             "phase": self.phase,
@@ -240,6 +338,29 @@ class QueueStatus:
     inqueue_gpu: float = 0.0
     deserved_gpu: float = 0.0
     capability_gpu: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.state not in _QUEUE_STATES:
+            raise _bad(
+                "queue status", "state", f"expected one of {sorted(_QUEUE_STATES)}", self.state
+            )
+        for name in (
+            "allocated",
+            "deserved",
+            "guarantee",
+            "capability",
+            "inqueue_resources",
+            "pending_resources",
+            "real_capability",
+            "request",
+        ):
+            _amounts("queue status", name, getattr(self, name))
+        for name in ("inqueue", "pending", "running", "unknown", "completed", "weight"):
+            _need_count("queue status", name, getattr(self, name))
+        for name in ("share", "allocated_gpu", "pending_gpu", "inqueue_gpu", "deserved_gpu"):
+            _need_number("queue status", name, getattr(self, name))
+        _need_number("queue status", "capability_gpu", self.capability_gpu, optional=True)
+        _need_flag("queue status", "overused", self.overused)
 
     def to_dict(self) -> dict[str, object]:
         return {

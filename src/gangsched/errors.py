@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
+    "DecisionError",
     "GangschedError",
     "PlacementError",
     "SnapshotError",
@@ -63,6 +64,10 @@ def _rebuild(
 
 class SnapshotError(GangschedError):
     """The cluster snapshot (or a manifest or trace it was built from) is invalid."""
+
+
+class DecisionError(SnapshotError):
+    """A decision record is malformed (a scheduler's output, or its interchange form)."""
 
 
 class ConfigError(GangschedError):

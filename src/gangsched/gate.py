@@ -2,7 +2,7 @@
 
 Actions choose where tasks go (vectorized over all nodes, through the rule owners in
 :mod:`gangsched.feasibility`, the fair-share plugins and
-:func:`~gangsched.actions._gang_placement.hard_domain`); the :class:`~gangsched.statement.Statement`
+:func:`hard_domain`); the :class:`~gangsched.statement.Statement`
 then asks the gate about each operation, and refuses one that breaks a hard rule:
 
 * **node**: the node is schedulable, and the task's row (pods included) and GPU devices fit
@@ -14,7 +14,7 @@ then asks the gate about each operation, and refuses one that breaks a hard rule
   :func:`~gangsched.feasibility.queue_gpu_charge`) — binding a carried reservation too: a
   queue whose capability was lowered under its reservations binds them only as it shrinks;
 * **hard topology**: a hard-topology job's task goes only inside the one allowed domain that
-  holds its other placed tasks (:func:`~gangsched.actions._gang_placement.hard_domain`);
+  holds its other placed tasks (:func:`hard_domain`);
 * **gang** (at ``commit``/``keep``): a job given binds is ready, a job given only reservations
   is ready or pipelined (the configured ``job_ready`` / ``job_pipelined`` votes) — otherwise
   the whole statement is undone.
@@ -37,12 +37,16 @@ import numpy as np
 import numpy.typing as npt
 
 from .config import Config
+from .model import TopologyMode
+from .topology import build_topology
 from .units import PODS
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["Gate", "Refusal", "Rule", "RulesInForce", "rules_in_force"]
+BOOL = npt.NDArray[np.bool_]
+
+__all__ = ["Gate", "Refusal", "Rule", "RulesInForce", "hard_domain", "rules_in_force"]
 
 
 class Rule(enum.Enum):
@@ -91,6 +95,39 @@ def rules_in_force(config: Config) -> RulesInForce:
         capability=bool(names & {"proportion", "capacity"}),
         hierarchical=hierarchical,
     )
+
+
+def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
+    """Where a hard-topology job's further tasks may go — the one owner of that rule.
+
+    ``None`` when the job has no hard topology, or holds no node yet (the placer picks one
+    domain for the whole gang); a node mask of the one domain of its highest allowed tier that
+    holds every task it has placed or reserved; or the reason, in words, when no single such
+    domain holds them (the topology changed under a running gang: Volcano's job hypernode, the
+    LCA of its tasks, is then above the allowed tier, and nothing more is placed).
+    """
+    nt = ssn.snapshot.jobs[job].network_topology
+    if nt is None or nt.mode is not TopologyMode.HARD:
+        return None
+    from .session import HOLDING_STATES  # the session imports this module
+
+    topo = build_topology(ssn.snapshot)
+    allowed = (
+        topo.top_tier if nt.highest_tier_allowed is None else topo.rank_of(nt.highest_tier_allowed)
+    )
+    mine = ssn.job_tasks(job)
+    held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
+    if not held.size:
+        return None
+    cover = topo.cover(allowed)
+    ids = np.unique(cover[ssn.task_node[held]])
+    if ids.size > 1 or ids[0] < 0:
+        return (
+            f"gang {ssn.snapshot.jobs[job].name!r}: its placed tasks already lie outside any one "
+            f"domain of tier <= {nt.highest_tier_allowed}; a hard topology admits no more"
+        )
+    out: BOOL = cover == ids[0]
+    return out
 
 
 class Gate:
@@ -177,8 +214,6 @@ class Gate:
                 )
         if Rule.TOPOLOGY in relax:
             return None
-        from .actions._gang_placement import hard_domain
-
         domain = hard_domain(ssn, j)
         if isinstance(domain, str):
             return Refusal(Rule.TOPOLOGY, f"task {name!r}: {domain}")

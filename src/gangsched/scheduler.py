@@ -33,6 +33,7 @@ from .decisions import (
     QueueStatus,
 )
 from .errors import ConfigError
+from .fairshare import demand_mask
 from .model import TaskPhase
 from .placement import Placer
 from .plugins.binpack import BinpackPlugin
@@ -46,7 +47,7 @@ from .plugins.nodeorder import NodeOrderPlugin
 from .plugins.overcommit import OvercommitPlugin
 from .plugins.predicates import PredicatesPlugin
 from .plugins.priority import PriorityPlugin
-from .plugins.proportion import ProportionPlugin, demand_mask
+from .plugins.proportion import ProportionPlugin
 from .plugins.sla import SlaPlugin
 from .policies import job_actions
 from .registry import Action, Registry

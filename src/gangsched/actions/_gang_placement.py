@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..decisions import PlacementInfo
-from ..model import TopologyMode
+from ..gate import hard_domain
 from ..placement.problem import (
     GangRequest,
     HypernodeOrder,
@@ -40,7 +40,7 @@ from ..placement.problem import (
     PlacementResult,
     Status,
 )
-from ..session import HOLDING_STATES, PIPELINED_OR_READY
+from ..session import PIPELINED_OR_READY
 from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
@@ -60,37 +60,6 @@ class _Placer(Protocol):
 def session_topology(ssn: Session) -> Topology:
     """The session's topology (built once per snapshot, which keeps it)."""
     return build_topology(ssn.snapshot)
-
-
-def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
-    """Where a hard-topology job's further tasks may go — the one owner of that rule.
-
-    ``None`` when the job has no hard topology, or holds no node yet (the placer picks one
-    domain for the whole gang); a node mask of the one domain of its highest allowed tier that
-    holds every task it has placed or reserved; or the reason, in words, when no single such
-    domain holds them (the topology changed under a running gang: Volcano's job hypernode, the
-    LCA of its tasks, is then above the allowed tier, and nothing more is placed).
-    """
-    nt = ssn.snapshot.jobs[job].network_topology
-    if nt is None or nt.mode is not TopologyMode.HARD:
-        return None
-    topo = session_topology(ssn)
-    allowed = (
-        topo.top_tier if nt.highest_tier_allowed is None else topo.rank_of(nt.highest_tier_allowed)
-    )
-    mine = ssn.job_tasks(job)
-    held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
-    if not held.size:
-        return None
-    cover = topo.cover(allowed)
-    ids = np.unique(cover[ssn.task_node[held]])
-    if ids.size > 1 or ids[0] < 0:
-        return (
-            f"gang {ssn.snapshot.jobs[job].name!r}: its placed tasks already lie outside any one "
-            f"domain of tier <= {nt.highest_tier_allowed}; a hard topology admits no more"
-        )
-    out: BOOL = cover == ids[0]
-    return out
 
 
 def _gpu_free(ssn: Session, future: bool) -> I64:

@@ -95,11 +95,11 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
+from ..fairshare import job_figures
 from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS, cluster_total, to_amounts
 from ._queue_reasons import over_limit
-from .proportion import job_figures
 
 if TYPE_CHECKING:
     from ..session import Session

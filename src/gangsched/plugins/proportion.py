@@ -53,8 +53,8 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..combine import Vote
+from ..fairshare import job_figures
 from ..model import QueueState
-from ..session import TaskState
 from ..units import PODS, cluster_total, to_amounts
 from ._queue_reasons import over_limit
 
@@ -70,8 +70,6 @@ BOOL = npt.NDArray[np.bool_]
 EPS = 0.1
 #: Float slack of the strict comparisons (canonical units are integers).
 SLACK = 1e-6
-# Running holding states (Allocated, Bound, Running) — Volcano's AllocatedStatus.
-_ALLOCATED_STATES = (1, 3, 4)
 
 
 def water_fill(
@@ -192,58 +190,6 @@ def resource_matrix(ssn: Session, attr: str) -> F64:
     for q, queue in enumerate(ssn.snapshot.queues):
         out[q] = ssn.vector(getattr(queue, attr))
     return out
-
-
-def demand_mask(ssn: Session, state: npt.NDArray[Any]) -> BOOL:
-    """The tasks a queue's request counts beyond what it holds: Pending tasks, and Releasing
-    tasks of jobs that have not completed.
-
-    An evicted pod comes back (it is recreated), so its demand stays while it terminates: a
-    queue's share must not drop for the length of a termination and be taken by the queue
-    that evicted it, which would then be over its share and lose it back (a ping-pong)."""
-    live = np.array([p != "Completed" for p in ssn.job_phase], dtype=np.bool_)
-    back = (state == TaskState.RELEASING) & live[ssn.task_job]
-    out: BOOL = (state == TaskState.PENDING) | back
-    return out
-
-
-def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
-    """Per queue ``(request, inqueue, elastic)`` as Volcano's queue plugins count them at open,
-    and the mask of queues holding jobs.
-
-    * request — allocated plus the requests of :func:`demand_mask`'s tasks;
-    * inqueue — for Inqueue jobs (and Running jobs with at least ``min_available`` allocated
-      tasks) the part of ``min_resources`` not allocated yet;
-    * elastic — what each job holds beyond its ``min_resources``.
-    """
-    snap, a = ssn.snapshot, ssn.arrays
-    n_q, n_r = len(snap.queues), len(a.spec)
-    pods = a.spec.index(PODS)
-    request = ssn.queue_allocated.astype(np.float64)
-    wanted = np.flatnonzero(demand_mask(ssn, ssn.task_state))
-    np.add.at(request, ssn.job_queue[ssn.task_job[wanted]], ssn.task_req[wanted])
-    inqueue = np.zeros((n_q, n_r))
-    job_min = np.zeros((len(snap.jobs), n_r))
-    for j, job in enumerate(snap.jobs):
-        if job.min_resources is None:
-            continue
-        need = ssn.vector(job.min_resources).astype(np.float64)
-        job_min[j] = need
-        phase = ssn.job_phase[j]
-        running_enough = (
-            phase == "Running" and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
-        )
-        if phase == "Inqueue" or running_enough:
-            dims = need > 0
-            short = np.where(dims, np.maximum(need - ssn.job_allocated[j], 0.0), 0.0)
-            inqueue[ssn.job_queue[j]] += short
-    elastic = np.zeros((n_q, n_r))
-    np.add.at(elastic, ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0))
-    for m in (request, inqueue, elastic):
-        m[:, pods] = 0.0
-    has_jobs = np.zeros(n_q, dtype=np.bool_)
-    has_jobs[ssn.job_queue] = True
-    return request, inqueue, elastic, has_jobs
 
 
 def share_of(alloc: F64, inv_deserved: F64) -> F64:
