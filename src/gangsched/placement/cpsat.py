@@ -701,7 +701,7 @@ class CpSatPlacer:
         upper, guide = self._solve_relaxation(problem, rel, doms, greedy, budget)
         upper = min(upper, _alone_bound(problem, views))
         incumbent = list(greedy.gangs)
-        if guide is not None:
+        if guide is not None and not budget.past_deadline():
             guided = _place_guided(problem, views, doms, rel, guide)
             if _weight(problem, guided) > _weight(problem, incumbent):
                 incumbent = guided
@@ -768,7 +768,10 @@ class CpSatPlacer:
         by_dom: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
         for (gi, d), v in x.items():
             by_dom.setdefault(d, []).append((gi, v))
+        alone = sum(int(weights[gi]) for gi, c in enumerate(rel.cand) if c)
         for big, inner in rel.inside.items():
+            if budget.past_deadline():  # no time left to finish the bounding model
+                return alone, None
             terms = [(rel.floor[(gi, d)], v) for d in inner for gi, v in by_dom.get(d, [])]
             if not terms:
                 continue
@@ -792,7 +795,6 @@ class CpSatPlacer:
                         )
         model.maximize(sum(int(weights[gi]) * v for (gi, _), v in x.items()))
         solver, st = self._solve(model, budget)
-        alone = sum(int(weights[gi]) for gi, c in enumerate(rel.cand) if c)
         if st == cp_model.OPTIMAL:
             upper = round(solver.objective_value)
         elif st == cp_model.FEASIBLE:
