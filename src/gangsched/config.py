@@ -159,6 +159,7 @@ EXTENSION_POINTS: tuple[str, ...] = (
     "best_node",
     "hypernode_score",
     "hypernode_gradient",
+    "gpu_choice",
     "target_job",
     "reserved_nodes",
     "on_allocate",

@@ -480,16 +480,14 @@ def explain(
     rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
     ev = ssn.evaluate(tmpl)
     reasons = [""] * rows.size
-    for tier in ssn.chains["predicate"]:
-        for p in tier:
-            for reject, word in p.predicate(ssn, tmpl, rows):
-                for k in np.flatnonzero(reject).tolist():
-                    if not reasons[k]:
-                        reasons[k] = word
+    for p in ssn.serving("predicate"):
+        for reject, word in p.predicate(ssn, tmpl, rows):
+            for k in np.flatnonzero(reject).tolist():
+                if not reasons[k]:
+                    reasons[k] = word
     per_plugin: dict[str, np.ndarray[Any, Any]] = {}
-    for tier in ssn.chains["node_score"]:
-        for p in tier:
-            per_plugin[p.name] = p.node_score(ssn, tmpl, rows)
+    for p in ssn.serving("node_score"):
+        per_plugin[p.name] = p.node_score(ssn, tmpl, rows)
     nodes = []
     for i, name in enumerate(ssn.arrays.node_names):
         reason = reasons[i]

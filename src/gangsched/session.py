@@ -113,6 +113,11 @@ POINTS: Mapping[str, Callable[..., Any]] = {
 #: Row-based points, evaluated by :meth:`Session.evaluate`.
 ROW_POINTS = ("predicate", "node_score")
 EVENT_POINTS = ("on_allocate", "on_deallocate")
+#: Points an action or the session asks plugins directly, in tier order (first answer wins
+#: or each is consulted): GPU device choice, the hypernode order, reclaim's preemptive check.
+HOOK_POINTS = ("gpu_choice", "hypernode_score", "preemptive")
+#: Every extension point; chains are resolved once, at open, for each.
+ALL_POINTS = (*POINTS, *ROW_POINTS, *EVENT_POINTS, *HOOK_POINTS)
 
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 
@@ -161,6 +166,7 @@ class Session:
     template_of: I64
     plugins: list[list[Any]] = field(default_factory=list)
     chains: dict[str, list[list[Any]]] = field(default_factory=dict)
+    _serving: dict[str, list[Any]] = field(default_factory=dict)
     job_reasons: dict[int, tuple[str, str]] = field(default_factory=dict)
     task_reasons: dict[int, str] = field(default_factory=dict)
     unschedulable_jobs: set[int] = field(default_factory=set)
@@ -258,11 +264,18 @@ class Session:
                 opener = getattr(plugin, "on_session_open", None)
                 if opener is not None:
                     opener(self)
-        for point in (*POINTS, *ROW_POINTS, *EVENT_POINTS):
+        # The one tier loop: each point's chain, resolved once (tiers kept for the combiners
+        # that care about them, flattened in tier order for everything else).
+        for point in ALL_POINTS:
             self.chains[point] = [
                 [p for option, p in tier if hasattr(p, point) and _enabled(option, point)]
                 for tier in self.scratch["_options"]
             ]
+            self._serving[point] = [p for tier in self.chains[point] for p in tier]
+
+    def serving(self, point: str) -> list[Any]:
+        """The plugins serving ``point`` (enabled for it), in tier order."""
+        return self._serving[point]
 
     def plugin(self, name: str) -> Any | None:
         """The opened plugin called ``name``, if configured."""
@@ -398,10 +411,7 @@ class Session:
         shared = self.scratch.get("_shape_only")
         if shared is None:
             shared = all(
-                getattr(p, "shape_only", False)
-                for point in ("predicate", "node_score")
-                for tier in self.chains[point]
-                for p in tier
+                getattr(p, "shape_only", False) for point in ROW_POINTS for p in self.serving(point)
             )
             self.scratch["_shape_only"] = shared
         return ("shape", tmpl.shape) if shared else tmpl.index
@@ -438,17 +448,15 @@ class Session:
                 return ev
             ev.versions[rows] = self.node_version[rows]
         ok = np.ones(rows.size, dtype=np.bool_)
-        for tier in self.chains["predicate"]:
-            for p in tier:
-                for reject, _reason in p.predicate(self, tmpl, rows):
-                    ok &= ~reject
+        for p in self.serving("predicate"):
+            for reject, _reason in p.predicate(self, tmpl, rows):
+                ok &= ~reject
         ev.ok[rows] = ok
         fit_idle, fit_future = self._resource_fit(tmpl, rows, ev.gpu_need)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         score = np.zeros(rows.size)
-        for tier in self.chains["node_score"]:
-            for p in tier:
-                score += p.node_score(self, tmpl, rows)
+        for p in self.serving("node_score"):
+            score += p.node_score(self, tmpl, rows)
         ev.score[rows] = score
         ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
@@ -489,10 +497,9 @@ class Session:
 
         if among is not None:
             mark(~among, "node(s) outside the allowed topology domain")
-        for tier in self.chains["predicate"]:
-            for p in tier:
-                for reject, word in p.predicate(self, tmpl, rows):
-                    mark(reject, word)
+        for p in self.serving("predicate"):
+            for reject, word in p.predicate(self, tmpl, rows):
+                mark(reject, word)
         a = self.arrays
         req = np.broadcast_to(tmpl.request, (n, tmpl.request.size)).copy()
         if tmpl.gpu_count:
@@ -544,12 +551,10 @@ class Session:
         g = self.snapshot.tasks[task].gpu_request
         if g is None:
             return ()
-        for tier in self.plugins:  # a plugin's ``gpu_choice`` may name them (first answer wins)
-            for p in tier:
-                hook = getattr(p, "gpu_choice", None)
-                pick = None if hook is None else hook(self, task, node, future=future)
-                if pick is not None and len(pick) == g.count:
-                    return tuple(pick)
+        for p in self.serving("gpu_choice"):  # a plugin may name them (first answer wins)
+            pick = p.gpu_choice(self, task, node, future=future)
+            if pick is not None and len(pick) == g.count:
+                return tuple(pick)
         a = self.arrays
         cap = int(a.gpu_capacity[node])
         need = self.device_milli(task, node)
@@ -668,9 +673,8 @@ class Session:
         self.task_state[task] = state
 
     def _fire(self, point: str, task: int) -> None:
-        for tier in self.chains[point]:
-            for p in tier:
-                getattr(p, point)(self, task)
+        for p in self.serving(point):
+            getattr(p, point)(self, task)
 
     def record(self, ops: Sequence[Op], *, committed: bool) -> None:
         (self.committed if committed else self.kept).extend(ops)

@@ -171,16 +171,8 @@ def hypernode_order(ssn: Session) -> HypernodeOrder | None:
     network-topology-aware plugin), once per session; ``None`` when none is configured."""
     key = "_hypernode_order"
     if key not in ssn.scratch:
-        found: HypernodeOrder | None = None
-        for tier in ssn.scratch.get("_options", []):
-            for option, plugin in tier:
-                hook = getattr(plugin, "hypernode_score", None)
-                enabled = getattr(option, "enabled", None)
-                if hook is not None and (enabled is None or enabled("hypernode_score")):
-                    found = hook(ssn)
-                    break
-            if found is not None:
-                break
+        serving = ssn.serving("hypernode_score")
+        found: HypernodeOrder | None = serving[0].hypernode_score(ssn) if serving else None
         ssn.scratch[key] = found
     out = ssn.scratch[key]
     assert out is None or isinstance(out, HypernodeOrder)

@@ -67,15 +67,14 @@ def queue_refusal(ssn: Session, queue: int, tmpl: TaskTemplate) -> str:
     (None when it does not refuse, else the limit with the numbers). A plugin without one is
     named instead."""
     name = ssn.snapshot.queues[queue].name
-    for tier in ssn.chains["allocatable"]:
-        for plugin in tier:
-            if plugin.allocatable(ssn, queue, tmpl):
-                continue
-            explain = getattr(plugin, "allocatable_reason", None)
-            why = explain(ssn, queue, tmpl) if explain is not None else None
-            if not why:
-                why = f"plugin {getattr(plugin, 'name', type(plugin).__name__)!r} refuses it"
-            return f"queue {name!r} cannot take this task now: {why}"
+    for plugin in ssn.serving("allocatable"):
+        if plugin.allocatable(ssn, queue, tmpl):
+            continue
+        explain = getattr(plugin, "allocatable_reason", None)
+        why = explain(ssn, queue, tmpl) if explain is not None else None
+        if not why:
+            why = f"plugin {getattr(plugin, 'name', type(plugin).__name__)!r} refuses it"
+        return f"queue {name!r} cannot take this task now: {why}"
     return f"queue {name!r} cannot take this task now"
 
 
@@ -201,11 +200,7 @@ class AllocateAction:
         # A queue's order key moves only when that queue allocates (proportion, capacity,
         # priority), so a heap re-checked on pop is exact; a plugin whose keys move for every
         # queue at once (HDRF) declares ``queue_order_global`` and the queues are re-scanned.
-        scan = any(
-            getattr(p, "queue_order_global", False)
-            for tier in ssn.chains["queue_order"]
-            for p in tier
-        )
+        scan = any(getattr(p, "queue_order_global", False) for p in ssn.serving("queue_order"))
         qheap = [(ssn.queue_key(q), q) for q in per_queue]
         heapq.heapify(qheap)
         while per_queue:

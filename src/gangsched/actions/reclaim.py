@@ -64,7 +64,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..model import QueueState
-from ..session import TaskState, _enabled
+from ..session import TaskState
 from ..units import PODS
 from . import _victims as v
 
@@ -94,14 +94,6 @@ def queue_shares(ssn: Session) -> F64:
 SLACK = 1e-9
 
 
-def _serving(ssn: Session, point: str) -> list[Any]:
-    """The configured plugins that implement ``point`` and have it enabled, in tier order."""
-    tiers: list[list[tuple[Any, Any]]] = ssn.scratch.get("_options", [])
-    return [
-        p for tier in tiers for option, p in tier if hasattr(p, point) and _enabled(option, point)
-    ]
-
-
 def _gate(ssn: Session, job: int) -> v.Refusal | None:
     """The reclaimer's eligibility: its queue is Open and below its deserved share."""
     q = int(ssn.job_queue[job])
@@ -127,7 +119,7 @@ def _gate(ssn: Session, job: int) -> v.Refusal | None:
 def _preemptive(ssn: Session, job: int, claim: Sequence[int]) -> v.Refusal | None:
     """Volcano's ``preemptive`` point on the claim: every plugin that answers must agree."""
     q = int(ssn.job_queue[job])
-    for plugin in _serving(ssn, "preemptive"):
+    for plugin in ssn.serving("preemptive"):
         why = plugin.preemptive(ssn, q, list(claim))
         if why is not None:
             return (v.QUEUE_OVERUSED, f"{plugin.name}: {why}")
@@ -189,11 +181,7 @@ def exposed_claim(ssn: Session, job: int) -> str | None:
     ``exposed`` method (capacity); a tier without one leaves the action's queue-level rule,
     under which the reclaimer's share must be at most 1."""
     tasks = [int(t) for t in ssn.job_tasks(job) if ssn.task_state[t] == TaskState.PIPELINED]
-    options: list[list[tuple[Any, Any]]] = ssn.scratch.get("_options", [])
-    tiers = [
-        [p for o, p in tier if hasattr(p, "reclaimable") and _enabled(o, "reclaimable")]
-        for tier in options
-    ]
+    tiers = ssn.chains["reclaimable"]
     queue_level = False
     for tier in [t for t in tiers if t] or [[]]:
         judges = [p for p in tier if hasattr(p, "exposed")]

@@ -278,11 +278,10 @@ class SlaPlugin:
     def _static_ok(self, ssn: Session, tmpl: TaskTemplate) -> BOOL:
         rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
         ok = np.ones(rows.size, dtype=np.bool_)
-        for tier in ssn.chains["predicate"]:
-            for p in tier:
-                if p is not self:
-                    for reject, _ in p.predicate(ssn, tmpl, rows):
-                        ok &= ~reject
+        for p in ssn.serving("predicate"):
+            if p is not self:
+                for reject, _ in p.predicate(ssn, tmpl, rows):
+                    ok &= ~reject
         return ok
 
 
