@@ -249,3 +249,37 @@ def test_the_gate_holds_when_an_action_forgets_topology(monkeypatch: pytest.Monk
     d = close_session(ssn)
     assert ssn.refusals == []
     assert sorted((b.task, b.node) for b in d.binds) == [("g-be0", "n0"), ("g-be1", "n1")]
+
+
+def test_a_new_reservation_never_takes_a_queue_past_its_capability() -> None:
+    """capacity with hierarchy + hierarchical drf: a queue capped at 37 GPUs holds 36, and
+    the only room for its next 4-GPU task is a node whose pods are terminating — reserving it
+    would take the queue to 40."""
+    queues = [{"name": "capped", "capability": {GPU: 37}}, {"name": "other"}]
+    nodes = [node(f"n{i}", gpus=4) for i in range(10)]
+    jobs = [
+        job("big", 9, queue="capped"),
+        job("old", 1, queue="other"),
+        job("more", 1, queue="capped", phase="Inqueue"),
+    ]
+    tasks = running("big", [(f"n{i}", [0, 1, 2, 3]) for i in range(9)], gpus=4)
+    tasks += running("old", [("n9", [0, 1, 2, 3])], gpus=4, phase="Releasing")
+    tasks += pending("more", 1, gpus=4)
+    s = snap(nodes, jobs, tasks, queues=queues)
+    tiers = [
+        [
+            {"name": "priority"},
+            {"name": "gang"},
+            {"name": "conformance"},
+            {"name": "capacity", "enableHierarchy": True},
+        ],
+        [{"name": "drf", "enableHierarchy": True}, {"name": "predicates"}, {"name": "nodeorder"}],
+    ]
+    cfg = config("enqueue", "allocate", "backfill", tiers=tiers)
+    d = gs.schedule(s, cfg)
+    assert d.binds == () and d.pipelined == ()
+    check_cycle(s, d, cfg)
+    # With room for one more GPU task under the cap, a 1-GPU task is reserved there.
+    tasks[-1]["request"] = {"cpu": 1, GPU: 1}
+    d = gs.schedule(snap(nodes, jobs, tasks, queues=queues), cfg)
+    assert [p.task for p in d.pipelined] == ["more-0"]
