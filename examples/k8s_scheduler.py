@@ -6,7 +6,9 @@ Volcano CRDs are installed), otherwise it is a gang of one. Each cycle:
 
 1. list Nodes, Pods, PriorityClasses and, when their CRDs exist, Volcano Queues, PodGroups and
    HyperNodes (:func:`collect`);
-2. turn them into a snapshot and run one gangsched cycle (:func:`plan`, pure: no API calls);
+2. turn them into records, bring a long-lived :class:`gangsched.ClusterState` up to date with
+   them (only the records that changed are touched) and run one gangsched cycle on it
+   (:func:`plan`, pure: no API calls);
 3. post a Binding per placed pod, an Eviction per victim, and the PodGroup status
    (:func:`apply`);
 4. wait for a pod event (watch on unscheduled pods of this scheduler) or the period, and repeat.
@@ -36,7 +38,7 @@ from gangsched.decisions import Decisions
 from gangsched.errors import GangschedError
 from gangsched.io.k8s import Cluster, load_objects
 from gangsched.io.volcano_out import bindings, evictions, podgroup_statuses
-from gangsched.scheduler import schedule
+from gangsched.state import ClusterState
 
 SCHEDULER_NAME = "gangsched"
 
@@ -113,10 +115,19 @@ def plan(
     *,
     scheduler_name: str = SCHEDULER_NAME,
     config: Config | None = None,
+    state: ClusterState | None = None,
 ) -> Plan:
-    """Run one cycle on listed objects. Pods of other schedulers only take capacity."""
+    """Run one cycle on listed objects. Pods of other schedulers only take capacity.
+
+    ``state`` is the cluster as the previous cycles saw it: it is synced to the listed objects
+    (touching only what changed) and the cycle runs on it; without one, a new state is built.
+    """
     cluster = load_objects(objects, scheduler_names=(scheduler_name,))
-    decisions = schedule(cluster.snapshot, config or cluster.config or Config.default())
+    if state is None:
+        state = ClusterState(cluster.snapshot)
+    else:
+        state.sync(cluster.snapshot)
+    decisions = state.schedule(config or cluster.config or Config.default())
     created = {t for t, origin in cluster.pods.items() if origin.created}
     # Only pods that exist can be bound (replicas a controller has not created yet are
     # placed in the cycle's reasoning but not posted).
@@ -217,12 +228,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             config = Config.from_volcano_yaml(f.read())
     core, scheduling, custom, sanitize, watch = connect(args.kubeconfig)
     selector = f"spec.schedulerName={args.scheduler_name},spec.nodeName="
+    state = ClusterState()  # kept across cycles: each one touches only what changed
     while True:
         try:
             p = plan(
                 collect(core, scheduling, custom, sanitize),
                 scheduler_name=args.scheduler_name,
                 config=config,
+                state=state,
             )
         except GangschedError as exc:  # a bad object in the cluster: report, retry later
             print(f"cycle skipped: {exc}", file=sys.stderr, flush=True)

@@ -387,6 +387,19 @@ class ClusterStateMachine(RuleBasedStateMachine):
             change = self._append(budget)
         self._check_same("disruption_budgets", change, op)
 
+    @rule(data=st.data())
+    def resync(self, data: st.DataObject) -> None:
+        """A full re-list: sync to another generated cluster (or to this one changed)."""
+        if data.draw(st.integers(0, 3), label="resync") != 0:
+            return
+        target = data.draw(gst.snapshots(max_nodes=4, max_jobs=3, topology=self.topology))
+        self.state.sync(target)
+        got = self.state.snapshot()
+        for attr in ("nodes", "hypernodes", "queues", "jobs", "tasks", "disruption_budgets"):
+            mine = sorted((r.name, repr(r)) for r in getattr(got, attr))
+            assert mine == sorted((r.name, repr(r)) for r in getattr(target, attr)), attr
+        assert self.state.sync(target) == 0
+
     # ------------------------------------------------------------------ cycles
 
     @rule()

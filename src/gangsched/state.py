@@ -1014,6 +1014,100 @@ class ClusterState:
         if old.node is not None:
             self._node_gen[old.node] = self.generation
 
+    # ------------------------------------------------------------------ bulk
+
+    def sync(self, snapshot: Snapshot) -> int:
+        """Bring the state to ``snapshot``'s records (a full re-list, as an informer's resync
+        delivers), touching only the records that differ; returns how many it touched.
+
+        Records keep their place in the state; new ones go last. When the changes cannot be
+        made one at a time (a task moving onto room another task frees later in the order),
+        the state is rebuilt from ``snapshot`` (valid by construction).
+        """
+        if not isinstance(snapshot, Snapshot):
+            raise SnapshotError(
+                f"expected a Snapshot, got {type(snapshot).__name__}", kind="state", field="sync"
+            )
+        try:
+            return self._sync(snapshot)
+        except SnapshotError:
+            fresh = ClusterState(snapshot, limits=self.limits)
+            gen = self.generation + 1
+            removed = set(self._nodes) - set(fresh._nodes)
+            self.__dict__.update(fresh.__dict__)
+            self.generation = gen
+            self._node_gen = dict.fromkeys(self._node_gen, gen)
+            self._removed_nodes |= removed
+            return len(snapshot.nodes) + len(snapshot.tasks)
+
+    def _sync(self, snap: Snapshot) -> int:
+        touched = 0
+        want: dict[str, dict[str, Any]] = {a: {r.name: r for r in getattr(snap, a)} for a in _ATTRS}
+        # 1. What leaves or frees room: budgets, tasks, then jobs, hypernodes, queues, nodes.
+        for name in [b for b in self._disruption_budgets if b not in want["disruption_budgets"]]:
+            self.remove_disruption_budget(name)
+            touched += 1
+        for name, task in list(self._tasks.items()):
+            new = want["tasks"].get(name)
+            if new is None:
+                self.remove_task(name)
+                touched += 1
+            elif new != task and (new.node is None or new.phase not in NODE_PHASES):
+                self.update_task(new)
+                touched += 1
+        for name in [j for j in self._jobs if j not in want["jobs"]]:
+            self.remove_job(name)
+            touched += 1
+        gone = [h for h in self._hypernodes if h not in want["hypernodes"]]
+        for name in sorted(gone, key=lambda h: -self._hypernodes[h].tier):
+            self.remove_hypernode(name)
+            touched += 1
+        gone = [q for q in self._queues if q not in want["queues"]]
+        while gone:  # children first
+            leaf = next(q for q in gone if not self._children.get(q))
+            self.remove_queue(leaf)
+            gone.remove(leaf)
+            touched += 1
+        for name in [n for n in self._nodes if n not in want["nodes"]]:
+            self.remove_node(name)
+            touched += 1
+        # 2. What arrives or changes, in dependency order.
+        for node in snap.nodes:
+            touched += self._upsert(node, self._nodes, self.add_node, self.update_node)
+        pending = list(snap.queues)
+        while pending:  # parents first
+            ready = [q for q in pending if q.parent is None or q.parent in self._queues]
+            if not ready:
+                ready = pending[:1]  # let the check name the problem
+            for q in ready:
+                touched += self._upsert(q, self._queues, self.add_queue, self.update_queue)
+                pending.remove(q)
+        for hn in sorted(snap.hypernodes, key=lambda h: h.tier):
+            touched += self._upsert(hn, self._hypernodes, self.add_hypernode, self.update_hypernode)
+        for job in snap.jobs:
+            touched += self._upsert(job, self._jobs, self.add_job, self.update_job)
+        for task in snap.tasks:
+            touched += self._upsert(task, self._tasks, self.add_task, self.update_task)
+        for budget in snap.disruption_budgets:
+            touched += self._upsert(
+                budget,
+                self._disruption_budgets,
+                self.add_disruption_budget,
+                self.update_disruption_budget,
+            )
+        return touched
+
+    @staticmethod
+    def _upsert(record: Any, store: Mapping[str, Any], add: Any, update: Any) -> int:
+        old = store.get(record.name)
+        if old is None:
+            add(record)
+            return 1
+        if old is record or old == record:
+            return 0
+        update(record)
+        return 1
+
     # ------------------------------------------------------------------ cycles
 
     def _records(self, attr: str) -> tuple[tuple[Any, ...], dict[str, int]]:
