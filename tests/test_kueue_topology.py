@@ -413,3 +413,40 @@ def test_dumped_manifests_carry_slices_as_kueue_annotations_and_load_back() -> N
     (job,) = back.jobs
     assert job.network_topology == snap.jobs[0].network_topology
     assert gs.schedule(back).binds == gs.schedule(snap).binds
+
+
+def _pod(name: str, annotations: dict[str, str]) -> str:
+    extra = "".join(f"    {k}: {v!r}\n" for k, v in annotations.items())
+    return f"""
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  annotations:
+    scheduling.k8s.io/group-name: train
+{extra}spec:
+  schedulerName: volcano
+  containers:
+  - name: w
+    image: trainer
+    resources:
+      requests: {{cpu: "1"}}
+      limits: {{nvidia.com/gpu: 2}}
+"""
+
+
+def test_pods_of_a_podgroup_carry_the_annotations_kueue_pod_groups_use() -> None:
+    podgroup = """
+apiVersion: scheduling.volcano.sh/v1beta1
+kind: PodGroup
+metadata:
+  name: train
+spec:
+  minMember: 2
+"""
+    ann = {"kueue.x-k8s.io/podset-required-topology": "topology.kubernetes.io/rack"}
+    job = _job(_load(podgroup, _pod("p0", ann), _pod("p1", ann)))
+    assert job.network_topology == NetworkTopology(mode=TopologyMode.HARD, highest_tier_allowed=1)
+    other = {"kueue.x-k8s.io/podset-required-topology": "cloud.example.com/spine"}
+    with pytest.raises(SnapshotError, match="differ from those of"):
+        _load(podgroup, _pod("p0", ann), _pod("p1", other))

@@ -594,6 +594,18 @@ class WorkloadReader:
             origin = JobOrigin(ref=ref, framework="pod", podgroup=ref.name)
             self._add_job("pod", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
         jd = self.jobs[job]
+        if jd.origin.framework == "podgroup":
+            # Kueue's plain pod groups carry the topology annotations on their pods
+            kueue = collect_annotations([(meta, "metadata")], ref)
+            mine = jd.kwargs.get(KUEUE_KWARG)
+            if kueue is not None and mine is None:
+                jd.kwargs[KUEUE_KWARG] = kueue
+            elif kueue is not None and mine is not None and mine[1] != kueue[1]:
+                raise ref.error(
+                    kueue[0],
+                    f"Kueue topology annotations differ from those of {jd.ref} ({mine[0]}); "
+                    "gangsched keeps one network topology per job",
+                )
         previous = self.tasks.get(name)
         role = labels.get(TASK_SPEC_LABEL) or labels.get(KUBEFLOW_TYPE_LABEL, "").lower()
         if not role and previous is not None:
