@@ -18,7 +18,9 @@ seconds). Everything runs in this one process on the seeded clusters of
    a flat hypernode, a distinct taint per node, long action lists, huge tier numbers, a
    backtracking regular expression) with the fitted growth exponent of each family;
 6. exact placement on irregular clusters (``benchmarks/placement_report.py``): multi-role
-   gangs and joint sets of 50 gangs, proven share, p50 / p99, fallbacks, the budget rule.
+   gangs and joint sets of 50 gangs, proven share, p50 / p99, fallbacks, the budget rule;
+7. a long-lived :class:`gangsched.ClusterState` (``benchmarks/state_report.py``): a snapshot
+   and a cycle after 10 changed objects against building from records, and its memory.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cost_guards
 import placement_report
+import state_report
 from benchmarks.common import cluster_dict
 from gangsched import Snapshot, schedule
 from gangsched.arrays import build_cluster_arrays
@@ -276,6 +279,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     print("6. Exact placement on irregular clusters (wall times)\n")
     placement_report.section(quick)
+    print("7. Long-lived cluster state (gangsched.ClusterState)\n")
+    state_report.section(quick)
     print(f"Total report time {time.perf_counter() - started:.0f} s (times above are CPU times)")
 
 

@@ -187,7 +187,7 @@ class ClusterState:
         self._node_gen: dict[str, int] = {}
         self._cycle_gen = 0
         self._removed_nodes: set[str] = set()
-        self._cache: dict[str, tuple[tuple[Any, ...], dict[str, int]]] = {}
+        self._cache: dict[str, tuple[tuple[Any, ...], Mapping[str, int]]] = {}
         self._topology: object = None
         self._last: Snapshot | None = None
         if snapshot is not None:
@@ -245,7 +245,7 @@ class ClusterState:
         for attr in _ATTRS:
             records = getattr(snap, attr)
             index = getattr(snap, f"{_KIND[attr]}_index")
-            self._cache[attr] = (records, dict(index))
+            self._cache[attr] = (records, index)  # shared: never mutated
 
     # ------------------------------------------------------------------ lookups
 
@@ -1110,7 +1110,7 @@ class ClusterState:
 
     # ------------------------------------------------------------------ cycles
 
-    def _records(self, attr: str) -> tuple[tuple[Any, ...], dict[str, int]]:
+    def _records(self, attr: str) -> tuple[tuple[Any, ...], Mapping[str, int]]:
         cached = self._cache.get(attr)
         if cached is None:
             store: dict[str, Any] = getattr(self, f"_{attr}")

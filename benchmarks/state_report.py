@@ -1,0 +1,89 @@
+"""Long-lived cluster state: a snapshot and a cycle after a few changes against building from
+records, and the memory a ``ClusterState`` holds next to its snapshot.
+
+Run ``python benchmarks/state_report.py`` (``--quick``: 1,213 nodes); ``benchmarks/report.py``
+prints it as a section. Clusters are ``benchmarks/benchmarks/common.py``'s; the changes are
+``bench_cluster_state.Changes`` (cordons and pending-task updates, 10 objects).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from benchmarks.bench_cluster_state import CHANGES, Changes, memory_ratio
+from benchmarks.common import cluster_dict
+from gangsched import ClusterState, Config, Snapshot, schedule
+
+
+def _cpu(fn: Callable[[], Any], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        start = time.process_time()
+        fn()
+        times.append(time.process_time() - start)
+    return statistics.median(times)
+
+
+def _fmt(seconds: float) -> str:
+    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
+
+
+def rows(nodes: int, pending: int, repeat: int = 3) -> list[list[str]]:
+    data = cluster_dict(nodes, pending)
+    config = Config.default()
+    state = ClusterState(Snapshot.from_dict(data))
+    changes = Changes(state)
+
+    def changed_snapshot() -> None:
+        changes.apply()
+        state.snapshot()
+
+    def changed_cycle() -> None:
+        changes.apply()
+        state.schedule(config)
+
+    scratch_snap = _cpu(lambda: Snapshot.from_dict(data), repeat)
+    inc_snap = _cpu(changed_snapshot, max(repeat, 5))
+    scratch_cycle = _cpu(lambda: schedule(Snapshot.from_dict(data), config), repeat)
+    inc_cycle = _cpu(changed_cycle, repeat)
+    snap_bytes, extra, ratio = memory_ratio(nodes, pending)
+    size = f"{nodes:,} / {pending:,}"
+    return [
+        [size, f"snapshot after {CHANGES} changes", _fmt(inc_snap), _fmt(scratch_snap),
+         f"{inc_snap / scratch_snap:.4f}"],
+        [size, f"cycle after {CHANGES} changes", _fmt(inc_cycle), _fmt(scratch_cycle),
+         f"{inc_cycle / scratch_cycle:.2f}"],
+        [size, "memory: state + snapshot / snapshot", f"{(snap_bytes + extra) / 2**20:.0f} MiB",
+         f"{snap_bytes / 2**20:.0f} MiB", f"{ratio:.2f}"],
+    ]  # fmt: skip
+
+
+def section(quick: bool) -> None:
+    from report import table  # the report's table printer
+
+    nodes, pending = (1_213, 4_000) if quick else (5_000, 20_000)
+    print(
+        "Long-lived ClusterState vs records (CPU times, median); targets: a cycle after ≤ 10 "
+        "changes ≤ 0.10 of scratch, memory ≤ 1.5\n"
+    )
+    table(["nodes / pending", "what", "state", "from records", "ratio"], rows(nodes, pending))
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true")
+    section(bool(ap.parse_args(argv).quick))
+
+
+if __name__ == "__main__":
+    main()
