@@ -2,6 +2,8 @@
 
 from typing import TYPE_CHECKING, Any
 
+from .arrays import TaskTemplate
+from .combine import Vote
 from .config import Config
 from .decisions import (
     Bind,
@@ -14,7 +16,15 @@ from .decisions import (
     PlacementInfo,
     QueueStatus,
 )
-from .errors import ConfigError, GangschedError, PlacementError, SnapshotError, SolverError
+from .errors import (
+    ConfigError,
+    DecisionError,
+    GangschedError,
+    PlacementError,
+    SnapshotError,
+    SolverError,
+)
+from .gate import Refusal, Rule
 from .model import (
     GpuRequest,
     Gpus,
@@ -35,9 +45,18 @@ from .model import (
 )
 from .placement import GreedyPlacer, validate_placement
 from .registry import Registry
-from .scheduler import default_registry, explain, open_session, schedule
+from .scheduler import (
+    Explanation,
+    NodeExplanation,
+    default_registry,
+    explain,
+    open_session,
+    schedule,
+)
+from .session import Session
 from .snapshot import Snapshot
 from .state import ClusterState
+from .statement import Statement
 from .units import ResourceSpec, parse_quantity
 
 __version__ = "0.1.0"
@@ -51,8 +70,10 @@ __all__ = [
     "Config",
     "ConfigError",
     "CpSatPlacer",
+    "DecisionError",
     "Decisions",
     "Eviction",
+    "Explanation",
     "GangschedError",
     "GpuRequest",
     "Gpus",
@@ -67,23 +88,30 @@ __all__ = [
     "JointCpSatPlacer",
     "NetworkTopology",
     "Node",
+    "NodeExplanation",
     "Pipeline",
     "PlacementError",
     "PlacementInfo",
     "Queue",
     "QueueState",
     "QueueStatus",
+    "Refusal",
     "Registry",
     "ResourceSpec",
     "Resources",
+    "Rule",
+    "Session",
     "Snapshot",
     "SnapshotError",
     "SolverError",
+    "Statement",
     "Taint",
     "Task",
     "TaskPhase",
+    "TaskTemplate",
     "Toleration",
     "TopologyMode",
+    "Vote",
     "__version__",
     "default_registry",
     "explain",
