@@ -191,3 +191,66 @@ def test_arrived_prefix_and_bad_arguments(tmp_path: Path) -> None:
         gpu_bound(nodes, pods, np.array([7]))
     with pytest.raises(ConfigError, match="arrived %"):
         arrived_prefix(pods, order, nodes.total_gpus, -1)
+
+
+def test_fgd_pack_breaks_fgd_ties_toward_the_fuller_node() -> None:
+    from gangsched.fragmentation import (
+        PodRequest,
+        TypicalPods,
+        choose_node,
+        score_fgd,
+        score_fgd_pack,
+    )
+
+    # Two 2-GPU nodes with plenty of CPU; node 1 has one device fully used. A CPU-only pod
+    # changes neither node's fragment: FGD scores both 50 and takes node 0, FGD-Pack takes the
+    # node with less idle GPU left (node 1), which keeps node 0's two free GPUs together.
+    typical = TypicalPods(
+        cpu_milli=np.array([1000], dtype=np.int64),
+        num_gpu=np.array([1], dtype=np.int64),
+        gpu_milli=np.array([1000], dtype=np.int64),
+        allowed=np.ones((1, 1), dtype=np.bool_),
+        prob=np.array([1.0]),
+    )
+    free_cpu = np.array([64000, 64000], dtype=np.int64)
+    gpu_free = np.array([[1000, 1000], [0, 1000]], dtype=np.int64)
+    model = np.zeros(2, dtype=np.int64)
+    feasible = np.ones(2, dtype=np.bool_)
+    cpu_pod = PodRequest(cpu_milli=4000, memory=0, num_gpu=0, gpu_milli=0)
+    fgd = score_fgd(feasible, cpu_pod, free_cpu, gpu_free, model, typical)
+    assert list(fgd.score) == [50.0, 50.0] and choose_node(fgd) == 0
+    pack = score_fgd_pack(feasible, cpu_pod, free_cpu, gpu_free, model, typical)
+    assert choose_node(pack) == 1
+    # A whole GPU adds no fragment on either node: FGD takes node 0 and splits its free pair,
+    # FGD-Pack completes node 1. The integer part of every score is FGD's.
+    gpu_pod = PodRequest(cpu_milli=1000, memory=0, num_gpu=1, gpu_milli=1000)
+    a = score_fgd(feasible, gpu_pod, free_cpu, gpu_free, model, typical)
+    b = score_fgd_pack(feasible, gpu_pod, free_cpu, gpu_free, model, typical)
+    assert (choose_node(a), choose_node(b)) == (0, 1)
+    assert np.array_equal(np.floor(b.score), a.score)
+    # With a typical pod of two GPUs, splitting node 0's pair costs fragment: both avoid it.
+    pair = TypicalPods(
+        cpu_milli=np.array([1000], dtype=np.int64),
+        num_gpu=np.array([2], dtype=np.int64),
+        gpu_milli=np.array([1000], dtype=np.int64),
+        allowed=np.ones((1, 1), dtype=np.bool_),
+        prob=np.array([1.0]),
+    )
+    a = score_fgd(feasible, gpu_pod, free_cpu, gpu_free, model, pair)
+    b = score_fgd_pack(feasible, gpu_pod, free_cpu, gpu_free, model, pair)
+    assert a.score[1] > a.score[0] and choose_node(a) == choose_node(b) == 1
+
+
+def test_reproduced_policies_match_the_authors_on_the_bundled_sample() -> None:
+    # Medians over seeds 42-44 of unallocated GPU % at 100 % arrived, default workload, against
+    # the authors' medians over the same seeds. GpuPacking keeps a known, untraced gap.
+    from gangsched.sim.compare import read_allo_table
+    from gangsched.sim.fgd import discrete_tables
+
+    nodes, pods = load_nodes(), load_pods()
+    theirs = read_allo_table(None)
+    seeds = (42, 43, 44)
+    for policy, tol in (("bestfit", 0.35), ("dotprod", 0.35), ("gpu-packing", 1.0)):
+        ours = [100 - discrete_tables(run_one(nodes, pods, policy, s)).alloc[100] for s in seeds]
+        ref = [100 - theirs[POLICY_IDS[policy]][s][100] for s in seeds]
+        assert abs(float(np.median(ours)) - float(np.median(ref))) <= tol, policy

@@ -27,7 +27,7 @@ from ._cli_progress import Progress
 from ._cli_replay import add_replay_parser
 from ._cli_schedule import add_get_parser, add_schedule_parser
 from .errors import GangschedError
-from .fragmentation import POLICIES
+from .fragmentation import PAPER_POLICIES, POLICIES
 
 if TYPE_CHECKING:
     from .sim.compare import AlloTable
@@ -91,7 +91,7 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
         action="append",
         choices=sorted(POLICIES),
         default=None,
-        help="policy to run (repeatable; default: all six)",
+        help="policy to run (repeatable; default: the paper's six)",
     )
     p.add_argument("--seeds", default="42-51", help="seeds: N, N-M or a comma list (42-51)")
     p.add_argument(
@@ -158,7 +158,7 @@ def _run_fgd(args: argparse.Namespace) -> int:
         return 2
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)
-    policies = args.policy or list(POLICIES)
+    policies = args.policy or list(PAPER_POLICIES)
     seeds = parse_seeds(args.seeds)
     runs = run_grid(
         nodes,

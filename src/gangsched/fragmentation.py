@@ -46,6 +46,8 @@ ties and the tie rule then decides the placement:
 ``bestfit``      ``100 * (1 - (0.5 (c - cr)/128000 + 0.5 (G - gr)/8000))``
 ``fgd``          ``100 * sigmoid((F_n - F_n') / 1000)``, F_n' the fragment after placing the pod;
                  a shared pod tries every device with room and keeps the best
+``fgd-pack``     ``fgd``, ties (equal integer scores) to the node with the least idle GPU left
+                 (not one of the paper's policies)
 ===============  ==========================================================================
 
 The device inside the node: a whole-GPU pod takes the first ``num_gpu`` fully free devices in index
@@ -71,6 +73,7 @@ __all__ = [
     "MAX_SPEC_CPU",
     "MAX_SPEC_GPU",
     "MILLI",
+    "PAPER_POLICIES",
     "POLICIES",
     "FragTerms",
     "IntSource",
@@ -87,6 +90,7 @@ __all__ = [
     "score_bestfit",
     "score_dotprod",
     "score_fgd",
+    "score_fgd_pack",
     "score_gpu_clustering",
     "score_gpu_packing",
     "score_nodes",
@@ -536,6 +540,42 @@ def _run_fgd(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None) ->
     )
 
 
+def score_fgd_pack(
+    feasible: B,
+    pod: PodRequest,
+    free_cpu: I64,
+    gpu_free: I64,
+    model_idx: I64,
+    typical: TypicalPods,
+    *,
+    terms: FragTerms | None = None,
+    frag: F64 | None = None,
+) -> NodeScores:
+    """FGD whose ties go to the node left with the least idle GPU.
+
+    The FGD score is an integer, so many nodes tie and FGD then takes the lowest index. Here a
+    fraction below 1 is added that grows as the node's idle milli-GPU after the placement
+    shrinks, so among equal FGD scores the fullest node wins (the lowest index still breaks the
+    remaining ties); the FGD order between different scores is unchanged.
+    """
+    base = score_fgd(feasible, pod, free_cpu, gpu_free, model_idx, typical, terms=terms, frag=frag)
+    idle_after = gpu_free.sum(axis=1) - pod.total_gpu_milli
+    tie = 0.999 * (1.0 - np.clip(idle_after, 0, MAX_SPEC_GPU) / (MAX_SPEC_GPU + 1.0))
+    score = np.where(np.isfinite(base.score), base.score + tie, base.score)
+    return NodeScores(score=score, share_gpu=base.share_gpu)
+
+
+def _run_fgd_pack(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None) -> NodeScores:
+    if v.typical is None:
+        raise ConfigError("policy 'fgd-pack' needs typical pods", kind="policy", name="fgd-pack")
+    return score_fgd_pack(
+        feas, pod, v.free_cpu, v.gpu_free, v.model_idx, v.typical, terms=v.terms, frag=v.frag
+    )
+
+
+#: The six policies of the FGD paper, in its order.
+PAPER_POLICIES = ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd")
+
 POLICIES: Mapping[str, Callable[[ClusterView, PodRequest, B, IntSource | None], NodeScores]] = {
     "random": _run_random,
     "dotprod": lambda v, p, f, r: score_dotprod(f, p, v.free_cpu, v.gpu_free),
@@ -543,6 +583,7 @@ POLICIES: Mapping[str, Callable[[ClusterView, PodRequest, B, IntSource | None], 
     "gpu-packing": lambda v, p, f, r: score_gpu_packing(f, p, v.gpu_free, v.gpu_count),
     "bestfit": lambda v, p, f, r: score_bestfit(f, p, v.free_cpu, v.gpu_free),
     "fgd": _run_fgd,
+    "fgd-pack": _run_fgd_pack,
 }
 
 

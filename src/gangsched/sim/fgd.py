@@ -58,6 +58,7 @@ from .gorand import GoRand
 
 __all__ = [
     "BUCKETS",
+    "EXTRA_POLICY_IDS",
     "MAX_SEEDS",
     "MAX_TUNE",
     "POLICY_IDS",
@@ -82,6 +83,8 @@ POLICY_IDS: dict[str, str] = {
     "bestfit": "05-BestFit",
     "fgd": "06-FGD",
 }
+#: Table ids of the policies that are not the paper's.
+EXTRA_POLICY_IDS: dict[str, str] = {"fgd-pack": "07-FGD-Pack"}
 BUCKETS = 131  # arrived 0..130 %
 TABLE_FILES = (
     "analysis_allo_discrete.csv",
@@ -443,7 +446,7 @@ def discrete_tables(run: RunResult) -> DiscreteRow:
     ratio_b = _bucket_means(arrive, ratio)
     return DiscreteRow(
         workload=run.workload,
-        sc_policy=POLICY_IDS[run.policy],
+        sc_policy=POLICY_IDS.get(run.policy) or EXTRA_POLICY_IDS[run.policy],
         tune=run.tune,
         seed=run.seed,
         total_gpus=run.total_gpus,
