@@ -156,7 +156,58 @@ def make_actions(config: Config, registry: Registry) -> list[Action]:
 
 
 def close_session(ssn: Session) -> Decisions:
-    """Turn a finished session into decisions."""
+    """Turn a finished session into decisions: the operations as records, then each job's
+    status, the reasons of tasks left waiting, each queue's status and the job actions."""
+    snap = ssn.snapshot
+    node_names = ssn.arrays.node_names
+    binds, evictions, pipelined, state = _op_records(ssn)
+    jobs = _job_statuses(ssn, state)
+    task_reasons = _task_reasons(ssn, state, jobs)
+    phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
+    queues = _queue_statuses(ssn, state, phase_of)
+    evicted = {e.task: e.reason for e in evictions}
+    preemption_reasons = {
+        snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
+        for j, per_action in sorted(ssn.scratch.get("preemption_reasons", {}).items())
+    }
+    holds = tuple(
+        Hold(
+            job=snap.jobs[j].name,
+            nodes=tuple(node_names[n] for n in nodes),
+            expected_wait=wait,
+        )
+        for j, nodes, wait in ssn.scratch.get("holds", ())
+    )
+    placements: dict[str, PlacementInfo] = {
+        snap.jobs[j].name: info for j, info in ssn.scratch.get("placements", {}).items()
+    }
+    # The placer options that made this cycle depend on more than its input (each once, in
+    # the order the actions first used them).
+    options = dict.fromkeys(
+        note
+        for placer in ssn.scratch.get("placers", ())
+        for note in nondeterministic_options(placer)
+    )
+    return Decisions(
+        binds=binds,
+        evictions=evictions,
+        pipelined=pipelined,
+        jobs=FrozenDict(jobs),
+        queues=FrozenDict(queues),
+        task_reasons=FrozenDict(task_reasons),
+        job_actions=job_actions(snap, evicted, phase_of),
+        preemption_reasons=FrozenDict(preemption_reasons),
+        holds=holds,
+        nondeterministic=tuple(options),
+        placements=FrozenDict(placements),
+    )
+
+
+def _op_records(
+    ssn: Session,
+) -> tuple[tuple[Bind, ...], tuple[Eviction, ...], tuple[Pipeline, ...], npt.NDArray[np.int64]]:
+    """Committed and kept operations as records, and each task's state after the cycle
+    (allocations kept without a commit count as reservations)."""
     snap = ssn.snapshot
     node_names = ssn.arrays.node_names
     binds = tuple(
@@ -180,35 +231,46 @@ def close_session(ssn: Session) -> Decisions:
     kept[[op.task for op in ssn.kept if op.kind == "allocate"]] = True
     state = ssn.task_state.astype(np.int64)
     state[kept] = TaskState.PIPELINED
-    # Tasks per (job, state) from one bincount; kept allocations count as reservations.
+    return binds, evictions, pipelined, state
+
+
+def job_phase(count: Mapping[int, int], min_available: int, before: str, lost: bool) -> str:
+    """A job's phase after the cycle, from its tasks per state (Volcano's PodGroup rules):
+    Unknown when it runs but lost tasks it cannot replace (``lost``), Running once at least
+    ``min_available`` tasks are scheduled (Completed when all of those finished), otherwise
+    Pending unless it was admitted (Inqueue stays)."""
+    running = count[TaskState.RUNNING] + count[TaskState.BOUND]
+    scheduled = (
+        running
+        + count[TaskState.SUCCEEDED]
+        + count[TaskState.FAILED]
+        + count[TaskState.RELEASING]
+        + count[TaskState.ALLOCATED]
+    )
+    if running > 0 and lost:
+        return "Unknown"
+    if scheduled >= min_available and scheduled > 0:
+        finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
+        return "Completed" if finished == scheduled else "Running"
+    return before if before == "Inqueue" else "Pending"
+
+
+def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobStatus]:
+    snap = ssn.snapshot
+    # Tasks per (job, state) from one bincount.
     n_states = int(ssn.job_count.shape[1])
     counts = np.bincount(
         ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
     ).reshape(len(snap.jobs), n_states)
-
     jobs: dict[str, JobStatus] = {}
     for j, job in enumerate(snap.jobs):
         count = dict(enumerate(counts[j].tolist()))
         running = count[TaskState.RUNNING] + count[TaskState.BOUND]
-        scheduled = (
-            running
-            + count[TaskState.SUCCEEDED]
-            + count[TaskState.FAILED]
-            + count[TaskState.RELEASING]
-            + count[TaskState.ALLOCATED]
-        )
         ready = (
             sum(count[s] for s in READY_STATES) + ssn.pending_best_effort(j) >= job.min_available
         )
         reason, message = ssn.job_reasons.get(j, ("", ""))
-        phase = ssn.job_phase[j]
-        if running > 0 and j in ssn.unschedulable_jobs:
-            phase = "Unknown"
-        elif scheduled >= job.min_available and scheduled > 0:
-            finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
-            phase = "Completed" if finished == scheduled else "Running"
-        elif phase != "Inqueue":
-            phase = "Pending"
+        phase = job_phase(count, job.min_available, ssn.job_phase[j], j in ssn.unschedulable_jobs)
         if not reason:
             if ready:
                 reason, message = "Scheduled", "gang ready"
@@ -232,7 +294,16 @@ def close_session(ssn: Session) -> Decisions:
             succeeded=count[TaskState.SUCCEEDED],
             failed=count[TaskState.FAILED],
         )
+    return jobs
 
+
+def _task_reasons(
+    ssn: Session, state: npt.NDArray[np.int64], jobs: dict[str, JobStatus]
+) -> dict[str, str]:
+    """Why each task left pending was not placed (and why a carried reservation held back by
+    a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs
+    (``jobs`` is updated in place)."""
+    snap = ssn.snapshot
     task_reasons: dict[str, str] = {}
     notes = _hold_notes(ssn)
     for t in np.flatnonzero(state == TaskState.PENDING):
@@ -250,9 +321,14 @@ def close_session(ssn: Session) -> Decisions:
         status = jobs[snap.jobs[j].name]
         if status.pending and not status.ready:
             jobs[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
+    return task_reasons
 
+
+def _queue_statuses(
+    ssn: Session, state: npt.NDArray[np.int64], phase_of: Mapping[str, str]
+) -> dict[str, QueueStatus]:
+    snap = ssn.snapshot
     queues: dict[str, QueueStatus] = {}
-    phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
     pending_req = np.zeros_like(ssn.queue_allocated)
     pend = np.flatnonzero(state == TaskState.PENDING)
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
@@ -304,42 +380,7 @@ def close_session(ssn: Session) -> Decisions:
             unknown=phases.count("Unknown"),
             completed=phases.count("Completed"),
         )
-    evicted = {e.task: e.reason for e in evictions}
-    preemption_reasons = {
-        snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
-        for j, per_action in sorted(ssn.scratch.get("preemption_reasons", {}).items())
-    }
-    holds = tuple(
-        Hold(
-            job=snap.jobs[j].name,
-            nodes=tuple(node_names[n] for n in nodes),
-            expected_wait=wait,
-        )
-        for j, nodes, wait in ssn.scratch.get("holds", ())
-    )
-    placements: dict[str, PlacementInfo] = {
-        snap.jobs[j].name: info for j, info in ssn.scratch.get("placements", {}).items()
-    }
-    # The placer options that made this cycle depend on more than its input (each once, in
-    # the order the actions first used them).
-    options = dict.fromkeys(
-        note
-        for placer in ssn.scratch.get("placers", ())
-        for note in nondeterministic_options(placer)
-    )
-    return Decisions(
-        binds=binds,
-        evictions=evictions,
-        pipelined=pipelined,
-        jobs=FrozenDict(jobs),
-        queues=FrozenDict(queues),
-        task_reasons=FrozenDict(task_reasons),
-        job_actions=job_actions(snap, evicted, phase_of),
-        preemption_reasons=FrozenDict(preemption_reasons),
-        holds=holds,
-        nondeterministic=tuple(options),
-        placements=FrozenDict(placements),
-    )
+    return queues
 
 
 def nondeterministic_options(placer: object) -> tuple[str, ...]:
