@@ -133,7 +133,7 @@ def schedule(
     registry = default_registry() if registry is None else registry
     ssn = open_session(snapshot, config, registry=registry)
     if placer is not None:
-        ssn.scratch["placer"] = placer
+        ssn.placer = placer
     for action in make_actions(config, registry):
         action.execute(ssn)
     return close_session(ssn)
@@ -168,7 +168,7 @@ def close_session(ssn: Session) -> Decisions:
     evicted = {e.task: e.reason for e in evictions}
     preemption_reasons = {
         snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
-        for j, per_action in sorted(ssn.scratch.get("preemption_reasons", {}).items())
+        for j, per_action in sorted(ssn.preemption_reasons.items())
     }
     holds = tuple(
         Hold(
@@ -176,17 +176,15 @@ def close_session(ssn: Session) -> Decisions:
             nodes=tuple(node_names[n] for n in nodes),
             expected_wait=wait,
         )
-        for j, nodes, wait in ssn.scratch.get("holds", ())
+        for j, nodes, wait in ssn.holds
     )
     placements: dict[str, PlacementInfo] = {
-        snap.jobs[j].name: info for j, info in ssn.scratch.get("placements", {}).items()
+        snap.jobs[j].name: info for j, info in ssn.placements.items()
     }
     # The placer options that made this cycle depend on more than its input (each once, in
     # the order the actions first used them).
     options = dict.fromkeys(
-        note
-        for placer in ssn.scratch.get("placers", ())
-        for note in nondeterministic_options(placer)
+        note for placer in ssn.placers for note in nondeterministic_options(placer)
     )
     return Decisions(
         binds=binds,

@@ -43,6 +43,7 @@ from .combine import (
     vote,
 )
 from .config import Config
+from .decisions import PlacementInfo
 from .errors import PlacementError
 from .feasibility import device_take, queue_gpu_charge
 from .gate import Gate, Refusal
@@ -173,6 +174,22 @@ class Session:
     queue_deserved: I64 | None = None
     committed: list[Op] = field(default_factory=list)
     kept: list[Op] = field(default_factory=list)
+    # What the actions of this cycle leave for the decisions and for one another.
+    #: The placer ``schedule()`` was given (None: each action's own).
+    placer: Any = None
+    #: Placers the actions used, in order (their nondeterministic options are reported).
+    placers: list[Any] = field(default_factory=list)
+    #: Per job whose gang went through a placer: what the placer said.
+    placements: dict[int, PlacementInfo] = field(default_factory=dict)
+    #: ``(job, node indices, expected wait)`` of the nodes held for starving jobs.
+    holds: list[tuple[int, tuple[int, ...], int | None]] = field(default_factory=list)
+    #: Per job, per action: why it did not preempt or reclaim (or what it evicted).
+    preemption_reasons: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: Per job: what it could free by preemption (enqueue's admission counts it).
+    preemption_freed: dict[int, tuple[I64, I64]] = field(default_factory=dict)
+    #: Whether carried reservations were realised already (once per session).
+    reservations_realised: bool = False
+    #: Per-session caches of plugins and actions (private keys; never outputs).
     scratch: dict[str, Any] = field(default_factory=dict)
     #: Operations the placement gate refused, in words (an action proposed a placement that
     #: breaks a hard rule: see :mod:`gangsched.gate`).
@@ -744,8 +761,8 @@ class Session:
         lowers its queue's allocation beyond the victims' elastic amounts (what they hold
         past their ``min_resources``, which the queue votes already count as free). The
         enqueue action owns the count (the victim rules live with the actions) and sets
-        ``scratch["preemptable_for"][job] = (freed, freed_quota)``."""
-        got = self.scratch.get("preemptable_for", {}).get(job)
+        ``preemption_freed[job] = (freed, freed_quota)``."""
+        got = self.preemption_freed.get(job)
         if got is None:
             return np.zeros(len(self.arrays.spec), dtype=np.int64)
         out: I64 = got[1] if quota else got[0]

@@ -230,7 +230,7 @@ def note_placement(ssn: Session, job: int, placer: object, result: PlacementResu
     gap = float(result.gap)
     known = status in (Status.OPTIMAL, Status.FEASIBLE) and not result.fallback
     known = known and math.isfinite(gap) and gap >= 0.0
-    ssn.scratch.setdefault("placements", {})[job] = PlacementInfo(
+    ssn.placements[job] = PlacementInfo(
         placer=str(getattr(placer, "name", type(placer).__name__)),
         status=status.value if isinstance(status, Status) else str(status),
         gap=gap if known else None,

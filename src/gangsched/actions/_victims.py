@@ -209,7 +209,7 @@ class _Plan:
 def run(ssn: Session, scope: Scope) -> None:
     """Preempt (or reclaim) for every starving job, in queue order then job order."""
     realise_reservations(ssn)
-    reasons: dict[int, dict[str, str]] = ssn.scratch.setdefault("preemption_reasons", {})
+    reasons = ssn.preemption_reasons
     for j in _preemptors(ssn):
         if not ssn.call("job_starving", j):
             continue
@@ -262,9 +262,9 @@ def realise_reservations(ssn: Session) -> None:
     job ready (together with what ``allocate`` placed for it in this cycle, which is then bound
     as well); the others keep their reservation. Runs once per session.
     """
-    if ssn.scratch.get("_reservations_realised"):
+    if ssn.reservations_realised:
         return
-    ssn.scratch["_reservations_realised"] = True
+    ssn.reservations_realised = True
     carried: dict[int, list[int]] = {}
     for t, task in enumerate(ssn.snapshot.tasks):
         if task.phase is TaskPhase.PIPELINED and ssn.task_state[t] == TaskState.PIPELINED:

@@ -146,7 +146,7 @@ class AllocateAction:
 
     def _placer(self, ssn: Session) -> tuple[Placer, bool]:
         """The placer, and whether every gang (not only topology jobs) goes through it."""
-        given = ssn.scratch.get("placer")
+        given = ssn.placer
         if given is not None:
             return given, True
         if self.placer_name == "greedy":
@@ -188,7 +188,7 @@ class AllocateAction:
         for heap in per_queue.values():
             heapq.heapify(heap)
         self.placer, self.place_all = self._placer(ssn)
-        ssn.scratch.setdefault("placers", []).append(self.placer)  # see Decisions.nondeterministic
+        ssn.placers.append(self.placer)  # see Decisions.nondeterministic
         self.joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = {}
         if getattr(self.placer, "joint", False):
             self.joint = place_jobs_jointly(

@@ -216,7 +216,7 @@ class ConsolidateAction:
 
     def execute(self, ssn: Session) -> None:
         v.realise_reservations(ssn)
-        reasons: dict[int, dict[str, str]] = ssn.scratch.setdefault("preemption_reasons", {})
+        reasons = ssn.preemption_reasons
         left = self.max_moves
         for j in v._preemptors(ssn):
             if not ssn.call("job_starving", j):

@@ -143,7 +143,7 @@ def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
     if not freed[need].any():
         return None
     refusal = ssn.job_reasons.get(j)
-    holder: dict[int, tuple[I64, I64]] = ssn.scratch.setdefault("preemptable_for", {})
+    holder = ssn.preemption_freed
     holder[j] = (freed, freed_quota)
     try:
         ok = bool(ssn.call("job_enqueueable", j))

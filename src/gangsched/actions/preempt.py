@@ -286,7 +286,7 @@ class PreemptAction:
 
     def execute(self, ssn: Session) -> None:
         v.realise_reservations(ssn)
-        reasons: dict[int, dict[str, str]] = ssn.scratch.setdefault("preemption_reasons", {})
+        reasons = ssn.preemption_reasons
         starving = v._preemptors(ssn)
         inside = within_job_jobs(ssn)
         by_queue: dict[int, tuple[list[int], list[int]]] = {}

@@ -233,7 +233,7 @@ def run(ssn: Session) -> None:
     """Reclaim for every starving job, in queue order then job order (``_victims.run``, with
     the ``preemptive`` check and the victim queues tried by priority, lowest first)."""
     v.realise_reservations(ssn)
-    reasons: dict[int, dict[str, str]] = ssn.scratch.setdefault("preemption_reasons", {})
+    reasons = ssn.preemption_reasons
     for j in v._preemptors(ssn):
         if not ssn.call("job_starving", j):
             continue

@@ -211,9 +211,7 @@ class SlaPlugin:
             self._done = True
             self._hold = self._reserve(ssn) if self.reserve and self.waiting is not None else None
             if self._hold is not None:
-                ssn.scratch.setdefault("holds", []).append(
-                    (self._hold.job, self._hold.nodes, self._hold.expected_wait)
-                )
+                ssn.holds.append((self._hold.job, self._hold.nodes, self._hold.expected_wait))
         return self._hold
 
     def _reserve(self, ssn: Session) -> Reservation | None:
