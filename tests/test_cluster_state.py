@@ -201,3 +201,23 @@ def test_example_scheduler_keeps_one_state_across_cycles() -> None:
     again = mod.plan(objects, state=state)  # nothing changed: nothing touched
     assert again.decisions.to_dict() == fresh.decisions.to_dict()
     assert state.generation == gen
+
+
+def test_arrays_of_the_next_snapshot_reuse_the_previous_ones() -> None:
+    from gangsched.arrays import build_cluster_arrays
+    from test_cluster_state_machine import assert_same_arrays
+
+    state = _cluster(nodes=4, jobs=3)
+    config = gs.Config.default()
+    out = state.schedule(config)  # builds the first snapshot's arrays
+    first = build_cluster_arrays(state.snapshot())
+    state.apply(out)
+    state.set_task_phase(out.binds[0].task, TaskPhase.RELEASING)
+    snap = state.snapshot()
+    arrays = build_cluster_arrays(snap)
+    assert arrays.allocatable is first.allocatable  # the node columns are shared
+    assert arrays.used is not first.used
+    assert build_cluster_arrays(snap) is arrays
+    assert_same_arrays(arrays, build_cluster_arrays(Snapshot.from_dict(snap.to_dict())))
+    state.cordon("n0")  # a node changed: built from scratch
+    assert build_cluster_arrays(state.snapshot()).allocatable is not first.allocatable

@@ -20,8 +20,10 @@ import copy
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -34,6 +36,7 @@ from hypothesis.stateful import (
 )
 
 from gangsched import ClusterState, Config, Snapshot, schedule
+from gangsched.arrays import ClusterArrays, TaintIndex, build_cluster_arrays
 from gangsched.errors import GangschedError, SnapshotError
 from gangsched.model import (
     DisruptionBudget,
@@ -80,6 +83,29 @@ CONFIGS: dict[str, Config] = {
         ["drf", "predicates", "proportion", "network-topology-aware", "nodeorder"],
     ),
 }
+
+
+def assert_same_arrays(a: ClusterArrays, b: ClusterArrays) -> None:
+    """Every column of two cluster arrays holds the same values."""
+    for f in dataclasses.fields(ClusterArrays):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            assert x.dtype == y.dtype and np.array_equal(x, y), f.name
+        elif isinstance(x, TaintIndex):
+            for g in dataclasses.fields(TaintIndex):
+                u, v = getattr(x, g.name), getattr(y, g.name)
+                same = (
+                    np.array_equal(u, v)
+                    if isinstance(u, np.ndarray)
+                    else {k: list(w) for k, w in u.items()} == {k: list(w) for k, w in v.items()}
+                    if isinstance(u, Mapping)
+                    else u == v
+                )
+                assert same, f"{f.name}.{g.name}"
+        elif f.name == "label_codes":
+            assert x.keys() == y.keys() and all(np.array_equal(x[k], y[k]) for k in x), f.name
+        else:
+            assert x == y, f.name
 
 
 def _dump(obj: Any) -> str:
@@ -408,6 +434,7 @@ class ClusterStateMachine(RuleBasedStateMachine):
         frozen = _dump(snap)
         fresh = Snapshot.from_dict(snap.to_dict())
         want = _dump(schedule(fresh, self.config))
+        assert_same_arrays(build_cluster_arrays(snap), build_cluster_arrays(fresh))
         got = self.state.schedule(self.config)
         assert _dump(got) == want, "state.schedule differs from a snapshot built from scratch"
         assert _dump(schedule(snap, self.config)) == want, "not deterministic"

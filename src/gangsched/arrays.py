@@ -24,6 +24,7 @@ Only :func:`build_cluster_arrays` reads the records, in one pass; everything els
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -293,9 +294,107 @@ def request_vector(task: Task, spec: ResourceSpec) -> I64:
     return row
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ArraysBase:
+    """What a :class:`~gangsched.state.ClusterState` hands its next snapshot's arrays: the
+    previous snapshot (its arrays, once built, are reused), the resource names of the records
+    now, and, per node whose tasks changed since, the tasks that name it now."""
+
+    previous: Snapshot | None  # its arrays are built; None: build from scratch
+    since: int  # the state's generation when ``previous`` was taken
+    resource_names: frozenset[str]
+    changed: Mapping[str, tuple[Task, ...]]
+
+
 def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
-    """Build the static columns of ``snapshot`` (one pass over the records)."""
-    spec = resource_spec_of(snapshot)
+    """Build the static columns of ``snapshot`` (one pass over the records).
+
+    A snapshot of a :class:`~gangsched.state.ClusterState` keeps its arrays, and builds them
+    from the previous snapshot's when the nodes and the resource names did not change: the
+    occupancy rows of the nodes whose tasks changed are recomputed, everything else is shared
+    or copied (the same values as a build from scratch).
+    """
+    hint = snapshot._arrays
+    if isinstance(hint, ClusterArrays):
+        return hint
+    if isinstance(hint, ArraysBase):
+        arrays = _from_previous(snapshot, hint)
+        object.__setattr__(snapshot, "_arrays", arrays)
+        return arrays
+    return _build(snapshot, resource_spec_of(snapshot))
+
+
+def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
+    previous = hint.previous
+    base = previous._arrays if previous is not None else None
+    spec = ResourceSpec.from_names(set(hint.resource_names) | {CPU, MEMORY, GPU, PODS})
+    if (
+        previous is None
+        or not isinstance(base, ClusterArrays)
+        or base.spec != spec
+        or previous.nodes is not snapshot.nodes
+    ):
+        return _build(snapshot, spec)
+    used, releasing, pipelined = base.used.copy(), base.releasing.copy(), base.pipelined.copy()
+    gpu_used, gpu_releasing = base.gpu_used.copy(), base.gpu_releasing.copy()
+    gpu_pipelined = base.gpu_pipelined.copy()
+    books = (used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined)
+    node_index = snapshot.node_index
+    for name, tasks in hint.changed.items():
+        i = node_index.get(name)
+        if i is None:
+            continue
+        used[i] = releasing[i] = pipelined[i] = 0
+        devices = base.devices(i)
+        gpu_used[devices] = gpu_releasing[devices] = gpu_pipelined[devices] = 0
+        for task in tasks:
+            _book(task, i, spec, base.gpu_capacity, base.gpu_sharing, base.gpu_offset, books)
+    return dataclasses.replace(
+        base,
+        used=used,
+        releasing=releasing,
+        pipelined=pipelined,
+        gpu_used=gpu_used,
+        gpu_releasing=gpu_releasing,
+        gpu_pipelined=gpu_pipelined,
+    )
+
+
+def _book(
+    task: Task,
+    i: int,
+    spec: ResourceSpec,
+    gpu_capacity: I64,
+    gpu_sharing: BOOL,
+    gpu_offset: I64,
+    books: tuple[I64, I64, I64, I64, I64, I64],
+) -> None:
+    """Add what ``task`` holds (or reserves) to node ``i``'s occupancy rows."""
+    if task.node is None or not (
+        task.phase in OCCUPYING_PHASES or task.phase is TaskPhase.PIPELINED
+    ):
+        return
+    used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
+    row = request_vector(task, spec)
+    per_device = device_milli(task, int(gpu_capacity[i]), bool(gpu_sharing[i]))
+    if task.gpu_request is not None:
+        # A node is charged what the devices hold (as Session.place), not the queue charge.
+        row[spec.gpu_column] = task.gpu_request.count * per_device
+    if task.phase is TaskPhase.PIPELINED:
+        pipelined[i] += row
+        for d in task.gpu_indices:
+            gpu_pipelined[gpu_offset[i] + d] += per_device
+        return
+    used[i] += row
+    for d in task.gpu_indices:
+        gpu_used[gpu_offset[i] + d] += per_device
+    if task.phase is TaskPhase.RELEASING:
+        releasing[i] += row
+        for d in task.gpu_indices:
+            gpu_releasing[gpu_offset[i] + d] += per_device
+
+
+def _build(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
     n = len(snapshot.nodes)
     n_res = len(spec)
     col = {name: i for i, name in enumerate(spec.names)}
@@ -350,31 +449,12 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
     gpu_releasing = np.zeros(n_dev, dtype=np.int64)
     gpu_pipelined = np.zeros(n_dev, dtype=np.int64)
     node_index = snapshot.node_index
+    books = (used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined)
     for task in snapshot.tasks:
-        if task.node is None or not (
-            task.phase in OCCUPYING_PHASES or task.phase is TaskPhase.PIPELINED
-        ):
-            continue
-        i = node_index[task.node]
-        row = request_vector(task, spec)
-        per_device = device_milli(task, int(gpu_capacity[i]), bool(gpu_sharing[i]))
-        if task.gpu_request is not None:
-            # A node is charged what the devices hold (as Session.place), not the queue charge.
-            row[gpu_col] = task.gpu_request.count * per_device
-        if task.phase is TaskPhase.PIPELINED:
-            pipelined[i] += row
-            for d in task.gpu_indices:
-                gpu_pipelined[gpu_offset[i] + d] += per_device
-            continue
-        used[i] += row
-        for d in task.gpu_indices:
-            gpu_used[gpu_offset[i] + d] += per_device
-        if task.phase is TaskPhase.RELEASING:
-            releasing[i] += row
-            for d in task.gpu_indices:
-                gpu_releasing[gpu_offset[i] + d] += per_device
+        if task.node is not None:
+            _book(task, node_index[task.node], spec, gpu_capacity, gpu_sharing, gpu_offset, books)
 
-    return ClusterArrays(
+    arrays = ClusterArrays(
         spec=spec,
         node_names=tuple(node.name for node in snapshot.nodes),
         allocatable=allocatable,
@@ -397,6 +477,9 @@ def build_cluster_arrays(snapshot: Snapshot) -> ClusterArrays:
         hard_taint_index=TaintIndex.build(n, hard),
         soft_taint_index=TaintIndex.build(n, soft),
     )
+    if isinstance(snapshot._arrays, ArraysBase):  # a state's snapshot keeps its arrays
+        object.__setattr__(snapshot, "_arrays", arrays)
+    return arrays
 
 
 def device_milli(task: Task, capacity: int, sharing: bool) -> int:

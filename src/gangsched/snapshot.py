@@ -92,6 +92,10 @@ class Snapshot:
     #: construction so that a snapshot that exists is one every cycle can use; ``None``
     #: without hypernodes. Read it through :func:`gangsched.topology.build_topology`.
     _topology: object = field(init=False, default=None, repr=False, compare=False)
+    #: Set only on snapshots of a :class:`~gangsched.state.ClusterState`: what
+    #: :func:`gangsched.arrays.build_cluster_arrays` may reuse from the state's previous
+    #: snapshot (its arrays, and the nodes whose tasks changed since), then the arrays built.
+    _arrays: object = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.limits, Limits):

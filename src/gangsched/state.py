@@ -39,6 +39,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
+from ._frozen import FrozenDict
+from .arrays import ArraysBase, ClusterArrays
 from .decisions import Decisions
 from .errors import PlacementError, SnapshotError
 from .feasibility import device_take
@@ -77,12 +79,13 @@ class _Totals:
     """Running per-resource sums of one amount field over the records of one kind, checked
     against :data:`~gangsched.limits.MAX_TOTAL` as :func:`~gangsched.model.check_totals` does."""
 
-    __slots__ = ("field", "gpu", "kind", "sums")
+    __slots__ = ("field", "gpu", "kind", "names", "sums")
 
-    def __init__(self, kind: str, field: str) -> None:
+    def __init__(self, kind: str, field: str, names: dict[str, int]) -> None:
         self.kind, self.field = kind, field
         self.sums: dict[str, int] = {}
         self.gpu = 0
+        self.names = names  # resource name -> records naming it (shared by every total)
 
     def move(
         self,
@@ -116,11 +119,25 @@ class _Totals:
             )
         if not commit:
             return
+        _count_names(self.names, old, new)
         for res, value in (old or {}).items():
             self.sums[res] -= value
         for res, value in (new or {}).items():
             self.sums[res] = self.sums.get(res, 0) + value
         self.gpu += new_gpu - old_gpu
+
+
+def _count_names(
+    names: dict[str, int], old: Mapping[str, int] | None, new: Mapping[str, int] | None
+) -> None:
+    for res in old or ():
+        left = names[res] - 1
+        if left:
+            names[res] = left
+        else:
+            del names[res]
+    for res in new or ():
+        names[res] = names.get(res, 0) + 1
 
 
 def _node_gpu(node: Node | None) -> int:
@@ -174,12 +191,16 @@ class ClusterState:
         self._queue_jobs: dict[str, dict[str, None]] = {}
         self._children: dict[str, dict[str, None]] = {}
         self._owners: dict[str, dict[str, None]] = {}  # member -> hypernodes listing it
+        #: Resource names the records use, with how many records name each (the columns of
+        #: the snapshot's arrays).
+        self._resource_names: dict[str, int] = {}
+        names = self._resource_names
         self._totals = {
-            "node": _Totals("node", "allocatable"),
-            "task": _Totals("task", "request"),
-            "guarantee": _Totals("queue", "guarantee"),
-            "deserved": _Totals("queue", "deserved"),
-            "job": _Totals("job", "min_resources"),
+            "node": _Totals("node", "allocatable", names),
+            "task": _Totals("task", "request", names),
+            "guarantee": _Totals("queue", "guarantee", names),
+            "deserved": _Totals("queue", "deserved", names),
+            "job": _Totals("job", "min_resources", names),
         }
         self._weights = 0
         # Change tracking.
@@ -190,6 +211,7 @@ class ClusterState:
         self._cache: dict[str, tuple[tuple[Any, ...], Mapping[str, int]]] = {}
         self._topology: object = None
         self._last: Snapshot | None = None
+        self._last_gen = 0  # generation when ``_last`` was taken
         if snapshot is not None:
             if limits is not None and limits != snapshot.limits:
                 # Other bounds: check the records against them once.
@@ -552,6 +574,11 @@ class ClusterState:
                 commit=False,
             )
         if commit:
+            _count_names(
+                self._resource_names,
+                old.capability if old else None,
+                new.capability if new else None,
+            )
             for attr in ("guarantee", "deserved"):
                 self._totals[attr].move(
                     name,
@@ -1138,8 +1165,34 @@ class ClusterState:
             from .topology import build_topology
 
             self._topology = build_topology(snap)
-        self._last = snap
+        object.__setattr__(snap, "_arrays", self._arrays_base())
+        self._last, self._last_gen = snap, self.generation
         return snap
+
+    def _arrays_base(self) -> ArraysBase:
+        """What the new snapshot's arrays may reuse: the last snapshot whose arrays were
+        built (the last one, or the one its arrays would have started from), and the tasks of
+        every node changed since."""
+        names = frozenset(self._resource_names)
+        last: Snapshot | None = self._last
+        since = self._last_gen
+        hint = last._arrays if last is not None else None
+        if isinstance(hint, ArraysBase):
+            last, since = hint.previous, hint.since
+        if last is None or not isinstance(last._arrays, ClusterArrays):
+            return ArraysBase(previous=None, since=0, resource_names=names, changed=FrozenDict())
+        tasks, on = self._tasks, self._node_tasks
+        changed = {
+            name: tuple(tasks[t] for t in on[name])
+            for name, gen in self._node_gen.items()
+            if gen > since
+        }
+        return ArraysBase(
+            previous=last,
+            since=since,
+            resource_names=names,
+            changed=changed,
+        )
 
     def schedule(self, config: Any, **kwargs: Any) -> Decisions:
         """One cycle on the state now: :func:`gangsched.schedule` on :meth:`snapshot` (same
