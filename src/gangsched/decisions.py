@@ -40,6 +40,17 @@ _GAP_STATUSES = ("OPTIMAL", "FEASIBLE")
 
 _JOB_PHASES = frozenset(p.value for p in JobPhase)
 _QUEUE_STATES = frozenset(s.value for s in QueueState)
+#: The resource-mapping fields of a queue status.
+_QUEUE_AMOUNTS = (
+    "allocated",
+    "deserved",
+    "guarantee",
+    "capability",
+    "inqueue_resources",
+    "pending_resources",
+    "real_capability",
+    "request",
+)
 
 
 def _bad(record: str, field_name: str, detail: str, value: object) -> DecisionError:
@@ -344,16 +355,7 @@ class QueueStatus:
             raise _bad(
                 "queue status", "state", f"expected one of {sorted(_QUEUE_STATES)}", self.state
             )
-        for name in (
-            "allocated",
-            "deserved",
-            "guarantee",
-            "capability",
-            "inqueue_resources",
-            "pending_resources",
-            "real_capability",
-            "request",
-        ):
+        for name in _QUEUE_AMOUNTS:
             _amounts("queue status", name, getattr(self, name))
         for name in ("inqueue", "pending", "running", "unknown", "completed", "weight"):
             _need_count("queue status", name, getattr(self, name))
@@ -521,16 +523,7 @@ def _fields(v: Any) -> dict[str, Any]:
 
 def _queue_fields(v: Any) -> dict[str, Any]:
     out = _fields(v)
-    for key in (
-        "allocated",
-        "deserved",
-        "guarantee",
-        "capability",
-        "inqueue_resources",
-        "pending_resources",
-        "real_capability",
-        "request",
-    ):
+    for key in _QUEUE_AMOUNTS:
         if key in out:
             out[key] = FrozenDict(out[key])
     return out
