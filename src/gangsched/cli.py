@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 DEMO_POLICIES = ("bestfit", "fgd")
+#: Arrived % at which ``gangsched --bound`` computes the placement limit.
+LIMIT_POINTS = (80, 90, 100, 110, 120)
 DEMO_SEEDS = "42-44"
 DEMO_OUT_PREFIX = "gangsched-fgd-"
 PLOT_FILE = "fgd_fig9a.png"
@@ -206,8 +208,15 @@ def _print_limits(args: argparse.Namespace, cmp: Any, names: tuple[str, ...]) ->
     print(format_limits(cmp, args.arrived, bound, offline, seeds))
 
 
-def _plot_fig9a(runs_table: AlloTable, expected: AlloTable, path: Path) -> str | None:
-    """Fig. 9(a)-style plot; returns a note instead when matplotlib is missing."""
+def _plot_fig9a(
+    runs_table: AlloTable,
+    expected: AlloTable,
+    path: Path,
+    limits: Sequence[tuple[int, float, float]] = (),
+) -> str | None:
+    """Fig. 9(a)-style plot; returns a note instead when matplotlib is missing.
+
+    ``limits``: (arrived %, bound, offline packing) unallocated GPU %, drawn as markers."""
     try:
         import matplotlib
 
@@ -242,6 +251,10 @@ def _plot_fig9a(runs_table: AlloTable, expected: AlloTable, path: Path) -> str |
                 linestyle="--",
                 label=f"{policy} (authors)",
             )
+    if limits:
+        xs = [x for x, _, _ in limits]
+        ax.plot(xs, [b for _, b, _ in limits], "k^-", label="bound (no placement below)")
+        ax.plot(xs, [o for _, _, o in limits], "ks--", label="offline packing")
     ax.set_xlim(75, 120)
     ax.set_xlabel("arrived workload (% of GPU capacity)")
     ax.set_ylabel("unallocated GPU (%)")
@@ -289,7 +302,19 @@ def _run_demo(args: argparse.Namespace) -> int:
     theirs = read_allo_table(None)
     print(format_comparison(compare_tables(ours, theirs)))
     plot_path = out / PLOT_FILE
-    note = _plot_fig9a(ours, theirs, plot_path)
+    limits: list[tuple[int, float, float]] = []
+    if args.bound:
+        from .quality import limit_figures
+
+        for pct in LIMIT_POINTS:
+            fig = limit_figures(nodes, pods, seeds[:1], pct)[0]
+            off = fig.offline.unallocated_pct if fig.offline is not None else math.nan
+            limits.append((pct, fig.bound.bound_unallocated_pct, off))
+            print(
+                f"limit at {pct}% arrived (seed {fig.seed}): bound "
+                f"{fig.bound.bound_unallocated_pct:.2f} %, offline packing {off:.2f} % unallocated"
+            )
+    note = _plot_fig9a(ours, theirs, plot_path, limits)
     if note is None:
         print(f"plot: {plot_path}")
     else:
@@ -318,6 +343,12 @@ def build_parser() -> argparse.ArgumentParser:
         "announced on stderr)",
     )
     parser.add_argument("--workers", type=int, default=_default_workers(), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--bound",
+        action="store_true",
+        help="also compute the placement limit (bound and offline packing) of the first seed's "
+        "arrivals at 80-120 %% and draw it in the plot (slower: about a minute)",
+    )
     subparsers = parser.add_subparsers(dest="command")
     _add_fgd_parser(subparsers)
     add_schedule_parser(subparsers)
