@@ -221,3 +221,19 @@ def test_arrays_of_the_next_snapshot_reuse_the_previous_ones() -> None:
     assert_same_arrays(arrays, build_cluster_arrays(Snapshot.from_dict(snap.to_dict())))
     state.cordon("n0")  # a node changed: built from scratch
     assert build_cluster_arrays(state.snapshot()).allocatable is not first.allocatable
+
+
+def test_state_built_from_another_states_snapshot_builds_right_arrays() -> None:
+    """The other state's reuse plan (its generations) must not leak into this one's."""
+    from gangsched.arrays import build_cluster_arrays
+    from test_cluster_state_machine import assert_same_arrays
+
+    a = _cluster(nodes=3, jobs=2)
+    a.schedule(gs.Config.default())
+    a.set_task_phase("j0-t0", TaskPhase.RUNNING, node="n1")
+    handed = a.snapshot()  # arrays not built: carries a's plan
+    b = ClusterState(handed)
+    b.set_task_phase("j1-t0", TaskPhase.RUNNING, node="n2")
+    snap = b.snapshot()
+    fresh = Snapshot.from_dict(snap.to_dict())
+    assert_same_arrays(build_cluster_arrays(snap), build_cluster_arrays(fresh))

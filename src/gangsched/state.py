@@ -263,7 +263,8 @@ class ClusterState:
             self._disruption_budgets[budget.name] = budget
             self._list_budget(budget)
         self._topology = snap._topology
-        self._last = snap
+        # Another state's snapshot may carry that state's reuse plan: start afresh then.
+        self._last = None if isinstance(snap._arrays, ArraysBase) else snap
         for attr in _ATTRS:
             records = getattr(snap, attr)
             index = getattr(snap, f"{_KIND[attr]}_index")
