@@ -9,7 +9,7 @@ MIN_VENV := .venv-min
 OUT ?=
 DIST := dist
 
-.PHONY: run test lint typecheck pytest docs docs-api dist test-minimum clean
+.PHONY: run test lint typecheck pytest docs docs-api dist smoke test-minimum clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,19 @@ dist: $(BIN)/.installed
 	$(BIN)/python -m build --outdir $(DIST) .
 	$(BIN)/twine check --strict $(DIST)/*
 
+# The built wheel with no extras, in a venv of its own: the version, the help, one cycle on
+# the example snapshot and a short run of the main job (no plot without matplotlib).
+SMOKE_VENV := .venv-smoke
+smoke: dist
+	rm -rf $(SMOKE_VENV)
+	$(PYTHON) -m venv $(SMOKE_VENV)
+	$(SMOKE_VENV)/bin/pip install --quiet $(DIST)/*.whl
+	$(SMOKE_VENV)/bin/gangsched --version
+	$(SMOKE_VENV)/bin/python -m gangsched --help > /dev/null
+	$(SMOKE_VENV)/bin/gangsched schedule -f examples/snapshot.yaml > /dev/null
+	$(SMOKE_VENV)/bin/gangsched --seeds 42 --limit 300 --workers 1 --out $(SMOKE_VENV)/demo > /dev/null
+	test -s $(SMOKE_VENV)/demo/analysis_allo_discrete.csv
+
 # The oldest supported versions (ci/minimum.txt) in a venv of their own, then the test suite.
 test-minimum:
 	rm -rf $(MIN_VENV)
@@ -69,4 +82,4 @@ test-minimum:
 	    tests/test_docs_testing_example.py::test_the_property_test_finds_the_toy_schedulers_partial_gang
 
 clean:
-	rm -rf $(VENV) $(MIN_VENV) $(DIST) site build .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(MIN_VENV) $(SMOKE_VENV) $(DIST) site build .mypy_cache .pytest_cache .ruff_cache

@@ -93,7 +93,11 @@ def test_make_run_installs_only_the_plot_extra() -> None:
 
 def test_ci_builds_and_checks_the_distributions() -> None:
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "make test\n" in ci and "asv check --python=same" in ci and "make dist" in ci
-    assert "make docs" in ci
+    assert "make test\n" in ci and "asv check --python=same" in ci and "make docs" in ci
+    assert "make smoke" in ci  # builds and checks the distributions, then installs the wheel
     makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
     assert "python -m build" in makefile and "twine check --strict" in makefile
+    assert re.search(r"^smoke: dist$", makefile, flags=re.M)
+    smoke = makefile.split("\nsmoke: dist\n", 1)[1].split("\n\n", 1)[0]
+    assert "pip install --quiet $(DIST)/*.whl" in smoke and "[" not in smoke.split("whl")[0]
+    assert "gangsched --version" in smoke and "python -m gangsched --help" in smoke
