@@ -254,3 +254,27 @@ def test_reproduced_policies_match_the_authors_on_the_bundled_sample() -> None:
         ours = [100 - discrete_tables(run_one(nodes, pods, policy, s)).alloc[100] for s in seeds]
         ref = [100 - theirs[POLICY_IDS[policy]][s][100] for s in seeds]
         assert abs(float(np.median(ours)) - float(np.median(ref))) <= tol, policy
+
+
+def test_fgd_compare_bound_prints_the_distance_to_the_limit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gangsched.cli import main
+
+    write_cluster(
+        tmp_path,
+        [(16000, 64000, 2, "T4"), (16000, 64000, 2, "T4"), (32000, 64000, 4, "G2")],
+        [(2000, 100, 1, 500), (4000, 100, 1, 1000), (1000, 100, 2, 1000), (500, 100, 0, 0)] * 3
+        + [(3000, 100, 1, 300), (8000, 100, 4, 1000)],
+    )
+    common = ["fgd", "--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv")]
+    out = tmp_path / "out"
+    assert main([*common, "--policy", "bestfit", "--seeds", "42", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main([*common, "compare", str(out), "--bound", "--bound-seeds", "42"]) == 0
+    printed = capsys.readouterr().out
+    assert "limit at 100% arrived" in printed and "05-BestFit" in printed
+    row = [line for line in printed.splitlines() if line.startswith("05-BestFit")][-1]
+    ours, to_bound = float(row.split()[1]), float(row.split()[2])
+    assert to_bound >= -1e-9  # no policy leaves less unallocated than the bound
+    assert ours >= 0
