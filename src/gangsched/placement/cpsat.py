@@ -499,6 +499,8 @@ class CpSatPlacer:
         for tier in range(0, view.allowed + 1):
             if g_span is not None and tier > g_span:
                 break
+            if budget.past_deadline():  # no time left for this tier's bounds and models
+                return _out_of_time(gang.name, greedy)
             order = domain_order(problem, view, tier, total, free, gpu_free)
             if order.size == 0:
                 continue
@@ -698,6 +700,8 @@ class CpSatPlacer:
             return self._place_aggregate(problem, views, doms, agg, greedy, budget)
         # a valid upper bound on the weight, and a placement guided by the bound's choice
         rel = build_relaxation(problem, views, doms)
+        if budget.past_deadline():  # greedy's answer, unproven
+            return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
         upper, guide = self._solve_relaxation(problem, rel, doms, greedy, budget)
         upper = min(upper, _alone_bound(problem, views))
         incumbent = list(greedy.gangs)
