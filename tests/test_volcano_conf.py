@@ -162,3 +162,11 @@ def test_cli_warns_on_stderr_and_strict_is_one_error_line(
 def test_no_builtin_plugin_is_listed_as_unimplemented() -> None:
     # a plugin that lands in gangsched must leave UNIMPLEMENTED_PLUGINS (and SKIPPED above)
     assert not set(UNIMPLEMENTED_PLUGINS) & set(BUILTIN_PLUGINS)
+
+
+def test_replay_warns_in_the_cli_format_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--config", str(PRODUCTION), "--limit", "50"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    warned = [line for line in err if line.startswith("gangsched: warning: plugin ")]
+    assert [line.split("'")[1] for line in warned] == list(SKIPPED)
+    assert not any("UnimplementedPluginWarning" in line for line in err)

@@ -26,7 +26,7 @@ from ._cli_explain import add_explain_parser
 from ._cli_progress import Progress
 from ._cli_replay import add_replay_parser
 from ._cli_schedule import add_get_parser, add_schedule_parser
-from .errors import GangschedError
+from .errors import GangschedError, UnimplementedPluginWarning
 from .fragmentation import PAPER_POLICIES, POLICIES
 
 if TYPE_CHECKING:
@@ -401,6 +401,25 @@ def _say(line: str) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """A skipped Volcano plugin is one ``gangsched: warning:`` line, like the CLI's other
+    messages; any other warning is shown as Python shows it."""
+    if issubclass(category, UnimplementedPluginWarning):
+        _say(f"gangsched: warning: {message}")
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
 def _discard_stdout(stream: TextIO) -> None:
     """Point the real standard output at /dev/null, so the interpreter's final flush of what
     could not be written does not fail again (and print a traceback) at exit."""
@@ -429,7 +448,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     real_stdout = sys.stdout
     sys.stdout = cast(TextIO, _GuardedStdout(real_stdout))
     try:
-        status: int = args.handler(args)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            status: int = args.handler(args)
         sys.stdout.flush()
     except GangschedError as exc:
         _say(f"gangsched: error: {exc}")
