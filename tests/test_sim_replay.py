@@ -27,7 +27,7 @@ from gangsched.sim.replay import (
     fair_share,
     replay,
 )
-from gangsched.statement import Statement
+from gangsched.statement import Op, OpKind
 
 SIMPLE = gs.Config.from_dict(
     {"actions": ["allocate"], "tiers": [[{"name": "gang"}], [{"name": "predicates"}]]}
@@ -230,10 +230,11 @@ class Overbook:
         pass
 
     def execute(self, ssn: Session) -> None:
-        stmt = Statement(ssn)
+        # Past the placement gate (a Statement would refuse the second task): the session is
+        # mutated directly, as only a broken action would.
         for t in np.flatnonzero(ssn.task_state == TaskState.PENDING).tolist():
-            stmt.allocate(int(t), 0, (0,))
-        stmt.commit()
+            ssn.place(int(t), 0, (0,), pipelined=False)
+            ssn.record([Op(OpKind.ALLOCATE, int(t), 0, (0,))], committed=True)
 
 
 @pytest.mark.no_invariant_hook  # the scheduler here is broken on purpose

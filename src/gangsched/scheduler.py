@@ -53,6 +53,7 @@ from .policies import job_actions
 from .registry import Action, Registry
 from .session import READY_STATES, Session, TaskState
 from .snapshot import Snapshot
+from .statement import OpKind
 from .units import GPU
 
 __all__ = ["default_registry", "explain", "make_actions", "open_session", "schedule"]
@@ -211,22 +212,22 @@ def _op_records(
     binds = tuple(
         Bind(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
         for op in ssn.committed
-        if op.kind == "allocate"
+        if op.kind is OpKind.ALLOCATE
     )
     evictions = tuple(
         Eviction(task=snap.tasks[op.task].name, reason=op.reason, preemptor=op.preemptor)
         for op in ssn.committed
-        if op.kind == "evict"
+        if op.kind is OpKind.EVICT
     )
-    reserved_ops = [op for op in ssn.committed if op.kind == "pipeline"] + [
-        op for op in ssn.kept if op.kind in ("allocate", "pipeline")
+    reserved_ops = [op for op in ssn.committed if op.kind is OpKind.PIPELINE] + [
+        op for op in ssn.kept if op.kind is not OpKind.EVICT
     ]
     pipelined = tuple(
         Pipeline(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
         for op in reserved_ops
     )
     kept = np.zeros(len(snap.tasks), dtype=np.bool_)
-    kept[[op.task for op in ssn.kept if op.kind == "allocate"]] = True
+    kept[[op.task for op in ssn.kept if op.kind is OpKind.ALLOCATE]] = True
     state = ssn.task_state.astype(np.int64)
     state[kept] = TaskState.PIPELINED
     return binds, evictions, pipelined, state

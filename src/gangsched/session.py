@@ -23,6 +23,7 @@ Volcano breaks them at random.
 
 from __future__ import annotations
 
+import enum
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -60,8 +61,8 @@ BOOL = npt.NDArray[np.bool_]
 F64 = npt.NDArray[np.float64]
 
 
-class TaskState:
-    """Int codes of a task's state inside a session."""
+class TaskState(enum.IntEnum):
+    """A task's state inside a session (int codes, stored in an int8 array)."""
 
     PENDING = 0
     ALLOCATED = 1

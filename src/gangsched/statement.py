@@ -11,6 +11,7 @@ int64, so undo is exact arithmetic, not approximate).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,12 +21,20 @@ if TYPE_CHECKING:
     from .gate import Refusal
     from .session import Session
 
-__all__ = ["Op", "Statement"]
+__all__ = ["Op", "OpKind", "Statement"]
+
+
+class OpKind(enum.StrEnum):
+    """What an operation does."""
+
+    ALLOCATE = "allocate"
+    PIPELINE = "pipeline"
+    EVICT = "evict"
 
 
 @dataclass(frozen=True, slots=True)
 class Op:
-    kind: str  # "allocate" | "pipeline" | "evict"
+    kind: OpKind
     task: int
     node: int
     gpus: tuple[int, ...]
@@ -75,7 +84,8 @@ class Statement:
             self.ssn.refusals.append(why)
             return False
         self.ssn.place(task, node, gpus, pipelined=pipelined)
-        self.ops.append(Op("pipeline" if pipelined else "allocate", task, node, gpus))
+        kind = OpKind.PIPELINE if pipelined else OpKind.ALLOCATE
+        self.ops.append(Op(kind, task, node, gpus))
         return True
 
     def evict(self, task: int, reason: str, preemptor: str = "") -> None:
@@ -84,13 +94,13 @@ class Statement:
         node = int(self.ssn.task_node[task])
         gpus = self.ssn.task_gpus[task]
         self.ssn.evict(task)
-        self.ops.append(Op("evict", task, node, gpus, prev, reason, preemptor))
+        self.ops.append(Op(OpKind.EVICT, task, node, gpus, prev, reason, preemptor))
 
     def discard(self) -> None:
         """Undo every operation, newest first."""
         self._check_open()
         for op in reversed(self.ops):
-            if op.kind == "evict":
+            if op.kind is OpKind.EVICT:
                 self.ssn.unevict(op.task, op.prev_state)
             else:
                 self.ssn.unplace(op.task)
@@ -101,8 +111,8 @@ class Statement:
         if self.relax:
             raise RuntimeError("a what-if statement that leaves rules out cannot be applied")
         task_job = self.ssn.task_job
-        placed = {int(task_job[op.task]) for op in self.ops if op.kind == "allocate"}
-        reserved = {int(task_job[op.task]) for op in self.ops if op.kind == "pipeline"}
+        placed = {int(task_job[op.task]) for op in self.ops if op.kind is OpKind.ALLOCATE}
+        reserved = {int(task_job[op.task]) for op in self.ops if op.kind is OpKind.PIPELINE}
         if not binding:  # kept allocations are claims, not binds: pipelined is enough
             placed, reserved = set(), placed | reserved
         return self.ssn.gate.refuse_end(placed, reserved)

@@ -92,7 +92,7 @@ from .. import disruption
 from ..gate import Rule
 from ..model import PREEMPT_NEVER, TaskPhase, TopologyMode
 from ..session import HOLDING_STATES, PIPELINED_OR_READY, READY_STATES, TaskState
-from ..statement import Statement
+from ..statement import OpKind, Statement
 from ..topology import Topology, build_topology
 from ..units import PODS
 from ._gang_placement import hard_domain
@@ -295,7 +295,9 @@ def realise_reservations(ssn: Session) -> None:
             stmt.commit()
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
             # readiness now: they become binds too, or the job would be bound in part.
-            mine = [op for op in ssn.kept if op.kind == "allocate" and ssn.task_job[op.task] == j]
+            mine = [
+                op for op in ssn.kept if op.kind is OpKind.ALLOCATE and ssn.task_job[op.task] == j
+            ]
             if mine:
                 ssn.kept[:] = [op for op in ssn.kept if op not in mine]
                 ssn.committed.extend(mine)

@@ -69,7 +69,7 @@ from ..config import arg_int
 from ..errors import ConfigError
 from ..model import TopologyMode
 from ..session import TaskState
-from ..statement import Statement
+from ..statement import OpKind, Statement
 from ..units import PODS
 from . import _victims as v
 
@@ -127,13 +127,20 @@ class _Moves(Statement):
     def finished(self) -> bool:
         return self._done
 
+    def admits(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
+        """Whether the placement gate would let ``task`` be reserved on ``node`` now (asked
+        first, so that a trial that would break a hard rule — a queue's capability once the
+        moved tasks are back, say — fails instead of being refused)."""
+        return self.ssn.gate.refuse(task, node, gpus, pipelined=True) is None
+
     def move(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
         """Reserve ``task``, evicted in this statement, on ``node``: the placement passes the
         same checks as any reservation of a pending task (the evicted task is off its node
         for good here, so it is judged as the pending pod it becomes). Whether it did."""
         ssn = self.ssn
         ssn._set_state(task, TaskState.PENDING)
-        self.pipeline(task, node, gpus)
+        if self.admits(task, node, gpus):
+            self.pipeline(task, node, gpus)
         if ssn.task_state[task] == TaskState.PIPELINED:
             return True
         ssn._set_state(task, TaskState.RELEASING)
@@ -143,7 +150,7 @@ class _Moves(Statement):
         self._check_open()
         ssn = self.ssn
         for op in reversed(self.ops):
-            if op.kind == "evict":
+            if op.kind is OpKind.EVICT:
                 ssn.task_node[op.task] = op.node
                 ssn.task_gpus[op.task] = op.gpus
                 ssn.unevict(op.task, op.prev_state)
@@ -382,7 +389,10 @@ class _Search:
                 if not mask.any():
                     break
                 node = int(np.argmax(np.where(mask, ev.score, -np.inf)))
-                stmt.pipeline(t, node, ssn.choose_gpus(t, node, future=True))
+                gpus = ssn.choose_gpus(t, node, future=True)
+                if not stmt.admits(t, node, gpus):
+                    break
+                stmt.pipeline(t, node, gpus)
                 if ssn.task_state[t] != TaskState.PIPELINED:
                     break
                 placed += 1
