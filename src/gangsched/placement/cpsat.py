@@ -93,6 +93,7 @@ from ._common import (
     GangView,
     Replica,
     check_solver_parameters,
+    demand_floor,
     domain_order,
     follows_hypernode_order,
     gang_view,
@@ -514,7 +515,14 @@ class CpSatPlacer:
             else:
                 # past tier 0 no single node holds the gang: at least two nodes
                 bounds = _domain_bounds(
-                    problem, view, tier, order, gang.size, min_nodes=2 if tier > 0 else 1
+                    problem,
+                    view,
+                    tier,
+                    order,
+                    gang.size,
+                    min_nodes=2 if tier > 0 else 1,
+                    free=free,
+                    gpu_free=gpu_free,
                 )
                 exact_hint = None
             rank = sorted(range(order.size), key=lambda i: (bounds[i], i))
@@ -1229,12 +1237,16 @@ def _domain_bounds(
     order: npt.NDArray[np.intp],
     size: int,
     min_nodes: int = 1,
+    free: I64 | None = None,
+    gpu_free: I64 | None = None,
 ) -> list[tuple[int, ...]]:
     """Per candidate domain, a lower bound on the objective tuple of any placement inside it:
     for every tier, the fewest of its domains (inside the candidate) whose summed capacity
     reaches ``size``; the same for nodes; for the waste, the sum of the smallest node
     emptiness values over that many nodes."""
     topo = problem.topology
+    free = problem.free if free is None else free
+    gpu_free = problem.gpu_free if gpu_free is None else gpu_free
     emp = problem.emptiness[view.index]
     cap_node = view.q.sum(axis=0)  # replicas a node can take at most
     usable: npt.NDArray[np.bool_] = np.asarray(view.mask.any(axis=0))
@@ -1250,10 +1262,41 @@ def _domain_bounds(
             gcap = np.bincount(inv.reshape(-1), weights=caps).astype(np.int64)
             lb.append(_fewest_to_cover([(0, int(c)) for c in gcap], size))
         n_lb = max(_fewest_to_cover([(0, int(c)) for c in caps], size), min_nodes)
+        waste = int(np.sort(emp[nodes])[:n_lb].sum())  # the emptiest-free n_lb nodes
+        if n_lb == 2 and view.gang.n_templates > 1 and 2 <= nodes.size <= 64:
+            n_lb, waste = _pair_bound(problem, view, nodes, free, gpu_free)
         lb.append(n_lb)
-        lb.append(int(np.sort(emp[nodes])[:n_lb].sum()))  # the emptiest-free n_lb nodes
+        lb.append(waste)
         out.append(tuple(lb))
     return out
+
+
+def _pair_bound(
+    problem: PlacementProblem,
+    view: GangView,
+    nodes: npt.NDArray[np.intp],
+    free: I64,
+    gpu_free: I64,
+) -> tuple[int, int]:
+    """For a domain whose placements use at least two nodes: ``(2, least emptiness of a pair
+    of its nodes whose summed room covers the gang's demand floor)``, or ``(3, the three
+    least emptiness values)`` when no pair covers it — lower bounds on the node count and the
+    waste of any placement in the domain."""
+    sel = np.zeros(problem.n_nodes, dtype=np.bool_)
+    sel[nodes] = True
+    res, gpu = demand_floor(view, np.zeros(problem.n_nodes, dtype=np.int64), 1, sel)
+    cols = np.flatnonzero(res > 0)
+    room = np.column_stack(
+        [np.clip(free[nodes][:, cols], 0, None), np.clip(gpu_free[nodes], 0, None).sum(axis=1)]
+    )
+    need = np.append(res[cols], gpu[0])
+    ok = ((room[:, None, :] + room[None, :, :]) >= need).all(axis=2)
+    ok &= np.triu(np.ones((nodes.size, nodes.size), dtype=np.bool_), k=1)
+    emp = problem.emptiness[view.index][nodes]
+    if ok.any():
+        pair = emp[:, None] + emp[None, :]
+        return 2, int(pair[ok].min())
+    return 3, int(np.sort(emp)[:3].sum())
 
 
 #: Count variables (usable nodes × templates) a chunk of domains may grow to past
