@@ -319,3 +319,17 @@ def test_checker_accepts_the_action_output_and_a_preempt_eviction() -> None:
     check_consolidation(
         s, _decisions([Eviction(task="a-0", reason="preempted", preemptor="big")], [])
     )
+
+
+def test_consolidation_never_takes_a_queue_past_its_capability() -> None:
+    # Found by the disruption machine's soak: the claim passed its queue's check while the
+    # moved tasks were out, and putting them back took the queue past its capability. Here
+    # the queue may hold 12 GPUs: 8 run, the 8-GPU gang would make 16, so nothing moves.
+    jobs, tasks = _fragmented()
+    queues = [{"name": "default", "capability": {GPU: 12}}]
+    d = schedule(snap(jobs, tasks, queues=queues))
+    assert d.evictions == () and d.pipelined == ()
+    assert d.preemption_reasons["big"].startswith(f"consolidate: {c.NO_PLAN}:")
+    # With room in the quota the same cluster consolidates.
+    queues = [{"name": "default", "capability": {GPU: 16}}]
+    assert len(schedule(snap(jobs, tasks, queues=queues)).evictions) == 1
