@@ -30,6 +30,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from gangsched.config import Config
 from gangsched.decisions import Bind, Decisions, Eviction, JobStatus, Pipeline
+from gangsched.errors import DecisionError
 from gangsched.model import Job, JobPhase, JobPolicy, Node, Queue, Task, TaskPhase
 from gangsched.scheduler import schedule
 from gangsched.snapshot import Snapshot
@@ -273,11 +274,13 @@ def test_machine_rejects_nondeterministic_or_malformed_schedulers() -> None:
         _machine(lambda s: {"binds": [{"node": "n0"}]}, snap).run_cycle()
     with pytest.raises(InvariantViolation, match="returned a list"):
         _machine(lambda s: [], snap).run_cycle()
-    with pytest.raises(InvariantViolation, match="unknown phase 'Sleeping'"):
+    # An unknown phase cannot even be built as a record; in the interchange form it is
+    # malformed output.
+    with pytest.raises(DecisionError, match="got 'Sleeping'"):
+        JobStatus(phase="Sleeping")
+    with pytest.raises(InvariantViolation, match=r"malformed.*'Sleeping'"):
         _machine(
-            lambda s: Decisions(
-                jobs={"a": JobStatus(phase="Sleeping")}, task_reasons={"a-0": "resting"}
-            ),
+            lambda s: {"jobs": {"a": {"phase": "Sleeping"}}, "task_reasons": {"a-0": "resting"}},
             snap,
         ).run_cycle()
     with pytest.raises(TypeError, match="no attribute 'max_nodez'"):
