@@ -4,19 +4,20 @@ The library's :class:`~gangsched.testing.SchedulerMachine` (its rules: submit, f
 drop reservations, fail or add a node, change a weight, set a queue's state, run a cycle)
 with the scheduler running ``enqueue, allocate, consolidate, preempt, reclaim, backfill``,
 two more rules (add or remove a disruption budget over a job), and a start that is, half of
-the time, a fragmented GPU cluster (8-GPU nodes running 2- to 4-GPU tasks, 4- to 8-GPU tasks
-waiting) so that moves are needed.
+the time, a fragmented GPU cluster (8-GPU nodes with 3 to 6 GPUs used by 1- to 3-GPU tasks,
+gangs waiting whose tasks fit on no node as it is packed) so that moves are needed.
 
 Moves are applied as the consolidation docs say a caller does: the moved task is Releasing on
 its old node until the next ``tick``, then Pipelined on its reserved node (Pending when that
 room was taken meanwhile: the reservation is lost, which the machine counts).
 
-Checked on every cycle (beyond every checker of :mod:`gangsched.testing.invariants`, which
-includes ``check_consolidation``: every consolidation eviction has a reservation for the moved
-task on another node, and breaks no budget): no task is moved twice in a row without a change
-in between (a submit, finish, node or queue change, budget change or dropped reservation), so
-consolidation does not thrash. Consolidation evictions are moves, not losses: they do not enter
-the victim → preemptor graph.
+Checked on every cycle: the checkers of :mod:`gangsched.testing.invariants` that the
+configuration enforces (``check_cycle``), among them ``check_consolidation`` (every
+consolidation eviction has a reservation for the moved task on another node, and breaks no
+budget); and no task is moved twice in a row without a change in between (a submit, finish,
+node or queue change, budget change or dropped reservation), so consolidation does not
+thrash. Consolidation evictions are moves, not losses: they do not enter the victim →
+preemptor graph.
 
 Default run: ``CI_EXAMPLES`` examples × ``CI_STEPS`` steps. ``GANGSCHED_SOAK=1`` runs
 ``SOAK_EXAMPLES`` × ``SOAK_STEPS`` and prints the figures.
@@ -51,6 +52,7 @@ from gangsched.model import (
     TaskPhase,
 )
 from gangsched.testing import InvariantViolation, SchedulerMachine
+from gangsched.testing.invariants import check_cycle
 from gangsched.testing.strategies import snapshots
 
 CI_EXAMPLES, CI_STEPS = 25, 25
@@ -154,7 +156,13 @@ def fragmented(draw: st.DrawFn) -> gs.Snapshot:
     )
 
 
+def _check(snapshot: gs.Snapshot, decisions: Decisions) -> None:
+    """Every invariant the configuration enforces (flat fair share: capability per queue)."""
+    check_cycle(snapshot, decisions, CONFIG)
+
+
 class DisruptionMachine(SchedulerMachine):
+    checks = (_check,)
     max_nodes = 4
     max_initial_jobs = 3
     topology = True
