@@ -23,7 +23,6 @@ Volcano breaks them at random.
 
 from __future__ import annotations
 
-import enum
 import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -61,8 +60,10 @@ BOOL = npt.NDArray[np.bool_]
 F64 = npt.NDArray[np.float64]
 
 
-class TaskState(enum.IntEnum):
-    """A task's state inside a session (int codes, stored in an int8 array)."""
+class TaskState:
+    """Int codes of a task's state inside a session (stored in an int8 array). Plain class
+    attributes, not an ``IntEnum``: they are read on every placement, and enum member access
+    costs a metaclass lookup on Python 3.11."""
 
     PENDING = 0
     ALLOCATED = 1
