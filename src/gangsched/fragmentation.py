@@ -484,12 +484,21 @@ def score_fgd(
     return NodeScores(score=score, share_gpu=share)
 
 
-def choose_node(scores: NodeScores) -> int:
-    """Index of the highest score, the lowest index on ties; -1 if no node fits."""
+def choose_node(scores: NodeScores, rank: I64 | None = None) -> int:
+    """Index of the highest score; -1 if no node fits.
+
+    Ties go to the node with the smallest ``rank`` (``(n_nodes,)`` distinct integers), or to the
+    lowest index when ``rank`` is ``None``.
+    """
     if scores.score.size == 0:
         return -1
     best = int(np.argmax(scores.score))
-    return best if np.isfinite(scores.score[best]) else -1
+    if not np.isfinite(scores.score[best]):
+        return -1
+    if rank is None:
+        return best
+    tied = np.flatnonzero(scores.score == scores.score[best])
+    return int(tied[np.argmin(rank[tied])]) if tied.size > 1 else best
 
 
 def device_indices(gpu_free_row: I64, pod: PodRequest, share_gpu: int) -> tuple[int, ...]:

@@ -12,8 +12,10 @@ One *run* is (workload, policy, tune ratio, seed):
    loop stops at the first draw that would overshoot, where -- as in the reference -- the check
    adds the clone's *per-device* ``gpu_milli``, not ``num_gpu * gpu_milli``. When the workload is
    already above the target, uniformly drawn pods are removed until it is not.
-3. The pods are scheduled one at a time onto the empty cluster; none ever finishes. A pod that fits
-   nowhere is counted as failed and dropped.
+3. The nodes get their tie-break order (:func:`node_ranks`: the reference renames them with a
+   seeded random prefix, one ``Perm`` draw sequence after tuning). The pods are scheduled one at a
+   time onto the empty cluster; none ever finishes; equal scores go to the node of the smallest
+   rank. A pod that fits nowhere is counted as failed and dropped.
 4. Before the first pod and after each one, the run records the arrived GPU request (milli-GPU,
    failed pods included), the allocated milli-GPU, the cluster fragment and the idle milli-GPU.
 
@@ -68,6 +70,7 @@ __all__ = [
     "check_tune",
     "discrete_tables",
     "make_source",
+    "node_ranks",
     "parse_seeds",
     "run_grid",
     "run_one",
@@ -207,6 +210,26 @@ def tuned_order(
     return np.asarray(kept, dtype=np.int64)
 
 
+def node_ranks(nodes: NodeTable, rng: NumpyIntSource | GoRand) -> npt.NDArray[np.int64]:
+    """Tie-break rank of every node, as the reference simulator orders them.
+
+    The reference sorts the nodes by name, draws ``rand.Perm(n)`` and renames node ``i`` (in name
+    order) to ``"%04d-" % perm[i] + name`` before any pod is scheduled; ties between equal scores
+    then go to the smallest name, i.e. the smallest ``perm[i]``. ``Perm`` fills ``m[i] = m[j],
+    m[j] = i`` with ``j = Intn(i + 1)`` for ``i = 0..n-1`` (one draw each, ``i = 0`` included).
+    """
+    n = len(nodes)
+    perm = [0] * n
+    for i in range(n):
+        j = rng.intn(i + 1)
+        perm[i] = perm[j]
+        perm[j] = i
+    by_name = sorted(range(n), key=lambda k: nodes.names[k])
+    rank = np.zeros(n, dtype=np.int64)
+    rank[np.asarray(by_name, dtype=np.int64)] = np.asarray(perm, dtype=np.int64)
+    return rank
+
+
 @dataclass(frozen=True, slots=True)
 class RunResult:
     """Records of one run: entry 0 is the empty cluster, entry i the state after pod i."""
@@ -265,7 +288,9 @@ def run_one(
     total_gpus = nodes.total_gpus
     if order is None:
         order = tuned_order(pods, total_gpus, tune, source)
+        rank: npt.NDArray[np.int64] | None = node_ranks(nodes, source)
     else:
+        rank = None
         order = np.asarray(order, dtype=np.int64)
         if order.ndim != 1 or (order.size and (order.min() < 0 or order.max() >= len(pods))):
             raise ConfigError(
@@ -329,7 +354,7 @@ def run_one(
         node = -1
         if feasible.any():
             verdict = score(view, req, feasible, source)
-            node = choose_node(verdict)
+            node = choose_node(verdict, rank)
         if node < 0:
             failed += 1
         else:
