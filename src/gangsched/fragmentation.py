@@ -29,8 +29,9 @@ cluster fragment over all idle milli-GPU, in %.
 
 **Policies.** Each ``score_*`` kernel returns a :class:`NodeScores`: one float per node (``-inf``
 where the pod does not fit) and, for a shared-GPU pod, the device it would use on that node. The
-scheduler picks the highest score; ties go to the lowest node index (the reference simulator breaks
-ties by the smallest node name, and node names sort like indices there). The scores reproduce the
+scheduler picks the highest score; ties go to the node of the smallest rank the caller gives, or to
+the lowest index (the reference simulator breaks ties by the smallest node name, after renaming the
+nodes with a seeded random prefix: see ``gangsched.sim.fgd.node_ranks``). The scores reproduce the
 reference simulator's integer scores (0..100, truncated toward zero), because truncation creates
 ties and the tie rule then decides the placement:
 
