@@ -14,6 +14,7 @@ replicas of one template spread over the devices as ``x_d`` with ``x_d ≤ k`` a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,14 +54,20 @@ class _Lp:
             for i, v in terms.items():
                 a[r, i] += v
             lo[r], hi[r] = rl, rh
-        res = milp(
-            cost,
-            integrality=np.ones(n),
-            bounds=Bounds(np.array(self.lo), np.array(self.hi)),
-            constraints=[LinearConstraint(a.tocsr(), lo, hi)] if self.rows else [],
-            options={"time_limit": 60},
-        )
-        if res.status == 2:  # infeasible
+
+        def run(presolve: bool) -> object:
+            return milp(
+                cost,
+                integrality=np.ones(n),
+                bounds=Bounds(np.array(self.lo), np.array(self.hi)),
+                constraints=[LinearConstraint(a.tocsr(), lo, hi)] if self.rows else [],
+                options={"time_limit": 120, "mip_rel_gap": 0.0, "presolve": presolve},
+            )
+
+        res = run(True)
+        if res.status == 2:  # infeasible: confirm without presolve (HiGHS's presolve has
+            res = run(False)  # been seen to misjudge these small models)
+        if res.status == 2:
             return None
         assert res.status == 0, res.message
         val = float(res.fun)
@@ -138,9 +145,12 @@ def _build(
                     lp.add({**terms, k: -float(gang.slice_size)}, 0, 0)
     for n, terms in node_terms.items():
         for r in range(problem.free.shape[1]):
-            row = {c: float(req[r]) for c, req in terms if req[r]}
-            if row:
-                lp.add(row, -np.inf, float(max(problem.free[n, r], 0)))
+            coefs = {c: int(req[r]) for c, req in terms if req[r]}
+            if coefs:
+                # exact rescaling (memory is in bytes): Σ a·x ≤ b ⇔ Σ (a/g)·x ≤ ⌊b/g⌋
+                g = math.gcd(*coefs.values())
+                rhs = max(int(problem.free[n, r]), 0) // g
+                lp.add({c: float(a // g) for c, a in coefs.items()}, -np.inf, float(rhs))
     for n in range(n_nodes):
         for d in range(problem.gpu_free.shape[1]):
             key = (n, d)
@@ -214,6 +224,6 @@ def best_objective(problem: PlacementProblem, g: int) -> tuple[int, ...] | None:
             assert res is not None
             val = round(res[0])
             out.append(val)
-            lp.add(obj, -np.inf, val)
+            lp.add(obj, -np.inf, val + 0.5)  # integer levels: half a unit of tolerance
         return tuple(out)
     return None
