@@ -66,6 +66,7 @@ LAYERS: dict[str, int] = {
     "policies": 5,
     "disruption": 5,
     "metrics": 7,
+    "quality": 7,
     "__main__": 7,
 }
 
