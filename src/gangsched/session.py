@@ -551,18 +551,22 @@ class Session:
         """Whether ``task`` fits ``node`` now (or after releases, with ``future``) on these GPU
         devices — the check a planned placement passes before it is applied."""
         a = self.arrays
+        row = self.row_on(task, node)
         free = a.allocatable[node] - self.used[node]
-        devs = a.devices(node)
-        dev = a.gpu_capacity[node] - self.gpu_used[devs]
         later = free + self.releasing[node] - self.pipelined[node]
-        dev_later = dev + self.gpu_releasing[devs] - self.gpu_pipelined[devs]
         # Now means now *and* later: never into resources a reservation holds.
-        free = later if future else np.minimum(free, later)
-        dev = dev_later if future else np.minimum(dev, dev_later)
-        if not bool(np.all(self.row_on(task, node) <= free)):
+        if not bool((row <= later).all()) or not (future or bool((row <= free).all())):
             return False
-        need = self.device_milli(task, node)
-        return all(0 <= g < self.arrays.gpu_count[node] and dev[g] >= need for g in gpus)
+        if not gpus:
+            return True
+        count = int(a.gpu_count[node])
+        if any(not 0 <= g < count for g in gpus):
+            return False
+        dev = a.device_index(node, gpus)
+        now = a.gpu_capacity[node] - self.gpu_used[dev]
+        dev_later = now + self.gpu_releasing[dev] - self.gpu_pipelined[dev]
+        room = dev_later if future else np.minimum(now, dev_later)
+        return bool((room >= self.device_milli(task, node)).all())
 
     def choose_gpus(self, task: int, node: int, *, future: bool) -> tuple[int, ...]:
         """Device indices for ``task`` on ``node``: fractional requests best-fit onto the
