@@ -373,13 +373,17 @@ def test_fgd_protocol_through_schedule_equals_the_fast_path(
 ) -> None:
     nodes, pods = openb
     # Both engines score through the same kernels but in batches of different sizes (the
-    # general one opens a session per pod); they agree bit for bit because the fragment
-    # reduction is per-row exact.
+    # general one opens a session per pod). The general one lists the nodes in the reference's
+    # tie order (so its lower-index rule breaks ties as the fast path's rank does): every
+    # placement is the same; the cluster's fragmentation total is summed in that other node
+    # order, so it agrees to rounding.
     general = replay_fgd(nodes, pods, policy, 42, engine="schedule")
     fast = replay_fgd(nodes, pods, policy, 42, engine="fast")
     assert general.failed > 0  # the workload is tuned to 130 % of the slice: failures are exercised
-    for field in ("arrived", "used", "frag", "idle", "placement", "order"):
+    for field in ("arrived", "used", "placement", "order"):
         assert np.array_equal(getattr(general, field), getattr(fast, field)), field
+    for field in ("frag", "idle"):
+        assert np.allclose(getattr(general, field), getattr(fast, field), rtol=1e-12), field
     assert general.failed == fast.failed and general.max_gpu_used == fast.max_gpu_used
     assert discrete_tables(general) == discrete_tables(fast)
 

@@ -25,6 +25,7 @@ plugin's seeded hash in the general engine and from the protocol's generator in 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +39,7 @@ from ..io.openb import NodeTable, PodTable
 from ..model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task
 from ..plugins.fgd_scores import typical_pods_argument
 from ..units import CPU, MEMORY
-from .fgd import RunResult, make_source, run_one, tuned_order
+from .fgd import RunResult, make_source, node_ranks, run_one, tuned_order
 from .replay import JobState, ReplayOptions, ReplayResult, Trace, TraceJob, replay
 
 __all__ = [
@@ -221,7 +222,12 @@ def replay_fgd(
         return run_one(nodes, pods, policy, seed, tune=tune, rng=rng, limit=limit, workload=name)
     if engine != "schedule":
         raise ConfigError("expected 'schedule' or 'fast'", kind="option", name="engine")
-    order = tuned_order(pods, nodes.total_gpus, tune, make_source(rng, seed))
+    source = make_source(rng, seed)
+    order = tuned_order(pods, nodes.total_gpus, tune, source)
+    # The reference's tie rule (equal scores go to the node renamed first, ``node_ranks``):
+    # the cluster is listed in that order, so the scheduler's own rule (lower node index)
+    # breaks ties the same way; placements are mapped back to the table's rows.
+    listed = np.argsort(node_ranks(nodes, source), kind="stable")
     if limit is not None:
         order = order[:limit]
     typical, models = openb_typical(pods, nodes)
@@ -230,5 +236,7 @@ def replay_fgd(
         drop_unplaced=True,
         typical=typical,
     )
-    result = replay(fgd_trace(nodes, pods, order), options)
-    return _as_run(result, order, workload=name, policy=policy, tune=tune, seed=seed)
+    result = replay(fgd_trace(node_subset(nodes, listed), pods, order), options)
+    run = _as_run(result, order, workload=name, policy=policy, tune=tune, seed=seed)
+    placement = np.where(run.placement >= 0, listed[np.maximum(run.placement, 0)], -1)
+    return dataclasses.replace(run, placement=placement)
