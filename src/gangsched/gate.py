@@ -133,7 +133,7 @@ def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
 class Gate:
     """The hard rules, checked per operation against the session's current state."""
 
-    __slots__ = ("_cap", "_chain", "_members", "rules", "ssn")
+    __slots__ = ("_cap", "_enter", "_leave", "_order", "_parent", "_up", "rules", "ssn")
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
@@ -152,31 +152,54 @@ class Gate:
                         cap[q, c] = amount
                         limited[q] = True
         self._cap = cap
-        # Per queue: the queues whose capability a placement in it must respect (itself, and
-        # under a hierarchy its ancestors) — only those with a limit.
-        self._chain: list[list[int]] = []
-        for q, queue in enumerate(snap.queues):
-            chain = [q] if limited[q] else []
-            parent = queue.parent if self.rules.hierarchical else None
-            seen = {q}
-            while parent is not None:
-                p = snap.queue_index[parent]
-                if p in seen:  # validated acyclic; never loop regardless
-                    break
-                seen.add(p)
-                if limited[p]:
-                    chain.append(p)
-                parent = snap.queues[p].parent
-            self._chain.append(chain)
-        # For each limited queue, the queues of its subtree (itself included) whose
-        # allocations it counts.
-        self._members: dict[int, npt.NDArray[np.int64]] = {}
-        if self.rules.capability:
-            subtree: dict[int, list[int]] = {}
-            for q, chain in enumerate(self._chain):
-                for a in chain:
-                    subtree.setdefault(a, []).append(q)
-            self._members = {a: np.array(sorted(m), dtype=np.int64) for a, m in subtree.items()}
+        # The queues whose capability a placement in queue q must respect: q itself and,
+        # under a hierarchy, its ancestors — those with a limit. Linear in the number of
+        # queues however deep the tree: each queue points at its nearest limited queue at or
+        # above it (``_up``), and a subtree is a contiguous run of a depth-first order.
+        n_q = len(snap.queues)
+        parent = np.full(n_q, -1, dtype=np.int64)
+        if self.rules.hierarchical:
+            for q, queue in enumerate(snap.queues):
+                if queue.parent is not None:
+                    parent[q] = snap.queue_index[queue.parent]
+        self._parent = parent
+        children: list[list[int]] = [[] for _ in range(n_q)]
+        for q in range(n_q):
+            if parent[q] >= 0:
+                children[int(parent[q])].append(q)
+        order: list[int] = []
+        enter = np.zeros(n_q, dtype=np.int64)
+        leave = np.zeros(n_q, dtype=np.int64)
+        up = np.full(n_q, -1, dtype=np.int64)
+        stack: list[tuple[int, bool]] = [(q, False) for q in reversed(range(n_q)) if parent[q] < 0]
+        while stack:  # iterative: a queue chain may be thousands deep
+            q, done = stack.pop()
+            if done:
+                leave[q] = len(order)
+                continue
+            enter[q] = len(order)
+            order.append(q)
+            p = int(parent[q])
+            up[q] = q if limited[q] else (up[p] if p >= 0 else -1)
+            stack.append((q, True))
+            stack.extend((c, False) for c in reversed(children[q]))
+        self._order = np.asarray(order, dtype=np.int64)
+        self._enter, self._leave, self._up = enter, leave, up
+
+    def _limited_chain(self, queue: int) -> list[int]:
+        """The limited queues at or above ``queue`` (nearest first)."""
+        out: list[int] = []
+        a = int(self._up[queue])
+        while a >= 0:
+            out.append(a)
+            p = int(self._parent[a])
+            a = int(self._up[p]) if p >= 0 else -1
+        return out
+
+    def _subtree_used(self, a: int) -> npt.NDArray[np.int64]:
+        members = self._order[int(self._enter[a]) : int(self._leave[a])]
+        out: npt.NDArray[np.int64] = self.ssn.queue_allocated[members].sum(axis=0)
+        return out
 
     def refuse(
         self,
@@ -201,9 +224,10 @@ class Gate:
             return Refusal(Rule.NODE_FIT, f"task {name!r} does not fit node {node_name!r} {when}")
         j = int(ssn.task_job[task])
         charge = ssn.task_req[task]
-        chain = () if Rule.CAPABILITY in relax else self._chain[int(ssn.job_queue[j])]
+        relaxed = Rule.CAPABILITY in relax or not self.rules.capability
+        chain = [] if relaxed else self._limited_chain(int(ssn.job_queue[j]))
         for a in chain:
-            used = ssn.queue_allocated[self._members[a]].sum(axis=0)
+            used = self._subtree_used(a)
             over = (charge > 0) & (used + charge > self._cap[a])
             if over.any():
                 res = ssn.arrays.spec.names[int(np.flatnonzero(over)[0])]
