@@ -583,6 +583,8 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
         }
         if keeps_node and t.node is not None:
             tspec["nodeName"] = t.node
+        if t.preemption_policy != "PreemptLowerPriority":
+            tspec["preemptionPolicy"] = t.preemption_policy
         if t.node_selector:
             tspec["nodeSelector"] = dict(t.node_selector)
         if t.tolerations:
