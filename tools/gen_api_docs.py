@@ -92,6 +92,9 @@ def _members(cls: type) -> list[str]:
 
 
 def _section(module: str, name: str, obj: object) -> list[str]:
+    if inspect.ismodule(obj):  # a submodule listed in __all__: its summary, never its path
+        summary = _first_paragraph(_doc(obj))
+        return [f"### `{module}.{name}`", "", "*module*", "", *([summary, ""] if summary else [])]
     kind = _kind(obj)
     out = [f"### `{module}.{name}`", "", f"*{kind}*", ""]
     if kind == "value":
