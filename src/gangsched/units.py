@@ -256,6 +256,17 @@ def show_amount(amount: float, resource: str) -> str:
     return str(format_quantity(value, resource))
 
 
+def check_resource_name(res: object, *, kind: str, name: str, field: str) -> None:
+    """Reject a resource name that is not a non-empty string."""
+    if not isinstance(res, str) or not res:
+        raise SnapshotError(
+            f"resource name must be a non-empty string, got {res!r}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
+
+
 def parse_resources(value: object, *, kind: str, name: str, field: str) -> dict[str, int]:
     """Parse a ``{resource: quantity}`` mapping into canonical ints (sorted by name)."""
     if value is None:
@@ -269,13 +280,7 @@ def parse_resources(value: object, *, kind: str, name: str, field: str) -> dict[
         )
     out: dict[str, int] = {}
     for res, qty in value.items():
-        if not isinstance(res, str) or not res:
-            raise SnapshotError(
-                f"resource name must be a non-empty string, got {res!r}",
-                kind=kind,
-                name=name,
-                field=field,
-            )
+        check_resource_name(res, kind=kind, name=name, field=field)
         out[res] = parse_quantity(qty, res, kind=kind, name=name, field=f"{field}.{res}")
     return dict(sorted(out.items()))
 

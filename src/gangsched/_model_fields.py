@@ -1,0 +1,250 @@
+"""Field validators shared by the model's records, and :class:`Resources`.
+
+Each validator takes the value and the record's ``kind``, ``name`` and ``field`` and returns
+the normalised value or raises :class:`~gangsched.errors.SnapshotError` naming all three."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from ._frozen import FrozenDict
+from .errors import SnapshotError
+from .limits import MAX_QUANTITY
+from .units import check_resource_name, format_resources, parse_resources, show_value
+
+
+class Resources(FrozenDict[str, int]):
+    """Canonical resource amounts (``{name: int}``, sorted): millicores, bytes, milli-GPU, counts.
+
+    Build one from quantities with :meth:`parse`; a plain ``Resources(...)`` trusts its ints.
+    """
+
+    __slots__ = ()
+
+    @classmethod
+    def parse(cls, value: object, *, kind: str, name: str, field: str) -> Resources:
+        if isinstance(value, Resources):
+            for res, amount in value.items():
+                check_resource_name(res, kind=kind, name=name, field=field)
+                if (
+                    isinstance(amount, bool)
+                    or not isinstance(amount, int)
+                    or not 0 <= amount <= MAX_QUANTITY
+                ):
+                    raise SnapshotError(
+                        f"canonical amount must be an int in [0, 2**53], got {show_value(amount)}",
+                        kind=kind,
+                        name=name,
+                        field=f"{field}.{res}",
+                    )
+            return value
+        return _intern(cls(parse_resources(value, kind=kind, name=name, field=field)))
+
+    def to_dict(self) -> dict[str, str | int]:
+        return format_resources(self)
+
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def _enum(cls: type[E], value: object, *, kind: str, name: str, field: str) -> E:
+    if isinstance(value, cls):
+        return value
+    for member in cls:
+        if member.value == value:
+            return member
+    allowed = ", ".join(repr(m.value) for m in cls)
+    raise SnapshotError(
+        f"unknown value {value!r} (expected one of {allowed})", kind=kind, name=name, field=field
+    )
+
+
+def _check_name(value: object, kind: str, where: str = "") -> str:
+    if not isinstance(value, str) or not value:
+        detail = "missing" if value is None else f"must be a non-empty string, got {value!r}"
+        raise SnapshotError(detail, kind=kind, name=where, field="name")
+    return value
+
+
+def _str(value: object, *, kind: str, name: str, field: str, optional: bool = False) -> Any:
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise SnapshotError(
+            f"expected a string, got {type(value).__name__}", kind=kind, name=name, field=field
+        )
+    return value
+
+
+def _int(
+    value: object,
+    *,
+    kind: str,
+    name: str,
+    field: str,
+    minimum: int | None = None,
+) -> int:
+    """An integer field, at least ``minimum``; every integer of a record is at most
+    :data:`~gangsched.limits.MAX_QUANTITY` in size, so it is exact as a float64 too."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise SnapshotError(
+                f"expected an integer, got {show_value(value)}", kind=kind, name=name, field=field
+            )
+    if abs(value) > MAX_QUANTITY:
+        raise SnapshotError(
+            f"integer {show_value(value)} out of range (at most 2**53 = {MAX_QUANTITY} in size)",
+            kind=kind,
+            name=name,
+            field=field,
+        )
+    if minimum is not None and value < minimum:
+        raise SnapshotError(f"must be >= {minimum}, got {value}", kind=kind, name=name, field=field)
+    return value
+
+
+def _bool(value: object, *, kind: str, name: str, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise SnapshotError(f"expected a boolean, got {value!r}", kind=kind, name=name, field=field)
+    return value
+
+
+#: Equal small immutable mappings are shared between records (thousands of tasks of one job
+#: carry the same request, nodes of one shape the same labels): a memo that changes no value,
+#: only memory. Bounded; cleared when full.
+_INTERNED: dict[tuple[object, ...], FrozenDict[Any, Any]] = {}
+_INTERN_LIMIT = 1 << 16
+
+FD = TypeVar("FD", bound=FrozenDict[Any, Any])
+
+
+def _intern(value: FD) -> FD:
+    key = (type(value), *value.items())
+    found = _INTERNED.get(key)
+    if found is not None:
+        return found  # type: ignore[return-value]
+    if len(_INTERNED) >= _INTERN_LIMIT:
+        _INTERNED.clear()
+    _INTERNED[key] = value
+    return value
+
+
+def _str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[str, str]:
+    if value is None:
+        return _intern(FrozenDict())
+    if not isinstance(value, Mapping):
+        raise SnapshotError(
+            f"expected a mapping of strings, got {type(value).__name__}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
+    for k, v in value.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise SnapshotError(
+                f"keys and values must be strings, got {k!r}: {v!r}",
+                kind=kind,
+                name=name,
+                field=field,
+            )
+    if isinstance(value, FrozenDict):
+        return _intern(value)
+    return _intern(FrozenDict(value))
+
+
+def _str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise SnapshotError(
+            f"expected a list of strings, got {type(value).__name__}",
+            kind=kind,
+            name=name,
+            field=field,
+        )
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item:
+            raise SnapshotError(
+                f"expected a non-empty string, got {item!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}[{i}]",
+            )
+    return tuple(value)
+
+
+def _seq(value: object, *, kind: str, name: str, field: str) -> Sequence[Any]:
+    if value is None:
+        return ()
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
+        raise SnapshotError(
+            f"expected a list, got {type(value).__name__}", kind=kind, name=name, field=field
+        )
+    return value
+
+
+def _mapping(value: object, *, kind: str, name: str, field: str = "") -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SnapshotError(
+            f"expected a mapping, got {type(value).__name__}", kind=kind, name=name, field=field
+        )
+    return value
+
+
+def _or_empty(value: object) -> Any:
+    """``value``, or an empty mapping when it is absent (``None``); wrong types pass through
+    so the record's own check reports them."""
+    return FrozenDict() if value is None else value
+
+
+def _set(obj: object, attr: str, value: object) -> None:
+    object.__setattr__(obj, attr, value)
+
+
+def _check_keys(
+    d: Mapping[str, Any], allowed: frozenset[str], *, kind: str, name: str, field: str = ""
+) -> None:
+    unknown = sorted(str(k) for k in d if k not in allowed)
+    if unknown:
+        prefix = f"{field}." if field else ""
+        raise SnapshotError(
+            f"unknown key (allowed: {', '.join(sorted(allowed))})",
+            kind=kind,
+            name=name,
+            field=prefix + unknown[0],
+        )
+
+
+class _Validated(Protocol):
+    def validate(self, *, kind: str, name: str, field: str) -> None: ...
+
+
+VR = TypeVar("VR", bound=_Validated)
+
+
+def _records(value: object, cls: type[VR], *, kind: str, name: str, field: str) -> tuple[VR, ...]:
+    """A list of ``cls`` records, each checked with its ``validate`` at ``field[i]``."""
+    items = tuple(_seq(value, kind=kind, name=name, field=field))
+    for i, item in enumerate(items):
+        if not isinstance(item, cls):
+            raise SnapshotError(
+                f"expected a {cls.__name__}", kind=kind, name=name, field=f"{field}[{i}]"
+            )
+        item.validate(kind=kind, name=name, field=f"{field}[{i}]")
+    return items
+
+
+def _sub_mappings(
+    value: object, keys: frozenset[str], *, kind: str, name: str, field: str
+) -> list[Mapping[str, Any]]:
+    """A list of plain mappings (``field[i]``), each with only ``keys``."""
+    out: list[Mapping[str, Any]] = []
+    for i, item in enumerate(_seq(value, kind=kind, name=name, field=field)):
+        m = _mapping(item, kind=kind, name=name, field=f"{field}[{i}]")
+        _check_keys(m, keys, kind=kind, name=name, field=f"{field}[{i}]")
+        out.append(m)
+    return out

@@ -1,0 +1,462 @@
+"""Job-side records: network topology, policies, jobs (gangs) and disruption budgets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._frozen import FrozenDict
+from ._model_enums import POLICY_ACTIONS, POLICY_EVENTS, JobPhase, TopologyMode
+from ._model_fields import (
+    Resources,
+    _bool,
+    _check_keys,
+    _check_name,
+    _enum,
+    _int,
+    _mapping,
+    _or_empty,
+    _records,
+    _seq,
+    _set,
+    _str,
+    _str_tuple,
+)
+from .errors import SnapshotError
+
+# --------------------------------------------------------------------------------------------
+# Jobs
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkTopology:
+    """Volcano's job ``networkTopology``: hard = every task inside one hypernode of tier ≤
+    ``highest_tier_allowed``; soft = prefer the lowest tier, widen if needed.
+
+    Kueue's vocabulary is the same rule: a *required* tier ``t`` is hard with
+    ``highest_tier_allowed=t`` (:attr:`required_tier`), a *preferred* tier is soft
+    (:attr:`preferred_tier`). ``slice_size`` with ``slice_tier`` (Kueue's
+    ``podset-slice-size`` / ``podset-slice-required-topology``) adds that every domain of
+    ``slice_tier`` (0: a node) hosts a multiple of ``slice_size`` of the gang's tasks; the
+    slice tier may not be above ``highest_tier_allowed``.
+    """
+
+    mode: TopologyMode = TopologyMode.HARD
+    highest_tier_allowed: int | None = None
+    slice_size: int = 0
+    slice_tier: int = 0
+
+    def __post_init__(self) -> None:
+        _set(
+            self,
+            "mode",
+            _enum(TopologyMode, self.mode, kind="network_topology", name="", field="mode"),
+        )
+        if self.highest_tier_allowed is not None:
+            _set(
+                self,
+                "highest_tier_allowed",
+                _int(
+                    self.highest_tier_allowed,
+                    kind="network_topology",
+                    name="",
+                    field="highest_tier_allowed",
+                    minimum=1,
+                ),
+            )
+        for key in ("slice_size", "slice_tier"):
+            value = _int(getattr(self, key), kind="network_topology", name="", field=key, minimum=0)
+            _set(self, key, value)
+        if self.slice_tier and not self.slice_size:
+            raise SnapshotError(
+                "slice_tier without slice_size", kind="network_topology", field="slice_tier"
+            )
+        top = self.highest_tier_allowed
+        if self.slice_size and top is not None and self.slice_tier > top:
+            raise SnapshotError(
+                f"slice tier {self.slice_tier} is above the highest tier allowed ({top})",
+                kind="network_topology",
+                field="slice_tier",
+            )
+
+    @property
+    def required_tier(self) -> int | None:
+        """Kueue's required tier: ``highest_tier_allowed`` of a hard topology."""
+        return self.highest_tier_allowed if self.mode is TopologyMode.HARD else None
+
+    @property
+    def preferred_tier(self) -> int | None:
+        """Kueue's preferred tier: ``highest_tier_allowed`` of a soft topology."""
+        return self.highest_tier_allowed if self.mode is TopologyMode.SOFT else None
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"mode": self.mode.value}
+        if self.highest_tier_allowed is not None:
+            out["highest_tier_allowed"] = self.highest_tier_allowed
+        if self.slice_size:
+            out["slice_size"] = self.slice_size
+            out["slice_tier"] = self.slice_tier
+        return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobPolicy:
+    event: str
+    action: str
+
+    def validate(self, *, kind: str, name: str, field: str) -> None:
+        if self.event not in POLICY_EVENTS:
+            raise SnapshotError(
+                f"unknown policy event {self.event!r}", kind=kind, name=name, field=f"{field}.event"
+            )
+        if self.action not in POLICY_ACTIONS:
+            raise SnapshotError(
+                f"unknown policy action {self.action!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.action",
+            )
+
+    def to_dict(self) -> dict[str, str]:
+        return {"event": self.event, "action": self.action}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Job:
+    """A gang (Volcano's PodGroup).
+
+    ``min_available`` tasks must be placed together or none. It may exceed the number of tasks
+    the snapshot lists (as in Volcano, where pods are created later): such a job is simply not
+    valid yet, reported with a reason, never an error. ``min_task_member`` sets per-role
+    minimums. ``creation`` orders otherwise equal jobs (then the name).
+
+    ``role_policies`` maps a role to its own policies, which take precedence over the job's
+    for events raised by tasks of that role. Times are seconds on the caller's clock (the
+    core reads none): ``age`` is how long ago the job was submitted; ``walltime`` is how long
+    it may still run — its declared limit while it waits, what is left of it once running —
+    or ``None`` when not declared.
+    """
+
+    name: str
+    queue: str = "default"
+    min_available: int = 1
+    min_task_member: FrozenDict[str, int] = field(default_factory=FrozenDict)
+    priority: int = 0
+    preemptable: bool = True
+    phase: JobPhase = JobPhase.PENDING
+    min_resources: Resources | None = None
+    network_topology: NetworkTopology | None = None
+    policies: tuple[JobPolicy, ...] = ()
+    creation: int = 0
+    role_policies: FrozenDict[str, tuple[JobPolicy, ...]] = field(default_factory=FrozenDict)
+    age: int = 0
+    walltime: int | None = None
+    #: Seconds: the job may make preempt or reclaim evict only once ``age`` reaches it.
+    preemption_delay: int = 0
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "job")
+        _str(self.queue, kind="job", name=name, field="queue")
+        _set(
+            self,
+            "min_available",
+            _int(self.min_available, kind="job", name=name, field="min_available", minimum=0),
+        )
+        if not isinstance(self.min_task_member, Mapping):
+            raise SnapshotError(
+                "expected a mapping of role to count",
+                kind="job",
+                name=name,
+                field="min_task_member",
+            )
+        members: dict[str, int] = {}
+        for role, n in self.min_task_member.items():
+            _str(role, kind="job", name=name, field="min_task_member")
+            members[role] = _int(
+                n, kind="job", name=name, field=f"min_task_member.{role}", minimum=0
+            )
+        _set(self, "min_task_member", FrozenDict(members))
+        _set(self, "priority", _int(self.priority, kind="job", name=name, field="priority"))
+        _bool(self.preemptable, kind="job", name=name, field="preemptable")
+        _set(self, "phase", _enum(JobPhase, self.phase, kind="job", name=name, field="phase"))
+        if self.min_resources is not None:
+            _set(
+                self,
+                "min_resources",
+                Resources.parse(self.min_resources, kind="job", name=name, field="min_resources"),
+            )
+        if self.network_topology is not None and not isinstance(
+            self.network_topology, NetworkTopology
+        ):
+            raise SnapshotError(
+                "expected NetworkTopology", kind="job", name=name, field="network_topology"
+            )
+        nt = self.network_topology
+        if nt is not None and nt.slice_size and self.min_available % nt.slice_size:
+            raise SnapshotError(
+                f"min_available {self.min_available} is not a multiple of the slice size "
+                f"{nt.slice_size}",
+                kind="job",
+                name=name,
+                field="network_topology.slice_size",
+            )
+        policies = _records(self.policies, JobPolicy, kind="job", name=name, field="policies")
+        _set(self, "policies", policies)
+        _set(
+            self,
+            "creation",
+            _int(self.creation, kind="job", name=name, field="creation", minimum=0),
+        )
+        if not isinstance(self.role_policies, Mapping):
+            raise SnapshotError(
+                "expected a mapping of role to policies",
+                kind="job",
+                name=name,
+                field="role_policies",
+            )
+        by_role: dict[str, tuple[JobPolicy, ...]] = {}
+        for role, items in self.role_policies.items():
+            _str(role, kind="job", name=name, field="role_policies")
+            by_role[role] = _records(
+                items, JobPolicy, kind="job", name=name, field=f"role_policies.{role}"
+            )
+        _set(self, "role_policies", FrozenDict(by_role))
+        _set(self, "age", _int(self.age, kind="job", name=name, field="age", minimum=0))
+        _set(
+            self,
+            "preemption_delay",
+            _int(self.preemption_delay, kind="job", name=name, field="preemption_delay", minimum=0),
+        )
+        if self.walltime is not None:
+            _set(
+                self,
+                "walltime",
+                _int(self.walltime, kind="job", name=name, field="walltime", minimum=0),
+            )
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> Job:
+        m = _mapping(d, kind="job", name=where)
+        name = _check_name(m.get("name"), "job", where)
+        _check_keys(m, _JOB_KEYS, kind="job", name=name)
+        topo = None
+        if m.get("network_topology") is not None:
+            t = _mapping(m["network_topology"], kind="job", name=name, field="network_topology")
+            _check_keys(
+                t,
+                _TOPOLOGY_KEYS,
+                kind="job",
+                name=name,
+                field="network_topology",
+            )
+            try:
+                topo = _network_topology_from(t)
+            except SnapshotError as exc:
+                raise SnapshotError(
+                    exc.detail, kind="job", name=name, field=f"network_topology.{exc.field}"
+                ) from None
+        policies = [
+            _policy_from(p, name=name, field=f"policies[{i}]")
+            for i, p in enumerate(_seq(m.get("policies"), kind="job", name=name, field="policies"))
+        ]
+        role_policies: dict[str, tuple[JobPolicy, ...]] = {}
+        rp = _mapping(
+            _or_empty(m.get("role_policies")), kind="job", name=name, field="role_policies"
+        )
+        for role, items in rp.items():
+            where_r = f"role_policies.{role}"
+            role_policies[role] = tuple(
+                _policy_from(p, name=name, field=f"{where_r}[{i}]")
+                for i, p in enumerate(_seq(items, kind="job", name=name, field=where_r))
+            )
+        mtm = m.get("min_task_member")
+        if mtm is not None and not isinstance(mtm, Mapping):
+            raise SnapshotError(
+                "expected a mapping of role to count",
+                kind="job",
+                name=name,
+                field="min_task_member",
+            )
+        return cls(
+            name=name,
+            queue=m.get("queue", "default"),
+            min_available=m.get("min_available", 1),
+            min_task_member=FrozenDict(mtm or {}),
+            priority=m.get("priority", 0),
+            preemptable=m.get("preemptable", True),
+            phase=m.get("phase", "Pending"),
+            min_resources=m.get("min_resources"),
+            network_topology=topo,
+            policies=tuple(policies),
+            creation=m.get("creation", 0),
+            role_policies=FrozenDict(role_policies),
+            age=m.get("age", 0),
+            walltime=m.get("walltime"),
+            preemption_delay=m.get("preemption_delay", 0),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "name": self.name,
+            "queue": self.queue,
+            "min_available": self.min_available,
+        }
+        if self.min_task_member:
+            out["min_task_member"] = dict(self.min_task_member)
+        out.update(priority=self.priority, preemptable=self.preemptable, phase=self.phase.value)
+        if self.min_resources is not None:
+            out["min_resources"] = self.min_resources.to_dict()
+        if self.network_topology is not None:
+            out["network_topology"] = self.network_topology.to_dict()
+        if self.policies:
+            out["policies"] = [p.to_dict() for p in self.policies]
+        out["creation"] = self.creation
+        if self.role_policies:
+            out["role_policies"] = {
+                role: [p.to_dict() for p in items] for role, items in self.role_policies.items()
+            }
+        if self.age:
+            out["age"] = self.age
+        if self.walltime is not None:
+            out["walltime"] = self.walltime
+        if self.preemption_delay:
+            out["preemption_delay"] = self.preemption_delay
+        return out
+
+
+_TOPOLOGY_KEYS = frozenset(
+    {"mode", "highest_tier_allowed", "slice_size", "slice_tier", "required_tier", "preferred_tier"}
+)
+
+
+def _network_topology_from(t: Mapping[str, object]) -> NetworkTopology:
+    """``network_topology`` from plain data: Volcano's ``mode`` / ``highest_tier_allowed``, or
+    Kueue's ``required_tier`` / ``preferred_tier`` (one of the three ways), and the slice."""
+    kueue = [k for k in ("required_tier", "preferred_tier") if t.get(k) is not None]
+    volcano = [k for k in ("mode", "highest_tier_allowed") if t.get(k) is not None]
+    if len(kueue) > 1 or (kueue and volcano):
+        raise SnapshotError(
+            f"give either mode/highest_tier_allowed or one of required_tier/preferred_tier, "
+            f"not {' and '.join(kueue + volcano)}",
+            kind="network_topology",
+            field=kueue[-1],
+        )
+    slices: dict[str, Any] = {k: t[k] for k in ("slice_size", "slice_tier") if t.get(k) is not None}
+    if kueue:
+        mode = TopologyMode.HARD if kueue[0] == "required_tier" else TopologyMode.SOFT
+        return NetworkTopology(mode=mode, highest_tier_allowed=t[kueue[0]], **slices)  # type: ignore[arg-type]
+    return NetworkTopology(
+        mode=t.get("mode", "hard"),  # type: ignore[arg-type]
+        highest_tier_allowed=t.get("highest_tier_allowed"),  # type: ignore[arg-type]
+        **slices,
+    )
+
+
+_JOB_KEYS = frozenset(
+    {
+        "name",
+        "queue",
+        "min_available",
+        "min_task_member",
+        "priority",
+        "preemptable",
+        "phase",
+        "min_resources",
+        "network_topology",
+        "policies",
+        "creation",
+        "role_policies",
+        "age",
+        "walltime",
+        "preemption_delay",
+    }
+)
+
+
+def _policy_from(p: object, *, name: str, field: str) -> JobPolicy:
+    pm = _mapping(p, kind="job", name=name, field=field)
+    _check_keys(pm, frozenset({"event", "action"}), kind="job", name=name, field=field)
+    return JobPolicy(
+        event=_str(pm.get("event"), kind="job", name=name, field=f"{field}.event"),
+        action=_str(pm.get("action"), kind="job", name=name, field=f"{field}.action"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Disruption budgets
+
+
+def _budget_amount(value: object, *, name: str, field: str) -> int | str | None:
+    """A budget amount: a count (int >= 0) or a percentage ``"N%"`` with 0 <= N <= 100."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        digits = value[:-1]
+        ok = value.endswith("%") and digits.isascii() and digits.isdigit()
+        if ok and len(digits) <= 3 and int(digits) <= 100:
+            return f"{int(digits)}%"
+        raise SnapshotError(
+            f"expected a count or a percentage such as '50%', got {value!r}",
+            kind="disruption_budget",
+            name=name,
+            field=field,
+        )
+    return _int(value, kind="disruption_budget", name=name, field=field, minimum=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget: the tasks it covers (every task of the ``jobs`` named, and the
+    ``tasks`` named) and either ``min_available`` or ``max_unavailable``, each a count or a
+    percentage ``"N%"`` of the covered tasks that have not finished (rounded up, as
+    Kubernetes does). :mod:`gangsched.disruption` counts evictions against it."""
+
+    name: str
+    jobs: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "disruption_budget")
+        for attr in ("jobs", "tasks"):
+            value = _str_tuple(getattr(self, attr), kind="disruption_budget", name=name, field=attr)
+            _set(self, attr, value)
+        for attr in ("min_available", "max_unavailable"):
+            _set(self, attr, _budget_amount(getattr(self, attr), name=name, field=attr))
+        if (self.min_available is None) == (self.max_unavailable is None):
+            raise SnapshotError(
+                "set exactly one of min_available and max_unavailable",
+                kind="disruption_budget",
+                name=name,
+                field="min_available",
+            )
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> DisruptionBudget:
+        m = _mapping(d, kind="disruption_budget", name=where)
+        name = _check_name(m.get("name"), "disruption_budget", where)
+        _check_keys(m, _BUDGET_KEYS, kind="disruption_budget", name=name)
+        return cls(
+            name=name,
+            jobs=m.get("jobs", ()),
+            tasks=m.get("tasks", ()),
+            min_available=m.get("min_available"),
+            max_unavailable=m.get("max_unavailable"),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name}
+        if self.jobs:
+            out["jobs"] = list(self.jobs)
+        if self.tasks:
+            out["tasks"] = list(self.tasks)
+        if self.min_available is not None:
+            out["min_available"] = self.min_available
+        if self.max_unavailable is not None:
+            out["max_unavailable"] = self.max_unavailable
+        return out
+
+
+_BUDGET_KEYS = frozenset({"name", "jobs", "tasks", "min_available", "max_unavailable"})

@@ -1,0 +1,399 @@
+"""Node-side records: taints, tolerations, GPU devices, nodes, hypernodes and queues."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._frozen import FrozenDict
+from ._model_enums import MAX_DEVICE_MILLI, MAX_GPUS_PER_NODE, QueueState
+from ._model_fields import (
+    Resources,
+    _bool,
+    _check_keys,
+    _check_name,
+    _enum,
+    _int,
+    _mapping,
+    _or_empty,
+    _records,
+    _set,
+    _str,
+    _str_map,
+    _str_tuple,
+    _sub_mappings,
+)
+from .errors import SnapshotError
+from .units import CPU, GPU, MEMORY, PODS
+
+# --------------------------------------------------------------------------------------------
+# Nodes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Taint:
+    key: str
+    value: str = ""
+    effect: str = "NoSchedule"
+
+    _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+    def validate(self, *, kind: str, name: str, field: str) -> None:
+        if not _str(self.key, kind=kind, name=name, field=f"{field}.key"):
+            raise SnapshotError(
+                "a taint needs a non-empty key", kind=kind, name=name, field=f"{field}.key"
+            )
+        _str(self.value, kind=kind, name=name, field=f"{field}.value")
+        if self.effect not in self._EFFECTS:
+            raise SnapshotError(
+                f"unknown taint effect {self.effect!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.effect",
+            )
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key": self.key, "value": self.value, "effect": self.effect}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toleration:
+    """A pod toleration: ``operator`` Equal (key and value match) or Exists (key matches; an
+    empty key with Exists tolerates everything). An empty ``effect`` matches every effect."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+
+    def validate(self, *, kind: str, name: str, field: str) -> None:
+        for attr in ("key", "value", "effect"):
+            _str(getattr(self, attr), kind=kind, name=name, field=f"{field}.{attr}")
+        if self.operator not in ("Equal", "Exists"):
+            raise SnapshotError(
+                f"unknown toleration operator {self.operator!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.operator",
+            )
+        if self.effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise SnapshotError(
+                f"unknown toleration effect {self.effect!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}.effect",
+            )
+
+    def tolerates(self, taint: Taint) -> bool:
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.operator == "Exists":
+            return not self.key or self.key == taint.key
+        return self.key == taint.key and self.value == taint.value
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "key": self.key,
+            "operator": self.operator,
+            "value": self.value,
+            "effect": self.effect,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Gpus:
+    """A node's GPU devices: ``count`` identical devices of ``milli`` milli-GPU each.
+
+    ``sharing`` says whether fractional requests may share a device (GPU sharing / MPS);
+    when false, every GPU request takes whole devices.
+    """
+
+    count: int
+    model: str = ""
+    milli: int = 1000
+    sharing: bool = True
+
+    def __post_init__(self) -> None:
+        _set(
+            self, "count", _int(self.count, kind="gpus", name=self.model, field="count", minimum=0)
+        )
+        _set(
+            self, "milli", _int(self.milli, kind="gpus", name=self.model, field="milli", minimum=1)
+        )
+        if self.count > MAX_GPUS_PER_NODE:
+            raise SnapshotError(
+                f"{self.count} devices on one node is beyond the supported {MAX_GPUS_PER_NODE}",
+                kind="gpus",
+                name=self.model,
+                field="count",
+            )
+        if self.milli > MAX_DEVICE_MILLI:
+            raise SnapshotError(
+                f"a device of {self.milli} milli-GPU is beyond the supported "
+                f"2**43 = {MAX_DEVICE_MILLI}",
+                kind="gpus",
+                name=self.model,
+                field="milli",
+            )
+        _str(self.model, kind="gpus", name=self.model, field="model")
+        _bool(self.sharing, kind="gpus", name=self.model, field="sharing")
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "count": self.count,
+            "model": self.model,
+            "milli": self.milli,
+            "sharing": self.sharing,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Node:
+    """A schedulable machine.
+
+    ``allocatable`` excludes GPUs (they are ``gpus``); ``pods`` in it is the pod-count limit
+    (absent = no limit).
+    """
+
+    name: str
+    allocatable: Resources = field(default_factory=Resources)
+    gpus: Gpus | None = None
+    labels: FrozenDict[str, str] = field(default_factory=FrozenDict)
+    taints: tuple[Taint, ...] = ()
+    unschedulable: bool = False
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "node")
+        labels = _str_map(self.labels, kind="node", name=name, field="labels")
+        _set(self, "labels", labels)
+        alloc = Resources.parse(self.allocatable, kind="node", name=name, field="allocatable")
+        gpus = self.gpus
+        if gpus is not None and not isinstance(gpus, Gpus):
+            raise SnapshotError("expected Gpus", kind="node", name=name, field="gpus")
+        if GPU in alloc:
+            devices, rest = divmod(alloc[GPU], 1000)
+            if rest:
+                raise SnapshotError(
+                    "GPU devices must be whole", kind="node", name=name, field=f"allocatable.{GPU}"
+                )
+            if gpus is None:
+                try:
+                    gpus = Gpus(count=devices, model=labels.get("nvidia.com/gpu.product", ""))
+                except SnapshotError as exc:
+                    raise SnapshotError(
+                        exc.detail, kind="node", name=name, field=f"allocatable.{GPU}"
+                    ) from None
+            elif gpus.count != devices:
+                raise SnapshotError(
+                    f"allocatable says {devices} GPUs but gpus.count is {gpus.count}",
+                    kind="node",
+                    name=name,
+                    field=f"allocatable.{GPU}",
+                )
+            alloc = Resources({k: v for k, v in alloc.items() if k != GPU})
+        _set(self, "allocatable", alloc)
+        _set(self, "gpus", gpus if gpus is None or gpus.count > 0 else None)
+        _set(self, "taints", _records(self.taints, Taint, kind="node", name=name, field="taints"))
+        _bool(self.unschedulable, kind="node", name=name, field="unschedulable")
+
+    @property
+    def pod_limit(self) -> int | None:
+        return self.allocatable.get(PODS)
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> Node:
+        m = _mapping(d, kind="node", name=where)
+        name = _check_name(m.get("name"), "node", where)
+        _check_keys(m, _NODE_KEYS, kind="node", name=name)
+        gpus = None
+        if m.get("gpus") is not None:
+            g = _mapping(m["gpus"], kind="node", name=name, field="gpus")
+            _check_keys(
+                g,
+                frozenset({"count", "model", "milli", "sharing"}),
+                kind="node",
+                name=name,
+                field="gpus",
+            )
+            if "count" not in g:
+                raise SnapshotError("missing", kind="node", name=name, field="gpus.count")
+            try:
+                gpus = Gpus(
+                    count=g["count"],
+                    model=g.get("model", ""),
+                    milli=g.get("milli", 1000),
+                    sharing=g.get("sharing", True),
+                )
+            except SnapshotError as exc:
+                raise SnapshotError(
+                    exc.detail, kind="node", name=name, field=f"gpus.{exc.field}"
+                ) from None
+        taints = [
+            Taint(
+                key=tm.get("key", ""),
+                value=tm.get("value", ""),
+                effect=tm.get("effect", "NoSchedule"),
+            )
+            for tm in _sub_mappings(
+                m.get("taints"),
+                frozenset({"key", "value", "effect"}),
+                kind="node",
+                name=name,
+                field="taints",
+            )
+        ]
+        return cls(
+            name=name,
+            allocatable=Resources.parse(
+                m.get("allocatable"), kind="node", name=name, field="allocatable"
+            ),
+            gpus=gpus,
+            labels=_or_empty(m.get("labels")),
+            taints=tuple(taints),
+            unschedulable=m.get("unschedulable", False),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name, "allocatable": self.allocatable.to_dict()}
+        if self.gpus is not None:
+            out["gpus"] = self.gpus.to_dict()
+        out["labels"] = dict(self.labels)
+        out["taints"] = [t.to_dict() for t in self.taints]
+        out["unschedulable"] = self.unschedulable
+        return out
+
+
+_NODE_KEYS = frozenset({"name", "allocatable", "gpus", "labels", "taints", "unschedulable"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HyperNode:
+    """A network-topology domain. Tier 1 is the closest (NVLink domain, leaf switch); tier-1
+    hypernodes list nodes, higher tiers list hypernodes of lower tiers."""
+
+    name: str
+    tier: int
+    members: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "hypernode")
+        _set(self, "tier", _int(self.tier, kind="hypernode", name=name, field="tier", minimum=1))
+        members = _str_tuple(self.members, kind="hypernode", name=name, field="members")
+        if len(set(members)) != len(members):
+            twice = sorted(m for m in set(members) if members.count(m) > 1)
+            raise SnapshotError(
+                f"member {twice[0]!r} listed twice", kind="hypernode", name=name, field="members"
+            )
+        _set(self, "members", members)
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> HyperNode:
+        m = _mapping(d, kind="hypernode", name=where)
+        name = _check_name(m.get("name"), "hypernode", where)
+        _check_keys(m, frozenset({"name", "tier", "members"}), kind="hypernode", name=name)
+        if "tier" not in m:
+            raise SnapshotError("missing", kind="hypernode", name=name, field="tier")
+        return cls(name=name, tier=m["tier"], members=m.get("members", ()))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"name": self.name, "tier": self.tier, "members": list(self.members)}
+
+
+# --------------------------------------------------------------------------------------------
+# Queues
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Queue:
+    """A tenant queue (Volcano's Queue). ``capability`` caps, ``guarantee`` reserves,
+    ``deserved`` is the explicit share used by the capacity plugin."""
+
+    name: str
+    weight: int = 1
+    capability: Resources | None = None
+    guarantee: Resources | None = None
+    deserved: Resources | None = None
+    parent: str | None = None
+    state: QueueState = QueueState.OPEN
+    reclaimable: bool = True
+    priority: int = 0
+    #: Kueue's ``lendingLimit``: at most this much of the queue's unused deserved share is
+    #: lent to other queues (capacity plugin); a resource it does not name is lent in full.
+    lending_limit: Resources | None = None
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "queue")
+        _set(self, "weight", _int(self.weight, kind="queue", name=name, field="weight", minimum=1))
+        for attr in ("capability", "guarantee", "deserved", "lending_limit"):
+            value = getattr(self, attr)
+            if value is not None:
+                _set(self, attr, Resources.parse(value, kind="queue", name=name, field=attr))
+        _str(self.parent, kind="queue", name=name, field="parent", optional=True)
+        if self.parent == name:
+            raise SnapshotError("queue is its own parent", kind="queue", name=name, field="parent")
+        _set(self, "state", _enum(QueueState, self.state, kind="queue", name=name, field="state"))
+        _bool(self.reclaimable, kind="queue", name=name, field="reclaimable")
+        _set(self, "priority", _int(self.priority, kind="queue", name=name, field="priority"))
+
+    def capability_limits(self, *, flat: bool = True) -> dict[str, int]:
+        """The capability as enforced: resource → the most this queue may hold.
+
+        The one owner of how a capability reads. Resources it does not name are unlimited,
+        and so is ``pods``. With ``flat`` (Volcano's proportion, and capacity without
+        hierarchy) cpu and memory at or below zero are unlimited too, as Volcano reads an
+        unset quantity; the hierarchical capacity plugin passes ``flat=False`` and enforces
+        a zero.
+        """
+        if self.capability is None:
+            return {}
+        return {
+            res: amount
+            for res, amount in self.capability.items()
+            if res != PODS and not (flat and res in (CPU, MEMORY) and amount <= 0)
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> Queue:
+        m = _mapping(d, kind="queue", name=where)
+        name = _check_name(m.get("name"), "queue", where)
+        _check_keys(m, _QUEUE_KEYS, kind="queue", name=name)
+        return cls(
+            name=name,
+            weight=m.get("weight", 1),
+            capability=m.get("capability"),
+            guarantee=m.get("guarantee"),
+            deserved=m.get("deserved"),
+            parent=m.get("parent"),
+            state=m.get("state", "Open"),
+            reclaimable=m.get("reclaimable", True),
+            priority=m.get("priority", 0),
+            lending_limit=m.get("lending_limit"),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {"name": self.name, "weight": self.weight}
+        for attr in ("capability", "guarantee", "deserved"):
+            value = getattr(self, attr)
+            if value is not None:
+                out[attr] = value.to_dict()
+        if self.parent is not None:
+            out["parent"] = self.parent
+        out.update(state=self.state.value, reclaimable=self.reclaimable, priority=self.priority)
+        if self.lending_limit is not None:
+            out["lending_limit"] = self.lending_limit.to_dict()
+        return out
+
+
+_QUEUE_KEYS = frozenset(
+    {
+        "name",
+        "weight",
+        "capability",
+        "guarantee",
+        "deserved",
+        "parent",
+        "state",
+        "reclaimable",
+        "priority",
+        "lending_limit",
+    }
+)

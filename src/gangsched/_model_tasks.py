@@ -1,0 +1,310 @@
+"""Task-side records: GPU requests and tasks (pods)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ._frozen import FrozenDict
+from ._model_enums import (
+    MAX_GPUS_PER_NODE,
+    NODE_PHASES,
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPTION_POLICIES,
+    TaskPhase,
+)
+from ._model_fields import (
+    Resources,
+    _bool,
+    _check_keys,
+    _check_name,
+    _enum,
+    _int,
+    _mapping,
+    _or_empty,
+    _records,
+    _seq,
+    _set,
+    _str,
+    _str_map,
+    _str_tuple,
+    _sub_mappings,
+)
+from ._model_nodes import Toleration
+from .errors import SnapshotError
+from .limits import MAX_QUANTITY
+from .units import GPU, PODS, parse_quantity
+
+# --------------------------------------------------------------------------------------------
+# Tasks
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuRequest:
+    """``count`` devices with ``milli`` milli-GPU on each; ``models`` restricts the GPU model
+    (empty = any)."""
+
+    count: int = 0
+    milli: int = 1000
+    models: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _set(self, "count", _int(self.count, kind="gpu_request", name="", field="count", minimum=0))
+        _set(self, "milli", _int(self.milli, kind="gpu_request", name="", field="milli", minimum=1))
+        if self.count > MAX_GPUS_PER_NODE:
+            raise SnapshotError(
+                f"{self.count} devices: a task's devices sit on one node, which carries at most "
+                f"{MAX_GPUS_PER_NODE}",
+                kind="gpu_request",
+                name="",
+                field="count",
+            )
+        if self.count * self.milli > MAX_QUANTITY:
+            raise SnapshotError(
+                f"{self.count} devices of {self.milli} milli-GPU is beyond the supported "
+                f"2**53 = {MAX_QUANTITY} milli-GPU",
+                kind="gpu_request",
+                name="",
+                field="milli",
+            )
+        _set(self, "models", _str_tuple(self.models, kind="gpu_request", name="", field="models"))
+
+    @property
+    def total_milli(self) -> int:
+        return self.count * self.milli
+
+    @property
+    def fractional(self) -> bool:
+        return self.milli < 1000
+
+    def to_dict(self) -> dict[str, object]:
+        return {"count": self.count, "milli": self.milli, "models": list(self.models)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """A pod. ``request`` excludes GPUs (they are ``gpu_request``). A task in phase Bound,
+    Running, Releasing or Pipelined names its ``node`` (and its ``gpu_indices``, if it uses
+    GPUs)."""
+
+    name: str
+    job: str
+    role: str = ""
+    request: Resources = field(default_factory=Resources)
+    gpu_request: GpuRequest | None = None
+    phase: TaskPhase = TaskPhase.PENDING
+    node: str | None = None
+    gpu_indices: tuple[int, ...] = ()
+    priority: int = 0
+    preemptable: bool = True
+    node_selector: FrozenDict[str, str] = field(default_factory=FrozenDict)
+    tolerations: tuple[Toleration, ...] = ()
+    #: ``"PreemptLowerPriority"`` or ``"Never"`` (Kubernetes' ``preemptionPolicy``): a Never
+    #: task keeps its priority for ordering but never makes preempt or reclaim evict.
+    preemption_policy: str = "PreemptLowerPriority"
+
+    def __post_init__(self) -> None:
+        name = _check_name(self.name, "task")
+        _str(self.job, kind="task", name=name, field="job")
+        _str(self.role, kind="task", name=name, field="role")
+        req = Resources.parse(self.request, kind="task", name=name, field="request")
+        gpu = self.gpu_request
+        if gpu is not None and not isinstance(gpu, GpuRequest):
+            raise SnapshotError("expected GpuRequest", kind="task", name=name, field="gpu_request")
+        if GPU in req:
+            devices, rest = divmod(req[GPU], 1000)
+            if rest:
+                raise SnapshotError(
+                    "a GPU request in devices must be whole (use gpu_request.milli for a share)",
+                    kind="task",
+                    name=name,
+                    field=f"request.{GPU}",
+                )
+            if gpu is not None and gpu.count != devices:
+                raise SnapshotError(
+                    f"request says {devices} GPUs but gpu_request.count is {gpu.count}",
+                    kind="task",
+                    name=name,
+                    field=f"request.{GPU}",
+                )
+            if gpu is None:
+                try:
+                    gpu = GpuRequest(count=devices)
+                except SnapshotError as exc:
+                    raise SnapshotError(
+                        exc.detail, kind="task", name=name, field=f"request.{GPU}"
+                    ) from None
+            req = Resources({k: v for k, v in req.items() if k != GPU})
+        if gpu is not None and gpu.count == 0:
+            gpu = None
+        # count > 1 with a fractional milli is several shares of distinct devices: allowed.
+        _set(self, "request", req)
+        _set(self, "gpu_request", gpu)
+        _set(self, "phase", _enum(TaskPhase, self.phase, kind="task", name=name, field="phase"))
+        _str(self.node, kind="task", name=name, field="node", optional=True)
+        indices = tuple(
+            _int(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
+            for i, idx in enumerate(
+                _seq(self.gpu_indices, kind="task", name=name, field="gpu_indices")
+            )
+        )
+        if len(set(indices)) != len(indices):
+            raise SnapshotError(
+                f"repeated GPU index in {list(indices)}",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+        _set(self, "gpu_indices", indices)
+        n_devices = gpu.count if gpu is not None else 0
+        if self.phase in NODE_PHASES:
+            if self.node is None:
+                raise SnapshotError(
+                    f"a {self.phase.value} task must name its node",
+                    kind="task",
+                    name=name,
+                    field="node",
+                )
+            if len(indices) != n_devices:
+                raise SnapshotError(
+                    f"{len(indices)} GPU indices for a request of {n_devices} devices",
+                    kind="task",
+                    name=name,
+                    field="gpu_indices",
+                )
+        elif indices and len(indices) != n_devices:
+            raise SnapshotError(
+                f"{len(indices)} GPU indices for a request of {n_devices} devices",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+        _set(self, "priority", _int(self.priority, kind="task", name=name, field="priority"))
+        _bool(self.preemptable, kind="task", name=name, field="preemptable")
+        _set(
+            self,
+            "node_selector",
+            _str_map(self.node_selector, kind="task", name=name, field="node_selector"),
+        )
+        tols = _records(self.tolerations, Toleration, kind="task", name=name, field="tolerations")
+        _set(self, "tolerations", tols)
+        if self.preemption_policy not in PREEMPTION_POLICIES:
+            raise SnapshotError(
+                f"unknown preemption policy {self.preemption_policy!r} (expected one of "
+                f"{', '.join(repr(p) for p in PREEMPTION_POLICIES)})",
+                kind="task",
+                name=name,
+                field="preemption_policy",
+            )
+
+    @property
+    def best_effort(self) -> bool:
+        """No resource request at all (Volcano's BestEffort): handled by backfill."""
+        return self.gpu_request is None and not any(
+            v > 0 for k, v in self.request.items() if k != PODS
+        )
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> Task:
+        m = _mapping(d, kind="task", name=where)
+        name = _check_name(m.get("name"), "task", where)
+        _check_keys(m, _TASK_KEYS, kind="task", name=name)
+        if "job" not in m:
+            raise SnapshotError("missing", kind="task", name=name, field="job")
+        gpu = None
+        if m.get("gpu_request") is not None:
+            g = _mapping(m["gpu_request"], kind="task", name=name, field="gpu_request")
+            _check_keys(
+                g,
+                frozenset({"count", "milli", "models"}),
+                kind="task",
+                name=name,
+                field="gpu_request",
+            )
+            try:
+                gpu = GpuRequest(
+                    count=g.get("count", 1), milli=g.get("milli", 1000), models=g.get("models", ())
+                )
+            except SnapshotError as exc:
+                raise SnapshotError(
+                    exc.detail, kind="task", name=name, field=f"gpu_request.{exc.field}"
+                ) from None
+        tols = [
+            Toleration(
+                key=tm.get("key", ""),
+                operator=tm.get("operator", "Equal"),
+                value=tm.get("value", ""),
+                effect=tm.get("effect", ""),
+            )
+            for tm in _sub_mappings(
+                m.get("tolerations"),
+                frozenset({"key", "operator", "value", "effect"}),
+                kind="task",
+                name=name,
+                field="tolerations",
+            )
+        ]
+        return cls(
+            name=name,
+            job=m["job"],
+            role=m.get("role", ""),
+            request=Resources.parse(m.get("request"), kind="task", name=name, field="request"),
+            gpu_request=gpu,
+            phase=m.get("phase", "Pending"),
+            node=m.get("node"),
+            gpu_indices=tuple(
+                _seq(m.get("gpu_indices"), kind="task", name=name, field="gpu_indices")
+            ),
+            priority=m.get("priority", 0),
+            preemptable=m.get("preemptable", True),
+            node_selector=_or_empty(m.get("node_selector")),
+            tolerations=tuple(tols),
+            preemption_policy=m.get("preemption_policy", PREEMPT_LOWER_PRIORITY),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "name": self.name,
+            "job": self.job,
+            "role": self.role,
+            "request": self.request.to_dict(),
+        }
+        if self.gpu_request is not None:
+            out["gpu_request"] = self.gpu_request.to_dict()
+        out["phase"] = self.phase.value
+        if self.node is not None:
+            out["node"] = self.node
+        if self.gpu_indices:
+            out["gpu_indices"] = list(self.gpu_indices)
+        out.update(
+            priority=self.priority,
+            preemptable=self.preemptable,
+            node_selector=dict(self.node_selector),
+            tolerations=[t.to_dict() for t in self.tolerations],
+        )
+        if self.preemption_policy != PREEMPT_LOWER_PRIORITY:
+            out["preemption_policy"] = self.preemption_policy
+        return out
+
+
+_TASK_KEYS = frozenset(
+    {
+        "name",
+        "job",
+        "role",
+        "request",
+        "gpu_request",
+        "phase",
+        "node",
+        "gpu_indices",
+        "priority",
+        "preemptable",
+        "node_selector",
+        "tolerations",
+        "preemption_policy",
+    }
+)
+
+
+def quantity(value: object, resource: str) -> int:
+    """Shorthand for :func:`gangsched.units.parse_quantity` without object context."""
+    return parse_quantity(value, resource)
