@@ -49,7 +49,7 @@ class FrozenDict(Mapping[K, V]):
         return NotImplemented
 
     def __setattr__(self, name: str, value: object) -> None:
-        raise AttributeError("FrozenDict is immutable")
+        raise AttributeError(f"{type(self).__name__} is immutable")
 
     def __reduce__(self) -> tuple[type[FrozenDict[K, V]], tuple[dict[K, V]]]:
         # Rebuild through __init__ (attribute assignment is blocked), for pickle and deepcopy.
