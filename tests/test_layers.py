@@ -5,8 +5,8 @@ A module may import only from its own layer or a lower one. Imports under
 no runtime dependency, e.g. a plugin Protocol naming the Session it receives); every other
 check applies to them too. Within L5, actions and plugins
 never import each other (a package's ``__init__`` may import its own members to register
-them). Only ``placement/cpsat.py`` imports ortools. The core (L0-L6) does not import modules
-that reach files, clocks, the environment or unseeded randomness.
+them). Only the ``placement/cpsat`` package imports ortools. The core (L0-L6) does not import
+modules that reach files, clocks, the environment or unseeded randomness.
 
 Every module under ``src/gangsched`` must appear in :data:`LAYERS`; a new module fails this
 test until it is placed there.
@@ -87,7 +87,7 @@ ISOLATED = ("actions", "plugins")
 #: Core modules allowed one impure import, with the reason. The CP-SAT placer hands the solver
 #: a wall-clock budget (a deadline shared by its successive solves); tests and benchmarks pass
 #: ``max_deterministic_time`` instead, which makes results machine-independent.
-IMPURE_EXCEPTIONS: dict[str, frozenset[str]] = {"placement.cpsat": frozenset({"time"})}
+IMPURE_EXCEPTIONS: dict[str, frozenset[str]] = {"placement.cpsat._budget": frozenset({"time"})}
 
 #: Standard-library modules the core (L0-L6) must not import: they reach files, clocks,
 #: the environment, processes, the network or unseeded randomness.
@@ -289,12 +289,12 @@ def test_actions_and_plugins_never_import_each_other(module: Module) -> None:
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.name)
 def test_only_cpsat_imports_ortools(module: Module) -> None:
-    if module.name == "placement.cpsat":
+    if module.name == "placement.cpsat" or module.name.startswith("placement.cpsat."):
         return
     hits = [line for line, t in imports_of(module) if t == "!ortools" or t.startswith("!ortools.")]
     assert not hits, (
-        f"{module.name} imports ortools (lines {hits}); only placement/cpsat.py may, so the "
-        "solver stays an optional dependency of one module"
+        f"{module.name} imports ortools (lines {hits}); only the placement/cpsat package may, so "
+        "the solver stays an optional dependency of one module"
     )
 
 

@@ -27,6 +27,7 @@ previous ones left.
 from __future__ import annotations
 
 from collections.abc import Generator
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +50,7 @@ from .problem import (
     placement_objective,
 )
 
-__all__ = ["GreedyPlacer", "greedy_gang"]
+__all__ = ["GreedyPlacer", "by_weight", "greedy_gang"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -62,15 +63,17 @@ class GreedyPlacer:
     def place(self, problem: PlacementProblem) -> PlacementResult:
         free = problem.free.copy()
         gpu_free = problem.gpu_free.copy()
-        weights = problem.weights
-        assert weights is not None
-        order = sorted(range(len(problem.gangs)), key=lambda i: (-int(weights[i]), i))
-        out: dict[int, GangPlacement] = {}
-        for gi in order:
-            out[gi] = greedy_gang(problem, gi, free, gpu_free)
+        out = {gi: greedy_gang(problem, gi, free, gpu_free) for gi in by_weight(problem)}
         return PlacementResult(
             gangs=tuple(out[i] for i in range(len(problem.gangs))), status=Status.GREEDY
         )
+
+
+def by_weight(problem: PlacementProblem) -> list[int]:
+    """The gangs' indices in placement order: heaviest first, then problem order."""
+    weights = problem.weights
+    assert weights is not None
+    return sorted(range(len(problem.gangs)), key=lambda i: (-int(weights[i]), i))
 
 
 def _trim(rem: I64, total: int) -> I64:
@@ -89,15 +92,16 @@ def _trim(rem: I64, total: int) -> I64:
 _Fill = Generator[tuple[npt.NDArray[np.intp], int, I64], tuple[I64, list[Replica]], None]
 
 
-def _fill(
-    problem: PlacementProblem,
-    view: GangView,
-    nodes: npt.NDArray[np.intp],
-    tier: int,
-    rem: I64,
-    free: I64,
-    gpu_free: I64,
-) -> tuple[I64, list[Replica]]:
+class _Work(NamedTuple):
+    """What one fill works on: the gang's view and the free state it updates in place."""
+
+    problem: PlacementProblem
+    view: GangView
+    free: I64
+    gpu_free: I64
+
+
+def _fill(w: _Work, nodes: npt.NDArray[np.intp], tier: int, rem: I64) -> tuple[I64, list[Replica]]:
     """Place up to ``rem`` replicas on ``nodes`` (all inside one domain of rank ``tier``).
 
     The descent is iterative, however deep the tree: each level is a generator
@@ -105,11 +109,11 @@ def _fill(
     took; the generators of the open levels sit on an explicit stack.
     """
     if tier == 0:
-        return pack_node(problem, view, int(nodes[0]), rem, free, gpu_free)
+        return pack_node(w.problem, w.view, int(nodes[0]), rem, w.free, w.gpu_free)
     result: tuple[I64, list[Replica]] = (np.zeros_like(rem), [])
     stack: list[tuple[_Fill, list[tuple[I64, list[Replica]]]]] = []
     box: list[tuple[I64, list[Replica]]] = []
-    stack.append((_fill_level(problem, view, nodes, tier, rem, free, gpu_free, box), box))
+    stack.append((_fill_level(w, nodes, tier, rem, box), box))
     answer: tuple[I64, list[Replica]] | None = None
     while stack:
         gen, out = stack[-1]
@@ -121,29 +125,21 @@ def _fill(
             result = answer
             continue
         if child_tier == 0:
-            answer = pack_node(problem, view, int(members[0]), child, free, gpu_free)
+            answer = pack_node(w.problem, w.view, int(members[0]), child, w.free, w.gpu_free)
             continue
         answer = None
         box = []
-        stack.append(
-            (_fill_level(problem, view, members, child_tier, child, free, gpu_free, box), box)
-        )
+        stack.append((_fill_level(w, members, child_tier, child, box), box))
     return result
 
 
 def _fill_level(
-    problem: PlacementProblem,
-    view: GangView,
-    nodes: npt.NDArray[np.intp],
-    tier: int,
-    rem: I64,
-    free: I64,
-    gpu_free: I64,
-    out: list[tuple[I64, list[Replica]]],
+    w: _Work, nodes: npt.NDArray[np.intp], tier: int, rem: I64, out: list[tuple[I64, list[Replica]]]
 ) -> _Fill:
     """One level of :func:`_fill` (``tier`` ≥ 1): yields ``(members, tier - 1, target)`` for
     each child to fill, is sent back ``(placed, replicas)``, and appends its own total to
     ``out`` when done."""
+    problem, view, free, gpu_free = w
     gang = view.gang
     topo = problem.topology
     # children are the objective's groups one rank down (a rack under no spine is one child at
@@ -209,7 +205,8 @@ def greedy_gang(problem: PlacementProblem, gi: int, free: I64, gpu_free: I64) ->
                 if target is None:
                     continue
                 saved = (free[nodes].copy(), gpu_free[nodes].copy())
-                got, recs = _fill(problem, view, nodes, tier, target.copy(), free, gpu_free)
+                work = _Work(problem, view, free, gpu_free)
+                got, recs = _fill(work, nodes, tier, target.copy())
                 if (got == target).all():
                     return finish(problem, gi, recs)
                 free[nodes], gpu_free[nodes] = saved

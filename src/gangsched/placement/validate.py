@@ -110,21 +110,22 @@ def validate_placement(problem: PlacementProblem, result: PlacementResult) -> No
                     f"a tier-{gang.slice_tier} domain holds a partial slice of {gang.slice_size}",
                     "slice_size",
                 )
-    over = used > problem.free
-    if over.any():
-        node, col = (int(x) for x in np.argwhere(over)[0])
-        raise PlacementError(
-            f"resource column {col} over-committed on node #{node}: "
-            f"{int(used[node, col])} > free {int(problem.free[node, col])}",
-            kind="placement",
-            field="free",
+    over = np.argwhere(used > problem.free)
+    bad = np.argwhere((dev_used > problem.gpu_free) | (dev_whole & (dev_users > 1)))
+    if over.size or bad.size:  # the first over-committed resource, else device
+        node, col = (int(x) for x in (over if over.size else bad)[0])
+        what, fld = (
+            (
+                f"resource column {col} over-committed on node #{node}: "
+                f"{int(used[node, col])} > free {int(problem.free[node, col])}",
+                "free",
+            )
+            if over.size
+            else (
+                f"device {col} of node #{node} over-committed ({int(dev_users[node, col])} "
+                f"users, {int(dev_used[node, col])} milli of {int(problem.gpu_free[node, col])}"
+                " free)",
+                "gpu_free",
+            )
         )
-    bad = (dev_used > problem.gpu_free) | (dev_whole & (dev_users > 1))
-    if bad.any():
-        node, d = (int(x) for x in np.argwhere(bad)[0])
-        raise PlacementError(
-            f"device {d} of node #{node} over-committed ({int(dev_users[node, d])} users, "
-            f"{int(dev_used[node, d])} milli of {int(problem.gpu_free[node, d])} free)",
-            kind="placement",
-            field="gpu_free",
-        )
+        raise PlacementError(what, kind="placement", field=fld)
