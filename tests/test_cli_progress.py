@@ -1,4 +1,5 @@
-"""Progress lines with an ETA on stderr, and the demo's output folder and notes."""
+"""Progress bars (tqdm) with an ETA on stderr, quiet off a terminal, and the demo's output
+folder and notes."""
 
 from __future__ import annotations
 
@@ -8,58 +9,85 @@ from pathlib import Path
 import pytest
 
 from gangsched import cli
-from gangsched._cli_progress import QUIET_EVERY_S, Progress, format_duration
+from gangsched._cli_progress import (
+    PROGRESS_ENV,
+    Progress,
+    format_duration,
+    replay_progress,
+)
+from gangsched.sim.replay import ReplayProgress
 
 
-class _Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
+class _Terminal(io.StringIO):
+    """A text stream that says it is a terminal."""
 
-    def __call__(self) -> float:
-        return self.now
+    def isatty(self) -> bool:
+        return True
 
 
 def test_durations_are_short() -> None:
     assert [format_duration(s) for s in (0, 42.4, 185, 3720)] == ["0s", "42s", "3m05s", "1h02m"]
 
 
-def test_eta_is_the_mean_step_time_times_the_steps_left() -> None:
-    clock = _Clock()
-    bar = Progress(io.StringIO(), "fgd ", clock=clock, tty=False)
-    clock.now = 20.0
-    assert bar.line(2, 6, "fgd seed 42") == "fgd [2/6] fgd seed 42 (20s elapsed, ETA 40s)"
-    assert bar.line(6, 6) == "fgd [6/6] (20s elapsed)"
-
-
-def test_not_a_terminal_prints_first_last_and_sparse_lines() -> None:
-    clock = _Clock()
-    stream = io.StringIO()
-    bar = Progress(stream, clock=clock, tty=False)
-    for done in range(1, 101):
-        clock.now = done * 0.5
-        bar.step(done, 100)
-    lines = stream.getvalue().splitlines()
-    assert lines[0].startswith("[1/100]") and lines[-1].startswith("[100/100]")
-    assert len(lines) <= 2 + 50 / QUIET_EVERY_S + 1
-    assert "\r" not in stream.getvalue()
-
-
-def test_a_terminal_redraws_one_line() -> None:
-    clock = _Clock()
-    stream = io.StringIO()
-    bar = Progress(stream, clock=clock, tty=True)
+def test_a_terminal_gets_a_tqdm_bar_with_an_eta(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    stream = _Terminal()
+    bar = Progress(stream, "fgd ")
+    assert bar.enabled
     for done in range(1, 4):
-        clock.now = float(done)
-        bar.step(done, 3)
+        bar.step(done, 3, f"bestfit seed {41 + done}")
     text = stream.getvalue()
-    assert text.count("\n") == 1 and text.endswith("(3s elapsed)\n")
-    assert text.count("\r") == 3 and "ETA 1s" in text
+    assert "\r" in text and text.endswith("\n")  # redrawn in place, then left on its line
+    last = text.rstrip("\n").rsplit("\r", 1)[-1]
+    assert last.startswith("fgd: 100%|") and "| 3/3 [" in last
+    assert " elapsed, ETA " in last and last.endswith(", bestfit seed 44]")
+
+
+def test_not_a_terminal_is_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    stream = io.StringIO()
+    bar = Progress(stream, "fgd ")
+    for done in range(1, 101):
+        bar.step(done, 100, "run")
+    bar.close()
+    assert not bar.enabled and stream.getvalue() == ""
+
+
+def test_the_environment_forces_the_bar_on_or_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    forced_on = io.StringIO()
+    Progress(forced_on).step(1, 1)
+    assert "1/1" in forced_on.getvalue()
+    monkeypatch.setenv(PROGRESS_ENV, "0")
+    forced_off = _Terminal()
+    Progress(forced_off).step(1, 1)
+    assert forced_off.getvalue() == ""
+
+
+def test_an_interrupted_bar_is_ended_on_its_line() -> None:
+    stream = io.StringIO()
+    bar = Progress(stream, tty=True)
+    bar.step(1, 4)
+    bar.close()
+    bar.close()
+    assert stream.getvalue().endswith("\n") and "1/4" in stream.getvalue()
+
+
+def test_a_replay_shows_finished_jobs_and_its_clock() -> None:
+    stream = io.StringIO()
+    show, close = replay_progress(stream, tty=True)
+    show(ReplayProgress(3600.0, 50, 60, 40, 80, 10, 5, 20))
+    close()
+    text = stream.getvalue()
+    assert "replay:" in text and "20/80" in text and "ETA" in text
+    assert "t=3,600s, 10 running, 5 waiting" in text
 
 
 def test_demo_writes_only_where_asked_and_notes_go_to_stderr(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
     monkeypatch.setattr(cli, "_plot_fig9a", lambda *a: "matplotlib is not installed; plot skipped")
     monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
@@ -75,4 +103,4 @@ def test_demo_writes_only_where_asked_and_notes_go_to_stderr(
     assert f"writing the tables and the plot to {made}/" in printed.err
     assert "plot skipped" in printed.err and "plot skipped" not in printed.out
     assert "06-FGD" in printed.out and f"tables: {made}/" in printed.out
-    assert "[1/2]" in printed.err and "[2/2]" in printed.err and "elapsed" in printed.err
+    assert "ETA" not in printed.err  # stderr is not a terminal here: no progress bar

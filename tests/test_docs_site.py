@@ -1,8 +1,10 @@
 """The documentation site (mkdocs.yml): every page is in the navigation, and, when mkdocs is
-installed (extra ``docs``), the site builds with ``--strict``."""
+installed (extra ``docs``), the site builds with ``--strict`` and its API reference has an
+entry for every public name."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -36,6 +38,7 @@ def test_every_docs_page_is_in_the_site_navigation() -> None:
 def test_site_builds_strictly(tmp_path: Path) -> None:
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")
+    pytest.importorskip("mkdocstrings_handlers.python")
     out = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "-d", str(tmp_path)],
         cwd=ROOT,
@@ -48,3 +51,11 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "api" / "index.html").is_file()
     assert (tmp_path / "getting-started" / "index.html").is_file()
+    spec = importlib.util.spec_from_file_location("api_docs", ROOT / "tools" / "api_docs.py")
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert tool.missing_entries(tmp_path) == []
+    page = (tmp_path / "api" / "index.html").read_text(encoding="utf-8")
+    assert ":class:" not in page and ":meth:" not in page  # roles became links or code
+    assert 'href="#gangsched.errors.SnapshotError"' in page

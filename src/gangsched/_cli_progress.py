@@ -1,21 +1,30 @@
-"""Progress of long command-line work on stderr: done/total, elapsed time and an ETA.
+"""Progress bars of long command-line work on stderr, drawn by tqdm: done/total, elapsed time
+and an ETA.
 
-On a terminal the line is redrawn in place (at most twice a second) and finished with a
-newline; elsewhere (a log, a pipe, a test) it stays quiet apart from the first step, the last
-one and at most one line every :data:`QUIET_EVERY_S` seconds, so CI logs are not flooded.
+A bar is drawn only when its stream is a terminal; in a log, a pipe or a test it says nothing
+(the commands print their own summary when they finish). ``GANGSCHED_PROGRESS=1`` draws the bar
+on any stream and ``GANGSCHED_PROGRESS=0`` never draws it. tqdm is imported only when a bar is
+drawn.
 """
 
 from __future__ import annotations
 
-import time
+import contextlib
+import os
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-__all__ = ["QUIET_EVERY_S", "Progress", "format_duration"]
+if TYPE_CHECKING:
+    from .sim.replay import ReplayProgress
 
-#: Seconds between two progress lines when stderr is not a terminal.
-QUIET_EVERY_S = 10.0
-_TTY_EVERY_S = 0.5
+__all__ = ["BAR_FORMAT", "PROGRESS_ENV", "Progress", "format_duration", "replay_progress"]
+
+#: Environment variable forcing the bars on (``1``) or off (``0``) whatever the stream is.
+PROGRESS_ENV = "GANGSCHED_PROGRESS"
+#: tqdm's layout: ``fgd:  40%|████      | 2/5 [00:20 elapsed, ETA 00:30, bestfit seed 42]``.
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed} elapsed, ETA {remaining}{postfix}]"
+#: Seconds between two redraws of a bar.
+REDRAW_S = 0.5
 
 
 def format_duration(seconds: float) -> str:
@@ -28,67 +37,90 @@ def format_duration(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
-class Progress:
-    """Report ``step(done, total, what)`` calls as one progress line on ``stream``.
+def _wanted(stream: TextIO, tty: bool | None) -> bool:
+    if tty is not None:
+        return tty
+    forced = os.environ.get(PROGRESS_ENV, "").strip()
+    if forced in ("0", "1"):
+        return forced == "1"
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if callable(isatty) else False
+    except (OSError, ValueError):
+        return False
 
-    ``clock`` is injectable for tests; the ETA is the mean time per step so far times the
-    steps left.
+
+class Progress:
+    """A progress bar fed by ``step(done, total, what)`` calls (``what`` is shown after the
+    ETA), on ``stream`` when it is a terminal (``tty`` overrides the test, for tests).
+
+    The bar is made at the first step, so a command that fails before any work draws nothing;
+    :meth:`close` ends it (it is idempotent, and called by the last step too).
     """
 
     def __init__(
-        self,
-        stream: TextIO,
-        prefix: str = "",
-        *,
-        clock: Callable[[], float] = time.perf_counter,
-        tty: bool | None = None,
+        self, stream: TextIO, prefix: str = "", *, unit: str = "run", tty: bool | None = None
     ) -> None:
         self._stream = stream
-        self._prefix = prefix
-        self._clock = clock
-        self._start = clock()
-        self._last = -float("inf")
-        self._open = False
-        if tty is None:
-            isatty = getattr(stream, "isatty", None)
-            tty = bool(isatty()) if callable(isatty) else False
-        self._tty = tty
+        self._prefix = prefix.strip()
+        self._unit = unit
+        self._on = _wanted(stream, tty)
+        self._bar: Any = None
 
-    def line(self, done: int, total: int, what: str = "") -> str:
-        """The text of the progress line after ``done`` of ``total`` steps."""
-        elapsed = self._clock() - self._start
-        text = f"{self._prefix}[{done}/{total}]"
-        if what:
-            text += f" {what}"
-        text += f" ({format_duration(elapsed)} elapsed"
-        if 0 < done < total:
-            text += f", ETA {format_duration(elapsed / done * (total - done))}"
-        return text + ")"
+    @property
+    def enabled(self) -> bool:
+        """Whether this progress draws a bar at all."""
+        return self._on
 
     def step(self, done: int, total: int, what: str = "") -> None:
-        now = self._clock()
-        final = done >= total
-        every = _TTY_EVERY_S if self._tty else QUIET_EVERY_S
-        if not final and done > 1 and now - self._last < every:
+        """``done`` of ``total`` steps are finished; ``what`` describes the last one."""
+        if not self._on:
             return
-        self._last = now
-        text = self.line(done, total, what)
         try:
-            if self._tty:
-                self._stream.write("\r\x1b[2K" + text + ("\n" if final else ""))
-                self._open = not final
-            else:
-                self._stream.write(text + "\n")
-            self._stream.flush()
+            if self._bar is None:
+                from tqdm import tqdm
+
+                self._bar = tqdm(
+                    total=total,
+                    desc=self._prefix or None,
+                    unit=self._unit,
+                    file=self._stream,
+                    bar_format=BAR_FORMAT,
+                    mininterval=REDRAW_S,
+                    dynamic_ncols=True,
+                    leave=True,
+                )
+            bar = self._bar
+            if bar.total != total:
+                bar.total = total
+            if what:
+                bar.set_postfix_str(what, refresh=False)
+            bar.update(max(0, min(done, total) - bar.n))
+            if done >= total:
+                self.close()
         except (OSError, ValueError):
-            pass  # a stderr that cannot be written is given up on quietly
+            self._on = False  # a stderr that cannot be written is given up on quietly
 
     def close(self) -> None:
-        """End an open terminal line (after an interruption or an error)."""
-        if self._open:
-            try:
-                self._stream.write("\n")
-                self._stream.flush()
-            except (OSError, ValueError):
-                pass
-            self._open = False
+        """End the bar (after the last step, an interruption or an error)."""
+        bar, self._bar = self._bar, None
+        if bar is not None:
+            with contextlib.suppress(OSError, ValueError):
+                bar.close()
+
+
+def replay_progress(
+    stream: TextIO, *, tty: bool | None = None
+) -> tuple[Callable[[ReplayProgress], None], Callable[[], None]]:
+    """The progress callback of a replay (jobs finished of all jobs, with the replay clock,
+    jobs running and waiting and the event rate after the ETA), and a function closing it."""
+    bar = Progress(stream, "replay", unit="job", tty=tty)
+
+    def show(p: ReplayProgress) -> None:
+        bar.step(
+            p.finished,
+            p.n_jobs,
+            f"t={p.time:,.0f}s, {p.running:,} running, {p.waiting:,} waiting",
+        )
+
+    return show, bar.close

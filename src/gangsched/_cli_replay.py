@@ -7,13 +7,11 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TextIO
 
 import numpy as np
 
-from ._cli_progress import format_duration
+from ._cli_progress import replay_progress
 from .errors import ConfigError
 from .fragmentation import POLICIES
 from .limits import MIN_REPLAY_PERIOD
@@ -63,41 +61,6 @@ def add_replay_parser(subparsers: argparse._SubParsersAction) -> None:  # type: 
     p.add_argument("--vc-date", default=None, help="Helios day sizing the queues (last day)")
     p.add_argument("--out", default=None, help="write summary.csv, queue_share.csv, jobs.csv")
     p.set_defaults(handler=run_replay)
-
-
-def _progress_line(stream: TextIO) -> tuple[Callable[[object], None], Callable[[], None]]:
-    """A throttled one-line progress display, and a function closing it."""
-    start = time.perf_counter()
-    state = {"last": 0.0, "shown": False}
-    tty = stream.isatty()
-
-    def show(p: object) -> None:
-        from .sim.replay import ReplayProgress
-
-        assert isinstance(p, ReplayProgress)
-        now = time.perf_counter()
-        if now - state["last"] < (0.5 if tty else 10.0):
-            return
-        state["last"], state["shown"] = now, True
-        elapsed = now - start
-        rate = p.events / max(elapsed, 1e-9)
-        # ETA from the share of jobs finished so far: rough (jobs differ), but it moves
-        eta = ""
-        if 0 < p.finished < p.n_jobs:
-            eta = f", ETA ~{format_duration(elapsed * (p.n_jobs - p.finished) / p.finished)}"
-        line = (
-            f"replay t={p.time:,.0f}s  events {p.events:,}  cycles {p.cycles:,}  jobs "
-            f"{p.arrived:,}/{p.n_jobs:,} arrived, {p.running:,} running, {p.waiting:,} waiting, "
-            f"{p.finished:,} finished  ({rate:,.0f} events/s, {format_duration(elapsed)} "
-            f"elapsed{eta})"
-        )
-        print(("\r" + line) if tty else line, end="" if tty else "\n", file=stream, flush=True)
-
-    def close() -> None:
-        if tty and state["shown"]:
-            print(file=stream)
-
-    return show, close
 
 
 def _plot(report: object, path: Path) -> str | None:
@@ -179,7 +142,7 @@ def run_replay(args: argparse.Namespace) -> int:
         f"{len(derived.trace.jobs)} jobs",
         file=sys.stderr,
     )
-    show, close = _progress_line(sys.stderr)
+    show, close = replay_progress(sys.stderr)
     start = time.perf_counter()
     try:
         report = run_gang_replay(

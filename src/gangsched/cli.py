@@ -44,8 +44,8 @@ PLOT_FILE = "fgd_fig9a.png"
 
 
 def _progress(prefix: str) -> Callable[[int, int, RunResult], None]:
-    """One progress line on stderr per finished run, with the ETA of the grid (see
-    :class:`gangsched._cli_progress.Progress`: redrawn on a terminal, sparse elsewhere)."""
+    """A progress bar of the grid's runs on stderr, with its ETA (see
+    :class:`gangsched._cli_progress.Progress`: drawn on a terminal only)."""
     bar = Progress(sys.stderr, prefix)
 
     def report(done: int, total: int, run: RunResult) -> None:
@@ -202,7 +202,16 @@ def _print_limits(args: argparse.Namespace, cmp: Any, names: tuple[str, ...]) ->
             file=sys.stderr,
         )
     seeds = parse_seeds(args.bound_seeds)
-    figures = limit_figures(nodes, pods, seeds, args.arrived, tune=args.tune, rng=args.rng)
+    bar = Progress(sys.stderr, "limit", unit="seed")
+    figures = []
+    try:
+        for i, seed in enumerate(seeds, 1):  # one seed at a time, for the progress bar
+            figures += limit_figures(
+                nodes, pods, [seed], args.arrived, tune=args.tune, rng=args.rng
+            )
+            bar.step(i, len(seeds), f"seed {seed}")
+    finally:
+        bar.close()
     bound = [f.bound.bound_unallocated_pct for f in figures]
     offline = [f.offline.unallocated_pct for f in figures if f.offline is not None]
     print(format_limits(cmp, args.arrived, bound, offline, seeds))
@@ -306,13 +315,19 @@ def _run_demo(args: argparse.Namespace) -> int:
     if args.bound:
         from .quality import limit_figures
 
-        for pct in LIMIT_POINTS:
-            fig = limit_figures(nodes, pods, seeds[:1], pct)[0]
-            off = fig.offline.unallocated_pct if fig.offline is not None else math.nan
-            limits.append((pct, fig.bound.bound_unallocated_pct, off))
+        bar = Progress(sys.stderr, "limit", unit="point")
+        try:
+            for i, pct in enumerate(LIMIT_POINTS, 1):
+                fig = limit_figures(nodes, pods, seeds[:1], pct)[0]
+                off = fig.offline.unallocated_pct if fig.offline is not None else math.nan
+                limits.append((pct, fig.bound.bound_unallocated_pct, off))
+                bar.step(i, len(LIMIT_POINTS), f"{pct}% arrived")
+        finally:
+            bar.close()
+        for pct, bound, off in limits:
             print(
-                f"limit at {pct}% arrived (seed {fig.seed}): bound "
-                f"{fig.bound.bound_unallocated_pct:.2f} %, offline packing {off:.2f} % unallocated"
+                f"limit at {pct}% arrived (seed {seeds[0]}): bound "
+                f"{bound:.2f} %, offline packing {off:.2f} % unallocated"
             )
     note = _plot_fig9a(ours, theirs, plot_path, limits)
     if note is None:
