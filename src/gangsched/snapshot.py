@@ -13,33 +13,37 @@ serialised, quantities in canonical units) so ``from_dict(to_dict(s)) == s``.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, TypeVar
 
+from ._record_checks import ROOT_QUEUE as ROOT_QUEUE  # importable from here too
+from ._record_checks import (
+    Occupancy,
+    check_budget_refs,
+    check_hypernode_name,
+    check_job_queue,
+    check_queue_parent,
+    check_task_count,
+    check_task_refs,
+    queue_cycle_error,
+    queue_depth_error,
+)
 from .errors import SnapshotError
-from .feasibility import device_take
 from .limits import DEFAULT_LIMITS, Limits
 from .model import (
-    NODE_PHASES,
     DisruptionBudget,
     HyperNode,
     Job,
     Node,
     Queue,
     Task,
-    TaskPhase,
     check_totals,
 )
-from .units import PODS
 
 __all__ = ["Snapshot"]
 
 R = TypeVar("R", Node, HyperNode, Queue, Job, Task, DisruptionBudget)
-
-#: Name of the root of the queue hierarchy (Volcano's ``root`` queue): it has no parent.
-ROOT_QUEUE = "root"
 
 _KINDS: tuple[tuple[str, str, type[Any]], ...] = (
     ("nodes", "node", Node),
@@ -49,10 +53,6 @@ _KINDS: tuple[tuple[str, str, type[Any]], ...] = (
     ("tasks", "task", Task),
     ("disruption_budgets", "disruption_budget", DisruptionBudget),
 )
-
-
-def _int_dict() -> defaultdict[str, int]:
-    return defaultdict(int)
 
 
 def _index(records: Sequence[R], kind: str) -> dict[str, int]:
@@ -199,17 +199,7 @@ class Snapshot:
         depth above it, so a chain of n queues costs O(n).
         """
         for q in self.queues:
-            if q.parent is not None and q.parent not in self.queue_index:
-                raise SnapshotError(
-                    f"unknown parent queue {q.parent!r}", kind="queue", name=q.name, field="parent"
-                )
-            if q.parent is not None and q.name == ROOT_QUEUE:
-                raise SnapshotError(
-                    f"the root of the queue hierarchy cannot have a parent (got {q.parent!r})",
-                    kind="queue",
-                    name=q.name,
-                    field="parent",
-                )
+            check_queue_parent(q, self.queue_index)
         limit = self.limits.max_queue_depth
         depth: dict[str, int] = {}
         by_name = {q.name: q for q in self.queues}
@@ -219,12 +209,7 @@ class Snapshot:
             cur: str | None = q.name
             while cur is not None and cur not in depth:
                 if cur in on_path:
-                    raise SnapshotError(
-                        f"queue parent cycle through {cur!r}",
-                        kind="queue",
-                        name=q.name,
-                        field="parent",
-                    )
+                    raise queue_cycle_error(q.name, cur)
                 path.append(cur)
                 on_path.add(cur)
                 cur = by_name[cur].parent
@@ -234,32 +219,14 @@ class Snapshot:
                 depth[name] = d
         for q in self.queues:
             if depth[q.name] > limit:
-                raise SnapshotError(
-                    f"queue nesting depth {depth[q.name]} is beyond the limit of {limit} "
-                    "(Limits.max_queue_depth)",
-                    kind="queue",
-                    name=q.name,
-                    field="parent",
-                )
+                raise queue_depth_error(q.name, depth[q.name], limit)
 
     def _check_limits(self) -> None:
-        limit = self.limits.max_tasks
-        if len(self.tasks) > limit:
-            raise SnapshotError(
-                f"{len(self.tasks)} tasks is beyond the limit of {limit} (Limits.max_tasks)",
-                kind="snapshot",
-                field="tasks",
-            )
+        check_task_count(len(self.tasks), self.limits)
 
     def _check_hypernodes(self) -> None:
         for hn in self.hypernodes:
-            if hn.name in self.node_index:
-                raise SnapshotError(
-                    "a node has the same name, so members would be ambiguous",
-                    kind="hypernode",
-                    name=hn.name,
-                    field="name",
-                )
+            check_hypernode_name(hn.name, self.node_index)
         owner: dict[tuple[int, str], str] = {}
         for hn in self.hypernodes:
             mixed = hn.tier != 1 and any(m in self.hypernode_index for m in hn.members)
@@ -304,120 +271,23 @@ class Snapshot:
 
     def _check_jobs_and_tasks(self) -> None:
         for job in self.jobs:
-            if job.queue not in self.queue_index:
-                raise SnapshotError(
-                    f"unknown queue {job.queue!r}", kind="job", name=job.name, field="queue"
-                )
+            check_job_queue(job, self.queue_index)
         for task in self.tasks:
-            if task.job not in self.job_index:
-                raise SnapshotError(
-                    f"unknown job {task.job!r}", kind="task", name=task.name, field="job"
-                )
-            # Succeeded / Failed / Pending tasks may carry their last node (it holds nothing),
-            # but whatever node a task names must exist.
-            if task.node is not None and task.node not in self.node_index:
-                raise SnapshotError(
-                    f"unknown node {task.node!r}", kind="task", name=task.name, field="node"
-                )
+            check_task_refs(task, self.job_index, self.node_index)
 
     def _check_budgets(self) -> None:
         """A disruption budget names known jobs and tasks."""
         for budget in self.disruption_budgets:
-            for attr, index in (("jobs", self.job_index), ("tasks", self.task_index)):
-                for i, ref in enumerate(getattr(budget, attr)):
-                    if ref not in index:
-                        raise SnapshotError(
-                            f"unknown {attr[:-1]} {ref!r}",
-                            kind="disruption_budget",
-                            name=budget.name,
-                            field=f"{attr}[{i}]",
-                        )
+            check_budget_refs(budget, self.job_index, self.task_index)
 
     def _check_node_occupancy(self) -> None:
-        """Tasks on nodes fit them, now and once releases finish.
-
-        *Now* counts what Bound, Running and Releasing tasks hold; *later* counts what stays
-        once the Releasing tasks are gone plus what carried reservations (Pipelined tasks)
-        hold. Each book must fit the node's allocatable, its pod limit and every GPU device
-        (what a task takes from a device is :func:`~gangsched.feasibility.device_take`), and
-        every device index must exist on the node.
-        """
-        books: tuple[dict[str, dict[str, int]], ...] = (
-            defaultdict(_int_dict),
-            defaultdict(_int_dict),
-        )
-        dev_books: tuple[dict[tuple[str, int], int], ...] = (defaultdict(int), defaultdict(int))
-        holder: tuple[dict[tuple[str, int], str], ...] = ({}, {})
+        """Tasks on nodes fit them, now and once releases finish (:class:`Occupancy`)."""
+        books = Occupancy()
+        nodes, index = self.nodes, self.node_index
         for task in self.tasks:
-            phase = task.phase
-            if task.node is None or phase not in NODE_PHASES:
-                continue
-            node = self.nodes[self.node_index[task.node]]
-            # 0 = now, 1 = once releases finish (reservations included).
-            which = (
-                (1,)
-                if phase is TaskPhase.PIPELINED
-                else ((0,) if phase is TaskPhase.RELEASING else (0, 1))
-            )
-            for b in which:
-                book = books[b][node.name]
-                for res, amount in task.request.items():
-                    if res != PODS:
-                        book[res] += amount
-                book[PODS] += 1
-            gpu = task.gpu_request
-            if gpu is None:
-                continue
-            gpus = node.gpus
-            n_dev = gpus.count if gpus is not None else 0
-            cap = gpus.milli if gpus is not None else 0
-            take = device_take(gpu.milli, cap, gpus.sharing if gpus is not None else False)
-            for idx in task.gpu_indices:
-                if idx >= n_dev:
-                    raise SnapshotError(
-                        f"GPU index {idx} out of range: node {node.name!r} has {n_dev} GPUs",
-                        kind="task",
-                        name=task.name,
-                        field="gpu_indices",
-                    )
-                key = (node.name, idx)
-                for b in which:
-                    dev_books[b][key] += take
-                    if dev_books[b][key] > cap:
-                        other = holder[b].get(key, "?")
-                        when = "" if b == 0 else " once releases finish"
-                        raise SnapshotError(
-                            f"GPU {idx} of node {node.name!r} over-committed{when}: "
-                            f"{dev_books[b][key]} of {cap} milli-GPU (already held by task "
-                            f"{other!r})",
-                            kind="task",
-                            name=task.name,
-                            field="gpu_indices",
-                        )
-                    holder[b].setdefault(key, task.name)
-        for b, when in ((0, ""), (1, " once releases finish (with reservations)")):
-            for node_name, per_res in books[b].items():
-                node = self.nodes[self.node_index[node_name]]
-                for res, amount in sorted(per_res.items()):
-                    if res == PODS:
-                        limit = node.pod_limit
-                        if limit is not None and amount > limit:
-                            raise SnapshotError(
-                                f"{amount} tasks on a node with a pod limit of {limit}{when}",
-                                kind="node",
-                                name=node_name,
-                                field=f"allocatable.{PODS}",
-                            )
-                        continue
-                    cap = node.allocatable.get(res, 0)
-                    if amount > cap:
-                        raise SnapshotError(
-                            f"running tasks use {amount} of {res} but only {cap} is "
-                            f"allocatable{when}",
-                            kind="node",
-                            name=node_name,
-                            field=f"allocatable.{res}",
-                        )
+            if task.node is not None:
+                books.add(task, nodes[index[task.node]])
+        books.check(lambda name: nodes[index[name]])
 
     # ---------------------------------------------------------------- interchange
 
@@ -449,13 +319,8 @@ class Snapshot:
                 raise SnapshotError(
                     f"expected a list, got {type(raw).__name__}", kind="snapshot", field=attr
                 )
-            if attr == "tasks" and len(raw) > limits.max_tasks:
-                raise SnapshotError(
-                    f"{len(raw)} tasks is beyond the limit of {limits.max_tasks} "
-                    "(Limits.max_tasks)",
-                    kind="snapshot",
-                    field="tasks",
-                )
+            if attr == "tasks":
+                check_task_count(len(raw), limits)
             records = []
             for i, item in enumerate(raw):
                 if not isinstance(item, Mapping):

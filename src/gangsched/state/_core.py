@@ -1,0 +1,360 @@
+"""The state's stores, reverse references, running totals and change counters, shared by
+the operations of :class:`~gangsched.state.ClusterState`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+from ..arrays import ArraysBase
+from ..errors import SnapshotError
+from ..limits import DEFAULT_LIMITS, MAX_TOTAL, Limits
+from ..model import DisruptionBudget, HyperNode, Job, Node, Queue, Task
+from ..snapshot import Snapshot
+from ..units import canonical_unit
+
+V = TypeVar("V")
+
+ATTRS = ("nodes", "hypernodes", "queues", "jobs", "tasks", "disruption_budgets")
+KIND = {a: a[:-1] for a in ATTRS}
+
+
+def known(store: Mapping[str, V], kind: str, name: str) -> V:
+    """The record ``name`` of ``store``, else the "not in the state" error."""
+    try:
+        return store[name]
+    except KeyError:
+        raise SnapshotError("not in the state", kind=kind, name=name) from None
+
+
+def check_new(record: Any, cls: type[Any], kind: str, store: Mapping[str, Any]) -> None:
+    """``record`` is a ``cls`` whose name ``store`` does not hold yet."""
+    check_type(record, cls, kind)
+    if record.name in store:
+        raise SnapshotError("already in the state", kind=kind, name=record.name, field="name")
+
+
+def check_type(record: object, cls: type[Any], kind: str) -> None:
+    if not isinstance(record, cls):
+        raise SnapshotError(
+            f"is a {type(record).__name__}, expected {cls.__name__}", kind=kind, field="record"
+        )
+
+
+class Totals:
+    """Running per-resource sums of one amount field over the records of one kind, checked
+    against :data:`~gangsched.limits.MAX_TOTAL` as :func:`~gangsched.model.check_totals` does."""
+
+    __slots__ = ("field", "gpu", "kind", "names", "sums")
+
+    def __init__(self, kind: str, field: str, names: dict[str, int]) -> None:
+        self.kind, self.field = kind, field
+        self.sums: dict[str, int] = {}
+        self.gpu = 0
+        self.names = names  # resource name -> records naming it (shared by every total)
+
+    def move(
+        self,
+        name: str,
+        old: Mapping[str, int] | None,
+        new: Mapping[str, int] | None,
+        old_gpu: int = 0,
+        new_gpu: int = 0,
+        *,
+        commit: bool,
+    ) -> None:
+        """Check (and with ``commit`` apply) replacing ``old`` amounts by ``new`` ones."""
+        for res, value in (new or {}).items():
+            total = self.sums.get(res, 0) + value - (old or {}).get(res, 0)
+            if total > MAX_TOTAL:
+                raise SnapshotError(
+                    f"the {self.kind}s' {self.field} {res} adds up past 2**60 = {MAX_TOTAL} "
+                    f"{canonical_unit(res)} at this {self.kind}",
+                    kind=self.kind,
+                    name=name,
+                    field=f"{self.field}.{res}",
+                )
+        if self.gpu + new_gpu - old_gpu > MAX_TOTAL:
+            where = "gpus" if self.kind == "node" else "gpu_request"
+            raise SnapshotError(
+                f"the {self.kind}s' GPUs add up past 2**60 = {MAX_TOTAL} milli-GPU at this "
+                f"{self.kind}",
+                kind=self.kind,
+                name=name,
+                field=where,
+            )
+        if not commit:
+            return
+        count_names(self.names, old, new)
+        for res, value in (old or {}).items():
+            self.sums[res] -= value
+        for res, value in (new or {}).items():
+            self.sums[res] = self.sums.get(res, 0) + value
+        self.gpu += new_gpu - old_gpu
+
+
+def count_names(
+    names: dict[str, int], old: Mapping[str, int] | None, new: Mapping[str, int] | None
+) -> None:
+    for res in old or ():
+        left = names[res] - 1
+        if left:
+            names[res] = left
+        else:
+            del names[res]
+    for res in new or ():
+        names[res] = names.get(res, 0) + 1
+
+
+def node_gpu(node: Node | None) -> int:
+    return node.gpus.count * node.gpus.milli if node is not None and node.gpus else 0
+
+
+def task_gpu(task: Task | None) -> int:
+    return task.gpu_request.total_milli if task is not None and task.gpu_request else 0
+
+
+class StateCore:
+    """What every operation of the state reads and keeps current (see
+    :class:`~gangsched.state.ClusterState`)."""
+
+    def __init__(self, snapshot: Snapshot | None = None, *, limits: Limits | None = None) -> None:
+        if snapshot is not None and not isinstance(snapshot, Snapshot):
+            raise SnapshotError(
+                f"expected a Snapshot, got {type(snapshot).__name__}",
+                kind="state",
+                field="snapshot",
+            )
+        if limits is not None and not isinstance(limits, Limits):
+            raise SnapshotError(
+                f"expected Limits, got {type(limits).__name__}", kind="state", field="limits"
+            )
+        self.limits: Limits = (
+            limits
+            if limits is not None
+            else (snapshot.limits if snapshot is not None else DEFAULT_LIMITS)
+        )
+        self._nodes: dict[str, Node] = {}
+        self._hypernodes: dict[str, HyperNode] = {}
+        self._queues: dict[str, Queue] = {}
+        self._jobs: dict[str, Job] = {}
+        self._tasks: dict[str, Task] = {}
+        self._disruption_budgets: dict[str, DisruptionBudget] = {}
+        # (kind, name) of a job or task -> the budgets naming it.
+        self._budget_refs: dict[tuple[str, str], dict[str, None]] = {}
+        # Reverse references (ordered sets as dicts).
+        self._job_tasks: dict[str, dict[str, None]] = {}
+        self._node_tasks: dict[str, dict[str, None]] = {}
+        self._queue_jobs: dict[str, dict[str, None]] = {}
+        self._children: dict[str, dict[str, None]] = {}
+        self._owners: dict[str, dict[str, None]] = {}  # member -> hypernodes listing it
+        #: Resource names the records use, with how many records name each (the columns of
+        #: the snapshot's arrays).
+        self._resource_names: dict[str, int] = {}
+        names = self._resource_names
+        self._totals = {
+            "node": Totals("node", "allocatable", names),
+            "task": Totals("task", "request", names),
+            "guarantee": Totals("queue", "guarantee", names),
+            "deserved": Totals("queue", "deserved", names),
+            "job": Totals("job", "min_resources", names),
+        }
+        self._weights = 0
+        # Change tracking.
+        self.generation = 0
+        self._node_gen: dict[str, int] = {}
+        self._cycle_gen = 0
+        self._removed_nodes: set[str] = set()
+        self._cache: dict[str, tuple[tuple[Any, ...], Mapping[str, int]]] = {}
+        self._topology: object = None
+        self._last: Snapshot | None = None
+        self._last_gen = 0  # generation when ``_last`` was taken
+        if snapshot is not None:
+            if limits is not None and limits != snapshot.limits:
+                # Other bounds: check the records against them once.
+                snapshot = Snapshot(**{a: getattr(snapshot, a) for a in ATTRS}, limits=limits)
+            self._load(snapshot)
+
+    # ------------------------------------------------------------------ loading
+
+    def _load(self, snap: Snapshot) -> None:
+        """Take a validated snapshot's records as they are (no re-check)."""
+        for node in snap.nodes:
+            self._nodes[node.name] = node
+            self._node_tasks[node.name] = {}
+            self._node_gen[node.name] = 0
+            self._totals["node"].move(node.name, None, node.allocatable, 0, node_gpu(node),
+                                      commit=True)  # fmt: skip
+        for hn in snap.hypernodes:
+            self._hypernodes[hn.name] = hn
+            for m in hn.members:
+                self._owners.setdefault(m, {})[hn.name] = None
+        for q in snap.queues:
+            self._queues[q.name] = q
+            self._queue_jobs[q.name] = {}
+            self._children.setdefault(q.name, {})
+            if q.parent is not None:
+                self._children.setdefault(q.parent, {})[q.name] = None
+            self._queue_totals(q.name, None, q, commit=True)
+        for job in snap.jobs:
+            self._jobs[job.name] = job
+            self._job_tasks[job.name] = {}
+            self._queue_jobs[job.queue][job.name] = None
+            self._totals["job"].move(job.name, None, job.min_resources, commit=True)
+        for task in snap.tasks:
+            self._tasks[task.name] = task
+            self._job_tasks[task.job][task.name] = None
+            if task.node is not None:
+                self._node_tasks[task.node][task.name] = None
+            self._totals["task"].move(task.name, None, task.request, 0, task_gpu(task),
+                                      commit=True)  # fmt: skip
+        for budget in snap.disruption_budgets:
+            self._disruption_budgets[budget.name] = budget
+            self._list_budget(budget)
+        self._topology = snap._topology
+        # Another state's snapshot may carry that state's reuse plan: start afresh then.
+        self._last = None if isinstance(snap._arrays, ArraysBase) else snap
+        for attr in ATTRS:
+            records = getattr(snap, attr)
+            index = getattr(snap, f"{KIND[attr]}_index")
+            self._cache[attr] = (records, index)  # shared: never mutated
+
+    def _queue_totals(
+        self, name: str, old: Queue | None, new: Queue | None, *, commit: bool
+    ) -> None:
+        weights = self._weights - (old.weight if old else 0) + (new.weight if new else 0)
+        if weights > MAX_TOTAL:
+            raise SnapshotError(
+                f"the queues' weights add up past 2**60 = {MAX_TOTAL} at this queue",
+                kind="queue",
+                name=name,
+                field="weight",
+            )
+        for attr in ("guarantee", "deserved"):
+            self._totals[attr].move(
+                name,
+                getattr(old, attr) if old else None,
+                getattr(new, attr) if new else None,
+                commit=False,
+            )
+        if commit:
+            count_names(
+                self._resource_names,
+                old.capability if old else None,
+                new.capability if new else None,
+            )
+            for attr in ("guarantee", "deserved"):
+                self._totals[attr].move(
+                    name,
+                    getattr(old, attr) if old else None,
+                    getattr(new, attr) if new else None,
+                    commit=True,
+                )
+            self._weights = weights
+
+    def _list_budget(self, budget: DisruptionBudget) -> None:
+        for attr in ("jobs", "tasks"):
+            for ref in getattr(budget, attr):
+                self._budget_refs.setdefault((attr[:-1], ref), {})[budget.name] = None
+
+    # ------------------------------------------------------------------ lookups
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        """Read-only view of the nodes by name, in order."""
+        return View(self._nodes)
+
+    @property
+    def hypernodes(self) -> Mapping[str, HyperNode]:
+        return View(self._hypernodes)
+
+    @property
+    def queues(self) -> Mapping[str, Queue]:
+        return View(self._queues)
+
+    @property
+    def jobs(self) -> Mapping[str, Job]:
+        return View(self._jobs)
+
+    @property
+    def tasks(self) -> Mapping[str, Task]:
+        return View(self._tasks)
+
+    @property
+    def disruption_budgets(self) -> Mapping[str, DisruptionBudget]:
+        return View(self._disruption_budgets)
+
+    def tasks_of(self, job: str) -> tuple[Task, ...]:
+        """The tasks of ``job``, in order of addition."""
+        names = self._job_tasks.get(job)
+        if names is None:
+            raise SnapshotError("not in the state", kind="job", name=job)
+        return tuple(self._tasks[t] for t in names)
+
+    def tasks_on(self, node: str) -> tuple[Task, ...]:
+        """The tasks that name ``node`` (any phase)."""
+        names = self._node_tasks.get(node)
+        if names is None:
+            raise SnapshotError("not in the state", kind="node", name=node)
+        return tuple(self._tasks[t] for t in names)
+
+    # ------------------------------------------------------------------ change tracking
+
+    def _bump(self, kind: str, node: str | None = None) -> None:
+        self.generation += 1
+        self._cache.pop(kind, None)
+        if node is not None and node in self._node_gen:
+            self._node_gen[node] = self.generation
+
+    def node_generation(self, name: str) -> int:
+        """The generation at which node ``name``, or a task on it, last changed (0: not since
+        the state was built)."""
+        return known(self._node_gen, "node", name)
+
+    def changed_nodes(self, since: int | None = None) -> tuple[str, ...]:
+        """Nodes changed (or added) after generation ``since`` (default: the last cycle, see
+        :meth:`mark_cycle`), in node order. Removed nodes are in :meth:`removed_nodes`."""
+        gen = self._cycle_gen if since is None else since
+        return tuple(name for name, g in self._node_gen.items() if g > gen)
+
+    def removed_nodes(self) -> tuple[str, ...]:
+        """Nodes removed since the last cycle (sorted; a name added again is listed too)."""
+        return tuple(sorted(self._removed_nodes))
+
+    def mark_cycle(self) -> int:
+        """Start counting changes for the next cycle; returns the current generation.
+        :meth:`schedule` calls it."""
+        self._cycle_gen = self.generation
+        self._removed_nodes.clear()
+        return self.generation
+
+    # ------------------------------------------------------------------ cycles
+
+    def _records(self, attr: str) -> tuple[tuple[Any, ...], Mapping[str, int]]:
+        cached = self._cache.get(attr)
+        if cached is None:
+            store: dict[str, Any] = getattr(self, f"_{attr}")
+            cached = (tuple(store.values()), dict(zip(store, range(len(store)), strict=True)))
+            self._cache[attr] = cached
+        return cached
+
+
+class View(Mapping[str, V]):
+    """A read-only mapping over one of the state's dicts."""
+
+    __slots__ = ("_d",)
+
+    def __init__(self, d: dict[str, V]) -> None:
+        self._d = d
+
+    def __getitem__(self, key: str) -> V:
+        return self._d[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._d

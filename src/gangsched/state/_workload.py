@@ -1,0 +1,316 @@
+"""Operations on the workload: jobs, tasks (incl. phase changes), disruption budgets, and
+the decisions of a cycle."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+from typing import Any
+
+from .._record_checks import (
+    check_budget_refs,
+    check_job_queue,
+    check_node_tasks,
+    check_task_count,
+    check_task_refs,
+)
+from ..decisions import Decisions
+from ..errors import PlacementError, SnapshotError
+from ..model import (
+    NODE_PHASES,
+    DisruptionBudget,
+    Job,
+    JobPhase,
+    Task,
+    TaskPhase,
+)
+from ._core import StateCore, check_new, check_type, known, task_gpu
+
+_JOB_PHASES = {p.value: p for p in JobPhase}
+
+
+class WorkloadOps(StateCore):
+    """Add, update and remove jobs, tasks and disruption budgets; apply decisions."""
+
+    # ------------------------------------------------------------------ jobs
+
+    def add_job(self, job: Job, tasks: Iterable[Task] = ()) -> None:
+        """A new job, and optionally its tasks (all or nothing)."""
+        check_new(job, Job, "job", self._jobs)
+        self._check_job(job)
+        batch = list(tasks)
+        self._totals["job"].move(job.name, None, job.min_resources, commit=True)
+        self._jobs[job.name] = job
+        self._job_tasks[job.name] = {}
+        self._queue_jobs[job.queue][job.name] = None
+        self._bump("jobs")
+        if batch:
+            try:
+                self.add_tasks(batch)
+            except BaseException:
+                self.remove_job(job.name)
+                raise
+
+    def update_job(self, job: Job) -> None:
+        """Replace the job of that name (phase, priority, min_available, queue, ...)."""
+        check_type(job, Job, "job")
+        old = self._job(job.name)
+        self._check_job(job)
+        self._totals["job"].move(job.name, old.min_resources, job.min_resources, commit=True)
+        if old.queue != job.queue:
+            del self._queue_jobs[old.queue][job.name]
+            self._queue_jobs[job.queue][job.name] = None
+        self._jobs[job.name] = job
+        self._bump("jobs")
+
+    def remove_job(self, name: str, *, with_tasks: bool = False) -> None:
+        """Remove a job; its tasks must be gone already unless ``with_tasks``."""
+        old = self._job(name)
+        tasks = self._job_tasks[name]
+        if tasks and not with_tasks:
+            raise SnapshotError(
+                f"unknown job {name!r}", kind="task", name=next(iter(tasks)), field="job"
+            )
+        self._check_unbudgeted("job", name)
+        for t in tasks:
+            self._check_unbudgeted("task", t)
+        for t in list(tasks):
+            self.remove_task(t)
+        self._totals["job"].move(name, old.min_resources, None, commit=True)
+        del self._jobs[name]
+        del self._job_tasks[name]
+        del self._queue_jobs[old.queue][name]
+        self._bump("jobs")
+
+    def _check_job(self, job: Job) -> None:
+        check_job_queue(job, self._queues)
+
+    def _job(self, name: str) -> Job:
+        return known(self._jobs, "job", name)
+
+    # ------------------------------------------------------------------ tasks
+
+    def add_task(self, task: Task) -> None:
+        """A new task (a pod); its job, and the node it names, must exist."""
+        self.add_tasks((task,))
+
+    def add_tasks(self, tasks: Iterable[Task]) -> None:
+        """New tasks, all or nothing."""
+        batch = list(tasks)
+        seen: set[str] = set()
+        for task in batch:
+            check_type(task, Task, "task")
+            if task.name in self._tasks or task.name in seen:
+                raise SnapshotError(
+                    "already in the state", kind="task", name=task.name, field="name"
+                )
+            seen.add(task.name)
+        check_task_count(len(self._tasks) + len(batch), self.limits)
+        done: list[str] = []
+        try:
+            for task in batch:
+                self._put_task(task, None)
+                done.append(task.name)
+        except BaseException:
+            for name in reversed(done):
+                self.remove_task(name)
+            raise
+
+    def update_task(self, task: Task) -> None:
+        """Replace the task of that name (phase, node, devices, ...)."""
+        check_type(task, Task, "task")
+        self._put_task(task, self._task(task.name))
+
+    def set_task_phase(
+        self,
+        name: str,
+        phase: TaskPhase | str,
+        *,
+        node: str | None = None,
+        gpu_indices: Iterable[int] | None = None,
+    ) -> Task:
+        """Move task ``name`` to ``phase`` (Running, Releasing, Succeeded, Failed, Pending,
+        ...). ``node`` and ``gpu_indices`` keep the task's own unless given; a Pending task
+        leaves its node. Returns the new record."""
+        old = self._task(name)
+        changes: dict[str, Any] = {"phase": phase}
+        if node is not None:
+            changes["node"] = node
+        if gpu_indices is not None:
+            changes["gpu_indices"] = tuple(gpu_indices)
+        if (phase is TaskPhase.PENDING or phase == TaskPhase.PENDING.value) and node is None:
+            changes["node"] = None
+            changes.setdefault("gpu_indices", ())
+        new = dataclasses.replace(old, **changes)
+        self._put_task(new, old)
+        return new
+
+    def remove_task(self, name: str) -> None:
+        old = self._task(name)
+        self._check_unbudgeted("task", name)
+        self._totals["task"].move(name, old.request, None, task_gpu(old), 0, commit=True)
+        del self._tasks[name]
+        del self._job_tasks[old.job][name]
+        if old.node is not None:
+            del self._node_tasks[old.node][name]
+        self._bump("tasks", old.node if old.phase in NODE_PHASES else None)
+
+    def _task(self, name: str) -> Task:
+        return known(self._tasks, "task", name)
+
+    def _put_task(self, task: Task, old: Task | None) -> None:
+        """Check then store ``task`` (replacing ``old``)."""
+        check_task_refs(task, self._jobs, self._nodes)
+        totals = self._totals["task"]
+        amounts = (old.request if old else None, task.request, task_gpu(old), task_gpu(task))
+        totals.move(task.name, *amounts, commit=False)
+        if task.node is not None and task.phase in NODE_PHASES:
+            others = [self._tasks[t] for t in self._node_tasks[task.node] if t != task.name]
+            others.append(task)
+            check_node_tasks(self._nodes[task.node], others)
+        totals.move(task.name, *amounts, commit=True)  # commit
+        self._tasks[task.name] = task
+        if old is not None:
+            if old.job != task.job:
+                del self._job_tasks[old.job][task.name]
+            if old.node is not None and old.node != task.node:
+                del self._node_tasks[old.node][task.name]
+        self._job_tasks[task.job][task.name] = None
+        if task.node is not None:
+            self._node_tasks[task.node][task.name] = None
+        self.generation += 1
+        self._cache.pop("tasks", None)
+        gen = self.generation
+        if old is not None and old.node is not None and old.phase in NODE_PHASES:
+            self._node_gen[old.node] = gen
+        if task.node is not None and task.phase in NODE_PHASES:
+            self._node_gen[task.node] = gen
+
+    # ------------------------------------------------------------------ disruption budgets
+
+    def add_disruption_budget(self, budget: DisruptionBudget) -> None:
+        """A new PodDisruptionBudget; the jobs and tasks it names must exist."""
+        check_new(budget, DisruptionBudget, "disruption_budget", self._disruption_budgets)
+        self._set_budget(budget)
+
+    def update_disruption_budget(self, budget: DisruptionBudget) -> None:
+        check_type(budget, DisruptionBudget, "disruption_budget")
+        self._budget(budget.name)
+        self._set_budget(budget)
+
+    def remove_disruption_budget(self, name: str) -> None:
+        old = self._budget(name)
+        del self._disruption_budgets[name]
+        self._unlist_budget(old)
+        self._bump("disruption_budgets")
+
+    def _set_budget(self, budget: DisruptionBudget) -> None:
+        check_budget_refs(budget, self._jobs, self._tasks)
+        old = self._disruption_budgets.get(budget.name)
+        if old is not None:
+            self._unlist_budget(old)
+        self._disruption_budgets[budget.name] = budget
+        self._list_budget(budget)
+        self._bump("disruption_budgets")
+
+    def _unlist_budget(self, budget: DisruptionBudget) -> None:
+        for attr in ("jobs", "tasks"):
+            for ref in getattr(budget, attr):
+                names = self._budget_refs[(attr[:-1], ref)]
+                names.pop(budget.name, None)
+                if not names:
+                    del self._budget_refs[(attr[:-1], ref)]
+
+    def _check_unbudgeted(self, kind: str, name: str) -> None:
+        """A job or task no budget names (else removing it breaks the budget's reference)."""
+        names = self._budget_refs.get((kind, name))
+        if names:
+            budget = self._disruption_budgets[next(iter(names))]
+            refs = budget.jobs if kind == "job" else budget.tasks
+            raise SnapshotError(
+                f"unknown {kind} {name!r}",
+                kind="disruption_budget",
+                name=budget.name,
+                field=f"{kind}s[{refs.index(name)}]",
+            )
+
+    def _budget(self, name: str) -> DisruptionBudget:
+        return known(self._disruption_budgets, "disruption_budget", name)
+
+    # ------------------------------------------------------------------ decisions
+
+    def apply(self, decisions: Decisions, *, bound: TaskPhase = TaskPhase.BOUND) -> None:
+        """Apply one cycle's decisions as a binder would: binds become ``bound`` (Bound; pass
+        ``TaskPhase.RUNNING`` to skip the kubelet's report) on their node and devices,
+        reservations Pipelined, evicted tasks Releasing; job phases follow the reported
+        statuses. All or nothing: on an error the state is unchanged.
+
+        Raises
+        ------
+        PlacementError
+            A bind or reservation of a task that is not Pending or Pipelined, an eviction of a
+            task that holds nothing, a decision about an unknown task.
+        SnapshotError
+            A decision that does not fit (the node's or device's capacity).
+        """
+        if not isinstance(decisions, Decisions):
+            raise PlacementError(
+                f"expected Decisions, got {type(decisions).__name__}", kind="state", field="apply"
+            )
+        if bound not in (TaskPhase.BOUND, TaskPhase.RUNNING):
+            raise PlacementError(
+                f"a bind makes a task Bound or Running, not {bound}", kind="state", field="bound"
+            )
+        placed = [(b.task, b.node, b.gpu_indices, bound) for b in decisions.binds] + [
+            (p.task, p.node, p.gpu_indices, TaskPhase.PIPELINED) for p in decisions.pipelined
+        ]
+        new: dict[str, Task] = {}
+        for name, node, gpus, phase in placed:
+            old = self._tasks.get(name)
+            if old is None or old.phase not in (TaskPhase.PENDING, TaskPhase.PIPELINED):
+                raise PlacementError(
+                    "placed, but not Pending or Pipelined", kind="task", name=name, field="phase"
+                )
+            new[name] = dataclasses.replace(old, phase=phase, node=node, gpu_indices=tuple(gpus))
+        for e in decisions.evictions:
+            old = new.get(e.task) or self._tasks.get(e.task)
+            if old is None or old.phase not in (TaskPhase.BOUND, TaskPhase.RUNNING):
+                raise PlacementError(
+                    "evicted, but not Bound or Running", kind="task", name=e.task, field="phase"
+                )
+            new[e.task] = dataclasses.replace(old, phase=TaskPhase.RELEASING)
+        jobs: list[Job] = []
+        for job_name, status in decisions.jobs.items():
+            job = self._jobs.get(job_name)
+            job_phase = _JOB_PHASES.get(status.phase)
+            if job is not None and job_phase is not None and job_phase is not job.phase:
+                jobs.append(dataclasses.replace(job, phase=job_phase))
+        # Evictions first (they free room), then the placements; undo on error.
+        order = sorted(new.values(), key=lambda t: t.phase is not TaskPhase.RELEASING)
+        done: list[Task] = []
+        try:
+            for task in order:
+                prev = self._tasks[task.name]
+                self._put_task(task, prev)
+                done.append(prev)
+        except BaseException:
+            for prev in reversed(done):
+                self._put_task_unchecked(prev)
+            raise
+        for job in jobs:
+            self.update_job(job)
+
+    def _put_task_unchecked(self, task: Task) -> None:
+        """Restore an earlier record of a task (its checks held when it was stored)."""
+        old = self._tasks[task.name]
+        self._totals["task"].move(
+            task.name, old.request, task.request, task_gpu(old), task_gpu(task), commit=True
+        )
+        self._tasks[task.name] = task
+        if old.node is not None and old.node != task.node:
+            del self._node_tasks[old.node][task.name]
+        if task.node is not None:
+            self._node_tasks[task.node][task.name] = None
+        self._bump("tasks", task.node)
+        if old.node is not None:
+            self._node_gen[old.node] = self.generation
