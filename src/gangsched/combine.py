@@ -1,7 +1,8 @@
 """Tier combiners: how the answers of the plugins of every tier become one answer.
 
-Each combiner receives the plugins' answers as *thunks* grouped by tier (``tiers[i][j]()``
-calls plugin ``j`` of tier ``i``), so it can stop early exactly where Volcano stops. They are
+Each combiner receives the plugins' bound methods grouped by tier and the arguments of the
+call (``tiers[i][j](*args)`` asks plugin ``j`` of tier ``i``; with no arguments they are
+thunks), so it can stop early exactly where Volcano stops. They are
 named, pure and unit-tested; the session's dispatcher maps every extension point to one of them.
 
 ================================  ===========================================================
@@ -20,7 +21,9 @@ combiner                          rule
 :func:`weighted_sum`              scores added (each plugin applies its own weight)
 :func:`first_tier_all`            only the first tier with any plugin answers; all of its
                                   answers must be true; no plugin → false (job_starving)
-:func:`first_answer`              the first non-``None`` answer (best_node, gradients)
+:func:`first_answer`              the first non-``None`` answer (job_valid, hypernode order,
+                                  preemptive, exposed)
+:func:`each`                      every plugin is told, in tier order (events)
 ================================  ===========================================================
 """
 
@@ -37,6 +40,7 @@ __all__ = [
     "Vote",
     "all_pass",
     "any_true",
+    "each",
     "first_answer",
     "first_tier_all",
     "intersect_first_decisive",
@@ -46,7 +50,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Tiers = Sequence[Sequence[Callable[[], T]]]
+Tiers = Sequence[Sequence[Callable[..., T]]]
 
 
 class Vote(enum.IntEnum):
@@ -55,27 +59,27 @@ class Vote(enum.IntEnum):
     PERMIT = 1
 
 
-def lexicographic(tiers: Tiers[tuple[Any, ...]]) -> tuple[Any, ...]:
+def lexicographic(tiers: Tiers[tuple[Any, ...]], *args: Any) -> tuple[Any, ...]:
     key: tuple[Any, ...] = ()
     for tier in tiers:
         for answer in tier:
-            key += answer()
+            key += answer(*args)
     return key
 
 
-def all_pass(tiers: Tiers[bool]) -> bool:
-    return all(answer() for tier in tiers for answer in tier)
+def all_pass(tiers: Tiers[bool], *args: Any) -> bool:
+    return all(answer(*args) for tier in tiers for answer in tier)
 
 
-def any_true(tiers: Tiers[bool]) -> bool:
-    return any(answer() for tier in tiers for answer in tier)
+def any_true(tiers: Tiers[bool], *args: Any) -> bool:
+    return any(answer(*args) for tier in tiers for answer in tier)
 
 
-def vote(tiers: Tiers[Vote]) -> bool:
+def vote(tiers: Tiers[Vote], *args: Any) -> bool:
     for tier in tiers:
         permitted = False
         for answer in tier:
-            v = answer()
+            v = answer(*args)
             if v is Vote.REJECT:
                 return False
             if v is Vote.PERMIT:
@@ -86,13 +90,13 @@ def vote(tiers: Tiers[Vote]) -> bool:
 
 
 def intersect_first_decisive(
-    tiers: Tiers[npt.NDArray[np.int64] | None],
+    tiers: Tiers[npt.NDArray[np.int64] | None], *args: Any
 ) -> npt.NDArray[np.int64]:
     """Victim sets (sorted int arrays of task indices; ``None`` = abstain)."""
     for tier in tiers:
         victims: npt.NDArray[np.int64] | None = None
         for answer in tier:
-            got = answer()
+            got = answer(*args)
             if got is None:
                 continue
             if got.size == 0:
@@ -107,25 +111,34 @@ def intersect_first_decisive(
     return np.zeros(0, dtype=np.int64)
 
 
-def weighted_sum(tiers: Tiers[npt.NDArray[np.float64]], size: int) -> npt.NDArray[np.float64]:
+def weighted_sum(
+    tiers: Tiers[npt.NDArray[np.float64]], size: int, *args: Any
+) -> npt.NDArray[np.float64]:
     total = np.zeros(size, dtype=np.float64)
     for tier in tiers:
         for answer in tier:
-            total += answer()
+            total += answer(*args)
     return total
 
 
-def first_tier_all(tiers: Tiers[bool]) -> bool:
+def first_tier_all(tiers: Tiers[bool], *args: Any) -> bool:
     for tier in tiers:
         if tier:
-            return all(answer() for answer in tier)
+            return all(answer(*args) for answer in tier)
     return False
 
 
-def first_answer(tiers: Tiers[T | None]) -> T | None:
+def each(tiers: Tiers[object], *args: Any) -> None:
+    """Tell every plugin, in tier order (events; answers are ignored)."""
     for tier in tiers:
         for answer in tier:
-            got = answer()
+            answer(*args)
+
+
+def first_answer(tiers: Tiers[T | None], *args: Any) -> T | None:
+    for tier in tiers:
+        for answer in tier:
+            got = answer(*args)
             if got is not None:
                 return got
     return None

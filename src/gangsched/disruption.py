@@ -88,7 +88,7 @@ def budgets(ssn: Session) -> Budgets | None:
     snap = ssn.snapshot
     if not snap.disruption_budgets:
         return None
-    cached = ssn.scratch.get("_disruption_budgets")
+    cached = ssn.cache.disruption_budgets
     if isinstance(cached, Budgets):
         return cached
     n_tasks = len(snap.tasks)
@@ -121,7 +121,7 @@ def budgets(ssn: Session) -> Budgets | None:
         ptr=ptr,
         ids=owners[order],
     )
-    ssn.scratch["_disruption_budgets"] = out
+    ssn.cache.disruption_budgets = out
     return out
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .model import JobPhase
 from .session import TaskState
 from .units import PODS
 
@@ -34,7 +35,7 @@ def demand_mask(ssn: Session, state: npt.NDArray[Any]) -> BOOL:
     An evicted pod comes back (it is recreated), so its demand stays while it terminates: a
     queue's share must not drop for the length of a termination and be taken by the queue
     that evicted it, which would then be over its share and lose it back (a ping-pong)."""
-    live = np.array([p != "Completed" for p in ssn.job_phase], dtype=np.bool_)
+    live = np.array([p is not JobPhase.COMPLETED for p in ssn.job_phase], dtype=np.bool_)
     back = (state == TaskState.RELEASING) & live[ssn.task_job]
     out: BOOL = (state == TaskState.PENDING) | back
     return out
@@ -64,9 +65,9 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
         job_min[j] = need
         phase = ssn.job_phase[j]
         running_enough = (
-            phase == "Running" and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
+            phase is JobPhase.RUNNING and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
         )
-        if phase == "Inqueue" or running_enough:
+        if phase is JobPhase.INQUEUE or running_enough:
             dims = need > 0
             short = np.where(dims, np.maximum(need - ssn.job_allocated[j], 0.0), 0.0)
             inqueue[ssn.job_queue[j]] += short

@@ -256,11 +256,11 @@ class Gate:
             return None
         ssn = self.ssn
         for j in sorted(jobs_allocated):
-            if not ssn.call("job_ready", j):
+            if not ssn.points.job_ready(j):
                 why = f"gang {ssn.snapshot.jobs[j].name!r} would be bound below its minimum"
                 return Refusal(Rule.GANG, why)
         for j in sorted(jobs_pipelined - jobs_allocated):
-            if not (ssn.call("job_ready", j) or ssn.call("job_pipelined", j)):
+            if not (ssn.points.job_ready(j) or ssn.points.job_pipelined(j)):
                 why = f"gang {ssn.snapshot.jobs[j].name!r} would be reserved below its minimum"
                 return Refusal(Rule.GANG, why)
         return None

@@ -7,7 +7,7 @@ The snapshot is never mutated; the same snapshot and config give byte-identical 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -34,7 +34,7 @@ from .decisions import (
 )
 from .errors import ConfigError
 from .fairshare import demand_mask
-from .model import TaskPhase
+from .model import JobPhase, TaskPhase
 from .placement import Placer
 from .plugins.binpack import BinpackPlugin
 from .plugins.capacity import CapacityPlugin
@@ -233,25 +233,53 @@ def _op_records(
     return binds, evictions, pipelined, state
 
 
-def job_phase(count: Mapping[int, int], min_available: int, before: str, lost: bool) -> str:
-    """A job's phase after the cycle, from its tasks per state (Volcano's PodGroup rules):
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """A job's task counts after the cycle, as the phase rules read them."""
+
+    running: int  # Running or Bound
+    scheduled: int  # everything placed once: running, finished, releasing, allocated
+    finished: int  # Succeeded or Failed
+    min_available: int
+    lost: bool  # it runs but lost tasks it cannot replace
+    before: JobPhase
+
+
+#: A job's phase after the cycle (Volcano's PodGroup rules): the first row whose condition
+#: holds gives the phase.
+PHASE_RULES: tuple[tuple[str, Callable[[_Tally], bool], Callable[[_Tally], JobPhase]], ...] = (
+    (
+        "runs but lost tasks it cannot replace",
+        lambda t: t.running > 0 and t.lost,
+        lambda t: JobPhase.UNKNOWN,
+    ),
+    (
+        "at least min_available scheduled, all finished",
+        lambda t: t.scheduled >= t.min_available and t.scheduled > 0 and t.finished == t.scheduled,
+        lambda t: JobPhase.COMPLETED,
+    ),
+    (
+        "at least min_available scheduled",
+        lambda t: t.scheduled >= t.min_available and t.scheduled > 0,
+        lambda t: JobPhase.RUNNING,
+    ),
+    ("admitted before", lambda t: t.before is JobPhase.INQUEUE, lambda t: JobPhase.INQUEUE),
+    ("otherwise", lambda t: True, lambda t: JobPhase.PENDING),
+)
+
+
+def job_phase(
+    count: Mapping[int, int], min_available: int, before: JobPhase, lost: bool
+) -> JobPhase:
+    """A job's phase after the cycle, from its tasks per state, by :data:`PHASE_RULES`:
     Unknown when it runs but lost tasks it cannot replace (``lost``), Running once at least
     ``min_available`` tasks are scheduled (Completed when all of those finished), otherwise
     Pending unless it was admitted (Inqueue stays)."""
     running = count[TaskState.RUNNING] + count[TaskState.BOUND]
-    scheduled = (
-        running
-        + count[TaskState.SUCCEEDED]
-        + count[TaskState.FAILED]
-        + count[TaskState.RELEASING]
-        + count[TaskState.ALLOCATED]
-    )
-    if running > 0 and lost:
-        return "Unknown"
-    if scheduled >= min_available and scheduled > 0:
-        finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
-        return "Completed" if finished == scheduled else "Running"
-    return before if before == "Inqueue" else "Pending"
+    finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
+    scheduled = running + finished + count[TaskState.RELEASING] + count[TaskState.ALLOCATED]
+    tally = _Tally(running, scheduled, finished, min_available, lost, before)
+    return next(then(tally) for _, when, then in PHASE_RULES if when(tally))
 
 
 def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobStatus]:
@@ -269,7 +297,9 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
             sum(count[s] for s in READY_STATES) + ssn.pending_best_effort(j) >= job.min_available
         )
         reason, message = ssn.job_reasons.get(j, ("", ""))
-        phase = job_phase(count, job.min_available, ssn.job_phase[j], j in ssn.unschedulable_jobs)
+        phase = job_phase(
+            count, job.min_available, ssn.job_phase[j], j in ssn.unschedulable_jobs
+        ).value
         if not reason:
             if ready:
                 reason, message = "Scheduled", "gang ready"
@@ -304,7 +334,7 @@ def _task_reasons(
     (``jobs`` is updated in place)."""
     snap = ssn.snapshot
     task_reasons: dict[str, str] = {}
-    notes = _hold_notes(ssn)
+    notes = ssn.points.reason_notes()
     for t in np.flatnonzero(state == TaskState.PENDING):
         j = int(ssn.task_job[t])
         why = ssn.task_reasons.get(int(t)) or ssn.job_reasons.get(j, ("", ""))[1]
@@ -331,16 +361,20 @@ def _queue_statuses(
     pending_req = np.zeros_like(ssn.queue_allocated)
     pend = np.flatnonzero(state == TaskState.PENDING)
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
-    fair = ssn.plugin("proportion") or ssn.plugin("capacity")
+    fair = ssn.points.fair_share
     returning = np.zeros_like(ssn.queue_allocated)
     back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
     np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
     inqueue_req = _inqueue_resources(ssn, phase_of)
+
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
-    allocated_q = _subtrees(ssn, fair, ssn.queue_allocated)
-    pending_req = _subtrees(ssn, fair, pending_req)
-    returning = _subtrees(ssn, fair, returning)
-    inqueue_req = _subtrees(ssn, fair, inqueue_req)
+    def subtrees(per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return per_queue if fair is None else fair.queue_subtree_sum(ssn, per_queue)
+
+    allocated_q = subtrees(ssn.queue_allocated)
+    pending_req = subtrees(pending_req)
+    returning = subtrees(returning)
+    inqueue_req = subtrees(inqueue_req)
     gpu = ssn.arrays.spec.gpu_column
     phases_of: list[list[str]] = [[] for _ in snap.queues]
     for j, job in enumerate(snap.jobs):
@@ -350,8 +384,8 @@ def _queue_statuses(
         deserved: Mapping[str, int] = {}
         if ssn.queue_deserved is not None:
             deserved = ssn.as_mapping(ssn.queue_deserved[q])
-        share: float = fair.share(ssn, q) if fair is not None else 0.0
-        real = fair.real_capability[q] if fair is not None else None
+        share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
+        real = fair.queue_real_capability(ssn, q) if fair is not None else None
         cap_gpu = None
         if queue.capability is not None and GPU in queue.capability:
             cap_gpu = queue.capability[GPU] / 1000
@@ -408,34 +442,11 @@ def nondeterministic_options(placer: object) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _hold_notes(ssn: Session) -> dict[int, str]:
-    """Per job, what the sla plugin's reservation meant for it (see ``SlaPlugin.reason_notes``)."""
-    sla = ssn.plugin("sla")
-    notes = getattr(sla, "reason_notes", None)
-    out = notes(ssn) if notes is not None else {}
-    assert isinstance(out, dict)
-    return out
-
-
 def _with_note(why: str, note: str | None) -> str:
     """``why`` with ``note`` added, unless it says it already."""
     if not note or note in why:
         return why
     return f"{why.rstrip('.')}; {note}" if why else note
-
-
-def _subtrees(ssn: Session, fair: Any, per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """``(n_queues, n_resources)`` amounts summed over each queue's subtree when the capacity
-    plugin runs a hierarchy (only leaves hold jobs, so an inner queue holds what its leaves
-    hold); unchanged otherwise."""
-    if not getattr(fair, "hierarchy", False):
-        return per_queue
-    n_q = per_queue.shape[0]
-    out = np.zeros_like(per_queue)
-    for q, path in enumerate(fair.paths[:n_q]):
-        up = path[path < n_q]  # the virtual root, when there is one, has no status
-        out[up] += per_queue[q]
-    return out
 
 
 def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:
@@ -520,14 +531,11 @@ def explain(
     rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
     ev = ssn.evaluate(tmpl)
     reasons = [""] * rows.size
-    for p in ssn.serving("predicate"):
-        for reject, word in p.predicate(ssn, tmpl, rows):
-            for k in np.flatnonzero(reject).tolist():
-                if not reasons[k]:
-                    reasons[k] = word
-    per_plugin: dict[str, np.ndarray[Any, Any]] = {}
-    for p in ssn.serving("node_score"):
-        per_plugin[p.name] = p.node_score(ssn, tmpl, rows)
+    for reject, word in ssn.points.rejections(tmpl, rows):
+        for k in np.flatnonzero(reject).tolist():
+            if not reasons[k]:
+                reasons[k] = word
+    per_plugin = ssn.points.node_scores(tmpl, rows)
     nodes = []
     for i, name in enumerate(ssn.arrays.node_names):
         reason = reasons[i]

@@ -1,4 +1,4 @@
-"""A transaction over the session: allocate / pipeline / evict with an undo log.
+"""A transaction over the session: allocate / pipeline / evict / admit with an undo log.
 
 Every placement passes the gate (:mod:`gangsched.gate`): an operation that breaks a hard rule
 (node fit, devices, cordon, queue capability, hard topology) is not applied, and a statement
@@ -15,7 +15,9 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from . import _ledger
 from .gate import Rule
+from .model import JobPhase
 
 if TYPE_CHECKING:
     from .gate import Refusal
@@ -46,11 +48,13 @@ class Op:
 class Statement:
     """Operations recorded against ``ssn``; nothing is a decision until :meth:`commit`."""
 
-    __slots__ = ("_done", "ops", "relax", "ssn")
+    __slots__ = ("_done", "_phases", "ops", "relax", "ssn")
 
     def __init__(self, ssn: Session, *, relax: frozenset[Rule] = frozenset()) -> None:
         self.ssn = ssn
         self.ops: list[Op] = []
+        #: ``(job, phase before)`` of every job this statement admitted, for undo.
+        self._phases: list[tuple[int, JobPhase]] = []
         self._done = False
         #: Rules a what-if trial leaves out (``Rule.TOPOLOGY``: "would it fit anywhere?",
         #: asked to explain a refusal; ``Rule.CAPABILITY``: the enqueue shape check, which
@@ -83,7 +87,7 @@ class Statement:
         if why is not None:
             self.ssn.refusals.append(why)
             return False
-        self.ssn.place(task, node, gpus, pipelined=pipelined)
+        _ledger.place(self.ssn, task, node, gpus, pipelined=pipelined)
         kind = OpKind.PIPELINE if pipelined else OpKind.ALLOCATE
         self.ops.append(Op(kind, task, node, gpus))
         return True
@@ -93,17 +97,29 @@ class Statement:
         prev = int(self.ssn.task_state[task])
         node = int(self.ssn.task_node[task])
         gpus = self.ssn.task_gpus[task]
-        self.ssn.evict(task)
+        _ledger.evict(self.ssn, task)
         self.ops.append(Op(OpKind.EVICT, task, node, gpus, prev, reason, preemptor))
+
+    def admit(self, job: int) -> None:
+        """Move a Pending ``job`` to Inqueue (admitted: its tasks may be placed)."""
+        self._check_open()
+        before = self.ssn.job_phase[job]
+        if before is not JobPhase.PENDING:
+            raise RuntimeError(f"job {self.ssn.snapshot.jobs[job].name!r} is not Pending")
+        self._phases.append((job, before))
+        self.ssn.job_phase[job] = JobPhase.INQUEUE
 
     def discard(self) -> None:
         """Undo every operation, newest first."""
         self._check_open()
+        for job, before in reversed(self._phases):
+            self.ssn.job_phase[job] = before
+        self._phases.clear()
         for op in reversed(self.ops):
             if op.kind is OpKind.EVICT:
-                self.ssn.unevict(op.task, op.prev_state)
+                _ledger.unevict(self.ssn, op.task, op.prev_state)
             else:
-                self.ssn.unplace(op.task)
+                _ledger.unplace(self.ssn, op.task)
         self.ops.clear()
         self._done = True
 

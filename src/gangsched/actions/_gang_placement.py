@@ -169,12 +169,9 @@ def _gang_request(ssn: Session, g: _GangInput, future: bool) -> GangRequest:
 def hypernode_order(ssn: Session) -> HypernodeOrder | None:
     """The hypernode order of the first plugin serving ``hypernode_score`` (the
     network-topology-aware plugin), once per session; ``None`` when none is configured."""
-    key = "_hypernode_order"
-    if key not in ssn.scratch:
-        serving = ssn.serving("hypernode_score")
-        found: HypernodeOrder | None = serving[0].hypernode_score(ssn) if serving else None
-        ssn.scratch[key] = found
-    out = ssn.scratch[key]
+    if ssn.cache.unset(ssn.cache.hypernode_order):
+        ssn.cache.hypernode_order = ssn.points.hypernode_score()
+    out = ssn.cache.hypernode_order
     assert out is None or isinstance(out, HypernodeOrder)
     return out
 

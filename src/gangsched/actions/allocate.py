@@ -46,6 +46,7 @@ import numpy as np
 
 from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
+from ..model import JobPhase
 from ..placement import GreedyPlacer, Placer
 from ..placement._common import check_solver_parameters
 from ..session import TaskState
@@ -67,15 +68,8 @@ def queue_refusal(ssn: Session, queue: int, tmpl: TaskTemplate) -> str:
     (None when it does not refuse, else the limit with the numbers). A plugin without one is
     named instead."""
     name = ssn.snapshot.queues[queue].name
-    for plugin in ssn.serving("allocatable"):
-        if plugin.allocatable(ssn, queue, tmpl):
-            continue
-        explain = getattr(plugin, "allocatable_reason", None)
-        why = explain(ssn, queue, tmpl) if explain is not None else None
-        if not why:
-            why = f"plugin {getattr(plugin, 'name', type(plugin).__name__)!r} refuses it"
-        return f"queue {name!r} cannot take this task now: {why}"
-    return f"queue {name!r} cannot take this task now"
+    why = ssn.points.allocatable_refusal(queue, tmpl)
+    return f"queue {name!r} cannot take this task now" + (f": {why}" if why else "")
 
 
 def overused_reason(ssn: Session, queue: int) -> str:
@@ -166,10 +160,12 @@ class AllocateAction:
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         worklist: dict[int, deque[int]] = {}
         for j in range(len(ssn.snapshot.jobs)):
-            if ssn.job_phase[j] == "Pending":
+            if ssn.job_phase[j] is JobPhase.PENDING:
                 if enqueue_on:
                     continue
-                ssn.job_phase[j] = "Inqueue"
+                admission = Statement(ssn)
+                admission.admit(j)
+                admission.commit()
             tasks = [
                 int(t)
                 for t in ssn.job_tasks(j)
@@ -178,7 +174,7 @@ class AllocateAction:
             ]
             if not tasks:
                 continue
-            invalid = ssn.call("job_valid", j)
+            invalid = ssn.points.job_valid(j)
             if invalid is not None:
                 ssn.note_job(j, "NotEnoughTasks", invalid)
                 continue
@@ -200,7 +196,7 @@ class AllocateAction:
         # A queue's order key moves only when that queue allocates (proportion, capacity,
         # priority), so a heap re-checked on pop is exact; a plugin whose keys move for every
         # queue at once (HDRF) declares ``queue_order_global`` and the queues are re-scanned.
-        scan = any(getattr(p, "queue_order_global", False) for p in ssn.serving("queue_order"))
+        scan = ssn.points.queue_order_global
         qheap = [(ssn.queue_key(q), q) for q in per_queue]
         heapq.heapify(qheap)
         while per_queue:
@@ -214,7 +210,7 @@ class AllocateAction:
                 if fresh != key:
                     heapq.heappush(qheap, (fresh, q))
                     continue
-            if ssn.call("overused", q):
+            if ssn.points.overused(q):
                 why = overused_reason(ssn, q)
                 for _, j in per_queue.pop(q):
                     ssn.note_job(j, "QueueOverused", why)
@@ -224,9 +220,9 @@ class AllocateAction:
                 del per_queue[q]
             stmt = Statement(ssn)
             again = self._allocate_job(ssn, stmt, j, q, worklist[j], failed.setdefault(j, set()))
-            if ssn.call("job_ready", j):
+            if ssn.points.job_ready(j):
                 stmt.commit()
-            elif ssn.call("job_pipelined", j):
+            elif ssn.points.job_pipelined(j):
                 stmt.keep()
             else:
                 tried = [op.task for op in stmt.ops]
@@ -259,7 +255,7 @@ class AllocateAction:
             if tmpl.index in failed:
                 ssn.task_reasons.setdefault(t, ssn.task_reasons.get(tmpl.tasks[0], ""))
                 continue
-            if not ssn.call("allocatable", q, tmpl):
+            if not ssn.points.allocatable(q, tmpl):
                 ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
                 continue
             node, pipelined = ssn.best_node(tmpl)
@@ -275,7 +271,7 @@ class AllocateAction:
             else:
                 stmt.allocate(t, node, gpus)
             ssn.task_reasons.pop(t, None)
-            if tasks and ssn.call("job_ready", j):
+            if tasks and ssn.points.job_ready(j):
                 return True
         return False
 
@@ -295,7 +291,7 @@ class AllocateAction:
             return False
         for t, node, gpus, pipelined in result:
             tmpl = ssn.templates[int(ssn.template_of[t])]
-            if not ssn.call("allocatable", q, tmpl):
+            if not ssn.points.allocatable(q, tmpl):
                 ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
                 break
             why = ssn.gate.refuse(t, node, gpus, pipelined=pipelined)
@@ -306,7 +302,7 @@ class AllocateAction:
         placed = {op.task for op in stmt.ops}
         rest = [t for t in pending if t not in placed]
         tasks.extend(rest)
-        return bool(rest) and bool(placed) and bool(ssn.call("job_ready", j))
+        return bool(rest) and bool(placed) and bool(ssn.points.job_ready(j))
 
     @staticmethod
     def _explain_discard(ssn: Session, j: int, tried: list[int]) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
 from ._gang_placement import hard_domain
@@ -31,7 +32,9 @@ class BackfillAction:
         self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
-        jobs = [j for j in range(len(ssn.snapshot.jobs)) if ssn.job_phase[j] != "Pending"]
+        jobs = [
+            j for j in range(len(ssn.snapshot.jobs)) if ssn.job_phase[j] is not JobPhase.PENDING
+        ]
         jobs.sort(key=lambda j: (ssn.queue_key(int(ssn.job_queue[j])), ssn.job_key(j)))
         for j in jobs:
             tasks = [
@@ -39,9 +42,9 @@ class BackfillAction:
                 for t in ssn.job_tasks(j)
                 if ssn.task_state[t] == TaskState.PENDING and ssn.snapshot.tasks[int(t)].best_effort
             ]
-            if not tasks or ssn.call("job_valid", j) is not None:
+            if not tasks or ssn.points.job_valid(j) is not None:
                 continue
-            if not ssn.call("job_ready", j):
+            if not ssn.points.job_ready(j):
                 for t in tasks:
                     ssn.task_reasons.setdefault(
                         t,

@@ -52,7 +52,7 @@ import numpy.typing as npt
 from ..config import arg_bool
 from ..feasibility import device_take, queue_gpu_charge
 from ..gate import Rule
-from ..model import QueueState
+from ..model import JobPhase, QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
 from ..units import CPU, GPU, MEMORY, PODS, format_quantity
@@ -83,7 +83,7 @@ class EnqueueAction:
     def execute(self, ssn: Session) -> None:
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         for j in range(len(ssn.snapshot.jobs)):
-            if ssn.job_phase[j] == "Pending":
+            if ssn.job_phase[j] is JobPhase.PENDING:
                 per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
         order: list[tuple[Any, int]] = []
         for q, heap in per_queue.items():
@@ -110,7 +110,7 @@ class EnqueueAction:
             )
             return
         freed: I64 | None = None
-        if rec.min_resources is not None and not ssn.call("job_enqueueable", j):
+        if rec.min_resources is not None and not ssn.points.job_enqueueable(j):
             if j not in ssn.job_reasons:
                 ssn.note_job(j, "NotEnqueued", "a plugin rejected the job at enqueue")
             freed = _admit_by_preemption(ssn, j)
@@ -121,8 +121,10 @@ class EnqueueAction:
             if why is not None:
                 ssn.note_job(j, "NotEnqueued", why)
                 return
-        ssn.call("job_enqueued", j)
-        ssn.job_phase[j] = "Inqueue"
+        ssn.points.job_enqueued(j)
+        admission = Statement(ssn)
+        admission.admit(j)
+        admission.commit()
         ssn.job_reasons.pop(j, None)
         if freed is not None:
             ssn.note_job(
@@ -146,7 +148,7 @@ def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
     holder = ssn.preemption_freed
     holder[j] = (freed, freed_quota)
     try:
-        ok = bool(ssn.call("job_enqueueable", j))
+        ok = bool(ssn.points.job_enqueueable(j))
     finally:
         del holder[j]
     if ok:
@@ -175,7 +177,7 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
     allowed, _ = preempt_candidates(ssn, j)
     if allowed.size == 0:
         return freed, quota
-    victims = np.asarray(ssn.call("preemptable", j, allowed), dtype=np.int64)
+    victims = np.asarray(ssn.points.preemptable(j, allowed), dtype=np.int64)
     if victims.size == 0:
         return freed, quota
     jobs = ssn.task_job[victims]
@@ -186,7 +188,7 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
         vj = int(ssn.task_job[group[0]])
         tasks = group.tolist()
         if not may_go_whole(ssn, vj, tasks):
-            tasks.sort(key=lambda t: (*ssn.call("victim_order", t), ssn.snapshot.tasks[t].name))
+            tasks.sort(key=ssn.victim_key)
             tasks = spare_tasks(ssn, vj, tasks)
         if not tasks:
             continue

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
 from . import _victims as v
@@ -94,10 +95,10 @@ SCOPE = v.Scope(
 
 
 def _task_priorities(ssn: Session) -> I64:
-    cached = ssn.scratch.get("_task_priority")
-    if not isinstance(cached, np.ndarray):
+    cached = ssn.cache.task_priority
+    if cached is None:
         cached = np.array([t.priority for t in ssn.snapshot.tasks], dtype=np.int64)
-        ssn.scratch["_task_priority"] = cached
+        ssn.cache.task_priority = cached
     out: I64 = cached
     return out
 
@@ -122,7 +123,8 @@ def within_job_jobs(ssn: Session) -> list[int]:
     out = [
         int(j)
         for j in maybe.tolist()
-        if not (enqueue_on and ssn.job_phase[j] == "Pending") and ssn.call("job_valid", j) is None
+        if not (enqueue_on and ssn.job_phase[j] is JobPhase.PENDING)
+        and ssn.points.job_valid(j) is None
     ]
     out.sort(key=lambda j: (ssn.queue_key(int(ssn.job_queue[j])), ssn.job_key(j)))
     return out
@@ -141,14 +143,14 @@ class _WithinJob:
 
     def key(self, victim: int) -> tuple[Any, ...]:
         ssn = self.ssn
-        return (*ssn.call("victim_order", victim), ssn.snapshot.tasks[victim].name)
+        return ssn.victim_key(victim)
 
     def fits(self, node: int) -> bool:
         ssn = self.ssn
         ev = ssn.evaluate(self.tmpl)
         if not (ev.ok[node] and ev.fit_future[node]):
             return False
-        if not ssn.call("allocatable", self.queue, self.tmpl):
+        if not ssn.points.allocatable(self.queue, self.tmpl):
             self.blocked_by_queue = True
             return False
         return True
@@ -297,7 +299,7 @@ class PreemptAction:
         for q in sorted(by_queue, key=ssn.queue_key):
             jobs, within = by_queue[q]
             for j in jobs:
-                if not ssn.call("job_starving", j):
+                if not ssn.points.job_starving(j):
                     continue
                 claim = v.needed_tasks(ssn, j)
                 if not claim:

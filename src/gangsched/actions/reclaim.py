@@ -111,18 +111,16 @@ def _gate(ssn: Session, job: int) -> v.Refusal | None:
             v.NO_FAIR_SHARE,
             "no fair-share plugin (proportion or capacity) gives queues a deserved share",
         )
-    if ssn.call("overused", q):
+    if ssn.points.overused(q):
         return (v.QUEUE_OVERUSED, f"queue {name!r} already holds its deserved share")
     return None
 
 
 def _preemptive(ssn: Session, job: int, claim: Sequence[int]) -> v.Refusal | None:
     """Volcano's ``preemptive`` point on the claim: every plugin that answers must agree."""
-    q = int(ssn.job_queue[job])
-    for plugin in ssn.serving("preemptive"):
-        why = plugin.preemptive(ssn, q, list(claim))
-        if why is not None:
-            return (v.QUEUE_OVERUSED, f"{plugin.name}: {why}")
+    refused = ssn.points.preemptive(int(ssn.job_queue[job]), list(claim))
+    if refused is not None:
+        return (v.QUEUE_OVERUSED, f"{refused[0]}: {refused[1]}")
     return None
 
 
@@ -181,15 +179,9 @@ def exposed_claim(ssn: Session, job: int) -> str | None:
     ``exposed`` method (capacity); a tier without one leaves the action's queue-level rule,
     under which the reclaimer's share must be at most 1."""
     tasks = [int(t) for t in ssn.job_tasks(job) if ssn.task_state[t] == TaskState.PIPELINED]
-    tiers = ssn.chains["reclaimable"]
-    queue_level = False
-    for tier in [t for t in tiers if t] or [[]]:
-        judges = [p for p in tier if hasattr(p, "exposed")]
-        queue_level |= not judges
-        for plugin in judges:
-            why = plugin.exposed(ssn, tasks)
-            if why is not None:
-                return str(why)
+    why, queue_level = ssn.points.exposed(tasks)
+    if why is not None:
+        return why
     q = int(ssn.job_queue[job])
     share = float(queue_shares(ssn)[q])
     if queue_level and share > 1.0 + SLACK:
@@ -235,7 +227,7 @@ def run(ssn: Session) -> None:
     v.realise_reservations(ssn)
     reasons = ssn.preemption_reasons
     for j in v._preemptors(ssn):
-        if not ssn.call("job_starving", j):
+        if not ssn.points.job_starving(j):
             continue
         claim = v.needed_tasks(ssn, j)
         if not claim:

@@ -214,6 +214,7 @@ class CapacityPlugin:
         self._seen: F64 = np.zeros((0, 0))
         self._inv: F64 = np.zeros((0, 0))
         self._best_effort: BOOL = np.zeros(0, dtype=np.bool_)
+        self._amounts: I64 = np.zeros((0, 0), dtype=np.int64)
         self._pods = 0
 
     # ------------------------------------------------------------------ opening
@@ -258,7 +259,7 @@ class CapacityPlugin:
         self._inv = np.where(has, 1.0 / np.where(has, self.deserved, 1.0), 0.0)
         self._best_effort = ~np.any(has, axis=1)
         self.shares = self._share_rows(np.arange(n_nodes))
-        ssn.queue_deserved = to_amounts(self.deserved[:n_q])
+        self._amounts = to_amounts(self.deserved[:n_q])
 
     def _open_tree(self, ssn: Session, guarantee: F64, deserved: F64) -> None:
         snap = ssn.snapshot
@@ -335,6 +336,30 @@ class CapacityPlugin:
 
     def share(self, ssn: Session, queue: int) -> float:
         return float(self.shares[queue])
+
+    # The fair-share provider (gangsched.plugin.FairSharePlugin).
+
+    def queue_deserved(self, ssn: Session) -> I64:
+        return self._amounts
+
+    def queue_share(self, ssn: Session, queue: int) -> float:
+        return float(self.shares[queue])
+
+    def queue_real_capability(self, ssn: Session, queue: int) -> F64 | None:
+        out: F64 = self.real_capability[queue]
+        return out
+
+    def queue_subtree_sum(self, ssn: Session, per_queue: I64) -> I64:
+        """Amounts summed over each queue's subtree under a hierarchy (only leaves hold jobs,
+        so an inner queue holds what its leaves hold); unchanged without one."""
+        if not self.hierarchy:
+            return per_queue
+        n_q = per_queue.shape[0]
+        out = np.zeros_like(per_queue)
+        for q, path in enumerate(self.paths[:n_q]):
+            up = path[path < n_q]  # the virtual root, when there is one, has no status
+            out[up] += per_queue[q]
+        return out
 
     def _refresh(self, ssn: Session, task: int) -> None:
         q = int(ssn.job_queue[ssn.task_job[task]])
@@ -489,7 +514,7 @@ class CapacityPlugin:
 
         def rank(t: int) -> tuple[Any, ...]:
             rec = snap.jobs[int(ssn.task_job[t])]
-            key = ssn.call("victim_order", t)
+            key = ssn.points.victim_order(t)
             return (*key, -rec.creation, rec.name, snap.tasks[t].name)
 
         order = sorted(candidates.tolist(), key=rank)

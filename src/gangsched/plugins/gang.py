@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..combine import Vote
+from ..model import JobPhase
 from ..session import READY_STATES, TaskState
 
 if TYPE_CHECKING:
@@ -49,7 +50,7 @@ PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
 #: States in which a task holds resources on a node from an earlier cycle.
 HELD_STATES = (TaskState.BOUND, TaskState.RUNNING)
 #: Job phases of a gang that was running (Volcano marks a gang below its minimum Unknown).
-RUNNING_PHASES = ("Running", "Unknown")
+RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
 
 
 class GangPlugin:

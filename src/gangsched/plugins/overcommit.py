@@ -17,6 +17,7 @@ import numpy as np
 from ..combine import Vote
 from ..config import arg_float
 from ..limits import MAX_ARG_WEIGHT
+from ..model import JobPhase
 from ..units import PODS, cluster_total
 
 if TYPE_CHECKING:
@@ -44,9 +45,9 @@ class OvercommitPlugin:
         for j, job in enumerate(ssn.snapshot.jobs):
             if job.min_resources is None:
                 continue
-            if ssn.job_phase[j] == "Inqueue":
+            if ssn.job_phase[j] is JobPhase.INQUEUE:
                 inqueue += ssn.vector(job.min_resources)
-            elif ssn.job_phase[j] == "Running":
+            elif ssn.job_phase[j] is JobPhase.RUNNING:
                 inqueue += np.maximum(ssn.vector(job.min_resources) - ssn.job_allocated[j], 0)
         self._inqueue = inqueue
 

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
 __all__ = ["EPS", "ProportionPlugin", "water_fill"]
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
 
 #: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
@@ -232,6 +233,7 @@ class ProportionPlugin:
         self.elastic: F64 = np.zeros((0, 0))
         self.shares: F64 = np.zeros(0)
         self._inv: F64 = np.zeros((0, 0))
+        self._amounts: I64 = np.zeros((0, 0), dtype=np.int64)
         self._pods = 0
 
     def on_session_open(self, ssn: Session) -> None:
@@ -249,7 +251,7 @@ class ProportionPlugin:
         self.deserved = water_fill(
             total, weights, request, guarantee, self.real_capability, participating=has_jobs
         )
-        ssn.queue_deserved = to_amounts(self.deserved)
+        self._amounts = to_amounts(self.deserved)
         self._inv = inverse(self.deserved, pods)
         self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
 
@@ -257,6 +259,21 @@ class ProportionPlugin:
 
     def share(self, ssn: Session, queue: int) -> float:
         return float(self.shares[queue])
+
+    # The fair-share provider (gangsched.plugin.FairSharePlugin).
+
+    def queue_deserved(self, ssn: Session) -> I64:
+        return self._amounts
+
+    def queue_share(self, ssn: Session, queue: int) -> float:
+        return float(self.shares[queue])
+
+    def queue_real_capability(self, ssn: Session, queue: int) -> F64 | None:
+        out: F64 = self.real_capability[queue]
+        return out
+
+    def queue_subtree_sum(self, ssn: Session, per_queue: I64) -> I64:
+        return per_queue
 
     def _refresh(self, ssn: Session, task: int) -> None:
         q = int(ssn.job_queue[ssn.task_job[task]])

@@ -52,7 +52,7 @@ from ..combine import Vote
 from ..config import arg_bool
 from ..errors import ConfigError
 from ..feasibility import device_take
-from ..model import TopologyMode
+from ..model import JobPhase, TopologyMode
 from ..session import PIPELINED_OR_READY, TaskState
 from ..topology import build_topology
 from ..units import show_value
@@ -218,9 +218,9 @@ class SlaPlugin:
         enqueue_on = ssn.config.has_action("enqueue")
         heads = []
         for j, job in enumerate(ssn.snapshot.jobs):
-            if not self.overdue(ssn, j) or (ssn.job_phase[j] == "Pending" and enqueue_on):
+            if not self.overdue(ssn, j) or (ssn.job_phase[j] is JobPhase.PENDING and enqueue_on):
                 continue
-            if ssn.call("job_valid", j) is not None or not ssn.call("job_starving", j):
+            if ssn.points.job_valid(j) is not None or not ssn.points.job_starving(j):
                 continue
             heads.append((-job.age, ssn.job_key(j), j))
         heads.sort()
@@ -275,12 +275,7 @@ class SlaPlugin:
 
     def _static_ok(self, ssn: Session, tmpl: TaskTemplate) -> BOOL:
         rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
-        ok = np.ones(rows.size, dtype=np.bool_)
-        for p in ssn.serving("predicate"):
-            if p is not self:
-                for reject, _ in p.predicate(ssn, tmpl, rows):
-                    ok &= ~reject
-        return ok
+        return ssn.points.predicate_ok(tmpl, rows, without=self)
 
 
 def _held_for(head: str, why: str) -> str:

@@ -1,0 +1,156 @@
+"""The typed state of one cycle: task state codes, the per-task / per-job columns a session
+opens with, and the per-session caches of actions and plugins.
+
+:class:`TaskState` codes live in an int8 array; the state sets below are the ones Volcano's
+counters use. :func:`task_columns` and :func:`job_counters` build the columns once from a
+snapshot; :class:`CycleCache` holds what actions and plugins compute once per session (typed
+fields, never outputs: outputs are the session's own fields).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from .feasibility import queue_gpu_charge
+from .model import TaskPhase
+from .snapshot import Snapshot
+from .units import PODS, ResourceSpec
+
+__all__ = [
+    "HOLDING_STATES",
+    "N_STATES",
+    "PIPELINED_OR_READY",
+    "READY_STATES",
+    "CycleCache",
+    "TaskColumns",
+    "TaskState",
+    "job_counters",
+    "task_columns",
+]
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+
+class TaskState:
+    """Int codes of a task's state inside a session (stored in an int8 array). Plain class
+    attributes, not an ``IntEnum``: they are read on every placement, and enum member access
+    costs a metaclass lookup on Python 3.11."""
+
+    PENDING = 0
+    ALLOCATED = 1
+    PIPELINED = 2
+    BOUND = 3
+    RUNNING = 4
+    RELEASING = 5
+    SUCCEEDED = 6
+    FAILED = 7
+
+
+N_STATES = 8
+
+FROM_PHASE = {
+    TaskPhase.PENDING: TaskState.PENDING,
+    TaskPhase.PIPELINED: TaskState.PIPELINED,
+    TaskPhase.BOUND: TaskState.BOUND,
+    TaskPhase.RUNNING: TaskState.RUNNING,
+    TaskPhase.RELEASING: TaskState.RELEASING,
+    TaskPhase.SUCCEEDED: TaskState.SUCCEEDED,
+    TaskPhase.FAILED: TaskState.FAILED,
+}
+#: States that count toward a gang being ready (Volcano's ReadyTaskNum).
+READY_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskState.SUCCEEDED)
+#: States whose resources count as the job's (and its queue's) allocation.
+HOLDING_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED, TaskState.BOUND, TaskState.RUNNING)
+#: Ready or reserved.
+PIPELINED_OR_READY = (*READY_STATES, TaskState.PIPELINED)
+
+
+@dataclass(slots=True, eq=False)
+class TaskColumns:
+    state: npt.NDArray[np.int8]
+    node: I64
+    job: I64
+    #: (n_tasks, n_resources) what each task charges its job and queue: its request, pods = 1,
+    #: the GPU column per :func:`~gangsched.feasibility.queue_gpu_charge`.
+    req: I64
+    gpus: list[tuple[int, ...]]
+
+
+def task_columns(snapshot: Snapshot, spec: ResourceSpec) -> TaskColumns:
+    n_tasks = len(snapshot.tasks)
+    cols = TaskColumns(
+        state=np.zeros(n_tasks, dtype=np.int8),
+        node=np.full(n_tasks, -1, dtype=np.int64),
+        job=np.zeros(n_tasks, dtype=np.int64),
+        req=np.zeros((n_tasks, len(spec)), dtype=np.int64),
+        gpus=[],
+    )
+    col = {name: i for i, name in enumerate(spec.names)}
+    pods_col, gpu_col = col[PODS], spec.gpu_column
+    for i, task in enumerate(snapshot.tasks):
+        cols.state[i] = FROM_PHASE[task.phase]
+        if task.node is not None:
+            cols.node[i] = snapshot.node_index[task.node]
+        cols.job[i] = snapshot.job_index[task.job]
+        for res, amount in task.request.items():
+            if res != PODS:
+                cols.req[i, col[res]] = amount
+        cols.req[i, pods_col] = 1
+        if task.gpu_request is not None:
+            g = task.gpu_request
+            cols.req[i, gpu_col] = queue_gpu_charge(g.count, g.milli)
+        cols.gpus.append(task.gpu_indices)
+    return cols
+
+
+def job_counters(
+    snapshot: Snapshot, cols: TaskColumns, job_queue: I64
+) -> tuple[I64, dict[tuple[int, str], I64], I64, I64]:
+    """``(job_count, role_count, job_allocated, queue_allocated)`` of the opening state."""
+    n_jobs, n_res = len(snapshot.jobs), cols.req.shape[1]
+    job_count = np.zeros((n_jobs, N_STATES), dtype=np.int64)
+    np.add.at(job_count, (cols.job, cols.state.astype(np.int64)), 1)
+    role_count: dict[tuple[int, str], I64] = {}
+    for i, task in enumerate(snapshot.tasks):
+        key = (int(cols.job[i]), task.role)
+        if key not in role_count:
+            role_count[key] = np.zeros(N_STATES, dtype=np.int64)
+        role_count[key][cols.state[i]] += 1
+    holding = np.isin(cols.state, HOLDING_STATES) & (cols.node >= 0)
+    job_allocated = np.zeros((n_jobs, n_res), dtype=np.int64)
+    np.add.at(job_allocated, cols.job[holding], cols.req[holding])
+    queue_allocated = np.zeros((len(snapshot.queues), n_res), dtype=np.int64)
+    np.add.at(queue_allocated, job_queue, job_allocated)
+    return job_count, role_count, job_allocated, queue_allocated
+
+
+_UNSET = object()
+
+
+@dataclass(slots=True, eq=False)
+class CycleCache:
+    """What actions and plugins compute once per session. Each field has one owner (named)."""
+
+    #: Session.job_tasks: each job's task indices.
+    job_tasks: list[I64] | None = None
+    #: Session.pending_best_effort: each job's best-effort task indices.
+    best_effort: dict[int, I64] = field(default_factory=dict)
+    #: gangsched.disruption: the snapshot's disruption budgets, resolved (``Budgets``).
+    disruption_budgets: object | None = None
+    #: actions._gang_placement.hypernode_order: the hypernode order (unset until asked).
+    hypernode_order: object = _UNSET
+    #: actions.preempt: every task's priority.
+    task_priority: I64 | None = None
+    #: actions._victims: per-task and per-job preemptable flags.
+    evictable: tuple[BOOL, BOOL] | None = None
+    #: actions.consolidate: template index of each moved task's shape.
+    move_templates: dict[tuple[object, ...], int] = field(default_factory=dict)
+
+    @staticmethod
+    def unset(value: object) -> bool:
+        """Whether a field with an "unset" default was never filled."""
+        return value is _UNSET

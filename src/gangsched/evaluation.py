@@ -1,0 +1,164 @@
+"""Per-template predicates, resource fit and scores on every node, refreshed by node version.
+
+An :class:`Evaluation` holds, for one task template (or one task shape, when every row plugin
+is ``shape_only``), the predicate mask, the fit now and later (:mod:`gangsched.fit`) and the
+summed ``node_score`` of every node, plus the two "best" vectors (score where the template
+passes and fits, ``-inf`` elsewhere) that make picking a node one ``argmax``. Every change to a
+node bumps ``Session.node_version[node]`` and appends the node to ``Session.changed``;
+:meth:`Evaluator.evaluate` recomputes only the rows whose version moved since the template was
+last evaluated (read from the change log when it is short, from the versions otherwise).
+
+Ties between equally scored nodes go to the lowest node index (the snapshot's node order);
+Volcano breaks them at random.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from .arrays import TaskTemplate
+from .fit import devices_fit_later, future_idle, gpu_need, resource_fit
+from .units import PODS
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = ["Evaluation", "Evaluator"]
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+F64 = npt.NDArray[np.float64]
+
+
+@dataclass(slots=True, eq=False)
+class Evaluation:
+    versions: I64  # (n_nodes,) node_version at the last refresh
+    ok: BOOL  # (n_nodes,) plugin predicates pass
+    fit_idle: BOOL  # (n_nodes,) resources fit now
+    fit_future: BOOL  # (n_nodes,) resources fit once releasing tasks are gone
+    score: F64  # (n_nodes,)
+    # score where ok & fit_idle (resp. ok & fit_future), -inf elsewhere: one argmax per pick
+    best_idle: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
+    best_future: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
+    gpu_need: I64 | None = None  # (n_nodes,) milli-GPU charged per device on each node
+    seen: int = 0  # length of Session.changed at the last refresh
+
+
+class Evaluator:
+    """The evaluation cache of one session."""
+
+    __slots__ = ("_evals", "_ssn")
+
+    def __init__(self, ssn: Session) -> None:
+        self._ssn = ssn
+        self._evals: dict[object, Evaluation] = {}
+
+    def _key(self, tmpl: TaskTemplate) -> object:
+        return ("shape", tmpl.shape) if self._ssn.points.shape_only else tmpl.index
+
+    def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
+        """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
+        the rows changed since the last call."""
+        ssn = self._ssn
+        key = self._key(tmpl)
+        ev = self._evals.get(key)
+        n = ssn.arrays.n_nodes
+        if ev is None:
+            rows = np.arange(n, dtype=np.intp)
+            ev = Evaluation(
+                versions=ssn.node_version.copy(),
+                ok=np.ones(n, dtype=np.bool_),
+                fit_idle=np.zeros(n, dtype=np.bool_),
+                fit_future=np.zeros(n, dtype=np.bool_),
+                score=np.zeros(n),
+                best_idle=np.full(n, -np.inf),
+                best_future=np.full(n, -np.inf),
+                gpu_need=gpu_need(ssn.arrays, tmpl) if tmpl.gpu_count else None,
+                seen=len(ssn.changed),
+            )
+            self._evals[key] = ev
+        else:
+            # Few changes since the last refresh: read them from the log, not all versions.
+            changed = ssn.changed
+            if len(changed) - ev.seen <= max(16, n // 64):
+                rows = np.array(sorted(set(changed[ev.seen :])), dtype=np.intp)
+            else:
+                rows = np.flatnonzero(ev.versions != ssn.node_version).astype(np.intp)
+            ev.seen = len(changed)
+            if rows.size == 0:
+                return ev
+            ev.versions[rows] = ssn.node_version[rows]
+        ok = ssn.points.predicate_ok(tmpl, rows)
+        ev.ok[rows] = ok
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
+        ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
+        score = ssn.points.node_score(tmpl, rows)
+        ev.score[rows] = score
+        ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
+        ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
+        return ev
+
+    def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
+        """Best node for ``tmpl``: highest score among nodes where it fits now, else among nodes
+        where it fits once releasing resources are freed (then ``pipelined`` is True).
+        Returns ``(-1, False)`` when no node fits (always so on a cluster without nodes)."""
+        ev = self.evaluate(tmpl)
+        if ev.score.size == 0:
+            return -1, False
+        if among is None:
+            for best, pipelined in ((ev.best_idle, False), (ev.best_future, True)):
+                node = int(np.argmax(best))
+                if best[node] > -np.inf:
+                    return node, pipelined
+            return -1, False
+        base = ev.ok & among
+        for mask, pipelined in ((base & ev.fit_idle, False), (base & ev.fit_future, True)):
+            if mask.any():
+                return int(np.argmax(np.where(mask, ev.score, -np.inf))), pipelined
+        return -1, False
+
+    def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
+        """Why no node fits ``tmpl``, aggregated over nodes as kube-scheduler words it."""
+        ssn = self._ssn
+        a = ssn.arrays
+        n = a.n_nodes
+        rows = np.arange(n, dtype=np.intp)
+        reason = np.full(n, -1, dtype=np.int64)
+        words: list[str] = []
+
+        def mark(reject: BOOL, word: str) -> None:
+            sel = reject & (reason < 0)
+            if sel.any():
+                if word not in words:
+                    words.append(word)
+                reason[sel] = words.index(word)
+
+        if among is not None:
+            mark(~among, "node(s) outside the allowed topology domain")
+        for reject, word in ssn.points.rejections(tmpl, rows):
+            mark(reject, word)
+        req = np.broadcast_to(tmpl.request, (n, tmpl.request.size)).copy()
+        if tmpl.gpu_count:
+            m_eff = gpu_need(a, tmpl)
+            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+            devices_ok = devices_fit_later(ssn, tmpl, m_eff)
+        else:
+            devices_ok = np.ones(n, dtype=np.bool_)
+        short = req > future_idle(ssn)
+        for c, res in enumerate(a.spec.names):
+            if res == PODS:
+                mark(short[:, c], "Too many pods")
+            elif c == a.spec.gpu_column:
+                mark(short[:, c] | ~devices_ok, f"Insufficient {res}")
+            else:
+                mark(short[:, c], f"Insufficient {res}")
+        counts = +Counter(dict(enumerate(np.bincount(reason[reason >= 0]).tolist())))
+        n_ok = int((reason < 0).sum())
+        parts = sorted(((cnt, words[r]) for r, cnt in counts.items()), key=lambda x: (-x[0], x[1]))
+        detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
+        return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")

@@ -1,0 +1,183 @@
+"""Whether a task fits a node: the resource, pod-count and GPU-device rules, over arrays.
+
+This module owns the node-side fit rule; the session, its evaluation cache and the actions call
+it (the GPU take of one device is :func:`gangsched.feasibility.device_take`'s). The rule:
+
+* **now**: the request (pods included, the GPU column charged per the node's devices: ``count
+  × device_take``) fits the node's idle resources, ``count`` of its devices each have ``max(take,
+  1)`` milli-GPU free, *and* the task also fits "later" (below) — a placement never eats into
+  resources a reservation holds;
+* **later** (once releasing tasks are gone): the same against ``allocatable - used + releasing -
+  pipelined`` and the devices' free milli-GPU plus what is releasing minus what is reserved.
+
+Everything reads an :class:`Occupancy` (the session's live arrays), so the rule is stated once
+for every caller.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from .arrays import ClusterArrays, TaskTemplate
+from .feasibility import device_take
+
+__all__ = [
+    "Occupancy",
+    "choose_devices",
+    "fits_node",
+    "future_idle",
+    "gpu_need",
+    "idle",
+    "resource_fit",
+]
+
+I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
+
+
+class Occupancy(Protocol):
+    """The live occupancy a fit is judged against (a session has these fields)."""
+
+    arrays: ClusterArrays
+    used: I64
+    releasing: I64
+    pipelined: I64
+    gpu_used: I64
+    gpu_releasing: I64
+    gpu_pipelined: I64
+
+
+def idle(occ: Occupancy) -> I64:
+    out: I64 = occ.arrays.allocatable - occ.used
+    return out
+
+
+def future_idle(occ: Occupancy) -> I64:
+    out: I64 = occ.arrays.allocatable - occ.used + occ.releasing - occ.pipelined
+    return out
+
+
+def gpu_need(arrays: ClusterArrays, tmpl: TaskTemplate) -> I64:
+    """Milli-GPU ``tmpl`` takes on each device of every node. Shape (n_nodes,)."""
+    return device_take(tmpl.gpu_milli, arrays.gpu_capacity, arrays.gpu_sharing)
+
+
+def resource_fit(
+    occ: Occupancy, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None = None
+) -> tuple[BOOL, BOOL]:
+    """``(fits now, fits later)`` of ``tmpl`` on ``rows``. ``m_all``: :func:`gpu_need`,
+    when the caller keeps it."""
+    if rows.size == 1:  # the usual refresh after one placement: plain ints are faster
+        return _fit_one(occ, tmpl, int(rows[0]), m_all)
+    a = occ.arrays
+    free = a.allocatable[rows] - occ.used[rows]
+    later = free + occ.releasing[rows] - occ.pipelined[rows]
+    m_eff = np.zeros(0, dtype=np.int64)
+    if tmpl.gpu_count:
+        m_eff = (gpu_need(a, tmpl) if m_all is None else m_all)[rows]
+        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
+        req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+    else:
+        req = tmpl.request  # (n_resources,) broadcast over the rows
+    fit_idle: BOOL = np.asarray((req <= free).all(axis=1))
+    fit_later: BOOL = np.asarray((req <= later).all(axis=1))
+    if tmpl.gpu_count:
+        idx, seg = a.devices_of(rows)
+        dev_free = a.gpu_capacity[rows][seg] - occ.gpu_used[idx]
+        dev_later = dev_free + occ.gpu_releasing[idx] - occ.gpu_pipelined[idx]
+        need = np.maximum(m_eff, 1)[seg]
+        ok_later = dev_later >= need
+        fit_idle &= a.count_per_row(seg, (dev_free >= need) & ok_later, rows.size) >= tmpl.gpu_count
+        fit_later &= a.count_per_row(seg, ok_later, rows.size) >= tmpl.gpu_count
+    fit_idle &= fit_later
+    return fit_idle, fit_later
+
+
+def _fit_one(occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None) -> tuple[BOOL, BOOL]:
+    """:func:`resource_fit` of one node, the same rules in scalar arithmetic."""
+    a = occ.arrays
+    req = tmpl.request.tolist()
+    m_eff = 0
+    if tmpl.gpu_count:
+        m_eff = int((gpu_need(a, tmpl) if m_all is None else m_all)[i])
+        req[a.spec.gpu_column] = tmpl.gpu_count * m_eff
+    fit_idle = fit_later = True
+    for q, al, u, rl, pp in zip(
+        req,
+        a.allocatable[i].tolist(),
+        occ.used[i].tolist(),
+        occ.releasing[i].tolist(),
+        occ.pipelined[i].tolist(),
+        strict=True,
+    ):
+        fit_idle = fit_idle and q <= al - u
+        fit_later = fit_later and q <= al - u + rl - pp
+    if tmpl.gpu_count:
+        cap, need = int(a.gpu_capacity[i]), max(m_eff, 1)
+        now = later = 0
+        dev = a.devices(i)
+        for u, rl, pp in zip(
+            occ.gpu_used[dev].tolist(),
+            occ.gpu_releasing[dev].tolist(),
+            occ.gpu_pipelined[dev].tolist(),
+            strict=True,
+        ):
+            if cap - u + rl - pp >= need:
+                later += 1
+                now += cap - u >= need
+        fit_idle = fit_idle and now >= tmpl.gpu_count
+        fit_later = fit_later and later >= tmpl.gpu_count
+    fit_idle = fit_idle and fit_later
+    return np.array([fit_idle]), np.array([fit_later])
+
+
+def devices_fit_later(occ: Occupancy, tmpl: TaskTemplate, m_eff: I64) -> BOOL:
+    """Per node: ``tmpl``'s GPU count of devices have room once releases finish."""
+    a = occ.arrays
+    n = a.n_nodes
+    dev_node = a.gpu_node
+    later = a.gpu_capacity[dev_node] - occ.gpu_used + occ.gpu_releasing - occ.gpu_pipelined
+    ok = later >= np.maximum(m_eff, 1)[dev_node]
+    out: BOOL = a.count_per_row(dev_node, ok, n) >= tmpl.gpu_count
+    return out
+
+
+def _device_room(occ: Occupancy, node: int, dev: list[int] | I64 | slice, future: bool) -> I64:
+    free = occ.arrays.gpu_capacity[node] - occ.gpu_used[dev]
+    later = free + occ.gpu_releasing[dev] - occ.gpu_pipelined[dev]
+    out: I64 = later if future else np.minimum(free, later)
+    return out
+
+
+def fits_node(
+    occ: Occupancy, row: I64, node: int, per_device: int, gpus: tuple[int, ...], *, future: bool
+) -> bool:
+    """Whether a request charged ``row`` on ``node`` (``per_device`` milli-GPU on each of
+    ``gpus``) fits now — or once releases finish, with ``future``."""
+    a = occ.arrays
+    free = a.allocatable[node] - occ.used[node]
+    later = free + occ.releasing[node] - occ.pipelined[node]
+    if not bool((row <= later).all()) or not (future or bool((row <= free).all())):
+        return False
+    if not gpus:
+        return True
+    count = int(a.gpu_count[node])
+    if any(not 0 <= g < count for g in gpus):
+        return False
+    room = _device_room(occ, node, a.device_index(node, gpus), future)
+    return bool((room >= per_device).all())
+
+
+def choose_devices(
+    occ: Occupancy, node: int, per_device: int, count: int, *, future: bool
+) -> tuple[int, ...]:
+    """Device indices on ``node``: a fractional take best-fits onto the fullest device with
+    room, whole devices are the lowest free indices."""
+    room = _device_room(occ, node, occ.arrays.devices(node), future)
+    ok = np.flatnonzero(room >= per_device)
+    cap = int(occ.arrays.gpu_capacity[node])
+    order = ok[np.lexsort((ok, room[ok]))] if per_device < cap else ok
+    return tuple(int(i) for i in order[:count])
