@@ -76,7 +76,7 @@ def test_hard_tier1_gang_lands_in_one_rack_and_applies_cleanly(placer: Any) -> N
     assert (ssn.gpu_used <= ssn.arrays.gpu_capacity[ssn.arrays.gpu_node]).all()
     assert int(ssn.gpu_used.sum()) == 16 * 2 * 1000
     assert (ssn.used <= ssn.arrays.allocatable).all()
-    assert ssn.call("job_ready", 0)
+    assert ssn.points.job_ready(0)
 
 
 @pytest.mark.parametrize("placer", PLACERS, ids=["greedy", "cpsat"])
