@@ -40,22 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError
-from ..fragmentation import (
-    MILLI,
-    N_AFFINITY,
-    POLICIES,
-    ClusterView,
-    FragTerms,
-    PodRequest,
-    TypicalPods,
-    choose_node,
-    device_indices,
-    fit_mask,
-    fragment_terms,
-    node_fragment_from_terms,
-    typical_pods,
-)
+from ..fragmentation import MILLI, POLICIES, TypicalPods, typical_pods
 from ..io.openb import NodeTable, PodTable
+from .fgd_engine import place_sequence
 from .gorand import GoRand
 
 __all__ = [
@@ -301,114 +288,25 @@ def run_one(
     if limit is not None:
         order = order[:limit]
     typical = _build_typical(pods, nodes)
-    spec_allowed = pods.spec_allowed(nodes.models)
-
-    n = len(nodes)
-    width = max(nodes.max_gpus, 1)
-    free_cpu = np.array(nodes.cpu_milli, dtype=np.int64)
-    free_mem = np.array(nodes.memory_mib, dtype=np.int64)
-    gpu_count = np.array(nodes.gpu_count, dtype=np.int64)
-    model_idx = np.array(nodes.model_idx, dtype=np.int64)
-    gpu_free = np.where(np.arange(width)[None, :] < gpu_count[:, None], MILLI, 0).astype(np.int64)
-    affinity = np.zeros((n, N_AFFINITY), dtype=np.int64)
-    terms = fragment_terms(gpu_free, typical)
-    frag = node_fragment_from_terms(free_cpu, model_idx, terms, typical)
-    view = ClusterView(
-        free_cpu=free_cpu,
-        free_mem=free_mem,
-        gpu_free=gpu_free,
-        gpu_count=gpu_count,
-        model_idx=model_idx,
-        affinity=affinity,
-        typical=typical,
-        terms=terms,
-        frag=frag,
-    )
-    score = POLICIES[policy]
-
-    k = len(order)
-    arrived = np.zeros(k + 1, dtype=np.int64)
-    used = np.zeros(k + 1, dtype=np.int64)
-    frag_rec = np.zeros(k + 1, dtype=np.float64)
-    idle_rec = np.zeros(k + 1, dtype=np.int64)
-    frag_rec[0] = float(frag.sum())
-    idle_rec[0] = int(terms.idle.sum())
-    placement = np.full(k, -1, dtype=np.int64)
-    dev_mask = np.zeros(k, dtype=np.int64)
-    requests: dict[int, PodRequest] = {}
-    arrived_now = used_now = failed = 0
-    for step, pod_idx in enumerate(order.tolist(), start=1):
-        req = requests.get(pod_idx)
-        if req is None:
-            spec = int(pods.spec_idx[pod_idx])
-            req = PodRequest(
-                cpu_milli=int(pods.cpu_milli[pod_idx]),
-                memory=int(pods.memory_mib[pod_idx]),
-                num_gpu=int(pods.num_gpu[pod_idx]),
-                gpu_milli=int(pods.gpu_milli[pod_idx]),
-                allowed_models=None if spec == 0 and not pods.specs[0] else spec_allowed[spec],
-            )
-            requests[pod_idx] = req
-        arrived_now += req.total_gpu_milli
-        feasible = fit_mask(free_cpu, free_mem, gpu_free, model_idx, req)
-        node = -1
-        if feasible.any():
-            verdict = score(view, req, feasible, source)
-            node = choose_node(verdict, rank)
-        if node < 0:
-            failed += 1
-        else:
-            placement[step - 1] = node
-            devs = device_indices(gpu_free[node], req, int(verdict.share_gpu[node]))
-            free_cpu[node] -= req.cpu_milli
-            free_mem[node] -= req.memory
-            if devs:
-                dev_mask[step - 1] = sum(1 << d for d in devs)
-                gpu_free[node, list(devs)] -= req.gpu_milli
-                affinity[node, req.affinity] += 1
-                row = fragment_terms(gpu_free[node : node + 1], typical)
-                terms.fits_count[node] = row.fits_count[0]
-                terms.small_sum[node] = row.small_sum[0]
-                terms.idle[node] = row.idle[0]
-            frag[node] = _fragment_row(free_cpu, model_idx, terms, typical, node)
-            used_now += req.total_gpu_milli
-        arrived[step] = arrived_now
-        used[step] = used_now
-        frag_rec[step] = float(frag.sum())
-        idle_rec[step] = int(terms.idle.sum())
-    gpu_cap = np.where(np.arange(width)[None, :] < gpu_count[:, None], MILLI, 0)
+    placed = place_sequence(nodes, pods, policy, order, rank, source, typical)
     return RunResult(
         workload=workload if workload is not None else Path(pods.source).stem,
         policy=policy,
         tune=tune,
         seed=seed,
         total_gpus=total_gpus,
-        n_pods=k,
-        failed=failed,
-        arrived=arrived,
-        used=used,
-        frag=frag_rec,
-        idle=idle_rec,
-        placement=placement,
+        n_pods=len(order),
+        failed=placed.failed,
+        arrived=placed.arrived,
+        used=placed.used,
+        frag=placed.frag,
+        idle=placed.idle,
+        placement=placed.placement,
         order=order,
-        max_gpu_used=int((gpu_cap - gpu_free).max()) if n else 0,
-        cpu_overcommit=bool((free_cpu < 0).any() or (free_mem < 0).any()),
-        devices=dev_mask,
+        max_gpu_used=placed.max_gpu_used,
+        cpu_overcommit=placed.cpu_overcommit,
+        devices=placed.devices,
     )
-
-
-def _fragment_row(
-    free_cpu: npt.NDArray[np.int64],
-    model_idx: npt.NDArray[np.int64],
-    terms: FragTerms,
-    typical: TypicalPods,
-    node: int,
-) -> float:
-    sl = slice(node, node + 1)
-    row = FragTerms(
-        fits_count=terms.fits_count[sl], small_sum=terms.small_sum[sl], idle=terms.idle[sl]
-    )
-    return float(node_fragment_from_terms(free_cpu[sl], model_idx[sl], row, typical)[0])
 
 
 def _round_half_even(values: npt.NDArray[np.float64], digits: int) -> npt.NDArray[np.float64]:
