@@ -27,6 +27,7 @@ from .feasibility import device_take
 __all__ = [
     "Occupancy",
     "choose_devices",
+    "device_free",
     "fits_node",
     "future_idle",
     "gpu_need",
@@ -36,6 +37,7 @@ __all__ = [
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
+_ALL = slice(None)
 
 
 class Occupancy(Protocol):
@@ -145,11 +147,19 @@ def devices_fit_later(occ: Occupancy, tmpl: TaskTemplate, m_eff: I64) -> BOOL:
     return out
 
 
-def _device_room(occ: Occupancy, node: int, dev: list[int] | I64 | slice, future: bool) -> I64:
-    free = occ.arrays.gpu_capacity[node] - occ.gpu_used[dev]
-    later = free + occ.gpu_releasing[dev] - occ.gpu_pipelined[dev]
+def device_free(occ: Occupancy, *, future: bool, devices: list[int] | I64 | slice = _ALL) -> I64:
+    """Free milli-GPU of each device (flat device order; ``devices`` selects some): once
+    releases finish with ``future``, else now — and never into a reservation, so the smaller
+    of now and later."""
+    a = occ.arrays
+    free = a.gpu_capacity[a.gpu_node[devices]] - occ.gpu_used[devices]
+    later = free + occ.gpu_releasing[devices] - occ.gpu_pipelined[devices]
     out: I64 = later if future else np.minimum(free, later)
     return out
+
+
+def _device_room(occ: Occupancy, node: int, dev: list[int] | I64 | slice, future: bool) -> I64:
+    return device_free(occ, future=future, devices=dev)
 
 
 def fits_node(

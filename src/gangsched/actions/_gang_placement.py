@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..decisions import PlacementInfo
+from ..fit import device_free
 from ..gate import hard_domain
 from ..placement.problem import (
     GangRequest,
@@ -63,14 +64,8 @@ def session_topology(ssn: Session) -> Topology:
 
 
 def _gpu_free(ssn: Session, future: bool) -> I64:
-    a = ssn.arrays
-    free = a.gpu_capacity[a.gpu_node] - ssn.gpu_used
-    later = free + ssn.gpu_releasing - ssn.gpu_pipelined
-    # Taking a device now must not eat into a reservation on it (pipelined tasks hold the
-    # device's future capacity): "now" is the smaller of now and later.
-    free = later if future else np.minimum(free, later)
     # The placement problem takes (n_nodes, max_gpus), padded with 0 (no free milli).
-    return a.padded(np.clip(free, 0, None), fill=0)
+    return ssn.arrays.padded(np.clip(device_free(ssn, future=future), 0, None), fill=0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from ..config import arg_bool
 from ..feasibility import device_take, queue_gpu_charge
+from ..fit import device_free
 from ..gate import Rule
 from ..model import JobPhase, QueueState
 from ..session import PIPELINED_OR_READY, TaskState
@@ -394,7 +395,7 @@ def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
         cap = a.gpu_capacity[rows]
         m_eff = device_take(tmpl.gpu_milli, cap, a.gpu_sharing[rows])
         idx, seg = a.devices_of(rows)
-        free = cap[seg] - ssn.gpu_used[idx] + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
+        free = device_free(ssn, future=True, devices=idx)
         devices = a.count_per_row(seg, free >= np.maximum(m_eff, 1)[seg], rows.size)
         best = int(devices.max(initial=0))
         if best < tmpl.gpu_count:
