@@ -1,0 +1,184 @@
+"""Shared code of the GPU scorer plugins (:mod:`gangsched.plugins.fgd_scores`): argument
+reading, the kernels' view of a session's rows, the kernels' pod of a task."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from ..arrays import TaskTemplate
+from ..config import arg_float, check_arguments
+from ..errors import ConfigError
+from ..fragmentation import (
+    MILLI,
+    NodeScores,
+    PodRequest,
+    fit_mask,
+)
+from ..limits import MAX_ARG_WEIGHT
+from ..session import TaskState
+from ..units import CPU, MEMORY
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+U64 = npt.NDArray[np.uint64]
+Rows = npt.NDArray[np.intp]
+
+#: Task states whose task sits on its node (pipelined tasks only hold a reservation).
+_ON_NODE_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskState.RELEASING)
+
+
+# -------------------------------------------------------------------------------- arguments
+
+
+def _both(name: str, *keys: str) -> tuple[str, ...]:
+    """A scorer's argument declaration: every key, bare and as ``<name>.<key>``."""
+    return (*keys, *(f"{name}.{key}" for key in keys))
+
+
+def _read_args(
+    name: str, arguments: Mapping[str, object], known: Sequence[str]
+) -> dict[str, object]:
+    """``{key: value}`` with ``<name>.key`` folded onto ``key``; keys ``known`` (the plugin's
+    declaration, see :func:`_both`) does not hold, or given twice, raise."""
+    check_arguments(arguments, known, name=name)
+    out: dict[str, object] = {}
+    prefix = f"{name}."
+    for raw, value in arguments.items():
+        key = raw[len(prefix) :] if raw.startswith(prefix) else raw
+        if key in out:
+            raise ConfigError(
+                f"given twice (as {key!r} and {prefix + key!r})",
+                kind="plugin",
+                name=name,
+                field=f"arguments.{raw}",
+            )
+        out[key] = value
+    return out
+
+
+def _weight(name: str, args: Mapping[str, object]) -> float:
+    return arg_float(args, "weight", 1.0, plugin=name, minimum=0.0, maximum=MAX_ARG_WEIGHT)
+
+
+# -------------------------------------------------------------------------------- session view
+
+
+@dataclass(frozen=True, slots=True)
+class _View:
+    """The kernels' inputs over some rows of the session."""
+
+    free_cpu: I64  # (k,)
+    free_mem: I64  # (k,)
+    gpu_free: I64  # (k, max_gpus) milli of 1000 per device, padding 0
+    gpu_count: I64  # (k,)
+    model_idx: I64  # (k,) index into the session's models; n_models = no GPUs
+
+
+def _models(ssn: Session) -> tuple[str, ...]:
+    return ssn.arrays.gpu_models
+
+
+def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
+    a = ssn.arrays
+    spec = a.spec
+    idle = a.allocatable[rows] - ssn.used[rows]  # (k, n_resources)
+    later = idle + ssn.releasing[rows] - ssn.pipelined[rows]
+    free = later if future else np.minimum(idle, later)
+    rows = np.asarray(rows, dtype=np.intp)
+    idx, seg = a.devices_of(rows)
+    cap = a.gpu_capacity[rows][seg]  # per device of the rows
+    dev_now = cap - ssn.gpu_used[idx]
+    dev_later = dev_now + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
+    dev = np.clip(dev_later if future else np.minimum(dev_now, dev_later), 0, None)
+    dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
+    dev = a.pad_rows(dev.astype(np.int64), rows, fill=0)  # (k, widest of the rows)
+    model = a.gpu_model[rows]
+    return _View(
+        free_cpu=np.asarray(free[:, spec.index(CPU)], dtype=np.int64),
+        free_mem=np.asarray(free[:, spec.index(MEMORY)], dtype=np.int64),
+        gpu_free=np.asarray(dev, dtype=np.int64),
+        gpu_count=np.asarray(a.gpu_count[rows], dtype=np.int64),
+        model_idx=np.where(model < 0, len(_models(ssn)), model).astype(np.int64),
+    )
+
+
+def _allowed(ssn: Session, models: tuple[str, ...]) -> B | None:
+    """Bool over the session's models plus the no-GPU slot; ``None`` for any model."""
+    if not models:
+        return None
+    return np.array([m in models for m in _models(ssn)] + [False], dtype=np.bool_)
+
+
+def _pod(
+    ssn: Session, cpu: int, memory: int, count: int, milli: int, models: tuple[str, ...]
+) -> PodRequest | None:
+    """The kernels' pod, or ``None`` when they cannot represent the request."""
+    if count == 0:
+        return PodRequest(cpu_milli=cpu, memory=memory, num_gpu=0, gpu_milli=0)
+    share = min(milli, MILLI)
+    if count > 64 or (count > 1 and share < MILLI):
+        return None
+    return PodRequest(
+        cpu_milli=cpu,
+        memory=memory,
+        num_gpu=count,
+        gpu_milli=share,
+        allowed_models=_allowed(ssn, models),
+    )
+
+
+def _template_pod(ssn: Session, tmpl: TaskTemplate) -> PodRequest | None:
+    spec = ssn.arrays.spec
+    return _pod(
+        ssn,
+        int(tmpl.request[spec.index(CPU)]),
+        int(tmpl.request[spec.index(MEMORY)]),
+        tmpl.gpu_count,
+        tmpl.gpu_milli,
+        tmpl.gpu_models,
+    )
+
+
+def _task_pod(ssn: Session, task: int) -> PodRequest | None:
+    rec = ssn.snapshot.tasks[task]
+    g = rec.gpu_request
+    if g is None:
+        return None
+    return _pod(
+        ssn, rec.request.get(CPU, 0), rec.request.get(MEMORY, 0), g.count, g.milli, g.models
+    )
+
+
+def _shared_device(
+    ssn: Session, task: int, node: int, future: bool
+) -> tuple[_View, PodRequest] | None:
+    """The one-row view and pod for a device choice; ``None`` when the task does not share a
+    device (the session then chooses)."""
+    pod = _task_pod(ssn, task)
+    if pod is None or not pod.is_shared:
+        return None
+    return _view(ssn, np.array([node], dtype=np.intp), future=future), pod
+
+
+def _answer(share_gpu: int, view: _View, pod: PodRequest) -> tuple[int, ...] | None:
+    if share_gpu < 0 or int(view.gpu_free[0, share_gpu]) < pod.gpu_milli:
+        return None
+    return (share_gpu,)
+
+
+def _feasible(view: _View, pod: PodRequest) -> B:
+    return fit_mask(view.free_cpu, view.free_mem, view.gpu_free, view.model_idx, pod)
+
+
+def _finish(scores: NodeScores, weight: float) -> F64:
+    s = scores.score
+    return np.where(np.isfinite(s), s, 0.0) * weight

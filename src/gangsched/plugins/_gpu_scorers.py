@@ -1,0 +1,219 @@
+"""Five GPU scorer plugins of the FGD study: random, dotprod, bestfit, gpu-packing and
+gpu-clustering (registered with ``fgd`` by :mod:`gangsched.plugins.fgd_scores`, whose docstring
+describes them)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..arrays import TaskTemplate
+from ..config import arg_int
+from ..fragmentation import (
+    MILLI,
+    N_AFFINITY,
+    NodeScores,
+    PodRequest,
+    score_bestfit,
+    score_dotprod,
+    score_gpu_clustering,
+    score_gpu_packing,
+)
+from ._gpu_common import (
+    _ON_NODE_STATES,
+    F64,
+    I64,
+    U64,
+    B,
+    Rows,
+    _answer,
+    _both,
+    _feasible,
+    _finish,
+    _read_args,
+    _shared_device,
+    _template_pod,
+    _View,
+    _view,
+    _weight,
+)
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+# -------------------------------------------------------------------------------- hashing
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xBF58476D1CE4E5B9)
+_M2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix(x: U64) -> U64:
+    """SplitMix64 finaliser, elementwise (uint64 arithmetic wraps)."""
+    x = x + _GOLDEN
+    x = (x ^ (x >> np.uint64(30))) * _M1
+    x = (x ^ (x >> np.uint64(27))) * _M2
+    out: U64 = x ^ (x >> np.uint64(31))
+    return out
+
+
+def _uniform(seed: int, key: str, a: I64, b: I64) -> F64:
+    """Uniform floats in [0, 1), one per element of ``a``/``b``, from (seed, key, a, b)."""
+    base = _mix(np.array([seed & (2**64 - 1)], dtype=np.uint64))
+    base = _mix(base ^ np.uint64(zlib.crc32(key.encode("utf-8"))))
+    h = _mix(base ^ _mix(a.astype(np.uint64)))
+    h = _mix(h ^ _mix(b.astype(np.uint64) + np.uint64(0x632BE59BD9B4E019)))
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)
+
+
+# -------------------------------------------------------------------------------- plugins
+
+
+class RandomPlugin:
+    """``random``: a uniformly random feasible node (seeded); random device for shared tasks."""
+
+    name = "random"
+    known_arguments: tuple[str, ...] = _both("random", "weight", "seed")
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        args = _read_args(self.name, arguments, self.known_arguments)
+        self.weight = _weight(self.name, args)
+        self.seed = arg_int(args, "seed", 0, plugin=self.name)
+
+    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
+        key = f"{ssn.snapshot.jobs[tmpl.job].name}/{tmpl.role}"
+        u = _uniform(self.seed, key, rows.astype(np.int64), ssn.node_version[rows])
+        return u * (100.0 * self.weight)
+
+    def gpu_choice(
+        self, ssn: Session, task: int, node: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        found = _shared_device(ssn, task, node, future)
+        if found is None:
+            return None
+        view, pod = found
+        room = np.flatnonzero(view.gpu_free[0] >= pod.gpu_milli)
+        if room.size == 0:
+            return None
+        version = np.full(room.size, int(ssn.node_version[node]), dtype=np.int64)
+        u = _uniform(self.seed, ssn.snapshot.tasks[task].name, room.astype(np.int64), version)
+        return (int(room[int(np.argmax(u))]),)
+
+
+class _KernelScorer:
+    """A scorer that is one kernel of :mod:`gangsched.fragmentation` over the nodes' free
+    capacity: ``node_score`` scores the rows, ``gpu_choice`` picks the shared device."""
+
+    name = ""
+    known_arguments: tuple[str, ...] = ()  # each scorer: _both(name, "weight")
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.weight = _weight(self.name, _read_args(self.name, arguments, self.known_arguments))
+
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        """Scores of the node ``rows`` (``v`` is their view, ``mask`` where the pod fits)."""
+        raise NotImplementedError
+
+    def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
+        pod = _template_pod(ssn, tmpl)
+        if pod is None or self.weight == 0:
+            return np.zeros(rows.size)
+        v = _view(ssn, rows)
+        return _finish(self._kernel(ssn, rows, _feasible(v, pod), pod, v), self.weight)
+
+    def gpu_choice(
+        self, ssn: Session, task: int, node: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        found = _shared_device(ssn, task, node, future)
+        if found is None:
+            return None
+        v, pod = found
+        rows = np.array([node], dtype=np.intp)
+        res = self._kernel(ssn, rows, np.ones(1, dtype=np.bool_), pod, v)
+        return _answer(int(res.share_gpu[0]), v, pod)
+
+
+class DotProdPlugin(_KernelScorer):
+    """``dotprod``: the smallest dot product of normalized free and requested (CPU, GPU)."""
+
+    name = "dotprod"
+    known_arguments: tuple[str, ...] = _both("dotprod", "weight")
+
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_dotprod(mask, pod, v.free_cpu, v.gpu_free)
+
+
+class BestFitPlugin(_KernelScorer):
+    """``bestfit``: the least weighted leftover (half CPU, half GPU) after placing the task."""
+
+    name = "bestfit"
+    known_arguments: tuple[str, ...] = _both("bestfit", "weight")
+
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_bestfit(mask, pod, v.free_cpu, v.gpu_free)
+
+
+class GpuPackingPlugin(_KernelScorer):
+    """``gpu-packing``: partly used devices first, then used nodes, then idle nodes."""
+
+    name = "gpu-packing"
+    known_arguments: tuple[str, ...] = _both("gpu-packing", "weight")
+
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_gpu_packing(mask, pod, v.gpu_free, v.gpu_count)
+
+
+def _affinity_tag(count: int, milli: int) -> int:
+    """Column of the affinity table: 0 shared device, k for k whole devices (8 and more: 8)."""
+    if count == 1 and milli < MILLI:
+        return 0
+    return min(count, N_AFFINITY - 1)
+
+
+class GpuClusteringPlugin(_KernelScorer):
+    """``gpu-clustering``: nodes already hosting GPU tasks of the same shape first."""
+
+    name = "gpu-clustering"
+    known_arguments: tuple[str, ...] = _both("gpu-clustering", "weight")
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        super().__init__(arguments)
+        self._tag: I64 = np.zeros(0, dtype=np.int64)  # (n_tasks,) -1 without GPUs
+        self._counts: I64 = np.zeros((0, N_AFFINITY), dtype=np.int64)  # (n_nodes, 9)
+        self._seen: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,) node_version last counted
+
+    def on_session_open(self, ssn: Session) -> None:
+        tags = []
+        for rec in ssn.snapshot.tasks:
+            g = rec.gpu_request
+            tags.append(-1 if g is None else _affinity_tag(g.count, g.milli))
+        self._tag = np.array(tags, dtype=np.int64)
+        n = ssn.arrays.n_nodes
+        self._counts = np.zeros((n, N_AFFINITY), dtype=np.int64)
+        self._seen = ssn.node_version.copy()
+        self._count(ssn, np.arange(n, dtype=np.intp))
+
+    def _count(self, ssn: Session, rows: Rows) -> None:
+        """Recount the GPU tasks on ``rows`` from the session's task arrays."""
+        self._counts[rows] = 0
+        on = np.isin(ssn.task_state, _ON_NODE_STATES) & (self._tag >= 0)
+        on &= np.isin(ssn.task_node, rows)
+        t = np.flatnonzero(on)
+        np.add.at(self._counts, (ssn.task_node[t], self._tag[t]), 1)
+
+    def affinity(self, ssn: Session) -> I64:
+        """``(n_nodes, 9)`` GPU tasks on each node by shape, current with the session."""
+        if self._seen.shape != ssn.node_version.shape:
+            self.on_session_open(ssn)
+        stale = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
+        if stale.size:
+            self._count(ssn, stale)
+            self._seen[stale] = ssn.node_version[stale]
+        return self._counts
+
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return score_gpu_clustering(mask, pod, v.gpu_free, self.affinity(ssn)[rows])
