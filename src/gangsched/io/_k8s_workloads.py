@@ -10,28 +10,23 @@ from typing import Any
 from .._frozen import FrozenDict
 from ..limits import Limits
 from ..model import (
-    OCCUPYING_PHASES,
     PREEMPT_LOWER_PRIORITY,
     GpuRequest,
     JobPolicy,
     Resources,
-    TaskPhase,
 )
 from ._k8s_fields import (
     Ref,
     check_dns_label,
     creation_seconds,
-    decimal_count,
     get_int,
     get_list,
     get_map,
     get_str,
     get_str_map,
-    meta_value,
     resource_map,
 )
 from ._k8s_kinds import (
-    GPU_INDICES_KEY,
     PodSpecInfo,
     preemptable,
     read_network_topology,
@@ -41,16 +36,7 @@ from ._k8s_kinds import (
 )
 from ._k8s_kueue import collect_annotations
 from ._k8s_records import (
-    GROUP_NAME_KEYS,
-    JOB_NAME_LABEL,
-    KUBEFLOW_INDEX_LABEL,
-    KUBEFLOW_JOB_LABEL,
-    KUBEFLOW_TYPE_LABEL,
-    POLICIES_KEY,
     PYTORCH_DEFAULT_PORT,
-    QUEUE_NAME_KEYS,
-    TASK_INDEX_LABEL,
-    TASK_SPEC_LABEL,
     Ignored,
     JobDraft,
     JobOrigin,
@@ -85,6 +71,11 @@ _VCTASK_KEYS = frozenset(
     {"name", "replicas", "minAvailable", "template", "policies", "topologyPolicy", "maxRetry"}
 )
 _ENV_PLUGINS = frozenset({"env", "svc", "pytorch", "ssh"})
+
+
+#: Key under which a job draft carries its Kueue topology annotations until the loader,
+#: knowing every Kueue Topology object, turns them into the job's network topology.
+KUEUE_KWARG = "_kueue_topology"
 
 
 class WorkloadReader:
@@ -130,6 +121,9 @@ class WorkloadReader:
         """Record something the input holds that gangsched does not use."""
         self.ignored.append(Ignored(ref=ref, field=field, reason=reason))
 
+    def _not_ours(self, ref: Ref, field: str, scheduler: str) -> None:
+        self.note(ref, field, f"scheduled by {scheduler!r}, not by {', '.join(sorted(self.ours))}")
+
     # -- priorities --------------------------------------------------------------------------
 
     def _priority(self, class_name: str | None, ref: Ref, path: str) -> int:
@@ -165,6 +159,38 @@ class WorkloadReader:
             raise draft.ref.error("metadata.name", f"job name {name!r} is already used by {other}")
         self.jobs[name] = draft
         self.by_object[(key, draft.ref.namespace, draft.ref.name)] = name
+
+    def _add_workload(
+        self,
+        key: str,
+        origin: JobOrigin,
+        kwargs: dict[str, Any],
+        kueue_sources: list[tuple[Mapping[str, Any], str]],
+        drafts: list[TaskDraft],
+    ) -> None:
+        """Add a workload's job (with the Kueue topology annotations found in
+        ``kueue_sources``) and its task drafts."""
+        kueue = collect_annotations(kueue_sources, origin.ref)
+        if kueue is not None:
+            kwargs[KUEUE_KWARG] = kueue
+        self._add_job(key, JobDraft(ref=origin.ref, origin=origin, kwargs=kwargs, tasks=[]))
+        for d in drafts:
+            self._add_task(d)
+
+    def _merge_kueue(self, draft: JobDraft, meta: Mapping[str, Any], ref: Ref) -> None:
+        """Give ``draft`` the Kueue topology annotations of ``meta`` (an object of the same
+        job); annotations that differ from the ones it has are an error."""
+        kueue = collect_annotations([(meta, "metadata")], ref)
+        if kueue is None:
+            return
+        mine = draft.kwargs.get(KUEUE_KWARG)
+        if mine is not None and mine[1] != kueue[1]:
+            raise ref.error(
+                kueue[0],
+                f"Kueue topology annotations differ from those of {draft.ref} ({mine[0]}); "
+                "gangsched keeps one network topology per job",
+            )
+        draft.kwargs.setdefault(KUEUE_KWARG, kueue)
 
     def _add_task(self, draft: TaskDraft) -> None:
         name = draft.kwargs["name"]
@@ -247,7 +273,7 @@ class WorkloadReader:
         spec = get_map(obj, "spec", ref, "")
         sched = get_str(spec, "schedulerName", ref, "spec", "volcano") or "volcano"
         if sched not in self.ours:
-            self.note(ref, "", f"scheduled by {sched!r}, not by {', '.join(sorted(self.ours))}")
+            self._not_ours(ref, "", sched)
             return
         for key in sorted(str(k) for k in spec if k not in _VCJOB_SPEC_KEYS):
             self.note(ref, f"spec.{key}", "unknown field")
@@ -355,9 +381,6 @@ class WorkloadReader:
             "role_policies": FrozenDict(role_policies),
             "creation": creation_seconds(meta, ref),
         }
-        kueue = collect_annotations(kueue_sources, ref)
-        if kueue is not None:
-            kwargs[KUEUE_KWARG] = kueue
         origin = JobOrigin(
             ref=ref,
             framework="volcano",
@@ -365,9 +388,7 @@ class WorkloadReader:
             groups=tuple(groups),
             plugins=FrozenDict(plugins),
         )
-        self._add_job("vcjob", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
-        for d in task_drafts:
-            self._add_task(d)
+        self._add_workload("vcjob", origin, kwargs, kueue_sources, task_drafts)
 
     def _pytorchjob(self, obj: Mapping[str, Any], ref: Ref) -> None:
         meta = get_map(obj, "metadata", ref, "")
@@ -403,11 +424,7 @@ class WorkloadReader:
             info = read_pod_spec(tspec, ref, f"{rpath}.template.spec")
             info.labels = get_str_map(tmeta, "labels", ref, f"{rpath}.template.metadata")
             if info.scheduler_name not in self.ours:
-                self.note(
-                    ref,
-                    f"{rpath}.template.spec.schedulerName",
-                    f"scheduled by {info.scheduler_name!r}, not by {', '.join(sorted(self.ours))}",
-                )
+                self._not_ours(ref, f"{rpath}.template.spec.schedulerName", info.scheduler_name)
                 return
             for f, why in info.notes:
                 self.note(ref, f, why)
@@ -435,9 +452,6 @@ class WorkloadReader:
         }
         if sp.get("minResources") is not None:
             kwargs["min_resources"] = Resources(resource_map(sp, "minResources", ref, sp_path))
-        kueue = collect_annotations(kueue_sources, ref)
-        if kueue is not None:
-            kwargs[KUEUE_KWARG] = kueue
         origin = JobOrigin(
             ref=ref,
             framework="pytorchjob",
@@ -445,267 +459,7 @@ class WorkloadReader:
             groups=tuple(groups),
             master_port=port,
         )
-        self._add_job("pytorchjob", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
-        for d in drafts:
-            self._add_task(d)
-
-    def _podgroup(self, obj: Mapping[str, Any], ref: Ref) -> None:
-        meta = get_map(obj, "metadata", ref, "")
-        spec = get_map(obj, "spec", ref, "")
-        status = get_map(obj, "status", ref, "")
-        phase = get_str(status, "phase", ref, "status")
-        if phase is not None and phase not in (
-            "Pending",
-            "Inqueue",
-            "Running",
-            "Unknown",
-            "Completed",
-        ):
-            raise ref.error("status.phase", f"unknown PodGroup phase {phase!r}")
-        owner = self._owner_job(meta, ref)
-        if owner is not None:
-            draft = self.jobs[owner]
-            draft.origin = JobOrigin(
-                ref=draft.origin.ref,
-                framework=draft.origin.framework,
-                podgroup=ref.name,
-                groups=draft.origin.groups,
-                plugins=draft.origin.plugins,
-                master_port=draft.origin.master_port,
-            )
-            if phase is not None:
-                draft.kwargs["phase"] = phase
-            kueue = collect_annotations([(meta, "metadata")], ref)
-            if kueue is not None:
-                mine = draft.kwargs.get(KUEUE_KWARG)
-                if mine is not None and mine[1] != kueue[1]:
-                    raise ref.error(
-                        kueue[0],
-                        f"Kueue topology annotations differ from those of {draft.ref} "
-                        f"({mine[0]}); gangsched keeps one network topology per job",
-                    )
-                draft.kwargs.setdefault(KUEUE_KWARG, kueue)
-            self.by_object[("podgroup", ref.namespace, ref.name)] = owner
-            return
-        min_member = get_int(spec, "minMember", ref, "spec", 1, minimum=0)
-        mtm: dict[str, int] = {}
-        for role, n in get_map(spec, "minTaskMember", ref, "spec").items():
-            value = get_int({"v": n}, "v", ref, "spec", minimum=0)
-            if value is None or not isinstance(role, str):
-                raise ref.error(f"spec.minTaskMember.{role}", f"expected a count, got {n!r}")
-            mtm[role] = value
-        topo, notes = read_network_topology(spec, ref, "spec")
-        for f, why in notes:
-            self.note(ref, f, why)
-        kwargs: dict[str, Any] = {
-            "name": qualify(ref.namespace, ref.name),
-            "queue": get_str(spec, "queue", ref, "spec", "default"),
-            "min_available": min_member,
-            "min_task_member": FrozenDict(mtm),
-            "priority": self._priority(
-                get_str(spec, "priorityClassName", ref, "spec"), ref, "spec.priorityClassName"
-            ),
-            "preemptable": preemptable(meta, ref, True),
-            "network_topology": topo,
-            "creation": creation_seconds(meta, ref),
-        }
-        if spec.get("minResources") is not None:
-            kwargs["min_resources"] = Resources(resource_map(spec, "minResources", ref, "spec"))
-        if phase is not None:
-            kwargs["phase"] = phase
-        found = meta_value(meta, POLICIES_KEY, ref)
-        if found is not None:
-            kwargs["policies"], kwargs["role_policies"] = _policies_annotation(*found, ref)
-        kueue = collect_annotations([(meta, "metadata")], ref)
-        if kueue is not None:
-            kwargs[KUEUE_KWARG] = kueue
-        origin = JobOrigin(ref=ref, framework="podgroup", podgroup=ref.name)
-        self._add_job("podgroup", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
-
-    def _owner_job(self, meta: Mapping[str, Any], ref: Ref) -> str | None:
-        """The loaded Volcano Job / PyTorchJob this PodGroup belongs to, if any."""
-        for i, o in enumerate(get_list(meta, "ownerReferences", ref, "metadata")):
-            if not isinstance(o, Mapping):
-                raise ref.error(f"metadata.ownerReferences[{i}]", "expected a mapping")
-            key = {"Job": "vcjob", "PyTorchJob": "pytorchjob"}.get(str(o.get("kind")))
-            if key is not None:
-                found = self.by_object.get((key, ref.namespace, str(o.get("name"))))
-                if found is not None:
-                    return found
-        for key in ("vcjob", "pytorchjob"):
-            found = self.by_object.get((key, ref.namespace, ref.name))
-            if found is not None:
-                return found
-        return None
-
-    def _pod(self, obj: Mapping[str, Any], ref: Ref) -> None:
-        self.reserve_pods(ref, "metadata.name", 1, "pod")
-        meta = get_map(obj, "metadata", ref, "")
-        spec = get_map(obj, "spec", ref, "")
-        status = get_map(obj, "status", ref, "")
-        info = read_pod_spec(spec, ref, "spec")
-        node = get_str(spec, "nodeName", ref, "spec")
-        k8s_phase = get_str(status, "phase", ref, "status", "Pending")
-        deleting = meta.get("deletionTimestamp") is not None
-        if k8s_phase == "Succeeded":
-            phase = TaskPhase.SUCCEEDED
-        elif k8s_phase == "Failed":
-            phase = TaskPhase.FAILED
-        elif k8s_phase not in ("Pending", "Running", "Unknown"):
-            raise ref.error("status.phase", f"unknown pod phase {k8s_phase!r}")
-        elif node is None:
-            phase = TaskPhase.PENDING
-        elif deleting:
-            phase = TaskPhase.RELEASING
-        else:
-            phase = TaskPhase.RUNNING if k8s_phase == "Running" else TaskPhase.BOUND
-        job = self._pod_job(meta, ref)
-        if job is None and info.scheduler_name not in self.ours:
-            if node is not None and phase in OCCUPYING_PHASES:
-                self._foreign(node, info, ref)
-            else:
-                self.note(
-                    ref,
-                    "",
-                    f"scheduled by {info.scheduler_name!r}, not by {', '.join(sorted(self.ours))}",
-                )
-            return
-        for f, why in info.notes:
-            self.note(ref, f, why)
-        labels = get_str_map(meta, "labels", ref, "metadata")
-        name = qualify(ref.namespace, ref.name)
-        if job is None:
-            job = name
-            queue = "default"
-            for key in QUEUE_NAME_KEYS:
-                found = meta_value(meta, key, ref)
-                if found is not None:
-                    queue = found[0]
-                    break
-            priority = self._task_priority(info, meta, ref, "", self.default_priority)
-            kwargs: dict[str, Any] = {
-                "name": job,
-                "queue": queue,
-                "min_available": 1,
-                "priority": priority,
-                "preemptable": preemptable(meta, ref, True),
-                "creation": creation_seconds(meta, ref),
-            }
-            origin = JobOrigin(ref=ref, framework="pod", podgroup=ref.name)
-            self._add_job("pod", JobDraft(ref=ref, origin=origin, kwargs=kwargs, tasks=[]))
-        jd = self.jobs[job]
-        if jd.origin.framework == "podgroup":
-            # Kueue's plain pod groups carry the topology annotations on their pods
-            kueue = collect_annotations([(meta, "metadata")], ref)
-            mine = jd.kwargs.get(KUEUE_KWARG)
-            if kueue is not None and mine is None:
-                jd.kwargs[KUEUE_KWARG] = kueue
-            elif kueue is not None and mine is not None and mine[1] != kueue[1]:
-                raise ref.error(
-                    kueue[0],
-                    f"Kueue topology annotations differ from those of {jd.ref} ({mine[0]}); "
-                    "gangsched keeps one network topology per job",
-                )
-        previous = self.tasks.get(name)
-        role = labels.get(TASK_SPEC_LABEL) or labels.get(KUBEFLOW_TYPE_LABEL, "").lower()
-        if not role and previous is not None:
-            role = previous.origin.role
-        index = previous.origin.index if previous is not None else _index_of(labels, ref.name)
-        fallback_priority = jd.kwargs.get("priority", self.default_priority)
-        fallback_preempt = previous.kwargs["preemptable"] if previous else jd.kwargs["preemptable"]
-        kwargs = self._task_kwargs(
-            name,
-            job,
-            role,
-            info,
-            self._task_priority(info, meta, ref, "", fallback_priority),
-            preemptable(meta, ref, fallback_preempt),
-        )
-        kwargs["phase"] = phase
-        kwargs["node"] = node
-        found_idx = meta_value(meta, GPU_INDICES_KEY, ref)
-        if found_idx is not None and kwargs["gpu_request"] is not None:
-            text, path = found_idx
-            try:
-                kwargs["gpu_indices"] = tuple(int(x) for x in text.split(",") if x.strip())
-            except ValueError:
-                raise ref.error(
-                    path, f"expected comma-separated GPU indices, got {text!r}"
-                ) from None
-        self._add_task(
-            TaskDraft(
-                ref=ref,
-                path="",
-                kwargs=kwargs,
-                origin=PodOrigin(
-                    namespace=ref.namespace,
-                    name=ref.name,
-                    job=job,
-                    role=role,
-                    index=index,
-                    created=True,
-                ),
-                labels=labels,
-            )
-        )
-
-    def _pod_job(self, meta: Mapping[str, Any], ref: Ref) -> str | None:
-        labels = get_str_map(meta, "labels", ref, "metadata")
-        ns = ref.namespace
-        if JOB_NAME_LABEL in labels:
-            found = self.by_object.get(("vcjob", ns, labels[JOB_NAME_LABEL]))
-            if found is not None:
-                return found
-        if KUBEFLOW_JOB_LABEL in labels:
-            found = self.by_object.get(("pytorchjob", ns, labels[KUBEFLOW_JOB_LABEL]))
-            if found is not None:
-                return found
-        for key in GROUP_NAME_KEYS:
-            hit = meta_value(meta, key, ref)
-            if hit is None:
-                continue
-            group, path = hit
-            for kind in ("podgroup", "vcjob", "pytorchjob"):
-                found = self.by_object.get((kind, ns, group))
-                if found is not None:
-                    return found
-            raise ref.error(path, f"unknown PodGroup {group!r} in namespace {ns!r}")
-        return None
-
-    def _foreign(self, node: str, info: PodSpecInfo, ref: Ref) -> None:
-        use = self.foreign_use.setdefault(node, {})
-        for res, amount in info.request.items():
-            use[res] = use.get(res, 0) + amount
-        self.foreign_gpus[node] = self.foreign_gpus.get(node, 0) + info.gpu_count
-        self.foreign_pods[node] = self.foreign_pods.get(node, 0) + 1
-        self.note(
-            ref,
-            "",
-            f"scheduled by {info.scheduler_name!r}: its requests are taken off node {node!r}",
-        )
-
-
-#: Key under which a job draft carries its Kueue topology annotations until the loader,
-#: knowing every Kueue Topology object, turns them into the job's network topology.
-KUEUE_KWARG = "_kueue_topology"
-
-
-def _policies_annotation(
-    text: str, path: str, ref: Ref
-) -> tuple[tuple[JobPolicy, ...], FrozenDict[str, tuple[JobPolicy, ...]]]:
-    """Read ``event:action,role/event:action,...`` (see :data:`POLICIES_KEY`)."""
-    job_level: list[dict[str, str]] = []
-    by_role: dict[str, list[dict[str, str]]] = {}
-    for item in (p.strip() for p in text.split(",") if p.strip()):
-        head, sep, action = item.partition(":")
-        if not sep:
-            raise ref.error(path, f"expected [role/]event:action items, got {item!r}")
-        role, slash, event = head.rpartition("/")
-        entry = {"event": event.strip(), "action": action.strip()}
-        (by_role.setdefault(role, []) if slash else job_level).append(entry)
-    policies, _ = read_policies(job_level, ref, path)
-    roles = {role: read_policies(raw, ref, path)[0] for role, raw in by_role.items()}
-    return policies, FrozenDict(roles)
+        self._add_workload("pytorchjob", origin, kwargs, kueue_sources, drafts)
 
 
 def _pytorch_port(spec: Mapping[str, Any], default: int) -> int:
@@ -718,11 +472,3 @@ def _pytorch_port(spec: Mapping[str, Any], default: int) -> int:
                 if isinstance(port, int) and not isinstance(port, bool):
                     return port
     return default
-
-
-def _index_of(labels: Mapping[str, str], pod: str) -> int:
-    for key in (TASK_INDEX_LABEL, KUBEFLOW_INDEX_LABEL):
-        index = decimal_count(labels.get(key, ""))
-        if index is not None:
-            return index
-    return decimal_count(pod.rpartition("-")[2]) or 0
