@@ -169,3 +169,29 @@ def test_output_is_deterministic(capsys: pytest.CaptureFixture[str]) -> None:
     _, first, _ = run(capsys, *argv)
     _, second, _ = run(capsys, *argv)
     assert first == second and first
+
+
+def _placements(out: str) -> list[list[str]]:
+    section = out.split("\nPLACEMENTS\n", 1)[1].split("\n\n", 1)[0]
+    return [line.split() for line in section.splitlines()[1:]]
+
+
+@pytest.mark.parametrize(
+    ("placer", "status"),
+    [("greedy", "GREEDY"), ("cpsat", "OPTIMAL"), ("cpsat-joint", "OPTIMAL")],
+)
+def test_schedule_placer_option_shows_the_placers_status_and_gap(
+    capsys: pytest.CaptureFixture[str], placer: str, status: str
+) -> None:
+    code, out, err = run(capsys, "schedule", "-f", SNAPSHOT, "--placer", placer)
+    assert code == 0 and err == ""
+    (row,) = _placements(out)
+    assert row[:3] == ["llm-finetune", placer, status]
+    assert row[3] == ("-" if placer == "greedy" else "0")  # the solver proved its answer optimal
+    again = run(capsys, "schedule", "-f", SNAPSHOT, "--placer", placer)
+    assert again == (code, out, err)  # the exact placers' defaults are deterministic
+
+
+def test_get_takes_the_placer_option_too(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "get", "jobs", "-f", SNAPSHOT, "--placer", "cpsat", "-o", "json")
+    assert code == 0 and json.loads(out)["llm-finetune"]["phase"] == "Running"

@@ -26,6 +26,7 @@ from .io._text import STDIN, bound_violation, parse_yaml, read_source
 from .io.k8s import SCHEDULER_CONF_KEY, Cluster, is_manifest, load_files
 from .io.volcano_out import job_actions, job_environment, kubernetes_output
 from .limits import DEFAULT_LIMITS
+from .placement import GreedyPlacer, Placer
 from .scheduler import schedule
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "format_queues_table",
     "format_table",
     "load_inputs",
+    "make_placer",
     "read_config",
     "run_get",
     "run_schedule",
@@ -78,6 +80,36 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
+#: ``--placer`` of ``schedule`` and ``get``: how gangs are placed. Without it, only jobs with a
+#: network topology go through a placer (the greedy one) and the others task by task.
+PLACERS = ("greedy", "cpsat", "cpsat-joint")
+
+
+def _add_placer(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--placer",
+        choices=PLACERS,
+        default=None,
+        help="place every gang whole with this placer: greedy, cpsat (exact, OR-Tools CP-SAT, "
+        "one gang at a time) or cpsat-joint (several gangs in one model); the PLACEMENTS "
+        "table shows its status and gap (default: only jobs with a network topology go "
+        "through the greedy placer)",
+    )
+
+
+def make_placer(name: str | None) -> Placer | None:
+    """The placer ``--placer NAME`` asks for (None: the scheduler's default). The exact
+    placers keep their deterministic defaults (one worker, seed 0, a deterministic-time
+    budget), so the same input gives the same decisions."""
+    if name is None:
+        return None
+    if name == "greedy":
+        return GreedyPlacer()
+    from .placement import CpSatPlacer, JointCpSatPlacer
+
+    return CpSatPlacer() if name == "cpsat" else JointCpSatPlacer()
+
+
 def add_schedule_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = subparsers.add_parser(
         "schedule",
@@ -87,6 +119,7 @@ def add_schedule_parser(subparsers: argparse._SubParsersAction) -> None:  # type
         "and every job's and queue's status.",
     )
     _add_inputs(p)
+    _add_placer(p)
     p.add_argument(
         "-o",
         "--output",
@@ -108,6 +141,7 @@ def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     )
     p.add_argument("resource", choices=sorted(_GET_RESOURCES), help="queues or jobs")
     _add_inputs(p)
+    _add_placer(p)
     p.add_argument(
         "-o",
         "--output",
@@ -195,7 +229,8 @@ def load_inputs(args: argparse.Namespace) -> tuple[Cluster, Config]:
 
 def _cycle(args: argparse.Namespace) -> tuple[Cluster, Decisions]:
     cluster, config = load_inputs(args)
-    return cluster, schedule(cluster.snapshot, config)
+    placer = make_placer(getattr(args, "placer", None))
+    return cluster, schedule(cluster.snapshot, config, placer=placer)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
