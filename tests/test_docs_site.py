@@ -51,6 +51,7 @@ def test_site_builds_strictly(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "api" / "index.html").is_file()
     assert (tmp_path / "getting-started" / "index.html").is_file()
+    assert (tmp_path / "index.html").is_file()  # the site's root is a page, not a 404
     spec = importlib.util.spec_from_file_location("api_docs", ROOT / "tools" / "api_docs.py")
     assert spec is not None and spec.loader is not None
     tool = importlib.util.module_from_spec(spec)
