@@ -19,10 +19,39 @@ from .units import PODS
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["demand_mask", "job_figures"]
+__all__ = ["QueueShares", "demand_mask", "job_figures"]
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
+
+
+class QueueShares:
+    """The fair-share provider's members (:class:`gangsched.plugin.FairSharePlugin`) for a
+    plugin that keeps per-queue ``shares``, ``real_capability`` and ``deserved_amounts`` (the
+    canonical deserved amounts, set at open). A plugin with a queue hierarchy overrides
+    :meth:`queue_subtree_sum`."""
+
+    shares: F64
+    real_capability: F64
+    deserved_amounts: I64
+
+    def share(self, ssn: Session, queue: int) -> float:
+        return float(self.shares[queue])
+
+    def queue_deserved(self, ssn: Session) -> I64:
+        return self.deserved_amounts
+
+    def queue_share(self, ssn: Session, queue: int) -> float:
+        return float(self.shares[queue])
+
+    def queue_real_capability(self, ssn: Session, queue: int) -> F64 | None:
+        out: F64 = self.real_capability[queue]
+        return out
+
+    def queue_subtree_sum(self, ssn: Session, per_queue: I64) -> I64:
+        return per_queue
+
 
 # Running holding states — Volcano's AllocatedStatus.
 _ALLOCATED_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from .config import check_arguments
 from .errors import ConfigError
@@ -108,25 +108,22 @@ class Registry:
             check_arguments(arguments, known, name=name, kind="action")
 
     def make_plugin(self, name: str, arguments: Mapping[str, object]) -> Any:
-        try:
-            factory = self.plugins[name]
-        except KeyError:
-            raise ConfigError(
-                f"unknown plugin (known: {', '.join(sorted(self.plugins))})",
-                kind="plugin",
-                name=name,
-            ) from None
+        factory = _factory(self.plugins, name, "plugin")
         self.check_plugin_arguments(name, arguments)
         return factory(arguments)
 
     def make_action(self, name: str, arguments: Mapping[str, object]) -> Action:
-        try:
-            factory = self.actions[name]
-        except KeyError:
-            raise ConfigError(
-                f"unknown action (known: {', '.join(sorted(self.actions))})",
-                kind="action",
-                name=name,
-            ) from None
+        factory = _factory(self.actions, name, "action")
         self.check_action_arguments(name, arguments)
         return factory(arguments)
+
+
+F = TypeVar("F")
+
+
+def _factory(factories: Mapping[str, F], name: str, kind: str) -> F:
+    found = factories.get(name)
+    if found is None:
+        known = ", ".join(sorted(factories))
+        raise ConfigError(f"unknown {kind} (known: {known})", kind=kind, name=name)
+    return found

@@ -95,7 +95,7 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
-from ..fairshare import job_figures
+from ..fairshare import QueueShares, job_figures
 from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS, cluster_total, to_amounts
@@ -179,7 +179,7 @@ def _names(ssn: Session, over: BOOL) -> str:
     return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
 
 
-class CapacityPlugin:
+class CapacityPlugin(QueueShares):
     """Queue quotas with optional hierarchy; see the module docstring."""
 
     name = "capacity"
@@ -214,7 +214,7 @@ class CapacityPlugin:
         self._seen: F64 = np.zeros((0, 0))
         self._inv: F64 = np.zeros((0, 0))
         self._best_effort: BOOL = np.zeros(0, dtype=np.bool_)
-        self._amounts: I64 = np.zeros((0, 0), dtype=np.int64)
+        self.deserved_amounts: I64 = np.zeros((0, 0), dtype=np.int64)
         self._pods = 0
 
     # ------------------------------------------------------------------ opening
@@ -259,7 +259,7 @@ class CapacityPlugin:
         self._inv = np.where(has, 1.0 / np.where(has, self.deserved, 1.0), 0.0)
         self._best_effort = ~np.any(has, axis=1)
         self.shares = self._share_rows(np.arange(n_nodes))
-        self._amounts = to_amounts(self.deserved[:n_q])
+        self.deserved_amounts = to_amounts(self.deserved[:n_q])
 
     def _open_tree(self, ssn: Session, guarantee: F64, deserved: F64) -> None:
         snap = ssn.snapshot
@@ -332,21 +332,6 @@ class CapacityPlugin:
     def _share_rows(self, rows: npt.NDArray[Any]) -> F64:
         s = (self.allocated[rows] * self._inv[rows]).max(axis=-1, initial=0.0)
         out: F64 = np.where(self._best_effort[rows], 1.0, s)
-        return out
-
-    def share(self, ssn: Session, queue: int) -> float:
-        return float(self.shares[queue])
-
-    # The fair-share provider (gangsched.plugin.FairSharePlugin).
-
-    def queue_deserved(self, ssn: Session) -> I64:
-        return self._amounts
-
-    def queue_share(self, ssn: Session, queue: int) -> float:
-        return float(self.shares[queue])
-
-    def queue_real_capability(self, ssn: Session, queue: int) -> F64 | None:
-        out: F64 = self.real_capability[queue]
         return out
 
     def queue_subtree_sum(self, ssn: Session, per_queue: I64) -> I64:

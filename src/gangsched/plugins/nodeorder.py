@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -107,16 +107,7 @@ class NodeOrderPlugin:
                     0.0,
                 )
                 fracs.append(gfrac)
-            # Population standard deviation, summed left to right.
-            mean = fracs[0] + fracs[1]
-            for f in fracs[2:]:
-                mean = mean + f
-            mean = mean / len(fracs)
-            dev = [f - mean for f in fracs]
-            var = dev[0] * dev[0] + dev[1] * dev[1]
-            for d in dev[2:]:
-                var = var + d * d
-            score += self.balanced * (1.0 - np.sqrt(var / len(fracs))) * 100.0
+            score += self.balanced * (1.0 - np.sqrt(_variance(fracs))) * 100.0
         if self.taint and a.soft_taints:
             score += self.taint * self._taint(ssn, tmpl)[rows]
         return score
@@ -149,15 +140,7 @@ class NodeOrderPlugin:
                 galloc = int(a.allocatable[i, g])
                 after = int(ssn.used[i, g]) + int(tmpl.request[g])
                 fracs.append(min(after / max(galloc, 1), 1.0) if galloc > 0 else 0.0)
-            mean = fracs[0] + fracs[1]
-            for f in fracs[2:]:
-                mean = mean + f
-            mean = mean / len(fracs)
-            dev = [f - mean for f in fracs]
-            var = dev[0] * dev[0] + dev[1] * dev[1]
-            for d in dev[2:]:
-                var = var + d * d
-            score += self.balanced * (1.0 - math.sqrt(var / len(fracs))) * 100.0
+            score += self.balanced * (1.0 - math.sqrt(_variance(fracs))) * 100.0
         if self.taint and a.soft_taints:
             score += self.taint * float(self._taint(ssn, tmpl)[i])
         return score
@@ -170,3 +153,20 @@ class NodeOrderPlugin:
             found = (100.0 - counts * 100.0 / top) if top else np.full(counts.size, 100.0)
             self._taint_scores[tmpl.shape] = found
         return found
+
+
+_V = TypeVar("_V", float, npt.NDArray[np.float64])
+
+
+def _variance(fracs: list[_V]) -> _V:
+    """Population variance of ``fracs`` (floats, or arrays element-wise), summed left to right
+    in one fixed order so the vector and the one-node paths agree to the last bit."""
+    mean = fracs[0] + fracs[1]
+    for f in fracs[2:]:
+        mean = mean + f
+    mean = mean / len(fracs)
+    dev = [f - mean for f in fracs]
+    var = dev[0] * dev[0] + dev[1] * dev[1]
+    for d in dev[2:]:
+        var = var + d * d
+    return var / len(fracs)

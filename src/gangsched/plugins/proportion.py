@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..combine import Vote
-from ..fairshare import job_figures
+from ..fairshare import QueueShares, job_figures
 from ..model import QueueState
 from ..units import PODS, cluster_total, to_amounts
 from ._queue_reasons import over_limit
@@ -217,7 +217,7 @@ def short_names(ssn: Session, over: BOOL) -> str:
     return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
 
 
-class ProportionPlugin:
+class ProportionPlugin(QueueShares):
     """Weighted fair share between queues; see the module docstring."""
 
     name = "proportion"
@@ -233,7 +233,7 @@ class ProportionPlugin:
         self.elastic: F64 = np.zeros((0, 0))
         self.shares: F64 = np.zeros(0)
         self._inv: F64 = np.zeros((0, 0))
-        self._amounts: I64 = np.zeros((0, 0), dtype=np.int64)
+        self.deserved_amounts: I64 = np.zeros((0, 0), dtype=np.int64)
         self._pods = 0
 
     def on_session_open(self, ssn: Session) -> None:
@@ -251,29 +251,11 @@ class ProportionPlugin:
         self.deserved = water_fill(
             total, weights, request, guarantee, self.real_capability, participating=has_jobs
         )
-        self._amounts = to_amounts(self.deserved)
+        self.deserved_amounts = to_amounts(self.deserved)
         self._inv = inverse(self.deserved, pods)
         self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
 
     # ------------------------------------------------------------------ shares
-
-    def share(self, ssn: Session, queue: int) -> float:
-        return float(self.shares[queue])
-
-    # The fair-share provider (gangsched.plugin.FairSharePlugin).
-
-    def queue_deserved(self, ssn: Session) -> I64:
-        return self._amounts
-
-    def queue_share(self, ssn: Session, queue: int) -> float:
-        return float(self.shares[queue])
-
-    def queue_real_capability(self, ssn: Session, queue: int) -> F64 | None:
-        out: F64 = self.real_capability[queue]
-        return out
-
-    def queue_subtree_sum(self, ssn: Session, per_queue: I64) -> I64:
-        return per_queue
 
     def _refresh(self, ssn: Session, task: int) -> None:
         q = int(ssn.job_queue[ssn.task_job[task]])
