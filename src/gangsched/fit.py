@@ -32,6 +32,7 @@ __all__ = [
     "future_idle",
     "gpu_need",
     "idle",
+    "node_free",
     "resource_fit",
 ]
 
@@ -59,6 +60,15 @@ def idle(occ: Occupancy) -> I64:
 
 def future_idle(occ: Occupancy) -> I64:
     out: I64 = occ.arrays.allocatable - occ.used + occ.releasing - occ.pipelined
+    return out
+
+
+def node_free(occ: Occupancy, rows: npt.NDArray[np.intp] | slice = _ALL, *, future: bool) -> I64:
+    """Free resources of the nodes ``rows``: once releases finish with ``future``, else now —
+    never into a reservation, so the smaller of now and later."""
+    free = occ.arrays.allocatable[rows] - occ.used[rows]
+    later = free + occ.releasing[rows] - occ.pipelined[rows]
+    out: I64 = later if future else np.minimum(free, later)
     return out
 
 

@@ -32,7 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ..decisions import PlacementInfo
-from ..fit import device_free
+from ..fit import device_free, node_free
 from ..gate import hard_domain
 from ..placement.problem import (
     GangRequest,
@@ -179,7 +179,7 @@ def _problem(
         weights=weights,
         used=ssn.used,
         hypernode_order=hypernode_order(ssn),
-        free=ssn.future_idle() if future else np.minimum(ssn.idle(), ssn.future_idle()),
+        free=node_free(ssn, future=future),
         allocatable=a.allocatable,
         gpu_free=_gpu_free(ssn, future),
         gpu_capacity=a.gpu_capacity,
