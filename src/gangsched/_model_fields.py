@@ -6,7 +6,7 @@ the normalised value or raises :class:`~gangsched.errors.SnapshotError` naming a
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ._frozen import FrozenDict
@@ -248,3 +248,60 @@ def _sub_mappings(
         _check_keys(m, keys, kind=kind, name=name, field=f"{field}[{i}]")
         out.append(m)
     return out
+
+
+def _record_mapping(
+    d: object, keys: frozenset[str], *, kind: str, where: str
+) -> tuple[Mapping[str, Any], str]:
+    """The plain mapping of one record (``from_dict``) and its checked name; only ``keys``."""
+    m = _mapping(d, kind=kind, name=where)
+    name = _check_name(m.get("name"), kind, where)
+    _check_keys(m, keys, kind=kind, name=name)
+    return m, name
+
+
+R = TypeVar("R")
+
+
+def _nested(
+    value: object,
+    keys: frozenset[str],
+    build: Callable[[Mapping[str, Any]], R],
+    *,
+    kind: str,
+    name: str,
+    field: str,
+) -> R | None:
+    """A record given as a plain mapping inside another (``None`` when absent): its keys are
+    checked, and its errors name the outer record with ``field.`` before the inner field."""
+    if value is None:
+        return None
+    sub = _mapping(value, kind=kind, name=name, field=field)
+    _check_keys(sub, keys, kind=kind, name=name, field=field)
+    try:
+        return build(sub)
+    except SnapshotError as exc:
+        raise SnapshotError(
+            exc.detail, kind=kind, name=name, field=f"{field}.{exc.field}"
+        ) from None
+
+
+def _by_role(
+    value: object,
+    what: str,
+    convert: Callable[[object, str], R],
+    *,
+    kind: str,
+    name: str,
+    field: str,
+) -> FrozenDict[str, R]:
+    """A mapping of role (a string) to ``what``, each value converted at ``field.<role>``."""
+    if not isinstance(value, Mapping):
+        raise SnapshotError(
+            f"expected a mapping of role to {what}", kind=kind, name=name, field=field
+        )
+    out: dict[str, R] = {}
+    for role, item in value.items():
+        _str(role, kind=kind, name=name, field=field)
+        out[role] = convert(item, f"{field}.{role}")
+    return FrozenDict(out)

@@ -11,12 +11,15 @@ from ._model_enums import POLICY_ACTIONS, POLICY_EVENTS, JobPhase, TopologyMode
 from ._model_fields import (
     Resources,
     _bool,
+    _by_role,
     _check_keys,
     _check_name,
     _enum,
     _int,
     _mapping,
+    _nested,
     _or_empty,
+    _record_mapping,
     _records,
     _seq,
     _set,
@@ -163,20 +166,15 @@ class Job:
             "min_available",
             _int(self.min_available, kind="job", name=name, field="min_available", minimum=0),
         )
-        if not isinstance(self.min_task_member, Mapping):
-            raise SnapshotError(
-                "expected a mapping of role to count",
-                kind="job",
-                name=name,
-                field="min_task_member",
-            )
-        members: dict[str, int] = {}
-        for role, n in self.min_task_member.items():
-            _str(role, kind="job", name=name, field="min_task_member")
-            members[role] = _int(
-                n, kind="job", name=name, field=f"min_task_member.{role}", minimum=0
-            )
-        _set(self, "min_task_member", FrozenDict(members))
+        members = _by_role(
+            self.min_task_member,
+            "count",
+            lambda n, where: _int(n, kind="job", name=name, field=where, minimum=0),
+            kind="job",
+            name=name,
+            field="min_task_member",
+        )
+        _set(self, "min_task_member", members)
         _set(self, "priority", _int(self.priority, kind="job", name=name, field="priority"))
         _bool(self.preemptable, kind="job", name=name, field="preemptable")
         _set(self, "phase", _enum(JobPhase, self.phase, kind="job", name=name, field="phase"))
@@ -208,20 +206,15 @@ class Job:
             "creation",
             _int(self.creation, kind="job", name=name, field="creation", minimum=0),
         )
-        if not isinstance(self.role_policies, Mapping):
-            raise SnapshotError(
-                "expected a mapping of role to policies",
-                kind="job",
-                name=name,
-                field="role_policies",
-            )
-        by_role: dict[str, tuple[JobPolicy, ...]] = {}
-        for role, items in self.role_policies.items():
-            _str(role, kind="job", name=name, field="role_policies")
-            by_role[role] = _records(
-                items, JobPolicy, kind="job", name=name, field=f"role_policies.{role}"
-            )
-        _set(self, "role_policies", FrozenDict(by_role))
+        by_role = _by_role(
+            self.role_policies,
+            "policies",
+            lambda items, where: _records(items, JobPolicy, kind="job", name=name, field=where),
+            kind="job",
+            name=name,
+            field="role_policies",
+        )
+        _set(self, "role_policies", by_role)
         _set(self, "age", _int(self.age, kind="job", name=name, field="age", minimum=0))
         _set(
             self,
@@ -237,25 +230,15 @@ class Job:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Job:
-        m = _mapping(d, kind="job", name=where)
-        name = _check_name(m.get("name"), "job", where)
-        _check_keys(m, _JOB_KEYS, kind="job", name=name)
-        topo = None
-        if m.get("network_topology") is not None:
-            t = _mapping(m["network_topology"], kind="job", name=name, field="network_topology")
-            _check_keys(
-                t,
-                _TOPOLOGY_KEYS,
-                kind="job",
-                name=name,
-                field="network_topology",
-            )
-            try:
-                topo = _network_topology_from(t)
-            except SnapshotError as exc:
-                raise SnapshotError(
-                    exc.detail, kind="job", name=name, field=f"network_topology.{exc.field}"
-                ) from None
+        m, name = _record_mapping(d, _JOB_KEYS, kind="job", where=where)
+        topo = _nested(
+            m.get("network_topology"),
+            _TOPOLOGY_KEYS,
+            _network_topology_from,
+            kind="job",
+            name=name,
+            field="network_topology",
+        )
         policies = [
             _policy_from(p, name=name, field=f"policies[{i}]")
             for i, p in enumerate(_seq(m.get("policies"), kind="job", name=name, field="policies"))
@@ -435,9 +418,7 @@ class DisruptionBudget:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> DisruptionBudget:
-        m = _mapping(d, kind="disruption_budget", name=where)
-        name = _check_name(m.get("name"), "disruption_budget", where)
-        _check_keys(m, _BUDGET_KEYS, kind="disruption_budget", name=name)
+        m, name = _record_mapping(d, _BUDGET_KEYS, kind="disruption_budget", where=where)
         return cls(
             name=name,
             jobs=m.get("jobs", ()),

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ._frozen import FrozenDict
 from ._model_enums import MAX_DEVICE_MILLI, MAX_GPUS_PER_NODE, QueueState
 from ._model_fields import (
     Resources,
     _bool,
-    _check_keys,
     _check_name,
     _enum,
     _int,
-    _mapping,
+    _nested,
     _or_empty,
+    _record_mapping,
     _records,
     _set,
     _str,
@@ -201,32 +203,8 @@ class Node:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Node:
-        m = _mapping(d, kind="node", name=where)
-        name = _check_name(m.get("name"), "node", where)
-        _check_keys(m, _NODE_KEYS, kind="node", name=name)
-        gpus = None
-        if m.get("gpus") is not None:
-            g = _mapping(m["gpus"], kind="node", name=name, field="gpus")
-            _check_keys(
-                g,
-                frozenset({"count", "model", "milli", "sharing"}),
-                kind="node",
-                name=name,
-                field="gpus",
-            )
-            if "count" not in g:
-                raise SnapshotError("missing", kind="node", name=name, field="gpus.count")
-            try:
-                gpus = Gpus(
-                    count=g["count"],
-                    model=g.get("model", ""),
-                    milli=g.get("milli", 1000),
-                    sharing=g.get("sharing", True),
-                )
-            except SnapshotError as exc:
-                raise SnapshotError(
-                    exc.detail, kind="node", name=name, field=f"gpus.{exc.field}"
-                ) from None
+        m, name = _record_mapping(d, _NODE_KEYS, kind="node", where=where)
+        gpus = _nested(m.get("gpus"), _GPUS_KEYS, _gpus_from, kind="node", name=name, field="gpus")
         taints = [
             Taint(
                 key=tm.get("key", ""),
@@ -263,6 +241,18 @@ class Node:
 
 
 _NODE_KEYS = frozenset({"name", "allocatable", "gpus", "labels", "taints", "unschedulable"})
+_GPUS_KEYS = frozenset({"count", "model", "milli", "sharing"})
+
+
+def _gpus_from(g: Mapping[str, Any]) -> Gpus:
+    if "count" not in g:
+        raise SnapshotError("missing", kind="gpus", field="count")
+    return Gpus(
+        count=g["count"],
+        model=g.get("model", ""),
+        milli=g.get("milli", 1000),
+        sharing=g.get("sharing", True),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -287,9 +277,8 @@ class HyperNode:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> HyperNode:
-        m = _mapping(d, kind="hypernode", name=where)
-        name = _check_name(m.get("name"), "hypernode", where)
-        _check_keys(m, frozenset({"name", "tier", "members"}), kind="hypernode", name=name)
+        keys = frozenset({"name", "tier", "members"})
+        m, name = _record_mapping(d, keys, kind="hypernode", where=where)
         if "tier" not in m:
             raise SnapshotError("missing", kind="hypernode", name=name, field="tier")
         return cls(name=name, tier=m["tier"], members=m.get("members", ()))
@@ -353,9 +342,7 @@ class Queue:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Queue:
-        m = _mapping(d, kind="queue", name=where)
-        name = _check_name(m.get("name"), "queue", where)
-        _check_keys(m, _QUEUE_KEYS, kind="queue", name=name)
+        m, name = _record_mapping(d, _QUEUE_KEYS, kind="queue", where=where)
         return cls(
             name=name,
             weight=m.get("weight", 1),

@@ -15,12 +15,12 @@ from ._model_enums import (
 from ._model_fields import (
     Resources,
     _bool,
-    _check_keys,
     _check_name,
     _enum,
     _int,
-    _mapping,
+    _nested,
     _or_empty,
+    _record_mapping,
     _records,
     _seq,
     _set,
@@ -156,22 +156,15 @@ class Task:
             )
         _set(self, "gpu_indices", indices)
         n_devices = gpu.count if gpu is not None else 0
-        if self.phase in NODE_PHASES:
-            if self.node is None:
-                raise SnapshotError(
-                    f"a {self.phase.value} task must name its node",
-                    kind="task",
-                    name=name,
-                    field="node",
-                )
-            if len(indices) != n_devices:
-                raise SnapshotError(
-                    f"{len(indices)} GPU indices for a request of {n_devices} devices",
-                    kind="task",
-                    name=name,
-                    field="gpu_indices",
-                )
-        elif indices and len(indices) != n_devices:
+        placed = self.phase in NODE_PHASES
+        if placed and self.node is None:
+            raise SnapshotError(
+                f"a {self.phase.value} task must name its node",
+                kind="task",
+                name=name,
+                field="node",
+            )
+        if (placed or indices) and len(indices) != n_devices:
             raise SnapshotError(
                 f"{len(indices)} GPU indices for a request of {n_devices} devices",
                 kind="task",
@@ -205,29 +198,19 @@ class Task:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Task:
-        m = _mapping(d, kind="task", name=where)
-        name = _check_name(m.get("name"), "task", where)
-        _check_keys(m, _TASK_KEYS, kind="task", name=name)
+        m, name = _record_mapping(d, _TASK_KEYS, kind="task", where=where)
         if "job" not in m:
             raise SnapshotError("missing", kind="task", name=name, field="job")
-        gpu = None
-        if m.get("gpu_request") is not None:
-            g = _mapping(m["gpu_request"], kind="task", name=name, field="gpu_request")
-            _check_keys(
-                g,
-                frozenset({"count", "milli", "models"}),
-                kind="task",
-                name=name,
-                field="gpu_request",
-            )
-            try:
-                gpu = GpuRequest(
-                    count=g.get("count", 1), milli=g.get("milli", 1000), models=g.get("models", ())
-                )
-            except SnapshotError as exc:
-                raise SnapshotError(
-                    exc.detail, kind="task", name=name, field=f"gpu_request.{exc.field}"
-                ) from None
+        gpu = _nested(
+            m.get("gpu_request"),
+            frozenset({"count", "milli", "models"}),
+            lambda g: GpuRequest(
+                count=g.get("count", 1), milli=g.get("milli", 1000), models=g.get("models", ())
+            ),
+            kind="task",
+            name=name,
+            field="gpu_request",
+        )
         tols = [
             Toleration(
                 key=tm.get("key", ""),

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import SnapshotError
 from ..model import DisruptionBudget
-from ._k8s_fields import Ref, get_list, get_map, get_str, get_str_map
+from ._k8s_fields import Ref, get_list, get_map, get_mappings, get_str, get_str_map
 from ._k8s_records import qualify
 
 __all__ = ["BudgetDraft", "read_budget", "resolve_budgets"]
@@ -63,10 +63,7 @@ def read_budget(obj: Mapping[str, Any], ref: Ref) -> BudgetDraft:
     selector = get_map(spec, "selector", ref, "spec")
     labels = get_str_map(selector, "matchLabels", ref, "spec.selector")
     exprs = []
-    for i, e in enumerate(get_list(selector, "matchExpressions", ref, "spec.selector")):
-        path = f"spec.selector.matchExpressions[{i}]"
-        if not isinstance(e, Mapping):
-            raise ref.error(path, f"expected a mapping, got {type(e).__name__}")
+    for e, path in get_mappings(selector, "matchExpressions", ref, "spec.selector"):
         key = get_str(e, "key", ref, path)
         op = get_str(e, "operator", ref, path)
         if not key:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,10 +38,12 @@ __all__ = [
     "get_int",
     "get_list",
     "get_map",
+    "get_mappings",
     "get_str",
     "get_str_map",
     "meta_value",
     "pod_requests",
+    "require_str",
     "resource_map",
 ]
 
@@ -82,40 +84,46 @@ _LABEL_RE = re.compile(f"{_LABEL}")
 _SUBDOMAIN_RE = re.compile(rf"{_LABEL}(\.{_LABEL})*")
 
 
+def _dns_problem(value: str, pattern: re.Pattern[str], limit: int, what: str) -> str | None:
+    if len(value) > limit:
+        return f"{len(value)} characters, more than {limit}"
+    if pattern.fullmatch(value) is None:
+        return f"{value!r} is not a DNS-1123 {what}"
+    return None
+
+
 def dns_label_problem(value: str) -> str | None:
     """Why ``value`` is not a DNS-1123 label (what Kubernetes requires of a namespace), or
     None."""
-    if len(value) > DNS1123_LABEL_MAX:
-        return f"{len(value)} characters, more than {DNS1123_LABEL_MAX}"
-    if _LABEL_RE.fullmatch(value) is None:
-        return (
-            f"{value!r} is not a DNS-1123 label (lower-case letters, digits and '-', "
-            "starting and ending with a letter or digit)"
-        )
-    return None
+    return _dns_problem(
+        value,
+        _LABEL_RE,
+        DNS1123_LABEL_MAX,
+        "label (lower-case letters, digits and '-', starting and ending with a letter or digit)",
+    )
 
 
 def dns_subdomain_problem(value: str) -> str | None:
     """Why ``value`` is not a DNS-1123 subdomain (what Kubernetes requires of most object
     names), or None."""
-    if len(value) > DNS1123_SUBDOMAIN_MAX:
-        return f"{len(value)} characters, more than {DNS1123_SUBDOMAIN_MAX}"
-    if _SUBDOMAIN_RE.fullmatch(value) is None:
-        return (
-            f"{value!r} is not a DNS-1123 subdomain (lower-case letters, digits, '-' and '.', "
-            "each part starting and ending with a letter or digit)"
-        )
-    return None
+    return _dns_problem(
+        value,
+        _SUBDOMAIN_RE,
+        DNS1123_SUBDOMAIN_MAX,
+        "subdomain (lower-case letters, digits, '-' and '.', each part starting and ending "
+        "with a letter or digit)",
+    )
 
 
 def check_dns_label(value: str, ref: Ref, path: str) -> None:
-    problem = dns_label_problem(value)
-    if problem is not None:
-        raise ref.error(path, f"invalid name: {problem}")
+    _raise_problem(dns_label_problem(value), ref, path)
 
 
 def check_dns_subdomain(value: str, ref: Ref, path: str) -> None:
-    problem = dns_subdomain_problem(value)
+    _raise_problem(dns_subdomain_problem(value), ref, path)
+
+
+def _raise_problem(problem: str | None, ref: Ref, path: str) -> None:
     if problem is not None:
         raise ref.error(path, f"invalid name: {problem}")
 
@@ -150,6 +158,26 @@ def get_list(obj: Mapping[str, Any], key: str, ref: Ref, path: str) -> Sequence[
         return ()
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
         raise ref.error(_join(path, key), f"expected a list, got {type(value).__name__}")
+    return value
+
+
+def get_mappings(
+    obj: Mapping[str, Any], key: str, ref: Ref, path: str
+) -> Iterator[tuple[Mapping[str, Any], str]]:
+    """Each item of the list ``obj[key]`` with its path (``path.key[i]``); an item that is not
+    a mapping is an error."""
+    for i, item in enumerate(get_list(obj, key, ref, path)):
+        where = f"{_join(path, key)}[{i}]"
+        if not isinstance(item, Mapping):
+            raise ref.error(where, f"expected a mapping, got {type(item).__name__}")
+        yield item, where
+
+
+def require_str(obj: Mapping[str, Any], key: str, ref: Ref, path: str) -> str:
+    """``obj[key]`` as a non-empty string; absent, null or empty is an error."""
+    value = get_str(obj, key, ref, path)
+    if value is None:
+        raise ref.error(_join(path, key), "missing")
     return value
 
 

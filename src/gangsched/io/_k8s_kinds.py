@@ -34,10 +34,12 @@ from ._k8s_fields import (
     get_int,
     get_list,
     get_map,
+    get_mappings,
     get_str,
     get_str_map,
     meta_value,
     pod_requests,
+    require_str,
     resource_map,
 )
 
@@ -152,13 +154,8 @@ def read_node(obj: Mapping[str, Any], ref: Ref) -> NodeDraft:
     for res in (HAMI_CORES, *HAMI_MEMORY):
         alloc.pop(res, None)
     taints: list[Taint] = []
-    for i, t in enumerate(get_list(spec, "taints", ref, "spec")):
-        path = f"spec.taints[{i}]"
-        if not isinstance(t, Mapping):
-            raise ref.error(path, f"expected a mapping, got {type(t).__name__}")
-        tkey = get_str(t, "key", ref, path)
-        if tkey is None:
-            raise ref.error(f"{path}.key", "missing")
+    for t, path in get_mappings(spec, "taints", ref, "spec"):
+        tkey = require_str(t, "key", ref, path)
         effect = get_str(t, "effect", ref, path, "NoSchedule") or "NoSchedule"
         if effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             raise ref.error(f"{path}.effect", f"unknown taint effect {effect!r}")
@@ -250,10 +247,7 @@ def read_hypernode(obj: Mapping[str, Any], ref: Ref) -> HyperNodeDraft:
     if tier is None:
         raise ref.error("spec.tier", "missing")
     selectors: list[tuple[str, str, Any, str]] = []
-    for i, m in enumerate(get_list(spec, "members", ref, "spec")):
-        path = f"spec.members[{i}]"
-        if not isinstance(m, Mapping):
-            raise ref.error(path, f"expected a mapping, got {type(m).__name__}")
+    for m, path in get_mappings(spec, "members", ref, "spec"):
         mtype = get_str(m, "type", ref, path)
         if mtype not in ("Node", "HyperNode"):
             raise ref.error(f"{path}.type", f"expected Node or HyperNode, got {mtype!r}")
@@ -496,10 +490,7 @@ def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
         if request.pop(res, None) is not None:
             notes.append((f"{path}.containers", f"{res} (GPU memory share) is not modelled"))
     tolerations: list[Toleration] = []
-    for i, t in enumerate(get_list(spec, "tolerations", ref, path)):
-        tpath = f"{path}.tolerations[{i}]"
-        if not isinstance(t, Mapping):
-            raise ref.error(tpath, f"expected a mapping, got {type(t).__name__}")
+    for t, tpath in get_mappings(spec, "tolerations", ref, path):
         op = get_str(t, "operator", ref, tpath, "Equal")
         if op not in ("Equal", "Exists"):
             raise ref.error(f"{tpath}.operator", f"expected Equal or Exists, got {op!r}")

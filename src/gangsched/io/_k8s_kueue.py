@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import SnapshotError
 from ..model import NetworkTopology, TopologyMode
-from ._k8s_fields import Ref, get_list, get_map, get_str, get_str_map
+from ._k8s_fields import Ref, get_map, get_mappings, get_str_map, require_str
 
 __all__ = [
     "HOSTNAME_LEVEL",
@@ -81,15 +81,9 @@ def collect_annotations(sources: Sequence[tuple[Mapping[str, Any], str]], ref: R
 def topology_levels(obj: Mapping[str, Any], ref: Ref) -> dict[str, int]:
     """A Kueue ``Topology`` object's levels → tier numbers (see the module docstring)."""
     spec = get_map(obj, "spec", ref, "")
-    raw = get_list(spec, "levels", ref, "spec")
     labels: list[str] = []
-    for i, level in enumerate(raw):
-        path = f"spec.levels[{i}]"
-        if not isinstance(level, Mapping):
-            raise ref.error(path, f"expected a mapping, got {type(level).__name__}")
-        label = get_str(level, "nodeLabel", ref, path)
-        if not label:
-            raise ref.error(f"{path}.nodeLabel", "missing")
+    for level, path in get_mappings(spec, "levels", ref, "spec"):
+        label = require_str(level, "nodeLabel", ref, path)
         if label in labels:
             raise ref.error(f"{path}.nodeLabel", f"level {label!r} is listed twice")
         labels.append(label)
