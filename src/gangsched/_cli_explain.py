@@ -13,7 +13,7 @@ import json
 
 import yaml
 
-from ._cli_schedule import _add_inputs, format_table, load_inputs
+from ._cli_schedule import _add_inputs, add_output_option, format_table, load_inputs
 from .errors import ConfigError
 from .io.k8s import Cluster
 from .scheduler import Explanation, explain
@@ -31,13 +31,7 @@ def add_explain_parser(subparsers: argparse._SubParsersAction) -> None:  # type:
     )
     p.add_argument("task", metavar="TASK", help="task name, or namespace/pod for manifests")
     _add_inputs(p)
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "json", "yaml"),
-        default="table",
-        help="table (default); json / yaml: Explanation.to_dict()",
-    )
+    add_output_option(p, "table (default); json / yaml: Explanation.to_dict()")
     p.set_defaults(handler=run_explain)
 
 

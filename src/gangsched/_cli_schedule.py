@@ -31,6 +31,7 @@ from .scheduler import schedule
 
 __all__ = [
     "add_get_parser",
+    "add_output_option",
     "add_schedule_parser",
     "format_jobs_table",
     "format_placements_table",
@@ -80,6 +81,13 @@ def _add_inputs(p: argparse.ArgumentParser) -> None:
     )
 
 
+def add_output_option(p: argparse.ArgumentParser, help_text: str) -> None:
+    """``-o/--output table|json|yaml`` (default table), as every printing subcommand has it."""
+    p.add_argument(
+        "-o", "--output", choices=("table", "json", "yaml"), default="table", help=help_text
+    )
+
+
 #: ``--placer`` of ``schedule`` and ``get``: how gangs are placed. Without it, only jobs with a
 #: network topology go through a placer (the greedy one) and the others task by task.
 PLACERS = ("greedy", "cpsat", "cpsat-joint")
@@ -120,12 +128,9 @@ def add_schedule_parser(subparsers: argparse._SubParsersAction) -> None:  # type
     )
     _add_inputs(p)
     _add_placer(p)
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "json", "yaml"),
-        default="table",
-        help="table (default); json: the decisions' interchange form; yaml: Kubernetes "
+    add_output_option(
+        p,
+        "table (default); json: the decisions' interchange form; yaml: Kubernetes "
         "objects (Bindings, Evictions, PodGroup and Queue status)",
     )
     p.set_defaults(handler=run_schedule)
@@ -142,12 +147,9 @@ def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ign
     p.add_argument("resource", choices=sorted(_GET_RESOURCES), help="queues or jobs")
     _add_inputs(p)
     _add_placer(p)
-    p.add_argument(
-        "-o",
-        "--output",
-        choices=("table", "json", "yaml"),
-        default="table",
-        help="table (default), or the queues' / jobs' status records of Decisions.to_dict() "
+    add_output_option(
+        p,
+        "table (default), or the queues' / jobs' status records of Decisions.to_dict() "
         "as JSON or YAML, keyed by name",
     )
     p.set_defaults(handler=run_get)
