@@ -104,3 +104,15 @@ def test_demo_writes_only_where_asked_and_notes_go_to_stderr(
     assert "plot skipped" in printed.err and "plot skipped" not in printed.out
     assert "06-FGD" in printed.out and f"tables: {made}/" in printed.out
     assert "ETA" not in printed.err  # stderr is not a terminal here: no progress bar
+
+
+def test_fgd_draws_its_bar_when_asked_and_keeps_stdout_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv(PROGRESS_ENV, "1")
+    argv = ["fgd", "--policy", "fgd", "--seeds", "42-43", "--limit", "150", "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr()
+    assert "fgd: 100%|" in printed.err and "2/2 [" in printed.err and "ETA" in printed.err
+    assert "fgd seed 43: 150 pods" in printed.err
+    assert "ETA" not in printed.out and printed.out.splitlines()[0].endswith(".csv")
