@@ -20,7 +20,9 @@ seconds). Everything runs in this one process on the seeded clusters of
 6. exact placement on irregular clusters (``benchmarks/placement_report.py``): multi-role
    gangs and joint sets of 50 gangs, proven share, p50 / p99, fallbacks, the budget rule;
 7. a long-lived :class:`gangsched.ClusterState` (``benchmarks/state_report.py``): a snapshot
-   and a cycle after 10 changed objects against building from records, and its memory.
+   and a cycle after 10 changed objects against building from records, and its memory;
+8. many distinct task shapes (``benchmarks/templates_report.py``): one full cycle at 5,000
+   nodes with 1,200 distinct pending templates against the floor.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cost_guards
 import placement_report
 import state_report
+import templates_report
 from benchmarks.common import cluster_dict
 from gangsched import Snapshot, schedule
 from gangsched.arrays import build_cluster_arrays
@@ -281,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     placement_report.section(quick)
     print("7. Long-lived cluster state (gangsched.ClusterState)\n")
     state_report.section(quick)
+    print("8. Many distinct task shapes (one template per job)\n")
+    templates_report.section(quick)
     print(f"Total report time {time.perf_counter() - started:.0f} s (times above are CPU times)")
 
 
