@@ -183,7 +183,7 @@ def test_admission_by_preemption_says_so() -> None:
     ssn = open_session(s, ADMIT_PREEMPT)
     EnqueueAction({}).execute(ssn)
     high = s.job_index["high"]
-    assert ssn.job_phase[high] == "Inqueue"
+    assert ssn.job_phase[high] is gs.JobPhase.INQUEUE
     assert ssn.job_reasons[high] == (
         "Enqueued",
         "admitted: 8 GPUs preemptable from lower-priority jobs",

@@ -61,6 +61,7 @@ LAYERS: dict[str, int] = {
     "evaluation": 4,
     "_ledger": 4,
     "gate": 4,
+    "gang": 4,
     "fairshare": 4,
     "actions.*": 5,
     "plugins.*": 5,

@@ -25,13 +25,14 @@ running)`` until a later word replaces it (allocate's explanation when it still 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ..combine import Vote
+from ..gang import is_pipelined, is_ready, role_shortfall
 from ..model import JobPhase
 from ..session import READY_STATES, TaskState
 
@@ -78,28 +79,19 @@ class GangPlugin:
                     f"restoring its minimum ({have} of {int(ssn.job_min[j])} running)",
                 )
 
-    @staticmethod
-    def _roles_ok(ssn: Session, job: int, states: Sequence[int], extra: int = 0) -> str | None:
-        rec = ssn.snapshot.jobs[job]
-        if not rec.min_task_member or rec.min_available < sum(rec.min_task_member.values()):
-            return None
-        for role, need in rec.min_task_member.items():
-            have = ssn.count_states(job, states, role)
-            if have < need:
-                return f"role {role!r}: {have} < {need}"
-        return None
-
     def job_valid(self, ssn: Session, job: int) -> str | None:
         need = int(ssn.job_min[job])
         valid = ssn.count_states(job, VALID_STATES)
         if valid < need:
             return f"not enough valid tasks: {valid} < min_available {need}"
-        role = self._roles_ok(ssn, job, VALID_STATES)
-        return f"not enough valid tasks for {role}" if role else None
+        short = role_shortfall(ssn, job, VALID_STATES)
+        if short is None:
+            return None
+        role, have, need = short
+        return f"not enough valid tasks for role {role!r}: {have} < {need}"
 
     def is_ready(self, ssn: Session, job: int) -> bool:
-        ready = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
-        return ready >= ssn.job_min[job] and self._roles_ok(ssn, job, READY_STATES) is None
+        return is_ready(ssn, job)
 
     def job_ready(self, ssn: Session, job: int) -> bool:
         return self.is_ready(ssn, job)
@@ -118,9 +110,7 @@ class GangPlugin:
         return (-1 if self._was_running(ssn, job) else 0,)
 
     def job_pipelined(self, ssn: Session, job: int) -> Vote:
-        have = ssn.count_states(job, PIPELINED_STATES) + ssn.pending_best_effort(job)
-        ok = have >= ssn.job_min[job] and self._roles_ok(ssn, job, PIPELINED_STATES) is None
-        return Vote.PERMIT if ok else Vote.REJECT
+        return Vote.PERMIT if is_pipelined(ssn, job) else Vote.REJECT
 
     def job_starving(self, ssn: Session, job: int) -> bool:
         return bool(ssn.count_states(job, PIPELINED_STATES) < ssn.job_min[job])
