@@ -8,22 +8,21 @@ valid, starving job (queue order, then job order; the preemptors of ``preempt`` 
 ``reclaim``), a small set of running tasks to *move*: each moved task is evicted (reason
 ``consolidation: moved to node ...``) and, in the same statement, reserved elsewhere (a
 ``Pipelined`` decision for the same task on another node); the gang's claim — the pending
-tasks that bring it to its minimum (``_victims.needed_tasks``) — is reserved on the room the
-moves free. Nothing is lost: every moved task has its new place, so unlike preemption no
+tasks that bring it to its minimum (``_victim_rules.needed_tasks``) — is reserved on the room
+the moves free. Nothing is lost: every moved task has its new place, so unlike preemption no
 priority rule applies. The next cycles bind the reservations as resources free.
 
 Rules (each move set is checked in a trial statement, and only a set that passes all of them
-is committed, all or nothing):
+is committed, all or nothing); the victim rules are :mod:`._victim_rules`'s:
 
-* the preemptor may evict at all (``_victims.policy_refusal``: no ``preemption_policy: Never``
-  task in its claim, its ``preemption_delay`` passed); a claim that fits without moves is left
-  to ``allocate``;
+* the preemptor may evict at all (``policy_refusal``: no ``preemption_policy: Never`` task in
+  its claim, its ``preemption_delay`` passed); a claim that fits without moves is left to
+  ``allocate``;
 * movable tasks are running or bound tasks of other jobs, ``preemptable`` on task and job
-  (``_victims.evictable``), of the queues the ``queues`` argument names (default: all), of jobs
-  without a hard network topology;
-* gangs move whole or keep their minimum: a job gives its surplus (``_victims.spare_tasks``)
-  one task at a time, or all of its running tasks together when it may go whole
-  (``_victims.may_go_whole``);
+  (``evictable``), of the queues the ``queues`` argument names (default: all), of jobs without
+  a hard network topology;
+* gangs move whole or keep their minimum: a job gives its surplus (``spare_tasks``) one task
+  at a time, or all of its running tasks together when it may go whole (``may_go_whole``);
 * at most ``max-moves`` tasks move per cycle (default 8, over all jobs of the cycle);
 * disruption budgets hold (:func:`gangsched.disruption.would_break` is empty, counting the
   evictions made earlier in the cycle);
@@ -61,7 +60,6 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from .. import disruption
 from ..arrays import TaskTemplate, build_templates, template_key
@@ -70,8 +68,9 @@ from ..errors import ConfigError
 from ..model import TopologyMode
 from ..session import TaskState
 from ..statement import OpKind, Statement
-from ..units import PODS
-from . import _victims as v
+from . import _victim_rules as v
+from ._victim_rules import BOOL, I64
+from ._victims import realise_reservations
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -85,9 +84,6 @@ __all__ = [
     "SEARCH_BUDGET",
     "ConsolidateAction",
 ]
-
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 #: Every consolidation eviction's reason starts with this word.
 CONSOLIDATION = "consolidation"
@@ -166,7 +162,7 @@ def _template(ssn: Session, task: int) -> TaskTemplate:
     i = int(ssn.template_of[task])
     if i >= 0:
         return ssn.templates[i]
-    memo: dict[tuple[object, ...], int] = ssn.scratch.setdefault("_move_templates", {})
+    memo = ssn.cache.move_templates
     key = template_key(ssn.snapshot.tasks[task])
     i = memo.get(key, -1)
     if i < 0:
@@ -222,15 +218,10 @@ class ConsolidateAction:
         self.queues = _queue_names(arguments)
 
     def execute(self, ssn: Session) -> None:
-        v.realise_reservations(ssn)
+        realise_reservations(ssn)
         reasons = ssn.preemption_reasons
         left = self.max_moves
-        for j in v._preemptors(ssn):
-            if not ssn.call("job_starving", j):
-                continue
-            claim = v.needed_tasks(ssn, j)
-            if not claim:
-                continue
+        for j, claim in v.claimants(ssn):
             refusal = v.policy_refusal(ssn, j, claim)
             moved = 0
             if refusal is None:
@@ -260,9 +251,7 @@ class _Search:
         self.among: BOOL | None = None
         #: The moved tasks' new nodes, found by a trial and named in the committed reasons.
         self._plan: dict[int, int] = {}
-        total = ssn.arrays.allocatable.sum(axis=0).astype(np.float64)
-        total[ssn.arrays.spec.index(PODS)] = 0.0
-        self.inv_total = np.where(total > 0, 1.0 / np.where(total > 0, total, 1.0), 0.0)
+        self.inv_total = v.inverse_totals(ssn)
 
     # ------------------------------------------------------------------ candidates
 
@@ -346,15 +335,7 @@ class _Search:
         return True
 
     def _pick(self, t: int, exclude: int) -> int | None:
-        ssn = self.ssn
-        ev = ssn.evaluate(_template(ssn, t))
-        mask = ev.ok & ev.fit_future
-        if exclude >= 0:
-            mask = mask.copy()
-            mask[exclude] = False
-        if not mask.any():
-            return None
-        return int(np.argmax(np.where(mask, ev.score, -np.inf)))
+        return v.best_node(self.ssn, _template(self.ssn, t), None, exclude)
 
     def trial(self, units: Sequence[_Unit], *, commit: bool = False) -> _Trial:
         ssn = self.ssn
@@ -380,15 +361,11 @@ class _Search:
             placed = 0
             for t in self.claim:
                 tmpl = ssn.templates[int(ssn.template_of[t])]
-                if not ssn.call("allocatable", self.queue, tmpl):
+                if not ssn.points.allocatable(self.queue, tmpl):
                     break
-                ev = ssn.evaluate(tmpl)
-                mask = ev.ok & ev.fit_future
-                if self.among is not None:
-                    mask = mask & self.among
-                if not mask.any():
+                node = v.best_node(ssn, tmpl, self.among)
+                if node is None:
                     break
-                node = int(np.argmax(np.where(mask, ev.score, -np.inf)))
                 gpus = ssn.choose_gpus(t, node, future=True)
                 if not stmt.admits(t, node, gpus):
                     break
@@ -396,7 +373,7 @@ class _Search:
                 if ssn.task_state[t] != TaskState.PIPELINED:
                     break
                 placed += 1
-            if placed < len(self.claim) or not ssn.call("job_pipelined", self.job):
+            if placed < len(self.claim) or not ssn.points.job_pipelined(self.job):
                 return _Trial(ok=False, placed=placed, where={})
             where: dict[int, int] = {}
             for t in moved:
@@ -423,7 +400,7 @@ class _Search:
         best: tuple[list[_Unit], BOOL | None] | None = None
         why: v.Refusal | None = None
         cands = self.movable()
-        for among in v._domains(ssn, self.job):
+        for among in v.domains(ssn, self.job):
             self.among = among
             if self.trial([]).ok:
                 return 0, ("", "")
