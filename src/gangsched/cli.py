@@ -304,7 +304,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         tune=1.3,
         workers=args.workers,
         limit=args.limit,
-        progress=_progress(""),
+        progress=_progress("runs"),
     )
     write_tables([discrete_tables(r) for r in runs], out)
     ours = read_allo_table(out)
