@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
+from ..errors import ConfigError
 from ..fragmentation import MILLI
 from ._replay_trace import JobState
 
@@ -193,3 +195,16 @@ def collect(self: Engine) -> ReplayResult:
         events=self.n_events,
         cycles=self.n_cycles,
     )
+
+
+def output_dir(path: str | Path) -> Path:
+    """The directory a study writes its tables to, created if missing; a directory that cannot
+    be created is a :class:`~gangsched.errors.ConfigError` naming it."""
+    out = Path(path)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot create: {exc.strerror}", kind="directory", name=str(out)
+        ) from None
+    return out

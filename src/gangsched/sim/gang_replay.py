@@ -55,6 +55,7 @@ from ..model import (
 from ..placement import Placer
 from ..plugins.fgd_scores import typical_pods_argument
 from ..units import CPU, MEMORY
+from ._replay_result import output_dir
 from .openb_trace import MIB, openb_nodes, openb_task
 from .replay import (
     JobState,
@@ -478,13 +479,7 @@ def format_summary(report: GangReport) -> str:
 def write_report(report: GangReport, out_dir: str | Path) -> tuple[Path, Path, Path]:
     """``summary.csv``, ``queue_share.csv`` (per step: time, then allocated and fair share of
     all GPUs per queue, %) and ``jobs.csv`` (per job: queue, arrival, start, end, state)."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot create: {exc.strerror}", kind="directory", name=str(out)
-        ) from None
+    out = output_dir(out_dir)
     r = report.result
     fields = QueueSummary.__slots__
     summary = [",".join(fields)]
