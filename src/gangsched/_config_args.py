@@ -28,6 +28,17 @@ def _err(path: str, detail: str) -> ConfigError:
     return ConfigError(detail, kind="config", field=path)
 
 
+def _known_keys(d: object, keys: Collection[str], *, entry: str, key: str) -> Mapping[str, object]:
+    """``d`` as a mapping whose keys are all in ``keys``: else an error naming the ``entry``
+    expected or the unknown ``key`` (with the closest known one)."""
+    if not isinstance(d, Mapping):
+        raise _err("", f"expected a {entry}, got {type(d).__name__}")
+    for k in d:
+        if k not in keys:
+            raise _err(str(k), f"unknown {key}{_suggest(str(k), keys)}")
+    return d
+
+
 class FrozenArgs(FrozenDict[str, V]):
     """An immutable, hashable mapping with string keys kept in sorted order.
 

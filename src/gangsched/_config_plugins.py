@@ -6,7 +6,16 @@ import warnings
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ._config_args import _EMPTY_ARGS, FrozenArgs, _check_name, _err, _freeze_args, _suggest, _thaw
+from ._config_args import (
+    _EMPTY_ARGS,
+    FrozenArgs,
+    _check_name,
+    _err,
+    _freeze_args,
+    _known_keys,
+    _suggest,
+    _thaw,
+)
 from ._config_names import (
     _GATE,
     _HIERARCHY_KEY,
@@ -109,11 +118,7 @@ class PluginOption:
         """
         if isinstance(d, str):
             return cls(name=_check_name(d, "name", "plugin"))
-        if not isinstance(d, Mapping):
-            raise _err("", f"expected a plugin mapping or name, got {type(d).__name__}")
-        for key in d:
-            if key not in _PLUGIN_KEYS:
-                raise _err(str(key), f"unknown plugin option{_suggest(str(key), _PLUGIN_KEYS)}")
+        d = _known_keys(d, _PLUGIN_KEYS, entry="plugin mapping or name", key="plugin option")
         if "name" not in d:
             raise _err("name", "plugin has no name")
         name = _check_name(d["name"], "name", "plugin")

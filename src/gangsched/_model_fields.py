@@ -6,7 +6,7 @@ the normalised value or raises :class:`~gangsched.errors.SnapshotError` naming a
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ._frozen import FrozenDict
@@ -59,6 +59,14 @@ def _enum(cls: type[E], value: object, *, kind: str, name: str, field: str) -> E
     raise SnapshotError(
         f"unknown value {value!r} (expected one of {allowed})", kind=kind, name=name, field=field
     )
+
+
+def _known(
+    value: object, allowed: Iterable[object], what: str, *, kind: str, name: str, field: str
+) -> None:
+    """Reject a ``value`` not among ``allowed``: ``unknown <what> <value>``."""
+    if value not in allowed:
+        raise SnapshotError(f"unknown {what} {value!r}", kind=kind, name=name, field=field)
 
 
 def _check_name(value: object, kind: str, where: str = "") -> str:

@@ -16,6 +16,7 @@ from ._model_fields import (
     _check_name,
     _enum,
     _int,
+    _known,
     _mapping,
     _nested,
     _or_empty,
@@ -109,17 +110,9 @@ class JobPolicy:
     action: str
 
     def validate(self, *, kind: str, name: str, field: str) -> None:
-        if self.event not in POLICY_EVENTS:
-            raise SnapshotError(
-                f"unknown policy event {self.event!r}", kind=kind, name=name, field=f"{field}.event"
-            )
-        if self.action not in POLICY_ACTIONS:
-            raise SnapshotError(
-                f"unknown policy action {self.action!r}",
-                kind=kind,
-                name=name,
-                field=f"{field}.action",
-            )
+        for attr, allowed in (("event", POLICY_EVENTS), ("action", POLICY_ACTIONS)):
+            value = getattr(self, attr)
+            _known(value, allowed, f"policy {attr}", kind=kind, name=name, field=f"{field}.{attr}")
 
     def to_dict(self) -> dict[str, str]:
         return {"event": self.event, "action": self.action}

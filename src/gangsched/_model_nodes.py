@@ -14,6 +14,7 @@ from ._model_fields import (
     _check_name,
     _enum,
     _int,
+    _known,
     _nested,
     _or_empty,
     _record_mapping,
@@ -45,13 +46,8 @@ class Taint:
                 "a taint needs a non-empty key", kind=kind, name=name, field=f"{field}.key"
             )
         _str(self.value, kind=kind, name=name, field=f"{field}.value")
-        if self.effect not in self._EFFECTS:
-            raise SnapshotError(
-                f"unknown taint effect {self.effect!r}",
-                kind=kind,
-                name=name,
-                field=f"{field}.effect",
-            )
+        where = f"{field}.effect"
+        _known(self.effect, self._EFFECTS, "taint effect", kind=kind, name=name, field=where)
 
     def to_dict(self) -> dict[str, str]:
         return {"key": self.key, "value": self.value, "effect": self.effect}
@@ -70,20 +66,13 @@ class Toleration:
     def validate(self, *, kind: str, name: str, field: str) -> None:
         for attr in ("key", "value", "effect"):
             _str(getattr(self, attr), kind=kind, name=name, field=f"{field}.{attr}")
-        if self.operator not in ("Equal", "Exists"):
-            raise SnapshotError(
-                f"unknown toleration operator {self.operator!r}",
-                kind=kind,
-                name=name,
-                field=f"{field}.operator",
-            )
-        if self.effect not in ("", "NoSchedule", "PreferNoSchedule", "NoExecute"):
-            raise SnapshotError(
-                f"unknown toleration effect {self.effect!r}",
-                kind=kind,
-                name=name,
-                field=f"{field}.effect",
-            )
+        for attr, allowed in (
+            ("operator", ("Equal", "Exists")),
+            ("effect", ("", "NoSchedule", "PreferNoSchedule", "NoExecute")),
+        ):
+            value = getattr(self, attr)
+            where = f"{field}.{attr}"
+            _known(value, allowed, f"toleration {attr}", kind=kind, name=name, field=where)
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:

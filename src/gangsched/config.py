@@ -53,6 +53,7 @@ from ._config_args import (
     _check_name,
     _err,
     _freeze_args,
+    _known_keys,
     _show,
     _suggest,
     _thaw,
@@ -248,11 +249,7 @@ class Config:
         :attr:`ignored_plugins`; with ``strict`` (the argument, or ``strict: true`` in ``d``)
         they are a :class:`ConfigError` naming the plugin, its place and what it would lose.
         """
-        if not isinstance(d, Mapping):
-            raise _err("", f"expected a configuration mapping, got {type(d).__name__}")
-        for key in d:
-            if key not in _TOP_KEYS:
-                raise _err(str(key), f"unknown configuration key{_suggest(str(key), _TOP_KEYS)}")
+        d = _known_keys(d, _TOP_KEYS, entry="configuration mapping", key="configuration key")
         if "actions" not in d:
             raise _err("actions", "no actions configured")
         if d.get("strict") is not None and not isinstance(d.get("strict"), bool):
