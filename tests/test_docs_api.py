@@ -5,10 +5,15 @@ extra) the built page has an entry for every public name."""
 
 from __future__ import annotations
 
+import ast
 import enum
 import importlib
+import importlib.metadata
 import importlib.util
 import inspect
+import re
+import sys
+import tomllib
 from pathlib import Path
 from types import ModuleType
 
@@ -92,3 +97,29 @@ def test_roles_become_links_to_documented_names_and_code_otherwise(
     text: str, module: str, owner: str | None, expected: str
 ) -> None:
     assert _tool().rewrite(f"See {text}.", module, owner) == f"See {expected}."
+
+
+def _names(requirements: list[str]) -> set[str]:
+    return {re.split(r"[<>=\[ ;]", r, maxsplit=1)[0].lower() for r in requirements}
+
+
+def test_the_docs_extra_installs_what_the_documented_testing_modules_import() -> None:
+    """The site build imports every documented module; gangsched.testing's need the test
+    extra's hypothesis, so the docs extra must bring it (make docs failed without it)."""
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    have = _names(meta["dependencies"]) | _names(meta["optional-dependencies"]["docs"])
+    dists = importlib.metadata.packages_distributions()
+    needed: set[str] = set()
+    for path in sorted((ROOT / "src" / "gangsched" / "testing").rglob("*.py")):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:  # module level only
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            for top in tops:
+                if top not in sys.stdlib_module_names and top not in ("gangsched", "__future__"):
+                    needed |= {d.lower() for d in dists.get(top, [top])}
+    assert "hypothesis" in needed
+    assert needed <= have, f"add to the docs extra: {sorted(needed - have)}"
