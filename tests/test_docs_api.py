@@ -99,6 +99,13 @@ def test_roles_become_links_to_documented_names_and_code_otherwise(
     assert _tool().rewrite(f"See {text}.", module, owner) == f"See {expected}."
 
 
+def test_a_literal_block_marker_becomes_a_colon() -> None:
+    text = "Typical use::\n\n    schedule(snapshot)\n\nA ``::`` inside a line stays::"
+    assert _tool().rewrite(text, "gangsched", None) == (
+        "Typical use:\n\n    schedule(snapshot)\n\nA ``::`` inside a line stays::"
+    )
+
+
 def _names(requirements: list[str]) -> set[str]:
     return {re.split(r"[<>=\[ ;]", r, maxsplit=1)[0].lower() for r in requirements}
 

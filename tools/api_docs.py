@@ -48,6 +48,7 @@ API_MODULES = (
 )
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)
+_LITERAL = re.compile(r"(\S)::\n(?=\s*\n)")
 _ROLE = re.compile(r":(?:py:)?(?:class|meth|func|data|attr|mod|exc|obj|const):`([^`]+)`")
 
 
@@ -151,7 +152,9 @@ def resolve(target: str, module: str, owner: str | None) -> str | None:
 
 
 def rewrite(text: str, module: str, owner: str | None) -> str:
-    """``text`` with every Sphinx role made a Markdown cross-reference or plain code."""
+    """``text`` with every Sphinx role made a Markdown cross-reference or plain code, and a
+    paragraph ending in reST's ``::`` (an indented code block follows, which Markdown shows
+    as code too) ending in one colon."""
 
     def one(match: re.Match[str]) -> str:
         written = match.group(1).strip()
@@ -161,7 +164,7 @@ def rewrite(text: str, module: str, owner: str | None) -> str:
         ident = resolve(target, module, owner)
         return f"`{shown}`" if ident is None else f"[`{shown}`][{ident}]"
 
-    return _ROLE.sub(one, text)
+    return _LITERAL.sub(r"\1:\n", _ROLE.sub(one, text))
 
 
 try:
