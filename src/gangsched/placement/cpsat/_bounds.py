@@ -3,11 +3,13 @@ many domains go into one solve."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import numpy.typing as npt
 
 from .._common import GangView, demand_floor
-from ..problem import PlacementProblem
+from ..problem import GangRequest, PlacementProblem
 from ._vars import I64
 
 
@@ -29,20 +31,16 @@ def _domain_bounds(
     free = problem.free if free is None else free
     gpu_free = problem.gpu_free if gpu_free is None else gpu_free
     emp = problem.emptiness[view.index]
-    cap_node = view.q.sum(axis=0)  # replicas a node can take at most
     usable: npt.NDArray[np.bool_] = np.asarray(view.mask.any(axis=0))
     out: list[tuple[int, ...]] = []
     for d in order.tolist():
         nodes = topo.members(tier, int(d))
         nodes = nodes[usable[nodes]]
-        caps = cap_node[nodes]
+        caps, needs = node_rows(problem, view, nodes, free, gpu_free, size)
         lb = [tier]
         for t in range(topo.top_tier, 0, -1):
-            groups = topo.nest_group(t)[nodes]
-            _, inv = np.unique(groups, return_inverse=True)
-            gcap = np.bincount(inv.reshape(-1), weights=caps).astype(np.int64)
-            lb.append(_fewest_to_cover([(0, int(c)) for c in gcap], size))
-        n_lb = max(_fewest_to_cover([(0, int(c)) for c in caps], size), min_nodes)
+            lb.append(_fewest_rows(_group_sums(caps, topo.nest_group(t)[nodes]), needs))
+        n_lb = max(_fewest_rows(caps, needs), min_nodes)
         waste = int(np.sort(emp[nodes])[:n_lb].sum())  # the emptiest-free n_lb nodes
         if n_lb == 2 and view.gang.n_templates > 1 and 2 <= nodes.size <= 64:
             n_lb, waste = _pair_bound(problem, view, nodes, free, gpu_free)
@@ -50,6 +48,113 @@ def _domain_bounds(
         lb.append(waste)
         out.append(tuple(lb))
     return out
+
+
+def node_rows(
+    problem: PlacementProblem,
+    view: GangView,
+    nodes: npt.NDArray[np.intp],
+    free: I64,
+    gpu_free: I64,
+    size: int,
+) -> tuple[I64, list[int]]:
+    """What every placement of the gang on (a subset of) ``nodes`` must cover, as rows
+    over the nodes with the amount each row needs: the replicas a node can take (``size``),
+    each template with a forced count alone (that count), and each resource and the GPU
+    devices with the gang's demand floor (:func:`demand_floor`). Any set of nodes holding a
+    placement reaches every row's need."""
+    forced = forced_counts(view.gang)
+    f_t = np.flatnonzero(forced > 0).tolist()
+    q = np.where(view.mask[:, nodes], view.q[:, nodes], 0)
+    rows = [q.sum(axis=0), *(q[t] for t in f_t)]
+    needs = [size, *(int(forced[t]) for t in f_t)]
+    if view.gang.n_templates > 1 and nodes.size:
+        sel = np.zeros(problem.n_nodes, dtype=np.bool_)
+        sel[nodes] = True
+        res, gpu = demand_floor(view, np.zeros(problem.n_nodes, dtype=np.int64), 1, sel)
+        for r in np.flatnonzero(res > 0).tolist():
+            rows.append(np.clip(free[nodes, r], 0, None))
+            needs.append(int(res[r]))
+        if int(gpu[0]) > 0:
+            rows.append(np.clip(gpu_free[nodes], 0, None).sum(axis=1))
+            needs.append(int(gpu[0]))
+    return np.stack(rows).astype(np.int64), needs
+
+
+def forced_counts(gang: GangRequest) -> I64:
+    """``(n_templates,)`` replicas of each template every placement holds: its minimum, or
+    what the other templates cannot make up for."""
+    assert gang.min_counts is not None
+    out: I64 = np.maximum(gang.min_counts, gang.size - (int(gang.counts.sum()) - gang.counts))
+    return out
+
+
+def _group_sums(caps: I64, groups: I64) -> I64:
+    """``(rows, groups)`` sums of the columns of ``caps`` per group id (``groups``, one per
+    column)."""
+    _, inv = np.unique(groups, return_inverse=True)
+    inv = inv.reshape(-1)
+    out = np.zeros((caps.shape[0], int(inv.max(initial=-1)) + 1), dtype=np.int64)
+    np.add.at(out.T, inv, caps.T)
+    return out
+
+
+def _fewest_rows(caps: I64, needs: list[int]) -> int:
+    """The most, over the rows of ``caps`` ``(rows, items)``, of the fewest items whose row
+    values reach that row's need — a lower bound on the items a placement uses (0 when
+    some row cannot reach its need)."""
+    best = 0
+    for row, need in zip(caps, needs, strict=True):
+        k = _fewest_to_cover([(0, int(c)) for c in row], need)
+        if k == 0:
+            return 0
+        best = max(best, k)
+    return best
+
+
+def _fewest_in_domains(per_domain: list[tuple[I64, list[int]]]) -> int:
+    """The least, over domains given as ``(caps, needs)``, of :func:`_fewest_rows`: a lower
+    bound on the items a placement inside one of them uses (0 when no domain reaches its
+    needs)."""
+    best = 0
+    for caps, needs in per_domain:
+        k = _fewest_rows(caps, needs)
+        if k and (best == 0 or k < best):
+            best = k
+    return best
+
+
+#: Largest need a row of :func:`waste_bound` is solved at (larger ones are scaled down).
+WASTE_SCALE = 1024
+
+
+def waste_bound(caps: I64, needs: list[int], emp: I64, n: int) -> int:
+    """A lower bound on the summed emptiness of exactly ``n`` of the items (nodes) when they
+    must reach every row's need (``caps`` ``(rows, items)``, see :func:`node_rows`): per row
+    the least emptiness of ``n`` items whose values reach the need (a knapsack with a
+    cardinality, by dynamic programming over the items), the most over the rows. A row with
+    a large need is solved on values divided by their common divisor, or by a larger unit
+    (values rounded up, the need down: a relaxation). ``2**62`` when no ``n`` items reach
+    some row."""
+    inf = np.int64(2**62)
+    if n <= 0 or n > caps.shape[1]:
+        return int(inf) if n > caps.shape[1] else 0
+    best = 0
+    for row, need in zip(caps, needs, strict=True):
+        cap = np.clip(row, 0, None)
+        unit = math.gcd(need, *cap.tolist()) or 1  # exact when the values share a unit
+        if need // unit > WASTE_SCALE:
+            unit = need // WASTE_SCALE
+        cap = -(-cap // unit)
+        want = need // unit
+        f = np.full((n + 1, want + 1), inf, dtype=np.int64)
+        f[0, 0] = 0
+        cols = np.arange(want + 1)
+        for a, e in zip(cap.tolist(), emp.tolist(), strict=True):
+            prev = f[:-1, np.maximum(cols - a, 0)]
+            f[1:] = np.minimum(f[1:], np.minimum(prev + e, inf))
+        best = max(best, int(f[n, want]))
+    return best
 
 
 def _pair_bound(
@@ -72,6 +177,10 @@ def _pair_bound(
     )
     need = np.append(res[cols], gpu[0])
     ok = ((room[:, None, :] + room[None, :, :]) >= need).all(axis=2)
+    forced = forced_counts(view.gang)
+    for t in np.flatnonzero(forced > 0).tolist():  # each forced template fits the pair
+        q = view.q[t, nodes]
+        ok &= (q[:, None] + q[None, :]) >= forced[t]
     ok &= np.triu(np.ones((nodes.size, nodes.size), dtype=np.bool_), k=1)
     emp = problem.emptiness[view.index][nodes]
     if ok.any():
@@ -94,8 +203,9 @@ def _chunk_size(
     max_domains: int,
 ) -> int:
     """How many of the ranked domains go into the next solve: at least ``max_domains``, and
-    more while their usable nodes × templates stay within :data:`CHUNK_CELLS`."""
-    if tier == 0 or len(rank) <= max_domains:
+    for a one-template gang more while their usable nodes stay within :data:`CHUNK_CELLS`."""
+    if tier == 0 or len(rank) <= max_domains or view.gang.n_templates > 1:
+        # several templates: small solves, so that the bounds prune the domains between them
         return min(max_domains, len(rank))
     groups = problem.topology.domain_of[tier - 1]
     usable = view.mask.any(axis=0) & (groups >= 0)

@@ -9,7 +9,7 @@ from ortools.sat.python import cp_model
 
 from .._common import GangView
 from ..problem import GangPlacement, PlacementProblem, slice_groups
-from ._bounds import _fewest_to_cover
+from ._bounds import _fewest_in_domains, _group_sums, node_rows, waste_bound
 from ._vars import I64, _Cell, _collapse, _Units, _Vars
 
 
@@ -112,6 +112,16 @@ def _build_single(
         units = _collapse(keys, nodes)
     else:
         units = _Units(rep=nodes, members=[nodes[i : i + 1] for i in range(nodes.size)])
+    # what every placement must cover, per candidate domain (see ``node_rows``)
+    all_nodes = np.concatenate(units.members) if units.size else np.zeros(0, dtype=np.intp)
+    m_dom = dom_of[all_nodes]
+    rows_of = {
+        d: (
+            all_nodes[m_dom == d],
+            *node_rows(problem, view, all_nodes[m_dom == d], free, gpu_free, gang.size),
+        )
+        for d in np.unique(m_dom).tolist()
+    }
     model = cp_model.CpModel()
     vs = _Vars()
     # domain choice at the span tier
@@ -170,14 +180,9 @@ def _build_single(
             model.add(sum(c.var for c in cells) <= sum(c.ub for c in cells) * zs[gid])
         # redundant lower bound: inside any one candidate domain, the fewest tier-t domains
         # whose summed capacity reaches the gang size
-        caps = {gid: sum(c.ub for c in cells) for gid, cells in per_group.items()}
-        lb = _fewest_to_cover(
-            [
-                (int(dom_of[units.rep[vs_cells[0].u]]), cap)
-                for gid, cap in caps.items()
-                for vs_cells in [per_group[gid]]
-            ],
-            gang.size,
+        # (and every row of ``node_rows`` summed per group)
+        lb = _fewest_in_domains(
+            [(_group_sums(caps, groups[nd]), needs) for nd, caps, needs in rows_of.values()]
         )
         if lb > 0:
             model.add(sum(zs.values()) >= lb)
@@ -195,11 +200,8 @@ def _build_single(
             model.add(sum(cvars) == gang.slice_size * k_e)
     dev_nodes = _capacity_constraints(model, problem, [view], [units], vs, free, gpu_free)
     n_bound = int(min(gang.size, sum(units.mult(u) for u in range(units.size))))
-    node_caps: list[tuple[int, int]] = []
-    for u in range(units.size):
-        per_node = sum(int(view.q[t, units.rep[u]]) for t in range(n_t))
-        node_caps.extend([(int(dom_of[units.rep[u]]), per_node)] * units.mult(u))
-    lb_nodes = _fewest_to_cover(node_caps, gang.size)
+    mults = np.array([units.mult(u) for u in range(units.size)], dtype=np.intp)
+    lb_nodes = _fewest_in_domains([(caps, needs) for _, caps, needs in rows_of.values()])
     if lb_nodes > 0 and tier > 0:
         lb_nodes = max(lb_nodes, min_nodes)
     if lb_nodes > 0:
@@ -212,9 +214,16 @@ def _build_single(
     vs.level_lbs.append(max(lb_nodes, 0))
     vs.level_terms.append([(vs.used[(0, u)], int(emp[units.rep[u]])) for u in range(units.size)])
     vs.level_lbs.append(0)
-    vs.emp_sorted = np.sort(
-        np.repeat(emp[units.rep], [units.mult(u) for u in range(units.size)])
-    ).astype(np.int64)
+    if n_t > 1:
+
+        def waste_lb(n: int) -> int:
+            return min(waste_bound(caps, needs, emp[nd], n) for nd, caps, needs in rows_of.values())
+
+        vs.waste_lb = waste_lb
+    # the emptiness of the nodes that can take a replica (a unit without cells stays unused)
+    hosts = np.zeros(units.size, dtype=np.bool_)
+    hosts[[c.u for c in vs.cells]] = True
+    vs.emp_sorted = np.sort(np.repeat(emp[units.rep][hosts], mults[hosts])).astype(np.int64)
     if level_lbs is not None:  # exact optima of the chunk's domains (see ``_exact``)
         for i, ((expr, _), lb) in enumerate(zip(levels, level_lbs, strict=True)):
             if lb > 0:

@@ -26,6 +26,7 @@ from ._bounds import _chunk_size, _domain_bounds, _level_bounds
 from ._budget import _Budget
 from ._extract import _extract
 from ._model import _build_single
+from ._roles import dominant, lex_max, role_hint
 from ._vars import I64, _hint_values, _HintValues, _lex_objective, _log, _rehint, _Vars
 
 
@@ -125,15 +126,25 @@ class _Search:
         best: tuple[Any, int, float] | None = None
         hint_ok: bool | None = None  # the hint verified as a solution of the model
         n_fixed: int | None = None  # the node level's optimum, once known
+        # a lexicographic lower bound holds for a level while every level before it is at
+        # the bound's value
+        cond = vs.cond_lbs
         for i, (expr, _bound) in enumerate(levels):
             hint = _hint_values(model)
             terms = vs.level_terms[i] if i < len(vs.level_terms) else None
             lb = vs.level_lbs[i] if terms is not None else 0
             if i == len(levels) - 1 and vs.emp_sorted is not None and n_fixed is not None:
                 lb = max(lb, int(vs.emp_sorted[:n_fixed].sum()))
+            if cond is not None and terms is not None:
+                lb = max(lb, cond[i])
             h: int | None = None
             if terms is not None and all(v.index in hint for v, _ in terms):
                 h = sum(c * hint[v.index] for v, c in terms)
+            last = i == len(levels) - 1
+            if last and n_fixed is not None and vs.waste_lb is not None and (h is None or h > lb):
+                w_lb = vs.waste_lb(n_fixed)  # a knapsack bound, computed when needed
+                if w_lb < 2**61:  # (no n_fixed nodes reaching the needs: cannot happen)
+                    lb = max(lb, w_lb)
             if h is not None and h <= lb:
                 # the hint reaches this level's lower bound: the level is closed by the
                 # bound, no search (once the hint is known to be a solution)
@@ -143,13 +154,19 @@ class _Search:
                     model.add(expr <= h)
                     if i == len(levels) - 2:
                         n_fixed = h
+                    if cond is not None and h != cond[i]:
+                        cond = None
                     best = (_HintValues(hint), int(cp_model.OPTIMAL), 0.0)
                     continue
+            if (cond is not None and cond[i] > 0) or (last and lb > 0):
+                model.add(expr >= lb)  # valid: every earlier level is at its optimum
             model.minimize(expr)
             solver, st = self._solve(model, budget)
             if st == cp_model.OPTIMAL:
                 val = round(solver.objective_value)
                 model.add(expr <= val)
+                if cond is not None and val != cond[i]:
+                    cond = None
                 if i == len(levels) - 2:
                     n_fixed = val
                 _rehint(model, vs, solver)
@@ -220,10 +237,15 @@ class _Search:
             known = self._known_optimum(problem, view, gi, tier, order, free, gpu_free)
             bounds: list[tuple[int, ...]]
             exact_hint: GangPlacement | None
+            alt: GangPlacement | None = None  # a hint better than greedy's, unproven
             if known is not None:
-                order, bounds, exact_hint = known
+                order, bounds, exact_hint, proven = known
                 if order.size == 0:
                     continue  # proven: nothing fits in one domain of this tier
+                if not proven:
+                    alt, exact_hint = exact_hint, None
+                    if alt is not None and tier == g_span and greedy.objective <= alt.objective:
+                        alt = None
             else:
                 # past tier 0 no single node holds the gang: at least two nodes
                 bounds = _domain_bounds(
@@ -238,7 +260,9 @@ class _Search:
                 )
                 exact_hint = None
             rank = sorted(range(order.size), key=lambda i: (bounds[i], i))
-            if exact_hint is None and tier == g_span and greedy.domain >= 0:
+            if alt is not None:
+                rank = sorted(rank, key=lambda i: int(order[i]) != alt.domain)
+            elif exact_hint is None and tier == g_span and greedy.domain >= 0:
                 rank = sorted(rank, key=lambda i: int(order[i]) != greedy.domain)
             best: GangPlacement | None = None
             best_st, best_gap = Status.OPTIMAL, 0.0
@@ -264,11 +288,17 @@ class _Search:
                     take = _chunk_size(problem, view, tier, order, rank, self.max_domains)
                     chunk_idx, rank = rank[:take], rank[take:]
                     hint = greedy if (tier == g_span and first and exact_hint is None) else None
+                    if alt is not None and first:
+                        hint = alt
                 chunk = order[chunk_idx]
                 first = False
                 model, vs, units, dev_nodes, levels = _build_single(
                     problem, view, tier, chunk, free, gpu_free, hint, lbs, 2 if tier > 0 else 1
                 )
+                if lbs is None and tier > 0 and len(levels) == tier + 1:
+                    # the chunk's least bound: a lexicographic bound on its placements
+                    low = min(bounds[i] for i in chunk_idx)
+                    vs.cond_lbs = _level_bounds(low, problem.topology.top_tier)
                 solver, st, gap = self._solve_levels(model, vs, levels, budget)
                 if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
                     recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
@@ -364,7 +394,7 @@ class _Search:
         order: npt.NDArray[np.intp],
         free: I64,
         gpu_free: I64,
-    ) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement] | None:
+    ) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement | None, bool] | None:
         """Exact per-domain optima by the tree knapsack (:mod:`._exact`) when the gang is in
         its scope: the domains that can hold the gang, their optima, and an optimal placement
         in the best one (the hint). ``None`` when out of scope, or if the reconstructed
@@ -373,12 +403,12 @@ class _Search:
             return None
         found = _exact.exact_bounds(problem, view, tier, order)
         if found is None:
-            return None
+            return self._role_optimum(problem, view, tier, order, free, gpu_free)
         keep = [i for i, o in enumerate(found.objective) if o is not None]
         bounds = [o for o in found.objective if o is not None]
         order = order[keep]
         if not keep:
-            return order, [], GangPlacement(gang=view.gang.name, placed=False)
+            return order, [], GangPlacement(gang=view.gang.name, placed=False), True
         best = min(range(len(keep)), key=lambda i: (bounds[i], i))
         dom = int(order[best])
         per_node = (
@@ -394,4 +424,43 @@ class _Search:
             _log.warning("knapsack optimum %s not reached by %s", bounds[best], hint.objective)
             return None
         del free, gpu_free
-        return order, bounds, hint
+        return order, bounds, hint, True
+
+    def _role_optimum(
+        self,
+        problem: PlacementProblem,
+        view: GangView,
+        tier: int,
+        order: npt.NDArray[np.intp],
+        free: I64,
+        gpu_free: I64,
+    ) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement | None, bool] | None:
+        """For a multi-role gang (see :mod:`._roles`): the candidate domains that can hold
+        the dominant role, a lower bound per domain (the dominant role's exact optimum, or the
+        plain bound where that is higher), a hint in the best domain and whether the hint
+        reaches that domain's bound (then it is optimal at this tier). ``None`` when out of
+        scope."""
+        dom = dominant(view)
+        if dom is None or tier == 0:
+            return None
+        t_dom, sub = dom
+        found = _exact.exact_bounds(problem, sub, tier, order)
+        if found is None:
+            return None
+        keep = [i for i, o in enumerate(found.objective) if o is not None]
+        order = order[keep]
+        if not keep:  # proven: no domain of this tier holds even the dominant role
+            return order, [], None, False
+        plain = _domain_bounds(
+            problem, view, tier, order, view.gang.size, 2, free=free, gpu_free=gpu_free
+        )
+        exact = [o for o in found.objective if o is not None]
+        bounds = [lex_max(e, b) for e, b in zip(exact, plain, strict=True)]
+        best = min(range(len(keep)), key=lambda i: (bounds[i], i))
+        hint = role_hint(problem, view, t_dom, sub, tier, int(order[best]), free, gpu_free)
+        if hint is None:
+            return order, bounds, None, False
+        if hint.objective < bounds[best]:
+            _log.warning("role bound %s above the placement %s", bounds[best], hint.objective)
+            return None
+        return order, bounds, hint, hint.objective == bounds[best]

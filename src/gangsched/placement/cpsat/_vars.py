@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +43,11 @@ class _Vars:
     level_terms: list[list[tuple[cp_model.IntVar, int]]] = field(default_factory=list)
     level_lbs: list[int] = field(default_factory=list)
     emp_sorted: I64 | None = None
+    # per level, a lower bound that holds while every earlier level is at its bound's value
+    # (a lexicographic lower bound of the model's placements); ``None``: none
+    cond_lbs: list[int] | None = None
+    # a lower bound on the emptiness level once the node count is known (``None``: none)
+    waste_lb: Callable[[int], int] | None = None
 
 
 class _HintValues:
