@@ -49,7 +49,6 @@ from dataclasses import dataclass, field
 
 from ._config_args import (
     _EMPTY_ARGS,
-    FrozenArgs,
     _check_name,
     _err,
     _freeze_args,
@@ -57,12 +56,13 @@ from ._config_args import (
     _show,
     _suggest,
     _thaw,
-    arg_bool,
-    arg_float,
-    arg_int,
-    arg_str,
-    check_arguments,
 )
+from ._config_args import FrozenArgs as FrozenArgs
+from ._config_args import arg_bool as arg_bool
+from ._config_args import arg_float as arg_float
+from ._config_args import arg_int as arg_int
+from ._config_args import arg_str as arg_str
+from ._config_args import check_arguments as check_arguments
 from ._config_names import (
     _FLAG_OF_SWITCH,
     _HIERARCHY_KEY,
