@@ -1,0 +1,316 @@
+"""The victim rules, pinned one boundary at a time, so that every mutant of them fails here.
+
+``tools/mutate_victims.py`` flips each comparison of each victim rule, removes each guard and
+each rule, and runs these tests (first) with the rest of the preemption tests; every test here
+kills at least one mutant the scenario tests let live. Most ask the rule function itself on
+an open session (exact answers, no search in between); the rest run a cycle where the rule is
+an action's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import gangsched as gs
+from _preemption_helpers import PREEMPT, config, job, node, pending, running
+from gangsched.actions import _victim_rules as rules
+from gangsched.config import Config
+from gangsched.scheduler import open_session
+from gangsched.session import Session
+
+
+def _session(
+    jobs: list[dict[str, Any]],
+    tasks: list[dict[str, Any]],
+    *,
+    nodes: int = 1,
+    queues: list[dict[str, Any]] | None = None,
+    budgets: list[dict[str, Any]] | None = None,
+    cfg: Config = PREEMPT,
+) -> Session:
+    raw: dict[str, Any] = {
+        "nodes": [node(f"n{i}") for i in range(nodes)],
+        "queues": queues or [{"name": "default"}],
+        "jobs": jobs,
+        "tasks": tasks,
+    }
+    if budgets:
+        raw["disruption_budgets"] = budgets
+    return open_session(gs.Snapshot.from_dict(raw), cfg)
+
+
+def _j(ssn: Session, name: str) -> int:
+    return ssn.snapshot.job_index[name]
+
+
+def _t(ssn: Session, *names: str) -> list[int]:
+    return [ssn.snapshot.task_index[n] for n in names]
+
+
+def _names(ssn: Session, tasks: Any) -> list[str]:
+    return [ssn.snapshot.tasks[int(t)].name for t in tasks]
+
+
+def _roles(name: str, spec: str, phase: str = "Pending") -> list[dict[str, Any]]:
+    """Tasks ``<name>-<role>-<i>`` from ``"a2 b1"``: two of role a, one of role b (1 GPU each;
+    running ones on n0 with distinct devices, n1 once n0 is full)."""
+    out: list[dict[str, Any]] = []
+    for part in spec.split():
+        role, count = part[0], int(part[1:])
+        for i in range(count):
+            t: dict[str, Any] = {
+                "name": f"{name}-{role}-{i}",
+                "job": name,
+                "role": role,
+                "request": {"cpu": 1, "nvidia.com/gpu": 1},
+                "phase": phase,
+            }
+            out.append(t)
+    if phase != "Pending":
+        for k, t in enumerate(out):
+            t.update(node=f"n{k // 4}", gpu_indices=[k % 4])
+    return out
+
+
+# ------------------------------------------------------------------------------ the claim
+
+
+def test_the_claim_is_the_first_pending_tasks_up_to_the_minimum() -> None:
+    ssn = _session(
+        [job("j", 3, phase="Running")], running("j", [("n0", [0])]) + pending("j", 4, start=1)
+    )
+    assert _names(ssn, rules.needed_tasks(ssn, _j(ssn, "j"))) == ["j-1", "j-2"]
+
+
+def test_no_claim_when_the_pending_tasks_cannot_reach_the_minimum() -> None:
+    ssn = _session(
+        [job("j", 4, phase="Running")], running("j", [("n0", [0])]) + pending("j", 2, start=1)
+    )
+    assert rules.needed_tasks(ssn, _j(ssn, "j")) == []
+
+
+def test_pending_best_effort_tasks_count_toward_the_minimum_but_are_never_claimed() -> None:
+    best_effort = {"name": "j-9", "job": "j", "request": {}}
+    ssn = _session(
+        [job("j", 3, phase="Running")],
+        [*running("j", [("n0", [0])]), best_effort, *pending("j", 2, start=1)],
+    )
+    # ready 1 + pending best-effort 1 → one more task is needed, and it is not the best-effort
+    assert _names(ssn, rules.needed_tasks(ssn, _j(ssn, "j"))) == ["j-1"]
+
+
+def test_a_minimum_met_with_best_effort_tasks_claims_nothing_even_for_a_short_role() -> None:
+    best_effort = {"name": "j-a-9", "job": "j", "role": "a", "request": {}}
+    ssn = _session(
+        [job("j", 2, phase="Running", min_task_member={"a": 1, "b": 1})],
+        [*_roles("j", "a1", "Running"), best_effort, *_roles("j", "b1")],
+    )
+    assert rules.needed_tasks(ssn, _j(ssn, "j")) == []
+
+
+def test_role_minimums_choose_the_claim_when_they_add_up_to_the_minimum() -> None:
+    ssn = _session(
+        [job("j", 3, min_task_member={"a": 1, "b": 2}, phase="Inqueue")], _roles("j", "a2 b3")
+    )
+    assert _names(ssn, rules.needed_tasks(ssn, _j(ssn, "j"))) == ["j-a-0", "j-b-0", "j-b-1"]
+
+
+def test_role_minimums_above_the_job_minimum_are_ignored_by_the_claim() -> None:
+    ssn = _session(
+        [job("j", 1, min_task_member={"a": 1, "b": 1}, phase="Inqueue")], _roles("j", "a1 b1")
+    )
+    assert _names(ssn, rules.needed_tasks(ssn, _j(ssn, "j"))) == ["j-a-0"]
+
+
+def test_a_role_with_exactly_enough_pending_tasks_is_claimed_whole() -> None:
+    ssn = _session(
+        [job("j", 3, min_task_member={"a": 1, "b": 2}, phase="Inqueue")], _roles("j", "a1 b2")
+    )
+    assert _names(ssn, rules.needed_tasks(ssn, _j(ssn, "j"))) == ["j-a-0", "j-b-0", "j-b-1"]
+
+
+def test_a_role_short_of_pending_tasks_leaves_no_claim() -> None:
+    ssn = _session(
+        [job("j", 3, min_task_member={"a": 1, "b": 2}, phase="Inqueue")], _roles("j", "a2 b1")
+    )
+    assert rules.needed_tasks(ssn, _j(ssn, "j")) == []
+
+
+# ------------------------------------------------------------------------------ preemptable
+
+
+def test_evictable_needs_preemptable_on_the_task_and_on_its_job() -> None:
+    tasks = running("a", [("n0", [0]), ("n0", [1])]) + running("b", [("n0", [2])])
+    tasks[1]["preemptable"] = False
+    ssn = _session([job("a", 1), job("b", 1, preemptable=False)], tasks)
+    got = rules.evictable(ssn, np.array(_t(ssn, "a-0", "a-1", "b-0"), dtype=np.int64))
+    assert got.tolist() == [True, False, False]
+
+
+# ------------------------------------------------------------------------------ who may evict
+
+
+def test_a_job_whose_age_equals_its_delay_may_evict() -> None:
+    ssn = _session([job("j", 1, phase="Inqueue", age=30, preemption_delay=30)], pending("j", 1))
+    assert rules.policy_refusal(ssn, _j(ssn, "j")) is None
+
+
+def test_a_job_younger_than_its_delay_may_not_evict() -> None:
+    ssn = _session([job("j", 1, phase="Inqueue", age=29, preemption_delay=30)], pending("j", 1))
+    why = rules.policy_refusal(ssn, _j(ssn, "j"))
+    assert why is not None and why[0] == rules.PREEMPTION_DELAYED and "1s left" in why[1]
+
+
+def test_only_a_never_task_inside_the_claim_stops_eviction() -> None:
+    tasks = pending("j", 2)
+    tasks[0]["preemption_policy"] = "Never"
+    ssn = _session([job("j", 1, phase="Inqueue")], tasks)
+    j = _j(ssn, "j")
+    # the default claim is j-0 (Never); a claim of j-1 alone may evict
+    why = rules.policy_refusal(ssn, j)
+    assert why is not None and why[0] == rules.POLICY_NEVER
+    assert rules.policy_refusal(ssn, j, _t(ssn, "j-1")) is None
+
+
+# ------------------------------------------------------------------------------ priority
+
+
+def _priority_case(**preemptor: Any) -> Session:
+    queues = [{"name": "default"}, {"name": "other"}]
+    jobs = [
+        job("p", 2, priority=5, **preemptor),
+        job("lower", 1, priority=4),
+        job("equal", 1, priority=5),
+        job("foreign", 1, priority=1, queue="other"),
+        job("guarded", 1, priority=1, preemptable=False),
+        job("leaving", 1, priority=1),
+    ]
+    tasks = (
+        running("p", [("n0", [0])])
+        + pending("p", 1, start=1)
+        + running("lower", [("n0", [1])])
+        + running("equal", [("n0", [2])])
+        + running("foreign", [("n0", [3])])
+        + running("guarded", [("n1", [0])])
+        + running("leaving", [("n1", [1])], phase="Releasing")
+    )
+    return _session(jobs, tasks, nodes=2, queues=queues)
+
+
+def test_preempt_candidates_are_lower_priority_tasks_of_other_jobs_of_the_same_queue() -> None:
+    ssn = _priority_case()
+    cands, why = rules.preempt_candidates(ssn, _j(ssn, "p"))
+    assert (_names(ssn, cands), why) == (["lower-0"], None)
+
+
+def test_preempt_candidates_of_a_delayed_job_are_none() -> None:
+    ssn = _priority_case(age=0, preemption_delay=10)
+    cands, why = rules.preempt_candidates(ssn, _j(ssn, "p"))
+    assert cands.size == 0 and why is not None and why[0] == rules.PREEMPTION_DELAYED
+
+
+def test_preempt_candidates_say_which_rule_left_none() -> None:
+    def refusal(jobs: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> str:
+        ssn = _session([job("p", 1, priority=5, phase="Inqueue"), *jobs], tasks + pending("p", 1))
+        cands, why = rules.preempt_candidates(ssn, _j(ssn, "p"))
+        assert cands.size == 0 and why is not None
+        return why[0]
+
+    assert refusal([], []) == rules.NO_VICTIMS
+    assert refusal([job("e", 1, priority=5)], running("e", [("n0", [0])])) == (
+        rules.NO_LOWER_PRIORITY
+    )
+    guarded = [job("g", 1, priority=1, preemptable=False)]
+    assert refusal(guarded, running("g", [("n0", [0])])) == rules.NOT_PREEMPTABLE
+
+
+# ------------------------------------------------------------------------------ gang surplus
+
+
+def test_surplus_is_taken_in_the_given_order_up_to_ready_minus_minimum() -> None:
+    ssn = _session([job("j", 2)], running("j", [("n0", [i]) for i in range(4)]))
+    order = _t(ssn, "j-3", "j-1", "j-0", "j-2")
+    assert _names(ssn, rules.spare_tasks(ssn, _j(ssn, "j"), order)) == ["j-3", "j-1"]
+
+
+def test_surplus_skips_a_role_at_its_minimum() -> None:
+    ssn = _session([job("j", 3, min_task_member={"a": 1, "b": 2})], _roles("j", "a2 b2", "Running"))
+    order = _t(ssn, "j-b-0", "j-a-0", "j-a-1")
+    assert _names(ssn, rules.spare_tasks(ssn, _j(ssn, "j"), order)) == ["j-a-0"]
+
+
+def test_surplus_ignores_role_minimums_above_the_job_minimum() -> None:
+    ssn = _session([job("j", 1, min_task_member={"a": 1, "b": 1})], _roles("j", "a1 b1", "Running"))
+    order = _t(ssn, "j-b-0", "j-a-0")
+    assert _names(ssn, rules.spare_tasks(ssn, _j(ssn, "j"), order)) == ["j-b-0"]
+
+
+# ------------------------------------------------------------------------------ whole job
+
+
+def test_a_job_goes_whole_only_with_every_running_task_and_nothing_fresh() -> None:
+    ssn = _session([job("j", 2)], running("j", [("n0", [0]), ("n0", [1])]))
+    j = _j(ssn, "j")
+    assert rules.may_go_whole(ssn, j, _t(ssn, "j-0", "j-1"))
+    assert not rules.may_go_whole(ssn, j, _t(ssn, "j-0"))
+
+
+def test_a_job_holding_a_reservation_never_goes_whole() -> None:
+    tasks = running("j", [("n0", [0]), ("n0", [1])]) + running("j", [("n0", [2])])
+    tasks[2].update(name="j-2", phase="Pipelined")
+    ssn = _session([job("j", 2)], tasks)
+    assert not rules.may_go_whole(ssn, _j(ssn, "j"), _t(ssn, "j-0", "j-1"))
+
+
+def test_gang_allowed_keeps_jobs_with_a_surplus_or_that_may_go_whole() -> None:
+    jobs = [job("spare", 1), job("at-min", 2), job("whole", 2)]
+    tasks = (
+        running("spare", [("n0", [0]), ("n0", [1])])
+        + running("at-min", [("n0", [2]), ("n0", [3])])
+        + running("whole", [("n1", [0]), ("n1", [1])])
+    )
+    ssn = _session(jobs, tasks, nodes=2)
+    cands = np.array(_t(ssn, "spare-0", "at-min-0", "whole-0", "whole-1"), dtype=np.int64)
+    assert _names(ssn, rules.gang_allowed(ssn, cands)) == ["spare-0", "whole-0", "whole-1"]
+
+
+# ------------------------------------------------------------------------------ preemptors
+
+
+def _preemptor_case(cfg: Config) -> Session:
+    queues = [{"name": "default"}, {"name": "second"}]
+    jobs = [
+        job("pending-phase", 1, phase="Pending"),
+        job("low", 1, phase="Inqueue", priority=1),
+        job("high", 1, phase="Inqueue", priority=9),
+        job("later-queue", 1, phase="Inqueue", priority=9, queue="second"),
+        job("fed", 1),
+        job("nothing-pending", 2),
+        job("invalid", 5, phase="Inqueue"),
+    ]
+    tasks = (
+        pending("pending-phase", 1)
+        + pending("low", 1)
+        + pending("high", 1)
+        + pending("later-queue", 1)
+        + running("fed", [("n0", [0])])
+        + pending("fed", 1, start=1)
+        + running("nothing-pending", [("n0", [1])])
+        + pending("invalid", 1)
+    )
+    return _session(jobs, tasks, queues=queues, cfg=cfg)
+
+
+def test_preemptors_are_starving_valid_jobs_with_pending_tasks_in_queue_then_job_order() -> None:
+    ssn = _preemptor_case(PREEMPT)
+    got = [ssn.snapshot.jobs[j].name for j in rules.preemptors(ssn)]
+    # queue "second" holds nothing, so it comes first; then priority within a queue
+    assert got == ["later-queue", "high", "low"]
+
+
+def test_without_enqueue_a_pending_job_is_a_preemptor_too() -> None:
+    ssn = _preemptor_case(config("allocate", "preempt"))
+    got = [ssn.snapshot.jobs[j].name for j in rules.preemptors(ssn)]
+    assert got == ["later-queue", "high", "low", "pending-phase"]
