@@ -41,7 +41,14 @@ from ..model import QueueState
 from ..snapshot import Snapshot
 from ..units import PODS
 from ._reference_rules import _Rules
+from ._reference_state import DEFAULT_CPU as DEFAULT_CPU
+from ._reference_state import DEFAULT_MEMORY as DEFAULT_MEMORY
+from ._reference_state import EPS as EPS
+from ._reference_state import HOLDING as HOLDING
+from ._reference_state import NO_LIMIT as NO_LIMIT
 from ._reference_state import READY, RESERVED, VALID
+from ._reference_state import SLACK as SLACK
+from ._reference_state import SUPPORTED as SUPPORTED
 
 __all__ = ["schedule"]
 

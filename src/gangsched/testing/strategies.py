@@ -65,6 +65,7 @@ from ._strategies_records import (
     spellings,
     tasks,
 )
+from ._strategies_records import Quantity as Quantity
 
 __all__ = [
     "EXTENDED_RESOURCE",
