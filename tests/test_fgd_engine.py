@@ -71,14 +71,14 @@ def test_fgd_cache_scores_each_shape_state_pair_once(monkeypatch: pytest.MonkeyP
     rows_asked: list[int] = []
     real = fgd_engine.fgd_rows
 
-    def counting(rows, *args):  # type: ignore[no-untyped-def]
+    def counting(rows, *args, **kwargs):  # type: ignore[no-untyped-def]
         rows_asked.append(len(rows))
-        return real(rows, *args)
+        return real(rows, *args, **kwargs)
 
     monkeypatch.setattr(fgd_engine, "fgd_rows", counting)
     cache = fgd_engine._FgdCache()
     pod = PodRequest(cpu_milli=4000, memory=0, num_gpu=1, gpu_milli=500)
-    key = (4000, 1, 500)
+    key = (4000, 1, 500, 0)
     first, _ = cache.scores(arrays, pod, key)
     assert rows_asked == [arrays.n_states]  # one node per distinct state, not one per node
     assert arrays.n_states < arrays.n // 10

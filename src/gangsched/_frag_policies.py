@@ -162,8 +162,12 @@ def score_gpu_packing(feasible: B, pod: PodRequest, gpu_free: I64, gpu_count: I6
     return NodeScores(score=np.where(feasible, raw, -np.inf), share_gpu=share)
 
 
+def _sigmoid_exact(delta: F64) -> F64:
+    return np.asarray(1.0 / (1.0 + np.exp(-(delta / 1000.0))) * float(MAX_NODE_SCORE))
+
+
 def _sigmoid_score(delta: F64) -> F64:
-    return np.trunc(1.0 / (1.0 + np.exp(-(delta / 1000.0))) * float(MAX_NODE_SCORE))
+    return np.trunc(_sigmoid_exact(delta))
 
 
 def fgd_rows(
@@ -175,11 +179,15 @@ def fgd_rows(
     typical: TypicalPods,
     terms: FragTerms,
     frag: F64,
+    *,
+    exact: bool = False,
 ) -> tuple[F64, I64]:
     """FGD's score and shared device on ``rows`` (``terms`` and ``frag``: every node's current
     :class:`FragTerms` and ``F_n``). Each row is computed on its own: a row's value does not
     depend on which other rows are asked with it. Rows where the pod does not fit get a value
-    that means nothing (a shared pod without a device with room: ``-inf``)."""
+    that means nothing (a shared pod without a device with room: ``-inf``). ``exact``: the
+    sigmoid score before truncation."""
+    sig = _sigmoid_exact if exact else _sigmoid_score
     access = typical.access(model_idx[rows])  # (k, m)
     fits, small, idle = terms.fits_count[rows], terms.small_sum[rows], terms.idle[rows]
     cpu_after = free_cpu[rows] - pod.cpu_milli
@@ -195,14 +203,14 @@ def fgd_rows(
         idle2 = np.broadcast_to((idle - pod.gpu_milli)[:, None], g.shape)
         cpu2 = np.broadcast_to(cpu_after[:, None], g.shape)
         after = _fragment(cpu2, fits2, small2, idle2, access[:, None, :], typical)  # (k, G)
-        dev_score = np.where(room, _sigmoid_score(before[:, None] - after), -np.inf)
+        dev_score = np.where(room, sig(before[:, None] - after), -np.inf)
         best = np.argmax(dev_score, axis=1).astype(np.int64)
         return np.asarray(dev_score[np.arange(len(rows)), best], dtype=np.float64), best
     k = pod.num_gpu
     # Whole devices: k fully free devices (g = 1000) drop to 0.
     fits2 = fits - k * (tm <= MILLI) + k * (tm <= 0)
     after = _fragment(cpu_after, fits2, small, idle - k * MILLI, access, typical)
-    return _sigmoid_score(before - after), np.full(len(rows), -1, dtype=np.int64)
+    return sig(before - after), np.full(len(rows), -1, dtype=np.int64)
 
 
 def score_fgd(

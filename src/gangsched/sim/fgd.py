@@ -43,6 +43,7 @@ from ..errors import ConfigError
 from ..fragmentation import MILLI, POLICIES, TypicalPods, typical_pods
 from ..io.openb import NodeTable, PodTable
 from .fgd_engine import place_sequence
+from .fgd_variants import VARIANTS, make_variant
 from .gorand import GoRand
 
 __all__ = [
@@ -74,7 +75,20 @@ POLICY_IDS: dict[str, str] = {
     "fgd": "06-FGD",
 }
 #: Table ids of the policies that are not the paper's.
-EXTRA_POLICY_IDS: dict[str, str] = {"fgd-pack": "07-FGD-Pack"}
+EXTRA_POLICY_IDS: dict[str, str] = {
+    "fgd-pack": "07-FGD-Pack",
+    "fgd-cpu": "08-FGD-CPU",
+    "fgd-exact": "09-FGD-Exact",
+    "fgd-future": "10-FGD-Future",
+}
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in POLICIES and policy not in VARIANTS:
+        names = ", ".join([*POLICIES, *VARIANTS])
+        raise ConfigError(f"unknown policy; expected one of {names}", kind="policy", name=policy)
+
+
 BUCKETS = 131  # arrived 0..130 %
 TABLE_FILES = (
     "analysis_allo_discrete.csv",
@@ -267,10 +281,7 @@ def run_one(
     packings of :mod:`gangsched.quality` place a re-ordered copy of one run's arrivals this way.
     The seed still drives the ``random`` policy.
     """
-    if policy not in POLICIES:
-        raise ConfigError(
-            f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=policy
-        )
+    _check_policy(policy)
     source = make_source(rng, seed)
     total_gpus = nodes.total_gpus
     if order is None:
@@ -288,7 +299,8 @@ def run_one(
     if limit is not None:
         order = order[:limit]
     typical = _build_typical(pods, nodes)
-    placed = place_sequence(nodes, pods, policy, order, rank, source, typical)
+    scorer = make_variant(policy, nodes, pods) if policy in VARIANTS else policy
+    placed = place_sequence(nodes, pods, scorer, order, rank, source, typical)
     return RunResult(
         workload=workload if workload is not None else Path(pods.source).stem,
         policy=policy,
@@ -457,10 +469,7 @@ def run_grid(
     to find or start Ray, see :mod:`gangsched.sim.ray_engine`); the results are the same.
     """
     for p in policies:
-        if p not in POLICIES:
-            raise ConfigError(
-                f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=p
-            )
+        _check_policy(p)
     check_tune(tune)
     if workers < 1:
         raise ConfigError("must be at least 1", kind="option", name="--workers")

@@ -98,6 +98,7 @@ class ClusterArrays:
         self._states: dict[tuple[int, ...], int] = {}
         self.state: I64 = np.array([self._state_of(i) for i in range(n)], dtype=np.int64)
         self._allowed: dict[int, B] = {}
+        self.rank: I64 | None = None  # the tie order of the run, when it has one
         self._tm_col: I64 = typical.gpu_milli[:, None]
         n_models = int(self.model_idx.max()) + 1 if n else 0
         self._access: B = typical.access(np.arange(n_models, dtype=np.int64))
@@ -175,20 +176,24 @@ class ClusterArrays:
 #: A fast scorer: (arrays, pod, shape key, feasible, rng) -> scores. The shared device it
 #: returns is used only on the chosen node, so a scorer may leave it -1 and let
 #: :func:`_device` pick the tightest device there.
-FastScorer = Callable[["ClusterArrays", PodRequest, tuple[int, int, int], B, IntSource], NodeScores]
+FastScorer = Callable[
+    ["ClusterArrays", PodRequest, tuple[int, int, int, int], B, IntSource], NodeScores
+]
 
 
 class _FgdCache:
     """FGD's scores per (pod shape, node state), computed once each (see the module doc)."""
 
-    def __init__(self) -> None:
-        self.tables: dict[tuple[int, int, int], tuple[F64, I64]] = {}
+    def __init__(self, *, exact: bool = False) -> None:
+        self.tables: dict[tuple[int, int, int, int], tuple[F64, I64]] = {}
+        self.exact = exact  # fgd_rows' untruncated score
 
     def scores(
-        self, c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int]
+        self, c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int]
     ) -> tuple[F64, I64]:
         """``(score, share)`` ``(n_nodes,)`` of every node (whether the pod fits or not)."""
         need = c.n_states
+        key = (*key[:3], 0)  # the score does not depend on the accepted models
         tab = self.tables.get(key)
         if tab is None or tab[0].shape[0] < need:
             size = max(need, 2 * (tab[0].shape[0] if tab is not None else 0), 64)
@@ -205,7 +210,15 @@ class _FgdCache:
             states, first = np.unique(c.state[missing], return_index=True)
             reps = np.flatnonzero(missing)[first]
             s_new, d_new = fgd_rows(
-                reps, pod, c.free_cpu, c.gpu_free, c.model_idx, c.typical, c.terms, c.frag
+                reps,
+                pod,
+                c.free_cpu,
+                c.gpu_free,
+                c.model_idx,
+                c.typical,
+                c.terms,
+                c.frag,
+                exact=self.exact,
             )
             score[states] = s_new
             share[states] = d_new
@@ -230,19 +243,19 @@ def _no_share(n: int) -> I64:
 
 
 def _fast_dotprod(
-    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
 ) -> NodeScores:
     return NodeScores(_masked(np.trunc(dotprod_raw(pod, c.free_cpu, c.idle)), f), _no_share(c.n))
 
 
 def _fast_bestfit(
-    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
 ) -> NodeScores:
     return NodeScores(_masked(np.trunc(bestfit_raw(pod, c.free_cpu, c.idle)), f), _no_share(c.n))
 
 
 def _fast_clustering(
-    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
 ) -> NodeScores:
     tag = pod.affinity
     if tag < 0:
@@ -252,7 +265,7 @@ def _fast_clustering(
 
 
 def _fast_packing(
-    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
 ) -> NodeScores:
     if pod.num_gpu == 0:
         return NodeScores(_masked(np.zeros(c.n), f), _no_share(c.n))
@@ -265,7 +278,7 @@ def _fast_packing(
 
 
 def _fast_random(
-    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+    c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
 ) -> NodeScores:
     return POLICIES["random"](c.view(), pod, f, rng)
 
@@ -274,7 +287,7 @@ def _fgd_scorer(tie: Callable[[ClusterArrays, PodRequest], F64] | None = None) -
     cache = _FgdCache()
 
     def run(
-        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
     ) -> NodeScores:
         vals, share = cache.scores(c, pod, key)
         score = _masked(vals, f)
@@ -310,7 +323,7 @@ def _kernel_scorer(policy: str) -> FastScorer:
     fn = POLICIES[policy]
 
     def run(
-        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int], f: B, rng: IntSource
+        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
     ) -> NodeScores:
         return fn(c.view(), pod, f, rng)
 
@@ -358,6 +371,7 @@ def place_sequence(
     else:
         scorer = policy
     c = ClusterArrays(nodes, typical)
+    c.rank = rank
     k = len(order)
     arrived = np.zeros(k + 1, dtype=np.int64)
     used = np.zeros(k + 1, dtype=np.int64)
@@ -367,7 +381,7 @@ def place_sequence(
     idle_rec[0] = c.idle_total
     placement = np.full(k, -1, dtype=np.int64)
     dev_mask = np.zeros(k, dtype=np.int64)
-    requests: dict[int, tuple[PodRequest, int, tuple[int, int, int]]] = {}
+    requests: dict[int, tuple[PodRequest, int, tuple[int, int, int, int]]] = {}
     spec_allowed = pods.spec_allowed(nodes.models)
     arrived_now = used_now = failed = 0
     for step, pod_idx in enumerate(order.tolist()):
@@ -381,7 +395,11 @@ def place_sequence(
                 gpu_milli=int(pods.gpu_milli[pod_idx]),
                 allowed_models=None if spec == 0 and not pods.specs[0] else spec_allowed[spec],
             )
-            entry = requests[pod_idx] = (req, spec, (req.cpu_milli, req.num_gpu, req.gpu_milli))
+            entry = requests[pod_idx] = (
+                req,
+                spec,
+                (req.cpu_milli, req.num_gpu, req.gpu_milli, spec),
+            )
         req, spec, key = entry
         arrived_now += req.total_gpu_milli
         feasible = c.fits(req, spec)

@@ -1,0 +1,178 @@
+"""Attempts to beat FGD under the study's online protocol (one pod at a time, never moved).
+
+Theory of operation
+-------------------
+Each variant is FGD (:mod:`gangsched.sim.fgd_engine`'s cached scores) with one change. None is
+a paper policy; each is measured in ``docs/fgd.md`` against gangsched's FGD on the same seeds.
+
+``fgd-cpu``
+    CPU-aware ties. FGD's integer scores tie often (a CPU-only pod scores 50 on most nodes) and
+    the renamed-node order decides. Here, among equal FGD scores, the pod goes to the node with
+    the largest *CPU surplus* left: free CPU minus the CPU its idle GPU will need, at the
+    typical GPU pods' CPU per GPU. A node that keeps GPUs but not the CPU to use them is what
+    strands GPU; this steers CPU away from such nodes.
+``fgd-exact``
+    The score before truncation: ``100 * sigmoid(delta / 1000)`` without the ``trunc``, so the
+    smallest fragment growth wins outright instead of tying with every node within one point.
+``fgd-future``
+    Fragmentation against the pods still to come. Every ``REFRESH`` pods the typical pods are
+    re-derived from the workload's shapes minus those already seen (the study's first pass
+    through the workload is a permutation of it; when fewer than 5 % of it remain, the whole
+    workload's shapes again, as the tuning clones are drawn from it), and every node's fragment
+    is recomputed against them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from ..fragmentation import (
+    MILLI,
+    FragTerms,
+    IntSource,
+    NodeScores,
+    PodRequest,
+    TypicalPods,
+    fragment_terms,
+    node_fragment_from_terms,
+    typical_pods,
+)
+from ..io.openb import NodeTable, PodTable
+from .fgd_engine import ClusterArrays, FastScorer, _FgdCache
+
+__all__ = ["REFRESH", "VARIANTS", "make_variant"]
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+B = npt.NDArray[np.bool_]
+
+#: Millicores of CPU surplus (either sign) over which ``fgd-cpu``'s tie term ranges.
+CPU_SPAN = 128_000
+#: Whether ``fgd-cpu``'s tie rule applies to GPU pods too (measured worse; off).
+ALL_PODS = False
+#: Pods between two re-derivations of the typical pods (``fgd-future``).
+REFRESH = 256
+
+
+def _cpu_ties(nodes: NodeTable, pods: PodTable) -> FastScorer:
+    cache = _FgdCache()
+    typ = _typical_of(nodes, pods)
+    gpu_pods = typ.num_gpu > 0
+    # CPU a typical GPU pod brings per whole GPU it asks for (millicores per 1000 milli-GPU)
+    per_gpu = float(
+        (typ.prob * typ.cpu_milli)[gpu_pods].sum()
+        / max(float((typ.prob * typ.num_gpu * typ.gpu_milli)[gpu_pods].sum()) / MILLI, 1e-9)
+    )
+
+    def run(
+        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
+    ) -> NodeScores:
+        vals, share = cache.scores(c, pod, key)
+        score = np.where(f, vals, -np.inf)
+        if pod.num_gpu > 0 and not ALL_PODS:
+            return NodeScores(score, share)
+        # CPU left beyond what the node's idle GPU will need: the most surplus wins a tie
+        idle_after = c.idle - pod.total_gpu_milli
+        surplus = (c.free_cpu - pod.cpu_milli) - idle_after / MILLI * per_gpu
+        tie = 0.999 * (np.clip(surplus, -CPU_SPAN, CPU_SPAN) + CPU_SPAN) / (2 * CPU_SPAN + 1)
+        return NodeScores(np.where(f, score + tie, score), share)
+
+    return run
+
+
+def _typical_of(nodes: NodeTable, pods: PodTable) -> TypicalPods:
+    return typical_pods(
+        np.asarray(pods.cpu_milli),
+        np.asarray(pods.num_gpu),
+        np.asarray(pods.gpu_milli),
+        np.asarray(pods.spec_idx),
+        pods.spec_allowed(nodes.models),
+    )
+
+
+def _exact(nodes: NodeTable, pods: PodTable) -> FastScorer:
+    cache = _FgdCache(exact=True)
+
+    def run(
+        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
+    ) -> NodeScores:
+        vals, share = cache.scores(c, pod, key)
+        return NodeScores(np.where(f, vals, -np.inf), share)
+
+    return run
+
+
+def _remaining_typical(
+    pods: PodTable, nodes: NodeTable, seen: dict[tuple[int, int, int, int], int]
+) -> TypicalPods:
+    keys = list(
+        zip(
+            pods.cpu_milli.tolist(),
+            pods.num_gpu.tolist(),
+            pods.gpu_milli.tolist(),
+            pods.spec_idx.tolist(),
+            strict=True,
+        )
+    )
+    left: dict[tuple[int, int, int, int], int] = {}
+    for k in keys:
+        left[k] = left.get(k, 0) + 1
+    for k, n in seen.items():
+        if k in left:
+            left[k] = max(0, left[k] - n)
+    total = sum(left.values())
+    if total < 0.05 * len(keys):
+        left = {}
+        for k in keys:
+            left[k] = left.get(k, 0) + 1
+    shapes = sorted(k for k, n in left.items() if n > 0)
+    counts = np.array([left[k] for k in shapes], dtype=np.int64)
+    arr = np.repeat(np.array(shapes, dtype=np.int64).reshape(-1, 4), counts, axis=0)
+    return typical_pods(arr[:, 0], arr[:, 1], arr[:, 2], arr[:, 3], pods.spec_allowed(nodes.models))
+
+
+def _retarget(c: ClusterArrays, typical: TypicalPods) -> None:
+    terms = fragment_terms(c.gpu_free, typical)
+    c.typical = typical
+    c.terms = FragTerms(fits_count=terms.fits_count, small_sum=terms.small_sum, idle=c.idle)
+    c.frag[:] = node_fragment_from_terms(c.free_cpu, c.model_idx, c.terms, typical)
+    c._tm_col = typical.gpu_milli[:, None]
+    n_models = c._access.shape[0]
+    c._access = typical.access(np.arange(n_models, dtype=np.int64))
+
+
+def _future(nodes: NodeTable, pods: PodTable) -> FastScorer:
+    state = {"cache": _FgdCache(), "calls": 0}
+    seen: dict[tuple[int, int, int, int], int] = {}
+
+    def run(
+        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
+    ) -> NodeScores:
+        calls = int(state["calls"])  # type: ignore[call-overload]
+        if calls and calls % REFRESH == 0:
+            _retarget(c, _remaining_typical(pods, nodes, seen))
+            state["cache"] = _FgdCache()
+        state["calls"] = calls + 1
+        seen[key] = seen.get(key, 0) + 1
+        cache = state["cache"]
+        assert isinstance(cache, _FgdCache)
+        vals, share = cache.scores(c, pod, key)
+        return NodeScores(np.where(f, vals, -np.inf), share)
+
+    return run
+
+
+#: The variants by name: each builds a fresh scorer for one run from the workload.
+VARIANTS: dict[str, Callable[[NodeTable, PodTable], FastScorer]] = {
+    "fgd-cpu": _cpu_ties,
+    "fgd-exact": _exact,
+    "fgd-future": _future,
+}
+
+
+def make_variant(name: str, nodes: NodeTable, pods: PodTable) -> FastScorer:
+    """A fresh scorer of variant ``name`` for one run."""
+    return VARIANTS[name](nodes, pods)
