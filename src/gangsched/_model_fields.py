@@ -295,21 +295,17 @@ def _nested(
 
 
 def _by_role(
-    value: object,
-    what: str,
-    convert: Callable[[object, str], R],
-    *,
-    kind: str,
-    name: str,
-    field: str,
+    job: Any, attr: str, what: str, convert: Callable[[object, str], R]
 ) -> FrozenDict[str, R]:
-    """A mapping of role (a string) to ``what``, each value converted at ``field.<role>``."""
+    """A job's mapping of role (a string) to ``what`` in field ``attr``, each value converted
+    at ``attr.<role>``."""
+    value, name = getattr(job, attr), job.name
     if not isinstance(value, Mapping):
         raise SnapshotError(
-            f"expected a mapping of role to {what}", kind=kind, name=name, field=field
+            f"expected a mapping of role to {what}", kind="job", name=name, field=attr
         )
     out: dict[str, R] = {}
     for role, item in value.items():
-        _str(role, kind=kind, name=name, field=field)
-        out[role] = convert(item, f"{field}.{role}")
+        _str(role, kind="job", name=name, field=attr)
+        out[role] = convert(item, f"{attr}.{role}")
     return FrozenDict(out)

@@ -159,15 +159,14 @@ class Job:
             "min_available",
             _int(self.min_available, kind="job", name=name, field="min_available", minimum=0),
         )
-        members = _by_role(
-            self.min_task_member,
-            "count",
-            lambda n, where: _int(n, kind="job", name=name, field=where, minimum=0),
-            kind="job",
-            name=name,
-            field="min_task_member",
-        )
-        _set(self, "min_task_member", members)
+
+        def count(n: object, where: str) -> int:
+            return _int(n, kind="job", name=name, field=where, minimum=0)
+
+        def policy_list(items: object, where: str) -> tuple[JobPolicy, ...]:
+            return _records(items, JobPolicy, kind="job", name=name, field=where)
+
+        _set(self, "min_task_member", _by_role(self, "min_task_member", "count", count))
         _set(self, "priority", _int(self.priority, kind="job", name=name, field="priority"))
         _bool(self.preemptable, kind="job", name=name, field="preemptable")
         _set(self, "phase", _enum(JobPhase, self.phase, kind="job", name=name, field="phase"))
@@ -199,15 +198,7 @@ class Job:
             "creation",
             _int(self.creation, kind="job", name=name, field="creation", minimum=0),
         )
-        by_role = _by_role(
-            self.role_policies,
-            "policies",
-            lambda items, where: _records(items, JobPolicy, kind="job", name=name, field=where),
-            kind="job",
-            name=name,
-            field="role_policies",
-        )
-        _set(self, "role_policies", by_role)
+        _set(self, "role_policies", _by_role(self, "role_policies", "policies", policy_list))
         _set(self, "age", _int(self.age, kind="job", name=name, field="age", minimum=0))
         _set(
             self,
