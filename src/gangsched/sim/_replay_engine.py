@@ -15,7 +15,6 @@ from ..errors import ConfigError, PlacementError
 from ..feasibility import queue_gpu_charge
 from ..fragmentation import MILLI, fragment_terms, node_fragment_from_terms
 from ..model import Job, JobPhase, Task, TaskPhase
-from ..scheduler import schedule
 from ..snapshot import Snapshot
 from ..state import ClusterState
 from ..units import CPU, MEMORY
@@ -400,8 +399,10 @@ class Engine:
     def cycle(self, time: float) -> None:
         self.n_cycles += 1
         self.dirty = False
-        out = schedule(
-            self.snapshot(), self.opts.config, placer=self.opts.placer, registry=self.opts.registry
+        # Through the state, so that what one cycle computed and still holds (its snapshot,
+        # its arrays, what the session lends the next one) serves the next.
+        out = self.state.schedule(
+            self.opts.config, placer=self.opts.placer, registry=self.opts.registry
         )
         self.apply(out, time)
 

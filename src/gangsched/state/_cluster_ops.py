@@ -12,14 +12,13 @@ from .._record_checks import (
     queue_cycle_error,
     queue_depth_error,
 )
-from ..errors import SnapshotError
 from ..model import (
     HyperNode,
     Node,
     Queue,
 )
 from ..snapshot import Snapshot
-from ._core import StateCore, check_new, check_type, known, node_gpu
+from ._core import StateCore, check_new, check_type, known, node_gpu, unreferenced
 
 
 class ClusterOps(StateCore):
@@ -67,9 +66,7 @@ class ClusterOps(StateCore):
         self._node(name)
         self._check_unlisted(name)
         held = self._node_tasks[name]
-        if held:
-            task = next(iter(held))
-            raise SnapshotError(f"unknown node {name!r}", kind="task", name=task, field="node")
+        unreferenced(held, f"unknown node {name!r}", "task", "node")
         old = self._nodes.pop(name)
         self._totals["node"].move(name, old.allocatable, None, node_gpu(old), 0, commit=True)
         del self._node_tasks[name]
@@ -80,14 +77,7 @@ class ClusterOps(StateCore):
 
     def _check_unlisted(self, name: str) -> None:
         """No hypernode lists ``name`` (else removing it breaks the hypernode's members)."""
-        owners = self._owners.get(name)
-        if owners:
-            raise SnapshotError(
-                f"unknown member {name!r}",
-                kind="hypernode",
-                name=next(iter(owners)),
-                field="members",
-            )
+        unreferenced(self._owners.get(name), f"unknown member {name!r}", "hypernode", "members")
 
     def _node(self, name: str) -> Node:
         return known(self._nodes, "node", name)
@@ -187,19 +177,8 @@ class ClusterOps(StateCore):
     def remove_queue(self, name: str) -> None:
         """Remove a queue no job and no child queue names."""
         old = self._queue(name)
-        children = self._children.get(name)
-        if children:
-            raise SnapshotError(
-                f"unknown parent queue {name!r}",
-                kind="queue",
-                name=next(iter(children)),
-                field="parent",
-            )
-        jobs = self._queue_jobs[name]
-        if jobs:
-            raise SnapshotError(
-                f"unknown queue {name!r}", kind="job", name=next(iter(jobs)), field="queue"
-            )
+        unreferenced(self._children.get(name), f"unknown parent queue {name!r}", "queue", "parent")
+        unreferenced(self._queue_jobs[name], f"unknown queue {name!r}", "job", "queue")
         self._queue_totals(name, old, None, commit=True)
         del self._queues[name]
         del self._queue_jobs[name]

@@ -34,6 +34,13 @@ def check_new(record: Any, cls: type[Any], kind: str, store: Mapping[str, Any]) 
         raise SnapshotError("already in the state", kind=kind, name=record.name, field="name")
 
 
+def unreferenced(refs: Mapping[str, None] | None, what: str, kind: str, field: str) -> None:
+    """No record names the one about to go (``refs``: those that do), else the error the
+    snapshot without it raises at the first of them: ``what``, on that ``kind`` and ``field``."""
+    if refs:
+        raise SnapshotError(what, kind=kind, name=next(iter(refs)), field=field)
+
+
 def check_type(record: object, cls: type[Any], kind: str) -> None:
     if not isinstance(record, cls):
         raise SnapshotError(

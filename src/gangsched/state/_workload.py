@@ -24,7 +24,7 @@ from ..model import (
     Task,
     TaskPhase,
 )
-from ._core import StateCore, check_new, check_type, known, task_gpu
+from ._core import StateCore, check_new, check_type, known, task_gpu, unreferenced
 
 _JOB_PHASES = {p.value: p for p in JobPhase}
 
@@ -67,10 +67,8 @@ class WorkloadOps(StateCore):
         """Remove a job; its tasks must be gone already unless ``with_tasks``."""
         old = self._job(name)
         tasks = self._job_tasks[name]
-        if tasks and not with_tasks:
-            raise SnapshotError(
-                f"unknown job {name!r}", kind="task", name=next(iter(tasks)), field="job"
-            )
+        if not with_tasks:
+            unreferenced(tasks, f"unknown job {name!r}", "task", "job")
         self._check_unbudgeted("job", name)
         for t in tasks:
             self._check_unbudgeted("task", t)
