@@ -47,11 +47,9 @@ from ._k8s_records import (
     TASK_SPEC_LABEL,
     JobDraft,
     JobOrigin,
-    PodOrigin,
-    TaskDraft,
     qualify,
 )
-from ._k8s_workloads import WorkloadReader
+from ._k8s_workloads import WorkloadReader, task_draft
 
 __all__ = ["PodReader"]
 
@@ -210,22 +208,8 @@ class PodReader(WorkloadReader):
                 raise ref.error(
                     path, f"expected comma-separated GPU indices, got {text!r}"
                 ) from None
-        self._add_task(
-            TaskDraft(
-                ref=ref,
-                path="",
-                kwargs=kwargs,
-                origin=PodOrigin(
-                    namespace=ref.namespace,
-                    name=ref.name,
-                    job=job,
-                    role=role,
-                    index=index,
-                    created=True,
-                ),
-                labels=labels,
-            )
-        )
+        draft = task_draft(ref, "", kwargs, labels, ref.name, job, role, index, created=True)
+        self._add_task(draft)
 
     def _pod_job(self, meta: Mapping[str, Any], ref: Ref) -> str | None:
         labels = get_str_map(meta, "labels", ref, "metadata")

@@ -219,23 +219,11 @@ class WorkloadReader:
         out = []
         for idx in range(replicas):
             pod = f"{ref.name}-{role}-{idx}"
+            kwargs = self._task_kwargs(
+                qualify(ref.namespace, pod), job, role, info, priority, preempt
+            )
             out.append(
-                TaskDraft(
-                    ref=ref,
-                    path=path,
-                    kwargs=self._task_kwargs(
-                        qualify(ref.namespace, pod), job, role, info, priority, preempt
-                    ),
-                    origin=PodOrigin(
-                        namespace=ref.namespace,
-                        name=pod,
-                        job=job,
-                        role=role,
-                        index=idx,
-                        created=False,
-                    ),
-                    labels=info.labels,
-                )
+                task_draft(ref, path, kwargs, info.labels, pod, job, role, idx, created=False)
             )
         return out
 
@@ -472,3 +460,23 @@ def _pytorch_port(spec: Mapping[str, Any], default: int) -> int:
                 if isinstance(port, int) and not isinstance(port, bool):
                     return port
     return default
+
+
+def task_draft(
+    ref: Ref,
+    path: str,
+    kwargs: dict[str, Any],
+    labels: Mapping[str, str],
+    pod: str,
+    job: str,
+    role: str,
+    index: int,
+    *,
+    created: bool,
+) -> TaskDraft:
+    """The draft of pod ``pod`` (in ``ref``'s namespace) of role ``role`` of ``job``:
+    ``created`` when the pod exists, else a replica the job's controller would create."""
+    origin = PodOrigin(
+        namespace=ref.namespace, name=pod, job=job, role=role, index=index, created=created
+    )
+    return TaskDraft(ref=ref, path=path, kwargs=kwargs, origin=origin, labels=labels)
