@@ -116,3 +116,14 @@ def test_fgd_draws_its_bar_when_asked_and_keeps_stdout_clean(
     assert "fgd: 100%|" in printed.err and "2/2 [" in printed.err and "ETA" in printed.err
     assert "fgd seed 43: 150 pods" in printed.err
     assert "ETA" not in printed.out and printed.out.splitlines()[0].endswith(".csv")
+
+
+def test_a_missing_tqdm_means_no_bar_not_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # makes `from tqdm import tqdm` fail
+    stream = _Terminal()
+    bar = Progress(stream)
+    bar.step(1, 2)
+    bar.step(2, 2)
+    assert stream.getvalue() == "" and not bar.enabled

@@ -98,6 +98,8 @@ class Progress:
             bar.update(max(0, min(done, total) - bar.n))
             if done >= total:
                 self.close()
+        except ImportError:
+            self._on = False  # tqdm removed from the environment: no bar, the work goes on
         except (OSError, ValueError):
             self._on = False  # a stderr that cannot be written is given up on quietly
 
