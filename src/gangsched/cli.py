@@ -212,8 +212,8 @@ def _print_limits(args: argparse.Namespace, cmp: Any, names: tuple[str, ...]) ->
             bar.step(i, len(seeds), f"seed {seed}")
     finally:
         bar.close()
-    bound = [f.bound.bound_unallocated_pct for f in figures]
-    offline = [f.offline.unallocated_pct for f in figures if f.offline is not None]
+    bound = [f.bound_unallocated_pct for f in figures]
+    offline = [f.offline_unallocated_pct for f in figures]
     print(format_limits(cmp, args.arrived, bound, offline, seeds))
 
 
@@ -319,8 +319,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         try:
             for i, pct in enumerate(LIMIT_POINTS, 1):
                 fig = limit_figures(nodes, pods, seeds[:1], pct)[0]
-                off = fig.offline.unallocated_pct if fig.offline is not None else math.nan
-                limits.append((pct, fig.bound.bound_unallocated_pct, off))
+                limits.append((pct, fig.bound_unallocated_pct, fig.offline_unallocated_pct))
                 bar.step(i, len(LIMIT_POINTS), f"{pct}% arrived")
         finally:
             bar.close()

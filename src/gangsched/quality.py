@@ -46,6 +46,7 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,9 @@ import numpy.typing as npt
 from .errors import ConfigError
 from .fragmentation import MILLI
 from .io.openb import NodeTable, PodTable
+
+if TYPE_CHECKING:
+    from .sim.fgd_limit import ConfigLimit
 
 __all__ = [
     "ARRANGEMENTS",
@@ -452,12 +456,29 @@ def offline_packing(
 
 @dataclass(frozen=True, slots=True)
 class LimitFigure:
-    """The limit of one seed's arrival sequence at one arrived %."""
+    """The limit of one seed's arrival sequence at one arrived %: the aggregate bound, the greedy
+    offline packing and, when computed, the per-node configuration bound and MILP packing of
+    :mod:`gangsched.sim.fgd_limit`."""
 
     seed: int
     arrived_pct: int
     bound: GpuBound
     offline: OfflinePacking | None
+    config: ConfigLimit | None = None
+
+    @property
+    def bound_unallocated_pct(self) -> float:
+        """The tightest bound: the least unallocated GPU % any placement can leave."""
+        agg = self.bound.bound_unallocated_pct
+        return agg if self.config is None else max(agg, self.config.bound_unallocated_pct)
+
+    @property
+    def offline_unallocated_pct(self) -> float:
+        """The best valid offline packing found (NaN when none was computed)."""
+        found = [] if self.offline is None else [self.offline.unallocated_pct]
+        if self.config is not None:
+            found.append(self.config.packing_unallocated_pct)
+        return min(found) if found else math.nan
 
 
 def limit_figures(
@@ -470,11 +491,14 @@ def limit_figures(
     rng: str = "go",
     time_limit: float = 10.0,
     offline_policies: Sequence[str] = ("fgd", "bestfit"),
+    config_seconds: float | None = 60.0,
 ) -> list[LimitFigure]:
     """Bound and offline packing for each seed's arrivals (the study's shuffled, tuned sequence)
     up to ``arrived_pct`` % of the GPU capacity; no offline packing when ``offline_policies`` is
-    empty."""
+    empty. ``config_seconds`` is the budget of the per-node configuration bound and MILP
+    packing (:func:`gangsched.sim.fgd_limit.config_limit`); ``None`` skips them."""
     from .sim.fgd import make_source, tuned_order
+    from .sim.fgd_limit import config_limit
 
     out: list[LimitFigure] = []
     for seed in seeds:
@@ -487,5 +511,14 @@ def limit_figures(
             if offline_policies
             else None
         )
-        out.append(LimitFigure(seed=seed, arrived_pct=arrived_pct, bound=bound, offline=offline))
+        config = (
+            config_limit(nodes, pods, prefix, seconds=config_seconds)
+            if config_seconds is not None
+            else None
+        )
+        out.append(
+            LimitFigure(
+                seed=seed, arrived_pct=arrived_pct, bound=bound, offline=offline, config=config
+            )
+        )
     return out

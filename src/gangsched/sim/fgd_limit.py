@@ -37,8 +37,12 @@ CPU-only pods are left out, as in the aggregate bound.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import os
+import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +64,24 @@ _EPS = 1e-6
 
 # A column: class, per-shape counts (sparse) and its layout on one node: (shape, devices) per pod.
 _Layout = tuple[tuple[int, tuple[int, ...]], ...]
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the solver's own prints (HiGHS writes notes to file descriptor 1)."""
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+    except OSError:  # no descriptor 1 to guard
+        yield
+        return
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,13 +282,14 @@ def _price(
     obj[:nw] = -reward[whole]
     obj[a_of:u_of] = -np.repeat(reward[shared], g)
     a = coo_matrix((vals, (rows, cols)), shape=(len(ub), n_var)).tocsr()
-    res = milp(
-        obj,
-        constraints=LinearConstraint(a, np.array(lb), np.array(ub)),
-        bounds=Bounds(np.zeros(n_var), hi),
-        integrality=np.ones(n_var),
-        options={"time_limit": max(seconds, 0.05), "disp": False, "mip_rel_gap": 1e-9},
-    )
+    with _quiet():
+        res = milp(
+            obj,
+            constraints=LinearConstraint(a, np.array(lb), np.array(ub)),
+            bounds=Bounds(np.zeros(n_var), hi),
+            integrality=np.ones(n_var),
+            options={"time_limit": max(seconds, 0.05), "disp": False, "mip_rel_gap": 1e-9},
+        )
     dual = getattr(res, "mip_dual_bound", None)
     proven = -float(dual) if dual is not None and math.isfinite(float(dual)) else math.inf
     if res.x is None:
@@ -319,13 +342,14 @@ def _master(
         lp = linprog(-value, A_ub=a, b_ub=rhs, bounds=(0, None), method="highs")
         duals = -np.asarray(lp.ineqlin.marginals, dtype=np.float64)
         return float(-lp.fun), lp.x, np.maximum(duals[:n_cls], 0), np.maximum(duals[n_cls:], 0)
-    res = milp(
-        -value,
-        constraints=LinearConstraint(a, -np.inf, rhs),
-        bounds=Bounds(np.zeros(n_col), np.full(n_col, np.inf)),
-        integrality=np.ones(n_col),
-        options={"time_limit": max(seconds, 0.05), "disp": False},
-    )
+    with _quiet():
+        res = milp(
+            -value,
+            constraints=LinearConstraint(a, -np.inf, rhs),
+            bounds=Bounds(np.zeros(n_col), np.full(n_col, np.inf)),
+            integrality=np.ones(n_col),
+            options={"time_limit": max(seconds, 0.05), "disp": False},
+        )
     if res.x is None:
         return 0.0, np.zeros(n_col), np.zeros(n_cls), np.zeros(n_shp)
     return float(-res.fun), res.x, np.zeros(n_cls), np.zeros(n_shp)
