@@ -8,6 +8,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
 
 import gangsched
 from gangsched.cli import main
@@ -51,3 +52,20 @@ def test_license_file_and_metadata_agree() -> None:
     assert "Apache License" in text and "Version 2.0, January 2004" in text
     assert meta["version"] == gangsched.__version__
     assert "Typing :: Typed" in meta["classifiers"]
+
+
+def test_project_urls_keywords_and_classifiers_are_declared() -> None:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    urls = meta["urls"]
+    assert {"Homepage", "Documentation", "Source", "Issues"} <= set(urls)
+    repo = urls["Source"]
+    assert all(url.startswith(repo) for url in urls.values()), urls
+    site = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    assert site["repo_url"] == repo  # the site links to the same repository
+    assert {"gang-scheduling", "volcano", "kueue", "gpu"} <= set(meta["keywords"])
+    assert len(meta["classifiers"]) == len(set(meta["classifiers"]))
+    # hatchling refuses an unknown classifier when it builds (make dist); with a PEP 639
+    # license expression, License :: classifiers are not allowed either
+    assert not [c for c in meta["classifiers"] if c.startswith("License ::")]
+    supported = [c.rsplit(" :: ", 1)[1] for c in meta["classifiers"] if c.count("::") == 2]
+    assert "3.11" in supported and meta["requires-python"] == ">=3.11"
