@@ -13,6 +13,7 @@ from ._aggregate import _Aggregate, _aggregate, _build_aggregate
 from ._budget import _Budget
 from ._extract import _apply, _extract
 from ._joint_model import _build_joint, _greedy_domain, _joint_domains, _left_out
+from ._repair import repair
 from ._search import _Search
 from ._vars import I64, _log
 
@@ -122,6 +123,9 @@ class _Joint(_Search):
             guided = _place_guided(problem, views, doms, rel, guide)
             if _weight(problem, guided) > _weight(problem, incumbent):
                 incumbent = guided
+        if _weight(problem, incumbent) < upper and not budget.past_deadline():
+            may = [bool(c) for c in rel.cand]
+            incumbent = repair(problem, views, may, incumbent, upper, budget)
         if _weight(problem, incumbent) >= upper:  # the bound is reached: proven
             if self.polish:
                 self._polish(problem, incumbent, budget)

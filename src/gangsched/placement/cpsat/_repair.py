@@ -1,0 +1,107 @@
+"""Joint placement: a repair search that raises the weight of an incumbent.
+
+Each gang left out (heaviest first) is tried on what the placed gangs leave (greedy); if it
+does not fit, each placed gang lighter than it whose nodes it could use is taken out in turn
+(lightest first), the left-out gang placed in its room and the displaced gang placed again
+elsewhere if it fits — a move is kept only when it raises the placed weight. Rounds repeat
+while a move was kept, until the weight reaches the bound, or a fixed number of tries
+(:data:`REPAIR_TRIES`, deterministic) or the wall budget is spent. Every placement is made by
+the greedy placer on the current free state, so the result is always valid; it proves nothing
+by itself (the bound does).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._common import GangView
+from ..greedy import by_weight, greedy_gang
+from ..problem import GangPlacement, PlacementProblem
+from ._budget import _Budget
+from ._extract import _apply
+from ._vars import I64
+
+#: Greedy placements one repair may try.
+REPAIR_TRIES = 120
+
+
+def _unapply(problem: PlacementProblem, gi: int, gp: GangPlacement, free: I64, gpu: I64) -> None:
+    """Give the room of gang ``gi``'s placement back to ``free`` / ``gpu``."""
+    gang = problem.gangs[gi]
+    need, _ = problem.per_device_need(gang)
+    for t, node, devs in gp.replicas:
+        free[node] += gang.request[t]
+        if devs:
+            gpu[node, list(devs)] += need[t, node]
+
+
+def repair(
+    problem: PlacementProblem,
+    views: list[GangView],
+    may_place: list[bool],
+    gangs: list[GangPlacement],
+    upper: int,
+    budget: _Budget,
+) -> list[GangPlacement]:
+    """``gangs`` improved by the moves of the module docstring (a new list)."""
+    w = problem.weights
+    assert w is not None
+    out = list(gangs)
+    free = problem.free.copy()
+    gpu = problem.gpu_free.copy()
+    for gi, gp in enumerate(out):
+        if gp.placed:
+            _apply(problem, gi, gp.replicas, free, gpu)
+    usable = [np.asarray(v.mask.any(axis=0)) for v in views]
+    weight = sum(int(w[gi]) for gi, gp in enumerate(out) if gp.placed)
+    tries = 0
+    improved = True
+    while improved and weight < upper:
+        improved = False
+        for left in by_weight(problem):
+            if out[left].placed or not may_place[left]:
+                continue
+            if tries >= REPAIR_TRIES or budget.past_deadline():
+                return out
+            tries += 1
+            gp = greedy_gang(problem, left, free, gpu)
+            if gp.placed:
+                out[left] = gp
+                weight += int(w[left])
+                improved = True
+                continue
+            lighter = sorted(
+                (
+                    gi
+                    for gi, p in enumerate(out)
+                    if p.placed
+                    and int(w[gi]) < int(w[left])
+                    and usable[left][[n for _, n, _ in p.replicas]].any()
+                ),
+                key=lambda gi: (int(w[gi]), gi),
+            )
+            for victim in lighter:
+                if tries >= REPAIR_TRIES or budget.past_deadline():
+                    return out
+                tries += 1
+                old = out[victim]
+                _unapply(problem, victim, old, free, gpu)
+                gp = greedy_gang(problem, left, free, gpu)
+                if not gp.placed:
+                    _apply(problem, victim, old.replicas, free, gpu)
+                    continue
+                back = greedy_gang(problem, victim, free, gpu)
+                out[left] = gp
+                weight += int(w[left])
+                if back.placed:
+                    out[victim] = back
+                else:
+                    name = problem.gangs[victim].name
+                    why = f"gang {name!r}: left out to place more weight of other gangs"
+                    out[victim] = GangPlacement(gang=name, placed=False, reason=why)
+                    weight -= int(w[victim])
+                improved = True
+                break
+            if weight >= upper:
+                return out
+    return out
