@@ -21,6 +21,7 @@ slowest call against budget + 10 %.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -150,17 +151,24 @@ def table(header: list[str], body: list[list[str]]) -> None:
     print()
 
 
+def _load() -> str:
+    """The machine's load (1-minute average) against its cores: CPU time is what counts on a
+    shared machine, wall time stretches with the load."""
+    return f"load {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+
+
 def section(quick: bool, seeds: int | None = None) -> None:
     k = seeds if seeds is not None else (3 if quick else 10)
     print(
         f"Exact placement, allocate's settings (1 worker, seed 0, det 1.0, 10 s wall); {k} seeds;"
-        " p50 / p99: CPU time of one place call\n"
+        f" p50 / p99: CPU time of one place call; {_load()} at the start\n"
     )
     header = ["generator", "case", "nodes", "proven", "p50", "p99", "wall p99", "fallback"]
     header.append("max gap")
     table([*header, "greedy p50", "greedy p99"], rows(k))
     print("Budget rule: slowest call (wall time) with a 1 s wall budget (limit: budget + 10 %)\n")
     table(["case", "budget", "slowest", "verdict"], budget_rows(max(2, k // 2)))
+    print(f"{_load()} at the end")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -23,6 +23,14 @@ the best optimum, each objective level gets that optimum as a lower bound, and t
 placement is the hint: every level is proven as soon as the hint is accepted, and every other
 domain is pruned by its (exact) bound.
 
+For a gang of several templates without slices, :mod:`._roles` does the same with the
+dominant role (the replicas of one template every placement holds): its knapsack optimum is
+a lexicographic lower bound per domain, its placement plus the small roles (added where they
+cost least) the hint. When the hint reaches the bound the levels are closed by it; otherwise
+the bounds order and prune the domains (solved ``max_domains`` at a time), a chunk's least
+bound bounds each level while the earlier ones sit at its values, and once the node count is
+known a cardinality knapsack (:func:`._bounds.waste_bound`) bounds the emptiness.
+
 The model over a chunk (style: counts, not per-task booleans):
 
 * ``c[t, u]`` replicas of template ``t`` on unit ``u`` — only where the mask and the capacity
@@ -64,8 +72,10 @@ by it (greedy inside each chosen domain) that reaches the bound is OPTIMAL. If i
 one node-level model — ``placed[g]`` with ``Σ c[g] = size_g·placed[g]`` over the union of the
 gangs' first ``max_domains`` candidate domains, maximising Σ weight·placed — runs when it has
 at most ``max_joint_cells`` count variables; its OPTIMAL counts only when no candidate domain
-was left out. The best placement found is returned with its gap to the bound, then polished
-(each gang re-placed exactly with the others fixed).
+was left out. (Before the guided placement is checked against the bound, a repair search,
+:mod:`._repair`, raises its weight by greedy moves.) The best placement found is
+returned with its gap to the bound, then polished (each gang re-placed exactly with the
+others fixed).
 
 Status: OPTIMAL means optimal for the problem as posed; FEASIBLE gives a placement and the gap
 to a valid bound; INFEASIBLE is a proof that nothing fits (with the reason); TIMED_OUT means
