@@ -89,6 +89,12 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
             "gangsched.session.Session",
             "[`open`][gangsched.Session.open]",
         ),
+        (
+            ":meth:`ClusterState.add_job`",  # defined in a mixin, shown on ClusterState's entry
+            "gangsched.state",
+            None,
+            "[`ClusterState.add_job`][gangsched.ClusterState.add_job]",
+        ),
         (":func:`gangsched.sim.fgd.run_grid`", "gangsched", None, "`gangsched.sim.fgd.run_grid`"),
         (":data:`NO_SUCH_NAME`", "gangsched.config", None, "`NO_SUCH_NAME`"),
     ],

@@ -62,9 +62,20 @@ def public_names() -> list[str]:
     return [f"{m}.{n}" for m in API_MODULES for n in importlib.import_module(m).__all__]
 
 
+def _own_and_inherited(cls: type) -> dict[str, object]:
+    """A class's attributes as its entry shows them: its own and those it inherits from
+    gangsched's classes (not from ``object`` or the standard library), nearest first."""
+    found: dict[str, object] = {}
+    for klass in cls.__mro__:
+        if klass is cls or klass.__module__.split(".")[0] == "gangsched":
+            for name, member in vars(klass).items():
+                found.setdefault(name, member)
+    return found
+
+
 def _members(cls: type) -> Iterator[tuple[str, object]]:
-    """A class's own public methods and properties (the ones its entry shows)."""
-    for name, member in vars(cls).items():
+    """A class's public methods and properties (the ones its entry shows)."""
+    for name, member in _own_and_inherited(cls).items():
         if name.startswith("_"):
             continue
         if isinstance(member, classmethod | staticmethod):
@@ -144,8 +155,9 @@ def resolve(target: str, module: str, owner: str | None) -> str | None:
                 return found
         head, _, tail = candidate.rpartition(".")
         parent = _lookup(head) if head else None
-        if isinstance(parent, type) and tail in vars(parent):
-            found = by_object.get(id(_unwrap(vars(parent)[tail])))
+        members = _own_and_inherited(parent) if isinstance(parent, type) else {}
+        if tail in members:
+            found = by_object.get(id(_unwrap(members[tail])))
             if found is not None:
                 return found
     return None
