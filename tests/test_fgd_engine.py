@@ -9,8 +9,8 @@ import pytest
 
 from gangsched.fragmentation import PAPER_POLICIES
 from gangsched.io.openb import load_nodes, load_pods
-from gangsched.sim.fgd import _build_typical, make_source, node_ranks, run_one, tuned_order
-from gangsched.sim.fgd_engine import Placed, _kernel_scorer, place_sequence
+from gangsched.sim.fgd import make_source, node_ranks, run_one, tuned_order
+from gangsched.sim.fgd_engine import Placed, _kernel_scorer, place_sequence, workload_typical
 
 #: Digests of seed 42's full run on the default workload (placement, devices, used, idle; and
 #: the fragment record) as the whole-cluster kernels gave them before the incremental loop.
@@ -49,7 +49,7 @@ def _both(policy: str, workload: str | None, seed: int, limit: int) -> tuple[Pla
         rank = node_ranks(nodes, src)
         scorer = policy if fast else _kernel_scorer(policy)
         out.append(
-            place_sequence(nodes, pods, scorer, order, rank, src, _build_typical(pods, nodes))
+            place_sequence(nodes, pods, scorer, order, rank, src, workload_typical(pods, nodes))
         )
     return out[0], out[1]
 
@@ -67,7 +67,7 @@ def test_fgd_cache_scores_each_shape_state_pair_once(monkeypatch: pytest.MonkeyP
     from gangsched.sim import fgd_engine
 
     nodes, pods = load_nodes(None), load_pods(None)
-    arrays = fgd_engine.ClusterArrays(nodes, _build_typical(pods, nodes))
+    arrays = fgd_engine.ClusterArrays(nodes, workload_typical(pods, nodes))
     rows_asked: list[int] = []
     real = fgd_engine.fgd_rows
 

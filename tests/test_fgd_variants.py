@@ -9,8 +9,8 @@ import pytest
 
 from gangsched.fragmentation import PodRequest
 from gangsched.quality import validate_packing
-from gangsched.sim.fgd import _build_typical, run_one
-from gangsched.sim.fgd_engine import ClusterArrays
+from gangsched.sim.fgd import run_one
+from gangsched.sim.fgd_engine import ClusterArrays, workload_typical
 from gangsched.sim.fgd_variants import VARIANTS, make_variant
 from test_quality import write_cluster
 
@@ -30,7 +30,7 @@ def test_fgd_cpu_sends_a_cpu_only_pod_to_the_node_with_cpu_to_spare(tmp_path: Pa
         [(8000, 1000, 2, "T4"), (32000, 1000, 2, "T4")],
         [(4000, 10, 1, 1000)] * 3 + [(1000, 10, 0, 0)],
     )
-    arrays = ClusterArrays(nodes, _build_typical(pods, nodes))
+    arrays = ClusterArrays(nodes, workload_typical(pods, nodes))
     pod = PodRequest(cpu_milli=1000, memory=10, num_gpu=0, gpu_milli=0)
     key = (1000, 0, 0, 0)
     feasible = arrays.fits(pod, 0)
@@ -49,7 +49,7 @@ def test_fgd_exact_keeps_the_fraction_fgd_truncates(tmp_path: Path) -> None:
     )
     # 500 milli on an idle device leaves 500, too small for the 600 share: the fragment grows
     # by 0.75 * 500 and FGD's 100 * sigmoid(-0.375) = 40.73 is truncated to 40.
-    arrays = ClusterArrays(nodes, _build_typical(pods, nodes))
+    arrays = ClusterArrays(nodes, workload_typical(pods, nodes))
     pod = PodRequest(cpu_milli=1000, memory=10, num_gpu=1, gpu_milli=500)
     got = make_variant("fgd-exact", nodes, pods)(
         arrays, pod, (1000, 1, 500, 0), arrays.fits(pod, 0), _NoDraw()

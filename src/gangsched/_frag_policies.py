@@ -267,24 +267,17 @@ def _run_fgd(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None) ->
 
 
 def score_fgd_pack(
-    feasible: B,
-    pod: PodRequest,
-    free_cpu: I64,
-    gpu_free: I64,
-    model_idx: I64,
-    typical: TypicalPods,
-    *,
-    terms: FragTerms | None = None,
-    frag: F64 | None = None,
+    feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64, *args: object, **kwargs: object
 ) -> NodeScores:
     """FGD whose ties go to the node left with the least idle GPU.
 
     The FGD score is an integer, so many nodes tie and FGD then takes the lowest index. Here a
     fraction below 1 is added that grows as the node's idle milli-GPU after the placement
     shrinks, so among equal FGD scores the fullest node wins (the lowest index still breaks the
-    remaining ties); the FGD order between different scores is unchanged.
+    remaining ties); the FGD order between different scores is unchanged. The arguments are
+    :func:`score_fgd`'s.
     """
-    base = score_fgd(feasible, pod, free_cpu, gpu_free, model_idx, typical, terms=terms, frag=frag)
+    base = score_fgd(feasible, pod, free_cpu, gpu_free, *args, **kwargs)  # type: ignore[arg-type]
     idle_after = gpu_free.sum(axis=1) - pod.total_gpu_milli
     tie = 0.999 * (1.0 - np.clip(idle_after, 0, MAX_SPEC_GPU) / (MAX_SPEC_GPU + 1.0))
     score = np.where(np.isfinite(base.score), base.score + tie, base.score)

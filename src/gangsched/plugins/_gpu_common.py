@@ -182,3 +182,21 @@ def _feasible(view: _View, pod: PodRequest) -> B:
 def _finish(scores: NodeScores, weight: float) -> F64:
     s = scores.score
     return np.where(np.isfinite(s), s, 0.0) * weight
+
+
+class SharedDeviceChoice:
+    """``gpu_choice`` for the GPU scorers: only a shared task's device is chosen, by
+    :meth:`choose_device` on the node's one-row view; anything else is left to the session."""
+
+    def choose_device(
+        self, ssn: Session, task: int, node: int, view: _View, pod: PodRequest
+    ) -> tuple[int, ...] | None:
+        raise NotImplementedError
+
+    def gpu_choice(
+        self, ssn: Session, task: int, node: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        found = _shared_device(ssn, task, node, future)
+        if found is None:
+            return None
+        return self.choose_device(ssn, task, node, found[0], found[1])

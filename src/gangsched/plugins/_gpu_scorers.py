@@ -29,12 +29,12 @@ from ._gpu_common import (
     U64,
     B,
     Rows,
+    SharedDeviceChoice,
     _answer,
     _both,
     _feasible,
     _finish,
     _read_args,
-    _shared_device,
     _template_pod,
     _View,
     _view,
@@ -73,7 +73,7 @@ def _uniform(seed: int, key: str, a: I64, b: I64) -> F64:
 # -------------------------------------------------------------------------------- plugins
 
 
-class RandomPlugin:
+class RandomPlugin(SharedDeviceChoice):
     """``random``: a uniformly random feasible node (seeded); random device for shared tasks."""
 
     name = "random"
@@ -89,13 +89,9 @@ class RandomPlugin:
         u = _uniform(self.seed, key, rows.astype(np.int64), ssn.node_version[rows])
         return u * (100.0 * self.weight)
 
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
+    def choose_device(
+        self, ssn: Session, task: int, node: int, view: _View, pod: PodRequest
     ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        view, pod = found
         room = np.flatnonzero(view.gpu_free[0] >= pod.gpu_milli)
         if room.size == 0:
             return None
@@ -104,7 +100,7 @@ class RandomPlugin:
         return (int(room[int(np.argmax(u))]),)
 
 
-class _KernelScorer:
+class _KernelScorer(SharedDeviceChoice):
     """A scorer that is one kernel of :mod:`gangsched.fragmentation` over the nodes' free
     capacity: ``node_score`` scores the rows, ``gpu_choice`` picks the shared device."""
 
@@ -125,13 +121,9 @@ class _KernelScorer:
         v = _view(ssn, rows)
         return _finish(self._kernel(ssn, rows, _feasible(v, pod), pod, v), self.weight)
 
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
+    def choose_device(
+        self, ssn: Session, task: int, node: int, v: _View, pod: PodRequest
     ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        v, pod = found
         rows = np.array([node], dtype=np.intp)
         res = self._kernel(ssn, rows, np.ones(1, dtype=np.bool_), pod, v)
         return _answer(int(res.share_gpu[0]), v, pod)

@@ -71,14 +71,15 @@ from ._gpu_common import (
     F64,
     I64,
     Rows,
+    SharedDeviceChoice,
     _answer,
     _both,
     _feasible,
     _finish,
     _models,
     _read_args,
-    _shared_device,
     _template_pod,
+    _View,
     _view,
     _weight,
 )
@@ -186,7 +187,7 @@ def _typical_from_argument(
     return shapes, sum(s[4] for s in shapes)
 
 
-class FgdPlugin:
+class FgdPlugin(SharedDeviceChoice):
     """``fgd``: fragmentation gradient descent, the smallest growth of the node's fragment."""
 
     name = "fgd"
@@ -314,13 +315,9 @@ class FgdPlugin:
         )
         return _finish(scores, self.weight)
 
-    def gpu_choice(
-        self, ssn: Session, task: int, node: int, *, future: bool
+    def choose_device(
+        self, ssn: Session, task: int, node: int, v: _View, pod: PodRequest
     ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
-        if found is None:
-            return None
-        v, pod = found
         typical, _ = self._refresh(ssn)
         res = score_fgd(
             np.ones(1, dtype=np.bool_), pod, v.free_cpu, v.gpu_free, v.model_idx, typical

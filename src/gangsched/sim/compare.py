@@ -68,6 +68,19 @@ def _parse_allo(text: str, source: str, workload: str | None) -> AlloTable:
     return out
 
 
+def _read_table_text(path: str | Path) -> tuple[Path, str]:
+    """The allocation table file (``path`` or ``path/analysis_allo_discrete.csv``) and its text."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / ALLO_FILE
+    try:
+        return p, p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
+    except UnicodeDecodeError:
+        raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
+
+
 def read_allo_table(path: str | Path | None, *, workload: str | None = None) -> AlloTable:
     """Read an allocation table: a file, a directory holding ``analysis_allo_discrete.csv``, or
     ``None`` for the authors' vendored table (all 17 workloads of their grid; ``workload``
@@ -81,29 +94,13 @@ def read_allo_table(path: str | Path | None, *, workload: str | None = None) -> 
             f"{EXPECTED_PACKAGE_DIR}/{ALLO_FILE}",
             workload if workload is not None else DEFAULT_WORKLOAD,
         )
-    p = Path(path)
-    if p.is_dir():
-        p = p / ALLO_FILE
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
-    except UnicodeDecodeError:
-        raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
+    p, text = _read_table_text(path)
     return _parse_allo(text, str(p), workload)
 
 
 def table_workloads(path: str | Path) -> tuple[str, ...]:
     """The distinct ``workload`` values of an allocation table (file or directory), sorted."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / ALLO_FILE
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SnapshotError(f"cannot read: {exc.strerror}", kind="file", name=str(p)) from None
-    except UnicodeDecodeError:
-        raise SnapshotError("not UTF-8 text", kind="file", name=str(p)) from None
+    _, text = _read_table_text(path)
     reader = csv.DictReader(io.StringIO(text))
     return tuple(sorted({row.get("workload") or "" for row in reader}))
 

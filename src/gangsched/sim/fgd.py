@@ -40,9 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..errors import ConfigError
-from ..fragmentation import MILLI, POLICIES, TypicalPods, typical_pods
+from ..fragmentation import MILLI, POLICIES
 from ..io.openb import NodeTable, PodTable
-from .fgd_engine import place_sequence
+from .fgd_engine import place_sequence, workload_typical
 from .fgd_variants import VARIANTS, make_variant
 from .gorand import GoRand
 
@@ -253,16 +253,6 @@ class RunResult:
     devices: npt.NDArray[np.int64] | None = None  # (n_pods,) bit i set: the pod uses device i
 
 
-def _build_typical(pods: PodTable, nodes: NodeTable) -> TypicalPods:
-    return typical_pods(
-        np.asarray(pods.cpu_milli),
-        np.asarray(pods.num_gpu),
-        np.asarray(pods.gpu_milli),
-        np.asarray(pods.spec_idx),
-        pods.spec_allowed(nodes.models),
-    )
-
-
 def run_one(
     nodes: NodeTable,
     pods: PodTable,
@@ -298,7 +288,7 @@ def run_one(
             )
     if limit is not None:
         order = order[:limit]
-    typical = _build_typical(pods, nodes)
+    typical = workload_typical(pods, nodes)
     scorer = make_variant(policy, nodes, pods) if policy in VARIANTS else policy
     placed = place_sequence(nodes, pods, scorer, order, rank, source, typical)
     return RunResult(

@@ -34,8 +34,25 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from .._frag_core import _fragment
+from .._frag_core import (
+    MAX_SPEC_GPU,
+    MILLI,
+    N_AFFINITY,
+    ClusterView,
+    FragTerms,
+    IntSource,
+    NodeScores,
+    PodRequest,
+    TypicalPods,
+    _fragment,
+    choose_node,
+    device_indices,
+    fragment_terms,
+    node_fragment_from_terms,
+    typical_pods,
+)
 from .._frag_policies import (
+    POLICIES,
     _best_fit_gpu,
     bestfit_raw,
     clustering_raw,
@@ -44,25 +61,16 @@ from .._frag_policies import (
     packing_raw,
 )
 from ..errors import ConfigError
-from ..fragmentation import (
-    MAX_SPEC_GPU,
-    MILLI,
-    N_AFFINITY,
-    POLICIES,
-    ClusterView,
-    FragTerms,
-    IntSource,
-    NodeScores,
-    PodRequest,
-    TypicalPods,
-    choose_node,
-    device_indices,
-    fragment_terms,
-    node_fragment_from_terms,
-)
 from ..io.openb import NodeTable, PodTable
 
-__all__ = ["FAST_POLICIES", "ClusterArrays", "FastScorer", "Placed", "place_sequence"]
+__all__ = [
+    "FAST_POLICIES",
+    "ClusterArrays",
+    "FastScorer",
+    "Placed",
+    "place_sequence",
+    "workload_typical",
+]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -349,6 +357,17 @@ class Placed:
     devices: I64  # (k,) bit i: device i
     max_gpu_used: int
     cpu_overcommit: bool
+
+
+def workload_typical(pods: PodTable, nodes: NodeTable) -> TypicalPods:
+    """The typical pods of a workload file (every pod of it, the study's target workload)."""
+    return typical_pods(
+        np.asarray(pods.cpu_milli),
+        np.asarray(pods.num_gpu),
+        np.asarray(pods.gpu_milli),
+        np.asarray(pods.spec_idx),
+        pods.spec_allowed(nodes.models),
+    )
 
 
 def place_sequence(

@@ -41,7 +41,7 @@ from ..fragmentation import (
     typical_pods,
 )
 from ..io.openb import NodeTable, PodTable
-from .fgd_engine import ClusterArrays, FastScorer, _FgdCache
+from .fgd_engine import ClusterArrays, FastScorer, _FgdCache, workload_typical
 
 __all__ = ["REFRESH", "VARIANTS", "make_variant"]
 
@@ -59,7 +59,7 @@ REFRESH = 256
 
 def _cpu_ties(nodes: NodeTable, pods: PodTable) -> FastScorer:
     cache = _FgdCache()
-    typ = _typical_of(nodes, pods)
+    typ = workload_typical(pods, nodes)
     gpu_pods = typ.num_gpu > 0
     # CPU a typical GPU pod brings per whole GPU it asks for (millicores per 1000 milli-GPU)
     per_gpu = float(
@@ -81,16 +81,6 @@ def _cpu_ties(nodes: NodeTable, pods: PodTable) -> FastScorer:
         return NodeScores(np.where(f, score + tie, score), share)
 
     return run
-
-
-def _typical_of(nodes: NodeTable, pods: PodTable) -> TypicalPods:
-    return typical_pods(
-        np.asarray(pods.cpu_milli),
-        np.asarray(pods.num_gpu),
-        np.asarray(pods.gpu_milli),
-        np.asarray(pods.spec_idx),
-        pods.spec_allowed(nodes.models),
-    )
 
 
 def _exact(nodes: NodeTable, pods: PodTable) -> FastScorer:
