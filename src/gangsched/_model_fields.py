@@ -12,7 +12,7 @@ from typing import Any, Protocol, TypeVar
 from ._frozen import FrozenDict
 from .errors import SnapshotError
 from .limits import MAX_QUANTITY
-from .units import check_resource_name, format_resources, parse_resources, show_value
+from .units import GPU, check_resource_name, format_resources, parse_resources, show_value
 
 
 class Resources(FrozenDict[str, int]):
@@ -309,3 +309,46 @@ def _by_role(
         _str(role, kind="job", name=name, field=attr)
         out[role] = convert(item, f"{attr}.{role}")
     return FrozenDict(out)
+
+
+class _Devices(Protocol):
+    @property
+    def count(self) -> int: ...
+
+
+DV = TypeVar("DV", bound=_Devices)
+
+
+def _split_devices(
+    amounts: Resources,
+    record: DV | None,
+    build: Callable[[int], DV],
+    *,
+    noun: str,
+    whole: str,
+    kind: str,
+    name: str,
+    field: str,
+) -> tuple[Resources, DV | None]:
+    """``amounts`` without ``nvidia.com/gpu``, and the device record (``noun``): GPUs in the
+    mapping are whole devices (else ``whole``), and agree with ``record``'s count or, when
+    there is no record, make one with ``build(devices)``."""
+    if GPU not in amounts:
+        return amounts, record
+    where = f"{field}.{GPU}"
+    devices, rest = divmod(amounts[GPU], 1000)
+    if rest:
+        raise SnapshotError(whole, kind=kind, name=name, field=where)
+    if record is None:
+        try:
+            record = build(devices)
+        except SnapshotError as exc:
+            raise SnapshotError(exc.detail, kind=kind, name=name, field=where) from None
+    elif record.count != devices:
+        raise SnapshotError(
+            f"{field} says {devices} GPUs but {noun}.count is {record.count}",
+            kind=kind,
+            name=name,
+            field=where,
+        )
+    return Resources({k: v for k, v in amounts.items() if k != GPU}), record

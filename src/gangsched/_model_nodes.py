@@ -20,13 +20,14 @@ from ._model_fields import (
     _record_mapping,
     _records,
     _set,
+    _split_devices,
     _str,
     _str_map,
     _str_tuple,
     _sub_mappings,
 )
 from .errors import SnapshotError
-from .units import CPU, GPU, MEMORY, PODS
+from .units import CPU, MEMORY, PODS
 
 # --------------------------------------------------------------------------------------------
 # Nodes
@@ -160,27 +161,16 @@ class Node:
         gpus = self.gpus
         if gpus is not None and not isinstance(gpus, Gpus):
             raise SnapshotError("expected Gpus", kind="node", name=name, field="gpus")
-        if GPU in alloc:
-            devices, rest = divmod(alloc[GPU], 1000)
-            if rest:
-                raise SnapshotError(
-                    "GPU devices must be whole", kind="node", name=name, field=f"allocatable.{GPU}"
-                )
-            if gpus is None:
-                try:
-                    gpus = Gpus(count=devices, model=labels.get("nvidia.com/gpu.product", ""))
-                except SnapshotError as exc:
-                    raise SnapshotError(
-                        exc.detail, kind="node", name=name, field=f"allocatable.{GPU}"
-                    ) from None
-            elif gpus.count != devices:
-                raise SnapshotError(
-                    f"allocatable says {devices} GPUs but gpus.count is {gpus.count}",
-                    kind="node",
-                    name=name,
-                    field=f"allocatable.{GPU}",
-                )
-            alloc = Resources({k: v for k, v in alloc.items() if k != GPU})
+        alloc, gpus = _split_devices(
+            alloc,
+            gpus,
+            lambda n: Gpus(count=n, model=labels.get("nvidia.com/gpu.product", "")),
+            noun="gpus",
+            whole="GPU devices must be whole",
+            kind="node",
+            name=name,
+            field="allocatable",
+        )
         _set(self, "allocatable", alloc)
         _set(self, "gpus", gpus if gpus is None or gpus.count > 0 else None)
         _set(self, "taints", _records(self.taints, Taint, kind="node", name=name, field="taints"))

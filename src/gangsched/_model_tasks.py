@@ -24,6 +24,7 @@ from ._model_fields import (
     _records,
     _seq,
     _set,
+    _split_devices,
     _str,
     _str_map,
     _str_tuple,
@@ -32,7 +33,7 @@ from ._model_fields import (
 from ._model_nodes import Toleration
 from .errors import SnapshotError
 from .limits import MAX_QUANTITY
-from .units import GPU, PODS, parse_quantity
+from .units import PODS, parse_quantity
 
 # --------------------------------------------------------------------------------------------
 # Tasks
@@ -110,30 +111,16 @@ class Task:
         gpu = self.gpu_request
         if gpu is not None and not isinstance(gpu, GpuRequest):
             raise SnapshotError("expected GpuRequest", kind="task", name=name, field="gpu_request")
-        if GPU in req:
-            devices, rest = divmod(req[GPU], 1000)
-            if rest:
-                raise SnapshotError(
-                    "a GPU request in devices must be whole (use gpu_request.milli for a share)",
-                    kind="task",
-                    name=name,
-                    field=f"request.{GPU}",
-                )
-            if gpu is not None and gpu.count != devices:
-                raise SnapshotError(
-                    f"request says {devices} GPUs but gpu_request.count is {gpu.count}",
-                    kind="task",
-                    name=name,
-                    field=f"request.{GPU}",
-                )
-            if gpu is None:
-                try:
-                    gpu = GpuRequest(count=devices)
-                except SnapshotError as exc:
-                    raise SnapshotError(
-                        exc.detail, kind="task", name=name, field=f"request.{GPU}"
-                    ) from None
-            req = Resources({k: v for k, v in req.items() if k != GPU})
+        req, gpu = _split_devices(
+            req,
+            gpu,
+            lambda n: GpuRequest(count=n),
+            noun="gpu_request",
+            whole="a GPU request in devices must be whole (use gpu_request.milli for a share)",
+            kind="task",
+            name=name,
+            field="request",
+        )
         if gpu is not None and gpu.count == 0:
             gpu = None
         # count > 1 with a fractional milli is several shares of distinct devices: allowed.
