@@ -43,7 +43,7 @@ def _domain_bounds(
         n_lb = max(_fewest_rows(caps, needs), min_nodes)
         waste = int(np.sort(emp[nodes])[:n_lb].sum())  # the emptiest-free n_lb nodes
         if n_lb == 2 and view.gang.n_templates > 1 and 2 <= nodes.size <= 64:
-            n_lb, waste = _pair_bound(problem, view, nodes, free, gpu_free)
+            n_lb, waste = _pair_bound(emp[nodes], caps, needs)
         lb.append(n_lb)
         lb.append(waste)
         out.append(tuple(lb))
@@ -157,32 +157,16 @@ def waste_bound(caps: I64, needs: list[int], emp: I64, n: int) -> int:
     return best
 
 
-def _pair_bound(
-    problem: PlacementProblem,
-    view: GangView,
-    nodes: npt.NDArray[np.intp],
-    free: I64,
-    gpu_free: I64,
-) -> tuple[int, int]:
-    """For a domain whose placements use at least two nodes: ``(2, least emptiness of a pair
-    of its nodes whose summed room covers the gang's demand floor)``, or ``(3, the three
-    least emptiness values)`` when no pair covers it — lower bounds on the node count and the
-    waste of any placement in the domain."""
-    sel = np.zeros(problem.n_nodes, dtype=np.bool_)
-    sel[nodes] = True
-    res, gpu = demand_floor(view, np.zeros(problem.n_nodes, dtype=np.int64), 1, sel)
-    cols = np.flatnonzero(res > 0)
-    room = np.column_stack(
-        [np.clip(free[nodes][:, cols], 0, None), np.clip(gpu_free[nodes], 0, None).sum(axis=1)]
-    )
-    need = np.append(res[cols], gpu[0])
-    ok = ((room[:, None, :] + room[None, :, :]) >= need).all(axis=2)
-    forced = forced_counts(view.gang)
-    for t in np.flatnonzero(forced > 0).tolist():  # each forced template fits the pair
-        q = view.q[t, nodes]
-        ok &= (q[:, None] + q[None, :]) >= forced[t]
-    ok &= np.triu(np.ones((nodes.size, nodes.size), dtype=np.bool_), k=1)
-    emp = problem.emptiness[view.index][nodes]
+def _pair_bound(emp: I64, caps: I64, needs: list[int]) -> tuple[int, int]:
+    """For a domain whose placements use at least two nodes (``emp`` their emptiness,
+    ``caps`` / ``needs`` their rows of :func:`node_rows`): ``(2, least emptiness of a pair of
+    nodes whose summed rows reach every need)``, or ``(3, the three least emptiness values)``
+    when no pair does — lower bounds on the node count and the waste of any placement in the
+    domain."""
+    k = emp.size
+    ok = np.triu(np.ones((k, k), dtype=np.bool_), k=1)
+    for row, need in zip(caps, needs, strict=True):
+        ok &= (row[:, None] + row[None, :]) >= need
     if ok.any():
         pair = emp[:, None] + emp[None, :]
         return 2, int(pair[ok].min())

@@ -37,6 +37,15 @@ class _Budget:
             return True
         return False
 
+    def room_for(self, seconds: float) -> bool:
+        """Whether the wall-clock deadline leaves ``seconds`` (the longest step of a loop so
+        far) for one more step; records the cut when it does not. Always true without a
+        deadline, so that the result never depends on the clock then."""
+        if self.deadline is not None and now() + seconds >= self.deadline:
+            self.limit = "wall"
+            return False
+        return True
+
     def remaining(self) -> float:
         """Wall-clock seconds left before the deadline (at least 1 ms; a deadline is set)."""
         assert self.deadline is not None

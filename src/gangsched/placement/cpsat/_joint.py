@@ -10,7 +10,7 @@ from .._relax import Relaxation, build_relaxation
 from ..greedy import by_weight, finish, greedy_gang
 from ..problem import GangPlacement, PlacementProblem, PlacementResult, Status
 from ._aggregate import _Aggregate, _aggregate, _build_aggregate
-from ._budget import _Budget
+from ._budget import _Budget, now
 from ._extract import _apply, _extract
 from ._joint_model import _build_joint, _greedy_domain, _joint_domains, _left_out
 from ._repair import repair
@@ -293,9 +293,11 @@ class _Joint(_Search):
     ) -> None:
         """Second phase of joint placement: with every other gang fixed, re-place each placed
         gang exactly (single-gang model) and keep the better of the two placements."""
+        longest = 0.0  # the longest re-placement so far (wall seconds)
         for gi in range(len(gangs)):
-            if not gangs[gi].placed or budget.exhausted():
+            if not gangs[gi].placed or budget.exhausted() or not budget.room_for(longest):
                 continue
+            started = now()
             free = problem.free.copy()
             gpu_free = problem.gpu_free.copy()
             for other, gp in enumerate(gangs):
@@ -304,3 +306,4 @@ class _Joint(_Search):
             better, _, _, _ = self._place_one(problem, gi, free, gpu_free, budget)
             if better.placed and better.objective < gangs[gi].objective:
                 gangs[gi] = better
+            longest = max(longest, now() - started)

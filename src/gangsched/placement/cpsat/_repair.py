@@ -17,7 +17,7 @@ import numpy as np
 from .._common import GangView
 from ..greedy import by_weight, greedy_gang
 from ..problem import GangPlacement, PlacementProblem
-from ._budget import _Budget
+from ._budget import _Budget, now
 from ._extract import _apply
 from ._vars import I64
 
@@ -55,16 +55,19 @@ def repair(
     usable = [np.asarray(v.mask.any(axis=0)) for v in views]
     weight = sum(int(w[gi]) for gi, gp in enumerate(out) if gp.placed)
     tries = 0
+    longest = 0.0  # the longest try so far (wall seconds)
     improved = True
     while improved and weight < upper:
         improved = False
         for left in by_weight(problem):
             if out[left].placed or not may_place[left]:
                 continue
-            if tries >= REPAIR_TRIES or budget.past_deadline():
+            if tries >= REPAIR_TRIES or not budget.room_for(longest):
                 return out
             tries += 1
+            started = now()
             gp = greedy_gang(problem, left, free, gpu)
+            longest = max(longest, now() - started)
             if gp.placed:
                 out[left] = gp
                 weight += int(w[left])
@@ -81,14 +84,16 @@ def repair(
                 key=lambda gi: (int(w[gi]), gi),
             )
             for victim in lighter:
-                if tries >= REPAIR_TRIES or budget.past_deadline():
+                if tries >= REPAIR_TRIES or not budget.room_for(longest):
                     return out
                 tries += 1
+                started = now()
                 old = out[victim]
                 _unapply(problem, victim, old, free, gpu)
                 gp = greedy_gang(problem, left, free, gpu)
                 if not gp.placed:
                     _apply(problem, victim, old.replicas, free, gpu)
+                    longest = max(longest, now() - started)
                     continue
                 back = greedy_gang(problem, victim, free, gpu)
                 out[left] = gp

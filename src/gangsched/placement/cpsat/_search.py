@@ -27,7 +27,7 @@ from ._budget import _Budget
 from ._extract import _extract
 from ._model import _build_single
 from ._roles import dominant, lex_max, role_hint
-from ._vars import I64, _hint_values, _HintValues, _lex_objective, _log, _rehint, _Vars
+from ._vars import I64, _hint_values, _HintValues, _lex_objective, _log, _rehint, _Units, _Vars
 
 
 def _out_of_time(name: str, greedy: GangPlacement) -> tuple[GangPlacement, Status, float, bool]:
@@ -37,6 +37,10 @@ def _out_of_time(name: str, greedy: GangPlacement) -> tuple[GangPlacement, Statu
         return greedy, Status.TIMED_OUT, 0.0, True
     reason = f"gang {name!r}: solver timed out and greedy found no placement"
     return GangPlacement(gang=name, placed=False, reason=reason), Status.TIMED_OUT, 0.0, True
+
+
+#: Status of a solved model whose solution did not extract (see ``_solve_model``).
+_NO_EXTRACT = -1
 
 
 def _greedy_or_infeasible(
@@ -210,6 +214,34 @@ class _Search:
             budget.work -= float(solver.response_proto.deterministic_time)
         return st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
+    def _solve_model(
+        self,
+        problem: PlacementProblem,
+        gi: int,
+        view: GangView,
+        built: tuple[
+            cp_model.CpModel,
+            _Vars,
+            list[_Units],
+            set[int],
+            list[tuple[cp_model.LinearExprT, int]],
+        ],
+        free: I64,
+        gpu_free: I64,
+        budget: _Budget,
+    ) -> tuple[int, float, GangPlacement | None]:
+        """Solve a single-gang model level by level and extract its placement: the status,
+        the gap and the placement (``None`` unless solved; status :data:`_NO_EXTRACT` when
+        the solution could not be turned into replicas, which cannot happen)."""
+        model, vs, units, dev_nodes, levels = built
+        solver, st, gap = self._solve_levels(model, vs, levels, budget)
+        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return st, gap, None
+        recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
+        if recs is None:
+            return _NO_EXTRACT, gap, None
+        return st, gap, finish(problem, gi, recs[0])
+
     def _place_one(
         self, problem: PlacementProblem, gi: int, free: I64, gpu_free: I64, budget: _Budget
     ) -> tuple[GangPlacement, Status, float, bool]:
@@ -299,12 +331,11 @@ class _Search:
                     # the chunk's least bound: a lexicographic bound on its placements
                     low = min(bounds[i] for i in chunk_idx)
                     vs.cond_lbs = _level_bounds(low, problem.topology.top_tier)
-                solver, st, gap = self._solve_levels(model, vs, levels, budget)
-                if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                    recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
-                    if recs is None:
-                        return greedy, Status.GREEDY, 0.0, True
-                    gp = finish(problem, gi, recs[0])
+                built = (model, vs, units, dev_nodes, levels)
+                st, gap, gp = self._solve_model(problem, gi, view, built, free, gpu_free, budget)
+                if st == _NO_EXTRACT:
+                    return greedy, Status.GREEDY, 0.0, True
+                if gp is not None:
                     if best is None or gp.objective < best.objective:
                         best = gp
                     if st != cp_model.OPTIMAL:
@@ -364,15 +395,13 @@ class _Search:
                 if budget.past_deadline():
                     return _out_of_time(gang.name, greedy)
                 hint = greedy if d == g_dom else None
-                model, vs, units, dev_nodes, levels = _build_single(
+                built = _build_single(
                     problem, view, tier, np.array([d], dtype=np.intp), free, gpu_free, hint
                 )
-                solver, st, gap = self._solve_levels(model, vs, levels, budget)
-                if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-                    recs = _extract(problem, [view], vs, units, solver, free, gpu_free, dev_nodes)
-                    if recs is None:
-                        return greedy, Status.GREEDY, 0.0, True
-                    gp = finish(problem, gi, recs[0])
+                st, gap, gp = self._solve_model(problem, gi, view, built, free, gpu_free, budget)
+                if st == _NO_EXTRACT:
+                    return greedy, Status.GREEDY, 0.0, True
+                if gp is not None:
                     if d == g_dom and greedy.objective < gp.objective:
                         gp = greedy
                     if st == cp_model.OPTIMAL:
