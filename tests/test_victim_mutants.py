@@ -12,11 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 import gangsched as gs
 from _preemption_helpers import PREEMPT, config, job, node, pending, running
+from gangsched import disruption
 from gangsched.actions import _victim_rules as rules
+from gangsched.actions import _victims
 from gangsched.config import Config
+from gangsched.model import DisruptionBudget
 from gangsched.scheduler import open_session
 from gangsched.session import Session
 
@@ -226,6 +230,16 @@ def test_preempt_candidates_say_which_rule_left_none() -> None:
     assert refusal(guarded, running("g", [("n0", [0])])) == rules.NOT_PREEMPTABLE
 
 
+def test_the_preemptors_own_running_tasks_are_no_candidates() -> None:
+    # its own tasks have its priority, but the refusal names the missing other jobs
+    ssn = _session(
+        [job("p", 2, priority=5, phase="Running")],
+        running("p", [("n0", [0])]) + pending("p", 1, start=1),
+    )
+    cands, why = rules.preempt_candidates(ssn, _j(ssn, "p"))
+    assert cands.size == 0 and why is not None and why[0] == rules.NO_VICTIMS
+
+
 # ------------------------------------------------------------------------------ gang surplus
 
 
@@ -314,3 +328,189 @@ def test_without_enqueue_a_pending_job_is_a_preemptor_too() -> None:
     ssn = _preemptor_case(config("allocate", "preempt"))
     got = [ssn.snapshot.jobs[j].name for j in rules.preemptors(ssn)]
     assert got == ["later-queue", "high", "low", "pending-phase"]
+
+
+# ------------------------------------------------------------------------------ budgets
+
+
+def test_desired_counts_of_budgets_round_percentages_up() -> None:
+    def desired(**fields: Any) -> int:
+        return disruption.desired_count(DisruptionBudget(name="b", jobs=("j",), **fields), 3)
+
+    assert desired(min_available=2) == 2
+    assert desired(min_available="50%") == 2  # 1.5 → 2
+    assert desired(max_unavailable=1) == 2
+    assert desired(max_unavailable="50%") == 1  # 3 − ⌈1.5⌉
+    assert desired(max_unavailable=5) == 0
+
+
+def _budget_case(max_unavailable: int | None) -> Session:
+    budgets = (
+        None
+        if max_unavailable is None
+        else [{"name": "pdb", "jobs": ["j"], "max_unavailable": max_unavailable}]
+    )
+    return _session(
+        [job("j", 1)], running("j", [("n0", [0]), ("n0", [1]), ("n0", [2])]), budgets=budgets
+    )
+
+
+def test_a_budget_breaks_only_past_the_disruptions_it_allows() -> None:
+    ssn = _budget_case(1)
+    assert disruption.would_break(ssn, _t(ssn, "j-0")) == []
+    assert disruption.would_break(ssn, _t(ssn, "j-0", "j-1")) == ["pdb"]
+    assert disruption.would_break(ssn, []) == []
+
+
+def test_without_budgets_nothing_breaks_and_nothing_is_exhausted() -> None:
+    ssn = _budget_case(None)
+    tasks = np.array(_t(ssn, "j-0", "j-1"), dtype=np.int64)
+    assert disruption.would_break(ssn, tasks.tolist()) == []
+    assert disruption.exhausted(ssn, tasks).tolist() == [False, False]
+    assert disruption.allowed(ssn).size == 0
+
+
+def test_a_budget_allowing_no_disruption_exhausts_its_tasks() -> None:
+    for max_unavailable, protected in ((0, True), (1, False)):
+        ssn = _budget_case(max_unavailable)
+        tasks = np.array(_t(ssn, "j-0", "j-1"), dtype=np.int64)
+        assert disruption.exhausted(ssn, tasks).tolist() == [protected, protected]
+        assert disruption.allowed(ssn).tolist() == [max_unavailable]
+
+
+# ------------------------------------------------------------------------------ the search
+
+
+def _domains_case(second: str) -> gs.Snapshot:
+    """Two tier-1 domains of one node each, both full; the preemptor's hard topology allows
+    one domain. ``second`` is the priority-1 twin of ``low-a`` on n1, or a job of priority 9."""
+    jobs = [
+        job("low-a", 4, priority=1),
+        job(second, 4, priority=1 if second == "low-b" else 9),
+        job(
+            "p",
+            4,
+            priority=5,
+            phase="Inqueue",
+            network_topology={"mode": "hard", "highest_tier_allowed": 1},
+        ),
+    ]
+    tasks = (
+        running("low-a", [("n0", [i]) for i in range(4)])
+        + running(second, [("n1", [i]) for i in range(4)])
+        + pending("p", 4)
+    )
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [node("n0"), node("n1")],
+            "hypernodes": [
+                {"name": "s0", "tier": 1, "members": ["n0"]},
+                {"name": "s1", "tier": 1, "members": ["n1"]},
+            ],
+            "queues": [{"name": "default"}],
+            "jobs": jobs,
+            "tasks": tasks,
+        }
+    )
+
+
+def test_equal_plans_in_two_domains_go_to_the_first_domain() -> None:
+    d = gs.schedule(_domains_case("low-b"), PREEMPT)
+    assert {e.task for e in d.evictions} == {f"low-a-{i}" for i in range(4)}
+    assert {p.node for p in d.pipelined} == {"n0"}
+
+
+def test_a_domain_without_a_plan_keeps_the_plan_of_an_earlier_one() -> None:
+    d = gs.schedule(_domains_case("high"), PREEMPT)
+    assert {e.task for e in d.evictions} == {f"low-a-{i}" for i in range(4)}
+
+
+def test_a_task_its_budget_protects_is_left_out_when_another_victim_will_do() -> None:
+    # low-0 comes first in victim order, but its budget allows no disruption: the search
+    # takes low-1 instead, and breaks no budget
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("low", 1, priority=1), job("p", 1, priority=5, phase="Inqueue")],
+        "tasks": running("low", [("n0", [i]) for i in range(4)]) + pending("p", 1),
+        "disruption_budgets": [{"name": "pdb", "tasks": ["low-0"], "max_unavailable": 0}],
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert [e.task for e in d.evictions] == ["low-1"]
+    assert "disruption budget" not in d.evictions[0].reason
+
+
+def test_a_set_breaking_a_budget_that_still_allows_one_disruption_is_not_taken() -> None:
+    # low1 (newer) would be the victim; its budget allows one disruption, the claim needs two
+    # of its tasks: the search takes two of low2's instead
+    raw = {
+        "nodes": [node("n0"), node("n1")],
+        "queues": [{"name": "default"}],
+        "jobs": [
+            job("low1", 1, priority=1, creation=1),
+            job("low2", 1, priority=1),
+            job("p", 2, priority=5, phase="Inqueue"),
+        ],
+        "tasks": running("low1", [("n0", [i]) for i in range(4)])
+        + running("low2", [("n1", [i]) for i in range(4)])
+        + pending("p", 2),
+        "disruption_budgets": [{"name": "pdb", "jobs": ["low1"], "max_unavailable": 1}],
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert {s.split("-")[0] for s in (e.task for e in d.evictions)} == {"low2"}
+    assert len(d.evictions) == 2
+    assert not any("disruption budget" in e.reason for e in d.evictions)
+
+
+def test_candidates_all_refused_by_a_plugin_at_their_gang_minimum_are_explained_as_gang() -> None:
+    # low-0 is system-critical (conformance refuses it; no later tier answers), low-1 is not
+    # preemptable: the only candidate belongs to a job at its minimum that cannot go whole
+    tasks = running("low", [("n0", [0]), ("n0", [1])]) + pending("p", 1)
+    tasks[0]["priority"] = 2_000_000_000
+    tasks[1]["preemptable"] = False
+    ssn_snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [node("n0", gpus=2)],
+            "queues": [{"name": "default"}],
+            "jobs": [job("low", 2, priority=1), job("p", 1, priority=5, phase="Inqueue")],
+            "tasks": tasks,
+        }
+    )
+    tiers = [
+        [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+        [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+    ]
+    d = gs.schedule(ssn_snap, config("enqueue", "allocate", "preempt", tiers=tiers))
+    assert d.evictions == ()
+    assert d.preemption_reasons["p"].startswith(f"preempt: {rules.GANG_WOULD_BREAK}: every")
+
+
+@pytest.mark.parametrize("bystander", ["on-a-node-the-claim-cannot-use", "at-its-minimum"])
+def test_a_job_that_cannot_help_does_not_count_against_the_pair_limit(bystander: str) -> None:
+    # Twelve one-task victim jobs, two per full node: one job frees half a node, the 4-GPU
+    # claim needs a whole one, so only a pair on one node works. With at most PAIR_LIMIT jobs
+    # that can help, every pair is tried and the cheapest wins: the pair holding the newest
+    # job (rank 0). The greedy fallback would stop at the first node it frees instead.
+    assert _victims.PAIR_LIMIT == 12
+    creation = [12, 1, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2]
+    jobs = [job(f"v{k}", 1, priority=1, creation=c) for k, c in enumerate(creation)]
+    tasks = [
+        t
+        for k in range(12)
+        for t in running(f"v{k}", [(f"n{k // 2}", [2 * (k % 2), 2 * (k % 2) + 1])], gpus=2)
+    ]
+    nodes = [node(f"n{i}", labels={"pool": "main"}) for i in range(6)]
+    if bystander == "at-its-minimum":
+        nodes.append(node("n6", labels={"pool": "main"}))
+        jobs.append(job("u", 2, priority=1, creation=20))
+        tasks += running("u", [("n6", [0, 1]), ("n6", [2, 3])], gpus=2)
+        tasks[-1]["preemptable"] = False
+    else:
+        nodes.append(node("n6", gpus=2))
+        jobs.append(job("u", 1, priority=1, creation=20))
+        tasks += running("u", [("n6", [0, 1])], gpus=2)
+    jobs.append(job("p", 1, priority=5, phase="Inqueue"))
+    tasks += pending("p", 1, gpus=4, node_selector={"pool": "main"})
+    raw = {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert {e.task for e in d.evictions} == {"v0-0", "v1-0"}

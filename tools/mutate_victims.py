@@ -549,7 +549,12 @@ def _copy_tree(src_root: Path, into: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="tree holding src/ and tests/")
-    parser.add_argument("--only", default="", help="run only mutants whose id contains this")
+    parser.add_argument(
+        "--only", nargs="*", default=[], help="run only mutants whose id contains one of these"
+    )
+    parser.add_argument(
+        "--rerun", type=Path, help="run only the mutants that survived in this --json file"
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
@@ -558,7 +563,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root.resolve()
     src_root = root / "src"
-    found = [m for m in mutants(src_root) if args.only in m.id]
+    found = [m for m in mutants(src_root) if not args.only or any(o in m.id for o in args.only)]
+    if args.rerun:
+        again = {r["id"] for r in json.loads(args.rerun.read_text()) if r["fate"] == "survived"}
+        found = [m for m in found if m.id in again]
     if args.list:
         for m in found:
             print(f"{m.id:60} {m.module}:{m.line}  {m.description}")
