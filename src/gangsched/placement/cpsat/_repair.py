@@ -5,7 +5,9 @@ does not fit, each placed gang lighter than it whose nodes it could use is taken
 (lightest first), the left-out gang placed in its room and the displaced gang placed again
 elsewhere if it fits — a move is kept only when it raises the placed weight. Rounds repeat
 while a move was kept, until the weight reaches the bound, or a fixed number of tries
-(:data:`REPAIR_TRIES`, deterministic) or the wall budget is spent. Every placement is made by
+(:data:`REPAIR_TRIES`, deterministic) or the wall budget is spent. Then greedy passes over
+all gangs, each with one left-out gang first (:data:`RESTARTS` at most), replace the
+incumbent when they place more weight. Every placement is made by
 the greedy placer on the current free state, so the result is always valid; it proves nothing
 by itself (the bound does).
 """
@@ -23,6 +25,8 @@ from ._vars import I64
 
 #: Greedy placements one repair may try.
 REPAIR_TRIES = 120
+#: Greedy passes over all gangs (a left-out gang first) one repair may make.
+RESTARTS = 6
 
 
 def _unapply(problem: PlacementProblem, gi: int, gp: GangPlacement, free: I64, gpu: I64) -> None:
@@ -43,7 +47,20 @@ def repair(
     upper: int,
     budget: _Budget,
 ) -> list[GangPlacement]:
-    """``gangs`` improved by the moves of the module docstring (a new list)."""
+    """``gangs`` improved by the moves and passes of the module docstring (a new list)."""
+    out, weight = _moves(problem, views, may_place, gangs, upper, budget)
+    return _restarts(problem, may_place, out, weight, upper, budget)
+
+
+def _moves(
+    problem: PlacementProblem,
+    views: list[GangView],
+    may_place: list[bool],
+    gangs: list[GangPlacement],
+    upper: int,
+    budget: _Budget,
+) -> tuple[list[GangPlacement], int]:
+    """Insertions and moves (see the module docstring): the placements and their weight."""
     w = problem.weights
     assert w is not None
     out = list(gangs)
@@ -63,7 +80,7 @@ def repair(
             if out[left].placed or not may_place[left]:
                 continue
             if tries >= REPAIR_TRIES or not budget.room_for(longest):
-                return out
+                return out, weight
             tries += 1
             started = now()
             gp = greedy_gang(problem, left, free, gpu)
@@ -85,7 +102,7 @@ def repair(
             )
             for victim in lighter:
                 if tries >= REPAIR_TRIES or not budget.room_for(longest):
-                    return out
+                    return out, weight
                 tries += 1
                 started = now()
                 old = out[victim]
@@ -108,5 +125,50 @@ def repair(
                 improved = True
                 break
             if weight >= upper:
-                return out
+                return out, weight
+    return out, weight
+
+
+def _restarts(
+    problem: PlacementProblem,
+    may_place: list[bool],
+    gangs: list[GangPlacement],
+    weight: int,
+    upper: int,
+    budget: _Budget,
+) -> list[GangPlacement]:
+    """Greedy passes over all gangs with one left-out gang moved to the front of the
+    weight order (heaviest left-out first, at most :data:`RESTARTS` passes); a pass that
+    places more weight replaces the incumbent."""
+    w = problem.weights
+    assert w is not None
+    out = gangs
+    order = by_weight(problem)
+    longest = 0.0
+    passes = 0
+    for first in order:
+        if weight >= upper or passes >= RESTARTS or not budget.room_for(longest):
+            break
+        if out[first].placed or not may_place[first]:
+            continue
+        passes += 1
+        started = now()
+        free = problem.free.copy()
+        gpu = problem.gpu_free.copy()
+        trial = list(out)
+        for gi in [first, *(g for g in order if g != first)]:
+            gp = greedy_gang(problem, gi, free, gpu)
+            trial[gi] = gp if gp.placed else _left(problem, gi, out[gi])
+        got = sum(int(w[gi]) for gi, gp in enumerate(trial) if gp.placed)
+        if got > weight:
+            out, weight = trial, got
+        longest = max(longest, now() - started)
     return out
+
+
+def _left(problem: PlacementProblem, gi: int, was: GangPlacement) -> GangPlacement:
+    if not was.placed:
+        return was
+    name = problem.gangs[gi].name
+    why = f"gang {name!r}: left out to place more weight of other gangs"
+    return GangPlacement(gang=name, placed=False, reason=why)
