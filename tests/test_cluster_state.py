@@ -174,6 +174,22 @@ def test_sync_rebuilds_when_changes_cannot_be_made_one_at_a_time() -> None:
     assert state.tasks["t0"].node == "n1"
 
 
+def test_sync_removes_a_queue_whose_child_moves_to_another_parent() -> None:
+    """The re-list drops queue ``a`` and hangs its child ``b`` under ``c``: removed one at a
+    time, ``a`` still has ``b`` below it (the soak found a bare StopIteration here)."""
+    state = ClusterState()
+    for q in (Queue(name="a"), Queue(name="b", parent="a"), Queue(name="c")):
+        state.add_queue(q)
+    state.add_job(Job(name="j", queue="b"), [Task(name="t", job="j", request={"cpu": 1})])
+    snap = state.snapshot()
+    target = snap.replace(queues=[Queue(name="c"), Queue(name="b", parent="c")])
+    state.sync(target)
+    assert sorted(state.queues) == ["b", "c"]
+    assert state.queues["b"].parent == "c"
+    assert state.snapshot() == Snapshot.from_dict(target.to_dict())
+    assert state.sync(target) == 0
+
+
 def _example() -> Any:
     spec = importlib.util.spec_from_file_location(
         "gangsched_example_k8s_scheduler_state", ROOT / "examples" / "k8s_scheduler.py"

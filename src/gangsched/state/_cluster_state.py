@@ -81,7 +81,9 @@ class ClusterState(WorkloadOps, ClusterOps):
             touched += 1
         gone = [q for q in self._queues if q not in want["queues"]]
         while gone:  # children first
-            leaf = next(q for q in gone if not self._children.get(q))
+            # None left without children: a queue that stays is still below one that goes
+            # until step 2 moves it, so the removal is refused and sync rebuilds.
+            leaf = next((q for q in gone if not self._children.get(q)), gone[0])
             self.remove_queue(leaf)
             gone.remove(leaf)
             touched += 1
