@@ -49,7 +49,7 @@ class Resources(FrozenDict[str, int]):
 E = TypeVar("E", bound=enum.Enum)
 
 
-def _enum(cls: type[E], value: object, *, kind: str, name: str, field: str) -> E:
+def member(cls: type[E], value: object, *, kind: str, name: str, field: str) -> E:
     if isinstance(value, cls):
         return value
     for member in cls:
@@ -61,7 +61,7 @@ def _enum(cls: type[E], value: object, *, kind: str, name: str, field: str) -> E
     )
 
 
-def _known(
+def known(
     value: object, allowed: Iterable[object], what: str, *, kind: str, name: str, field: str
 ) -> None:
     """Reject a ``value`` not among ``allowed``: ``unknown <what> <value>``."""
@@ -69,14 +69,14 @@ def _known(
         raise SnapshotError(f"unknown {what} {value!r}", kind=kind, name=name, field=field)
 
 
-def _check_name(value: object, kind: str, where: str = "") -> str:
+def record_name(value: object, kind: str, where: str = "") -> str:
     if not isinstance(value, str) or not value:
         detail = "missing" if value is None else f"must be a non-empty string, got {value!r}"
         raise SnapshotError(detail, kind=kind, name=where, field="name")
     return value
 
 
-def _str(value: object, *, kind: str, name: str, field: str, optional: bool = False) -> Any:
+def string(value: object, *, kind: str, name: str, field: str, optional: bool = False) -> Any:
     if value is None and optional:
         return None
     if not isinstance(value, str):
@@ -86,7 +86,7 @@ def _str(value: object, *, kind: str, name: str, field: str, optional: bool = Fa
     return value
 
 
-def _int(
+def integer(
     value: object,
     *,
     kind: str,
@@ -115,7 +115,7 @@ def _int(
     return value
 
 
-def _bool(value: object, *, kind: str, name: str, field: str) -> bool:
+def boolean(value: object, *, kind: str, name: str, field: str) -> bool:
     if not isinstance(value, bool):
         raise SnapshotError(f"expected a boolean, got {value!r}", kind=kind, name=name, field=field)
     return value
@@ -141,7 +141,7 @@ def _intern(value: FD) -> FD:
     return value
 
 
-def _str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[str, str]:
+def str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[str, str]:
     if value is None:
         return _intern(FrozenDict())
     if not isinstance(value, Mapping):
@@ -164,7 +164,7 @@ def _str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[s
     return _intern(FrozenDict(value))
 
 
-def _str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str, ...]:
+def str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if isinstance(value, str) or not isinstance(value, Sequence):
@@ -185,7 +185,7 @@ def _str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str,
     return tuple(value)
 
 
-def _seq(value: object, *, kind: str, name: str, field: str) -> Sequence[Any]:
+def sequence(value: object, *, kind: str, name: str, field: str) -> Sequence[Any]:
     if value is None:
         return ()
     if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
@@ -195,7 +195,7 @@ def _seq(value: object, *, kind: str, name: str, field: str) -> Sequence[Any]:
     return value
 
 
-def _mapping(value: object, *, kind: str, name: str, field: str = "") -> Mapping[str, Any]:
+def mapping(value: object, *, kind: str, name: str, field: str = "") -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise SnapshotError(
             f"expected a mapping, got {type(value).__name__}", kind=kind, name=name, field=field
@@ -203,17 +203,17 @@ def _mapping(value: object, *, kind: str, name: str, field: str = "") -> Mapping
     return value
 
 
-def _or_empty(value: object) -> Any:
+def or_empty(value: object) -> Any:
     """``value``, or an empty mapping when it is absent (``None``); wrong types pass through
     so the record's own check reports them."""
     return FrozenDict() if value is None else value
 
 
-def _set(obj: object, attr: str, value: object) -> None:
+def assign(obj: object, attr: str, value: object) -> None:
     object.__setattr__(obj, attr, value)
 
 
-def _check_keys(
+def only_keys(
     d: Mapping[str, Any], allowed: frozenset[str], *, kind: str, name: str, field: str = ""
 ) -> None:
     unknown = sorted(str(k) for k in d if k not in allowed)
@@ -234,9 +234,9 @@ class _Validated(Protocol):
 VR = TypeVar("VR", bound=_Validated)
 
 
-def _records(value: object, cls: type[VR], *, kind: str, name: str, field: str) -> tuple[VR, ...]:
+def records(value: object, cls: type[VR], *, kind: str, name: str, field: str) -> tuple[VR, ...]:
     """A list of ``cls`` records, each checked with its ``validate`` at ``field[i]``."""
-    items = tuple(_seq(value, kind=kind, name=name, field=field))
+    items = tuple(sequence(value, kind=kind, name=name, field=field))
     for i, item in enumerate(items):
         if not isinstance(item, cls):
             raise SnapshotError(
@@ -246,32 +246,32 @@ def _records(value: object, cls: type[VR], *, kind: str, name: str, field: str) 
     return items
 
 
-def _sub_mappings(
+def sub_mappings(
     value: object, keys: frozenset[str], *, kind: str, name: str, field: str
 ) -> list[Mapping[str, Any]]:
     """A list of plain mappings (``field[i]``), each with only ``keys``."""
     out: list[Mapping[str, Any]] = []
-    for i, item in enumerate(_seq(value, kind=kind, name=name, field=field)):
-        m = _mapping(item, kind=kind, name=name, field=f"{field}[{i}]")
-        _check_keys(m, keys, kind=kind, name=name, field=f"{field}[{i}]")
+    for i, item in enumerate(sequence(value, kind=kind, name=name, field=field)):
+        m = mapping(item, kind=kind, name=name, field=f"{field}[{i}]")
+        only_keys(m, keys, kind=kind, name=name, field=f"{field}[{i}]")
         out.append(m)
     return out
 
 
-def _record_mapping(
+def record_mapping(
     d: object, keys: frozenset[str], *, kind: str, where: str
 ) -> tuple[Mapping[str, Any], str]:
     """The plain mapping of one record (``from_dict``) and its checked name; only ``keys``."""
-    m = _mapping(d, kind=kind, name=where)
-    name = _check_name(m.get("name"), kind, where)
-    _check_keys(m, keys, kind=kind, name=name)
+    m = mapping(d, kind=kind, name=where)
+    name = record_name(m.get("name"), kind, where)
+    only_keys(m, keys, kind=kind, name=name)
     return m, name
 
 
 R = TypeVar("R")
 
 
-def _nested(
+def nested(
     value: object,
     keys: frozenset[str],
     build: Callable[[Mapping[str, Any]], R],
@@ -284,8 +284,8 @@ def _nested(
     checked, and its errors name the outer record with ``field.`` before the inner field."""
     if value is None:
         return None
-    sub = _mapping(value, kind=kind, name=name, field=field)
-    _check_keys(sub, keys, kind=kind, name=name, field=field)
+    sub = mapping(value, kind=kind, name=name, field=field)
+    only_keys(sub, keys, kind=kind, name=name, field=field)
     try:
         return build(sub)
     except SnapshotError as exc:
@@ -294,7 +294,7 @@ def _nested(
         ) from None
 
 
-def _by_role(
+def by_role(
     job: Any, attr: str, what: str, convert: Callable[[object, str], R]
 ) -> FrozenDict[str, R]:
     """A job's mapping of role (a string) to ``what`` in field ``attr``, each value converted
@@ -306,7 +306,7 @@ def _by_role(
         )
     out: dict[str, R] = {}
     for role, item in value.items():
-        _str(role, kind="job", name=name, field=attr)
+        string(role, kind="job", name=name, field=attr)
         out[role] = convert(item, f"{attr}.{role}")
     return FrozenDict(out)
 
@@ -319,9 +319,10 @@ class _Devices(Protocol):
 DV = TypeVar("DV", bound=_Devices)
 
 
-def _split_devices(
+def split_devices(
     amounts: Resources,
-    record: DV | None,
+    record: object,
+    cls: type[DV],
     build: Callable[[int], DV],
     *,
     noun: str,
@@ -330,9 +331,11 @@ def _split_devices(
     name: str,
     field: str,
 ) -> tuple[Resources, DV | None]:
-    """``amounts`` without ``nvidia.com/gpu``, and the device record (``noun``): GPUs in the
-    mapping are whole devices (else ``whole``), and agree with ``record``'s count or, when
-    there is no record, make one with ``build(devices)``."""
+    """``amounts`` without ``nvidia.com/gpu``, and the device record (``noun``, a ``cls``):
+    GPUs in the mapping are whole devices (else ``whole``), and agree with ``record``'s count
+    or, when there is no record, make one with ``build(devices)``."""
+    if record is not None and not isinstance(record, cls):
+        raise SnapshotError(f"expected {cls.__name__}", kind=kind, name=name, field=noun)
     if GPU not in amounts:
         return amounts, record
     where = f"{field}.{GPU}"

@@ -6,27 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _model_fields as check
 from ._frozen import FrozenDict
 from ._model_enums import POLICY_ACTIONS, POLICY_EVENTS, JobPhase, TopologyMode
-from ._model_fields import (
-    Resources,
-    _bool,
-    _by_role,
-    _check_keys,
-    _check_name,
-    _enum,
-    _int,
-    _known,
-    _mapping,
-    _nested,
-    _or_empty,
-    _record_mapping,
-    _records,
-    _seq,
-    _set,
-    _str,
-    _str_tuple,
-)
+from ._model_fields import Resources
 from .errors import SnapshotError
 
 # --------------------------------------------------------------------------------------------
@@ -52,16 +35,16 @@ class NetworkTopology:
     slice_tier: int = 0
 
     def __post_init__(self) -> None:
-        _set(
+        check.assign(
             self,
             "mode",
-            _enum(TopologyMode, self.mode, kind="network_topology", name="", field="mode"),
+            check.member(TopologyMode, self.mode, kind="network_topology", name="", field="mode"),
         )
         if self.highest_tier_allowed is not None:
-            _set(
+            check.assign(
                 self,
                 "highest_tier_allowed",
-                _int(
+                check.integer(
                     self.highest_tier_allowed,
                     kind="network_topology",
                     name="",
@@ -70,8 +53,10 @@ class NetworkTopology:
                 ),
             )
         for key in ("slice_size", "slice_tier"):
-            value = _int(getattr(self, key), kind="network_topology", name="", field=key, minimum=0)
-            _set(self, key, value)
+            value = check.integer(
+                getattr(self, key), kind="network_topology", name="", field=key, minimum=0
+            )
+            check.assign(self, key, value)
         if self.slice_tier and not self.slice_size:
             raise SnapshotError(
                 "slice_tier without slice_size", kind="network_topology", field="slice_tier"
@@ -112,7 +97,9 @@ class JobPolicy:
     def validate(self, *, kind: str, name: str, field: str) -> None:
         for attr, allowed in (("event", POLICY_EVENTS), ("action", POLICY_ACTIONS)):
             value = getattr(self, attr)
-            _known(value, allowed, f"policy {attr}", kind=kind, name=name, field=f"{field}.{attr}")
+            check.known(
+                value, allowed, f"policy {attr}", kind=kind, name=name, field=f"{field}.{attr}"
+            )
 
     def to_dict(self) -> dict[str, str]:
         return {"event": self.event, "action": self.action}
@@ -152,26 +139,34 @@ class Job:
     preemption_delay: int = 0
 
     def __post_init__(self) -> None:
-        name = _check_name(self.name, "job")
-        _str(self.queue, kind="job", name=name, field="queue")
-        _set(
+        name = check.record_name(self.name, "job")
+        check.string(self.queue, kind="job", name=name, field="queue")
+        check.assign(
             self,
             "min_available",
-            _int(self.min_available, kind="job", name=name, field="min_available", minimum=0),
+            check.integer(
+                self.min_available, kind="job", name=name, field="min_available", minimum=0
+            ),
         )
 
         def count(n: object, where: str) -> int:
-            return _int(n, kind="job", name=name, field=where, minimum=0)
+            return check.integer(n, kind="job", name=name, field=where, minimum=0)
 
         def policy_list(items: object, where: str) -> tuple[JobPolicy, ...]:
-            return _records(items, JobPolicy, kind="job", name=name, field=where)
+            return check.records(items, JobPolicy, kind="job", name=name, field=where)
 
-        _set(self, "min_task_member", _by_role(self, "min_task_member", "count", count))
-        _set(self, "priority", _int(self.priority, kind="job", name=name, field="priority"))
-        _bool(self.preemptable, kind="job", name=name, field="preemptable")
-        _set(self, "phase", _enum(JobPhase, self.phase, kind="job", name=name, field="phase"))
+        check.assign(
+            self, "min_task_member", check.by_role(self, "min_task_member", "count", count)
+        )
+        check.assign(
+            self, "priority", check.integer(self.priority, kind="job", name=name, field="priority")
+        )
+        check.boolean(self.preemptable, kind="job", name=name, field="preemptable")
+        check.assign(
+            self, "phase", check.member(JobPhase, self.phase, kind="job", name=name, field="phase")
+        )
         if self.min_resources is not None:
-            _set(
+            check.assign(
                 self,
                 "min_resources",
                 Resources.parse(self.min_resources, kind="job", name=name, field="min_resources"),
@@ -191,31 +186,37 @@ class Job:
                 name=name,
                 field="network_topology.slice_size",
             )
-        policies = _records(self.policies, JobPolicy, kind="job", name=name, field="policies")
-        _set(self, "policies", policies)
-        _set(
+        policies = check.records(self.policies, JobPolicy, kind="job", name=name, field="policies")
+        check.assign(self, "policies", policies)
+        check.assign(
             self,
             "creation",
-            _int(self.creation, kind="job", name=name, field="creation", minimum=0),
+            check.integer(self.creation, kind="job", name=name, field="creation", minimum=0),
         )
-        _set(self, "role_policies", _by_role(self, "role_policies", "policies", policy_list))
-        _set(self, "age", _int(self.age, kind="job", name=name, field="age", minimum=0))
-        _set(
+        check.assign(
+            self, "role_policies", check.by_role(self, "role_policies", "policies", policy_list)
+        )
+        check.assign(
+            self, "age", check.integer(self.age, kind="job", name=name, field="age", minimum=0)
+        )
+        check.assign(
             self,
             "preemption_delay",
-            _int(self.preemption_delay, kind="job", name=name, field="preemption_delay", minimum=0),
+            check.integer(
+                self.preemption_delay, kind="job", name=name, field="preemption_delay", minimum=0
+            ),
         )
         if self.walltime is not None:
-            _set(
+            check.assign(
                 self,
                 "walltime",
-                _int(self.walltime, kind="job", name=name, field="walltime", minimum=0),
+                check.integer(self.walltime, kind="job", name=name, field="walltime", minimum=0),
             )
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Job:
-        m, name = _record_mapping(d, _JOB_KEYS, kind="job", where=where)
-        topo = _nested(
+        m, name = check.record_mapping(d, _JOB_KEYS, kind="job", where=where)
+        topo = check.nested(
             m.get("network_topology"),
             _TOPOLOGY_KEYS,
             _network_topology_from,
@@ -225,17 +226,19 @@ class Job:
         )
         policies = [
             _policy_from(p, name=name, field=f"policies[{i}]")
-            for i, p in enumerate(_seq(m.get("policies"), kind="job", name=name, field="policies"))
+            for i, p in enumerate(
+                check.sequence(m.get("policies"), kind="job", name=name, field="policies")
+            )
         ]
         role_policies: dict[str, tuple[JobPolicy, ...]] = {}
-        rp = _mapping(
-            _or_empty(m.get("role_policies")), kind="job", name=name, field="role_policies"
+        rp = check.mapping(
+            check.or_empty(m.get("role_policies")), kind="job", name=name, field="role_policies"
         )
         for role, items in rp.items():
             where_r = f"role_policies.{role}"
             role_policies[role] = tuple(
                 _policy_from(p, name=name, field=f"{where_r}[{i}]")
-                for i, p in enumerate(_seq(items, kind="job", name=name, field=where_r))
+                for i, p in enumerate(check.sequence(items, kind="job", name=name, field=where_r))
             )
         mtm = m.get("min_task_member")
         if mtm is not None and not isinstance(mtm, Mapping):
@@ -342,11 +345,11 @@ _JOB_KEYS = frozenset(
 
 
 def _policy_from(p: object, *, name: str, field: str) -> JobPolicy:
-    pm = _mapping(p, kind="job", name=name, field=field)
-    _check_keys(pm, frozenset({"event", "action"}), kind="job", name=name, field=field)
+    pm = check.mapping(p, kind="job", name=name, field=field)
+    check.only_keys(pm, frozenset({"event", "action"}), kind="job", name=name, field=field)
     return JobPolicy(
-        event=_str(pm.get("event"), kind="job", name=name, field=f"{field}.event"),
-        action=_str(pm.get("action"), kind="job", name=name, field=f"{field}.action"),
+        event=check.string(pm.get("event"), kind="job", name=name, field=f"{field}.event"),
+        action=check.string(pm.get("action"), kind="job", name=name, field=f"{field}.action"),
     )
 
 
@@ -369,7 +372,7 @@ def _budget_amount(value: object, *, name: str, field: str) -> int | str | None:
             name=name,
             field=field,
         )
-    return _int(value, kind="disruption_budget", name=name, field=field, minimum=0)
+    return check.integer(value, kind="disruption_budget", name=name, field=field, minimum=0)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -386,12 +389,14 @@ class DisruptionBudget:
     max_unavailable: int | str | None = None
 
     def __post_init__(self) -> None:
-        name = _check_name(self.name, "disruption_budget")
+        name = check.record_name(self.name, "disruption_budget")
         for attr in ("jobs", "tasks"):
-            value = _str_tuple(getattr(self, attr), kind="disruption_budget", name=name, field=attr)
-            _set(self, attr, value)
+            value = check.str_tuple(
+                getattr(self, attr), kind="disruption_budget", name=name, field=attr
+            )
+            check.assign(self, attr, value)
         for attr in ("min_available", "max_unavailable"):
-            _set(self, attr, _budget_amount(getattr(self, attr), name=name, field=attr))
+            check.assign(self, attr, _budget_amount(getattr(self, attr), name=name, field=attr))
         if (self.min_available is None) == (self.max_unavailable is None):
             raise SnapshotError(
                 "set exactly one of min_available and max_unavailable",
@@ -402,7 +407,7 @@ class DisruptionBudget:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> DisruptionBudget:
-        m, name = _record_mapping(d, _BUDGET_KEYS, kind="disruption_budget", where=where)
+        m, name = check.record_mapping(d, _BUDGET_KEYS, kind="disruption_budget", where=where)
         return cls(
             name=name,
             jobs=m.get("jobs", ()),

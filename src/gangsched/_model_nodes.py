@@ -6,26 +6,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import _model_fields as check
 from ._frozen import FrozenDict
 from ._model_enums import MAX_DEVICE_MILLI, MAX_GPUS_PER_NODE, QueueState
-from ._model_fields import (
-    Resources,
-    _bool,
-    _check_name,
-    _enum,
-    _int,
-    _known,
-    _nested,
-    _or_empty,
-    _record_mapping,
-    _records,
-    _set,
-    _split_devices,
-    _str,
-    _str_map,
-    _str_tuple,
-    _sub_mappings,
-)
+from ._model_fields import Resources
 from .errors import SnapshotError
 from .units import CPU, MEMORY, PODS
 
@@ -42,13 +26,13 @@ class Taint:
     _EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
     def validate(self, *, kind: str, name: str, field: str) -> None:
-        if not _str(self.key, kind=kind, name=name, field=f"{field}.key"):
+        if not check.string(self.key, kind=kind, name=name, field=f"{field}.key"):
             raise SnapshotError(
                 "a taint needs a non-empty key", kind=kind, name=name, field=f"{field}.key"
             )
-        _str(self.value, kind=kind, name=name, field=f"{field}.value")
+        check.string(self.value, kind=kind, name=name, field=f"{field}.value")
         where = f"{field}.effect"
-        _known(self.effect, self._EFFECTS, "taint effect", kind=kind, name=name, field=where)
+        check.known(self.effect, self._EFFECTS, "taint effect", kind=kind, name=name, field=where)
 
     def to_dict(self) -> dict[str, str]:
         return {"key": self.key, "value": self.value, "effect": self.effect}
@@ -66,14 +50,14 @@ class Toleration:
 
     def validate(self, *, kind: str, name: str, field: str) -> None:
         for attr in ("key", "value", "effect"):
-            _str(getattr(self, attr), kind=kind, name=name, field=f"{field}.{attr}")
+            check.string(getattr(self, attr), kind=kind, name=name, field=f"{field}.{attr}")
         for attr, allowed in (
             ("operator", ("Equal", "Exists")),
             ("effect", ("", "NoSchedule", "PreferNoSchedule", "NoExecute")),
         ):
             value = getattr(self, attr)
             where = f"{field}.{attr}"
-            _known(value, allowed, f"toleration {attr}", kind=kind, name=name, field=where)
+            check.known(value, allowed, f"toleration {attr}", kind=kind, name=name, field=where)
 
     def tolerates(self, taint: Taint) -> bool:
         if self.effect and self.effect != taint.effect:
@@ -105,11 +89,15 @@ class Gpus:
     sharing: bool = True
 
     def __post_init__(self) -> None:
-        _set(
-            self, "count", _int(self.count, kind="gpus", name=self.model, field="count", minimum=0)
+        check.assign(
+            self,
+            "count",
+            check.integer(self.count, kind="gpus", name=self.model, field="count", minimum=0),
         )
-        _set(
-            self, "milli", _int(self.milli, kind="gpus", name=self.model, field="milli", minimum=1)
+        check.assign(
+            self,
+            "milli",
+            check.integer(self.milli, kind="gpus", name=self.model, field="milli", minimum=1),
         )
         if self.count > MAX_GPUS_PER_NODE:
             raise SnapshotError(
@@ -126,8 +114,8 @@ class Gpus:
                 name=self.model,
                 field="milli",
             )
-        _str(self.model, kind="gpus", name=self.model, field="model")
-        _bool(self.sharing, kind="gpus", name=self.model, field="sharing")
+        check.string(self.model, kind="gpus", name=self.model, field="model")
+        check.boolean(self.sharing, kind="gpus", name=self.model, field="sharing")
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -154,16 +142,14 @@ class Node:
     unschedulable: bool = False
 
     def __post_init__(self) -> None:
-        name = _check_name(self.name, "node")
-        labels = _str_map(self.labels, kind="node", name=name, field="labels")
-        _set(self, "labels", labels)
+        name = check.record_name(self.name, "node")
+        labels = check.str_map(self.labels, kind="node", name=name, field="labels")
+        check.assign(self, "labels", labels)
         alloc = Resources.parse(self.allocatable, kind="node", name=name, field="allocatable")
-        gpus = self.gpus
-        if gpus is not None and not isinstance(gpus, Gpus):
-            raise SnapshotError("expected Gpus", kind="node", name=name, field="gpus")
-        alloc, gpus = _split_devices(
+        alloc, gpus = check.split_devices(
             alloc,
-            gpus,
+            self.gpus,
+            Gpus,
             lambda n: Gpus(count=n, model=labels.get("nvidia.com/gpu.product", "")),
             noun="gpus",
             whole="GPU devices must be whole",
@@ -171,10 +157,14 @@ class Node:
             name=name,
             field="allocatable",
         )
-        _set(self, "allocatable", alloc)
-        _set(self, "gpus", gpus if gpus is None or gpus.count > 0 else None)
-        _set(self, "taints", _records(self.taints, Taint, kind="node", name=name, field="taints"))
-        _bool(self.unschedulable, kind="node", name=name, field="unschedulable")
+        check.assign(self, "allocatable", alloc)
+        check.assign(self, "gpus", gpus if gpus is None or gpus.count > 0 else None)
+        check.assign(
+            self,
+            "taints",
+            check.records(self.taints, Taint, kind="node", name=name, field="taints"),
+        )
+        check.boolean(self.unschedulable, kind="node", name=name, field="unschedulable")
 
     @property
     def pod_limit(self) -> int | None:
@@ -182,15 +172,17 @@ class Node:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Node:
-        m, name = _record_mapping(d, _NODE_KEYS, kind="node", where=where)
-        gpus = _nested(m.get("gpus"), _GPUS_KEYS, _gpus_from, kind="node", name=name, field="gpus")
+        m, name = check.record_mapping(d, _NODE_KEYS, kind="node", where=where)
+        gpus = check.nested(
+            m.get("gpus"), _GPUS_KEYS, _gpus_from, kind="node", name=name, field="gpus"
+        )
         taints = [
             Taint(
                 key=tm.get("key", ""),
                 value=tm.get("value", ""),
                 effect=tm.get("effect", "NoSchedule"),
             )
-            for tm in _sub_mappings(
+            for tm in check.sub_mappings(
                 m.get("taints"),
                 frozenset({"key", "value", "effect"}),
                 kind="node",
@@ -204,7 +196,7 @@ class Node:
                 m.get("allocatable"), kind="node", name=name, field="allocatable"
             ),
             gpus=gpus,
-            labels=_or_empty(m.get("labels")),
+            labels=check.or_empty(m.get("labels")),
             taints=tuple(taints),
             unschedulable=m.get("unschedulable", False),
         )
@@ -244,20 +236,24 @@ class HyperNode:
     members: tuple[str, ...]
 
     def __post_init__(self) -> None:
-        name = _check_name(self.name, "hypernode")
-        _set(self, "tier", _int(self.tier, kind="hypernode", name=name, field="tier", minimum=1))
-        members = _str_tuple(self.members, kind="hypernode", name=name, field="members")
+        name = check.record_name(self.name, "hypernode")
+        check.assign(
+            self,
+            "tier",
+            check.integer(self.tier, kind="hypernode", name=name, field="tier", minimum=1),
+        )
+        members = check.str_tuple(self.members, kind="hypernode", name=name, field="members")
         if len(set(members)) != len(members):
             twice = sorted(m for m in set(members) if members.count(m) > 1)
             raise SnapshotError(
                 f"member {twice[0]!r} listed twice", kind="hypernode", name=name, field="members"
             )
-        _set(self, "members", members)
+        check.assign(self, "members", members)
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> HyperNode:
         keys = frozenset({"name", "tier", "members"})
-        m, name = _record_mapping(d, keys, kind="hypernode", where=where)
+        m, name = check.record_mapping(d, keys, kind="hypernode", where=where)
         if "tier" not in m:
             raise SnapshotError("missing", kind="hypernode", name=name, field="tier")
         return cls(name=name, tier=m["tier"], members=m.get("members", ()))
@@ -289,18 +285,32 @@ class Queue:
     lending_limit: Resources | None = None
 
     def __post_init__(self) -> None:
-        name = _check_name(self.name, "queue")
-        _set(self, "weight", _int(self.weight, kind="queue", name=name, field="weight", minimum=1))
+        name = check.record_name(self.name, "queue")
+        check.assign(
+            self,
+            "weight",
+            check.integer(self.weight, kind="queue", name=name, field="weight", minimum=1),
+        )
         for attr in ("capability", "guarantee", "deserved", "lending_limit"):
             value = getattr(self, attr)
             if value is not None:
-                _set(self, attr, Resources.parse(value, kind="queue", name=name, field=attr))
-        _str(self.parent, kind="queue", name=name, field="parent", optional=True)
+                check.assign(
+                    self, attr, Resources.parse(value, kind="queue", name=name, field=attr)
+                )
+        check.string(self.parent, kind="queue", name=name, field="parent", optional=True)
         if self.parent == name:
             raise SnapshotError("queue is its own parent", kind="queue", name=name, field="parent")
-        _set(self, "state", _enum(QueueState, self.state, kind="queue", name=name, field="state"))
-        _bool(self.reclaimable, kind="queue", name=name, field="reclaimable")
-        _set(self, "priority", _int(self.priority, kind="queue", name=name, field="priority"))
+        check.assign(
+            self,
+            "state",
+            check.member(QueueState, self.state, kind="queue", name=name, field="state"),
+        )
+        check.boolean(self.reclaimable, kind="queue", name=name, field="reclaimable")
+        check.assign(
+            self,
+            "priority",
+            check.integer(self.priority, kind="queue", name=name, field="priority"),
+        )
 
     def capability_limits(self, *, flat: bool = True) -> dict[str, int]:
         """The capability as enforced: resource → the most this queue may hold.
@@ -321,7 +331,7 @@ class Queue:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Queue:
-        m, name = _record_mapping(d, _QUEUE_KEYS, kind="queue", where=where)
+        m, name = check.record_mapping(d, _QUEUE_KEYS, kind="queue", where=where)
         return cls(
             name=name,
             weight=m.get("weight", 1),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import _model_fields as check
 from ._frozen import FrozenDict
 from ._model_enums import (
     MAX_GPUS_PER_NODE,
@@ -12,24 +13,7 @@ from ._model_enums import (
     PREEMPTION_POLICIES,
     TaskPhase,
 )
-from ._model_fields import (
-    Resources,
-    _bool,
-    _check_name,
-    _enum,
-    _int,
-    _nested,
-    _or_empty,
-    _record_mapping,
-    _records,
-    _seq,
-    _set,
-    _split_devices,
-    _str,
-    _str_map,
-    _str_tuple,
-    _sub_mappings,
-)
+from ._model_fields import Resources
 from ._model_nodes import Toleration
 from .errors import SnapshotError
 from .limits import MAX_QUANTITY
@@ -49,8 +33,16 @@ class GpuRequest:
     models: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _set(self, "count", _int(self.count, kind="gpu_request", name="", field="count", minimum=0))
-        _set(self, "milli", _int(self.milli, kind="gpu_request", name="", field="milli", minimum=1))
+        check.assign(
+            self,
+            "count",
+            check.integer(self.count, kind="gpu_request", name="", field="count", minimum=0),
+        )
+        check.assign(
+            self,
+            "milli",
+            check.integer(self.milli, kind="gpu_request", name="", field="milli", minimum=1),
+        )
         if self.count > MAX_GPUS_PER_NODE:
             raise SnapshotError(
                 f"{self.count} devices: a task's devices sit on one node, which carries at most "
@@ -67,7 +59,11 @@ class GpuRequest:
                 name="",
                 field="milli",
             )
-        _set(self, "models", _str_tuple(self.models, kind="gpu_request", name="", field="models"))
+        check.assign(
+            self,
+            "models",
+            check.str_tuple(self.models, kind="gpu_request", name="", field="models"),
+        )
 
     @property
     def total_milli(self) -> int:
@@ -104,16 +100,14 @@ class Task:
     preemption_policy: str = "PreemptLowerPriority"
 
     def __post_init__(self) -> None:
-        name = _check_name(self.name, "task")
-        _str(self.job, kind="task", name=name, field="job")
-        _str(self.role, kind="task", name=name, field="role")
+        name = check.record_name(self.name, "task")
+        check.string(self.job, kind="task", name=name, field="job")
+        check.string(self.role, kind="task", name=name, field="role")
         req = Resources.parse(self.request, kind="task", name=name, field="request")
-        gpu = self.gpu_request
-        if gpu is not None and not isinstance(gpu, GpuRequest):
-            raise SnapshotError("expected GpuRequest", kind="task", name=name, field="gpu_request")
-        req, gpu = _split_devices(
+        req, gpu = check.split_devices(
             req,
-            gpu,
+            self.gpu_request,
+            GpuRequest,
             lambda n: GpuRequest(count=n),
             noun="gpu_request",
             whole="a GPU request in devices must be whole (use gpu_request.milli for a share)",
@@ -124,14 +118,18 @@ class Task:
         if gpu is not None and gpu.count == 0:
             gpu = None
         # count > 1 with a fractional milli is several shares of distinct devices: allowed.
-        _set(self, "request", req)
-        _set(self, "gpu_request", gpu)
-        _set(self, "phase", _enum(TaskPhase, self.phase, kind="task", name=name, field="phase"))
-        _str(self.node, kind="task", name=name, field="node", optional=True)
+        check.assign(self, "request", req)
+        check.assign(self, "gpu_request", gpu)
+        check.assign(
+            self,
+            "phase",
+            check.member(TaskPhase, self.phase, kind="task", name=name, field="phase"),
+        )
+        check.string(self.node, kind="task", name=name, field="node", optional=True)
         indices = tuple(
-            _int(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
+            check.integer(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
             for i, idx in enumerate(
-                _seq(self.gpu_indices, kind="task", name=name, field="gpu_indices")
+                check.sequence(self.gpu_indices, kind="task", name=name, field="gpu_indices")
             )
         )
         if len(set(indices)) != len(indices):
@@ -141,7 +139,7 @@ class Task:
                 name=name,
                 field="gpu_indices",
             )
-        _set(self, "gpu_indices", indices)
+        check.assign(self, "gpu_indices", indices)
         n_devices = gpu.count if gpu is not None else 0
         placed = self.phase in NODE_PHASES
         if placed and self.node is None:
@@ -158,15 +156,19 @@ class Task:
                 name=name,
                 field="gpu_indices",
             )
-        _set(self, "priority", _int(self.priority, kind="task", name=name, field="priority"))
-        _bool(self.preemptable, kind="task", name=name, field="preemptable")
-        _set(
+        check.assign(
+            self, "priority", check.integer(self.priority, kind="task", name=name, field="priority")
+        )
+        check.boolean(self.preemptable, kind="task", name=name, field="preemptable")
+        check.assign(
             self,
             "node_selector",
-            _str_map(self.node_selector, kind="task", name=name, field="node_selector"),
+            check.str_map(self.node_selector, kind="task", name=name, field="node_selector"),
         )
-        tols = _records(self.tolerations, Toleration, kind="task", name=name, field="tolerations")
-        _set(self, "tolerations", tols)
+        tols = check.records(
+            self.tolerations, Toleration, kind="task", name=name, field="tolerations"
+        )
+        check.assign(self, "tolerations", tols)
         if self.preemption_policy not in PREEMPTION_POLICIES:
             raise SnapshotError(
                 f"unknown preemption policy {self.preemption_policy!r} (expected one of "
@@ -185,10 +187,10 @@ class Task:
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Task:
-        m, name = _record_mapping(d, _TASK_KEYS, kind="task", where=where)
+        m, name = check.record_mapping(d, _TASK_KEYS, kind="task", where=where)
         if "job" not in m:
             raise SnapshotError("missing", kind="task", name=name, field="job")
-        gpu = _nested(
+        gpu = check.nested(
             m.get("gpu_request"),
             frozenset({"count", "milli", "models"}),
             lambda g: GpuRequest(
@@ -205,7 +207,7 @@ class Task:
                 value=tm.get("value", ""),
                 effect=tm.get("effect", ""),
             )
-            for tm in _sub_mappings(
+            for tm in check.sub_mappings(
                 m.get("tolerations"),
                 frozenset({"key", "operator", "value", "effect"}),
                 kind="task",
@@ -222,11 +224,11 @@ class Task:
             phase=m.get("phase", "Pending"),
             node=m.get("node"),
             gpu_indices=tuple(
-                _seq(m.get("gpu_indices"), kind="task", name=name, field="gpu_indices")
+                check.sequence(m.get("gpu_indices"), kind="task", name=name, field="gpu_indices")
             ),
             priority=m.get("priority", 0),
             preemptable=m.get("preemptable", True),
-            node_selector=_or_empty(m.get("node_selector")),
+            node_selector=check.or_empty(m.get("node_selector")),
             tolerations=tuple(tols),
             preemption_policy=m.get("preemption_policy", PREEMPT_LOWER_PRIORITY),
         )
