@@ -514,3 +514,149 @@ def test_a_job_that_cannot_help_does_not_count_against_the_pair_limit(bystander:
     raw = {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
     d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
     assert {e.task for e in d.evictions} == {"v0-0", "v1-0"}
+
+
+def _two_node_pairs(prios: tuple[int, int, int, int]) -> gs.Snapshot:
+    """Two full nodes of two 2-GPU victim jobs each (priorities ``prios``, n0 first); the
+    4-GPU claim needs one whole node, so only a pair on one node makes room."""
+    jobs = [job(f"v{k}", 1, priority=p, creation=k) for k, p in enumerate(prios)]
+    tasks = [
+        t
+        for k in range(4)
+        for t in running(f"v{k}", [(f"n{k // 2}", [2 * (k % 2), 2 * (k % 2) + 1])], gpus=2)
+    ]
+    jobs.append(job("p", 1, priority=9, phase="Inqueue"))
+    tasks += pending("p", 1, gpus=4)
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [node("n0"), node("n1")],
+            "queues": [{"name": "default"}],
+            "jobs": jobs,
+            "tasks": tasks,
+        }
+    )
+
+
+def test_of_two_pairs_the_one_whose_highest_priority_is_lower_is_hit() -> None:
+    # n0 holds priorities 1 and 4, n1 holds 2 and 3: the pair on n1 (highest 3 < 4) goes
+    d = gs.schedule(_two_node_pairs((1, 4, 2, 3)), PREEMPT)
+    assert {e.task for e in d.evictions} == {"v2-0", "v3-0"}
+
+
+def test_one_job_of_higher_priority_is_hit_before_two_of_lower_priority() -> None:
+    # the hard topology allows either node; n0 needs two priority-1 jobs to go, n1 one job of
+    # priority 3: fewer jobs hit comes first
+    jobs = [
+        job("a", 1, priority=1),
+        job("b", 1, priority=1, creation=1),
+        job("c", 1, priority=3),
+        job(
+            "p",
+            1,
+            priority=9,
+            phase="Inqueue",
+            network_topology={"mode": "hard", "highest_tier_allowed": 1},
+        ),
+    ]
+    tasks = (
+        running("a", [("n0", [0, 1])], gpus=2)
+        + running("b", [("n0", [2, 3])], gpus=2)
+        + running("c", [("n1", [0, 1, 2, 3])], gpus=4)
+        + pending("p", 1, gpus=4)
+    )
+    raw = {
+        "nodes": [node("n0"), node("n1")],
+        "hypernodes": [
+            {"name": "s0", "tier": 1, "members": ["n0"]},
+            {"name": "s1", "tier": 1, "members": ["n1"]},
+        ],
+        "queues": [{"name": "default"}],
+        "jobs": jobs,
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert {e.task for e in d.evictions} == {"c-0"}
+
+
+def test_trimming_a_job_comes_before_evicting_one_whole_even_when_it_frees_more() -> None:
+    # a goes whole and frees exactly the claim; b gives one surplus 4-GPU task (2 GPUs more
+    # than needed): trim before kill
+    jobs = [
+        job("a", 1, priority=1),
+        job("b", 1, priority=1),
+        job("p", 1, priority=9, phase="Inqueue"),
+    ]
+    tasks = (
+        running("a", [("n0", [0, 1])], gpus=2)
+        + running("b", [("n1", [0, 1, 2, 3]), ("n1", [4, 5, 6, 7])], gpus=4)
+        + pending("p", 1, gpus=2)
+    )
+    raw = {
+        "nodes": [node("n0", gpus=2), node("n1", gpus=8)],
+        "queues": [{"name": "default"}],
+        "jobs": jobs,
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert [e.task for e in d.evictions] == ["b-0"]
+
+
+# ------------------------------------------------------------------------------ consolidate
+
+
+def test_only_running_tasks_of_other_jobs_move() -> None:
+    # the preemptor's own running task and another job's terminating task are not movable,
+    # and the only other running task is not preemptable: nothing may move
+    tasks = (
+        running("p", [("n0", [0, 1])], gpus=2)
+        + pending("p", 1, gpus=4, start=1)
+        + running("r", [("n0", [2, 3])], gpus=2, phase="Releasing")
+        + running("w", [("n1", [0, 1, 2, 3])], gpus=4, preemptable=False)
+    )
+    raw = {
+        "nodes": [node("n0"), node("n1")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("p", 2, phase="Running"), job("r", 1), job("w", 1)],
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), config("enqueue", "allocate", "consolidate"))
+    assert d.evictions == ()
+    assert d.preemption_reasons["p"].startswith("consolidate: NoMovableTasks:")
+
+
+@pytest.mark.parametrize(("mode", "moves"), [("hard", False), ("soft", True)])
+def test_tasks_of_hard_topology_jobs_never_move(mode: str, moves: bool) -> None:
+    # 2 nodes × 8 GPUs, each running one 4-GPU job; an 8-GPU gang waits
+    topo = {"mode": mode, "highest_tier_allowed": 1}
+    raw = {
+        "nodes": [node("n0", gpus=8), node("n1", gpus=8)],
+        "hypernodes": [{"name": "s0", "tier": 1, "members": ["n0", "n1"]}],
+        "queues": [{"name": "default"}],
+        "jobs": [
+            job("a", 1, network_topology=topo),
+            job("b", 1, creation=1, network_topology=topo),
+            job("big", 1, phase="Inqueue"),
+        ],
+        "tasks": running("a", [("n0", [0, 1, 2, 3])], gpus=4)
+        + running("b", [("n1", [0, 1, 2, 3])], gpus=4)
+        + pending("big", 1, gpus=8),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), config("enqueue", "allocate", "consolidate"))
+    assert len(d.evictions) == (1 if moves else 0)
+    if not moves:
+        assert d.preemption_reasons["big"].startswith("consolidate: NoMovableTasks:")
+
+
+@pytest.mark.parametrize(("guarantee", "moves"), [(8, False), (4, True)])
+def test_a_move_never_takes_a_queue_below_its_guarantee(guarantee: int, moves: bool) -> None:
+    # moving a 4-GPU task leaves the queue's running tasks 4 GPUs: at a guarantee of 4, not 8
+    raw = {
+        "nodes": [node("n0", gpus=8), node("n1", gpus=8)],
+        "queues": [{"name": "default", "guarantee": {"nvidia.com/gpu": guarantee}}],
+        "jobs": [job("a", 1), job("b", 1, creation=1), job("big", 1, phase="Inqueue")],
+        "tasks": running("a", [("n0", [0, 1, 2, 3])], gpus=4)
+        + running("b", [("n1", [0, 1, 2, 3])], gpus=4)
+        + pending("big", 1, gpus=8),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), config("enqueue", "allocate", "consolidate"))
+    assert len(d.evictions) == (1 if moves else 0)
