@@ -75,3 +75,21 @@ def test_config_limit_refuses_a_bad_budget_and_bad_indices(tmp_path: Path) -> No
         config_limit(nodes, pods, np.zeros(1, dtype=np.int64), seconds=0)
     with pytest.raises(ConfigError, match="out of range"):
         config_limit(nodes, pods, np.array([5], dtype=np.int64))
+
+
+def test_config_limit_without_a_placeable_gpu_pod_is_zero_not_a_solver_error(
+    tmp_path: Path,
+) -> None:
+    # CPU-only pods, no pod at all, no GPU node, a GPU pod too big for every node: the master
+    # would have no column (scipy's linprog refuses an empty problem with a bare ValueError).
+    cases = [
+        ([(4000, 1000, 1, "T4")], [(1000, 10, 0, 0), (1000, 10, 0, 0)], 2),
+        ([(4000, 1000, 1, "T4")], [(1000, 10, 0, 0)], 0),
+        ([(4000, 1000, 0, "")], [(1000, 10, 1, 500)], 1),
+        ([(4000, 1000, 1, "T4")], [(9000, 10, 1, 500)], 1),
+    ]
+    for node_rows, pod_rows, n in cases:
+        nodes, pods = write_cluster(tmp_path, node_rows, pod_rows)
+        limit = config_limit(nodes, pods, np.arange(n, dtype=np.int64), seconds=5)
+        assert limit.bound_milli == 0.0 and limit.packing_milli == 0 and limit.converged
+        assert limit.order.size == 0 and 0.0 <= limit.bound_unallocated_pct <= 100.0

@@ -102,10 +102,16 @@ class ConfigLimit:
 
     @property
     def bound_unallocated_pct(self) -> float:
+        """The least unallocated GPU % (of the capacity) any placement can leave."""
+        if not self.capacity_milli:
+            return 0.0
         return 100.0 - 100.0 * self.bound_milli / self.capacity_milli
 
     @property
     def packing_unallocated_pct(self) -> float:
+        """Unallocated GPU % of the MILP packing."""
+        if not self.capacity_milli:
+            return 0.0
         return 100.0 - 100.0 * self.packing_milli / self.capacity_milli
 
 
@@ -378,7 +384,22 @@ def config_limit(
     capacity = int(nodes.total_gpus) * MILLI
     prob = _problem(nodes, pods, arrived)
     gpu = (prob.s_num * prob.s_milli).astype(np.float64)
-    cols = list(dict.fromkeys(_seed_columns(prob, nodes, pods, arrived)))
+    empty = np.zeros(0, dtype=np.int64)
+    cols = list(dict.fromkeys(_seed_columns(prob, nodes, pods, arrived))) if prob.fits.any() else []
+    if not cols:  # no arrived GPU pod fits any node: nothing can be allocated
+        return ConfigLimit(
+            bound_milli=0.0,
+            lp_milli=0.0,
+            converged=True,
+            iterations=0,
+            columns=0,
+            packing_milli=0,
+            capacity_milli=capacity,
+            order=empty,
+            placement=empty,
+            devices=empty,
+            seconds=time.perf_counter() - start,
+        )
     seen = set(cols)
     deadline = start + 0.8 * seconds
     it = 0
