@@ -52,11 +52,48 @@ class Evaluation:
 class Evaluator:
     """The evaluation cache of one session."""
 
-    __slots__ = ("_evals", "_ssn")
+    __slots__ = ("_evals", "_ssn", "carried")
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
         self._evals: dict[object, Evaluation] = {}
+        #: Evaluations taken over from the previous session (:meth:`carry`).
+        self.carried = 0
+
+    def carry(self, previous: Evaluator) -> int:
+        """Take over the evaluations of ``previous`` (a finished session's) that this session
+        can use, and mark the rows they must refresh. Returns how many were taken.
+
+        Valid when the answers for a node row depend on nothing but the template's shape, that
+        node and the nodes' taints (the ``shape_only`` contract): every row plugin declares
+        ``shape_only`` in both sessions, the configuration is the same, the nodes are the same
+        (names, order, resource columns) and no node's taints changed (a plugin may normalise
+        over the cluster's taints). A row is refreshed when its node's record (capacity,
+        labels, devices, cordon) or occupancy differs from the end of the previous session, or
+        when it changed there after the evaluation last read it; every other row keeps its
+        values, which are what a fresh evaluation computes (the same inputs, the same
+        arithmetic)."""
+        ssn, old = self._ssn, previous._ssn
+        records = _changed_records(old, ssn) if _same_ground(old, ssn) else None
+        if records is None:
+            return 0
+        stale = records | _occupancy_changed(old, ssn)
+        wanted: dict[object, TaskTemplate] = {("shape", t.shape): t for t in ssn.templates}
+        taken = 0
+        for key, ev in previous._evals.items():
+            tmpl = wanted.get(key)
+            if tmpl is None:
+                continue
+            rows = stale | (ev.versions != old.node_version)
+            ev.versions = np.where(rows, -1, 0).astype(np.int64)
+            ev.seen = _READ_VERSIONS
+            if ev.gpu_need is not None and records.any():
+                ev.gpu_need = gpu_need(ssn.arrays, tmpl)
+            self._evals[key] = ev
+            taken += 1
+        previous._evals = {}  # moved, not shared: the previous session is finished
+        self.carried = taken
+        return taken
 
     def _key(self, tmpl: TaskTemplate) -> object:
         return ("shape", tmpl.shape) if self._ssn.points.shape_only else tmpl.index
@@ -162,3 +199,58 @@ class Evaluator:
         parts = sorted(((cnt, words[r]) for r, cnt in counts.items()), key=lambda x: (-x[0], x[1]))
         detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
         return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+
+
+#: ``Evaluation.seen`` of a carried evaluation: far behind any change log, so the next refresh
+#: compares versions.
+_READ_VERSIONS = -(1 << 62)
+
+
+def _same_ground(old: Session, new: Session) -> bool:
+    if not (old.points.shape_only and new.points.shape_only):
+        return False
+    if old.config is not new.config and old.config != new.config:
+        return False
+    a, b = old.arrays, new.arrays
+    if a is not b and (
+        a.node_names != b.node_names
+        or a.spec.names != b.spec.names
+        or a.gpu_capacity.shape != b.gpu_capacity.shape
+    ):
+        return False
+    return len(old.snapshot.nodes) == len(new.snapshot.nodes)
+
+
+def _changed_records(old: Session, new: Session) -> BOOL | None:
+    """Nodes whose record differs between the two sessions' snapshots; None when a node was
+    renamed or its taints changed (then nothing carries)."""
+    before, after = old.snapshot.nodes, new.snapshot.nodes
+    changed = np.zeros(len(after), dtype=np.bool_)
+    if before is after:
+        return changed
+    for i, (x, y) in enumerate(zip(before, after, strict=True)):
+        if x is y or x == y:
+            continue
+        if x.name != y.name or x.taints != y.taints:
+            return None
+        changed[i] = True
+    return changed
+
+
+def _occupancy_changed(old: Session, new: Session) -> BOOL:
+    """Nodes whose occupancy (used, releasing, reserved; per node and per device) differs
+    between the end of ``old`` and the start of ``new``."""
+    rows: BOOL = (
+        (old.used != new.used).any(axis=1)
+        | (old.releasing != new.releasing).any(axis=1)
+        | (old.pipelined != new.pipelined).any(axis=1)
+    )
+    devices = (
+        (old.gpu_used != new.gpu_used)
+        | (old.gpu_releasing != new.gpu_releasing)
+        | (old.gpu_pipelined != new.gpu_pipelined)
+    )
+    if devices.any():
+        gpu_node = new.arrays.gpu_node
+        rows |= np.bincount(gpu_node[devices], minlength=rows.size)[: rows.size] > 0
+    return rows

@@ -219,9 +219,12 @@ class ReasonNotesPlugin(Protocol):
 
 
 class ShapeOnlyPlugin(Protocol):
-    """Its ``predicate`` / ``node_score`` answers depend only on the task's shape (requests,
-    selectors, tolerations), not on its job: templates of equal shape share one evaluation
-    when every row plugin declares it."""
+    """Its ``predicate`` / ``node_score`` answer for a node depends only on the task's shape
+    (requests, selectors, tolerations), that node (its record and occupancy) and the nodes'
+    taints (a score may normalise over those, as kube's taint toleration does) — not on the
+    task's job or other nodes' occupancy. When every row plugin declares it, templates of
+    equal shape share one evaluation, and a cluster state's next cycle keeps the evaluations
+    of rows that did not change."""
 
     shape_only: bool
 

@@ -56,7 +56,7 @@ from .snapshot import Snapshot
 from .statement import OpKind
 from .units import GPU
 
-__all__ = ["default_registry", "explain", "make_actions", "open_session", "schedule"]
+__all__ = ["default_registry", "explain", "make_actions", "open_session", "run_cycle", "schedule"]
 
 
 def default_registry() -> Registry:
@@ -130,14 +130,33 @@ def schedule(
     Decisions
         Binds, evictions, reservations and the status of every job and queue.
     """
+    return run_cycle(snapshot, config, placer=placer, registry=registry)[0]
+
+
+def run_cycle(
+    snapshot: Snapshot,
+    config: Config | None = None,
+    *,
+    placer: Placer | None = None,
+    registry: Registry | None = None,
+    previous: Session | None = None,
+) -> tuple[Decisions, Session]:
+    """:func:`schedule`, also returning the finished session, for a caller that runs cycle
+    after cycle on one cluster (:class:`gangsched.ClusterState`): handing the last session
+    back as ``previous`` lets the next cycle keep the per-template evaluations that still
+    hold. The decisions are the same with or without it."""
+    if not isinstance(snapshot, Snapshot):
+        raise ConfigError(
+            f"expected a Snapshot, got {type(snapshot).__name__}", kind="schedule", field="snapshot"
+        )
     config = Config.default() if config is None else config
     registry = default_registry() if registry is None else registry
-    ssn = open_session(snapshot, config, registry=registry)
+    ssn = Session.open(snapshot, config, registry, previous=previous)
     if placer is not None:
         ssn.placer = placer
     for action in make_actions(config, registry):
         action.execute(ssn)
-    return close_session(ssn)
+    return close_session(ssn), ssn
 
 
 def make_actions(config: Config, registry: Registry) -> list[Action]:

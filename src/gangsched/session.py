@@ -133,7 +133,18 @@ class Session:
     # ---------------------------------------------------------------- opening
 
     @classmethod
-    def open(cls, snapshot: Snapshot, config: Config, registry: Registry) -> Session:
+    def open(
+        cls,
+        snapshot: Snapshot,
+        config: Config,
+        registry: Registry,
+        *,
+        previous: Session | None = None,
+    ) -> Session:
+        """Open a cycle on ``snapshot``. ``previous``: the finished session of the cycle before
+        on the same cluster, whose per-template evaluations this one takes over where they
+        still hold (:meth:`gangsched.evaluation.Evaluator.carry`); the decisions are the same
+        with or without it."""
         arrays = build_cluster_arrays(snapshot)
         cols = task_columns(snapshot, arrays.spec)
         job_queue = np.array([snapshot.queue_index[j.queue] for j in snapshot.jobs], dtype=np.int64)
@@ -183,6 +194,8 @@ class Session:
         fair = ssn.points.fair_share
         if fair is not None:
             ssn.queue_deserved = fair.queue_deserved(ssn)
+        if previous is not None:
+            ssn.evaluator.carry(previous.evaluator)
         return ssn
 
     def serving(self, point: str) -> tuple[Any, ...]:

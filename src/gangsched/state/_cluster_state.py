@@ -180,9 +180,14 @@ class ClusterState(WorkloadOps, ClusterOps):
         """One cycle on the state now: :func:`gangsched.schedule` on :meth:`snapshot` (same
         keyword arguments). Marks the cycle for :meth:`changed_nodes`. The decisions are not
         applied: call :meth:`apply` once the binder has acted on them."""
-        from ..scheduler import schedule
+        from ..scheduler import run_cycle
 
-        out = schedule(self.snapshot(), config, **kwargs)
+        # The last cycle's session lends its per-template evaluations to this one where they
+        # still hold (same configuration and node records; rows whose occupancy moved are
+        # re-evaluated): the decisions are those of a fresh cycle.
+        previous = self.__dict__.get("_last_session")
+        out, ssn = run_cycle(self.snapshot(), config, previous=previous, **kwargs)
+        self.__dict__["_last_session"] = ssn
         self.mark_cycle()
         return out
 
