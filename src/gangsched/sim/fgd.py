@@ -80,6 +80,7 @@ EXTRA_POLICY_IDS: dict[str, str] = {
     "fgd-cpu": "08-FGD-CPU",
     "fgd-exact": "09-FGD-Exact",
     "fgd-future": "10-FGD-Future",
+    "fgd-gpuw": "11-FGD-GpuW",
 }
 
 

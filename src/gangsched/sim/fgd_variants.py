@@ -43,7 +43,7 @@ from ..fragmentation import (
 from ..io.openb import NodeTable, PodTable
 from .fgd_engine import ClusterArrays, FastScorer, _FgdCache, workload_typical
 
-__all__ = ["REFRESH", "VARIANTS", "make_variant"]
+__all__ = ["REFRESH", "VARIANTS", "gpu_weighted", "make_variant"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -155,11 +155,43 @@ def _future(nodes: NodeTable, pods: PodTable) -> FastScorer:
     return run
 
 
+def gpu_weighted(typical: TypicalPods) -> TypicalPods:
+    """``typical`` with each shape weighted by its GPU request (count x milli-GPU) instead of its
+    pod count; CPU-only shapes drop out."""
+    w = typical.prob * typical.num_gpu * typical.gpu_milli
+    keep = w > 0
+    return TypicalPods(
+        cpu_milli=typical.cpu_milli[keep],
+        num_gpu=typical.num_gpu[keep],
+        gpu_milli=typical.gpu_milli[keep],
+        allowed=typical.allowed[keep],
+        prob=w[keep] / w[keep].sum(),
+    )
+
+
+def _gpu_weight(nodes: NodeTable, pods: PodTable) -> FastScorer:
+    target = gpu_weighted(workload_typical(pods, nodes))
+    state: dict[str, _FgdCache] = {}
+
+    def run(
+        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
+    ) -> NodeScores:
+        cache = state.get("cache")
+        if cache is None:
+            _retarget(c, target)
+            cache = state["cache"] = _FgdCache()
+        vals, share = cache.scores(c, pod, key)
+        return NodeScores(np.where(f, vals, -np.inf), share)
+
+    return run
+
+
 #: The variants by name: each builds a fresh scorer for one run from the workload.
 VARIANTS: dict[str, Callable[[NodeTable, PodTable], FastScorer]] = {
     "fgd-cpu": _cpu_ties,
     "fgd-exact": _exact,
     "fgd-future": _future,
+    "fgd-gpuw": _gpu_weight,
 }
 
 
