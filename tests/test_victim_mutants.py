@@ -19,6 +19,7 @@ from _preemption_helpers import PREEMPT, config, job, node, pending, running
 from gangsched import disruption
 from gangsched.actions import _victim_rules as rules
 from gangsched.actions import _victims
+from gangsched.actions.preempt import within_job_jobs
 from gangsched.config import Config
 from gangsched.model import DisruptionBudget
 from gangsched.scheduler import open_session
@@ -660,3 +661,81 @@ def test_a_move_never_takes_a_queue_below_its_guarantee(guarantee: int, moves: b
     }
     d = gs.schedule(gs.Snapshot.from_dict(raw), config("enqueue", "allocate", "consolidate"))
     assert len(d.evictions) == (1 if moves else 0)
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "moves"),
+    [({"nvidia.com/gpu": 4}, False), ({"memory": "100Gi"}, True)],
+    ids=["own-queue-gpus", "a-resource-the-task-does-not-hold"],
+)
+def test_the_guarantee_counts_the_moved_tasks_queue_on_the_resources_it_holds(
+    guarantee: dict[str, Any], moves: bool
+) -> None:
+    # only a (queue g) may move; g runs nothing else, so moving a takes its GPUs to 0 — below
+    # a GPU guarantee, whatever queue o runs; a memory guarantee a's task holds none of is
+    # no obstacle
+    raw = {
+        "nodes": [node("n0", gpus=8), node("n1", gpus=8)],
+        "queues": [{"name": "g", "guarantee": guarantee}, {"name": "o"}],
+        "jobs": [
+            job("a", 1, queue="g"),
+            job("b", 1, queue="o", creation=1, preemptable=False),
+            job("big", 1, queue="o", phase="Inqueue"),
+        ],
+        "tasks": running("a", [("n0", [0, 1, 2, 3])], gpus=4)
+        + running("b", [("n1", [0, 1, 2, 3])], gpus=4)
+        + pending("big", 1, gpus=8),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), config("enqueue", "allocate", "consolidate"))
+    assert [e.task for e in d.evictions] == (["a-0"] if moves else [])
+
+
+# ------------------------------------------------------------------------------ inside a job
+
+
+def test_within_job_candidates_are_jobs_whose_pending_task_outranks_a_running_one() -> None:
+    devices = iter(range(8))
+
+    def task(job_name: str, i: int, prio: int, phase: str = "Pending", **extra: Any) -> Any:
+        t: dict[str, Any] = {
+            "name": f"{job_name}-{i}",
+            "job": job_name,
+            "request": {"cpu": 1, "nvidia.com/gpu": 1},
+            "priority": prio,
+            "phase": phase,
+            **extra,
+        }
+        if phase != "Pending":
+            t.update(node="n0", gpu_indices=[next(devices)])
+        return t
+
+    jobs = [
+        job("outranks", 1),
+        job("equal", 1),
+        job("running-only", 1),
+        job("best-effort", 1),
+        job("not-admitted", 1, phase="Pending"),
+    ]
+    tasks = [
+        task("outranks", 0, 1, "Running"),
+        task("outranks", 1, 2),
+        task("equal", 0, 2, "Running"),
+        task("equal", 1, 2),
+        task("running-only", 0, 1, "Running"),
+        task("running-only", 1, 3, "Running"),
+        task("best-effort", 0, 1, "Running"),
+        {"name": "best-effort-1", "job": "best-effort", "request": {}, "priority": 9},
+        task("not-admitted", 0, 1, "Running"),
+        task("not-admitted", 1, 2),
+    ]
+    raw = {
+        "nodes": [node("n0", gpus=8)],
+        "queues": [{"name": "default"}],
+        "jobs": jobs,
+        "tasks": tasks,
+    }
+    ssn = open_session(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert [ssn.snapshot.jobs[j].name for j in within_job_jobs(ssn)] == ["outranks"]
+    ssn = open_session(gs.Snapshot.from_dict(raw), config("allocate", "preempt"))
+    got = {ssn.snapshot.jobs[j].name for j in within_job_jobs(ssn)}
+    assert got == {"outranks", "not-admitted"}
