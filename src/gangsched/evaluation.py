@@ -14,7 +14,6 @@ Volcano breaks them at random.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -22,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .arrays import TaskTemplate
-from .fit import devices_fit_later, future_idle, gpu_need, resource_fit
+from .fit import device_free, gpu_need, node_free, resource_fit
 from .units import PODS
 
 if TYPE_CHECKING:
@@ -47,16 +46,21 @@ class Evaluation:
     best_future: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
     gpu_need: I64 | None = None  # (n_nodes,) milli-GPU charged per device on each node
     seen: int = 0  # length of Session.changed at the last refresh
+    # Why each node refuses the template (a code into Evaluator's words, -1: it fits), and the
+    # node versions they were computed at; filled by the first fit_error.
+    reasons: I64 | None = None
+    reason_versions: I64 | None = None
 
 
 class Evaluator:
     """The evaluation cache of one session."""
 
-    __slots__ = ("_evals", "_ssn", "carried")
+    __slots__ = ("_evals", "_ssn", "_words", "carried")
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
         self._evals: dict[object, Evaluation] = {}
+        self._words: dict[str, int] = {}  # reason word -> code (Evaluation.reasons)
         #: Evaluations taken over from the previous session (:meth:`carry`).
         self.carried = 0
 
@@ -87,10 +91,14 @@ class Evaluator:
             rows = stale | (ev.versions != old.node_version)
             ev.versions = np.where(rows, -1, 0).astype(np.int64)
             ev.seen = _READ_VERSIONS
+            if ev.reason_versions is not None:
+                again = stale | (ev.reason_versions != old.node_version)
+                ev.reason_versions = np.where(again, -1, 0).astype(np.int64)
             if ev.gpu_need is not None and records.any():
                 ev.gpu_need = gpu_need(ssn.arrays, tmpl)
             self._evals[key] = ev
             taken += 1
+        self._words = previous._words  # the carried reason codes' words
         previous._evals = {}  # moved, not shared: the previous session is finished
         self.carried = taken
         return taken
@@ -160,33 +168,57 @@ class Evaluator:
         return -1, False
 
     def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
-        """Why no node fits ``tmpl``, aggregated over nodes as kube-scheduler words it."""
+        """Why no node fits ``tmpl``, aggregated over nodes as kube-scheduler words it. Each
+        node's reason is the first that applies: outside ``among`` (the allowed topology
+        domain), a predicate's word (tier order), then the first resource short once releases
+        finish (pods, then each resource; GPU devices count with the GPU column). Per-node
+        reasons are kept with the template's evaluation and refreshed by node version."""
+        ev = self.evaluate(tmpl)
+        ssn = self._ssn
+        n = ssn.arrays.n_nodes
+        if ev.reasons is None or ev.reason_versions is None:
+            ev.reasons = np.full(n, -1, dtype=np.int64)
+            ev.reason_versions = np.full(n, -1, dtype=np.int64)
+        rows = np.flatnonzero(ev.reason_versions != ssn.node_version).astype(np.intp)
+        if rows.size:
+            ev.reasons[rows] = self._reason_rows(tmpl, rows)
+            ev.reason_versions[rows] = ssn.node_version[rows]
+        reason = ev.reasons
+        if among is not None:
+            outside = self._code("node(s) outside the allowed topology domain")
+            reason = np.where(among, reason, outside)
+        words = {code: word for word, code in self._words.items()}
+        counts = np.bincount(reason[reason >= 0]).tolist() if n else []
+        parts = sorted(((cnt, words[r]) for r, cnt in enumerate(counts) if cnt), key=_by_count)
+        n_ok = int((reason < 0).sum())
+        detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
+        return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+
+    def _code(self, word: str) -> int:
+        return self._words.setdefault(word, len(self._words))
+
+    def _reason_rows(self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> I64:
+        """The reason code of each node of ``rows`` (-1: it fits once releases finish)."""
         ssn = self._ssn
         a = ssn.arrays
-        n = a.n_nodes
-        rows = np.arange(n, dtype=np.intp)
-        reason = np.full(n, -1, dtype=np.int64)
-        words: list[str] = []
+        reason = np.full(rows.size, -1, dtype=np.int64)
 
         def mark(reject: BOOL, word: str) -> None:
             sel = reject & (reason < 0)
             if sel.any():
-                if word not in words:
-                    words.append(word)
-                reason[sel] = words.index(word)
+                reason[sel] = self._code(word)
 
-        if among is not None:
-            mark(~among, "node(s) outside the allowed topology domain")
         for reject, word in ssn.points.rejections(tmpl, rows):
             mark(reject, word)
-        req = np.broadcast_to(tmpl.request, (n, tmpl.request.size)).copy()
+        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
+        devices_ok = np.ones(rows.size, dtype=np.bool_)
         if tmpl.gpu_count:
-            m_eff = gpu_need(a, tmpl)
+            m_eff = gpu_need(a, tmpl)[rows]
             req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
-            devices_ok = devices_fit_later(ssn, tmpl, m_eff)
-        else:
-            devices_ok = np.ones(n, dtype=np.bool_)
-        short = req > future_idle(ssn)
+            idx, seg = a.devices_of(rows)
+            later = device_free(ssn, future=True, devices=idx) >= np.maximum(m_eff, 1)[seg]
+            devices_ok = a.count_per_row(seg, later, rows.size) >= tmpl.gpu_count
+        short = req > node_free(ssn, rows, future=True)
         for c, res in enumerate(a.spec.names):
             if res == PODS:
                 mark(short[:, c], "Too many pods")
@@ -194,11 +226,7 @@ class Evaluator:
                 mark(short[:, c] | ~devices_ok, f"Insufficient {res}")
             else:
                 mark(short[:, c], f"Insufficient {res}")
-        counts = +Counter(dict(enumerate(np.bincount(reason[reason >= 0]).tolist())))
-        n_ok = int((reason < 0).sum())
-        parts = sorted(((cnt, words[r]) for r, cnt in counts.items()), key=lambda x: (-x[0], x[1]))
-        detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
-        return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+        return reason
 
 
 #: ``Evaluation.seen`` of a carried evaluation: far behind any change log, so the next refresh
@@ -254,3 +282,7 @@ def _occupancy_changed(old: Session, new: Session) -> BOOL:
         gpu_node = new.arrays.gpu_node
         rows |= np.bincount(gpu_node[devices], minlength=rows.size)[: rows.size] > 0
     return rows
+
+
+def _by_count(part: tuple[int, str]) -> tuple[int, str]:
+    return -part[0], part[1]

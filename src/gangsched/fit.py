@@ -146,17 +146,6 @@ def _fit_one(occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None) -> t
     return np.array([fit_idle]), np.array([fit_later])
 
 
-def devices_fit_later(occ: Occupancy, tmpl: TaskTemplate, m_eff: I64) -> BOOL:
-    """Per node: ``tmpl``'s GPU count of devices have room once releases finish."""
-    a = occ.arrays
-    n = a.n_nodes
-    dev_node = a.gpu_node
-    later = a.gpu_capacity[dev_node] - occ.gpu_used + occ.gpu_releasing - occ.gpu_pipelined
-    ok = later >= np.maximum(m_eff, 1)[dev_node]
-    out: BOOL = a.count_per_row(dev_node, ok, n) >= tmpl.gpu_count
-    return out
-
-
 def device_free(occ: Occupancy, *, future: bool, devices: list[int] | I64 | slice = _ALL) -> I64:
     """Free milli-GPU of each device (flat device order; ``devices`` selects some): once
     releases finish with ``future``, else now — and never into a reservation, so the smaller
