@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from _placement_cases import gpu_gang, problem_for
+from _placement_cases import fat_tree_snapshot, gpu_gang, problem_for
 from gangsched.model import HyperNode, Node, TopologyMode
 from gangsched.placement import (
     CpSatPlacer,
@@ -163,3 +163,15 @@ def test_a_wall_budget_covers_build_solve_and_extract() -> None:
     assert res.solve_time <= 1.1 * budget + 0.1, res.solve_time
     if res.status not in (Status.OPTIMAL, Status.INFEASIBLE):
         assert res.limit == "wall" and (res.gap > 0 or res.fallback)
+
+
+def test_joint_wall_budget_of_zero_stops_before_the_greedy_pass() -> None:
+    topo = build_topology(fat_tree_snapshot(spines=2, racks=4, nodes=8))
+    n = topo.n_nodes
+    gangs = [gpu_gang(f"g{i}", 2 + i % 5, n, gpus_per_replica=1 + i % 2) for i in range(12)]
+    problem = problem_for(topo, gangs, weights=[1 + i % 3 for i in range(12)])
+    res = JointCpSatPlacer(time_limit_s=0.0, max_deterministic_time=None).place(problem)
+    validate_placement(problem, res)
+    assert res.status is Status.TIMED_OUT and res.fallback and res.limit == "wall"
+    assert not any(g.placed for g in res.gangs)
+    assert all("wall budget ran out" in g.reason for g in res.gangs)

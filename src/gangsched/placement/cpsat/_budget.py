@@ -23,6 +23,7 @@ class _Budget:
     deadline: float | None
     work: float | None
     limit: str = ""  # the limit that cut the search short: "work", "wall" or ""
+    pass_time: float = 0.0  # wall seconds of one greedy pass over the gangs (joint mode)
 
     def exhausted(self) -> bool:
         if self.work is not None and self.work <= 0:

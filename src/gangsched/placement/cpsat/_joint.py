@@ -96,30 +96,51 @@ def _alone_bound(problem: PlacementProblem, views: list[GangView]) -> int:
     )
 
 
-def _greedy_sequence(problem: PlacementProblem) -> PlacementResult:
-    from ..greedy import GreedyPlacer
-
-    return GreedyPlacer().place(problem)
+def _greedy_sequence(problem: PlacementProblem, budget: _Budget) -> PlacementResult:
+    """Greedy's answer (the gangs one after the other by weight, as :class:`GreedyPlacer`);
+    the gangs not yet tried when the wall budget runs out are left out, with that reason."""
+    free = problem.free.copy()
+    gpu_free = problem.gpu_free.copy()
+    out: dict[int, GangPlacement] = {}
+    for gi in by_weight(problem):
+        if budget.past_deadline():
+            name = problem.gangs[gi].name
+            why = f"gang {name!r}: the wall budget ran out before it was tried"
+            out[gi] = GangPlacement(gang=name, placed=False, reason=why)
+        else:
+            out[gi] = greedy_gang(problem, gi, free, gpu_free)
+    return PlacementResult(
+        gangs=tuple(out[i] for i in range(len(problem.gangs))), status=Status.GREEDY
+    )
 
 
 class _Joint(_Search):
     """Joint placement of :class:`~gangsched.placement.cpsat.CpSatPlacer`."""
 
     def _place_joint(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:
-        greedy = _greedy_sequence(problem)
+        started = now()
+        greedy = _greedy_sequence(problem, budget)
+        if budget.limit == "wall":  # greedy's answer, cut short
+            return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
+        # one greedy pass over the gangs: what the later greedy steps are judged to cost
+        # against the wall budget (no effect without one)
+        budget.pass_time = now() - started
         views = [gang_view(problem, gi) for gi in range(len(problem.gangs))]
         doms = [_joint_domains(problem, views[gi], greedy.gangs[gi]) for gi in range(len(views))]
         agg = _aggregate(problem, views, doms) if self.aggregate else None
         if agg is not None:
             return self._place_aggregate(problem, views, doms, agg, greedy, budget)
         # a valid upper bound on the weight, and a placement guided by the bound's choice
+        # (building the bound's data costs about half a greedy pass)
+        if not budget.room_for(budget.pass_time / 2):  # greedy's answer, unproven
+            return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
         rel = build_relaxation(problem, views, doms)
         if budget.past_deadline():  # greedy's answer, unproven
             return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
         upper, guide = self._solve_relaxation(problem, rel, doms, greedy, budget)
         upper = min(upper, _alone_bound(problem, views))
         incumbent = list(greedy.gangs)
-        if guide is not None and not budget.past_deadline():
+        if guide is not None and budget.room_for(budget.pass_time):
             guided = _place_guided(problem, views, doms, rel, guide)
             if _weight(problem, guided) > _weight(problem, incumbent):
                 incumbent = guided
@@ -293,7 +314,7 @@ class _Joint(_Search):
     ) -> None:
         """Second phase of joint placement: with every other gang fixed, re-place each placed
         gang exactly (single-gang model) and keep the better of the two placements."""
-        longest = 0.0  # the longest re-placement so far (wall seconds)
+        longest = budget.pass_time / max(1, len(gangs))  # the longest re-placement (s)
         for gi in range(len(gangs)):
             if not gangs[gi].placed or budget.exhausted() or not budget.room_for(longest):
                 continue

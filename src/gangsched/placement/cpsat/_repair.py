@@ -72,7 +72,7 @@ def _moves(
     usable = [np.asarray(v.mask.any(axis=0)) for v in views]
     weight = sum(int(w[gi]) for gi, gp in enumerate(out) if gp.placed)
     tries = 0
-    longest = 0.0  # the longest try so far (wall seconds)
+    longest = budget.pass_time / max(1, len(gangs))  # the longest try so far (seconds)
     improved = True
     while improved and weight < upper:
         improved = False
@@ -144,7 +144,7 @@ def _restarts(
     assert w is not None
     out = gangs
     order = by_weight(problem)
-    longest = 0.0
+    longest = budget.pass_time
     passes = 0
     for first in order:
         if weight >= upper or passes >= RESTARTS or not budget.room_for(longest):
