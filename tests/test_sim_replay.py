@@ -144,6 +144,24 @@ def test_period_aligns_cycles_to_ticks() -> None:
     assert res.cycles == 2
 
 
+def test_replay_cycles_run_through_its_cluster_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cycle is ``ClusterState.schedule`` on the engine's one state, so what the state
+    carries from a cycle to the next (snapshot, arrays, session) serves the replay too."""
+    states: list[int] = []
+    plain = gs.ClusterState.schedule
+
+    def counted(self: gs.ClusterState, config: Any, **kwargs: Any) -> gs.Decisions:
+        states.append(id(self))
+        return plain(self, config, **kwargs)
+
+    monkeypatch.setattr(gs.ClusterState, "schedule", counted)
+    jobs = [job("A", 0, 100, gpus=2), job("B", 10, 50), job("C", 120, 10)]
+    res = replay(trace(jobs), ReplayOptions(config=SIMPLE))
+    assert len(states) == res.cycles == 4  # arrivals at 0, 10 and 120, B starting at 100
+    assert len(set(states)) == 1
+    assert by_name(res, res.job_start) == {"A": 0, "B": 100, "C": 120}
+
+
 def test_until_stops_the_clock() -> None:
     res = replay(
         trace([job("A", 0, 100), job("B", 50, 10), job("C", 500, 1)]),
