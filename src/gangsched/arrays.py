@@ -530,16 +530,23 @@ def template_key(task: Task) -> tuple[object, ...]:
 
 
 def build_templates(
-    snapshot: Snapshot, spec: ResourceSpec, task_indices: list[int]
+    snapshot: Snapshot,
+    spec: ResourceSpec,
+    task_indices: list[int],
+    known: Mapping[int, tuple[object, ...]] | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
-    """Group ``task_indices`` (already in task order) into templates.
+    """Group ``task_indices`` (already in task order) into templates. ``known``: the
+    :func:`template_key` of some of them, computed before (for records seen in an earlier
+    cycle).
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
     index (-1 for tasks not given).
     """
     groups: dict[tuple[object, ...], list[int]] = {}
+    tasks = snapshot.tasks
     for t in task_indices:
-        groups.setdefault(template_key(snapshot.tasks[t]), []).append(t)
+        key = known.get(t) if known is not None else None
+        groups.setdefault(template_key(tasks[t]) if key is None else key, []).append(t)
     template_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
     templates: list[TaskTemplate] = []
     for key, members in groups.items():

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .feasibility import queue_gpu_charge
-from .model import TaskPhase
+from .model import Task, TaskPhase
 from .snapshot import Snapshot
 from .units import PODS, ResourceSpec
 
@@ -78,24 +78,42 @@ class TaskColumns:
     #: the GPU column per :func:`~gangsched.feasibility.queue_gpu_charge`.
     req: I64
     gpus: list[tuple[int, ...]]
+    #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
+    source: I64 | None = None
 
 
-def task_columns(snapshot: Snapshot, spec: ResourceSpec) -> TaskColumns:
-    n_tasks = len(snapshot.tasks)
+def task_columns(
+    snapshot: Snapshot, spec: ResourceSpec, previous: tuple[Snapshot, I64] | None = None
+) -> TaskColumns:
+    """The per-task columns a session opens with. ``previous``: an earlier snapshot on the same
+    resource columns and its ``task_req``; rows of task records it shares (the same record
+    object, as a :class:`~gangsched.ClusterState` hands out) are copied, not parsed again."""
+    tasks = snapshot.tasks
+    n_tasks = len(tasks)
+    node_index, job_index = snapshot.node_index, snapshot.job_index
     cols = TaskColumns(
-        state=np.zeros(n_tasks, dtype=np.int8),
-        node=np.full(n_tasks, -1, dtype=np.int64),
-        job=np.zeros(n_tasks, dtype=np.int64),
+        state=np.fromiter((FROM_PHASE[t.phase] for t in tasks), dtype=np.int8, count=n_tasks),
+        node=np.fromiter(
+            (-1 if t.node is None else node_index[t.node] for t in tasks),
+            dtype=np.int64,
+            count=n_tasks,
+        ),
+        job=np.fromiter((job_index[t.job] for t in tasks), dtype=np.int64, count=n_tasks),
         req=np.zeros((n_tasks, len(spec)), dtype=np.int64),
-        gpus=[],
+        gpus=[t.gpu_indices for t in tasks],
     )
+    todo: list[int] | range = range(n_tasks)
+    if previous is not None:
+        old, old_req = previous
+        src = np.fromiter((_same_record(old, t) for t in tasks), dtype=np.int64, count=n_tasks)
+        have = src >= 0
+        cols.req[have] = old_req[src[have]]
+        cols.source = src
+        todo = np.flatnonzero(~have).tolist()
     col = {name: i for i, name in enumerate(spec.names)}
     pods_col, gpu_col = col[PODS], spec.gpu_column
-    for i, task in enumerate(snapshot.tasks):
-        cols.state[i] = FROM_PHASE[task.phase]
-        if task.node is not None:
-            cols.node[i] = snapshot.node_index[task.node]
-        cols.job[i] = snapshot.job_index[task.job]
+    for i in todo:
+        task = tasks[i]
         for res, amount in task.request.items():
             if res != PODS:
                 cols.req[i, col[res]] = amount
@@ -103,8 +121,13 @@ def task_columns(snapshot: Snapshot, spec: ResourceSpec) -> TaskColumns:
         if task.gpu_request is not None:
             g = task.gpu_request
             cols.req[i, gpu_col] = queue_gpu_charge(g.count, g.milli)
-        cols.gpus.append(task.gpu_indices)
     return cols
+
+
+def _same_record(old: Snapshot, task: Task) -> int:
+    """``task``'s index in ``old`` when ``old`` holds this very record, else -1."""
+    j = old.task_index.get(task.name, -1)
+    return j if j >= 0 and old.tasks[j] is task else -1
 
 
 def job_counters(

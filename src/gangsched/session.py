@@ -146,13 +146,20 @@ class Session:
         still hold (:meth:`gangsched.evaluation.Evaluator.carry`); the decisions are the same
         with or without it."""
         arrays = build_cluster_arrays(snapshot)
-        cols = task_columns(snapshot, arrays.spec)
+        same = previous is not None and previous.arrays.spec.names == arrays.spec.names
+        prior = (previous.snapshot, previous.task_req) if previous is not None and same else None
+        cols = task_columns(snapshot, arrays.spec, prior)
         job_queue = np.array([snapshot.queue_index[j.queue] for j in snapshot.jobs], dtype=np.int64)
         job_count, role_count, job_allocated, queue_allocated = job_counters(
             snapshot, cols, job_queue
         )
         pending = np.flatnonzero(cols.state == TaskState.PENDING).tolist()
-        templates, template_of = build_templates(snapshot, arrays.spec, pending)
+        known = None
+        if previous is not None and cols.source is not None:
+            keys = {t: tmpl.key for tmpl in previous.templates for t in tmpl.tasks}
+            src = cols.source.tolist()
+            known = {t: keys[src[t]] for t in pending if src[t] in keys}
+        templates, template_of = build_templates(snapshot, arrays.spec, pending, known)
         ssn = cls(
             snapshot=snapshot,
             config=config,
