@@ -739,3 +739,22 @@ def test_within_job_candidates_are_jobs_whose_pending_task_outranks_a_running_on
     ssn = open_session(gs.Snapshot.from_dict(raw), config("allocate", "preempt"))
     got = {ssn.snapshot.jobs[j].name for j in within_job_jobs(ssn)}
     assert got == {"outranks", "not-admitted"}
+
+
+def test_a_pending_best_effort_task_takes_no_part_in_within_job_preemption() -> None:
+    # j-1 outranks j-0 but the job is at its minimum; the best-effort j-9 (priority 9) is
+    # backfill's, never reserved by preempt
+    tasks = [
+        *running("j", [("n0", [0, 1, 2, 3])], gpus=4, priority=1),
+        *pending("j", 1, start=1, priority=2),
+        {"name": "j-9", "job": "j", "request": {}, "priority": 9},
+    ]
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("j", 1, phase="Running")],
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert d.evictions == ()
+    assert "j-9" not in {p.task for p in d.pipelined}
