@@ -42,6 +42,7 @@ import numpy.typing as npt
 from ..errors import ConfigError
 from ..fragmentation import MILLI, POLICIES
 from ..io.openb import NodeTable, PodTable
+from ._replay_result import output_dir
 from .fgd_engine import place_sequence, workload_typical
 from .fgd_variants import VARIANTS, make_variant
 from .gorand import GoRand
@@ -388,13 +389,7 @@ def _cell(v: float) -> str:
 
 def write_tables(rows: Sequence[DiscreteRow], out_dir: str | Path) -> tuple[Path, Path, Path]:
     """Write the three tables in the authors' format; returns their paths."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConfigError(
-            f"cannot create: {exc.strerror}", kind="directory", name=str(out)
-        ) from None
+    out = output_dir(out_dir)
     cols = ",".join(str(b) for b in range(BUCKETS))
     allo = [f"workload,sc_policy,tune,seed,total_gpus,{cols}"]
     frag = [f"workload,sc_policy,tune,seed,{cols}"]
