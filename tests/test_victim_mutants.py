@@ -758,3 +758,22 @@ def test_a_pending_best_effort_task_takes_no_part_in_within_job_preemption() -> 
     d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
     assert d.evictions == ()
     assert "j-9" not in {p.task for p in d.pipelined}
+
+
+def test_within_job_victims_are_running_tasks_only() -> None:
+    # j-1 (priority 2, 3 GPUs) needs the 2 GPUs j-5 is releasing and one more: j-0's. The
+    # terminating j-5 (priority 0) is no victim, though it is the job's lowest task.
+    tasks = [
+        *running("j", [("n0", [0]), ("n0", [1])], priority=1),
+        *pending("j", 1, gpus=3, start=2, priority=2),
+        *running("j", [("n0", [2, 3])], gpus=2, priority=0, phase="Releasing", name="j-5"),
+    ]
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("j", 1, phase="Running")],
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert [e.task for e in d.evictions] == ["j-0"]
+    assert [p.task for p in d.pipelined] == ["j-2"]
