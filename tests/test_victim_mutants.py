@@ -777,3 +777,40 @@ def test_within_job_victims_are_running_tasks_only() -> None:
     d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
     assert [e.task for e in d.evictions] == ["j-0"]
     assert [p.task for p in d.pipelined] == ["j-2"]
+
+
+def test_within_job_victims_have_a_strictly_lower_task_priority() -> None:
+    # j-2 (priority 2, 4 GPUs) could fit on n0 only by evicting j-0 and j-1 of its own
+    # priority; j-3 (priority 1, on n1) is the only lower task, and evicting it is not enough
+    tasks = [
+        *running("j", [("n0", [0, 1]), ("n0", [2, 3])], gpus=2, priority=2),
+        *pending("j", 1, gpus=4, start=2, priority=2),
+        *running("j", [("n1", [0])], name="j-3", priority=1),
+        *running("x", [("n1", [1, 2, 3])], gpus=3, preemptable=False),
+    ]
+    raw = {
+        "nodes": [node("n0"), node("n1")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("j", 1, phase="Running"), job("x", 1)],
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert d.evictions == ()
+
+
+def test_a_pending_task_that_outranks_no_running_task_is_passed_over_silently() -> None:
+    # j-2 (priority 2) evicts j-0; j-3 (priority 1) outranks nothing: no refusal is recorded
+    tasks = [
+        *running("j", [("n0", [0, 1]), ("n0", [2, 3])], gpus=2, priority=1),
+        *pending("j", 1, gpus=2, start=2, priority=2),
+        *pending("j", 1, gpus=2, start=3, priority=1),
+    ]
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("j", 1, phase="Running")],
+        "tasks": tasks,
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    assert [e.task for e in d.evictions] == ["j-0"]
+    assert "j" not in d.preemption_reasons
