@@ -370,7 +370,11 @@ def config_limit(
     pricing_seconds: float = 2.0,
 ) -> ConfigLimit:
     """Column-generation bound and MILP packing of the pods ``arrived`` (indices into ``pods``)
-    on ``nodes`` within about ``seconds`` (the last MILP gets a fifth of the budget)."""
+    on ``nodes`` within about ``seconds`` (the last MILP gets a fifth of the budget).
+
+    Each pricing solve gets ``pricing_seconds``; a round that adds no column without proving
+    convergence (a solve stopped at its limit) is repeated with four times the limit.
+    """
     if not math.isfinite(seconds) or not 0 < seconds <= MAX_LIMIT_SECONDS:
         raise ConfigError(
             f"time budget must be in (0, {MAX_LIMIT_SECONDS:g}] s, got {seconds!r}",
@@ -405,6 +409,7 @@ def config_limit(
     it = 0
     lp_val = bound = math.inf
     converged = False
+    price_s = pricing_seconds
     while True:
         it += 1
         lp_val, _, mu, pi = _master(prob, cols, gpu, False, 10.0)
@@ -412,7 +417,7 @@ def config_limit(
         added = 0
         for c in range(prob.cls_cpu.shape[0]):
             left = deadline - time.perf_counter()
-            found, proven, layout = _price(prob, c, gpu - pi, min(pricing_seconds, max(left, 0.05)))
+            found, proven, layout = _price(prob, c, gpu - pi, min(price_s, max(left, 0.05)))
             extra += float(prob.cls_count[c]) * max(0.0, proven - float(mu[c]))
             if layout is not None and found - float(mu[c]) > _EPS:
                 col = (c, layout)
@@ -425,8 +430,12 @@ def config_limit(
             converged = True
             bound = lp_val
             break
-        if added == 0 or time.perf_counter() >= deadline:
+        if time.perf_counter() >= deadline:
             break
+        if added == 0:
+            # nothing new, yet some pricing solve stopped at its limit before proving that no
+            # column is worth adding: solve them again with more time
+            price_s *= 4
     left = max(seconds - (time.perf_counter() - start), 1.0)
     _, z, _, _ = _master(prob, cols, gpu, True, left)
     order, placement, devices = _realise(prob, cols, z)
