@@ -91,6 +91,23 @@ def test_no_carry_when_a_node_s_taints_change() -> None:
     assert _canon(d2) == _canon(gs.schedule(snap2, config))
 
 
+def test_a_node_whose_device_count_changes_starts_a_fresh_evaluation() -> None:
+    """A node going from 8 to 4 GPU devices changes the device layout every per-device array
+    follows: nothing carries (and the comparison of the two layouts does not fail)."""
+    base = _cluster()
+    base["nodes"] = [
+        {**n, "allocatable": {**n["allocatable"], "nvidia.com/gpu": 8}} for n in base["nodes"]
+    ]
+    base["tasks"][0] = {**base["tasks"][0], "request": {"cpu": 1, "nvidia.com/gpu": 2}}
+    config = gs.Config.default()
+    _, ssn = run_cycle(gs.Snapshot.from_dict(base), config)
+    smaller = {**base["nodes"][2]["allocatable"], "nvidia.com/gpu": 4}
+    snap2 = _relabel_and_taint(base, 2, allocatable=smaller)
+    d2, ssn2 = run_cycle(snap2, config, previous=ssn)
+    assert ssn2.evaluator.carried == 0
+    assert _canon(d2) == _canon(gs.schedule(snap2, config))
+
+
 def test_no_carry_under_a_plugin_that_is_not_shape_only() -> None:
     config = gs.Config.from_dict(
         {"actions": ["enqueue", "allocate"], "tiers": [[{"name": "gang"}], [{"name": "fgd"}]]}

@@ -71,7 +71,8 @@ class Evaluator:
         Valid when the answers for a node row depend on nothing but the template's shape, that
         node and the nodes' taints (the ``shape_only`` contract): every row plugin declares
         ``shape_only`` in both sessions, the configuration is the same, the nodes are the same
-        (names, order, resource columns) and no node's taints changed (a plugin may normalise
+        (names, order, resource columns, number of GPU devices each) and no node's taints
+        changed (a plugin may normalise
         over the cluster's taints). A row is refreshed when its node's record (capacity,
         labels, devices, cordon) or occupancy differs from the end of the previous session, or
         when it changed there after the evaluation last read it; every other row keeps its
@@ -243,7 +244,7 @@ def _same_ground(old: Session, new: Session) -> bool:
     if a is not b and (
         a.node_names != b.node_names
         or a.spec.names != b.spec.names
-        or a.gpu_capacity.shape != b.gpu_capacity.shape
+        or not np.array_equal(a.gpu_node, b.gpu_node)  # the same devices on the same nodes
     ):
         return False
     return len(old.snapshot.nodes) == len(new.snapshot.nodes)
