@@ -108,6 +108,32 @@ def test_a_node_whose_device_count_changes_starts_a_fresh_evaluation() -> None:
     assert _canon(d2) == _canon(gs.schedule(snap2, config))
 
 
+def test_no_carry_when_the_registry_makes_other_plugins_of_the_same_names() -> None:
+    class FarNodesFirst:
+        """A node score registered as "binpack" that prefers the highest node index."""
+
+        name = "binpack"
+        shape_only = True
+
+        def __init__(self, arguments: Any) -> None:
+            pass
+
+        def node_score(self, ssn: Any, tmpl: Any, rows: Any) -> Any:
+            return rows.astype(float) * 1000.0
+
+    other = gs.Registry()
+    for name, factory in gs.default_registry().plugins.items():
+        other.register_plugin(name, FarNodesFirst if name == "binpack" else factory)
+    for name, factory in gs.default_registry().actions.items():
+        other.register_action(name, factory)
+    config = gs.Config.default()
+    snap = gs.Snapshot.from_dict(_cluster())
+    _, ssn = run_cycle(snap, config)
+    d2, ssn2 = run_cycle(snap, config, registry=other, previous=ssn)
+    assert ssn2.evaluator.carried == 0
+    assert _canon(d2) == _canon(gs.schedule(snap, config, registry=other))
+
+
 def test_no_carry_under_a_plugin_that_is_not_shape_only() -> None:
     config = gs.Config.from_dict(
         {"actions": ["enqueue", "allocate"], "tiers": [[{"name": "gang"}], [{"name": "fgd"}]]}

@@ -70,7 +70,8 @@ class Evaluator:
 
         Valid when the answers for a node row depend on nothing but the template's shape, that
         node and the nodes' taints (the ``shape_only`` contract): every row plugin declares
-        ``shape_only`` in both sessions, the configuration is the same, the nodes are the same
+        ``shape_only`` in both sessions, the configuration and the registry's factories are the
+        same, the nodes are the same
         (names, order, resource columns, number of GPU devices each) and no node's taints
         changed (a plugin may normalise
         over the cluster's taints). A row is refreshed when its node's record (capacity,
@@ -240,6 +241,8 @@ def _same_ground(old: Session, new: Session) -> bool:
         return False
     if old.config is not new.config and old.config != new.config:
         return False
+    if old.registry is not new.registry and old.registry != new.registry:
+        return False  # the same plugin names may be other plugins
     a, b = old.arrays, new.arrays
     if a is not b and (
         a.node_names != b.node_names

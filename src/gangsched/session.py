@@ -126,6 +126,8 @@ class Session:
     cache: CycleCache = field(default_factory=CycleCache)
     #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
     changed: list[int] = field(default_factory=list)
+    #: The registry the plugins came from.
+    registry: Registry | None = None
     points: Dispatch = field(init=False)
     gate: Gate = field(init=False)
     evaluator: Evaluator = field(init=False)
@@ -186,6 +188,7 @@ class Session:
             templates=templates,
             template_of=template_of,
         )
+        ssn.registry = registry
         ssn.gate = Gate(ssn)
         ssn.evaluator = Evaluator(ssn)
         opened = [
