@@ -48,19 +48,6 @@ def repair(
     budget: _Budget,
 ) -> list[GangPlacement]:
     """``gangs`` improved by the moves and passes of the module docstring (a new list)."""
-    out, weight = _moves(problem, views, may_place, gangs, upper, budget)
-    return _restarts(problem, may_place, out, weight, upper, budget)
-
-
-def _moves(
-    problem: PlacementProblem,
-    views: list[GangView],
-    may_place: list[bool],
-    gangs: list[GangPlacement],
-    upper: int,
-    budget: _Budget,
-) -> tuple[list[GangPlacement], int]:
-    """Insertions and moves (see the module docstring): the placements and their weight."""
     w = problem.weights
     assert w is not None
     out = list(gangs)
@@ -80,7 +67,7 @@ def _moves(
             if out[left].placed or not may_place[left]:
                 continue
             if tries >= REPAIR_TRIES or not budget.room_for(longest):
-                return out, weight
+                return _restarts(problem, may_place, out, weight, upper, budget)
             tries += 1
             started = now()
             gp = greedy_gang(problem, left, free, gpu)
@@ -102,7 +89,7 @@ def _moves(
             )
             for victim in lighter:
                 if tries >= REPAIR_TRIES or not budget.room_for(longest):
-                    return out, weight
+                    return _restarts(problem, may_place, out, weight, upper, budget)
                 tries += 1
                 started = now()
                 old = out[victim]
@@ -125,8 +112,8 @@ def _moves(
                 improved = True
                 break
             if weight >= upper:
-                return out, weight
-    return out, weight
+                return _restarts(problem, may_place, out, weight, upper, budget)
+    return _restarts(problem, may_place, out, weight, upper, budget)
 
 
 def _restarts(
