@@ -23,7 +23,7 @@ from gangsched.actions.preempt import within_job_jobs
 from gangsched.config import Config
 from gangsched.model import DisruptionBudget
 from gangsched.scheduler import open_session
-from gangsched.session import Session
+from gangsched.session import Session, TaskState
 
 
 def _session(
@@ -814,3 +814,70 @@ def test_a_pending_task_that_outranks_no_running_task_is_passed_over_silently() 
     d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
     assert [e.task for e in d.evictions] == ["j-0"]
     assert "j" not in d.preemption_reasons
+
+
+# ------------------------------------------------------------------------------ starving
+
+
+class _StarvingUntilEvictions:
+    """Every job starves until something is being evicted or reserved (a plugin that changes
+    its mind in the middle of a cycle, unlike ``gang``)."""
+
+    name = "starving-until-evictions"
+    known_arguments: tuple[str, ...] = ()
+
+    def __init__(self, arguments: Any) -> None:
+        self.arguments = arguments
+
+    def job_starving(self, ssn: Session, job: int) -> bool:
+        moving = (TaskState.RELEASING, TaskState.PIPELINED)
+        return not bool(np.any(np.isin(ssn.task_state, moving)))
+
+
+def _starving_plugin_config(action: str = "preempt") -> tuple[gs.Registry, Config]:
+    reg = gs.default_registry()
+    reg.register_plugin(_StarvingUntilEvictions.name, _StarvingUntilEvictions)
+    tiers = [
+        [{"name": _StarvingUntilEvictions.name}],
+        [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+        [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+    ]
+    cfg = Config.from_dict(
+        {"actions": ["enqueue", "allocate", action], "tiers": tiers}, plugins=reg.plugins
+    )
+    return reg, cfg
+
+
+def test_a_job_without_pending_tasks_is_no_preemptor_even_when_called_starving() -> None:
+    reg, cfg = _starving_plugin_config()
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "default"}],
+        "jobs": [job("full", 1), job("p", 1, phase="Inqueue")],
+        "tasks": running("full", [("n0", [0])]) + pending("p", 1),
+    }
+    ssn = open_session(gs.Snapshot.from_dict(raw), cfg, registry=reg)
+    assert [ssn.snapshot.jobs[j].name for j in rules.preemptors(ssn)] == ["p"]
+
+
+def test_a_preemptor_that_stops_starving_before_its_turn_is_skipped() -> None:
+    # consolidate moves a task for big1; then no job starves any more, so big2 is skipped
+    # (it would find no move and say so)
+    reg, cfg = _starving_plugin_config("consolidate")
+    raw = {
+        "nodes": [node("n0", gpus=8), node("n1", gpus=8)],
+        "queues": [{"name": "default"}],
+        "jobs": [
+            job("a", 1),
+            job("b", 1, creation=1),
+            job("big1", 1, phase="Inqueue", priority=9),
+            job("big2", 1, phase="Inqueue", priority=8),
+        ],
+        "tasks": running("a", [("n0", [0, 1, 2, 3])], gpus=4)
+        + running("b", [("n1", [0, 1, 2, 3])], gpus=4)
+        + pending("big1", 1, gpus=8)
+        + pending("big2", 1, gpus=8),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), cfg, registry=reg)
+    assert len(d.evictions) == 1 and d.evictions[0].preemptor == "big1"
+    assert "big2" not in d.preemption_reasons
