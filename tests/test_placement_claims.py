@@ -131,6 +131,7 @@ def determinism_digest() -> str:
         (CpSatPlacer(), _multi_role_problem()),
         (JointCpSatPlacer(), _racks_3_1_1()),
         (JointCpSatPlacer(), _sliced_rack_under_no_spine()),
+        (JointCpSatPlacer(), _mixed_joint_problem()),  # relaxation, repair and polish
     ):
         res = placer.place(problem)
         out.append(
@@ -165,11 +166,18 @@ def test_a_wall_budget_covers_build_solve_and_extract() -> None:
         assert res.limit == "wall" and (res.gap > 0 or res.fallback)
 
 
-def test_joint_wall_budget_of_zero_stops_before_the_greedy_pass() -> None:
+def _mixed_joint_problem() -> PlacementProblem:
     topo = build_topology(fat_tree_snapshot(spines=2, racks=4, nodes=8))
     n = topo.n_nodes
     gangs = [gpu_gang(f"g{i}", 2 + i % 5, n, gpus_per_replica=1 + i % 2) for i in range(12)]
-    problem = problem_for(topo, gangs, weights=[1 + i % 3 for i in range(12)])
+    gpu_free = np.zeros((n, 8), dtype=np.int64)
+    gpu_free[:, 0] = 1000
+    gpu_free[::4, 1] = 1000  # scarce: the gangs compete
+    return problem_for(topo, gangs, gpu_free=gpu_free, weights=[1 + i % 3 for i in range(12)])
+
+
+def test_joint_wall_budget_of_zero_stops_before_the_greedy_pass() -> None:
+    problem = _mixed_joint_problem()
     res = JointCpSatPlacer(time_limit_s=0.0, max_deterministic_time=None).place(problem)
     validate_placement(problem, res)
     assert res.status is Status.TIMED_OUT and res.fallback and res.limit == "wall"
