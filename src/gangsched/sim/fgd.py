@@ -82,6 +82,7 @@ EXTRA_POLICY_IDS: dict[str, str] = {
     "fgd-exact": "09-FGD-Exact",
     "fgd-future": "10-FGD-Future",
     "fgd-gpuw": "11-FGD-GpuW",
+    "fgd-look": "12-FGD-Look",
 }
 
 
