@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .model import JobPhase
+from .combine import Vote
+from .model import JobPhase, QueueState
 from .session import TaskState
 from .units import PODS
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["QueueShares", "demand_mask", "job_figures"]
+__all__ = ["QueueShares", "demand_mask", "enqueue_need", "job_figures"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -107,3 +108,21 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     has_jobs = np.zeros(n_q, dtype=np.bool_)
     has_jobs[ssn.job_queue] = True
     return request, inqueue, elastic, has_jobs
+
+
+def enqueue_need(ssn: Session, job: int, pods: int) -> Vote | tuple[F64, BOOL, I64]:
+    """The start of a queue plugin's ``job_enqueueable``: a job whose queue is not Open is
+    rejected (and noted), one without ``min_resources`` is permitted; otherwise ``(need, dims,
+    freed)``: its minimum as a row, the resources that minimum asks for (pods left out) and
+    what it could free by preemption inside its queue (:meth:`Session.preemptable_for`)."""
+    rec = ssn.snapshot.jobs[job]
+    queue = ssn.snapshot.queues[int(ssn.job_queue[job])]
+    if queue.state is not QueueState.OPEN:
+        ssn.note_job(job, "NotEnqueued", f"queue {queue.name!r} is {queue.state.value}")
+        return Vote.REJECT
+    if rec.min_resources is None:
+        return Vote.PERMIT
+    need = ssn.vector(rec.min_resources).astype(np.float64)
+    dims = need > 0
+    dims[pods] = False
+    return need, dims, ssn.preemptable_for(job, quota=True)

@@ -65,12 +65,7 @@ class Registry:
     ) -> None:
         """Add plugin ``name``; ``arguments`` (default: ``factory.known_arguments``) are the
         argument names it accepts (None: anything)."""
-        if name in self.plugins:
-            raise ConfigError("already registered", kind="plugin", name=name)
-        known = _declared(factory, arguments, "plugin", name)
-        self.plugins[name] = factory
-        if known is not None:
-            self.plugin_arguments[name] = known
+        _add(self.plugins, self.plugin_arguments, name, factory, arguments, "plugin")
 
     def register_action(
         self,
@@ -80,12 +75,7 @@ class Registry:
         arguments: Collection[str] | None = None,
     ) -> None:
         """Add action ``name``; ``arguments`` as for :meth:`register_plugin`."""
-        if name in self.actions:
-            raise ConfigError("already registered", kind="action", name=name)
-        known = _declared(factory, arguments, "action", name)
-        self.actions[name] = factory
-        if known is not None:
-            self.action_arguments[name] = known
+        _add(self.actions, self.action_arguments, name, factory, arguments, "action")
 
     def copy(self) -> Registry:
         return Registry(
@@ -127,3 +117,19 @@ def _factory(factories: Mapping[str, F], name: str, kind: str) -> F:
         known = ", ".join(sorted(factories))
         raise ConfigError(f"unknown {kind} (known: {known})", kind=kind, name=name)
     return found
+
+
+def _add(
+    factories: dict[str, F],
+    declared: dict[str, tuple[str, ...]],
+    name: str,
+    factory: F,
+    arguments: Collection[str] | None,
+    kind: str,
+) -> None:
+    if name in factories:
+        raise ConfigError("already registered", kind=kind, name=name)
+    known = _declared(factory, arguments, kind, name)
+    factories[name] = factory
+    if known is not None:
+        declared[name] = known

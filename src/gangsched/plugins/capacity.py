@@ -95,7 +95,7 @@ import numpy.typing as npt
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
-from ..fairshare import QueueShares, job_figures
+from ..fairshare import QueueShares, enqueue_need, job_figures
 from ..model import QueueState
 from ..units import PODS, cluster_total, to_amounts
 from ._capacity_reclaim import EPS, SLACK, CapacityReclaim, names_of
@@ -416,7 +416,6 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
         return "over its realCapability"
 
     def job_enqueueable(self, ssn: Session, job: int) -> Vote:
-        rec = ssn.snapshot.jobs[job]
         q = int(ssn.job_queue[job])
         queue = ssn.snapshot.queues[q]
         if self._inner_queue(q):
@@ -426,16 +425,11 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
                 f"queue {queue.name!r} has child queues; only leaf queues hold jobs",
             )
             return Vote.REJECT
-        if queue.state is not QueueState.OPEN:
-            ssn.note_job(job, "NotEnqueued", f"queue {queue.name!r} is {queue.state.value}")
-            return Vote.REJECT
-        if rec.min_resources is None:
-            return Vote.PERMIT
-        need = ssn.vector(rec.min_resources).astype(np.float64)
-        dims = need > 0
-        dims[self._pods] = False
+        got = enqueue_need(ssn, job, self._pods)
+        if isinstance(got, Vote):
+            return got
         # What the job may preempt is held in its own queue, so in every ancestor too.
-        freed = ssn.preemptable_for(job, quota=True)
+        need, dims, freed = got
         for node in self.paths[q]:
             base = self.allocated[node] + self.inqueue[node] - self.elastic[node] - freed
             if not _fits(base, need, self.real_capability[node], dims):

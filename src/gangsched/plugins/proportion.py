@@ -53,7 +53,7 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..combine import Vote
-from ..fairshare import QueueShares, job_figures
+from ..fairshare import QueueShares, enqueue_need, job_figures
 from ..model import QueueState
 from ..units import PODS, cluster_total, to_amounts
 from ._queue_reasons import over_limit
@@ -322,19 +322,13 @@ class ProportionPlugin(QueueShares):
         return "; ".join(phrases) or "over its deserved share"
 
     def job_enqueueable(self, ssn: Session, job: int) -> Vote:
-        rec = ssn.snapshot.jobs[job]
+        got = enqueue_need(ssn, job, self._pods)
+        if isinstance(got, Vote):
+            return got
+        # What the job may preempt is held in this queue and would be freed for it.
+        need, dims, freed = got
         q = int(ssn.job_queue[job])
         queue = ssn.snapshot.queues[q]
-        if queue.state is not QueueState.OPEN:
-            ssn.note_job(job, "NotEnqueued", f"queue {queue.name!r} is {queue.state.value}")
-            return Vote.REJECT
-        if rec.min_resources is None:
-            return Vote.PERMIT
-        need = ssn.vector(rec.min_resources).astype(np.float64)
-        dims = need > 0
-        dims[self._pods] = False
-        # What the job may preempt is held in this queue and would be freed for it.
-        freed = ssn.preemptable_for(job, quota=True)
         base = ssn.queue_allocated[q] + self.inqueue[q] - self.elastic[q] - freed
         if fits(base, need, self.real_capability[q], dims):
             return Vote.PERMIT
