@@ -20,6 +20,14 @@ a paper policy; each is measured in ``docs/fgd.md`` against gangsched's FGD on t
     through the workload is a permutation of it; when fewer than 5 % of it remain, the whole
     workload's shapes again, as the tuning clones are drawn from it), and every node's fragment
     is recomputed against them.
+``fgd-gpuw``
+    The typical pods weighted by their GPU request (count x milli-GPU) rather than their pod
+    count, CPU-only shapes dropped: fragment is weighed by the GPU it would cost.
+``fgd-look``
+    A two-step lookahead among FGD's ties: of the first ``LOOK_K`` tied nodes in tie order, the
+    one after which the expected best FGD score of the next pod (over the typical pods: on this
+    node once the pod is there, or on the best other node) is highest; equal values keep FGD's
+    tie order.
 """
 
 from __future__ import annotations
