@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import gangsched as gs
-from _preemption_helpers import PREEMPT, config, job, node, pending, running
+from _preemption_helpers import PREEMPT, RECLAIM, config, job, node, pending, running
 from gangsched import disruption
 from gangsched.actions import _victim_rules as rules
 from gangsched.actions import _victims
@@ -881,3 +881,36 @@ def test_a_preemptor_that_stops_starving_before_its_turn_is_skipped() -> None:
     d = gs.schedule(gs.Snapshot.from_dict(raw), cfg, registry=reg)
     assert len(d.evictions) == 1 and d.evictions[0].preemptor == "big1"
     assert "big2" not in d.preemption_reasons
+
+
+# ------------------------------------------------------------------------------ reclaim
+
+
+def test_a_reclaimer_with_no_running_task_in_another_queue_says_so() -> None:
+    # its own queue's running task is no candidate
+    raw = {
+        "nodes": [node("n0", gpus=2)],
+        "queues": [{"name": "a"}, {"name": "b"}],
+        "jobs": [job("mine", 1, queue="a"), job("p", 1, queue="a", phase="Inqueue", creation=1)],
+        "tasks": running("mine", [("n0", [0, 1])], gpus=2) + pending("p", 1),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), RECLAIM)
+    assert d.evictions == ()
+    assert d.preemption_reasons["p"].startswith(f"reclaim: {rules.NO_VICTIMS}: no running task")
+
+
+def test_reclaim_never_takes_a_terminating_task() -> None:
+    # queue b runs 4 GPUs, beyond its half; b1-0 is already terminating and comes first in
+    # victim order: the two GPUs a1 needs come from b1's running tasks
+    tasks = running("b1", [("n0", [0]), ("n0", [1]), ("n0", [2]), ("n0", [3])])
+    tasks[0]["phase"] = "Releasing"
+    tasks += running("b1", [("n1", [0])], name="b1-4")
+    raw = {
+        "nodes": [node("n0"), node("n1", gpus=1)],
+        "queues": [{"name": "a"}, {"name": "b"}],
+        "jobs": [job("b1", 1, queue="b"), job("a1", 2, queue="a", phase="Inqueue")],
+        "tasks": tasks + pending("a1", 2),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), RECLAIM)
+    assert d.evictions, d.preemption_reasons
+    assert "b1-0" not in {e.task for e in d.evictions}
