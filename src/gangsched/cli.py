@@ -78,6 +78,8 @@ def _tune_ratio(text: str) -> float:
 
 
 def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    from .sim.fgd_variants import VARIANTS
+
     p = subparsers.add_parser(
         "fgd",
         help="replay the FGD (ATC'23) fragmentation study on an openb workload",
@@ -91,7 +93,7 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
     p.add_argument(
         "--policy",
         action="append",
-        choices=sorted(POLICIES),
+        choices=sorted([*POLICIES, *VARIANTS]),
         default=None,
         help="policy to run (repeatable; default: the paper's six)",
     )
