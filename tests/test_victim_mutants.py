@@ -914,3 +914,91 @@ def test_reclaim_never_takes_a_terminating_task() -> None:
     d = gs.schedule(gs.Snapshot.from_dict(raw), RECLAIM)
     assert d.evictions, d.preemption_reasons
     assert "b1-0" not in {e.task for e in d.evictions}
+
+
+def test_non_reclaimable_queues_within_their_share_are_not_named_as_the_obstacle() -> None:
+    # c is not reclaimable but holds no more than it deserves: the refusal says no queue is
+    # above its share, not that c is closed to reclaim
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "a"}, {"name": "c", "reclaimable": False}],
+        "jobs": [job("c1", 1, queue="c"), job("p", 4, queue="a", phase="Inqueue")],
+        "tasks": running("c1", [("n0", [0])]) + pending("p", 4),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), RECLAIM)
+    assert d.preemption_reasons["p"] == (
+        f"reclaim: {rules.QUEUE_NOT_OVER_DESERVED}: no other queue holds more than its deserved "
+        "share"
+    )
+
+
+def _memory_heavy_reclaimer(releasing: bool = False) -> gs.Snapshot:
+    """Queue a holds 200Gi of memory but deserves a quarter of it (b weighs 3 and asks for
+    more); it is under its GPU share, so not overused, and its 1-GPU claim asks for no
+    memory. With ``releasing``, one of b's GPUs is already being released."""
+
+    def task(name: str, job_name: str, memory: str, gpus: int, on: str | None) -> Any:
+        t: dict[str, Any] = {
+            "name": name,
+            "job": job_name,
+            "request": {"cpu": 1, "nvidia.com/gpu": gpus, **({"memory": memory} if memory else {})},
+        }
+        if on is not None:
+            t.update(phase="Running", node=on, gpu_indices=[int(name[-1])] if gpus else [])
+            if releasing and name == "b1-0":
+                t["phase"] = "Releasing"
+        return t
+
+    raw = {
+        "nodes": [node("n0"), node("n1", gpus=0)],
+        "queues": [{"name": "a", "weight": 1}, {"name": "b", "weight": 3}],
+        "jobs": [
+            job("am", 1, queue="a"),
+            job("b1", 1, queue="b"),
+            job("b2", 2, queue="b", phase="Inqueue"),
+            job("p", 1, queue="a", phase="Inqueue"),
+        ],
+        "tasks": [
+            task("am-0", "am", "200Gi", 0, "n1"),
+            *(task(f"b1-{i}", "b1", "50Gi", 1, "n0") for i in range(4)),
+            *(task(f"b2-{i}", "b2", "150Gi", 0, None) for i in range(2)),
+            task("p-0", "p", "", 1, None),
+        ],
+    }
+    return gs.Snapshot.from_dict(raw)
+
+
+def test_a_reclaimer_above_its_share_on_another_resource_may_not_reclaim() -> None:
+    # after the move a would still be above its share (and could be reclaimed back at once)
+    d = gs.schedule(_memory_heavy_reclaimer(), RECLAIM)
+    assert d.evictions == ()
+    assert d.preemption_reasons["p"].startswith(f"reclaim: {rules.SHARE_GUARD}:")
+
+
+def test_a_queue_above_its_share_on_every_resource_it_holds_is_overused() -> None:
+    # a runs 4 GPUs but deserves 2 (b asks for as many); its pending task asks for a GPU only
+    a_tasks = running("a1", [("n0", [i]) for i in range(4)])
+    raw = {
+        "nodes": [node("n0")],
+        "queues": [{"name": "a"}, {"name": "b"}],
+        "jobs": [
+            job("a1", 1, queue="a"),
+            job("p", 1, queue="a", phase="Inqueue"),
+            job("b1", 4, queue="b", phase="Inqueue"),
+        ],
+        "tasks": [
+            *a_tasks,
+            {"name": "p-0", "job": "p", "request": {"nvidia.com/gpu": 1}},
+            *pending("b1", 4),
+        ],
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), RECLAIM)
+    assert d.preemption_reasons["p"].startswith(f"reclaim: {rules.QUEUE_OVERUSED}:")
+
+
+def test_the_share_guard_does_not_refuse_a_claim_that_evicts_nothing() -> None:
+    # the same reclaimer, with a GPU already being released: the claim is reserved on it
+    # without evictions, though the queue stays above its memory share
+    d = gs.schedule(_memory_heavy_reclaimer(releasing=True), config("enqueue", "reclaim"))
+    assert d.evictions == ()
+    assert [p.task for p in d.pipelined] == ["p-0"]
