@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import warnings
 from pathlib import Path
@@ -170,3 +171,52 @@ def test_replay_warns_in_the_cli_format_too(capsys: pytest.CaptureFixture[str]) 
     warned = [line for line in err if line.startswith("gangsched: warning: plugin ")]
     assert [line.split("'")[1] for line in warned] == list(SKIPPED)
     assert not any("UnimplementedPluginWarning" in line for line in err)
+
+
+SHUFFLE_CONF = """
+actions: "enqueue, allocate, backfill, shuffle"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+"""
+
+
+def test_the_shuffle_action_is_skipped_with_a_warning() -> None:
+    with pytest.warns(gs.errors.UnimplementedActionWarning, match="'shuffle'") as caught:
+        config = gs.Config.from_volcano_yaml(SHUFFLE_CONF)
+    assert config.actions == ("enqueue", "allocate", "backfill")
+    assert config.ignored_actions == ("shuffle",)
+    assert caught[0].message.action == "shuffle"  # type: ignore[union-attr]
+    assert config == gs.Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate", "backfill"],
+            "tiers": [[{"name": "priority"}, {"name": "gang"}]],
+        }
+    )
+
+
+def test_strict_refuses_the_shuffle_action_by_place() -> None:
+    with pytest.raises(gs.ConfigError) as info:
+        gs.Config.from_volcano_yaml(SHUFFLE_CONF, strict=True)
+    assert info.value.kind == "action" and info.value.field == "actions[3]"
+
+
+def test_an_action_list_of_only_unimplemented_actions_is_an_error() -> None:
+    with pytest.warns(gs.errors.UnimplementedActionWarning), pytest.raises(gs.ConfigError):
+        gs.Config.from_dict({"actions": ["shuffle"]})
+
+
+def test_cli_strict_refuses_the_shuffle_action(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    conf = tmp_path / "volcano-scheduler.conf"
+    conf.write_text(SHUFFLE_CONF)
+    snap = tmp_path / "snap.json"
+    snap.write_text(
+        json.dumps({"nodes": [], "queues": [{"name": "default"}], "jobs": [], "tasks": []})
+    )
+    assert main(["schedule", "-f", str(snap), "--config", str(conf)]) == 0
+    assert "action 'shuffle' is not implemented" in capsys.readouterr().err
+    assert main(["schedule", "-f", str(snap), "--config", str(conf), "--strict"]) != 0
+    assert "shuffle" in capsys.readouterr().err

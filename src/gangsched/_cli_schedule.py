@@ -207,21 +207,18 @@ def load_inputs(args: argparse.Namespace) -> tuple[Cluster, Config]:
     for w in caught:
         if not isinstance(w.message, UnimplementedPluginWarning):
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-    if getattr(args, "strict", False) and config.ignored_plugins:
-        first = next((m for m in skipped if m.plugin == config.ignored_plugins[0]), None)
+    ignored = (*config.ignored_plugins, *config.ignored_actions)
+    if getattr(args, "strict", False) and ignored:
+        first = next((m for m in skipped if m.plugin == ignored[0]), None)
         raise ConfigError(
             "not implemented by gangsched"
             + (f" ({first.detail})" if first is not None else "")
             + "; --strict refuses it"
-            + (
-                f" (also: {', '.join(config.ignored_plugins[1:])})"
-                if len(config.ignored_plugins) > 1
-                else ""
-            ),
-            kind="plugin",
-            name=config.ignored_plugins[0],
+            + (f" (also: {', '.join(ignored[1:])})" if len(ignored) > 1 else ""),
+            kind="plugin" if config.ignored_plugins else "action",
+            name=ignored[0],
         )
-    used = set(config.ignored_plugins)
+    used = set(ignored)
     for message in skipped:
         if message.plugin in used:
             print(f"gangsched: warning: {message}", file=sys.stderr)

@@ -39,6 +39,14 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "fgd",
 )
 
+UNIMPLEMENTED_ACTIONS: Mapping[str, str] = MappingProxyType(
+    {
+        "shuffle": "running tasks that plugins mark for rescheduling (Volcano's "
+        "rescheduling plugin, a descheduler) are not evicted; to defragment, use the "
+        "consolidate action",
+    }
+)
+
 UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
     {
         "deviceshare": "gangsched does this job another way: GPUs are per-device capacity "

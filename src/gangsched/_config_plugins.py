@@ -22,10 +22,11 @@ from ._config_names import (
     _PLUGIN_KEYS,
     EXTENSION_POINTS,
     SWITCHES,
+    UNIMPLEMENTED_ACTIONS,
     UNIMPLEMENTED_PLUGINS,
     VOLCANO_FLAGS,
 )
-from .errors import ConfigError, UnimplementedPluginWarning
+from .errors import ConfigError, UnimplementedActionWarning, UnimplementedPluginWarning
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -241,6 +242,37 @@ def _parse_tiers(value: object) -> tuple[Tier, ...]:
                 ) from None
         tiers.append(Tier(plugins=tuple(options)))
     return tuple(tiers)
+
+
+def _skip_unimplemented_actions(
+    actions: tuple[str, ...], known: Collection[str], strict: bool
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Leave out the actions of :data:`UNIMPLEMENTED_ACTIONS` that ``known`` lacks: warn once
+    per action (or raise when ``strict``); at least one action must remain."""
+    kept: list[str] = []
+    ignored: list[str] = []
+    for i, name in enumerate(actions):
+        lost = UNIMPLEMENTED_ACTIONS.get(name)
+        if lost is None or name in known:
+            kept.append(name)
+            continue
+        if strict:
+            raise ConfigError(
+                f"not implemented by gangsched ({lost}); strict configurations refuse it",
+                kind="action",
+                name=name,
+                field=f"actions[{i}]",
+            )
+        if name not in ignored:
+            ignored.append(name)
+            warnings.warn(UnimplementedActionWarning(name, lost), stacklevel=4)
+    if not kept:
+        raise _err(
+            "actions",
+            f"no actions configured besides ones gangsched does not implement "
+            f"({', '.join(ignored)})",
+        )
+    return tuple(kept), tuple(ignored)
 
 
 def _skip_unimplemented(

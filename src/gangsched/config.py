@@ -71,6 +71,7 @@ from ._config_names import (
     BUILTIN_PLUGINS,
     EXTENSION_POINTS,
     SWITCHES,
+    UNIMPLEMENTED_ACTIONS,
     UNIMPLEMENTED_PLUGINS,
     VOLCANO_FLAGS,
 )
@@ -81,6 +82,7 @@ from ._config_plugins import (
     _parse_configurations,
     _parse_tiers,
     _skip_unimplemented,
+    _skip_unimplemented_actions,
 )
 from ._config_yaml import dump_volcano_yaml, load_volcano_yaml
 from .limits import DEFAULT_LIMITS, Limits
@@ -90,6 +92,7 @@ __all__ = [
     "BUILTIN_PLUGINS",
     "EXTENSION_POINTS",
     "SWITCHES",
+    "UNIMPLEMENTED_ACTIONS",
     "UNIMPLEMENTED_PLUGINS",
     "VOLCANO_FLAGS",
     "Config",
@@ -122,6 +125,9 @@ class Config:
     tiers: tuple[Tier, ...] = ()
     configurations: Mapping[str, Mapping[str, object]] = field(default=FrozenArgs())
     ignored_plugins: tuple[str, ...] = field(default=(), compare=False, hash=False)
+    #: The actions of :data:`UNIMPLEMENTED_ACTIONS` ``from_dict`` left out (a note, as
+    #: ``ignored_plugins``).
+    ignored_actions: tuple[str, ...] = field(default=(), compare=False, hash=False)
     _action_set: frozenset[str] = field(
         init=False, repr=False, compare=False, hash=False, default=frozenset()
     )
@@ -172,16 +178,12 @@ class Config:
                 raise _err(f"configurations.{key}", "action configured twice")
             frozen[key] = _freeze_args(args, f"configurations.{key}")
         object.__setattr__(self, "configurations", FrozenArgs(frozen))
-        if isinstance(self.ignored_plugins, str) or not isinstance(self.ignored_plugins, Sequence):
-            raise _err("ignored_plugins", "expected a sequence of plugin names")
-        object.__setattr__(
-            self,
-            "ignored_plugins",
-            tuple(
-                _check_name(n, f"ignored_plugins[{i}]", "plugin")
-                for i, n in enumerate(self.ignored_plugins)
-            ),
-        )
+        for attr, kind in (("ignored_plugins", "plugin"), ("ignored_actions", "action")):
+            names = getattr(self, attr)
+            if isinstance(names, str) or not isinstance(names, Sequence):
+                raise _err(attr, f"expected a sequence of {kind} names")
+            checked = tuple(_check_name(n, f"{attr}[{i}]", kind) for i, n in enumerate(names))
+            object.__setattr__(self, attr, checked)
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -246,7 +248,9 @@ class Config:
 
         Plugins of :data:`UNIMPLEMENTED_PLUGINS` that ``plugins`` does not hold are left out
         with an :class:`~gangsched.errors.UnimplementedPluginWarning` each and listed in
-        :attr:`ignored_plugins`; with ``strict`` (the argument, or ``strict: true`` in ``d``)
+        :attr:`ignored_plugins` (actions of :data:`UNIMPLEMENTED_ACTIONS`, e.g. ``shuffle``,
+        likewise, with an :class:`~gangsched.errors.UnimplementedActionWarning`, in
+        :attr:`ignored_actions`); with ``strict`` (the argument, or ``strict: true`` in ``d``)
         they are a :class:`ConfigError` naming the plugin, its place and what it would lose.
         """
         d = _known_keys(d, _TOP_KEYS, entry="configuration mapping", key="configuration key")
@@ -257,11 +261,16 @@ class Config:
         strict = strict or d.get("strict") is True
         known = BUILTIN_PLUGINS if plugins is None else plugins
         tiers, ignored = _skip_unimplemented(_parse_tiers(d.get("tiers")), known, strict)
+        known_actions = BUILTIN_ACTIONS if actions is None else actions
+        listed, skipped = _skip_unimplemented_actions(
+            _parse_actions(d["actions"], limits.max_actions), known_actions, strict
+        )
         config = cls(
-            actions=_parse_actions(d["actions"], limits.max_actions),
+            actions=listed,
             tiers=tiers,
             configurations=_parse_configurations(d.get("configurations")),
             ignored_plugins=ignored,
+            ignored_actions=skipped,
         )
         check_names(
             config,

@@ -18,6 +18,7 @@ __all__ = [
     "PlacementError",
     "SnapshotError",
     "SolverError",
+    "UnimplementedActionWarning",
     "UnimplementedPluginWarning",
 ]
 
@@ -96,3 +97,17 @@ class UnimplementedPluginWarning(UserWarning):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (self.plugin, self.detail))
+
+
+class UnimplementedActionWarning(UnimplementedPluginWarning):
+    """A Volcano action gangsched knows of but does not implement was left out of the
+    configuration's action list; ``action`` (also ``plugin``, for code that handles both) is its
+    name, ``detail`` what is lost. ``strict=True`` turns this into a :class:`ConfigError`."""
+
+    def __init__(self, action: str, detail: str) -> None:
+        self.action = action
+        self.plugin = action
+        self.detail = detail
+        UserWarning.__init__(
+            self, f"action {action!r} is not implemented by gangsched and is skipped: {detail}"
+        )
