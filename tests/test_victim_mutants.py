@@ -1002,3 +1002,26 @@ def test_the_share_guard_does_not_refuse_a_claim_that_evicts_nothing() -> None:
     d = gs.schedule(_memory_heavy_reclaimer(releasing=True), config("enqueue", "reclaim"))
     assert d.evictions == ()
     assert [p.task for p in d.pipelined] == ["p-0"]
+
+
+def test_a_pending_task_of_another_job_never_moves() -> None:
+    # x runs two tasks on n2 (a surplus of one) and has a pending one that fits nowhere, first
+    # in name order: only running tasks are movable, so the move is a's or b's
+    raw = {
+        "nodes": [node("n0", gpus=8), node("n1", gpus=8), node("n2")],
+        "queues": [{"name": "default"}],
+        "jobs": [
+            job("a", 1),
+            job("b", 1, creation=1),
+            job("x", 1, creation=2),
+            job("big", 1, phase="Inqueue"),
+        ],
+        "tasks": running("a", [("n0", [0, 1, 2, 3])], gpus=4)
+        + running("b", [("n1", [0, 1, 2, 3])], gpus=4)
+        + [{"name": "x-0", "job": "x", "request": {"cpu": 100, "nvidia.com/gpu": 1}}]
+        + running("x", [("n2", [0])], name="x-1")
+        + running("x", [("n2", [1])], name="x-2")
+        + pending("big", 1, gpus=8),
+    }
+    d = gs.schedule(gs.Snapshot.from_dict(raw), config("enqueue", "allocate", "consolidate"))
+    assert [e.task for e in d.evictions] in (["a-0"], ["b-0"])

@@ -20,9 +20,14 @@ Usage::
     python tools/mutate_victims.py --list          # list the mutants, run nothing
     python tools/mutate_victims.py --only spare    # mutants whose id contains "spare"
     python tools/mutate_victims.py --json out.json --workers 2 --timeout 300
+    python tools/mutate_victims.py --rerun out.json  # only the survivors of that run
 
-Exit status: 0 when every mutant is killed, 1 when some survived (listed), 2 on a bad
-baseline.
+A mutant listed in :data:`EQUIVALENT` is one no test can kill (it behaves as the rule does, for
+the reason given there); it is still run, and reported as *equivalent* if it survives (as
+*killed* if it does not: then the explanation is wrong and should go).
+
+Exit status: 0 when every mutant is killed or equivalent, 1 when some other survived (listed),
+2 on a bad baseline.
 """
 
 from __future__ import annotations
@@ -225,6 +230,48 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return np.zeros(tasks.size, dtype=np.bool_)",
     ),
 )
+
+#: Mutants that behave exactly as the rule does, and why.
+EQUIVALENT: dict[str, str] = {
+    "actions/consolidate:_Search._guarantee_ok:guard-1": (
+        "a queue without a guarantee has an empty one: its floor vector is zero, and running "
+        "tasks never hold less than what moves"
+    ),
+    "actions/preempt:within_job_jobs:guard-1": (
+        "with no jobs every array is empty and the function returns [] anyway (a shortcut)"
+    ),
+    "actions/preempt:within_job_jobs:cmp-3": (
+        "top_pending > low only fails for a job without pending tasks, whose top_pending is the "
+        "int64 minimum; then least_running < top_pending fails too (task priorities are bounded)"
+    ),
+    "actions/preempt:within_job_jobs:drop-4": "the same redundant conjunct as cmp-3",
+    "actions/preempt:_within_job:guard-1": (
+        "the pending list is built before the loop, and a task's statement only evicts running "
+        "tasks and reserves the task itself: every later task is still pending at its turn"
+    ),
+    "actions/reclaim:_over_queues:cmp-1": (
+        "a share exactly equal to 1 + SLACK: SLACK absorbs the rounding of deserved amounts, so "
+        "> and >= differ only at a value inside the rounding error"
+    ),
+    "actions/reclaim:exposed_claim:cmp-3": "the same boundary as _over_queues:cmp-1",
+    "actions/reclaim:_candidates:drop-7": (
+        "the names are computed only when no candidate queue is both over its share and "
+        "reclaimable, so every over queue there is already not reclaimable"
+    ),
+    "plugins/proportion:ProportionPlugin.overused:cmp-2": (
+        "equality is already covered by the |d - alloc| < EPS term"
+    ),
+    "plugins/proportion:ProportionPlugin.overused:cmp-3": (
+        "amounts are integers (milli-units), so |d - alloc| is 0 or at least 1, never EPS (0.1)"
+    ),
+    "plugins/proportion:ProportionPlugin.reclaimable:cmp-1": (
+        "reclaim's own candidate rule keeps only tasks of queues above their share before the "
+        "plugin is asked; the plugin's answer then changes nothing"
+    ),
+    "plugins/proportion:ProportionPlugin.reclaimable:cmp-2": (
+        "the same as reclaimable:cmp-1, and the boundary lies within EPS of the deserved amount"
+    ),
+}
 
 #: The fast subset of tests run against each mutant (``-x``: the first failure kills it).
 TESTS: tuple[str, ...] = (
@@ -594,6 +641,8 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 target.write_bytes(originals[m.module])
                 free.append(copy)
+            if fate == "survived" and m.id in EQUIVALENT:
+                fate, by = "equivalent", EQUIVALENT[m.id]
             r = Result(m.id, m.line, m.description, fate, by, round(took, 1))
             print(f"{fate:9} {m.id:55} {by}", flush=True)
             return r
@@ -601,8 +650,11 @@ def main(argv: list[str] | None = None) -> int:
         with ThreadPoolExecutor(max_workers=args.workers) as pool:
             results = list(pool.map(judge, found))
     survived = [r for r in results if r.fate == "survived"]
+    same = [r for r in results if r.fate == "equivalent"]
+    killed = len(results) - len(survived) - len(same)
     print(
-        f"\n{len(results)} mutants: {len(results) - len(survived)} killed, {len(survived)} survived"
+        f"\n{len(results)} mutants: {killed} killed, {len(same)} equivalent, "
+        f"{len(survived)} survived"
     )
     for r in survived:
         print(f"  survived: {r.id} (line {r.line}): {r.description}")
