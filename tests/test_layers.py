@@ -70,6 +70,7 @@ LAYERS: dict[str, int] = {
     "statement": 4,
     "session": 4,
     "dispatch": 4,
+    "_answers": 4,
     "evaluation": 4,
     "_ledger": 4,
     "gate": 4,

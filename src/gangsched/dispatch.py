@@ -17,12 +17,14 @@ Actions reach it as ``ssn.points``::
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ._answers import GuardedFairShare, builtin, guarded_member, who
 from .arrays import TaskTemplate
 from .combine import (
     all_pass,
@@ -37,7 +39,7 @@ from .combine import (
 )
 from .config import EXTENSION_POINTS as SWITCHED_POINTS
 from .config import PluginOption
-from .errors import ConfigError
+from .errors import ConfigError, GangschedError
 from .plugin import EXTENSION_POINTS, ExtensionPoint, FairSharePlugin, Kind
 
 if TYPE_CHECKING:
@@ -62,8 +64,8 @@ def _expected(ep: ExtensionPoint, member: str) -> inspect.Signature:
 
 def _mismatch(plugin: object, ep: ExtensionPoint, member: str) -> str | None:
     """Why ``plugin.member`` cannot serve ``ep`` (None when it can), checked once per type."""
-    key = (type(plugin), member)
-    if key in _CHECKED:
+    key = _cache_key(plugin, member)
+    if key is not None and key in _CHECKED:
         return _CHECKED[key]
     found = getattr(plugin, member)
     why: str | None = None
@@ -84,8 +86,20 @@ def _mismatch(plugin: object, ep: ExtensionPoint, member: str) -> str | None:
                 sig.bind(*([None] * len(positional)), **keywords)
             except TypeError:
                 why = f"{member}{sig} does not accept the point's call {shown}"
-    _CHECKED[key] = why
+    if key is not None:
+        _CHECKED[key] = why
     return why
+
+
+def _cache_key(plugin: object, member: str) -> tuple[type, str] | None:
+    """The cache key of a member its type defines as a function (the same for every instance);
+    None for one an instance, a property or ``__getattr__`` gives (it may differ per instance)."""
+    cls = type(plugin)
+    static = inspect.getattr_static(cls, member, None)
+    if not isinstance(static, types.FunctionType | staticmethod | classmethod):
+        return None
+    own = getattr(plugin, "__dict__", None)
+    return None if isinstance(own, dict) and member in own else (cls, member)
 
 
 def _switched_off(option: PluginOption | None, ep: ExtensionPoint) -> bool:
@@ -98,7 +112,7 @@ def _switched_off(option: PluginOption | None, ep: ExtensionPoint) -> bool:
 class Dispatch:
     """The resolved chains of one session and a typed method per extension point."""
 
-    __slots__ = ("_chains", "_fair", "_flags", "_plugins", "_ssn")
+    __slots__ = ("_chains", "_fair", "_flags", "_members", "_plugins", "_ssn")
 
     def __init__(
         self, ssn: Session, opened: Sequence[Sequence[tuple[PluginOption | None, Any]]]
@@ -108,6 +122,7 @@ class Dispatch:
         self._plugins: dict[str, tuple[tuple[Any, ...], ...]] = {}
         self._flags: dict[str, bool] = {}
         self._fair: Any = None
+        self._members: dict[tuple[str, int], Callable[..., Any]] = {}
         for ep in EXTENSION_POINTS:
             tiers: list[tuple[Any, ...]] = []
             for tier in opened:
@@ -121,17 +136,31 @@ class Dispatch:
             if ep.kind is Kind.FLAG:
                 self._flags[ep.name] = any(p for tier in tiers for p in tier)
             elif ep.kind is Kind.PROVIDER:
-                self._fair = next((p for tier in tiers for p in tier), None)
+                fair = next((p for tier in tiers for p in tier), None)
+                self._fair = fair if fair is None or builtin(fair) else GuardedFairShare(fair)
             else:
-                self._chains[ep.name] = tuple(
-                    tuple(getattr(p, ep.name) for p in tier) for tier in tiers
-                )
+                chain = tuple(tuple(guarded_member(p, ep.name) for p in tier) for tier in tiers)
+                self._chains[ep.name] = chain
+                for tier_plugins, tier_members in zip(tiers, chain, strict=True):
+                    for p, fn in zip(tier_plugins, tier_members, strict=True):
+                        self._members[ep.name, id(p)] = fn
         rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
-        self._flags["shape_only"] = all(getattr(p, "shape_only", False) is True for p in rows)
+        declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
+        self._flags["shape_only"] = all(id(p) in declared for p in rows)
 
     @staticmethod
     def _serves(plugin: object, ep: ExtensionPoint) -> bool:
-        name = getattr(plugin, "name", type(plugin).__name__)
+        try:
+            return Dispatch._resolve(plugin, ep)
+        except GangschedError:
+            raise
+        except Exception as err:  # a member (property, __getattr__) that raises when read
+            detail = f"reading it for the {ep.name!r} extension point raised {err!r}"
+            raise ConfigError(detail, kind="plugin", name=who(plugin), field=ep.name) from err
+
+    @staticmethod
+    def _resolve(plugin: object, ep: ExtensionPoint) -> bool:
+        name = who(plugin)
         if ep.kind is Kind.FLAG:
             value = getattr(plugin, ep.name, False)
             if not isinstance(value, bool | np.bool_):
@@ -160,6 +189,10 @@ class Dispatch:
                     field=member,
                 )
         return True
+
+    def _ask(self, point: str, plugin: object, *args: Any) -> Any:
+        """Ask one serving plugin of ``point`` (through its guarded member)."""
+        return self._members[point, id(plugin)](self._ssn, *args)
 
     # ------------------------------------------------------------------ introspection
 
@@ -231,18 +264,14 @@ class Dispatch:
         at) explains through its ``allocatable_reason``, else it is named. None: it allows."""
         explains = set(map(id, self.serving("allocatable_reason")))
         for plugin in self.serving("allocatable"):
-            if plugin.allocatable(self._ssn, queue, tmpl):
+            if self._ask("allocatable", plugin, queue, tmpl):
                 continue
             why = (
-                plugin.allocatable_reason(self._ssn, queue, tmpl)
+                self._ask("allocatable_reason", plugin, queue, tmpl)
                 if id(plugin) in explains
                 else None
             )
-            return (
-                str(why)
-                if why
-                else f"plugin {getattr(plugin, 'name', type(plugin).__name__)!r} refuses it"
-            )
+            return str(why) if why else f"plugin {who(plugin)!r} refuses it"
         return None
 
     # ------------------------------------------------------------------ victims
@@ -267,9 +296,9 @@ class Dispatch:
         """``(plugin name, why)`` of the first plugin refusing ``queue`` a reclaim for
         ``claim``; None when every plugin agrees."""
         for plugin in self.serving("preemptive"):
-            why = plugin.preemptive(self._ssn, queue, claim)
+            why = self._ask("preemptive", plugin, queue, claim)
             if why is not None:
-                return str(getattr(plugin, "name", type(plugin).__name__)), str(why)
+                return who(plugin), str(why)
         return None
 
     def exposed(self, tasks: list[int]) -> tuple[str | None, bool]:
@@ -284,7 +313,7 @@ class Dispatch:
             mine = [p for p in tier if id(p) in judges]
             queue_level |= not mine
             for plugin in mine:
-                why = plugin.exposed(self._ssn, tasks)
+                why = self._ask("exposed", plugin, tasks)
                 if why is not None:
                     return str(why), queue_level
         return None, queue_level
@@ -313,10 +342,7 @@ class Dispatch:
 
     def node_scores(self, tmpl: TaskTemplate, rows: Rows) -> dict[str, F64]:
         """Each node_score plugin's own scores over ``rows`` (for explanations)."""
-        return {
-            str(getattr(p, "name", type(p).__name__)): p.node_score(self._ssn, tmpl, rows)
-            for p in self.serving("node_score")
-        }
+        return {who(p): self._ask("node_score", p, tmpl, rows) for p in self.serving("node_score")}
 
     def gpu_choice(
         self, task: int, node: int, count: int, *, future: bool
