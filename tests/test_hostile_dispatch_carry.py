@@ -26,7 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
-from gangsched.scheduler import open_session
+from gangsched.scheduler import open_session, run_cycle
 from gangsched.testing import invariants as inv
 
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
@@ -569,3 +569,80 @@ def test_hostile_plugins_either_decide_within_the_gate_or_are_refused(cls: type,
     inv.check_cycle(snapshot, d, config)
     again = gs.schedule(SNAPS[snap](), config, registry=reg)
     assert json.dumps(d.to_dict(), sort_keys=True) == json.dumps(again.to_dict(), sort_keys=True)
+
+
+# ---------------------------------------------------------------------------- part 2: carry
+
+
+def _canon(d: gs.Decisions) -> str:
+    return json.dumps(d.to_dict(), sort_keys=True)
+
+
+def _carry_cluster(n_nodes: int = 6) -> dict[str, Any]:
+    nodes = [
+        {
+            "name": f"n{i}",
+            "allocatable": {"cpu": 8 + 4 * (i % 3), "memory": "32Gi", "pods": 20},
+            "labels": {"zone": f"z{i % 2}"},
+        }
+        for i in range(n_nodes)
+    ]
+    jobs = [{"name": f"j{j}", "min_available": 1 + j % 2, "phase": "Inqueue"} for j in range(6)]
+    tasks = [
+        {"name": f"j{j}-{k}", "job": f"j{j}", "request": {"cpu": 1 + j % 3}}
+        for j in range(6)
+        for k in range(1 + j % 2)
+    ]
+    return {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
+
+
+class _FarNodesFirst:
+    """A node score registered as "binpack" that prefers the highest node index."""
+
+    name = "binpack"
+    shape_only = True
+
+    def __init__(self, arguments: Any) -> None:
+        pass
+
+    def node_score(self, ssn: Any, tmpl: Any, rows: Any) -> Any:
+        return rows.astype(float) * 1000.0
+
+
+def test_no_carry_when_the_registry_s_plugins_are_replaced_in_place() -> None:
+    """Before: the carry compared the registry *object*; replacing a factory in its
+    ``plugins`` dict between cycles kept the old plugin's scores, and the carried cycle bound
+    tasks elsewhere than a fresh cycle."""
+    config = gs.Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate"],
+            "tiers": [[{"name": "gang"}], [{"name": "predicates"}, {"name": "binpack"}]],
+        }
+    )
+    reg = gs.default_registry()
+    snap = gs.Snapshot.from_dict(_carry_cluster())
+    _, ssn = run_cycle(snap, config, registry=reg)
+    reg.plugins["binpack"] = _FarNodesFirst
+    carried, ssn2 = run_cycle(snap, config, registry=reg, previous=ssn)
+    assert ssn2.evaluator.carried == 0
+    assert _canon(carried) == _canon(gs.schedule(snap, config, registry=reg))
+
+
+def test_an_equal_registry_object_still_carries() -> None:
+    config = gs.Config.default()
+    snap = gs.Snapshot.from_dict(_carry_cluster())
+    _, ssn = run_cycle(snap, config, registry=gs.default_registry())
+    d2, ssn2 = run_cycle(snap, config, registry=gs.default_registry(), previous=ssn)
+    assert ssn2.evaluator.carried > 0
+    assert _canon(d2) == _canon(gs.schedule(snap, config))
+
+
+def test_the_same_previous_session_twice_decides_as_fresh() -> None:
+    config = gs.Config.default()
+    snap = gs.Snapshot.from_dict(_carry_cluster())
+    fresh = _canon(gs.schedule(snap, config))
+    _, ssn = run_cycle(snap, config)
+    d2, ssn2 = run_cycle(snap, config, previous=ssn)
+    d3, ssn3 = run_cycle(snap, config, previous=ssn)  # its evaluations were moved to ssn2
+    assert (ssn2.evaluator.carried > 0, ssn3.evaluator.carried) == (True, 0)
+    assert _canon(d2) == _canon(d3) == fresh

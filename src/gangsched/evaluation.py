@@ -55,10 +55,14 @@ class Evaluation:
 class Evaluator:
     """The evaluation cache of one session."""
 
-    __slots__ = ("_evals", "_ssn", "_words", "carried")
+    __slots__ = ("_evals", "_factories", "_ssn", "_words", "carried")
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
+        # The factories the session's plugins are made by, as they are at open: a registry's
+        # plugins may be replaced in place before the next cycle.
+        registry = ssn.registry
+        self._factories: dict[str, object] = dict(registry.plugins) if registry else {}
         self._evals: dict[object, Evaluation] = {}
         self._words: dict[str, int] = {}  # reason word -> code (Evaluation.reasons)
         #: Evaluations taken over from the previous session (:meth:`carry`).
@@ -70,8 +74,8 @@ class Evaluator:
 
         Valid when the answers for a node row depend on nothing but the template's shape, that
         node and the nodes' taints (the ``shape_only`` contract): every row plugin declares
-        ``shape_only`` in both sessions, the configuration and the registry's factories are the
-        same, the nodes are the same
+        ``shape_only`` in both sessions, the configuration and the registry's factories (as they
+        were when each session opened) are the same, the nodes are the same
         (names, order, resource columns, number of GPU devices each) and no node's taints
         changed (a plugin may normalise
         over the cluster's taints). A row is refreshed when its node's record (capacity,
@@ -80,7 +84,8 @@ class Evaluator:
         values, which are what a fresh evaluation computes (the same inputs, the same
         arithmetic)."""
         ssn, old = self._ssn, previous._ssn
-        records = _changed_records(old, ssn) if _same_ground(old, ssn) else None
+        same = self._factories == previous._factories and _same_ground(old, ssn)
+        records = _changed_records(old, ssn) if same else None
         if records is None:
             return 0
         stale = records | _occupancy_changed(old, ssn)
@@ -241,8 +246,6 @@ def _same_ground(old: Session, new: Session) -> bool:
         return False
     if old.config is not new.config and old.config != new.config:
         return False
-    if old.registry is not new.registry and old.registry != new.registry:
-        return False  # the same plugin names may be other plugins
     a, b = old.arrays, new.arrays
     if a is not b and (
         a.node_names != b.node_names
