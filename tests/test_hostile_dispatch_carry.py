@@ -14,9 +14,11 @@ Default run: derandomized, a few dozen examples. ``GANGSCHED_SOAK=1`` runs many 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -296,6 +298,7 @@ def test_the_signature_check_is_per_instance_for_members_an_instance_sets() -> N
         name = HOSTILE
 
         def __init__(self, arguments: Any) -> None:
+            self.node_score: Callable[..., Any]
             if arguments.get("broken"):
                 self.node_score = lambda tmpl: None  # wrong arity
             else:
@@ -646,3 +649,230 @@ def test_the_same_previous_session_twice_decides_as_fresh() -> None:
     d3, ssn3 = run_cycle(snap, config, previous=ssn)  # its evaluations were moved to ssn2
     assert (ssn2.evaluator.carried > 0, ssn3.evaluator.carried) == (True, 0)
     assert _canon(d2) == _canon(d3) == fresh
+
+
+def _node(i: int, rng: random.Random) -> dict[str, Any]:
+    n: dict[str, Any] = {
+        "name": f"n{i}",
+        "allocatable": {"cpu": rng.choice([4, 8, 16]), "memory": "32Gi", "pods": 20},
+        "labels": {"zone": f"z{i % 2}"},
+    }
+    if rng.random() < 0.5:
+        n["gpus"] = {"count": rng.choice([1, 2, 4]), "milli": 1000, "sharing": rng.random() < 0.5}
+    if rng.random() < 0.15:
+        effect = rng.choice(["NoSchedule", "PreferNoSchedule"])
+        n["taints"] = [{"key": "k", "value": "v", "effect": effect}]
+    return n
+
+
+def _hostile_cluster(rng: random.Random, n_nodes: int = 6, n_jobs: int = 8) -> dict[str, Any]:
+    """Nodes with whole and shared GPUs and taints, two racks of hypernodes, a queue hierarchy
+    with a capability, gangs with selectors, tolerations, fractional GPUs and hard topology."""
+    queues = [
+        {"name": "org", "weight": 1},
+        {"name": "a", "parent": "org", "weight": 2},
+        {"name": "b", "parent": "org", "weight": 1, "capability": {"cpu": 20}},
+    ]
+    jobs, tasks = [], []
+    for j in range(n_jobs):
+        size = rng.randint(1, 3)
+        job: dict[str, Any] = {
+            "name": f"j{j}",
+            "queue": rng.choice(["a", "b"]),
+            "min_available": rng.randint(1, size),
+            "phase": "Inqueue",
+            "priority": rng.choice([0, 0, 5, 10]),
+        }
+        if rng.random() < 0.25:
+            job["network_topology"] = {"mode": "hard", "highest_tier_allowed": 1}
+        jobs.append(job)
+        for k in range(size):
+            t: dict[str, Any] = {
+                "name": f"j{j}-{k}",
+                "job": f"j{j}",
+                "request": {"cpu": rng.choice([1, 2, 3])},
+            }
+            r = rng.random()
+            if r < 0.2:
+                t["gpu_request"] = {"count": 1, "milli": rng.choice([250, 500])}
+            elif r < 0.35:
+                t["gpu_request"] = {"count": rng.choice([1, 2])}
+            if rng.random() < 0.2:
+                t["node_selector"] = {"zone": "z0"}
+            if rng.random() < 0.2:
+                t["tolerations"] = [{"key": "k", "operator": "Exists"}]
+            tasks.append(t)
+    half = n_nodes // 2
+    hypernodes = [
+        {"name": "r0", "tier": 1, "members": [f"n{i}" for i in range(half)]},
+        {"name": "r1", "tier": 1, "members": [f"n{i}" for i in range(half, n_nodes)]},
+    ]
+    return {
+        "nodes": [_node(i, rng) for i in range(n_nodes)],
+        "hypernodes": hypernodes,
+        "queues": queues,
+        "jobs": jobs,
+        "tasks": tasks,
+    }
+
+
+class _CapacityScore:
+    """A third-party shape-only node score (a numpy-bool flag): it reads only the node."""
+
+    name = "by-capacity"
+    shape_only = np.bool_(True)
+
+    def __init__(self, arguments: Any) -> None:
+        pass
+
+    def node_score(self, ssn: Any, tmpl: Any, rows: Any) -> Any:
+        return ssn.arrays.allocatable[rows, 0] / 1000.0
+
+
+_REGISTRY = gs.default_registry()
+_REGISTRY.register_plugin(_CapacityScore.name, _CapacityScore)
+_T1 = [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]
+_ALL = ["enqueue", "allocate", "preempt", "reclaim", "backfill"]
+_CARRY_CONFIGS = {
+    "basic": (
+        ["enqueue", "allocate", "backfill"],
+        ["predicates", "proportion", "nodeorder", "binpack"],
+    ),
+    "preempt": (_ALL, ["drf", "predicates", "proportion", "nodeorder"]),
+    "capacity": (_ALL, ["predicates", "capacity", "nodeorder", "network-topology-aware"]),
+    "third-party": (
+        ["enqueue", "allocate", "backfill"],
+        ["predicates", "proportion", "nodeorder", "by-capacity"],
+    ),
+}
+CARRY_CONFIGS = {
+    name: gs.Config.from_dict(
+        {"actions": actions, "tiers": [_T1, [{"name": n} for n in second]]},
+        plugins=_REGISTRY.plugins,
+    )
+    for name, (actions, second) in _CARRY_CONFIGS.items()
+}
+OPS = [
+    "finish",
+    "run",
+    "evict",
+    "cordon",
+    "relabel",
+    "capacity",
+    "taint",
+    "gpu",
+    "add-node",
+    "remove-node",
+    "add-job",
+    "remove-job",
+    "reorder",
+    "hypernode",
+    "queue",
+    "none",
+]
+
+
+def _operate(state: gs.ClusterState, what: str, rng: random.Random) -> None:
+    names = sorted(state.nodes)
+    rec = state.nodes[rng.choice(names)] if names else None
+    if what in ("finish", "run", "evict"):
+        placed = sorted(t.name for t in state.snapshot().tasks if t.node is not None)
+        phase = {"finish": "Succeeded", "run": "Running", "evict": "Releasing"}[what]
+        if placed:
+            state.set_task_phase(rng.choice(placed), gs.TaskPhase(phase))
+    elif what == "cordon" and rec is not None:
+        state.cordon(rec.name, not rec.unschedulable)
+    elif what in ("relabel", "capacity", "taint", "gpu") and rec is not None:
+        d: dict[str, Any] = dict(rec.to_dict())
+        if what == "relabel":
+            d["labels"] = {"zone": rng.choice(["z0", "z1"])}
+        elif what == "capacity":
+            d["allocatable"] = {**d["allocatable"], "cpu": rng.choice([4, 8, 16])}
+        elif what == "taint":
+            soft = [{"key": "k", "value": "v", "effect": "PreferNoSchedule"}]
+            d["taints"] = [] if d.get("taints") else soft
+        else:
+            count = rng.choice([0, 1, 2, 4])
+            d.pop("gpus", None)
+            if count:
+                d["gpus"] = {"count": count, "milli": 1000, "sharing": rng.random() < 0.5}
+        state.update_node(gs.Node.from_dict(d))
+    elif what == "add-node":
+        i = 100 + rng.randint(0, 50)
+        if f"n{i}" not in state.nodes:
+            state.add_node(gs.Node.from_dict(_node(i, rng)))
+    elif what == "remove-node" and len(names) > 1:
+        state.remove_node(rng.choice(names))
+    elif what == "add-job":
+        j = f"x{rng.randint(0, 100)}"
+        if j not in state.jobs:
+            job = {"name": j, "queue": "a", "min_available": 1, "phase": "Inqueue", "priority": 10}
+            task = {"name": f"{j}-0", "job": j, "request": {"cpu": rng.choice([2, 8])}}
+            state.add_job(gs.Job.from_dict(job), [gs.Task.from_dict(task)])
+    elif what == "remove-job" and state.jobs:
+        state.remove_job(rng.choice(sorted(state.jobs)), with_tasks=True)
+    elif what == "reorder":
+        doc = state.snapshot().to_dict()
+        rng.shuffle(doc["nodes"])
+        state.sync(gs.Snapshot.from_dict(doc))
+    elif what == "hypernode" and state.hypernodes:
+        d = state.hypernodes[sorted(state.hypernodes)[0]].to_dict()
+        d["members"] = sorted(rng.sample(names, k=min(len(names), rng.randint(1, 3))))
+        state.update_hypernode(gs.HyperNode.from_dict(d))
+    elif what == "queue":
+        d = state.queues["b"].to_dict()
+        d["capability"] = {"cpu": rng.choice([4, 20, 100])}
+        state.update_queue(gs.Queue.from_dict(d))
+
+
+def _carry_trial(seed: int, ops: list[str], configs: list[str]) -> int:
+    """Cycle, apply, operate; each carried cycle decides as a fresh one. Returns how many
+    evaluations were carried in all."""
+    rng = random.Random(seed)
+    state = gs.ClusterState(gs.Snapshot.from_dict(_hostile_cluster(rng)))
+    carried = 0
+    for what, cname in zip(ops, configs, strict=True):
+        config = CARRY_CONFIGS[cname]
+        snap = state.snapshot()
+        fresh = gs.schedule(gs.Snapshot.from_dict(snap.to_dict()), config, registry=_REGISTRY)
+        d = state.schedule(config, registry=_REGISTRY)
+        assert _canon(d) == _canon(fresh), (seed, what, cname)
+        inv.check_cycle(snap, d, config)
+        carried += state.__dict__["_last_session"].evaluator.carried
+        state.apply(d)
+        with contextlib.suppress(gs.GangschedError):  # an operation the state refuses
+            _operate(state, what, rng)
+    return carried
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**16),
+    steps=st.lists(
+        st.tuples(st.sampled_from(OPS), st.sampled_from(sorted(CARRY_CONFIGS))),
+        min_size=2,
+        max_size=10 if SOAK else 6,
+    ),
+)
+def test_carried_cycles_under_hostile_state_changes_match_fresh_cycles(
+    seed: int, steps: list[tuple[str, str]]
+) -> None:
+    _carry_trial(seed, [w for w, _ in steps], [c for _, c in steps])
+
+
+def test_the_hostile_sequences_do_carry() -> None:
+    """The property above is not vacuous: the same config cycle after cycle carries."""
+    assert _carry_trial(7, ["finish", "none", "relabel", "run"], ["basic"] * 4) > 0
+    assert _carry_trial(8, ["none", "cordon", "evict"], ["third-party"] * 3) > 0
+
+
+@pytest.mark.parametrize("config", sorted(CARRY_CONFIGS))
+def test_a_previous_session_of_another_cluster_decides_as_fresh(config: str) -> None:
+    """Same node names, other records, tasks and queues: nothing stale is kept."""
+    cfg = CARRY_CONFIGS[config]
+    for seed in range(4 if not SOAK else 40):
+        a = gs.Snapshot.from_dict(_hostile_cluster(random.Random(seed)))
+        b = gs.Snapshot.from_dict(_hostile_cluster(random.Random(seed + 1000)))
+        _, ssn = run_cycle(a, cfg, registry=_REGISTRY)
+        d, _ = run_cycle(b, cfg, registry=_REGISTRY, previous=ssn)
+        assert _canon(d) == _canon(gs.schedule(b, cfg, registry=_REGISTRY)), seed
