@@ -876,3 +876,38 @@ def test_a_previous_session_of_another_cluster_decides_as_fresh(config: str) -> 
         _, ssn = run_cycle(a, cfg, registry=_REGISTRY)
         d, _ = run_cycle(b, cfg, registry=_REGISTRY, previous=ssn)
         assert _canon(d) == _canon(gs.schedule(b, cfg, registry=_REGISTRY)), seed
+
+
+def _snap_topology() -> gs.Snapshot:
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [
+                {"name": f"n{i}", "allocatable": {"cpu": 4, "memory": "8Gi", "pods": 10}}
+                for i in range(4)
+            ],
+            "hypernodes": [
+                {"name": "r0", "tier": 1, "members": ["n0", "n1"]},
+                {"name": "r1", "tier": 1, "members": ["n2", "n3"]},
+            ],
+            "queues": [{"name": "default"}],
+            "jobs": [
+                {
+                    "name": "t",
+                    "min_available": 2,
+                    "phase": "Inqueue",
+                    "network_topology": {"mode": "hard", "highest_tier_allowed": 1},
+                }
+            ],
+            "tasks": [{"name": f"t-{i}", "job": "t", "request": {"cpu": 2}} for i in range(2)],
+        }
+    )
+
+
+@pytest.mark.parametrize("answer", [5, "r0", [1.0, 2.0]])
+def test_a_hypernode_score_that_is_not_a_hypernode_order_is_a_config_error(answer: Any) -> None:
+    """Before: a bare AssertionError when a topology gang was placed."""
+    SNAPS["topology"] = _snap_topology
+    try:
+        _refused(_plugin(hypernode_score=lambda s, ssn: answer), "hypernode_score", "topology")
+    finally:
+        del SNAPS["topology"]

@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from .combine import Vote
 from .errors import ConfigError, GangschedError
+from .placement.problem import HypernodeOrder
 
 __all__ = ["GuardedFairShare", "builtin", "guarded_member", "who"]
 
@@ -146,6 +147,7 @@ def _boolean(got: object, args: tuple[Any, ...]) -> object:
 
 _Check = Callable[[object, tuple[Any, ...]], object]
 _KEY = _typed(tuple, "a tuple sort key")
+_HYPERNODES = _typed((HypernodeOrder, type(None)), "a HypernodeOrder or None")
 _WHY = _typed((str, type(None)), "a string or None")
 #: How a third-party plugin's answer to each point is checked (and normalised).
 _ANSWERS: dict[str, _Check] = {
@@ -169,6 +171,7 @@ _ANSWERS: dict[str, _Check] = {
     "reclaimable": _as_victims,
     "gpu_choice": _as_devices,
     "reason_notes": _as_notes,
+    "hypernode_score": _HYPERNODES,
 }
 
 
