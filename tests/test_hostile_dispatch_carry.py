@@ -911,3 +911,16 @@ def test_a_hypernode_score_that_is_not_a_hypernode_order_is_a_config_error(answe
         _refused(_plugin(hypernode_score=lambda s, ssn: answer), "hypernode_score", "topology")
     finally:
         del SNAPS["topology"]
+
+
+@pytest.mark.parametrize("snap", ["preempt", "free"])
+def test_a_gpu_choice_naming_a_busy_device_is_passed_over(snap: str) -> None:
+    """Before: a third-party gpu_choice always naming device 0 (a device in range, but held by a
+    running task) made preempt propose a pipelined placement the placement gate refused ("does
+    not fit node once releases finish"); now a pick that does not fit falls back to the
+    session's own device choice, and the gang is placed as without the plugin."""
+    d = _schedule(_plugin(gpu_choice=lambda s, ssn, task, node, *, future: (0,)), snap)
+    without = _schedule(_plugin(), snap)
+    assert len(d.binds) + len(d.pipelined) + len(d.evictions) == len(without.binds) + len(
+        without.pipelined
+    ) + len(without.evictions)

@@ -21,7 +21,7 @@ from .combine import Vote
 from .errors import ConfigError, GangschedError
 from .placement.problem import HypernodeOrder
 
-__all__ = ["GuardedFairShare", "builtin", "guarded_member", "who"]
+__all__ = ["GuardedFairShare", "builtin", "guarded", "guarded_member", "who"]
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -281,6 +281,11 @@ class GuardedFairShare:
     def queue_subtree_sum(self, ssn: Any, per_queue: I64) -> I64:
         out: I64 = self._ask["queue_subtree_sum"](ssn, per_queue)
         return out
+
+
+def guarded(member: object) -> bool:
+    """Whether ``member`` is a third-party plugin's member asked through its checks."""
+    return isinstance(member, _Guarded)
 
 
 def builtin(plugin: object) -> bool:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._answers import GuardedFairShare, builtin, guarded_member, who
+from ._answers import GuardedFairShare, builtin, guarded, guarded_member, who
 from .arrays import TaskTemplate
 from .combine import (
     all_pass,
@@ -347,12 +347,17 @@ class Dispatch:
     def gpu_choice(
         self, task: int, node: int, count: int, *, future: bool
     ) -> tuple[int, ...] | None:
-        """Devices a plugin names for ``task`` on ``node`` (first answer of ``count``)."""
+        """Devices a plugin names for ``task`` on ``node`` (first answer of ``count``; a
+        third-party plugin's answer also has to fit those devices, else it is passed over)."""
         for tier in self._chains["gpu_choice"]:
             for answer in tier:
                 pick = answer(self._ssn, task, node, future=future)
-                if pick is not None and len(pick) == count:
-                    return tuple(pick)
+                if pick is None or len(pick) != count:
+                    continue
+                pick = tuple(pick)
+                if guarded(answer) and not self._ssn.fits(task, node, future=future, gpus=pick):
+                    continue
+                return pick
         return None
 
     def hypernode_score(self) -> Any:

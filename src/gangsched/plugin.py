@@ -310,7 +310,7 @@ EXTENSION_POINTS: tuple[ExtensionPoint, ...] = (
     _P("node_score", NodeScorePlugin, Kind.ROWS, "weighted_sum"),
     _P("on_allocate", OnAllocatePlugin, Kind.EVENT, "each, in tier order"),
     _P("on_deallocate", OnDeallocatePlugin, Kind.EVENT, "each, in tier order"),
-    _P("gpu_choice", GpuChoicePlugin, Kind.CALL, "first_answer of the right length"),
+    _P("gpu_choice", GpuChoicePlugin, Kind.CALL, "first_answer of the right length that fits"),
     _P("hypernode_score", HypernodeScorePlugin, Kind.CALL, "first_answer"),
     _P("reason_notes", ReasonNotesPlugin, Kind.CALL, "merged, first note per job"),
     _P("shape_only", ShapeOnlyPlugin, Kind.FLAG, "all row plugins declare it"),
