@@ -254,6 +254,11 @@ EQUIVALENT: dict[str, str] = {
         "> and >= differ only at a value inside the rounding error"
     ),
     "actions/reclaim:exposed_claim:cmp-3": "the same boundary as _over_queues:cmp-1",
+    "actions/reclaim:_candidates:drop-4": (
+        "with a priority ceiling, queues within their share get in too, but the shipped "
+        "fair-share plugins' reclaimable answers (proportion, capacity) drop them again: the "
+        "over-share rule is written twice (see the report)"
+    ),
     "actions/reclaim:_candidates:drop-7": (
         "the names are computed only when no candidate queue is both over its share and "
         "reclaimable, so every over queue there is already not reclaimable"
