@@ -924,3 +924,60 @@ def test_a_gpu_choice_naming_a_busy_device_is_passed_over(snap: str) -> None:
     assert len(d.binds) + len(d.pipelined) + len(d.evictions) == len(without.binds) + len(
         without.pipelined
     ) + len(without.evictions)
+
+
+def _snap_many_jobs() -> gs.Snapshot:
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [
+                {"name": f"n{i}", "allocatable": {"cpu": 8, "memory": "8Gi", "pods": 10}}
+                for i in range(2)
+            ],
+            "queues": [{"name": "default"}, {"name": "q2"}],
+            "jobs": [
+                {"name": f"j{j}", "min_available": 1, "phase": "Inqueue", "queue": q}
+                for j, q in enumerate(["default", "q2", "default", "q2"])
+            ],
+            "tasks": [
+                {"name": f"j{j}-{k}", "job": f"j{j}", "request": {"cpu": 2}}
+                for j in range(4)
+                for k in range(2)
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("member", "key"),
+    [
+        ("job_order", lambda j: (None,) if j % 2 else (1,)),
+        ("job_order", lambda j: (np.array([j, 1]),)),
+        ("job_order", lambda j: (float("nan"),)),
+        ("task_order", lambda t: (None,) if t % 2 else (1,)),
+        ("queue_order", lambda q: (None,) if q % 2 else (1,)),
+    ],
+)
+def test_an_unorderable_sort_key_is_a_config_error(member: str, key: Any) -> None:
+    """Before: a bare TypeError / ValueError from the actions' sort (None against an int, an
+    array's truth value)."""
+    SNAPS["many-jobs"] = _snap_many_jobs
+    try:
+        _refused(_plugin(**{member: lambda s, ssn, i: key(i)}), member, "many-jobs")
+    finally:
+        del SNAPS["many-jobs"]
+
+
+def test_sort_keys_of_other_lengths_and_types_still_order() -> None:
+    """Numbers before strings, a shorter key before its extensions; the job keyed smallest
+    goes first."""
+    keys = {0: ("b",), 1: (2, 1), 2: (2,), 3: (1.5, "x")}
+    SNAPS["many-jobs"] = _snap_many_jobs
+    try:
+        d = _schedule(_plugin(job_order=lambda s, ssn, j: keys[j]), "many-jobs")
+    finally:
+        del SNAPS["many-jobs"]
+    assert len(d.binds) == 8  # everything fits; the cycle orders without error
+    reg, config = _setup(_plugin(job_order=lambda s, ssn, j: keys[j]))
+    ssn = open_session(_snap_many_jobs(), config, registry=reg)
+    order = sorted(range(4), key=lambda j: ssn.points.job_order(j))
+    assert order == [3, 2, 1, 0]

@@ -146,7 +146,33 @@ def _boolean(got: object, args: tuple[Any, ...]) -> object:
 
 
 _Check = Callable[[object, tuple[Any, ...]], object]
-_KEY = _typed(tuple, "a tuple sort key")
+
+
+def _ranked(value: object) -> tuple[int, object]:
+    """A sort-key element made comparable with any other: numbers, then strings, then
+    tuples (of such elements); NaN and other types are refused."""
+    if isinstance(value, bool | int | np.integer):
+        return (0, int(value))
+    if isinstance(value, float | np.floating):
+        if value != value:
+            raise _Wrong("sort key elements that are not NaN")
+        return (0, float(value))
+    if isinstance(value, str):
+        return (1, value)
+    if isinstance(value, tuple):
+        return (2, tuple(_ranked(v) for v in value))
+    raise _Wrong(f"sort key elements that are numbers or strings, not {type(value).__name__}")
+
+
+def _key(got: object, args: tuple[Any, ...]) -> object:
+    """A plugin's sort key as one element of the chain's key: keys of other lengths or mixed
+    element types still compare (shorter prefix first, numbers before strings)."""
+    if not isinstance(got, tuple):
+        raise _Wrong(f"a tuple sort key, not {type(got).__name__}")
+    return (tuple(_ranked(v) for v in got),)
+
+
+_KEY = _key
 _HYPERNODES = _typed((HypernodeOrder, type(None)), "a HypernodeOrder or None")
 _WHY = _typed((str, type(None)), "a string or None")
 #: How a third-party plugin's answer to each point is checked (and normalised).
