@@ -549,9 +549,27 @@ def _hostile_plugin(draw: st.DrawFn) -> type:
         devices = draw(st.lists(st.integers(-2, 4), max_size=3).map(tuple) | st.none())
         members["gpu_choice"] = lambda s, ssn, task, node, *, future: devices
     if draw(st.booleans()):
-        keys = draw(st.sampled_from(["tuple", "int", "reversed"]))
-        members["job_order"] = lambda s, ssn, j: {"tuple": (j,), "int": j, "reversed": (-j,)}[keys]
+        keys = draw(st.sampled_from(["tuple", "int", "reversed", "mixed", "none"]))
+        table: dict[str, Callable[[int], Any]] = {
+            "tuple": lambda j: (j,),
+            "int": lambda j: j,
+            "reversed": lambda j: (-j,),
+            "mixed": lambda j: ("a",) if j % 2 else (j, 0.5),
+            "none": lambda j: (None,) if j % 2 else (j,),
+        }
+        members["job_order"] = lambda s, ssn, j: table[keys](j)
         members["victim_order"] = members["job_order"]
+    if draw(st.booleans()):
+        vote = draw(st.sampled_from([gs.Vote.PERMIT, gs.Vote.REJECT, 0, 2, None, True]))
+        members["job_enqueueable"] = lambda s, ssn, j: vote
+        members["job_pipelined"] = lambda s, ssn, j: vote
+    if draw(st.booleans()):
+        fail = draw(st.sampled_from(["on_session_open", "on_allocate", "on_deallocate"]))
+
+        def boom(self: Any, *args: Any) -> None:
+            raise KeyError("hostile")
+
+        members[fail] = boom
     if draw(st.booleans()):
         members["shape_only"] = draw(
             st.sampled_from([True, False, np.bool_(True), np.bool_(False)])
@@ -962,7 +980,7 @@ def test_an_unorderable_sort_key_is_a_config_error(member: str, key: Any) -> Non
     array's truth value)."""
     SNAPS["many-jobs"] = _snap_many_jobs
     try:
-        _refused(_plugin(**{member: lambda s, ssn, i: key(i)}), member, "many-jobs")
+        _refused(_plugin("Hostile", **{member: lambda s, ssn, i: key(i)}), member, "many-jobs")
     finally:
         del SNAPS["many-jobs"]
 
