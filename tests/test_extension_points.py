@@ -76,8 +76,8 @@ def test_no_tier_loop_outside_the_dispatcher_and_the_combiners() -> None:
 
 def test_no_hidden_extension_point() -> None:
     """A built-in plugin's public method taking the session that code outside the plugins
-    package calls with a session is a declared point (a method only the plugin itself, its sibling helpers
-    or tests use is the plugin's own business)."""
+    package calls with a session is a declared point (a method only the plugin itself, its
+    sibling helpers or tests use is the plugin's own business)."""
     names = {p.name for p in EXTENSION_POINTS}
     names |= {m for m in dir(FairSharePlugin) if m.startswith("queue_")}
     outside = "\n".join(

@@ -14,6 +14,7 @@ import pytest
 
 import gangsched as gs
 from _preemption_helpers import GPU, config, job, node, pending, running, snap
+from gangsched import _ledger
 from gangsched.gate import Rule, rules_in_force
 from gangsched.scheduler import open_session
 from gangsched.statement import Statement
@@ -152,7 +153,7 @@ def test_a_carried_reservation_is_not_bound_in_a_queue_over_its_capability() -> 
     )
     cfg = config(tiers=[list(CAPACITY_TIERS[0]), CAPACITY_TIERS[1]])
     ssn = open_session(s, cfg)
-    ssn.unplace(0)
+    _ledger.unplace(ssn, 0)
     assert Statement(ssn).allocate(0, 0, (0,)) is False
     assert ssn.refusals[0].rule is Rule.CAPABILITY
     d = gs.schedule(s, cfg)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
+from gangsched import _ledger
 from gangsched.io.openb import NodeTable, PodTable, load_nodes, load_pods
 from gangsched.session import Session, TaskState
 from gangsched.sim.fgd import discrete_tables
@@ -251,7 +252,7 @@ class Overbook:
         # Past the placement gate (a Statement would refuse the second task): the session is
         # mutated directly, as only a broken action would.
         for t in np.flatnonzero(ssn.task_state == TaskState.PENDING).tolist():
-            ssn.place(int(t), 0, (0,), pipelined=False)
+            _ledger.place(ssn, int(t), 0, (0,), pipelined=False)
             ssn.record([Op(OpKind.ALLOCATE, int(t), 0, (0,))], committed=True)
 
 

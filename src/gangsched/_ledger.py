@@ -1,7 +1,9 @@
 """The session's bookkeeping of one placement, eviction or state change, and its exact undo.
 
-Only :class:`~gangsched.statement.Statement` calls these (and the victim search's what-if
-trials, which undo at once): every other module reads the session. Each operation keeps the
+Only :class:`~gangsched.statement.Statement` and its consolidation subclass call these, and
+``realise_reservations`` (a carried reservation is taken off its node while its gang is tried
+for binding, and put back when the gang is not bound): every other module reads the session.
+Each operation keeps the
 node rows, the device rows, the job and queue allocations, the per-state counters and the node
 versions (so cached evaluations refresh the node) consistent, and tells the plugins through the
 ``on_allocate`` / ``on_deallocate`` events. Resources are int64, so undo is exact arithmetic.

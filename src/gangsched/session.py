@@ -27,7 +27,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from . import _ledger
 from .arrays import ClusterArrays, TaskTemplate, build_cluster_arrays, build_templates
 from .config import Config
 from .cycle import (
@@ -285,21 +284,6 @@ class Session:
         return choose_devices(self, node, self.device_milli(task, node), g.count, future=future)
 
     # ---------------------------------------------------------------- bookkeeping
-
-    def place(self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> None:
-        _ledger.place(self, task, node, gpus, pipelined=pipelined)
-
-    def unplace(self, task: int) -> None:
-        _ledger.unplace(self, task)
-
-    def evict(self, task: int) -> None:
-        _ledger.evict(self, task)
-
-    def unevict(self, task: int, prev_state: int) -> None:
-        _ledger.unevict(self, task, prev_state)
-
-    def _set_state(self, task: int, state: int) -> None:
-        _ledger.set_state(self, task, state)
 
     def record(self, ops: Sequence[Op], *, committed: bool) -> None:
         (self.committed if committed else self.kept).extend(ops)

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .. import _ledger
 from ..gate import Rule
 from ..model import TaskPhase
 from ..session import TaskState
@@ -125,7 +126,7 @@ def realise_reservations(ssn: Session) -> None:
             continue
         spots = {t: (int(ssn.task_node[t]), ssn.task_gpus[t]) for t in tasks}
         for t in tasks:
-            ssn.unplace(t)
+            _ledger.unplace(ssn, t)
         stmt = Statement(ssn)
         for t in tasks:
             node, gpus = spots[t]
@@ -151,4 +152,4 @@ def realise_reservations(ssn: Session) -> None:
         for t in tasks:
             if ssn.task_state[t] == TaskState.PENDING:
                 node, gpus = spots[t]
-                ssn.place(t, node, gpus, pipelined=True)
+                _ledger.place(ssn, t, node, gpus, pipelined=True)

@@ -61,7 +61,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import disruption
+from .. import _ledger, disruption
 from ..arrays import TaskTemplate, build_templates, template_key
 from ..config import arg_int
 from ..errors import ConfigError
@@ -134,12 +134,12 @@ class _Moves(Statement):
         same checks as any reservation of a pending task (the evicted task is off its node
         for good here, so it is judged as the pending pod it becomes). Whether it did."""
         ssn = self.ssn
-        ssn._set_state(task, TaskState.PENDING)
+        _ledger.set_state(ssn, task, TaskState.PENDING)
         if self.admits(task, node, gpus):
             self.pipeline(task, node, gpus)
         if ssn.task_state[task] == TaskState.PIPELINED:
             return True
-        ssn._set_state(task, TaskState.RELEASING)
+        _ledger.set_state(ssn, task, TaskState.RELEASING)
         return False
 
     def discard(self) -> None:
@@ -149,9 +149,9 @@ class _Moves(Statement):
             if op.kind is OpKind.EVICT:
                 ssn.task_node[op.task] = op.node
                 ssn.task_gpus[op.task] = op.gpus
-                ssn.unevict(op.task, op.prev_state)
+                _ledger.unevict(ssn, op.task, op.prev_state)
             else:
-                ssn.unplace(op.task)
+                _ledger.unplace(ssn, op.task)
         self.ops.clear()
         self._done = True
 
