@@ -51,13 +51,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Rule functions (``Class.method`` for methods), by module path under ``src/gangsched``.
 RULES: dict[str, tuple[str, ...]] = {
+    "gang.py": ("role_minimums", "needed_tasks", "spare_tasks", "may_go_whole"),
     "actions/_victim_rules.py": (
-        "needed_tasks",
         "evictable",
         "policy_refusal",
         "preempt_candidates",
-        "spare_tasks",
-        "may_go_whole",
         "preemptors",
         "claimants",
         "gang_allowed",
@@ -98,7 +96,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return None",
     ),
     (
-        "actions/_victim_rules.py",
+        "gang.py",
         "spare_tasks",
         "removed",
         "every task is surplus",
@@ -106,7 +104,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return list(tasks)",
     ),
     (
-        "actions/_victim_rules.py",
+        "gang.py",
         "may_go_whole",
         "removed",
         "every job may go whole",
@@ -114,7 +112,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return True",
     ),
     (
-        "actions/_victim_rules.py",
+        "gang.py",
         "may_go_whole",
         "never",
         "no job may go whole",

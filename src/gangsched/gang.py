@@ -10,7 +10,11 @@ The rules, stated once (the gang plugin, the victim rules and the placement gate
   (``min_available >= sum of the role minimums``); otherwise Volcano ignores them, and so does
   gangsched;
 * the **deficit** is how many more tasks the job needs placed (or reserved) to reach its
-  minimum.
+  minimum, and its **claim** (:func:`needed_tasks`) the pending tasks that close it, short
+  roles first;
+* its **surplus** (:func:`spare_tasks`) is what may go while it keeps ``min_available`` ready
+  tasks and every role its minimum; it **may go whole** (:func:`may_go_whole`) when the tasks
+  are every task it runs and it holds nothing of this cycle.
 """
 
 from __future__ import annotations
@@ -18,13 +22,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from .cycle import PIPELINED_OR_READY, READY_STATES
+from .cycle import PIPELINED_OR_READY, READY_STATES, TaskState
 from .model import Job
 
 if TYPE_CHECKING:
     from .session import Session
 
-__all__ = ["deficit", "is_pipelined", "is_ready", "role_minimums", "role_shortfall"]
+__all__ = [
+    "FRESH_STATES",
+    "RUNNING_STATES",
+    "deficit",
+    "is_pipelined",
+    "is_ready",
+    "may_go_whole",
+    "needed_tasks",
+    "role_minimums",
+    "role_shortfall",
+    "spare_tasks",
+]
+
+#: A task that runs (or is bound) from an earlier cycle.
+RUNNING_STATES = (TaskState.RUNNING, TaskState.BOUND)
+#: A task placed or reserved in this cycle.
+FRESH_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED)
 
 
 def role_minimums(rec: Job) -> Mapping[str, int]:
@@ -60,3 +80,68 @@ def is_ready(ssn: Session, job: int) -> bool:
 def is_pipelined(ssn: Session, job: int) -> bool:
     have = ssn.count_states(job, PIPELINED_OR_READY) + ssn.pending_best_effort(job)
     return have >= ssn.job_min[job] and role_shortfall(ssn, job, PIPELINED_OR_READY) is None
+
+
+def needed_tasks(ssn: Session, job: int) -> list[int]:
+    """The pending tasks that bring the job to its gang minimum (short roles first), in task
+    order; empty when the minimum is met or cannot be reached from the pending tasks."""
+    rec = ssn.snapshot.jobs[job]
+    have = ssn.count_states(job, PIPELINED_OR_READY) + ssn.pending_best_effort(job)
+    deficit = int(ssn.job_min[job]) - have
+    if deficit <= 0:
+        return []
+    pending = [
+        int(t)
+        for t in ssn.job_tasks(job)
+        if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
+    ]
+    pending.sort(key=ssn.task_key)
+    chosen: list[int] = []
+    for role, need in sorted(role_minimums(rec).items()):
+        short = need - ssn.count_states(job, PIPELINED_OR_READY, role)
+        of_role = [t for t in pending if ssn.snapshot.tasks[t].role == role]
+        if short > len(of_role):
+            return []
+        chosen += of_role[: max(short, 0)]
+    rest = [t for t in pending if t not in chosen]
+    chosen += rest[: max(deficit - len(chosen), 0)]
+    if len(chosen) < deficit:
+        return []
+    chosen.sort(key=ssn.task_key)
+    return chosen
+
+
+def spare_tasks(ssn: Session, job: int, tasks: list[int]) -> list[int]:
+    """The gang surplus rule (its one owner): the tasks, taken in the given (victim) order,
+    that may go while the job keeps ``min_available`` ready tasks and every role keeps its
+    minimum.
+
+    Ready means allocated, bound, running or succeeded — Volcano's ``ReadyTaskNum``: pending
+    best-effort tasks do not count (they run nowhere yet), so a job running exactly its
+    minimum loses nothing whatever best-effort tasks wait. The surplus is
+    ``ready − min_available``, and per role ``ready(role) − min_task_member[role]``."""
+    rec = ssn.snapshot.jobs[job]
+    spare = ssn.count_states(job, READY_STATES) - int(ssn.job_min[job])
+    limits = {
+        role: ssn.count_states(job, READY_STATES, role) - need
+        for role, need in role_minimums(rec).items()
+    }
+    taken: list[int] = []
+    for t in tasks:
+        if len(taken) >= spare:
+            break
+        role = ssn.snapshot.tasks[t].role
+        if role in limits:
+            if limits[role] <= 0:
+                continue
+            limits[role] -= 1
+        taken.append(t)
+    return taken
+
+
+def may_go_whole(ssn: Session, job: int, tasks: Sequence[int]) -> bool:
+    """The whole-job rule (its one owner): ``tasks`` (candidates of ``job``) are every task the
+    job runs or has bound, and the job holds no reservation or allocation of this cycle."""
+    return ssn.count_states(job, FRESH_STATES) == 0 and len(tasks) == ssn.count_states(
+        job, RUNNING_STATES
+    )

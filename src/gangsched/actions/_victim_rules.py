@@ -40,8 +40,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arrays import BOOL, I64
+from ..gang import FRESH_STATES, RUNNING_STATES, may_go_whole, needed_tasks, spare_tasks
 from ..model import PREEMPT_NEVER, JobPhase, TopologyMode
-from ..session import HOLDING_STATES, PIPELINED_OR_READY, READY_STATES, TaskState
+from ..session import HOLDING_STATES, TaskState
 from ..topology import Topology, build_topology
 from ..units import PODS
 
@@ -104,8 +105,6 @@ POLICY_NEVER = "PreemptionPolicyNever"
 DISRUPTION_BUDGET = "DisruptionBudget"
 PREEMPTION_DELAYED = "PreemptionDelayed"
 
-RUNNING_STATES = (TaskState.RUNNING, TaskState.BOUND)
-FRESH_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED)
 
 #: ``(code, message)``: why a preemptor got no victims.
 Refusal = tuple[str, str]
@@ -147,36 +146,6 @@ def no_gate(ssn: Session, job: int) -> Refusal | None:
 
 
 # -------------------------------------------------------------------------------- the claim
-
-
-def needed_tasks(ssn: Session, job: int) -> list[int]:
-    """The pending tasks that bring the job to its gang minimum (short roles first), in task
-    order; empty when the minimum is met or cannot be reached from the pending tasks."""
-    rec = ssn.snapshot.jobs[job]
-    have = ssn.count_states(job, PIPELINED_OR_READY) + ssn.pending_best_effort(job)
-    deficit = int(ssn.job_min[job]) - have
-    if deficit <= 0:
-        return []
-    pending = [
-        int(t)
-        for t in ssn.job_tasks(job)
-        if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
-    ]
-    pending.sort(key=ssn.task_key)
-    chosen: list[int] = []
-    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
-        for role, need in sorted(rec.min_task_member.items()):
-            short = need - ssn.count_states(job, PIPELINED_OR_READY, role)
-            of_role = [t for t in pending if ssn.snapshot.tasks[t].role == role]
-            if short > len(of_role):
-                return []
-            chosen += of_role[: max(short, 0)]
-    rest = [t for t in pending if t not in chosen]
-    chosen += rest[: max(deficit - len(chosen), 0)]
-    if len(chosen) < deficit:
-        return []
-    chosen.sort(key=ssn.task_key)
-    return chosen
 
 
 # -------------------------------------------------------------------------------- victims
@@ -256,44 +225,6 @@ def preempt_candidates(ssn: Session, job: int) -> tuple[I64, Refusal | None]:
             f"the {lower.size} lower-priority task(s) are marked preemptable: false",
         )
     return ok, None
-
-
-def spare_tasks(ssn: Session, job: int, tasks: list[int]) -> list[int]:
-    """The gang surplus rule (its one owner): the tasks, taken in the given (victim) order,
-    that may go while the job keeps ``min_available`` ready tasks and every role keeps its
-    minimum.
-
-    Ready means allocated, bound, running or succeeded — Volcano's ``ReadyTaskNum``: pending
-    best-effort tasks do not count (they run nowhere yet), so a job running exactly its
-    minimum loses nothing whatever best-effort tasks wait. The surplus is
-    ``ready − min_available``, and per role ``ready(role) − min_task_member[role]``."""
-    rec = ssn.snapshot.jobs[job]
-    spare = ssn.count_states(job, READY_STATES) - int(ssn.job_min[job])
-    limits: dict[str, int] = {}
-    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
-        limits = {
-            role: ssn.count_states(job, READY_STATES, role) - need
-            for role, need in rec.min_task_member.items()
-        }
-    taken: list[int] = []
-    for t in tasks:
-        if len(taken) >= spare:
-            break
-        role = ssn.snapshot.tasks[t].role
-        if role in limits:
-            if limits[role] <= 0:
-                continue
-            limits[role] -= 1
-        taken.append(t)
-    return taken
-
-
-def may_go_whole(ssn: Session, job: int, tasks: Sequence[int]) -> bool:
-    """The whole-job rule (its one owner): ``tasks`` (candidates of ``job``) are every task the
-    job runs or has bound, and the job holds no reservation or allocation of this cycle."""
-    return ssn.count_states(job, FRESH_STATES) == 0 and len(tasks) == ssn.count_states(
-        job, RUNNING_STATES
-    )
 
 
 # -------------------------------------------------------------------------------- preemptors

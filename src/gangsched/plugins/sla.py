@@ -52,8 +52,9 @@ from ..combine import Vote
 from ..config import arg_bool
 from ..errors import ConfigError
 from ..feasibility import device_take
+from ..gang import needed_tasks
 from ..model import JobPhase, TopologyMode
-from ..session import PIPELINED_OR_READY, TaskState
+from ..session import TaskState
 from ..topology import build_topology
 from ..units import show_value
 
@@ -225,7 +226,7 @@ class SlaPlugin:
             heads.append((-job.age, ssn.job_key(j), j))
         heads.sort()
         for _, _, j in heads:
-            claim = _claim(ssn, j)
+            claim = needed_tasks(ssn, j)
             if claim:
                 found = self._fit_in_time(ssn, j, claim)
                 if found is not None:
@@ -291,26 +292,6 @@ def _closed_because(walltime: int | None, wait: int | None) -> str:
     if walltime is None:
         return f"it should start in {wait} s and this job declares no walltime"
     return f"it should start in {wait} s, before this job's walltime of {walltime} s ends"
-
-
-def _claim(ssn: Session, job: int) -> list[int]:
-    """The pending tasks that bring ``job`` to its gang minimum (short roles first)."""
-    rec = ssn.snapshot.jobs[job]
-    deficit = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
-    deficit -= ssn.pending_best_effort(job)
-    pending = [
-        int(t)
-        for t in ssn.job_tasks(job)
-        if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
-    ]
-    pending.sort(key=ssn.task_key)
-    chosen: list[int] = []
-    if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
-        for role, need in sorted(rec.min_task_member.items()):
-            short = need - ssn.count_states(job, PIPELINED_OR_READY, role)
-            chosen += [t for t in pending if ssn.snapshot.tasks[t].role == role][: max(short, 0)]
-    chosen += [t for t in pending if t not in chosen][: max(deficit - len(chosen), 0)]
-    return chosen if 0 < deficit <= len(chosen) else []
 
 
 def _domains(ssn: Session, job: int) -> list[BOOL | None]:
