@@ -4,6 +4,7 @@ docstring explains the measure)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -11,6 +12,8 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import ConfigError, PlacementError
+from .model import Task
+from .units import CPU
 
 MILLI = 1000
 MAX_SPEC_CPU = 128_000  # millicores: the normalizer of the CPU dimension
@@ -160,6 +163,46 @@ def typical_pods(
         gpu_milli=kept[:, 1].astype(np.int64),
         allowed=np.asarray(spec_allowed, dtype=np.bool_)[kept[:, 3]],
         prob=prob,
+    )
+
+
+def typical_pods_of_tasks(
+    tasks: Iterable[Task],
+    models: Sequence[str],
+    *,
+    threshold_pct: float = 95.0,
+    no_gpu_slot: bool = False,
+) -> TypicalPods:
+    """:func:`typical_pods` of ``tasks`` (a task asking several fractional devices is left out:
+    it is no kernel shape; no task at all counts as one whole-GPU pod, so an idle GPU is a
+    fragment for no one). ``models`` are the GPU-model columns of ``allowed``; with
+    ``no_gpu_slot`` a last column, for nodes without GPUs, allows nothing."""
+    cpu, num, milli, spec_names = [], [], [], []
+    for rec in tasks:
+        g = rec.gpu_request
+        count = 0 if g is None else g.count
+        share = 0 if g is None else min(g.milli, MILLI)
+        if count > 1 and share < MILLI:
+            continue
+        cpu.append(rec.request.get(CPU, 0))
+        num.append(count)
+        milli.append(share)
+        spec_names.append("|".join(g.models) if g is not None else "")
+    if not cpu:
+        cpu, num, milli, spec_names = [0], [1], [MILLI], [""]
+    specs = sorted(set(spec_names) | {""})
+    index = {s: i for i, s in enumerate(specs)}
+    allowed = np.zeros((len(specs), len(models) + int(no_gpu_slot)), dtype=np.bool_)
+    for i, s in enumerate(specs):
+        wanted = [p for p in s.split("|") if p]
+        allowed[i, : len(models)] = [not wanted or m in wanted for m in models]
+    return typical_pods(
+        np.array(cpu, dtype=np.int64),
+        np.array(num, dtype=np.int64),
+        np.array(milli, dtype=np.int64),
+        np.array([index[s] for s in spec_names], dtype=np.int64),
+        allowed,
+        threshold_pct=threshold_pct,
     )
 
 

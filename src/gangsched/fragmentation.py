@@ -80,6 +80,7 @@ from ._frag_core import (
     node_fragment,
     node_fragment_from_terms,
     typical_pods,
+    typical_pods_of_tasks,
 )
 from ._frag_policies import (
     PAPER_POLICIES,
@@ -124,4 +125,5 @@ __all__ = [
     "score_nodes",
     "score_random",
     "typical_pods",
+    "typical_pods_of_tasks",
 ]

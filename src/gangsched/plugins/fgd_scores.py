@@ -63,10 +63,9 @@ from ..fragmentation import (
     fragment_terms,
     node_fragment_from_terms,
     score_fgd,
-    typical_pods,
+    typical_pods_of_tasks,
 )
 from ..limits import MAX_ARG_WEIGHT
-from ..units import CPU
 from ._gpu_common import (
     F64,
     I64,
@@ -240,33 +239,8 @@ class FgdPlugin(SharedDeviceChoice):
         )
 
     def _typical_derived(self, ssn: Session) -> TypicalPods:
-        models = _models(ssn)
-        cpu, num, milli, spec_names = [], [], [], []
-        for rec in ssn.snapshot.tasks:
-            g = rec.gpu_request
-            count = 0 if g is None else g.count
-            share = 0 if g is None else min(g.milli, MILLI)
-            if count > 1 and share < MILLI:
-                continue  # several fractional devices: not a kernel shape
-            cpu.append(rec.request.get(CPU, 0))
-            num.append(count)
-            milli.append(share)
-            spec_names.append("|".join(g.models) if g is not None else "")
-        if not cpu:  # nothing to learn from: an idle GPU counts as fragment for no one
-            cpu, num, milli, spec_names = [0], [1], [MILLI], [""]
-        specs = sorted(set(spec_names) | {""})
-        index = {s: i for i, s in enumerate(specs)}
-        allowed = np.zeros((len(specs), len(models) + 1), dtype=np.bool_)
-        for i, s in enumerate(specs):
-            wanted = [p for p in s.split("|") if p]
-            allowed[i, : len(models)] = [not wanted or m in wanted for m in models]
-        return typical_pods(
-            np.array(cpu, dtype=np.int64),
-            np.array(num, dtype=np.int64),
-            np.array(milli, dtype=np.int64),
-            np.array([index[s] for s in spec_names], dtype=np.int64),
-            allowed,
-            threshold_pct=self.threshold,
+        return typical_pods_of_tasks(
+            ssn.snapshot.tasks, _models(ssn), threshold_pct=self.threshold, no_gpu_slot=True
         )
 
     def _refresh(self, ssn: Session) -> tuple[TypicalPods, FragTerms]:

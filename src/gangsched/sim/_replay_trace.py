@@ -10,13 +10,12 @@ import numpy.typing as npt
 
 from ..config import Config
 from ..errors import ConfigError
-from ..fragmentation import MILLI, TypicalPods, typical_pods
+from ..fragmentation import TypicalPods, typical_pods_of_tasks
 from ..limits import MAX_REPLAY_TIME, MIN_REPLAY_PERIOD
 from ..model import HyperNode, Job, JobPhase, Node, Queue, Task, TaskPhase
 from ..placement import Placer
 from ..registry import Registry
 from ..snapshot import Snapshot
-from ..units import CPU
 
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
@@ -177,35 +176,8 @@ def trace_models(trace: Trace) -> tuple[str, ...]:
 
 def derive_typical(trace: Trace, *, threshold_pct: float = 95.0) -> TypicalPods:
     """Typical pods of every task of the trace (columns: :func:`trace_models`)."""
-    models = trace_models(trace)
-    cpu, num, milli, spec_names = [], [], [], []
-    for tj in trace.jobs:
-        for task in tj.tasks:
-            g = task.gpu_request
-            count = 0 if g is None else g.count
-            share = 0 if g is None else min(g.milli, MILLI)
-            if count > 1 and share < MILLI:
-                continue
-            cpu.append(task.request.get(CPU, 0))
-            num.append(count)
-            milli.append(share)
-            spec_names.append("|".join(g.models) if g is not None else "")
-    if not cpu:
-        cpu, num, milli, spec_names = [0], [1], [MILLI], [""]
-    specs = sorted(set(spec_names) | {""})
-    index = {s: i for i, s in enumerate(specs)}
-    allowed = np.zeros((len(specs), len(models)), dtype=np.bool_)
-    for i, s in enumerate(specs):
-        wanted = [p for p in s.split("|") if p]
-        allowed[i] = [not wanted or m in wanted for m in models]
-    return typical_pods(
-        np.array(cpu, dtype=np.int64),
-        np.array(num, dtype=np.int64),
-        np.array(milli, dtype=np.int64),
-        np.array([index[s] for s in spec_names], dtype=np.int64),
-        allowed,
-        threshold_pct=threshold_pct,
-    )
+    tasks = (task for tj in trace.jobs for task in tj.tasks)
+    return typical_pods_of_tasks(tasks, trace_models(trace), threshold_pct=threshold_pct)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
