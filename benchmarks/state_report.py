@@ -9,13 +9,8 @@ prints it as a section. Clusters are ``benchmarks/benchmarks/common.py``'s; the 
 from __future__ import annotations
 
 import argparse
-import gc
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -24,21 +19,9 @@ from benchmarks.common import cluster_dict
 from gangsched import ClusterState, Config, Snapshot, schedule
 
 
-def _cpu(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
 def rows(nodes: int, pending: int, repeat: int = 3) -> list[list[str]]:
+    from report import fmt_s, timed  # the report's CPU timer and duration format
+
     data = cluster_dict(nodes, pending)
     config = Config.default()
     state = ClusterState(Snapshot.from_dict(data))
@@ -52,16 +35,16 @@ def rows(nodes: int, pending: int, repeat: int = 3) -> list[list[str]]:
         changes.apply()
         state.schedule(config)
 
-    scratch_snap = _cpu(lambda: Snapshot.from_dict(data), repeat)
-    inc_snap = _cpu(changed_snapshot, max(repeat, 5))
-    scratch_cycle = _cpu(lambda: schedule(Snapshot.from_dict(data), config), repeat)
-    inc_cycle = _cpu(changed_cycle, repeat)
+    scratch_snap = timed(lambda: Snapshot.from_dict(data), repeat)[0]
+    inc_snap = timed(changed_snapshot, max(repeat, 5))[0]
+    scratch_cycle = timed(lambda: schedule(Snapshot.from_dict(data), config), repeat)[0]
+    inc_cycle = timed(changed_cycle, repeat)[0]
     snap_bytes, extra, ratio = memory_ratio(nodes, pending)
     size = f"{nodes:,} / {pending:,}"
     return [
-        [size, f"snapshot after {CHANGES} changes", _fmt(inc_snap), _fmt(scratch_snap),
+        [size, f"snapshot after {CHANGES} changes", fmt_s(inc_snap), fmt_s(scratch_snap),
          f"{inc_snap / scratch_snap:.4f}"],
-        [size, f"cycle after {CHANGES} changes", _fmt(inc_cycle), _fmt(scratch_cycle),
+        [size, f"cycle after {CHANGES} changes", fmt_s(inc_cycle), fmt_s(scratch_cycle),
          f"{inc_cycle / scratch_cycle:.2f}"],
         [size, "memory: state + snapshot / snapshot", f"{(snap_bytes + extra) / 2**20:.0f} MiB",
          f"{snap_bytes / 2**20:.0f} MiB", f"{ratio:.2f}"],

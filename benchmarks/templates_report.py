@@ -13,13 +13,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import gc
 import io
 import pstats
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,24 +29,10 @@ from gangsched.scheduler import open_session
 TARGET_FLOORS = 10
 
 
-def _cpu(fn: Callable[[], Any], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        start = time.process_time()
-        fn()
-        times.append(time.process_time() - start)
-    return statistics.median(times)
-
-
-def _fmt(seconds: float) -> str:
-    return f"{seconds * 1e3:.1f} ms" if seconds < 1 else f"{seconds:.2f} s"
-
-
 def measure(nodes: int, jobs: int, repeat: int = 3) -> dict[str, Any]:
     """CPU times of building the snapshot, opening the session and one full cycle, the floor,
     and the counts behind them."""
-    from report import floor_time  # the report's floor (one fit pass per template)
+    from report import floor_time, timed  # the report's floor and CPU timer
 
     data = templates_cluster_dict(nodes, jobs)
     snap = Snapshot.from_dict(data)
@@ -62,9 +44,9 @@ def measure(nodes: int, jobs: int, repeat: int = 3) -> dict[str, Any]:
         "tasks": sum(1 for t in snap.tasks if t.node is None),
         "templates": len(ssn.templates),
         "placed": len(out.binds) + len(out.pipelined),
-        "from_dict": _cpu(lambda: Snapshot.from_dict(data), repeat),
-        "open": _cpu(lambda: open_session(snap), repeat),
-        "cycle": _cpu(lambda: schedule(snap, config), repeat),
+        "from_dict": timed(lambda: Snapshot.from_dict(data), repeat)[0],
+        "open": timed(lambda: open_session(snap), repeat)[0],
+        "cycle": timed(lambda: schedule(snap, config), repeat)[0],
         "floor": floor_time(snap),
     }
 
@@ -83,7 +65,7 @@ def profile(nodes: int, jobs: int, top: int) -> str:
 
 
 def section(quick: bool) -> None:
-    from report import table  # the report's table printer
+    from report import fmt_s, table  # the report's duration format and table printer
 
     nodes, jobs = (1_213, 300) if quick else (5_000, 1_200)
     m = measure(nodes, jobs, 1 if quick else 3)
@@ -96,9 +78,9 @@ def section(quick: bool) -> None:
         ["snapshot from records", "session open", "full cycle", "floor", "cycle/floor"],
         [
             [
-                _fmt(m["from_dict"]),
-                _fmt(m["open"]),
-                _fmt(m["cycle"]),
+                fmt_s(m["from_dict"]),
+                fmt_s(m["open"]),
+                fmt_s(m["cycle"]),
                 f"{m['floor'] * 1e3:.2f} ms",
                 f"{m['cycle'] / m['floor']:,.0f}",
             ]
