@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import SnapshotError
 from ..model import NetworkTopology, TopologyMode
-from ._k8s_fields import Ref, get_map, get_mappings, get_str_map, require_str
+from ._k8s_fields import Ref, decimal_count, get_map, get_mappings, get_str_map, require_str
 
 __all__ = [
     "HOSTNAME_LEVEL",
@@ -96,8 +96,9 @@ def topology_levels(obj: Mapping[str, Any], ref: Ref) -> dict[str, int]:
 
 
 def _tier(value: str, levels: Mapping[str, int], ref: Ref, field: str, *, node_ok: bool) -> int:
-    if value.isascii() and value.isdigit():
-        tier = int(value)
+    count = decimal_count(value)
+    if count is not None:
+        tier = count
     elif value == HOSTNAME_LEVEL:
         tier = 0
     elif value in levels:
@@ -142,9 +143,10 @@ def kueue_topology(
         raise ref.error(field(missing), f"missing: {SLICE_REQUIRED} and {SLICE_SIZE} go together")
     if SLICE_SIZE in values:
         text = values[SLICE_SIZE]
-        if not (text.isascii() and text.isdigit()) or int(text) < 1 or len(text) > 9:
+        count = decimal_count(text)
+        if count is None or count < 1 or len(text) > 9:
             raise ref.error(field(SLICE_SIZE), f"expected a positive pod count, got {text!r}")
-        slice_size = int(text)
+        slice_size = count
         slice_tier = _tier(values[SLICE_REQUIRED], levels, ref, field(SLICE_REQUIRED), node_ok=True)
         if tier is not None and slice_tier > tier:
             raise ref.error(
