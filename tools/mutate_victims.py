@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Rule functions (``Class.method`` for methods), by module path under ``src/gangsched``.
 RULES: dict[str, tuple[str, ...]] = {
-    "gang.py": ("role_minimums", "needed_tasks", "spare_tasks", "may_go_whole"),
+    "gang.py": ("role_minimums", "deficit", "needed_tasks", "spare_tasks", "may_go_whole"),
     "actions/_victim_rules.py": (
         "evictable",
         "policy_refusal",

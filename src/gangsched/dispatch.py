@@ -200,10 +200,6 @@ class Dispatch:
         """The plugins serving ``point``, in tier order."""
         return tuple(p for tier in self._plugins[point] for p in tier)
 
-    def tiers(self, point: str) -> tuple[tuple[Any, ...], ...]:
-        """The plugins serving ``point``, grouped by tier (empty tiers kept)."""
-        return self._plugins[point]
-
     @property
     def fair_share(self) -> FairSharePlugin | None:
         """The plugin giving queues their deserved share (proportion, capacity), if any."""
@@ -277,14 +273,7 @@ class Dispatch:
     # ------------------------------------------------------------------ victims
 
     def preemptable(self, preemptor: int, candidates: I64) -> I64:
-        return intersect_first_decisive(
-            self._chains["preemptable"], self._ssn, preemptor, candidates
-        )
-
-    def reclaimable(self, reclaimer: int, candidates: I64) -> I64:
-        return intersect_first_decisive(
-            self._chains["reclaimable"], self._ssn, reclaimer, candidates
-        )
+        return self.victims("preemptable", preemptor, candidates)
 
     def victims(self, point: str, preemptor: int, candidates: I64) -> I64:
         """``preemptable`` or ``reclaimable`` (``point``), for an action that serves both."""

@@ -74,15 +74,14 @@ class Evaluator:
 
         Valid when the answers for a node row depend on nothing but the template's shape, that
         node and the nodes' taints (the ``shape_only`` contract): every row plugin declares
-        ``shape_only`` in both sessions, the configuration and the registry's factories (as they
-        were when each session opened) are the same, the nodes are the same
-        (names, order, resource columns, number of GPU devices each) and no node's taints
-        changed (a plugin may normalise
-        over the cluster's taints). A row is refreshed when its node's record (capacity,
-        labels, devices, cordon) or occupancy differs from the end of the previous session, or
-        when it changed there after the evaluation last read it; every other row keeps its
-        values, which are what a fresh evaluation computes (the same inputs, the same
-        arithmetic)."""
+        ``shape_only`` in both sessions, the configuration and the registry's factories (as
+        they were when each session opened) are the same, the nodes are the same (names,
+        order, resource columns, number of GPU devices each) and no node's taints changed (a
+        plugin may normalise over the cluster's taints). A row is refreshed when its node's
+        record (capacity, labels, devices, cordon) or occupancy differs from the end of the
+        previous session, or when it changed there after the evaluation last read it; every
+        other row keeps its values, which are what a fresh evaluation computes (the same
+        inputs, the same arithmetic)."""
         ssn, old = self._ssn, previous._ssn
         same = self._factories == previous._factories and _same_ground(old, ssn)
         records = _changed_records(old, ssn) if same else None
@@ -287,7 +286,7 @@ def _occupancy_changed(old: Session, new: Session) -> BOOL:
     )
     if devices.any():
         gpu_node = new.arrays.gpu_node
-        rows |= np.bincount(gpu_node[devices], minlength=rows.size)[: rows.size] > 0
+        rows |= np.bincount(gpu_node[devices], minlength=rows.size) > 0
     return rows
 
 

@@ -157,10 +157,6 @@ def device_free(occ: Occupancy, *, future: bool, devices: list[int] | I64 | slic
     return out
 
 
-def _device_room(occ: Occupancy, node: int, dev: list[int] | I64 | slice, future: bool) -> I64:
-    return device_free(occ, future=future, devices=dev)
-
-
 def fits_node(
     occ: Occupancy, row: I64, node: int, per_device: int, gpus: tuple[int, ...], *, future: bool
 ) -> bool:
@@ -176,7 +172,7 @@ def fits_node(
     count = int(a.gpu_count[node])
     if any(not 0 <= g < count for g in gpus):
         return False
-    room = _device_room(occ, node, a.device_index(node, gpus), future)
+    room = device_free(occ, future=future, devices=a.device_index(node, gpus))
     return bool((room >= per_device).all())
 
 
@@ -185,7 +181,7 @@ def choose_devices(
 ) -> tuple[int, ...]:
     """Device indices on ``node``: a fractional take best-fits onto the fullest device with
     room, whole devices are the lowest free indices."""
-    room = _device_room(occ, node, occ.arrays.devices(node), future)
+    room = device_free(occ, future=future, devices=occ.arrays.devices(node))
     ok = np.flatnonzero(room >= per_device)
     cap = int(occ.arrays.gpu_capacity[node])
     order = ok[np.lexsort((ok, room[ok]))] if per_device < cap else ok

@@ -86,9 +86,8 @@ def needed_tasks(ssn: Session, job: int) -> list[int]:
     """The pending tasks that bring the job to its gang minimum (short roles first), in task
     order; empty when the minimum is met or cannot be reached from the pending tasks."""
     rec = ssn.snapshot.jobs[job]
-    have = ssn.count_states(job, PIPELINED_OR_READY) + ssn.pending_best_effort(job)
-    deficit = int(ssn.job_min[job]) - have
-    if deficit <= 0:
+    short_by = deficit(ssn, job)
+    if short_by == 0:
         return []
     pending = [
         int(t)
@@ -104,8 +103,8 @@ def needed_tasks(ssn: Session, job: int) -> list[int]:
             return []
         chosen += of_role[: max(short, 0)]
     rest = [t for t in pending if t not in chosen]
-    chosen += rest[: max(deficit - len(chosen), 0)]
-    if len(chosen) < deficit:
+    chosen += rest[: max(short_by - len(chosen), 0)]
+    if len(chosen) < short_by:
         return []
     chosen.sort(key=ssn.task_key)
     return chosen

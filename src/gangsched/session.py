@@ -207,10 +207,6 @@ class Session:
             ssn.evaluator.carry(previous.evaluator)
         return ssn
 
-    def serving(self, point: str) -> tuple[Any, ...]:
-        """The plugins serving ``point`` (enabled for it), in tier order."""
-        return self.points.serving(point)
-
     def plugin(self, name: str) -> Any | None:
         """The opened plugin called ``name``, if configured (for tests and tools; the package
         itself reaches plugins only through their extension points)."""
