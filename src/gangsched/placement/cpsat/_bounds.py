@@ -105,8 +105,9 @@ def _fewest_rows(caps: I64, needs: list[int]) -> int:
     some row cannot reach its need)."""
     best = 0
     for row, need in zip(caps, needs, strict=True):
-        k = _fewest_to_cover([(0, int(c)) for c in row], need)
-        if k == 0:
+        cum = np.cumsum(np.sort(row)[::-1])  # the largest items first
+        k = int(np.searchsorted(cum, need)) + 1
+        if k > row.size:
             return 0
         best = max(best, k)
     return best
@@ -204,19 +205,3 @@ def _level_bounds(objective: tuple[int, ...], top: int) -> list[int]:
     span = objective[0]
     groups = [objective[1 + top - t] for t in range(span - 1, 0, -1)]
     return [*groups, objective[-2], objective[-1]]
-
-
-def _fewest_to_cover(items: list[tuple[int, int]], size: int) -> int:
-    """Given ``(domain, capacity)`` items, the fewest items of one domain whose capacities sum
-    to ``size`` (minimum over domains; 0 if no domain reaches it). A valid lower bound on the
-    items any placement inside one domain uses, since capacities are upper bounds."""
-    by_dom: dict[int, list[int]] = {}
-    for dom, cap in items:
-        by_dom.setdefault(dom, []).append(cap)
-    best = 0
-    for caps in by_dom.values():
-        cum = np.cumsum(sorted(caps, reverse=True))
-        k = int(np.searchsorted(cum, size)) + 1
-        if k <= len(caps) and (best == 0 or k < best):
-            best = k
-    return best
