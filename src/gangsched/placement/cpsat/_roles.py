@@ -28,6 +28,7 @@ from .._common import GangView, Replica, pack_node, replica_capacity
 from .._result import GangPlacement
 from ..greedy import finish
 from ..problem import GangRequest, PlacementProblem
+from ._bounds import forced_counts
 from ._vars import I64
 
 
@@ -39,8 +40,7 @@ def dominant(view: GangView) -> tuple[int, GangView] | None:
         return None
     assert gang.min_counts is not None and gang.gpu_count is not None
     assert gang.gpu_milli is not None
-    total = int(gang.counts.sum())
-    forced = np.maximum(gang.min_counts, gang.size - (total - gang.counts))
+    forced = forced_counts(gang)
     t = int(np.argmax(forced))
     w = int(forced[t])
     if w <= 0:
