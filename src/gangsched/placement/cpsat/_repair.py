@@ -105,9 +105,7 @@ def repair(
                 if back.placed:
                     out[victim] = back
                 else:
-                    name = problem.gangs[victim].name
-                    why = f"gang {name!r}: left out to place more weight of other gangs"
-                    out[victim] = GangPlacement(gang=name, placed=False, reason=why)
+                    out[victim] = _left(problem, victim, old)
                     weight -= int(w[victim])
                 improved = True
                 break
