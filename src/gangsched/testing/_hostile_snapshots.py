@@ -126,15 +126,6 @@ def _records(doc: dict[str, Any], key: str) -> list[dict[str, Any]]:
     return value if isinstance(value, list) else []
 
 
-def _all_names(doc: dict[str, Any]) -> list[str]:
-    return [
-        r["name"]
-        for key in ("nodes", "hypernodes", "queues", "jobs", "tasks")
-        for r in _records(doc, key)
-        if isinstance(r, dict) and isinstance(r.get("name"), str)
-    ]
-
-
 def _atk_dangling(c: Chooser, doc: dict[str, Any]) -> str:
     ghost = _pick(c, ("ghost", "N0", "n0 ", "n0\u200b", "", "default/n0", "DEFAULT", "r0"))
     where = c.below(5)
