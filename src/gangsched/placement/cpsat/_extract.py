@@ -12,14 +12,21 @@ from ._vars import I64, _Units, _Vars
 
 
 def _apply(
-    problem: PlacementProblem, gi: int, replicas: tuple[Replica, ...], free: I64, gpu_free: I64
+    problem: PlacementProblem,
+    gi: int,
+    replicas: tuple[Replica, ...],
+    free: I64,
+    gpu_free: I64,
+    sign: int = 1,
 ) -> None:
+    """Take the room of gang ``gi``'s ``replicas`` from ``free`` / ``gpu_free`` (give it back
+    with ``sign=-1``)."""
     gang = problem.gangs[gi]
     need, _ = problem.per_device_need(gang)
     for t, node, devs in replicas:
-        free[node] -= gang.request[t]
+        free[node] -= sign * gang.request[t]
         if devs:
-            gpu_free[node, list(devs)] -= need[t, node]
+            gpu_free[node, list(devs)] -= sign * need[t, node]
 
 
 def _extract(

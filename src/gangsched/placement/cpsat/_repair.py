@@ -21,22 +21,11 @@ from ..greedy import by_weight, greedy_gang
 from ..problem import GangPlacement, PlacementProblem
 from ._budget import _Budget, now
 from ._extract import _apply
-from ._vars import I64
 
 #: Greedy placements one repair may try.
 REPAIR_TRIES = 120
 #: Greedy passes over all gangs (a left-out gang first) one repair may make.
 RESTARTS = 6
-
-
-def _unapply(problem: PlacementProblem, gi: int, gp: GangPlacement, free: I64, gpu: I64) -> None:
-    """Give the room of gang ``gi``'s placement back to ``free`` / ``gpu``."""
-    gang = problem.gangs[gi]
-    need, _ = problem.per_device_need(gang)
-    for t, node, devs in gp.replicas:
-        free[node] += gang.request[t]
-        if devs:
-            gpu[node, list(devs)] += need[t, node]
 
 
 def repair(
@@ -93,7 +82,7 @@ def repair(
                 tries += 1
                 started = now()
                 old = out[victim]
-                _unapply(problem, victim, old, free, gpu)
+                _apply(problem, victim, old.replicas, free, gpu, sign=-1)
                 gp = greedy_gang(problem, left, free, gpu)
                 if not gp.placed:
                     _apply(problem, victim, old.replicas, free, gpu)
