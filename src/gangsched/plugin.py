@@ -101,7 +101,6 @@ __all__ = [
     "ShapeOnlyPlugin",
     "TaskOrderPlugin",
     "VictimOrderPlugin",
-    "point",
 ]
 
 Rows = npt.NDArray[np.intp]
@@ -317,19 +316,3 @@ EXTENSION_POINTS: tuple[ExtensionPoint, ...] = (
     _P("queue_order_global", QueueOrderGlobalPlugin, Kind.FLAG, "any_true"),
     _P("fair_share", FairSharePlugin, Kind.PROVIDER, "first_answer"),
 )
-
-_BY_NAME = {p.name: p for p in EXTENSION_POINTS}
-
-
-def point(name: str) -> ExtensionPoint:
-    """The extension point called ``name`` (a ``KeyError``-free lookup for tools)."""
-    found = _BY_NAME.get(name)
-    if found is None:
-        from .errors import ConfigError
-
-        raise ConfigError(
-            f"no extension point of that name; known: {', '.join(_BY_NAME)}",
-            kind="extension point",
-            name=name,
-        )
-    return found

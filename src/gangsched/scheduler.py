@@ -92,16 +92,21 @@ def default_registry() -> Registry:
 
 
 def open_session(
-    snapshot: Snapshot, config: Config | None = None, *, registry: Registry | None = None
+    snapshot: Snapshot,
+    config: Config | None = None,
+    *,
+    registry: Registry | None = None,
+    previous: Session | None = None,
 ) -> Session:
-    """Open a session (for custom actions, tests and what-if tools)."""
+    """Open a session (for custom actions, tests and what-if tools); ``previous`` as for
+    :func:`run_cycle`."""
     if not isinstance(snapshot, Snapshot):
         raise ConfigError(
             f"expected a Snapshot, got {type(snapshot).__name__}", kind="schedule", field="snapshot"
         )
     config = Config.default() if config is None else config
     registry = default_registry() if registry is None else registry
-    return Session.open(snapshot, config, registry)
+    return Session.open(snapshot, config, registry, previous=previous)
 
 
 def schedule(
@@ -145,13 +150,9 @@ def run_cycle(
     after cycle on one cluster (:class:`gangsched.ClusterState`): handing the last session
     back as ``previous`` lets the next cycle keep the per-template evaluations that still
     hold. The decisions are the same with or without it."""
-    if not isinstance(snapshot, Snapshot):
-        raise ConfigError(
-            f"expected a Snapshot, got {type(snapshot).__name__}", kind="schedule", field="snapshot"
-        )
     config = Config.default() if config is None else config
     registry = default_registry() if registry is None else registry
-    ssn = Session.open(snapshot, config, registry, previous=previous)
+    ssn = open_session(snapshot, config, registry=registry, previous=previous)
     if placer is not None:
         ssn.placer = placer
     for action in make_actions(config, registry):
@@ -266,24 +267,20 @@ class _Tally:
 
 #: A job's phase after the cycle (Volcano's PodGroup rules): the first row whose condition
 #: holds gives the phase.
-PHASE_RULES: tuple[tuple[str, Callable[[_Tally], bool], Callable[[_Tally], JobPhase]], ...] = (
-    (
-        "runs but lost tasks it cannot replace",
-        lambda t: t.running > 0 and t.lost,
-        lambda t: JobPhase.UNKNOWN,
-    ),
+PHASE_RULES: tuple[tuple[str, Callable[[_Tally], bool], JobPhase], ...] = (
+    ("runs but lost tasks it cannot replace", lambda t: t.running > 0 and t.lost, JobPhase.UNKNOWN),
     (
         "at least min_available scheduled, all finished",
         lambda t: t.scheduled >= t.min_available and t.scheduled > 0 and t.finished == t.scheduled,
-        lambda t: JobPhase.COMPLETED,
+        JobPhase.COMPLETED,
     ),
     (
         "at least min_available scheduled",
         lambda t: t.scheduled >= t.min_available and t.scheduled > 0,
-        lambda t: JobPhase.RUNNING,
+        JobPhase.RUNNING,
     ),
-    ("admitted before", lambda t: t.before is JobPhase.INQUEUE, lambda t: JobPhase.INQUEUE),
-    ("otherwise", lambda t: True, lambda t: JobPhase.PENDING),
+    ("admitted before", lambda t: t.before is JobPhase.INQUEUE, JobPhase.INQUEUE),
+    ("otherwise", lambda t: True, JobPhase.PENDING),
 )
 
 
@@ -298,7 +295,7 @@ def job_phase(
     finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
     scheduled = running + finished + count[TaskState.RELEASING] + count[TaskState.ALLOCATED]
     tally = _Tally(running, scheduled, finished, min_available, lost, before)
-    return next(then(tally) for _, when, then in PHASE_RULES if when(tally))
+    return next(phase for _, when, phase in PHASE_RULES if when(tally))
 
 
 def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobStatus]:
