@@ -199,8 +199,8 @@ def _build_single(
             k_e = model.new_int_var(0, gang.size // gang.slice_size, f"slice_{gid}")
             model.add(sum(cvars) == gang.slice_size * k_e)
     dev_nodes = _capacity_constraints(model, problem, [view], [units], vs, free, gpu_free)
-    n_bound = int(min(gang.size, sum(units.mult(u) for u in range(units.size))))
     mults = np.array([units.mult(u) for u in range(units.size)], dtype=np.intp)
+    n_bound = min(gang.size, int(mults.sum()))
     lb_nodes = _fewest_in_domains([(caps, needs) for _, caps, needs in rows_of.values()])
     if lb_nodes > 0 and tier > 0:
         lb_nodes = max(lb_nodes, min_nodes)
