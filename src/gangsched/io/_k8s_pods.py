@@ -81,8 +81,9 @@ class PodReader(WorkloadReader):
             return
         min_member = get_int(spec, "minMember", ref, "spec", 1, minimum=0)
         mtm: dict[str, int] = {}
-        for role, n in get_map(spec, "minTaskMember", ref, "spec").items():
-            value = get_int({"v": n}, "v", ref, "spec", minimum=0)
+        min_task_member = get_map(spec, "minTaskMember", ref, "spec")
+        for role, n in min_task_member.items():
+            value = get_int(min_task_member, role, ref, "spec.minTaskMember", minimum=0)
             if value is None or not isinstance(role, str):
                 raise ref.error(f"spec.minTaskMember.{role}", f"expected a count, got {n!r}")
             mtm[role] = value
