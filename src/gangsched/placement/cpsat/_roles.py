@@ -104,9 +104,7 @@ def role_hint(
         recs.extend(r)
     w = sum(per_node.values())
     topo = problem.topology
-    inside = (
-        topo.domain_of[tier - 1] == domain if tier > 0 else np.arange(problem.n_nodes) == domain
-    )
+    inside = topo.domain_of[tier - 1] == domain
     placed = np.zeros(n_t, dtype=np.int64)
     placed[t_dom] = w
     used = np.zeros(problem.n_nodes, dtype=np.bool_)
