@@ -75,22 +75,26 @@ class Statement:
         """Reserve ``node`` for ``task`` if the gate admits it. Returns whether it did."""
         return self._place(task, node, gpus, pipelined=True)
 
-    def _place(self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> bool:
+    def attempt(
+        self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool
+    ) -> Refusal | None:
+        """Bind (or, with ``pipelined``, reserve) ``task`` on ``node`` if the gate admits it;
+        else return the gate's refusal without recording it: for an action whose question
+        *is* whether a placement passes the gate (a carried reservation waiting for room, a
+        consolidation trial), a refusal is an answer, not a broken proposal."""
         self._check_open()
-        why = self.ssn.gate.refuse(
-            task,
-            node,
-            gpus,
-            pipelined=pipelined,
-            relax=self.relax,
-        )
+        why = self.ssn.gate.refuse(task, node, gpus, pipelined=pipelined, relax=self.relax)
+        if why is None:
+            _ledger.place(self.ssn, task, node, gpus, pipelined=pipelined)
+            kind = OpKind.PIPELINE if pipelined else OpKind.ALLOCATE
+            self.ops.append(Op(kind, task, node, gpus))
+        return why
+
+    def _place(self, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> bool:
+        why = self.attempt(task, node, gpus, pipelined=pipelined)
         if why is not None:
             self.ssn.refusals.append(why)
-            return False
-        _ledger.place(self.ssn, task, node, gpus, pipelined=pipelined)
-        kind = OpKind.PIPELINE if pipelined else OpKind.ALLOCATE
-        self.ops.append(Op(kind, task, node, gpus))
-        return True
+        return why is None
 
     def evict(self, task: int, reason: str, preemptor: str = "") -> None:
         self._check_open()

@@ -130,12 +130,10 @@ def realise_reservations(ssn: Session) -> None:
         stmt = Statement(ssn)
         for t in tasks:
             node, gpus = spots[t]
-            # The gate's own rule, asked first: a reservation whose node is not idle yet, or
-            # whose queue is over its capability, is kept, not refused.
-            why = ssn.gate.refuse(t, node, gpus, pipelined=False)
-            if why is None:
-                stmt.allocate(t, node, gpus)
-            elif why.rule is Rule.CAPABILITY:
+            # The gate's own answer: a reservation whose node is not idle yet, or whose queue
+            # is over its capability, is kept, not refused.
+            why = stmt.attempt(t, node, gpus, pipelined=False)
+            if why is not None and why.rule is Rule.CAPABILITY:
                 ssn.task_reasons[t] = f"reservation not bound: {why}"
         if stmt.ops and ssn.points.job_ready(j):
             stmt.commit()

@@ -123,21 +123,13 @@ class _Moves(Statement):
     def finished(self) -> bool:
         return self._done
 
-    def admits(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
-        """Whether the placement gate would let ``task`` be reserved on ``node`` now (asked
-        first, so that a trial that would break a hard rule — a queue's capability once the
-        moved tasks are back, say — fails instead of being refused)."""
-        return self.ssn.gate.refuse(task, node, gpus, pipelined=True) is None
-
     def move(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
         """Reserve ``task``, evicted in this statement, on ``node``: the placement passes the
         same checks as any reservation of a pending task (the evicted task is off its node
         for good here, so it is judged as the pending pod it becomes). Whether it did."""
         ssn = self.ssn
         _ledger.set_state(ssn, task, TaskState.PENDING)
-        if self.admits(task, node, gpus):
-            self.pipeline(task, node, gpus)
-        if ssn.task_state[task] == TaskState.PIPELINED:
+        if self.attempt(task, node, gpus, pipelined=True) is None:
             return True
         _ledger.set_state(ssn, task, TaskState.RELEASING)
         return False
@@ -367,10 +359,7 @@ class _Search:
                 if node is None:
                     break
                 gpus = ssn.choose_gpus(t, node, future=True)
-                if not stmt.admits(t, node, gpus):
-                    break
-                stmt.pipeline(t, node, gpus)
-                if ssn.task_state[t] != TaskState.PIPELINED:
+                if stmt.attempt(t, node, gpus, pipelined=True) is not None:
                     break
                 placed += 1
             if placed < len(self.claim) or not ssn.points.job_pipelined(self.job):
