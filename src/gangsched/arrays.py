@@ -25,14 +25,14 @@ Only :func:`build_cluster_arrays` reads the records, in one pass; everything els
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from .feasibility import device_take, queue_gpu_charge
-from .model import OCCUPYING_PHASES, Taint, Task, TaskPhase, Toleration
+from .model import OCCUPYING_PHASES, Node, Taint, Task, TaskPhase, Toleration
 from .snapshot import Snapshot
 from .units import CPU, GPU, MEMORY, PODS, ResourceSpec
 
@@ -328,13 +328,19 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
     previous = hint.previous
     base = previous._arrays if previous is not None else None
     spec = ResourceSpec.from_names(set(hint.resource_names) | {CPU, MEMORY, GPU, PODS})
-    if (
-        previous is None
-        or not isinstance(base, ClusterArrays)
-        or base.spec != spec
-        or previous.nodes is not snapshot.nodes
-    ):
+    if previous is None or not isinstance(base, ClusterArrays) or base.spec != spec:
         return _build(snapshot, spec)
+    allocatable, unschedulable = base.allocatable, base.unschedulable
+    if previous.nodes is not snapshot.nodes:
+        moved = _node_rows_moved(previous.nodes, snapshot.nodes)
+        if moved is None:
+            return _build(snapshot, spec)
+        if moved:
+            allocatable, unschedulable = allocatable.copy(), unschedulable.copy()
+            for row in moved:
+                node = snapshot.nodes[row]
+                allocatable[row] = _allocatable_row(node, spec)
+                unschedulable[row] = node.unschedulable
     used, releasing, pipelined = base.used.copy(), base.releasing.copy(), base.pipelined.copy()
     gpu_used, gpu_releasing = base.gpu_used.copy(), base.gpu_releasing.copy()
     gpu_pipelined = base.gpu_pipelined.copy()
@@ -351,6 +357,8 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
             _book(task, i, spec, base.gpu_capacity, base.gpu_sharing, base.gpu_offset, books)
     return dataclasses.replace(
         base,
+        allocatable=allocatable,
+        unschedulable=unschedulable,
         used=used,
         releasing=releasing,
         pipelined=pipelined,
@@ -358,6 +366,34 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
         gpu_releasing=gpu_releasing,
         gpu_pipelined=gpu_pipelined,
     )
+
+
+def _node_rows_moved(before: Sequence[Node], after: Sequence[Node]) -> list[int] | None:
+    """Indices of the nodes whose record is another object, when every such change touches
+    only what :func:`_from_previous` patches (allocatable amounts and cordon); None when a
+    build from scratch is needed (nodes added, removed, renamed or reordered, or a change to
+    devices, labels or taints)."""
+    if len(before) != len(after):
+        return None
+    moved = [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a is not b]
+    for i in moved:
+        a, b = before[i], after[i]
+        if a.name != b.name or a.gpus != b.gpus or a.labels != b.labels or a.taints != b.taints:
+            return None
+    return moved
+
+
+def _allocatable_row(node: Node, spec: ResourceSpec) -> I64:
+    """Node's allocatable row in ``spec``'s columns (the GPU column from its devices; no pod
+    limit when the node names none)."""
+    row = np.zeros(len(spec), dtype=np.int64)
+    for res, amount in node.allocatable.items():
+        row[spec.index(res)] = amount
+    if PODS not in node.allocatable:
+        row[spec.index(PODS)] = NO_LIMIT
+    if node.gpus is not None:
+        row[spec.gpu_column] = node.gpus.count * node.gpus.milli
+    return row
 
 
 def _book(

@@ -247,6 +247,9 @@ class AllocateAction:
         if self._as_gang(ssn, j):
             return self._allocate_gang(ssn, stmt, j, q, tasks)
         need_all = int(ssn.job_min[j]) >= len(ssn.job_tasks(j))
+        # A refusal holds while the session is as it was when it was given (no placement,
+        # eviction or admission since): the next task of the template takes it unasked.
+        refused: dict[int, tuple[tuple[int, int], str]] = {}
         while tasks:
             t = tasks.popleft()
             if ssn.task_state[t] != TaskState.PENDING:
@@ -255,8 +258,14 @@ class AllocateAction:
             if tmpl.index in failed:
                 ssn.task_reasons.setdefault(t, ssn.task_reasons.get(tmpl.tasks[0], ""))
                 continue
+            stamp = (len(ssn.changed), len(stmt.ops))
+            known = refused.get(tmpl.index)
+            if known is not None and known[0] == stamp:
+                ssn.task_reasons[t] = known[1]
+                continue
             if not ssn.points.allocatable(q, tmpl):
-                ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
+                ssn.task_reasons[t] = why = queue_refusal(ssn, q, tmpl)
+                refused[tmpl.index] = (stamp, why)
                 continue
             node, pipelined = ssn.best_node(tmpl)
             if node < 0:
