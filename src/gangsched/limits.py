@@ -12,7 +12,10 @@ traces) take one as a keyword argument so a user can raise or lower a bound.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from .errors import ConfigError
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -22,6 +25,7 @@ __all__ = [
     "MAX_TOTAL",
     "MIN_REPLAY_PERIOD",
     "Limits",
+    "check_seconds",
 ]
 
 #: Largest canonical quantity (millicores, bytes, milli-GPU, counts) a single field may hold:
@@ -80,3 +84,13 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+def check_seconds(value: float, maximum: float, *, what: str, kind: str, field: str) -> None:
+    """A solver's time budget ``value`` must be finite and in ``(0, maximum]`` seconds; else a
+    :class:`~gangsched.errors.ConfigError` naming ``field`` (``what`` is how the message
+    calls it)."""
+    if not math.isfinite(value) or not 0 < value <= maximum:
+        raise ConfigError(
+            f"{what} must be in (0, {maximum:g}] s, got {value!r}", kind=kind, field=field
+        )

@@ -53,7 +53,8 @@ import numpy.typing as npt
 
 from .errors import ConfigError
 from .fragmentation import MILLI
-from .io.openb import NodeTable, PodTable
+from .io.openb import NodeTable, PodTable, shapes_fit_classes
+from .limits import check_seconds
 
 if TYPE_CHECKING:
     from .sim.fgd_limit import ConfigLimit
@@ -119,35 +120,6 @@ class GpuBound:
         return 100.0 - self.bound_alloc_pct
 
 
-def _classes(nodes: NodeTable) -> tuple[I64, I64]:
-    """Class keys ``(n_classes, 4)`` (cpu, mem, gpus, model) and node counts."""
-    keys = np.stack([nodes.cpu_milli, nodes.memory_mib, nodes.gpu_count, nodes.model_idx], axis=1)
-    keys = keys[nodes.gpu_count > 0]
-    if keys.shape[0] == 0:
-        return np.zeros((0, 4), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    uniq, counts = np.unique(keys, axis=0, return_counts=True)
-    return uniq.astype(np.int64), counts.astype(np.int64)
-
-
-def _shapes(pods: PodTable, idx: I64) -> tuple[I64, I64]:
-    """GPU shape keys ``(n_shapes, 5)`` (cpu, mem, num_gpu, gpu_milli, spec) and pod counts."""
-    idx = idx[pods.num_gpu[idx] > 0]
-    keys = np.stack(
-        [
-            pods.cpu_milli[idx],
-            pods.memory_mib[idx],
-            pods.num_gpu[idx],
-            pods.gpu_milli[idx],
-            pods.spec_idx[idx],
-        ],
-        axis=1,
-    )
-    if keys.shape[0] == 0:
-        return np.zeros((0, 5), dtype=np.int64), np.zeros(0, dtype=np.int64)
-    uniq, counts = np.unique(keys, axis=0, return_counts=True)
-    return uniq.astype(np.int64), counts.astype(np.int64)
-
-
 #: Orders k of the dual-feasible functions whose cuts tighten the bound.
 DFF_ORDERS = (1, 2, 3)
 
@@ -184,21 +156,17 @@ def gpu_bound(
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import coo_matrix
 
-    if not math.isfinite(time_limit) or not 0 < time_limit <= MAX_BOUND_SECONDS:
-        raise ConfigError(
-            f"time limit must be in (0, {MAX_BOUND_SECONDS:g}] s, got {time_limit!r}",
-            kind="bound",
-            field="time_limit",
-        )
+    check_seconds(
+        time_limit, MAX_BOUND_SECONDS, what="time limit", kind="bound", field="time_limit"
+    )
     start = time.perf_counter()
-    arrived = np.asarray(arrived, dtype=np.int64)
-    if arrived.size and (arrived.min() < 0 or arrived.max() >= len(pods)):
-        raise ConfigError("arrived pod index out of range", kind="bound", field="arrived")
+    arrived = pods.indices(arrived, kind="bound", field="arrived")
     capacity = int(nodes.total_gpus) * MILLI
     arrived_milli = int((pods.num_gpu * pods.gpu_milli)[arrived].sum()) if arrived.size else 0
-    cls, n_nodes = _classes(nodes)
-    shp, n_pods = _shapes(pods, arrived)
-    allowed = pods.spec_allowed(nodes.models)  # (n_specs, n_models)
+    _, cls, cinv = nodes.gpu_classes()
+    _, shp, sinv = pods.gpu_shapes(arrived)
+    n_nodes = np.bincount(cinv, minlength=cls.shape[0]).astype(np.int64)
+    n_pods = np.bincount(sinv, minlength=shp.shape[0]).astype(np.int64)
 
     def done(lp: float, best: float, status: str) -> GpuBound:
         return GpuBound(
@@ -216,14 +184,9 @@ def gpu_bound(
     if shp.shape[0] == 0 or cls.shape[0] == 0:
         return done(0.0, 0.0, "optimal")
 
-    s_cpu, s_mem, s_num, s_milli, s_spec = (shp[:, j] for j in range(5))
-    c_cpu, c_mem, c_gpu, c_model = (cls[:, j] for j in range(4))
-    fits = (
-        (s_cpu[:, None] <= c_cpu[None, :])
-        & (s_mem[:, None] <= c_mem[None, :])
-        & (s_num[:, None] <= c_gpu[None, :])
-        & allowed[s_spec][:, c_model]
-    )
+    s_cpu, s_mem, s_num, s_milli, _ = (shp[:, j] for j in range(5))
+    c_cpu, c_mem, c_gpu, _ = (cls[:, j] for j in range(4))
+    fits = shapes_fit_classes(pods, nodes, shp, cls)
     ps, pc = np.nonzero(fits)  # one variable per (shape, class) pair that fits
     n_var = int(ps.size)
     if n_var == 0:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import SnapshotError
+from ..errors import ConfigError, SnapshotError
 from ._text import read_source
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "load_nodes",
     "load_pods",
     "read_vendored_text",
+    "shapes_fit_classes",
 ]
 
 NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
@@ -83,9 +84,22 @@ def read_vendored_text(package_dir: str, filename: str) -> str:
         ) from None
 
 
-def _frozen(array: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+I64 = npt.NDArray[np.int64]
+
+
+def _frozen(array: I64) -> I64:
     array.setflags(write=False)
     return array
+
+
+def _group(rows: I64, keys: list[I64]) -> tuple[I64, I64, I64]:
+    """The rows ``rows``, the distinct keys ``(n_groups, len(keys))`` of their columns ``keys``
+    (sorted) and the group of each row."""
+    stacked = np.stack(keys, axis=1).reshape(-1, len(keys)).astype(np.int64)
+    if stacked.shape[0] == 0:
+        return rows, stacked, np.zeros(0, dtype=np.int64)
+    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return rows, uniq.astype(np.int64), inverse.reshape(-1).astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +131,13 @@ class NodeTable:
 
     def model_of(self, node: int) -> str:
         return self.models[int(self.model_idx[node])]
+
+    def gpu_classes(self) -> tuple[I64, I64, I64]:
+        """Classes of identical GPU nodes: the GPU nodes' indices, the class keys
+        ``(n_classes, 4)`` (cpu, mem, gpus, model) and the class of each GPU node."""
+        rows = np.flatnonzero(self.gpu_count > 0).astype(np.int64)
+        cols = (self.cpu_milli, self.memory_mib, self.gpu_count, self.model_idx)
+        return _group(rows, [c[rows] for c in cols])
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +185,41 @@ class PodTable:
             else:
                 out[s, :] = [m in wanted for m in models]
         return out
+
+    def indices(self, values: npt.ArrayLike, *, kind: str, field: str) -> I64:
+        """``values`` as a 1-d array of row indices into this table (repeats allowed); a
+        :class:`~gangsched.errors.ConfigError` naming ``field`` when one is out of range."""
+        idx = np.asarray(values, dtype=np.int64)
+        if idx.ndim != 1 or (idx.size and (idx.min() < 0 or idx.max() >= len(self))):
+            raise ConfigError(
+                f"pod index out of range: {field} must be a 1-d array of indices in "
+                f"[0, {len(self)})",
+                kind=kind,
+                field=field,
+            )
+        return idx
+
+    def gpu_shapes(self, idx: I64) -> tuple[I64, I64, I64]:
+        """Shapes of the GPU pods among rows ``idx``: those rows, the shape keys
+        ``(n_shapes, 5)`` (cpu, mem, num_gpu, gpu_milli, spec) and the shape of each row."""
+        rows = idx[self.num_gpu[idx] > 0]
+        cols = (self.cpu_milli, self.memory_mib, self.num_gpu, self.gpu_milli, self.spec_idx)
+        return _group(rows, [c[rows] for c in cols])
+
+
+def shapes_fit_classes(
+    pods: PodTable, nodes: NodeTable, shapes: I64, classes: I64
+) -> npt.NDArray[np.bool_]:
+    """``(n_shapes, n_classes)`` bool: one pod of the shape fits one empty node of the class
+    (CPU, memory, GPU count and an allowed model), keys as :meth:`PodTable.gpu_shapes` and
+    :meth:`NodeTable.gpu_classes` give them."""
+    allowed = pods.spec_allowed(nodes.models)
+    return np.asarray(
+        (shapes[:, None, 0] <= classes[None, :, 0])
+        & (shapes[:, None, 1] <= classes[None, :, 1])
+        & (shapes[:, None, 2] <= classes[None, :, 2])
+        & allowed[shapes[:, 4]][:, classes[:, 3]]
+    )
 
 
 def _read_rows(

@@ -282,13 +282,7 @@ def run_one(
         rank: npt.NDArray[np.int64] | None = node_ranks(nodes, source)
     else:
         rank = None
-        order = np.asarray(order, dtype=np.int64)
-        if order.ndim != 1 or (order.size and (order.min() < 0 or order.max() >= len(pods))):
-            raise ConfigError(
-                f"order must be a 1-d array of pod indices in [0, {len(pods)})",
-                kind="option",
-                name="order",
-            )
+        order = pods.indices(order, kind="option", field="order")
     if limit is not None:
         order = order[:limit]
     typical = workload_typical(pods, nodes)

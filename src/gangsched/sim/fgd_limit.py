@@ -48,9 +48,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError
 from ..fragmentation import MILLI
-from ..io.openb import NodeTable, PodTable
+from ..io.openb import NodeTable, PodTable, shapes_fit_classes
+from ..limits import check_seconds
 
 __all__ = ["MAX_LIMIT_SECONDS", "ConfigLimit", "config_limit"]
 
@@ -133,38 +133,9 @@ class _Problem:
 
 
 def _problem(nodes: NodeTable, pods: PodTable, arrived: I64) -> _Problem:
-    gpu_nodes = np.flatnonzero(nodes.gpu_count > 0)
-    ckeys = np.stack(
-        [
-            nodes.cpu_milli[gpu_nodes],
-            nodes.memory_mib[gpu_nodes],
-            nodes.gpu_count[gpu_nodes],
-            nodes.model_idx[gpu_nodes],
-        ],
-        axis=1,
-    ).reshape(-1, 4)
-    cls, cinv = np.unique(ckeys, axis=0, return_inverse=True)
-    cinv = cinv.reshape(-1)
-    gp = arrived[pods.num_gpu[arrived] > 0]
-    skeys = np.stack(
-        [
-            pods.cpu_milli[gp],
-            pods.memory_mib[gp],
-            pods.num_gpu[gp],
-            pods.gpu_milli[gp],
-            pods.spec_idx[gp],
-        ],
-        axis=1,
-    ).reshape(-1, 5)
-    shp, sinv = np.unique(skeys, axis=0, return_inverse=True)
-    sinv = sinv.reshape(-1)
-    allowed = pods.spec_allowed(nodes.models)
-    fits = (
-        (shp[:, None, 0] <= cls[None, :, 0])
-        & (shp[:, None, 1] <= cls[None, :, 1])
-        & (shp[:, None, 2] <= cls[None, :, 2])
-        & allowed[shp[:, 4]][:, cls[:, 3]]
-    )
+    gpu_nodes, cls, cinv = nodes.gpu_classes()
+    gp, shp, sinv = pods.gpu_shapes(arrived)
+    fits = shapes_fit_classes(pods, nodes, shp, cls)
     return _Problem(
         cls_cpu=cls[:, 0],
         cls_mem=cls[:, 1],
@@ -375,16 +346,9 @@ def config_limit(
     Each pricing solve gets ``pricing_seconds``; a round that adds no column without proving
     convergence (a solve stopped at its limit) is repeated with four times the limit.
     """
-    if not math.isfinite(seconds) or not 0 < seconds <= MAX_LIMIT_SECONDS:
-        raise ConfigError(
-            f"time budget must be in (0, {MAX_LIMIT_SECONDS:g}] s, got {seconds!r}",
-            kind="limit",
-            field="seconds",
-        )
+    check_seconds(seconds, MAX_LIMIT_SECONDS, what="time budget", kind="limit", field="seconds")
     start = time.perf_counter()
-    arrived = np.asarray(arrived, dtype=np.int64)
-    if arrived.size and (arrived.min() < 0 or arrived.max() >= len(pods)):
-        raise ConfigError("arrived pod index out of range", kind="limit", field="arrived")
+    arrived = pods.indices(arrived, kind="limit", field="arrived")
     capacity = int(nodes.total_gpus) * MILLI
     prob = _problem(nodes, pods, arrived)
     gpu = (prob.s_num * prob.s_milli).astype(np.float64)
