@@ -302,30 +302,22 @@ def _format_decisions(cluster: Cluster, d: Decisions) -> str:
         ns, name = cluster.pod_of(task)
         return f"{ns}/{name}"
 
-    parts.append(f"BINDS ({len(d.binds)})")
-    if d.binds:
-        parts.append(
-            format_table(
-                ("POD", "NODE", "GPUS"),
-                [(pod(b.task), b.node, _gpus(b.gpu_indices)) for b in d.binds],
-            )
-        )
-    if d.pipelined:
-        parts.append(f"\nPIPELINED ({len(d.pipelined)})")
-        parts.append(
-            format_table(
-                ("POD", "NODE", "GPUS"),
-                [(pod(p.task), p.node, _gpus(p.gpu_indices)) for p in d.pipelined],
-            )
-        )
-    if d.evictions:
-        parts.append(f"\nEVICTIONS ({len(d.evictions)})")
-        parts.append(
-            format_table(
-                ("POD", "PREEMPTOR", "REASON"),
-                [(pod(e.task), e.preemptor or "-", e.reason) for e in d.evictions],
-            )
-        )
+    # (heading, headers, rows): BINDS is always headed, the others only when they have rows
+    placed = ("POD", "NODE", "GPUS")
+    sections: list[tuple[str, tuple[str, ...], list[tuple[object, ...]]]] = [
+        ("BINDS", placed, [(pod(b.task), b.node, _gpus(b.gpu_indices)) for b in d.binds]),
+        ("\nPIPELINED", placed, [(pod(p.task), p.node, _gpus(p.gpu_indices)) for p in d.pipelined]),
+        (
+            "\nEVICTIONS",
+            ("POD", "PREEMPTOR", "REASON"),
+            [(pod(e.task), e.preemptor or "-", e.reason) for e in d.evictions],
+        ),
+    ]
+    for k, (heading, headers, rows) in enumerate(sections):
+        if k == 0 or rows:
+            parts.append(f"{heading} ({len(rows)})")
+        if rows:
+            parts.append(format_table(headers, rows))
     queue_of = {j.name: j.queue for j in cluster.snapshot.jobs}
     parts.append("\nJOBS")
     parts.append(
