@@ -15,6 +15,7 @@ from typing import TypeVar
 
 from ._frozen import FrozenDict
 from .errors import ConfigError
+from .limits import MAX_ARG_WEIGHT
 
 V = TypeVar("V")
 
@@ -252,6 +253,15 @@ def arg_float(
         raise _arg_error(plugin, kind, key, f"expected a finite number, got {_show(value)}")
     _check_bounds(result, minimum, maximum, plugin=plugin, kind=kind, key=key, value=value)
     return result
+
+
+def arg_weight(
+    args: Mapping[str, object], key: str, default: float, *, plugin: str, signed: bool = True
+) -> float:
+    """A score weight argument: a finite float in ``[-MAX_ARG_WEIGHT, MAX_ARG_WEIGHT]``
+    (``signed=False``: in ``[0, MAX_ARG_WEIGHT]``), as :func:`arg_float` reads it."""
+    low = -MAX_ARG_WEIGHT if signed else 0.0
+    return arg_float(args, key, default, plugin=plugin, minimum=low, maximum=MAX_ARG_WEIGHT)
 
 
 def arg_int(

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from .._config_args import arg_weight
 from ..arrays import TaskTemplate
-from ..config import arg_float, check_arguments
+from ..config import check_arguments
 from ..errors import ConfigError
 from ..fragmentation import (
     MILLI,
@@ -19,7 +20,6 @@ from ..fragmentation import (
     PodRequest,
     fit_mask,
 )
-from ..limits import MAX_ARG_WEIGHT
 from ..session import TaskState
 from ..units import CPU, MEMORY
 
@@ -66,7 +66,7 @@ def _read_args(
 
 
 def _weight(name: str, args: Mapping[str, object]) -> float:
-    return arg_float(args, "weight", 1.0, plugin=name, minimum=0.0, maximum=MAX_ARG_WEIGHT)
+    return arg_weight(args, "weight", 1.0, plugin=name, signed=False)
 
 
 # -------------------------------------------------------------------------------- session view

@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from .._config_args import arg_weight
 from ..arrays import TaskTemplate
-from ..config import arg_float, arg_str
-from ..limits import MAX_ARG_WEIGHT
+from ..config import arg_str
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -44,14 +44,7 @@ class BinpackPlugin:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         def w(key: str) -> float:
-            return arg_float(
-                arguments,
-                key,
-                1.0,
-                plugin=self.name,
-                minimum=-MAX_ARG_WEIGHT,
-                maximum=MAX_ARG_WEIGHT,
-            )
+            return arg_weight(arguments, key, 1.0, plugin=self.name)
 
         self.weight = w("binpack.weight")
         self.weights: dict[str, float] = {"cpu": w("binpack.cpu"), "memory": w("binpack.memory")}

@@ -25,9 +25,8 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .._config_args import arg_weight
 from ..arrays import TaskTemplate
-from ..config import arg_float
-from ..limits import MAX_ARG_WEIGHT
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -59,14 +58,7 @@ class NodeOrderPlugin:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         def w(key: str, default: float) -> float:
-            return arg_float(
-                arguments,
-                key,
-                default,
-                plugin=self.name,
-                minimum=-MAX_ARG_WEIGHT,
-                maximum=MAX_ARG_WEIGHT,
-            )
+            return arg_weight(arguments, key, default, plugin=self.name)
 
         self.least = w("leastrequested.weight", 1.0)
         self.most = w("mostrequested.weight", 0.0)
