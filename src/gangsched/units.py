@@ -65,23 +65,14 @@ INT64_MAX = 2**63 - 1
 
 _BYTE_RESOURCES = frozenset({"memory", "ephemeral-storage", "storage"})
 
+#: Quantity suffixes: the decimal SI prefixes n .. E (powers of 1000) and the binary Ki .. Ei
+#: (powers of 1024).
 _SUFFIXES: dict[str, Fraction] = {
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 10**3),
-    "": Fraction(1),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
+    **{
+        s: Fraction(10) ** e
+        for s, e in zip(("n", "u", "m", "", *"kMGTPE"), range(-9, 19, 3), strict=True)
+    },
+    **{f"{s}i": Fraction(2) ** (10 * k) for k, s in enumerate("KMGTPE", 1)},
 }
 
 _QUANTITY_RE = re.compile(
@@ -124,52 +115,40 @@ def is_byte_resource(resource: str) -> bool:
     return resource in _BYTE_RESOURCES or resource.startswith("hugepages-")
 
 
-def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
+def _error(where: tuple[str, str, str], detail: str) -> SnapshotError:
     kind, name, field = where
+    return SnapshotError(detail, kind=kind, name=name, field=field)
+
+
+def _to_fraction(value: object, where: tuple[str, str, str]) -> Fraction:
     if isinstance(value, bool):
-        raise SnapshotError(
-            f"expected a quantity, got boolean {value!r}", kind=kind, name=name, field=field
-        )
+        raise _error(where, f"expected a quantity, got boolean {value!r}")
     if isinstance(value, numbers.Integral):
         return Fraction(int(value))
     if isinstance(value, float):
         if math.isnan(value) or math.isinf(value):
-            raise SnapshotError(
-                f"not a finite quantity {value!r}", kind=kind, name=name, field=field
-            )
+            raise _error(where, f"not a finite quantity {value!r}")
         # Interpret the float as the decimal a person wrote (0.1 → 1/10), as YAML would.
         return Fraction(repr(float(value)))
     if isinstance(value, str):
         text = value.strip()
         if len(text) > _MAX_TEXT:
-            raise SnapshotError(
-                f"quantity text longer than {_MAX_TEXT} characters: {show_value(value)}",
-                kind=kind,
-                name=name,
-                field=field,
+            raise _error(
+                where, f"quantity text longer than {_MAX_TEXT} characters: {show_value(value)}"
             )
         match = _QUANTITY_RE.match(text)
         if match is None:
-            raise SnapshotError(
-                f"malformed quantity {show_value(value)}", kind=kind, name=name, field=field
-            )
+            raise _error(where, f"malformed quantity {show_value(value)}")
         number = Fraction(match["num"])
         if match["exp"] is not None:
             exponent = int(match["exp"])
             if abs(exponent) > 40:
-                raise SnapshotError(
-                    f"quantity {value!r} out of range", kind=kind, name=name, field=field
-                )
+                raise _error(where, f"quantity {value!r} out of range")
             number *= Fraction(10) ** exponent
         else:
             number *= _SUFFIXES[match["suffix"] or ""]
         return -number if match["sign"] == "-" else number
-    raise SnapshotError(
-        f"expected a quantity (string or number), got {type(value).__name__}",
-        kind=kind,
-        name=name,
-        field=field,
-    )
+    raise _error(where, f"expected a quantity (string or number), got {type(value).__name__}")
 
 
 def parse_quantity(
@@ -202,27 +181,20 @@ def parse_quantity(
     where = (kind, name, field or resource)
     amount = _to_fraction(value, where) * canonical_scale(resource)
     if amount < 0:
-        raise SnapshotError(
-            f"negative quantity {show_value(value)}", kind=kind, name=name, field=field or resource
-        )
+        raise _error(where, f"negative quantity {show_value(value)}")
     if amount.denominator != 1:
         if resource in (CPU, GPU) or is_byte_resource(resource):
             amount = Fraction(math.ceil(amount))
         else:
-            raise SnapshotError(
-                f"quantity {show_value(value)} must be a whole number of {resource}",
-                kind=kind,
-                name=name,
-                field=field or resource,
+            raise _error(
+                where, f"quantity {show_value(value)} must be a whole number of {resource}"
             )
     result = int(amount)
     if result > MAX_QUANTITY:
-        raise SnapshotError(
+        raise _error(
+            where,
             f"quantity {show_value(value)} is beyond the largest supported amount, "
             f"2**53 = {MAX_QUANTITY} {canonical_unit(resource)}",
-            kind=kind,
-            name=name,
-            field=field or resource,
         )
     return result
 
