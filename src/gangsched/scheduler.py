@@ -7,6 +7,7 @@ The snapshot is never mutated; the same snapshot and config give byte-identical 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -298,6 +299,10 @@ def job_phase(
     return next(phase for _, when, phase in PHASE_RULES if when(tally))
 
 
+_QUEUE_PHASES = ("Inqueue", "Pending", "Running", "Unknown", "Completed")
+_STATUS_FIELDS = tuple(f.name for f in dataclasses.fields(JobStatus))
+
+
 def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobStatus]:
     snap = ssn.snapshot
     # Tasks per (job, state) from one bincount.
@@ -306,6 +311,10 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
         ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
     ).reshape(len(snap.jobs), n_states)
     jobs: dict[str, JobStatus] = {}
+    # A status equal to one of the last cycle's is that record (records are immutable), so a
+    # long-lived state does not build and check again what did not change.
+    prior = ssn.prior_status_records
+    kept: dict[tuple[object, ...], Any] = {}
     for j, job in enumerate(snap.jobs):
         count = dict(enumerate(counts[j].tolist()))
         running = count[TaskState.RUNNING] + count[TaskState.BOUND]
@@ -326,19 +335,24 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
                 )
             elif phase == "Pending":
                 reason, message = "NotEnqueued", "job is not admitted (enqueue) yet"
-        jobs[job.name] = JobStatus(
-            phase=phase,
-            reason=reason,
-            message=message,
-            ready=bool(ready),
-            min_available=job.min_available,
-            running=running,
-            allocated=count[TaskState.ALLOCATED],
-            pipelined=count[TaskState.PIPELINED],
-            pending=count[TaskState.PENDING],
-            succeeded=count[TaskState.SUCCEEDED],
-            failed=count[TaskState.FAILED],
+        fields = (
+            phase,
+            reason,
+            message,
+            bool(ready),
+            job.min_available,
+            running,
+            count[TaskState.ALLOCATED],
+            count[TaskState.PIPELINED],
+            count[TaskState.PENDING],
+            count[TaskState.SUCCEEDED],
+            count[TaskState.FAILED],
         )
+        status = kept.get(fields) or prior.get(fields)
+        if status is None:
+            status = JobStatus(**dict(zip(_STATUS_FIELDS, fields, strict=True)))
+        kept[fields] = jobs[job.name] = status
+    ssn.status_records = kept
     return jobs
 
 
@@ -395,17 +409,40 @@ def _queue_statuses(
     phases_of: list[list[str]] = [[] for _ in snap.queues]
     for j, job in enumerate(snap.jobs):
         phases_of[int(ssn.job_queue[j])].append(phase_of[job.name])
+    prior = ssn.prior_status_records
+    kept = ssn.status_records
     for q, queue in enumerate(snap.queues):
         phases = phases_of[q]
-        deserved: Mapping[str, int] = {}
-        if ssn.queue_deserved is not None:
-            deserved = ssn.as_mapping(ssn.queue_deserved[q])
         share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
         real = fair.queue_real_capability(ssn, q) if fair is not None else None
         cap_gpu = None
         if queue.capability is not None and GPU in queue.capability:
             cap_gpu = queue.capability[GPU] / 1000
-        queues[queue.name] = QueueStatus(
+        overused = bool(fair.queue_overused(ssn, q)) if fair is not None else False
+        counts = tuple(phases.count(p) for p in _QUEUE_PHASES)
+        rows = np.concatenate(
+            (allocated_q[q], pending_req[q], inqueue_req[q], returning[q])
+        ).tobytes()
+        key = (
+            "queue",
+            id(queue),
+            ssn.arrays.spec.names,
+            rows,
+            None if ssn.queue_deserved is None else ssn.queue_deserved[q].tobytes(),
+            None if real is None else real.tobytes(),
+            share,
+            overused,
+            counts,
+        )
+        known = prior.get(key)
+        if known is not None and known[0] is queue:
+            queues[queue.name] = known[1]
+            kept[key] = known
+            continue
+        deserved: Mapping[str, int] = {}
+        if ssn.queue_deserved is not None:
+            deserved = ssn.as_mapping(ssn.queue_deserved[q])
+        status = QueueStatus(
             state=queue.state.value,
             allocated=FrozenDict(ssn.as_mapping(allocated_q[q])),
             deserved=FrozenDict(deserved),
@@ -416,19 +453,21 @@ def _queue_statuses(
             real_capability=FrozenDict(_finite(ssn, real)),
             request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q] + returning[q])),
             weight=queue.weight,
-            overused=bool(fair.queue_overused(ssn, q)) if fair is not None else False,
+            overused=overused,
             allocated_gpu=int(allocated_q[q, gpu]) / 1000,
             pending_gpu=int(pending_req[q, gpu]) / 1000,
             inqueue_gpu=int(inqueue_req[q, gpu]) / 1000,
             deserved_gpu=deserved.get(GPU, 0) / 1000,
             capability_gpu=cap_gpu,
             share=share,
-            inqueue=phases.count("Inqueue"),
-            pending=phases.count("Pending"),
-            running=phases.count("Running"),
-            unknown=phases.count("Unknown"),
-            completed=phases.count("Completed"),
+            inqueue=counts[0],
+            pending=counts[1],
+            running=counts[2],
+            unknown=counts[3],
+            completed=counts[4],
         )
+        kept[key] = (queue, status)
+        queues[queue.name] = status
     return queues
 
 

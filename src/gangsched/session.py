@@ -125,6 +125,10 @@ class Session:
     cache: CycleCache = field(default_factory=CycleCache)
     #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
     changed: list[int] = field(default_factory=list)
+    #: Job and queue status records of this cycle by what they are made from, and the last
+    #: cycle's (an equal status is the same record: see ``scheduler.close_session``).
+    status_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    prior_status_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     #: The registry the plugins came from.
     registry: Registry | None = None
     points: Dispatch = field(init=False)
@@ -205,6 +209,7 @@ class Session:
             ssn.queue_deserved = fair.queue_deserved(ssn)
         if previous is not None:
             ssn.evaluator.carry(previous.evaluator)
+            ssn.prior_status_records = previous.status_records
         return ssn
 
     def plugin(self, name: str) -> Any | None:

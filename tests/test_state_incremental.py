@@ -1,0 +1,121 @@
+"""What a long-lived state reuses from its last cycle (patched node rows, status records, a
+queue's refusal) gives the decisions of a fresh cycle on the same records."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import numpy as np
+
+import gangsched as gs
+from gangsched.arrays import build_cluster_arrays
+from gangsched.model import TaskPhase
+
+
+def _cluster(n_nodes: int = 6, jobs: int = 10) -> dict[str, Any]:
+    nodes = [
+        {
+            "name": f"n{i}",
+            "allocatable": {"cpu": 8 + 4 * (i % 3), "memory": "32Gi", "pods": 20},
+            "labels": {"zone": f"z{i % 2}"},
+        }
+        for i in range(n_nodes)
+    ]
+    job_recs, tasks = [], []
+    for j in range(jobs):
+        size = 1 + j % 4
+        job_recs.append(
+            {"name": f"j{j}", "min_available": size, "phase": "Inqueue", "queue": f"q{j % 2}"}
+        )
+        for k in range(size):
+            tasks.append({"name": f"j{j}-{k}", "job": f"j{j}", "request": {"cpu": 2 + j % 5}})
+    queues = [
+        {"name": "q0", "weight": 1},
+        {"name": "q1", "weight": 1, "capability": {"cpu": 6}},
+    ]
+    return {"nodes": nodes, "queues": queues, "jobs": job_recs, "tasks": tasks}
+
+
+def _canon(d: gs.Decisions) -> str:
+    return json.dumps(d.to_dict(), sort_keys=True)
+
+
+def _fresh(state: gs.ClusterState, config: gs.Config) -> str:
+    return _canon(gs.schedule(gs.Snapshot.from_dict(state.snapshot().to_dict()), config))
+
+
+def test_a_cordoned_or_resized_node_patches_its_rows_and_decides_as_a_fresh_cycle() -> None:
+    state = gs.ClusterState(gs.Snapshot.from_dict(_cluster()))
+    config = gs.Config.default()
+    state.apply(state.schedule(config))
+    before = build_cluster_arrays(state.snapshot())
+    n0, n1 = state.nodes["n0"], state.nodes["n1"]
+    state.update_node(dataclasses.replace(n0, unschedulable=True))
+    bigger = dict(n1.allocatable)
+    bigger["cpu"] = bigger["cpu"] * 3
+    state.update_node(dataclasses.replace(n1, allocatable=gs.model.Resources(bigger)))
+    after = build_cluster_arrays(state.snapshot())
+    # The static columns that did not move are shared, the patched ones are new rows.
+    assert after.label_codes is before.label_codes
+    assert after.unschedulable[0] and not before.unschedulable[0]
+    cpu = after.spec.index("cpu")
+    assert after.allocatable[1, cpu] == 3 * before.allocatable[1, cpu]
+    assert np.array_equal(after.allocatable[2:], before.allocatable[2:])
+    assert _canon(state.schedule(config)) == _fresh(state, config)
+
+
+def test_a_relabelled_node_rebuilds_the_columns_and_decides_as_a_fresh_cycle() -> None:
+    state = gs.ClusterState(gs.Snapshot.from_dict(_cluster()))
+    config = gs.Config.default()
+    state.apply(state.schedule(config))
+    before = build_cluster_arrays(state.snapshot())
+    n2 = state.nodes["n2"]
+    state.update_node(dataclasses.replace(n2, labels=gs._frozen.FrozenDict({"zone": "z9"})))
+    after = build_cluster_arrays(state.snapshot())
+    assert after.label_codes is not before.label_codes
+    assert after.label_values["zone"]["z9"] >= 0
+    assert _canon(state.schedule(config)) == _fresh(state, config)
+
+
+def test_an_unchanged_status_is_the_last_cycles_record_and_a_changed_one_is_new() -> None:
+    state = gs.ClusterState(gs.Snapshot.from_dict(_cluster()))
+    config = gs.Config.default()
+    first = state.schedule(config)
+    state.apply(first)
+    second = state.schedule(config)
+    state.apply(second)
+    third = state.schedule(config)
+    assert _canon(third) == _fresh(state, config)
+    for name, status in third.jobs.items():
+        if status == second.jobs[name]:
+            assert status is second.jobs[name]
+    for name, status in third.queues.items():
+        if status == second.queues[name]:
+            assert status is second.queues[name]
+    # A task finishing changes its job's counts: a new record with the new count.
+    running = next(n for n, s in third.jobs.items() if s.running)
+    task = next(t for t in state.tasks.values() if t.job == running and t.node is not None)
+    state.apply(third)
+    state.set_task_phase(task.name, TaskPhase.SUCCEEDED)
+    fourth = state.schedule(config)
+    assert fourth.jobs[running].succeeded == third.jobs[running].succeeded + 1
+    assert fourth.jobs[running] is not third.jobs[running]
+    assert _canon(fourth) == _fresh(state, config)
+
+
+def test_a_queue_refusal_is_reported_on_every_task_of_the_template() -> None:
+    # q1 may hold 6 cpu: a job of four 5-cpu tasks is refused task after task.
+    data = _cluster(jobs=0)
+    data["jobs"] = [{"name": "big", "min_available": 1, "phase": "Inqueue", "queue": "q1"}]
+    data["tasks"] = [{"name": f"big-{k}", "job": "big", "request": {"cpu": 5}} for k in range(4)]
+    config = gs.Config.default()
+    d = gs.schedule(gs.Snapshot.from_dict(data), config)
+    placed = {b.task for b in d.binds}
+    assert len(placed) == 1
+    refused = [f"big-{k}" for k in range(4) if f"big-{k}" not in placed]
+    reasons = {d.task_reasons[t] for t in refused}
+    assert len(reasons) == 1
+    (why,) = reasons
+    assert "queue 'q1' cannot take this task now" in why
