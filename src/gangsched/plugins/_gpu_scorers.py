@@ -106,6 +106,9 @@ class _KernelScorer(SharedDeviceChoice):
 
     name = ""
     known_arguments: tuple[str, ...] = ()  # each scorer: _both(name, "weight")
+    #: A node's score depends on the task's shape and that node's free capacity only, so
+    #: templates of equal shape share one evaluation (:class:`gangsched.plugin.ShapeOnlyPlugin`).
+    shape_only = True
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.weight = _weight(self.name, _read_args(self.name, arguments, self.known_arguments))
@@ -171,6 +174,9 @@ class GpuClusteringPlugin(_KernelScorer):
 
     name = "gpu-clustering"
     known_arguments: tuple[str, ...] = _both("gpu-clustering", "weight")
+    #: Not declared: the score reads which tasks a node holds, which a later cycle's
+    #: evaluation carry (comparing occupancy sums) could not see change.
+    shape_only = False
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         super().__init__(arguments)

@@ -206,6 +206,9 @@ class FgdPlugin(SharedDeviceChoice):
         self._given = args.get("typical-pods")
         if self._given is not None:
             _typical_from_argument(self._given, self.name)  # fail at config time
+        #: With given typical pods a node's score depends on the task's shape and that node
+        #: only; derived ones follow the snapshot's tasks, so evaluations must not be shared.
+        self.shape_only = self._given is not None
         self.typical: TypicalPods | None = None
         self._terms: FragTerms | None = None
         self._frag: F64 = np.zeros(0)  # (n_nodes,)
