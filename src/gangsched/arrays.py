@@ -265,6 +265,12 @@ class ClusterArrays:
 
 
 def resource_spec_of(snapshot: Snapshot) -> ResourceSpec:
+    return ResourceSpec.from_names(resource_names(snapshot))
+
+
+def resource_names(snapshot: Snapshot) -> set[str]:
+    """Every resource the snapshot names (nodes, tasks, queue quotas, job minimums), and the
+    four every cluster has: cpu, memory, GPU and pods."""
     names: set[str] = {CPU, MEMORY, GPU, PODS}
     for node in snapshot.nodes:
         names.update(node.allocatable)
@@ -277,7 +283,7 @@ def resource_spec_of(snapshot: Snapshot) -> ResourceSpec:
     for job in snapshot.jobs:
         if job.min_resources is not None:
             names.update(job.min_resources)
-    return ResourceSpec.from_names(names)
+    return names
 
 
 def request_vector(task: Task, spec: ResourceSpec) -> I64:

@@ -7,12 +7,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..arrays import resource_names
 from ..config import Config, PluginOption
 from ..errors import ConfigError
 from ..feasibility import device_take, queue_gpu_charge
 from ..model import GpuRequest, TaskPhase
 from ..snapshot import Snapshot
-from ..units import CPU, GPU, MEMORY, PODS
+from ..units import GPU, PODS
 
 NO_LIMIT = 2**50  # pod capacity of a node without a pod limit
 EPS = 0.1  # Volcano's minResource: amounts closer than this compare equal
@@ -58,17 +59,7 @@ class _State:
             if opt.name not in SUPPORTED:
                 raise ConfigError("not supported by the reference", kind="plugin", name=opt.name)
         self.snap, self.config = snap, config
-        names = {CPU, MEMORY, GPU, PODS}
-        for node in snap.nodes:
-            names.update(node.allocatable)
-        for task in snap.tasks:
-            names.update(task.request)
-        for q in snap.queues:
-            for quota in (q.capability, q.guarantee, q.deserved):
-                names.update(quota or {})
-        for job in snap.jobs:
-            names.update(job.min_resources or {})
-        self.res = sorted(names)
+        self.res = sorted(resource_names(snap))
         self.alloc: list[dict[str, int]] = []
         for node in snap.nodes:
             row = dict.fromkeys(self.res, 0)
