@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
@@ -32,8 +34,18 @@ class BackfillAction:
         self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
+        # Only jobs with a pending best-effort task have anything to do here (placing one does
+        # not change another job's tasks), so only those are ordered.
+        pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
+        pending = pending[ssn.template_of[pending] >= 0]
+        best_effort = np.array([tmpl.best_effort for tmpl in ssn.templates], dtype=np.bool_)
+        if not best_effort.any():
+            return
+        waiting = pending[best_effort[ssn.template_of[pending]]]
         jobs = [
-            j for j in range(len(ssn.snapshot.jobs)) if ssn.job_phase[j] is not JobPhase.PENDING
+            j
+            for j in np.unique(ssn.task_job[waiting]).tolist()
+            if ssn.job_phase[j] is not JobPhase.PENDING
         ]
         jobs.sort(key=lambda j: (ssn.queue_key(int(ssn.job_queue[j])), ssn.job_key(j)))
         for j in jobs:
