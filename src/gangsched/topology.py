@@ -55,6 +55,7 @@ from .snapshot import Snapshot
 __all__ = ["DomainTotals", "Topology", "build_topology"]
 
 I64 = npt.NDArray[np.int64]
+BOOL = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -114,6 +115,18 @@ class Topology:
     def n_domains(self, tier: int) -> int:
         """Number of domains of rank ``tier`` (1 ≤ tier ≤ top_tier)."""
         return len(self.names[tier - 1])
+
+    def domain_masks(self, highest_tier_allowed: int | None) -> list[BOOL]:
+        """Node masks of every domain a hard topology allows, lowest rank first: the ranks
+        within tier number ``highest_tier_allowed`` (``None``: every rank, the top included)."""
+        allowed = (
+            self.top_tier if highest_tier_allowed is None else self.rank_of(highest_tier_allowed)
+        )
+        return [
+            self.domain_of[rank - 1] == d
+            for rank in range(1, min(allowed, self.top_tier) + 1)
+            for d in range(self.n_domains(rank))
+        ]
 
     @property
     def n_total(self) -> int:

@@ -266,20 +266,11 @@ def domains(ssn: Session, job: int) -> list[BOOL | None]:
     nt = ssn.snapshot.jobs[job].network_topology
     if nt is None or nt.mode is not TopologyMode.HARD:
         return [None]
-    topo = _topology(ssn)
-    allowed = nt.highest_tier_allowed
-    top = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
     tasks = ssn.job_tasks(job)
     placed = tasks[np.isin(ssn.task_state[tasks], HOLDING_STATES) & (ssn.task_node[tasks] >= 0)]
     placed_nodes = ssn.task_node[placed]
-    out: list[BOOL | None] = []
-    for tier in range(1, min(top, topo.top_tier) + 1):
-        dom = topo.domain_of[tier - 1]
-        for d in range(topo.n_domains(tier)):
-            mask = dom == d
-            if bool(np.all(mask[placed_nodes])):
-                out.append(mask)
-    return out
+    masks = _topology(ssn).domain_masks(nt.highest_tier_allowed)
+    return [mask for mask in masks if bool(np.all(mask[placed_nodes]))]
 
 
 def gang_allowed(ssn: Session, candidates: I64) -> I64:

@@ -299,13 +299,7 @@ def _domains(ssn: Session, job: int) -> list[BOOL | None]:
     if nt is None or nt.mode is not TopologyMode.HARD:
         return [None]
     topo = build_topology(ssn.snapshot)  # built once per snapshot, which keeps it
-    allowed = nt.highest_tier_allowed
-    top = topo.top_tier if allowed is None else topo.rank_of(allowed)  # a tier rank
-    return [
-        topo.domain_of[tier - 1] == d
-        for tier in range(1, min(top, topo.top_tier) + 1)
-        for d in range(topo.n_domains(tier))
-    ]
+    return list(topo.domain_masks(nt.highest_tier_allowed))
 
 
 def _count_fit(
