@@ -122,30 +122,60 @@ def build_relaxation(
             grain.append(int(np.gcd.reduce(gc[gpu_t])))
         else:
             grain.append(0)
-    sigs: list[tuple[npt.NDArray[np.bool_], int]] = []
-    seen: dict[tuple[bytes, int], int] = {}
+    ratio = [_gpu_ratio(problem, v) for v in views]
+    sigs: list[tuple[npt.NDArray[np.bool_], int, npt.NDArray[np.float64]]] = []
+    seen: dict[tuple[bytes, int, bytes], int] = {}
     for gi, u in enumerate(usable_of):
         if not cand[gi]:
             continue
-        key = (np.packbits(u).tobytes(), max(grain[gi], 0))
+        key = (np.packbits(u).tobytes(), max(grain[gi], 0), ratio[gi].tobytes())
         if key not in seen:
             seen[key] = len(sigs)
-            sigs.append((u, max(grain[gi], 0)))
+            sigs.append((u, max(grain[gi], 0), ratio[gi]))
 
-    def counts_in(gi: int, sig: npt.NDArray[np.bool_], k: int) -> bool:
-        if (usable_of[gi] & ~sig).any():
+    def kind_in(gi: int, k: int, rho: npt.NDArray[np.float64]) -> bool:
+        if grain[gi] != -1 and (ratio[gi] < rho).any():
             return False
         return k == 0 or grain[gi] == -1 or (grain[gi] > 0 and grain[gi] % k == 0)
 
+    def counts_in(
+        gi: int, sig: npt.NDArray[np.bool_], k: int, rho: npt.NDArray[np.float64]
+    ) -> bool:
+        return not (usable_of[gi] & ~sig).any() and kind_in(gi, k, rho)
+
+    # and per kind (granularity, ratio) the union of the usable nodes of every gang of it,
+    # so that gangs whose usable nodes differ still meet in one row
+    for _, k, rho in list(sigs):
+        union = np.zeros(n, dtype=np.bool_)
+        for gi, u in enumerate(usable_of):
+            if cand[gi] and kind_in(gi, k, rho):
+                union |= u
+        key = (np.packbits(union).tobytes(), k, rho.tobytes())
+        if key not in seen:
+            seen[key] = len(sigs)
+            sigs.append((union, k, rho))
+
     sig_gangs = [
-        [gi for gi in range(len(views)) if cand[gi] and counts_in(gi, u, k)] for u, k in sigs
+        [gi for gi in range(len(views)) if cand[gi] and counts_in(gi, u, k, rho)]
+        for u, k, rho in sigs
     ]
     sig_room: dict[tuple[int, int], I64] = {}
-    for si, (sig, k) in enumerate(sigs):
-        node_room = room_node
+    free_f = np.clip(problem.free, 0, None).astype(np.float64)
+    for si, (sig, k, rho) in enumerate(sigs):
+        node_room = room_node.copy()
         if k > 0:
-            node_room = room_node.copy()
             node_room[:, -1] = (wfree // k) * k * cap
+        pos = rho > 0
+        if pos.any():
+            # every GPU replica of the signature's gangs takes at least rho[r] of resource r
+            # per milli-GPU, so a node gives them at most free[r] / rho[r] milli-GPU
+            # (in whole chunks of k devices when they take k at a time)
+            lim = (free_f[:, pos] / rho[pos][None, :]).min(axis=1) * (1.0 + 1e-9)
+            if k > 0:
+                unit = (k * np.maximum(cap, 1)).astype(np.float64)
+                lim = np.floor(lim / unit + 1e-9) * unit
+            lim = np.floor(np.minimum(lim, 2.0**62))
+            node_room[:, -1] = np.minimum(node_room[:, -1], lim.astype(np.int64))
         for d, m in members.items():
             sig_room[(d, si)] = node_room[m[sig[m]]].sum(axis=0).astype(np.int64)
     return Relaxation(
@@ -157,3 +187,27 @@ def build_relaxation(
         sig_room=sig_room,
         sig_gangs=sig_gangs,
     )
+
+
+def _gpu_ratio(problem: PlacementProblem, view: GangView) -> npt.NDArray[np.float64]:
+    """``(n_resources,)`` the least of each resource a GPU replica of the gang takes per
+    milli-GPU of device capacity, over its GPU templates and usable nodes (0 when some GPU
+    template asks none of it; zeros for a gang without GPU templates)."""
+    gang = view.gang
+    gc = gang.gpu_count
+    assert gc is not None
+    n_res = problem.free.shape[1]
+    gpu_t = np.flatnonzero(gc > 0)
+    if gpu_t.size == 0:
+        return np.zeros(n_res)
+    out = np.full(n_res, np.inf)
+    for t in gpu_t.tolist():
+        usable = view.mask[t]
+        if not usable.any():
+            continue
+        most = float((view.need[t][usable] * int(gc[t])).max())
+        if most <= 0:
+            return np.zeros(n_res)
+        out = np.minimum(out, gang.request[t].astype(np.float64) / most)
+    out[~np.isfinite(out)] = 0.0
+    return out

@@ -42,7 +42,6 @@ def _extract(
     """Per gang, replica records from a solution: counts per node (classes expanded in node
     order), then devices — from the per-device variables where the node has them, else by the
     deterministic packing of :func:`pack_node`, which is exact on such nodes."""
-    n_g = len(views)
     counts = [np.zeros((v.gang.n_templates, problem.n_nodes), dtype=np.int64) for v in views]
     cell_val: dict[tuple[int, int, int], int] = {}
     for cell in vs.cells:
@@ -63,6 +62,23 @@ def _extract(
                 give = min(q, left - (n_used - i - 1))
                 counts[g][t, mem[i]] += give
                 left -= give
+    return _records(problem, views, vs, counts, solver, free, gpu_free, dev_nodes)
+
+
+def _records(
+    problem: PlacementProblem,
+    views: list[GangView],
+    vs: _Vars,
+    counts: list[I64],
+    solver: cp_model.CpSolver,
+    free: I64,
+    gpu_free: I64,
+    dev_nodes: set[int],
+) -> list[list[Replica]] | None:
+    """Per gang, replica records from ``counts`` (per gang, ``(n_templates, n_nodes)``
+    replicas per node; consumed): devices from the solution's per-device variables on
+    ``dev_nodes``, else by :func:`pack_node`; ``None`` if a node's count does not pack."""
+    n_g = len(views)
     work_free = free.copy()
     work_gpu = gpu_free.copy()
     recs: list[list[Replica]] = [[] for _ in range(n_g)]

@@ -11,11 +11,16 @@ from ..greedy import by_weight, finish, greedy_gang
 from ..problem import GangPlacement, PlacementProblem, PlacementResult, Status
 from ._aggregate import _Aggregate, _aggregate, _build_aggregate
 from ._budget import _Budget, now
+from ._classes import _Classes, build_class_model, extract_classes, replica_classes
 from ._extract import _apply, _extract
 from ._joint_model import _build_joint, _greedy_domain, _joint_domains, _left_out
 from ._repair import repair
 from ._search import _Search
 from ._vars import I64, _log
+
+#: Deterministic work the bounding programme of the relaxation may take (of the call's budget):
+#: its bound is valid whether or not it is proven, and the class model closes what it leaves.
+RELAX_WORK = 0.1
 
 
 def _weight(
@@ -151,6 +156,9 @@ class _Joint(_Search):
             if self.polish:
                 self._polish(problem, incumbent, budget)
             return PlacementResult(gangs=tuple(incumbent), status=Status.OPTIMAL)
+        cls = replica_classes(problem) if not budget.exhausted() else None
+        if cls is not None:
+            return self._place_classes(problem, views, doms, rel, cls, incumbent, upper, budget)
         best = PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE)
         if _joint_cells(views, doms, rel) > self.max_joint_cells or budget.exhausted():
             return _with_gap(problem, best, upper)
@@ -236,7 +244,7 @@ class _Joint(_Search):
                             sum(int(f[dim]) * v for f, v in s_terms if f[dim]) <= int(s_room[dim])
                         )
         model.maximize(sum(int(weights[gi]) * v for (gi, _), v in x.items()))
-        solver, st = self._solve(model, budget)
+        solver, st = self._solve(model, budget, cap=RELAX_WORK)
         if st == cp_model.OPTIMAL:
             upper = round(solver.objective_value)
         elif st == cp_model.FEASIBLE:
@@ -248,6 +256,41 @@ class _Joint(_Search):
             if solver.value(v):
                 guide[gi] = d
         return min(upper, alone), guide
+
+    def _place_classes(
+        self,
+        problem: PlacementProblem,
+        views: list[GangView],
+        doms: list[I64],
+        rel: Relaxation,
+        cls: _Classes,
+        incumbent: list[GangPlacement],
+        upper: int,
+        budget: _Budget,
+    ) -> PlacementResult:
+        """The joint weight on replica classes (:mod:`._classes`, exact): OPTIMAL when solved,
+        else the best placement with its gap to the least valid bound."""
+        if budget.past_deadline():
+            return _with_gap(
+                problem, PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE), upper
+            )
+        cm = build_class_model(problem, views, doms, rel, cls, incumbent, upper)
+        solver, st = self._solve(cm.model, budget)
+        gangs = incumbent
+        bound = float(upper)
+        if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            # the model is exact and its objective lies between the incumbent and ``upper``
+            # (both valid), so its bound is a bound for the problem
+            bound = min(bound, float(np.floor(solver.best_objective_bound + 1e-6)))
+            if round(solver.objective_value) > _weight(problem, incumbent):
+                got = extract_classes(problem, views, doms, rel, cls, cm, solver, incumbent)
+                if got is not None:
+                    gangs = got
+        if self.polish:
+            self._polish(problem, gangs, budget)
+        return _with_gap(
+            problem, PlacementResult(gangs=tuple(gangs), status=Status.FEASIBLE), bound
+        )
 
     def _place_aggregate(
         self,
@@ -313,18 +356,21 @@ class _Joint(_Search):
         self, problem: PlacementProblem, gangs: list[GangPlacement], budget: _Budget
     ) -> None:
         """Second phase of joint placement: with every other gang fixed, re-place each placed
-        gang exactly (single-gang model) and keep the better of the two placements."""
+        gang by the greedy placer (lowest tier, tightest domain, fewest nodes) and keep the
+        better of the two placements by the gang's objective."""
+        free = problem.free.copy()
+        gpu_free = problem.gpu_free.copy()
+        for gi, gp in enumerate(gangs):
+            if gp.placed:
+                _apply(problem, gi, gp.replicas, free, gpu_free)
         longest = budget.pass_time / max(1, len(gangs))  # the longest re-placement (s)
         for gi in range(len(gangs)):
-            if not gangs[gi].placed or budget.exhausted() or not budget.room_for(longest):
+            if not gangs[gi].placed or not budget.room_for(longest):
                 continue
             started = now()
-            free = problem.free.copy()
-            gpu_free = problem.gpu_free.copy()
-            for other, gp in enumerate(gangs):
-                if other != gi and gp.placed:
-                    _apply(problem, other, gp.replicas, free, gpu_free)
-            better, _, _, _ = self._place_one(problem, gi, free, gpu_free, budget)
+            _apply(problem, gi, gangs[gi].replicas, free, gpu_free, sign=-1)
+            better = greedy_gang(problem, gi, free.copy(), gpu_free.copy())
             if better.placed and better.objective < gangs[gi].objective:
                 gangs[gi] = better
+            _apply(problem, gi, gangs[gi].replicas, free, gpu_free)
             longest = max(longest, now() - started)

@@ -72,7 +72,11 @@ class _Search:
     max_joint_cells: int
     log: bool
 
-    def _solve(self, model: cp_model.CpModel, budget: _Budget) -> tuple[cp_model.CpSolver, int]:
+    def _solve(
+        self, model: cp_model.CpModel, budget: _Budget, cap: float | None = None
+    ) -> tuple[cp_model.CpSolver, int]:
+        """Solve ``model`` within what is left of ``budget`` (and at most ``cap`` of
+        deterministic work, when given: a deterministic limit of its own)."""
         solver = cp_model.CpSolver()
         if budget.past_deadline():  # the wall budget is spent: no solve at all
             return solver, int(cp_model.UNKNOWN)
@@ -90,13 +94,20 @@ class _Search:
         prm.symmetry_level = 0
         if budget.work is not None:
             prm.max_deterministic_time = budget.work
+        if cap is not None:
+            prm.max_deterministic_time = min(cap, budget.work if budget.work is not None else cap)
         prm.log_search_progress = self.log
         if self.log:
             solver.log_callback = _log.info
         status = solver.solve(model)
+        used = float(solver.response_proto.deterministic_time)
         if budget.work is not None:
-            budget.work -= float(solver.response_proto.deterministic_time)
-        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+            budget.work -= used
+        # a solve stopped by its own cap is no cut of the call's budgets
+        capped = cap is not None and used >= 0.99 * cap
+        if budget.work is not None and budget.work <= 1e-9:
+            capped = False
+        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) and not capped:
             # which limit stopped the solve: the work budget if it is spent, else the clock
             spent = budget.work is not None and budget.work <= 1e-9
             if not spent and budget.deadline is not None:
