@@ -7,20 +7,33 @@ Theory of operation
 1000 milli-GPU that may be shared, the GPU model), and :func:`openb_task` one pod row into a
 pending :class:`~gangsched.model.Task` (a GPU spec becomes the task's allowed models).
 
-:func:`fgd_trace` is the FGD study's fill experiment written as a trace: the pods in their
-shuffled and tuned arrival order (:func:`gangsched.sim.fgd.tuned_order`) arrive one per second
-as one-task jobs that never finish, on the empty cluster. :func:`replay_fgd` replays it either
+The FGD study's fill experiment places the pods in their shuffled and tuned arrival order
+(:func:`gangsched.sim.fgd.tuned_order`) one at a time on the empty cluster, never moving or
+retrying one: a pod that fits nowhere is dropped. :func:`replay_fgd` runs it on an engine:
 
-* ``engine="schedule"``: through the general engine, one :func:`gangsched.schedule` call per
-  pod with the configuration ``allocate`` + ``predicates`` + the policy's plugin
-  (:mod:`gangsched.plugins.fgd_scores`), dropping each pod the cycle did not place; or
+* ``engine="schedule"`` (the general engine): **one** :func:`gangsched.schedule` cycle of the
+  configuration ``allocate`` + ``predicates`` + the policy's plugin
+  (:mod:`gangsched.plugins.fgd_scores`, :func:`fgd_config`) over :func:`fgd_snapshot`, where
+  every pod is pending as a one-task job created at its arrival rank. Allocate takes the jobs
+  in that order (one queue, no job-order plugin: the order is creation, then name), places
+  each on the best node where it fits now and leaves one that fits nowhere pending -- exactly
+  the protocol. Every plugin of the configuration answers by the task's shape and the node
+  alone, so a pod costs the rows that changed since its shape was last scored and an argmax.
+  :func:`fgd_records` then rebuilds the protocol's records from the binds in arrival order.
+* ``engine="replay"``: through :func:`gangsched.sim.replay.replay` with :func:`fgd_trace` (pod
+  ``k`` arrives at ``k`` s as a job that never finishes; one cycle per arrival, a pod left
+  unplaced is dropped) -- the same placements, one cycle per pod, far slower;
 * ``engine="fast"``: through :func:`gangsched.sim.fgd.run_one`, the dedicated one-pod-at-a-time
   loop over the same kernels.
 
-Both return a :class:`~gangsched.sim.fgd.RunResult`, so :func:`~gangsched.sim.fgd.discrete_tables`
-buckets either one per 1 % of arrived workload. For every policy but ``random`` the two engines
-place every pod on the same node and record the same numbers; ``random`` draws from the
-plugin's seeded hash in the general engine and from the protocol's generator in the fast one.
+All return a :class:`~gangsched.sim.fgd.RunResult`, so :func:`~gangsched.sim.fgd.discrete_tables`
+buckets any one per 1 % of arrived workload. For every policy but ``random`` the engines place
+every pod on the same node and devices and record the same numbers; ``random`` draws from the
+plugin's seeded hash in the general engines and from the protocol's generator in the fast one.
+
+The reference's tie rule (equal scores go to the node renamed first, ``node_ranks``) is kept by
+listing the cluster in that order: the scheduler's own rule (lower node index) then breaks ties
+the same way, and placements are mapped back to the table's rows.
 """
 
 from __future__ import annotations
@@ -34,17 +47,30 @@ import numpy.typing as npt
 
 from ..config import Config
 from ..errors import ConfigError
-from ..fragmentation import POLICIES, TypicalPods, typical_pods
+from ..fragmentation import (
+    MILLI,
+    POLICIES,
+    TypicalPods,
+    fragment_terms,
+    node_fragment_from_terms,
+    typical_pods,
+)
 from ..io.openb import NodeTable, PodTable
 from ..model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task
 from ..plugins.fgd_scores import typical_pods_argument
+from ..scheduler import schedule
+from ..snapshot import Snapshot
 from ..units import CPU, MEMORY
 from .fgd import RunResult, make_source, node_ranks, run_one, tuned_order
+from .fgd_engine import workload_typical
 from .replay import JobState, ReplayOptions, ReplayResult, Trace, TraceJob, replay
 
 __all__ = [
+    "ENGINES",
     "MIB",
     "fgd_config",
+    "fgd_records",
+    "fgd_snapshot",
     "fgd_trace",
     "node_subset",
     "openb_nodes",
@@ -55,6 +81,8 @@ __all__ = [
 
 MIB = 1 << 20
 DEFAULT_QUEUE = "default"
+#: The engines :func:`replay_fgd` runs the protocol on (module docstring).
+ENGINES = ("schedule", "replay", "fast")
 
 
 def node_subset(nodes: NodeTable, rows: Sequence[int] | npt.NDArray[np.int64]) -> NodeTable:
@@ -133,19 +161,35 @@ def openb_typical(pods: PodTable, nodes: NodeTable) -> tuple[TypicalPods, tuple[
     return typical, tuple(present)
 
 
-def fgd_trace(nodes: NodeTable, pods: PodTable, order: npt.NDArray[np.int64]) -> Trace:
-    """Pods ``order[k]`` arrive at ``k + 1`` s as one-task jobs that never finish."""
-    jobs: list[TraceJob] = []
+def _arrivals(pods: PodTable, order: npt.NDArray[np.int64]) -> list[tuple[Job, Task]]:
+    """Pod ``order[k - 1]`` as the one-task job ``k`` (created at ``k``), in arrival order."""
+    out: list[tuple[Job, Task]] = []
     for k, row in enumerate(order.tolist(), start=1):
         name = f"{k:06d}-{pods.names[row]}"
-        jobs.append(
-            TraceJob(
-                job=Job(name=name, queue=DEFAULT_QUEUE, min_available=1, creation=k),
-                tasks=(openb_task(pods, row, name=name, job=name),),
-                arrival=float(k),
-            )
-        )
-    return Trace(nodes=openb_nodes(nodes), queues=(Queue(name=DEFAULT_QUEUE),), jobs=tuple(jobs))
+        job = Job(name=name, queue=DEFAULT_QUEUE, min_available=1, creation=k)
+        out.append((job, openb_task(pods, row, name=name, job=name)))
+    return out
+
+
+def fgd_trace(nodes: NodeTable, pods: PodTable, order: npt.NDArray[np.int64]) -> Trace:
+    """Pods ``order[k]`` arrive at ``k + 1`` s as one-task jobs that never finish."""
+    jobs = tuple(
+        TraceJob(job=job, tasks=(task,), arrival=float(job.creation))
+        for job, task in _arrivals(pods, order)
+    )
+    return Trace(nodes=openb_nodes(nodes), queues=(Queue(name=DEFAULT_QUEUE),), jobs=jobs)
+
+
+def fgd_snapshot(nodes: NodeTable, pods: PodTable, order: npt.NDArray[np.int64]) -> Snapshot:
+    """The empty cluster with every pod of ``order`` pending as the one-task job of its
+    arrival rank (the jobs of :func:`fgd_trace`, all arrived)."""
+    arrivals = _arrivals(pods, order)
+    return Snapshot(
+        nodes=openb_nodes(nodes),
+        queues=(Queue(name=DEFAULT_QUEUE),),
+        jobs=tuple(job for job, _ in arrivals),
+        tasks=tuple(task for _, task in arrivals),
+    )
 
 
 def fgd_config(
@@ -201,6 +245,109 @@ def _as_run(
     )
 
 
+def fgd_records(
+    nodes: NodeTable,
+    pods: PodTable,
+    order: npt.NDArray[np.int64],
+    placement: npt.NDArray[np.int64],
+    devices: npt.NDArray[np.int64],
+    *,
+    workload: str,
+    policy: str,
+    tune: float,
+    seed: int,
+) -> RunResult:
+    """The protocol's records (:class:`~gangsched.sim.fgd.RunResult`) of pods ``order``
+    placed, in that order, on node rows ``placement`` (-1: dropped) and devices ``devices``
+    (bit ``i``: device ``i``), recorded as the fast path records them: the fragment of every
+    node over the workload's typical pods, recomputed for the node each pod lands on (in one
+    batch: a node's fragment is computed on its own row), summed after every pod."""
+    n, k = len(nodes), int(order.size)
+    typical = workload_typical(pods, nodes)
+    width = max(nodes.max_gpus, 1)
+    cpu = np.asarray(pods.cpu_milli, dtype=np.int64)[order]
+    mem = np.asarray(pods.memory_mib, dtype=np.int64)[order]
+    share = np.asarray(pods.gpu_milli, dtype=np.int64)[order]
+    take = np.asarray(pods.num_gpu, dtype=np.int64)[order] * share
+    free_cpu = np.array(nodes.cpu_milli, dtype=np.int64)
+    free_mem = np.array(nodes.memory_mib, dtype=np.int64)
+    model_idx = np.array(nodes.model_idx, dtype=np.int64)
+    real = np.arange(width)[None, :] < np.asarray(nodes.gpu_count, dtype=np.int64)[:, None]
+    cap = np.where(real, MILLI, 0).astype(np.int64)
+    gpu_free = cap.copy()
+    terms = fragment_terms(gpu_free, typical)
+    frag = node_fragment_from_terms(free_cpu, model_idx, terms, typical)
+    idle = terms.idle.copy()
+    placed = np.flatnonzero(placement >= 0)
+    rows = placement[placed]
+    # The state of each pod's node right after it lands, pod by pod.
+    cpu_after = np.zeros(placed.size, dtype=np.int64)
+    gpu_after = np.zeros((placed.size, width), dtype=np.int64)
+    bits = 1 << np.arange(width, dtype=np.int64)
+    for i, (step, node) in enumerate(zip(placed.tolist(), rows.tolist(), strict=True)):
+        free_cpu[node] -= cpu[step]
+        free_mem[node] -= mem[step]
+        if devices[step]:
+            gpu_free[node, (devices[step] & bits) != 0] -= share[step]
+        cpu_after[i] = free_cpu[node]
+        gpu_after[i] = gpu_free[node]
+    part = fragment_terms(gpu_after, typical)
+    frag_after = node_fragment_from_terms(cpu_after, model_idx[rows], part, typical)
+    frag_rec = np.zeros(k + 1, dtype=np.float64)
+    idle_rec = np.zeros(k + 1, dtype=np.int64)
+    frag_rec[0] = float(frag.sum())
+    idle_rec[0] = idle_total = int(idle.sum())
+    at = np.full(k, -1, dtype=np.int64)
+    at[placed] = np.arange(placed.size)
+    for step, i in enumerate(at.tolist()):
+        if i >= 0:
+            node = int(rows[i])
+            frag[node] = frag_after[i]
+            now = int(part.idle[i])
+            idle_total += now - int(idle[node])
+            idle[node] = now
+        frag_rec[step + 1] = float(frag.sum())
+        idle_rec[step + 1] = idle_total
+    arrived = np.zeros(k + 1, dtype=np.int64)
+    used = np.zeros(k + 1, dtype=np.int64)
+    arrived[1:] = np.cumsum(take)
+    used[1:] = np.cumsum(np.where(placement >= 0, take, 0))
+    return RunResult(
+        workload=workload,
+        policy=policy,
+        tune=tune,
+        seed=seed,
+        total_gpus=nodes.total_gpus,
+        n_pods=k,
+        failed=int(k - placed.size),
+        arrived=arrived,
+        used=used,
+        frag=frag_rec,
+        idle=idle_rec,
+        placement=placement,
+        order=order,
+        max_gpu_used=int((cap - gpu_free).max()) if n else 0,
+        cpu_overcommit=bool((free_cpu < 0).any() or (free_mem < 0).any()),
+        devices=devices,
+    )
+
+
+def _one_cycle(
+    nodes: NodeTable, pods: PodTable, order: npt.NDArray[np.int64], config: Config
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Node row (-1: left pending) and device bits of each pod after one cycle of
+    :func:`fgd_snapshot`."""
+    snap = fgd_snapshot(nodes, pods, order)
+    out = schedule(snap, config)
+    placement = np.full(order.size, -1, dtype=np.int64)
+    devices = np.zeros(order.size, dtype=np.int64)
+    for b in out.binds:
+        step = snap.task_index[b.task]
+        placement[step] = snap.node_index[b.node]
+        devices[step] = sum(1 << g for g in b.gpu_indices)
+    return placement, devices
+
+
 def replay_fgd(
     nodes: NodeTable,
     pods: PodTable,
@@ -213,30 +360,40 @@ def replay_fgd(
     engine: str = "schedule",
     workload: str | None = None,
 ) -> RunResult:
-    """One (policy, seed) run of the FGD protocol through the replay engine (module docstring).
+    """One (policy, seed) run of the FGD protocol on ``engine`` (module docstring).
 
     ``limit`` keeps the first pods of the arrival order.
     """
     name = workload if workload is not None else Path(pods.source).stem
     if engine == "fast":
         return run_one(nodes, pods, policy, seed, tune=tune, rng=rng, limit=limit, workload=name)
-    if engine != "schedule":
-        raise ConfigError("expected 'schedule' or 'fast'", kind="option", name="engine")
+    if engine not in ENGINES:
+        raise ConfigError(
+            f"expected one of {', '.join(ENGINES)}", kind="option", name="engine", field=engine
+        )
     source = make_source(rng, seed)
     order = tuned_order(pods, nodes.total_gpus, tune, source)
-    # The reference's tie rule (equal scores go to the node renamed first, ``node_ranks``):
-    # the cluster is listed in that order, so the scheduler's own rule (lower node index)
-    # breaks ties the same way; placements are mapped back to the table's rows.
     listed = np.argsort(node_ranks(nodes, source), kind="stable")
     if limit is not None:
         order = order[:limit]
     typical, models = openb_typical(pods, nodes)
-    options = ReplayOptions(
-        config=fgd_config(policy, seed=seed, typical=typical, models=models),
-        drop_unplaced=True,
-        typical=typical,
+    config = fgd_config(policy, seed=seed, typical=typical, models=models)
+    if engine == "replay":
+        options = ReplayOptions(config=config, drop_unplaced=True, typical=typical)
+        result = replay(fgd_trace(node_subset(nodes, listed), pods, order), options)
+        run = _as_run(result, order, workload=name, policy=policy, tune=tune, seed=seed)
+        placement = np.where(run.placement >= 0, listed[np.maximum(run.placement, 0)], -1)
+        return dataclasses.replace(run, placement=placement)
+    at, devices = _one_cycle(node_subset(nodes, listed), pods, order, config)
+    placement = np.where(at >= 0, listed[np.maximum(at, 0)], -1)
+    return fgd_records(
+        nodes,
+        pods,
+        order,
+        placement,
+        devices,
+        workload=name,
+        policy=policy,
+        tune=tune,
+        seed=seed,
     )
-    result = replay(fgd_trace(node_subset(nodes, listed), pods, order), options)
-    run = _as_run(result, order, workload=name, policy=policy, tune=tune, seed=seed)
-    placement = np.where(run.placement >= 0, listed[np.maximum(run.placement, 0)], -1)
-    return dataclasses.replace(run, placement=placement)
