@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import numpy as np
@@ -295,16 +295,8 @@ def run_one(
         seed=seed,
         total_gpus=total_gpus,
         n_pods=len(order),
-        failed=placed.failed,
-        arrived=placed.arrived,
-        used=placed.used,
-        frag=placed.frag,
-        idle=placed.idle,
-        placement=placed.placement,
         order=order,
-        max_gpu_used=placed.max_gpu_used,
-        cpu_overcommit=placed.cpu_overcommit,
-        devices=placed.devices,
+        **{f.name: getattr(placed, f.name) for f in fields(placed)},  # every record it kept
     )
 
 

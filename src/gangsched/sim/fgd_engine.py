@@ -29,7 +29,7 @@ A policy this module has no fast form for is scored by its kernel from
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 import numpy.typing as npt
@@ -76,6 +76,7 @@ I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 _BIG = np.iinfo(np.int64).max
+_VIEW_FIELDS = tuple(f.name for f in fields(ClusterView))
 
 
 class ClusterArrays:
@@ -120,17 +121,8 @@ class ClusterArrays:
         return len(self._states)
 
     def view(self) -> ClusterView:
-        return ClusterView(
-            free_cpu=self.free_cpu,
-            free_mem=self.free_mem,
-            gpu_free=self.gpu_free,
-            gpu_count=self.gpu_count,
-            model_idx=self.model_idx,
-            affinity=self.affinity,
-            typical=self.typical,
-            terms=self.terms,
-            frag=self.frag,
-        )
+        """The kept arrays a kernel reads, under the names of the view's fields."""
+        return ClusterView(**{name: getattr(self, name) for name in _VIEW_FIELDS})
 
     def fits(self, pod: PodRequest, spec: int) -> B:
         """The kernels' fit mask (:func:`~gangsched.fragmentation.fit_mask`) from the kept rows."""
