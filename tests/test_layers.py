@@ -40,6 +40,7 @@ LAYERS: dict[str, int] = {
     "units": 0,
     "limits": 0,
     "_frozen": 0,
+    "_types": 0,
     "model": 1,
     "_model_enums": 1,
     "_model_fields": 1,

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from ._types import BOOL as B
+from ._types import F64, I64
 from .errors import ConfigError, PlacementError
 from .model import Task
 from .units import CPU
@@ -20,10 +21,6 @@ MAX_SPEC_CPU = 128_000  # millicores: the normalizer of the CPU dimension
 MAX_SPEC_GPU = 8_000  # milli-GPU: the normalizer of the GPU dimension
 MAX_NODE_SCORE = 100
 N_AFFINITY = 9  # affinity tags: 0 = shared GPU, k = k whole GPUs (k = 1..8)
-
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 
 class IntSource(Protocol):

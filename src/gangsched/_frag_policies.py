@@ -23,11 +23,9 @@ from ._frag_core import (
     fit_mask,
     fragment_terms,
 )
+from ._types import BOOL as B
+from ._types import F64, I64
 from .errors import ConfigError
-
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 
 
 def _trunc_score(values: F64, feasible: B) -> F64:

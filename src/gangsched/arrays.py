@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ._types import BOOL, I64
 from .feasibility import device_take, queue_gpu_charge
 from .model import OCCUPYING_PHASES, Node, Taint, Task, TaskPhase, Toleration
 from .snapshot import Snapshot
@@ -48,9 +49,6 @@ __all__ = [
 
 #: Capacity used for a node's pod count when it declares no ``pods`` limit.
 NO_LIMIT = np.int64(2**50)
-
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ._types import I64
 from .errors import ConfigError
 from .fragmentation import MILLI
 from .io.openb import NodeTable, PodTable, shapes_fit_classes
@@ -72,7 +73,6 @@ __all__ = [
     "validate_packing",
 ]
 
-I64 = npt.NDArray[np.int64]
 
 #: Largest time budget one bound's integer program may be given, in seconds.
 MAX_BOUND_SECONDS = 600.0

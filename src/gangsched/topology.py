@@ -49,13 +49,11 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from ._types import BOOL, I64
 from .errors import SnapshotError
 from .snapshot import Snapshot
 
 __all__ = ["DomainTotals", "Topology", "build_topology"]
-
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

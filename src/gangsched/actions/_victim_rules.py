@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..arrays import BOOL, I64
+from .._types import BOOL, I64
 from ..gang import FRESH_STATES, RUNNING_STATES, may_go_whole, needed_tasks, spare_tasks
 from ..model import PREEMPT_NEVER, JobPhase, TopologyMode
 from ..session import HOLDING_STATES, TaskState

@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from .._types import I64
 from ..errors import ConfigError, SnapshotError
 from ._text import read_source
 
@@ -82,9 +83,6 @@ def read_vendored_text(package_dir: str, filename: str) -> str:
         raise SnapshotError(
             f"vendored file missing: {exc}", kind="file", name=f"{package_dir}/{filename}"
         ) from None
-
-
-I64 = npt.NDArray[np.int64]
 
 
 def _frozen(array: I64) -> I64:

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
-import numpy.typing as npt
 
 from .._frag_core import (
     MAX_SPEC_GPU,
@@ -60,6 +59,8 @@ from .._frag_policies import (
     fgd_rows,
     packing_raw,
 )
+from .._types import BOOL as B
+from .._types import F64, I64
 from ..errors import ConfigError
 from ..io.openb import NodeTable, PodTable
 
@@ -72,9 +73,6 @@ __all__ = [
     "workload_typical",
 ]
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
 _BIG = np.iinfo(np.int64).max
 _VIEW_FIELDS = tuple(f.name for f in fields(ClusterView))
 

@@ -48,14 +48,13 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from .._types import F64, I64
 from ..fragmentation import MILLI
 from ..io.openb import NodeTable, PodTable, shapes_fit_classes
 from ..limits import check_seconds
 
 __all__ = ["MAX_LIMIT_SECONDS", "ConfigLimit", "config_limit"]
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 
 #: Largest time budget of one configuration limit, in seconds.
 MAX_LIMIT_SECONDS = 3600.0
