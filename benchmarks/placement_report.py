@@ -8,7 +8,8 @@ disk):
   spine, spines listing nodes directly, a tier gap, nodes in no domain), heterogeneous nodes
   (0–8 GPUs, shared devices partly used), cordoned nodes masked out. Multi-role gangs
   (1–8-GPU workers + a CPU launcher with role minimum 1 + two half-GPU evaluators), joint sets
-  of 50 mixed gangs, and joint sets of 50 one-shape gangs with the cordoned nodes masked out.
+  of 50 mixed gangs (with the cordoned nodes masked out, and without masks), and joint sets
+  of 50 one-shape gangs with the cordoned nodes masked out.
 * ``regular`` — :mod:`benchmarks._placement_data`: racks of 16 under spines of 8, identical
   8-GPU nodes, one-template gangs (the one-template reference row).
 
@@ -119,7 +120,9 @@ def rows(seeds: int) -> list[list[str]]:
             add("irregular", f"multi-role {gpus} GPUs", nodes, r)
     for nodes in (640, 1_523):
         r = _cell(lambda s, n=nodes: joint_mixed_problem(n, s), True, seeds)
-        add("irregular", "joint 50 mixed", nodes, r)
+        add("irregular", "joint 50 mixed, masked", nodes, r)
+        r = _cell(lambda s, n=nodes: joint_mixed_problem(n, s, masked=False), True, seeds)
+        add("irregular", "joint 50 mixed, no mask", nodes, r)
         r = _cell(lambda s, n=nodes: joint_same_problem(n, s), True, seeds)
         add("irregular", "joint 50 same, masked", nodes, r)
     r = _cell(lambda s: regular_problem(5_000, 256, s), False, max(seeds, 10))

@@ -15,7 +15,8 @@ Gangs: :func:`multirole_problem` is one multi-role gang (1–8-GPU workers, a CP
 role minimum 1, two half-GPU evaluators with role minimum 0), hard up to the spine tier.
 :func:`joint_mixed_problem` is 50 competing gangs of mixed shapes (1/2/4/8-GPU workers,
 half-GPU gangs, worker + launcher), hard, soft or free, weights 1–3, with about 80 % of the
-demand fitting; :func:`joint_same_problem` is 50 gangs of one shape (1-GPU workers) with the
+demand fitting (``masked=False``: the same without the cordoned nodes masked out);
+:func:`joint_same_problem` is 50 gangs of one shape (1-GPU workers) with the
 cordoned nodes masked out.
 """
 
@@ -131,9 +132,11 @@ def _gang(
     *,
     mode: TopologyMode | None,
     tier: int | None,
+    masked: bool = True,
 ) -> GangRequest:
     n = c.topology.n_nodes
-    mask = np.tile(~c.cordoned, (len(roles), 1))
+    allowed = ~c.cordoned if masked else np.ones(n, dtype=np.bool_)
+    mask = np.tile(allowed, (len(roles), 1))
     return GangRequest(
         name=name,
         request=np.array([[cpu, cpu * 4 * GIB // 1000] for _, _, cpu, _, _ in roles], np.int64),
@@ -162,8 +165,11 @@ def multirole_problem(n: int, gpus: int, seed: int) -> PlacementProblem:
     return _problem(c, (gang,), None)
 
 
-def joint_mixed_problem(n: int, seed: int, n_gangs: int = 50) -> PlacementProblem:
-    """``n_gangs`` gangs of mixed shapes; the demand is about 1.25× what fits."""
+def joint_mixed_problem(
+    n: int, seed: int, n_gangs: int = 50, *, masked: bool = True
+) -> PlacementProblem:
+    """``n_gangs`` gangs of mixed shapes; the demand is about 1.25× what fits. ``masked``:
+    the cordoned nodes are masked out (else every gang may use every node)."""
     c = cluster(n, seed)
     rng = np.random.default_rng(seed + 1_000)
     gangs: list[GangRequest] = []
@@ -182,8 +188,8 @@ def joint_mixed_problem(n: int, seed: int, n_gangs: int = 50) -> PlacementProble
             roles = [(size, 0, 8000, 0, 0)]
         mode = [TopologyMode.HARD, TopologyMode.SOFT, None][int(rng.integers(0, 3))]
         tier = int(rng.choice([1, SPINE_TIER]))
-        gangs.append(_gang(f"g{i}", c, roles, mode=mode, tier=tier))
-    return _scale_supply(c, tuple(gangs), rng)
+        gangs.append(_gang(f"g{i}", c, roles, mode=mode, tier=tier, masked=masked))
+    return _scale_supply(c, tuple(gangs), rng, masked=masked)
 
 
 def joint_same_problem(n: int, seed: int, n_gangs: int = 50) -> PlacementProblem:
@@ -201,7 +207,7 @@ def joint_same_problem(n: int, seed: int, n_gangs: int = 50) -> PlacementProblem
 
 
 def _scale_supply(
-    c: Cluster, gangs: tuple[GangRequest, ...], rng: np.random.Generator
+    c: Cluster, gangs: tuple[GangRequest, ...], rng: np.random.Generator, masked: bool = True
 ) -> PlacementProblem:
     """Take GPUs away (whole nodes' devices) until the free GPUs are about 80 % of the GPU
     demand, so the gangs compete."""
@@ -209,7 +215,7 @@ def _scale_supply(
     for g in gangs:
         assert g.gpu_count is not None and g.gpu_milli is not None
         demand += float((g.counts * g.gpu_count * g.gpu_milli).sum()) / 1000
-    ok = ~c.cordoned
+    ok = ~c.cordoned if masked else np.ones(c.topology.n_nodes, dtype=np.bool_)
     supply = float(c.gpu_free[ok].sum()) / 1000
     gpu_free = c.gpu_free
     if supply > 0.8 * demand > 0:

@@ -149,14 +149,16 @@ class _Joint(_Search):
             guided = _place_guided(problem, views, doms, rel, guide)
             if _weight(problem, guided) > _weight(problem, incumbent):
                 incumbent = guided
-        if _weight(problem, incumbent) < upper and not budget.past_deadline():
+        # without slices the exact model on replica classes searches from here; otherwise
+        # a repair search raises the incumbent first
+        cls = replica_classes(problem) if _weight(problem, incumbent) < upper else None
+        if cls is None and _weight(problem, incumbent) < upper and not budget.past_deadline():
             may = [bool(c) for c in rel.cand]
             incumbent = repair(problem, views, may, incumbent, upper, budget)
         if _weight(problem, incumbent) >= upper:  # the bound is reached: proven
             if self.polish:
                 self._polish(problem, incumbent, budget)
             return PlacementResult(gangs=tuple(incumbent), status=Status.OPTIMAL)
-        cls = replica_classes(problem) if not budget.exhausted() else None
         if cls is not None:
             return self._place_classes(problem, views, doms, rel, cls, incumbent, upper, budget)
         best = PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE)
@@ -275,7 +277,8 @@ class _Joint(_Search):
                 problem, PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE), upper
             )
         cm = build_class_model(problem, views, doms, rel, cls, incumbent, upper)
-        solver, st = self._solve(cm.model, budget)
+        # the LP of the counts and Hall rows closes most of the gap: worth its cost here
+        solver, st = self._solve(cm.model, budget, linearization=2)
         gangs = incumbent
         bound = float(upper)
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):

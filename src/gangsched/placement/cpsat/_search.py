@@ -73,10 +73,15 @@ class _Search:
     log: bool
 
     def _solve(
-        self, model: cp_model.CpModel, budget: _Budget, cap: float | None = None
+        self,
+        model: cp_model.CpModel,
+        budget: _Budget,
+        cap: float | None = None,
+        linearization: int | None = None,
     ) -> tuple[cp_model.CpSolver, int]:
         """Solve ``model`` within what is left of ``budget`` (and at most ``cap`` of
-        deterministic work, when given: a deterministic limit of its own)."""
+        deterministic work, when given: a deterministic limit of its own), with the solver's
+        ``linearization_level`` when given."""
         solver = cp_model.CpSolver()
         if budget.past_deadline():  # the wall budget is spent: no solve at all
             return solver, int(cp_model.UNKNOWN)
@@ -92,6 +97,8 @@ class _Search:
         # cost more of the work budget than they save the search
         prm.cp_model_probing_level = 0
         prm.symmetry_level = 0
+        if linearization is not None:
+            prm.linearization_level = linearization
         if budget.work is not None:
             prm.max_deterministic_time = budget.work
         if cap is not None:
