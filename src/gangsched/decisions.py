@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._frozen import FrozenDict
 from .errors import DecisionError, SnapshotError
 from .model import JobPhase, QueueState
 from .units import show_value
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "PLACEMENT_STATUSES",
@@ -102,21 +105,41 @@ def _amounts(record: str, field_name: str, v: object) -> None:
         raise _bad(record, field_name, "expected a mapping of resource names to integers", v)
 
 
+def _interchange(record: DataclassInstance) -> dict[str, object]:
+    """A record's interchange form: its fields in declaration order, tuples as lists and
+    mappings as dicts."""
+    out: dict[str, object] = {}
+    for f in fields(record):
+        v = getattr(record, f.name)
+        out[f.name] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Bind:
-    """Bind ``task`` to ``node`` (and these GPU device indices)."""
+class _TaskOnNode:
+    """A task on a node and its GPU device indices (a bind or a pipelined reservation)."""
+
+    _record: ClassVar[str] = "task on node"
 
     task: str
     node: str
     gpu_indices: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
-        _need_name("bind", "task", self.task)
-        _need_name("bind", "node", self.node)
-        object.__setattr__(self, "gpu_indices", _indices("bind", "gpu_indices", self.gpu_indices))
+        _need_name(self._record, "task", self.task)
+        _need_name(self._record, "node", self.node)
+        indices = _indices(self._record, "gpu_indices", self.gpu_indices)
+        object.__setattr__(self, "gpu_indices", indices)
 
     def to_dict(self) -> dict[str, object]:
-        return {"task": self.task, "node": self.node, "gpu_indices": list(self.gpu_indices)}
+        return _interchange(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Bind(_TaskOnNode):
+    """Bind ``task`` to ``node`` (and these GPU device indices)."""
+
+    _record: ClassVar[str] = "bind"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -133,25 +156,14 @@ class Eviction:
         _need_text("eviction", "preemptor", self.preemptor)
 
     def to_dict(self) -> dict[str, object]:
-        return {"task": self.task, "reason": self.reason, "preemptor": self.preemptor}
+        return _interchange(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Pipeline:
+class Pipeline(_TaskOnNode):
     """``task`` holds a reservation on ``node``: it binds there once resources are released."""
 
-    task: str
-    node: str
-    gpu_indices: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        _need_name("pipelined", "task", self.task)
-        _need_name("pipelined", "node", self.node)
-        indices = _indices("pipelined", "gpu_indices", self.gpu_indices)
-        object.__setattr__(self, "gpu_indices", indices)
-
-    def to_dict(self) -> dict[str, object]:
-        return {"task": self.task, "node": self.node, "gpu_indices": list(self.gpu_indices)}
+    _record: ClassVar[str] = "pipelined"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,7 +180,7 @@ class JobAction:
         _need_text("job action", "cause", self.cause)
 
     def to_dict(self) -> dict[str, object]:
-        return {"job": self.job, "action": self.action, "cause": self.cause}
+        return _interchange(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -192,7 +204,7 @@ class Hold:
             _need_count("hold", "expected_wait", self.expected_wait)
 
     def to_dict(self) -> dict[str, object]:
-        return {"job": self.job, "nodes": list(self.nodes), "expected_wait": self.expected_wait}
+        return _interchange(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -214,12 +226,7 @@ class PlacementInfo:
     fallback: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "placer": self.placer,
-            "status": self.status,
-            "gap": self.gap,
-            "fallback": self.fallback,
-        }
+        return _interchange(self)
 
     @classmethod
     def from_dict(cls, v: object, *, job: str) -> PlacementInfo:
@@ -301,19 +308,7 @@ class JobStatus:
         _need_count("job status", "failed", self.failed)
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "phase": self.phase,
-            "reason": self.reason,
-            "message": self.message,
-            "ready": self.ready,
-            "min_available": self.min_available,
-            "running": self.running,
-            "allocated": self.allocated,
-            "pipelined": self.pipelined,
-            "pending": self.pending,
-            "succeeded": self.succeeded,
-            "failed": self.failed,
-        }
+        return _interchange(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -365,30 +360,9 @@ class QueueStatus:
         _need_flag("queue status", "overused", self.overused)
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "state": self.state,
-            "allocated": dict(self.allocated),
-            "deserved": dict(self.deserved),
-            "guarantee": dict(self.guarantee),
-            "capability": dict(self.capability),
-            "inqueue_resources": dict(self.inqueue_resources),
-            "pending_resources": dict(self.pending_resources),
-            "share": round(self.share, 9),
-            "inqueue": self.inqueue,
-            "pending": self.pending,
-            "running": self.running,
-            "unknown": self.unknown,
-            "completed": self.completed,
-            "weight": self.weight,
-            "real_capability": dict(self.real_capability),
-            "request": dict(self.request),
-            "overused": self.overused,
-            "allocated_gpu": self.allocated_gpu,
-            "pending_gpu": self.pending_gpu,
-            "inqueue_gpu": self.inqueue_gpu,
-            "deserved_gpu": self.deserved_gpu,
-            "capability_gpu": self.capability_gpu,
-        }
+        out = _interchange(self)
+        out["share"] = round(self.share, 9)
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
