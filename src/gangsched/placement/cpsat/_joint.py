@@ -246,7 +246,7 @@ class _Joint(_Search):
                             sum(int(f[dim]) * v for f, v in s_terms if f[dim]) <= int(s_room[dim])
                         )
         model.maximize(sum(int(weights[gi]) * v for (gi, _), v in x.items()))
-        solver, st = self._solve(model, budget, cap=RELAX_WORK)
+        solver, st = self._solve(model, budget, cap=RELAX_WORK, linearization=1)
         if st == cp_model.OPTIMAL:
             upper = round(solver.objective_value)
         elif st == cp_model.FEASIBLE:
@@ -277,8 +277,7 @@ class _Joint(_Search):
                 problem, PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE), upper
             )
         cm = build_class_model(problem, views, doms, rel, cls, incumbent, upper)
-        # the LP of the counts and Hall rows closes most of the gap: worth its cost here
-        solver, st = self._solve(cm.model, budget, linearization=2)
+        solver, st = self._solve(cm.model, budget)
         gangs = incumbent
         bound = float(upper)
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -77,11 +77,12 @@ class _Search:
         model: cp_model.CpModel,
         budget: _Budget,
         cap: float | None = None,
-        linearization: int | None = None,
+        linearization: int = 2,
     ) -> tuple[cp_model.CpSolver, int]:
         """Solve ``model`` within what is left of ``budget`` (and at most ``cap`` of
-        deterministic work, when given: a deterministic limit of its own), with the solver's
-        ``linearization_level`` when given."""
+        deterministic work, when given: a deterministic limit of its own). The solver's full
+        linearization (``linearization_level`` 2) is the default: the LP of the counts,
+        capacities and domain links closes most levels at the root."""
         solver = cp_model.CpSolver()
         if budget.past_deadline():  # the wall budget is spent: no solve at all
             return solver, int(cp_model.UNKNOWN)
@@ -97,8 +98,7 @@ class _Search:
         # cost more of the work budget than they save the search
         prm.cp_model_probing_level = 0
         prm.symmetry_level = 0
-        if linearization is not None:
-            prm.linearization_level = linearization
+        prm.linearization_level = linearization
         if budget.work is not None:
             prm.max_deterministic_time = budget.work
         if cap is not None:
