@@ -115,8 +115,19 @@ def _interchange(record: DataclassInstance) -> dict[str, object]:
     return out
 
 
+class _Record:
+    """A decision record; ``to_dict()`` is its interchange form: its fields in declaration
+    order, tuples as lists and mappings as dicts."""
+
+    __slots__ = ()
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    def to_dict(self) -> dict[str, object]:
+        return _interchange(self)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
-class _TaskOnNode:
+class _TaskOnNode(_Record):
     """A task on a node and its GPU device indices (a bind or a pipelined reservation)."""
 
     _record: ClassVar[str] = "task on node"
@@ -131,9 +142,6 @@ class _TaskOnNode:
         indices = _indices(self._record, "gpu_indices", self.gpu_indices)
         object.__setattr__(self, "gpu_indices", indices)
 
-    def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Bind(_TaskOnNode):
@@ -143,7 +151,7 @@ class Bind(_TaskOnNode):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Eviction:
+class Eviction(_Record):
     """Evict ``task``; ``preemptor`` is the job whose pipelined tasks take its place."""
 
     task: str
@@ -155,9 +163,6 @@ class Eviction:
         _need_text("eviction", "reason", self.reason)
         _need_text("eviction", "preemptor", self.preemptor)
 
-    def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Pipeline(_TaskOnNode):
@@ -167,7 +172,7 @@ class Pipeline(_TaskOnNode):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class JobAction:
+class JobAction(_Record):
     """A lifecycle action a job policy asks the job controller to take."""
 
     job: str
@@ -179,12 +184,9 @@ class JobAction:
         _need_name("job action", "action", self.action)
         _need_text("job action", "cause", self.cause)
 
-    def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Hold:
+class Hold(_Record):
     """``nodes`` are held for the starving head-of-line ``job``: only tasks that cannot delay
     it may use them. ``expected_wait`` is when it should fit, in seconds from now (from the
     jobs' walltimes), or None when unknown."""
@@ -203,12 +205,9 @@ class Hold:
         if self.expected_wait is not None:
             _need_count("hold", "expected_wait", self.expected_wait)
 
-    def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PlacementInfo:
+class PlacementInfo(_Record):
     """What the placer said about one job's gang in the cycle (its last attempt).
 
     ``placer`` is the placer's name (``greedy``, ``cpsat``, ``cpsat-joint`` or a custom
@@ -224,9 +223,6 @@ class PlacementInfo:
     status: str
     gap: float | None = None
     fallback: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
 
     @classmethod
     def from_dict(cls, v: object, *, job: str) -> PlacementInfo:
@@ -277,7 +273,7 @@ class PlacementInfo:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class JobStatus:
+class JobStatus(_Record):
     """A job's state after the cycle (Volcano's PodGroup status).
 
     ``phase`` is Pending, Inqueue, Running, Unknown or Completed; ``reason`` a short machine
@@ -307,12 +303,9 @@ class JobStatus:
         _need_count("job status", "succeeded", self.succeeded)
         _need_count("job status", "failed", self.failed)
 
-    def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class QueueStatus:
+class QueueStatus(_Record):
     """A queue after the cycle, as ``kubectl get queue`` and Volcano's metrics show it.
 
     Resource mappings are canonical amounts (millicores, bytes, milli-GPU, counts).
