@@ -90,23 +90,32 @@ def _models(ssn: Session) -> tuple[str, ...]:
 def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     a = ssn.arrays
     spec = a.spec
+    rows = np.asarray(rows, dtype=np.intp)
     idle = a.allocatable[rows] - ssn.used[rows]  # (k, n_resources)
     later = idle + ssn.releasing[rows] - ssn.pipelined[rows]
     free = later if future else np.minimum(idle, later)
-    rows = np.asarray(rows, dtype=np.intp)
-    idx, seg = a.devices_of(rows)
-    cap = a.gpu_capacity[rows][seg]  # per device of the rows
-    dev_now = cap - ssn.gpu_used[idx]
-    dev_later = dev_now + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
-    dev = np.clip(dev_later if future else np.minimum(dev_now, dev_later), 0, None)
-    dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
-    dev = a.pad_rows(dev.astype(np.int64), rows, fill=0)  # (k, widest of the rows)
+    # Devices as a (k, widest of the rows) table of flat device indices; padding slots read
+    # device 0 and are zeroed (a handful of array operations for the few rows of a refresh).
+    counts = a.gpu_count[rows]
+    width = max(int(counts.max()) if counts.size else 0, 1 if a.n_devices else 0)
+    slot = np.arange(width)
+    real = slot < counts[:, None]
+    if a.n_devices:
+        idx = np.where(real, a.gpu_offset[rows][:, None] + slot, 0)
+        cap = a.gpu_capacity[rows][:, None]
+        dev_now = cap - ssn.gpu_used[idx]
+        dev_later = dev_now + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
+        dev = np.clip(dev_later if future else np.minimum(dev_now, dev_later), 0, None)
+        dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
+        dev = np.where(real, dev, 0)
+    else:
+        dev = np.zeros((rows.size, width), dtype=np.int64)
     model = a.gpu_model[rows]
     return _View(
         free_cpu=np.asarray(free[:, spec.index(CPU)], dtype=np.int64),
         free_mem=np.asarray(free[:, spec.index(MEMORY)], dtype=np.int64),
         gpu_free=np.asarray(dev, dtype=np.int64),
-        gpu_count=np.asarray(a.gpu_count[rows], dtype=np.int64),
+        gpu_count=np.asarray(counts, dtype=np.int64),
         model_idx=np.where(model < 0, len(_models(ssn)), model).astype(np.int64),
     )
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._frag_policies import bestfit_raw, dotprod_raw
 from ..arrays import TaskTemplate
 from ..config import arg_int
 from ..fragmentation import (
@@ -33,7 +34,6 @@ from ._gpu_common import (
     _answer,
     _both,
     _feasible,
-    _finish,
     _read_args,
     _template_pod,
     _View,
@@ -117,12 +117,18 @@ class _KernelScorer(SharedDeviceChoice):
         """Scores of the node ``rows`` (``v`` is their view, ``mask`` where the pod fits)."""
         raise NotImplementedError
 
+    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        """The kernel's scores alone (``-inf`` where ``mask`` is false); a scorer whose device
+        choice costs more than its score overrides it with the score's own formula."""
+        return self._kernel(ssn, rows, mask, pod, v).score
+
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
         pod = _template_pod(ssn, tmpl)
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
         v = _view(ssn, rows)
-        return _finish(self._kernel(ssn, rows, _feasible(v, pod), pod, v), self.weight)
+        score = self._score(ssn, rows, _feasible(v, pod), pod, v)
+        return np.where(np.isfinite(score), score, 0.0) * self.weight
 
     def choose_device(
         self, ssn: Session, task: int, node: int, v: _View, pod: PodRequest
@@ -141,6 +147,10 @@ class DotProdPlugin(_KernelScorer):
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_dotprod(mask, pod, v.free_cpu, v.gpu_free)
 
+    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        raw = dotprod_raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
+        return np.where(mask, np.trunc(raw), -np.inf)  # score_dotprod's score
+
 
 class BestFitPlugin(_KernelScorer):
     """``bestfit``: the least weighted leftover (half CPU, half GPU) after placing the task."""
@@ -150,6 +160,10 @@ class BestFitPlugin(_KernelScorer):
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_bestfit(mask, pod, v.free_cpu, v.gpu_free)
+
+    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        raw = bestfit_raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
+        return np.where(mask, np.trunc(raw), -np.inf)  # score_bestfit's score
 
 
 class GpuPackingPlugin(_KernelScorer):

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .._frag_policies import fgd_rows
 from ..arrays import TaskTemplate
 from ..config import arg_float, arg_int
 from ..errors import ConfigError, PlacementError
@@ -69,12 +70,12 @@ from ..limits import MAX_ARG_WEIGHT
 from ._gpu_common import (
     F64,
     I64,
+    B,
     Rows,
     SharedDeviceChoice,
     _answer,
     _both,
     _feasible,
-    _finish,
     _models,
     _read_args,
     _template_pod,
@@ -213,6 +214,7 @@ class FgdPlugin(SharedDeviceChoice):
         self._terms: FragTerms | None = None
         self._frag: F64 = np.zeros(0)  # (n_nodes,)
         self._seen: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,)
+        self._memo = _StateMemo()
 
     def on_session_open(self, ssn: Session) -> None:
         models = _models(ssn)
@@ -224,6 +226,8 @@ class FgdPlugin(SharedDeviceChoice):
         self._terms = fragment_terms(v.gpu_free, self.typical)
         self._frag = node_fragment_from_terms(v.free_cpu, v.model_idx, self._terms, self.typical)
         self._seen = ssn.node_version.copy()
+        self._memo = _StateMemo()
+        self._memo.number(rows, v)
 
     def _typical_given(self, models: tuple[str, ...]) -> TypicalPods:
         shapes, total = _typical_from_argument(self._given, self.name)
@@ -262,6 +266,7 @@ class FgdPlugin(SharedDeviceChoice):
                 v.free_cpu, v.model_idx, part, self.typical
             )
             self._seen[stale] = ssn.node_version[stale]
+            self._memo.number(stale, v)
         return self.typical, self._terms
 
     def node_fragment(self, ssn: Session) -> F64:
@@ -275,22 +280,31 @@ class FgdPlugin(SharedDeviceChoice):
             return np.zeros(rows.size)
         typical, terms = self._refresh(ssn)
         v = _view(ssn, rows)
-        sub = FragTerms(
-            fits_count=terms.fits_count[rows],
-            small_sum=terms.small_sum[rows],
-            idle=terms.idle[rows],
-        )
-        scores = score_fgd(
-            _feasible(v, pod),
-            pod,
-            v.free_cpu,
-            v.gpu_free,
-            v.model_idx,
-            typical,
-            terms=sub,
-            frag=self._frag[rows],
-        )
-        return _finish(scores, self.weight)
+        feasible = _feasible(v, pod)
+        known, missing = self._memo.lookup(pod, rows, feasible)
+        if missing.size:
+            # One row per node state not scored yet for this shape: a row's score depends on
+            # nothing but the pod and that row (fgd_rows computes every row on its own).
+            sub = FragTerms(
+                fits_count=terms.fits_count[rows[missing]],
+                small_sum=terms.small_sum[rows[missing]],
+                idle=terms.idle[rows[missing]],
+            )
+            at = np.arange(missing.size, dtype=np.intp)
+            value, _ = fgd_rows(
+                at,
+                pod,
+                v.free_cpu[missing],
+                v.gpu_free[missing],
+                v.model_idx[missing],
+                typical,
+                sub,
+                self._frag[rows[missing]],
+            )
+            known = self._memo.store(pod, rows, missing, value)
+        # score_fgd's scores (-inf where the pod does not fit) through _finish.
+        score = np.where(feasible & np.isfinite(known), known, 0.0)
+        return np.asarray(score * self.weight, dtype=np.float64)
 
     def choose_device(
         self, ssn: Session, task: int, node: int, v: _View, pod: PodRequest
@@ -300,6 +314,69 @@ class FgdPlugin(SharedDeviceChoice):
             np.ones(1, dtype=np.bool_), pod, v.free_cpu, v.gpu_free, v.model_idx, typical
         )
         return _answer(int(res.share_gpu[0]), v, pod)
+
+
+class _StateMemo:
+    """FGD's score per (pod shape, node state), for the nodes of one session.
+
+    A node's *state* is its free CPU, GPU model and per-device free milli-GPU as the kernels
+    see them; nodes in the same state have the same fragment terms, so a shape's score on one
+    is its score on all. States are numbered as nodes reach them (:meth:`number`, for the rows
+    the plugin refreshed) and a number never changes meaning."""
+
+    __slots__ = ("_ids", "_scores", "state")
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple[int, ...], int] = {}
+        self._scores: dict[tuple[int, int, int], F64] = {}
+        self.state: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,)
+
+    def number(self, rows: Rows, v: _View) -> None:
+        """Number the states of ``rows`` (``v``: their view)."""
+        if self.state.size <= int(rows.max(initial=-1)):
+            grown = np.zeros(int(rows.max()) + 1, dtype=np.int64)
+            grown[: self.state.size] = self.state
+            self.state = grown
+        ids = self._ids
+        keys = zip(
+            v.free_cpu.tolist(),
+            v.model_idx.tolist(),
+            v.gpu_count.tolist(),
+            v.gpu_free.tolist(),
+            strict=True,
+        )
+        self.state[rows] = [
+            ids.setdefault((cpu, model, count, *free[:count]), len(ids))
+            for cpu, model, count, free in keys
+        ]
+
+    def _table(self, pod: PodRequest) -> F64:
+        key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
+        table = self._scores.get(key)
+        if table is None or table.size < len(self._ids):
+            size = max(len(self._ids), 2 * (0 if table is None else table.size), 64)
+            grown = np.full(size, np.nan)
+            if table is not None:
+                grown[: table.size] = table
+            table = self._scores[key] = grown
+        return table
+
+    def lookup(self, pod: PodRequest, rows: Rows, feasible: B) -> tuple[F64, Rows]:
+        """Known scores of ``rows`` (NaN where unknown) and the positions in ``rows`` of one
+        feasible row per state not scored yet."""
+        values = self._table(pod)[self.state[rows]]
+        unknown = np.isnan(values) & feasible
+        if not unknown.any():
+            return values, np.zeros(0, dtype=np.intp)
+        _, first = np.unique(self.state[rows][unknown], return_index=True)
+        return values, np.flatnonzero(unknown)[first].astype(np.intp)
+
+    def store(self, pod: PodRequest, rows: Rows, missing: Rows, value: F64) -> F64:
+        """Remember ``value`` for the states of ``rows[missing]``; the scores of ``rows``."""
+        table = self._table(pod)
+        table[self.state[rows[missing]]] = value
+        out: F64 = table[self.state[rows]]
+        return out
 
 
 #: The six plugins by name, ready for :meth:`gangsched.registry.Registry.register_plugin`.
