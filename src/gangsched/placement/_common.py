@@ -270,6 +270,14 @@ def domain_order(
     return idx[np.lexsort((idx, -score[idx]))].astype(np.intp)
 
 
+def forced_counts(gang: GangRequest) -> I64:
+    """``(n_templates,)`` replicas of each template every placement holds: its minimum, or
+    what the other templates cannot make up for."""
+    assert gang.min_counts is not None
+    out: I64 = np.maximum(gang.min_counts, gang.size - (int(gang.counts.sum()) - gang.counts))
+    return out
+
+
 def demand_floor(view: GangView, groups: I64, n_groups: int, sel: BOOL) -> tuple[I64, I64]:
     """The least a placement of the gang inside each group takes, summed over its replicas:
     ``(n_resources,)`` per resource, and ``(n_groups,)`` milli-GPU of device capacity (the
@@ -278,8 +286,7 @@ def demand_floor(view: GangView, groups: I64, n_groups: int, sel: BOOL) -> tuple
     mask allows)."""
     gang = view.gang
     assert gang.min_counts is not None and gang.gpu_count is not None
-    # a template must give at least what the others cannot make up for
-    base = np.maximum(gang.min_counts, gang.size - (int(gang.counts.sum()) - gang.counts))
+    base = forced_counts(gang)
     extra = gang.size - int(base.sum())
     req = gang.request
     res: I64 = base @ req

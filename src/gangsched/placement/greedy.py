@@ -26,7 +26,7 @@ previous ones left.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import NamedTuple
 
 import numpy as np
@@ -50,7 +50,7 @@ from .problem import (
     placement_objective,
 )
 
-__all__ = ["GreedyPlacer", "by_weight", "greedy_gang"]
+__all__ = ["GreedyPlacer", "by_weight", "greedy_gang", "greedy_sequence"]
 
 I64 = npt.NDArray[np.int64]
 
@@ -61,12 +61,29 @@ class GreedyPlacer:
     name = "greedy"
 
     def place(self, problem: PlacementProblem) -> PlacementResult:
-        free = problem.free.copy()
-        gpu_free = problem.gpu_free.copy()
-        out = {gi: greedy_gang(problem, gi, free, gpu_free) for gi in by_weight(problem)}
-        return PlacementResult(
-            gangs=tuple(out[i] for i in range(len(problem.gangs))), status=Status.GREEDY
-        )
+        return greedy_sequence(problem)
+
+
+def greedy_sequence(
+    problem: PlacementProblem, stop: Callable[[], bool] | None = None
+) -> PlacementResult:
+    """The gangs one after the other by weight (:func:`by_weight`), each on what the ones
+    before it left. ``stop``: asked before each gang; once it answers true, the gangs not yet
+    tried are left out with the reason that the wall budget ran out (the CP-SAT placers pass
+    their deadline)."""
+    free = problem.free.copy()
+    gpu_free = problem.gpu_free.copy()
+    out: dict[int, GangPlacement] = {}
+    for gi in by_weight(problem):
+        if stop is not None and stop():
+            name = problem.gangs[gi].name
+            why = f"gang {name!r}: the wall budget ran out before it was tried"
+            out[gi] = GangPlacement(gang=name, placed=False, reason=why)
+        else:
+            out[gi] = greedy_gang(problem, gi, free, gpu_free)
+    return PlacementResult(
+        gangs=tuple(out[i] for i in range(len(problem.gangs))), status=Status.GREEDY
+    )
 
 
 def by_weight(problem: PlacementProblem) -> list[int]:

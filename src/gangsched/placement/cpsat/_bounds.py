@@ -8,8 +8,8 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from .._common import GangView, demand_floor
-from ..problem import GangRequest, PlacementProblem
+from .._common import GangView, demand_floor, forced_counts
+from ..problem import PlacementProblem
 from ._vars import I64
 
 
@@ -79,14 +79,6 @@ def node_rows(
             rows.append(np.clip(gpu_free[nodes], 0, None).sum(axis=1))
             needs.append(int(gpu[0]))
     return np.stack(rows).astype(np.int64), needs
-
-
-def forced_counts(gang: GangRequest) -> I64:
-    """``(n_templates,)`` replicas of each template every placement holds: its minimum, or
-    what the other templates cannot make up for."""
-    assert gang.min_counts is not None
-    out: I64 = np.maximum(gang.min_counts, gang.size - (int(gang.counts.sum()) - gang.counts))
-    return out
 
 
 def _group_sums(caps: I64, groups: I64) -> I64:

@@ -7,7 +7,7 @@ from ortools.sat.python import cp_model
 
 from .._common import GangView, gang_view, split_target
 from .._relax import Relaxation, build_relaxation
-from ..greedy import by_weight, finish, greedy_gang
+from ..greedy import by_weight, finish, greedy_gang, greedy_sequence
 from ..problem import GangPlacement, PlacementProblem, PlacementResult, Status
 from ._aggregate import _Aggregate, _aggregate, _build_aggregate
 from ._budget import _Budget, now
@@ -101,30 +101,12 @@ def _alone_bound(problem: PlacementProblem, views: list[GangView]) -> int:
     )
 
 
-def _greedy_sequence(problem: PlacementProblem, budget: _Budget) -> PlacementResult:
-    """Greedy's answer (the gangs one after the other by weight, as :class:`GreedyPlacer`);
-    the gangs not yet tried when the wall budget runs out are left out, with that reason."""
-    free = problem.free.copy()
-    gpu_free = problem.gpu_free.copy()
-    out: dict[int, GangPlacement] = {}
-    for gi in by_weight(problem):
-        if budget.past_deadline():
-            name = problem.gangs[gi].name
-            why = f"gang {name!r}: the wall budget ran out before it was tried"
-            out[gi] = GangPlacement(gang=name, placed=False, reason=why)
-        else:
-            out[gi] = greedy_gang(problem, gi, free, gpu_free)
-    return PlacementResult(
-        gangs=tuple(out[i] for i in range(len(problem.gangs))), status=Status.GREEDY
-    )
-
-
 class _Joint(_Search):
     """Joint placement of :class:`~gangsched.placement.cpsat.CpSatPlacer`."""
 
     def _place_joint(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:
         started = now()
-        greedy = _greedy_sequence(problem, budget)
+        greedy = greedy_sequence(problem, budget.past_deadline)
         if budget.limit == "wall":  # greedy's answer, cut short
             return PlacementResult(gangs=greedy.gangs, status=Status.TIMED_OUT, fallback=True)
         # one greedy pass over the gangs: what the later greedy steps are judged to cost
@@ -272,7 +254,8 @@ class _Joint(_Search):
     ) -> PlacementResult:
         """The joint weight on replica classes (:mod:`._classes`, exact): OPTIMAL when solved,
         else the best placement with its gap to the least valid bound."""
-        if budget.past_deadline():
+        # building the model costs about a greedy pass
+        if budget.exhausted() or not budget.room_for(budget.pass_time):
             return _with_gap(
                 problem, PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE), upper
             )
@@ -288,6 +271,9 @@ class _Joint(_Search):
                 got = extract_classes(problem, views, doms, rel, cls, cm, solver, incumbent)
                 if got is not None:
                     gangs = got
+        if _weight(problem, gangs) < bound and not budget.past_deadline():
+            # unproven: the repair search may still raise the weight
+            gangs = repair(problem, views, [bool(c) for c in rel.cand], gangs, int(bound), budget)
         if self.polish:
             self._polish(problem, gangs, budget)
         return _with_gap(

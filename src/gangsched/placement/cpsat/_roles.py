@@ -24,11 +24,10 @@ import numpy as np
 import numpy.typing as npt
 
 from .. import _exact
-from .._common import GangView, Replica, pack_node, replica_capacity
+from .._common import GangView, Replica, forced_counts, pack_node, replica_capacity
 from .._result import GangPlacement
 from ..greedy import finish
 from ..problem import GangRequest, PlacementProblem
-from ._bounds import forced_counts
 from ._vars import I64
 
 
