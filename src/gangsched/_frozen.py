@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TypeVar
+from dataclasses import fields
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["FrozenDict"]
+__all__ = ["FrozenDict", "plain_fields"]
+
+#: Field names per record class, read once (``dataclasses.fields`` walks the class each call).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def plain_fields(record: DataclassInstance) -> dict[str, object]:
+    """A frozen record's plain form: its fields in declaration order, tuples as lists and
+    mappings as dicts (the interchange form of records that add nothing to their fields)."""
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    out: dict[str, object] = {}
+    for name in names:
+        v = getattr(record, name)
+        out[name] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
+    return out
 
 
 class FrozenDict(Mapping[K, V]):

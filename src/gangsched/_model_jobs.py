@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import _model_fields as check
-from ._frozen import FrozenDict
+from ._frozen import FrozenDict, plain_fields
 from ._model_enums import POLICY_ACTIONS, POLICY_EVENTS, JobPhase, TopologyMode
 from ._model_fields import Resources
 from .errors import SnapshotError
@@ -102,7 +102,7 @@ class JobPolicy:
             )
 
     def to_dict(self) -> dict[str, str]:
-        return {"event": self.event, "action": self.action}
+        return cast("dict[str, str]", plain_fields(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from . import _model_fields as check
-from ._frozen import FrozenDict
+from ._frozen import FrozenDict, plain_fields
 from ._model_enums import MAX_DEVICE_MILLI, MAX_GPUS_PER_NODE, QueueState
 from ._model_fields import Resources
 from .errors import SnapshotError
@@ -35,7 +35,7 @@ class Taint:
         check.known(self.effect, self._EFFECTS, "taint effect", kind=kind, name=name, field=where)
 
     def to_dict(self) -> dict[str, str]:
-        return {"key": self.key, "value": self.value, "effect": self.effect}
+        return cast("dict[str, str]", plain_fields(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,12 +67,7 @@ class Toleration:
         return self.key == taint.key and self.value == taint.value
 
     def to_dict(self) -> dict[str, str]:
-        return {
-            "key": self.key,
-            "operator": self.operator,
-            "value": self.value,
-            "effect": self.effect,
-        }
+        return cast("dict[str, str]", plain_fields(self))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,12 +113,7 @@ class Gpus:
         check.boolean(self.sharing, kind="gpus", name=self.model, field="sharing")
 
     def to_dict(self) -> dict[str, object]:
-        return {
-            "count": self.count,
-            "model": self.model,
-            "milli": self.milli,
-            "sharing": self.sharing,
-        }
+        return plain_fields(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

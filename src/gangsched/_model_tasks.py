@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import _model_fields as check
-from ._frozen import FrozenDict
+from ._frozen import FrozenDict, plain_fields
 from ._model_enums import (
     MAX_GPUS_PER_NODE,
     NODE_PHASES,
@@ -74,7 +74,7 @@ class GpuRequest:
         return self.milli < 1000
 
     def to_dict(self) -> dict[str, object]:
-        return {"count": self.count, "milli": self.milli, "models": list(self.models)}
+        return plain_fields(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

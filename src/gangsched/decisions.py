@@ -9,16 +9,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-from ._frozen import FrozenDict
+from ._frozen import FrozenDict, plain_fields
 from .errors import DecisionError, SnapshotError
 from .model import JobPhase, QueueState
 from .units import show_value
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
 
 __all__ = [
     "PLACEMENT_STATUSES",
@@ -105,16 +102,6 @@ def _amounts(record: str, field_name: str, v: object) -> None:
         raise _bad(record, field_name, "expected a mapping of resource names to integers", v)
 
 
-def _interchange(record: DataclassInstance) -> dict[str, object]:
-    """A record's interchange form: its fields in declaration order, tuples as lists and
-    mappings as dicts."""
-    out: dict[str, object] = {}
-    for f in fields(record):
-        v = getattr(record, f.name)
-        out[f.name] = list(v) if isinstance(v, tuple) else dict(v) if isinstance(v, Mapping) else v
-    return out
-
-
 class _Record:
     """A decision record; ``to_dict()`` is its interchange form: its fields in declaration
     order, tuples as lists and mappings as dicts."""
@@ -123,7 +110,7 @@ class _Record:
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
     def to_dict(self) -> dict[str, object]:
-        return _interchange(self)
+        return plain_fields(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -353,7 +340,7 @@ class QueueStatus(_Record):
         _need_flag("queue status", "overused", self.overused)
 
     def to_dict(self) -> dict[str, object]:
-        out = _interchange(self)
+        out = plain_fields(self)
         out["share"] = round(self.share, 9)
         return out
 
