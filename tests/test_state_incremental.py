@@ -119,3 +119,72 @@ def test_a_queue_refusal_is_reported_on_every_task_of_the_template() -> None:
     assert len(reasons) == 1
     (why,) = reasons
     assert "queue 'q1' cannot take this task now" in why
+
+
+def _topology_cluster() -> dict[str, Any]:
+    """Racks of three and two 8-GPU nodes, a small job on one node of the first: a rack-bound
+    gang of three 8-GPU tasks fits only once the small job is gone."""
+    sizes = (3, 2)
+    nodes = [
+        {"name": f"r{r}n{n}", "allocatable": {"cpu": 64}, "gpus": {"count": 8, "model": "H100"}}
+        for r, size in enumerate(sizes)
+        for n in range(size)
+    ]
+    racks = [
+        {"name": f"r{r}", "tier": 1, "members": [f"r{r}n{n}" for n in range(size)]}
+        for r, size in enumerate(sizes)
+    ]
+    jobs = [
+        {
+            "name": "big",
+            "min_available": 3,
+            "phase": "Inqueue",
+            "network_topology": {"mode": "hard", "highest_tier_allowed": 1},
+        },
+        {"name": "small", "min_available": 1, "phase": "Running"},
+    ]
+    tasks = [
+        {"name": f"big-{i}", "job": "big", "request": {"cpu": 1}, "gpu_request": {"count": 8}}
+        for i in range(3)
+    ] + [
+        {
+            "name": "small-0",
+            "job": "small",
+            "request": {"cpu": 1},
+            "gpu_request": {"count": 1},
+            "node": "r0n0",
+            "gpu_indices": [0],
+            "phase": "Running",
+        }
+    ]
+    return {"nodes": nodes, "hypernodes": racks, "queues": [{"name": "default"}], "jobs": jobs,
+            "tasks": tasks}  # fmt: skip
+
+
+def test_a_failed_gang_placement_on_unchanged_ground_is_answered_from_the_record(
+    monkeypatch: Any,
+) -> None:
+    from gangsched.placement import GreedyPlacer
+
+    calls = []
+    place = GreedyPlacer.place
+
+    def counting(self: GreedyPlacer, problem: Any) -> Any:
+        calls.append(problem)
+        return place(self, problem)
+
+    monkeypatch.setattr(GreedyPlacer, "place", counting)
+    state = gs.ClusterState(gs.Snapshot.from_dict(_topology_cluster()))
+    config = gs.Config.default()
+    first = state.schedule(config)
+    assert not first.binds and calls  # the gang was tried, and failed
+    tried = len(calls)
+    second = state.schedule(config)
+    assert len(calls) == tried  # nothing changed: the failure is the record's
+    assert _canon(second) == _canon(first) == _fresh(state, config)
+    # The small job ends: its node is whole again, the gang is tried afresh (and fits).
+    state.set_task_phase("small-0", TaskPhase.SUCCEEDED)
+    third = state.schedule(config)
+    assert len(calls) > tried
+    assert {b.task for b in third.binds} == {"big-0", "big-1", "big-2"}
+    assert _canon(third) == _fresh(state, config)

@@ -55,7 +55,7 @@ class Evaluation:
 class Evaluator:
     """The evaluation cache of one session."""
 
-    __slots__ = ("_evals", "_factories", "_ssn", "_words", "carried")
+    __slots__ = ("_evals", "_factories", "_ssn", "_words", "carried", "same_ground")
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -67,6 +67,9 @@ class Evaluator:
         self._words: dict[str, int] = {}  # reason word -> code (Evaluation.reasons)
         #: Evaluations taken over from the previous session (:meth:`carry`).
         self.carried = 0
+        #: Whether :meth:`carry` found the previous session on the same ground (the
+        #: ``shape_only`` contract, configuration, factories, nodes and taints).
+        self.same_ground = False
 
     def carry(self, previous: Evaluator) -> int:
         """Take over the evaluations of ``previous`` (a finished session's) that this session
@@ -87,6 +90,7 @@ class Evaluator:
         records = _changed_records(old, ssn) if same else None
         if records is None:
             return 0
+        self.same_ground = True
         stale = records | _occupancy_changed(old, ssn)
         wanted: dict[object, TaskTemplate] = {("shape", t.shape): t for t in ssn.templates}
         taken = 0

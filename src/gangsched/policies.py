@@ -84,9 +84,14 @@ def job_actions(
     tuple of JobAction
         In snapshot job order; see the module docstring for which events and actions.
     """
+    asking = {job.name for job in snapshot.jobs if job.policies or job.role_policies}
+    if not asking:
+        return ()
     by_job: dict[str, list[tuple[str, str | None, str]]] = {}
     roles: dict[str, dict[str, list[TaskPhase]]] = {}
     for task in snapshot.tasks:
+        if task.job not in asking:
+            continue
         events = by_job.setdefault(task.job, [])
         roles.setdefault(task.job, {}).setdefault(task.role, []).append(task.phase)
         if task.name in evicted:

@@ -314,7 +314,7 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
     # A status equal to one of the last cycle's is that record (records are immutable), so a
     # long-lived state does not build and check again what did not change.
     prior = ssn.prior_status_records
-    kept: dict[tuple[object, ...], Any] = {}
+    kept = ssn.status_records
     for j, job in enumerate(snap.jobs):
         count = dict(enumerate(counts[j].tolist()))
         running = count[TaskState.RUNNING] + count[TaskState.BOUND]
@@ -352,7 +352,6 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
         if status is None:
             status = JobStatus(**dict(zip(_STATUS_FIELDS, fields, strict=True)))
         kept[fields] = jobs[job.name] = status
-    ssn.status_records = kept
     return jobs
 
 

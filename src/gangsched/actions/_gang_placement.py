@@ -24,6 +24,7 @@ placed.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -34,6 +35,7 @@ import numpy.typing as npt
 from ..decisions import PlacementInfo
 from ..fit import device_free, node_free
 from ..gate import hard_domain
+from ..placement.greedy import GreedyPlacer
 from ..placement.problem import (
     GangRequest,
     HypernodeOrder,
@@ -196,6 +198,15 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     Returns the assignments ``(task, node, gpu_indices, pipelined)`` (task order within each
     template, nodes ascending) or, when the gang cannot be placed, the reason in words.
     """
+    key = _failure_key(ssn, job, tasks, placer)
+    if key is not None:
+        known = ssn.status_records.get(key)
+        if known is None and ssn.evaluator.same_ground:
+            known = ssn.prior_status_records.get(key)
+        if known is not None:
+            ssn.status_records[key] = known
+            ssn.placements[job] = known[1]
+            return str(known[0])
     g = _gang_input(ssn, job, tasks)
     if isinstance(g, str):
         return g
@@ -211,7 +222,49 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
             )
             continue
         return _assign(ssn, gp.replicas, g.tmpl_ids, g.by_tmpl, g.request, g.gpu_count, future)
+    if key is not None:
+        ssn.status_records[key] = (last, ssn.placements[job])
     return last
+
+
+def _failure_key(
+    ssn: Session, job: int, tasks: list[int], placer: _Placer
+) -> tuple[object, ...] | None:
+    """What a failed greedy placement of ``job`` depends on, so that the same attempt on the
+    same ground (in this cycle or, on the same nodes and configuration, the next) is answered
+    from the record instead of placed again; None when the answer may depend on more (another
+    placer, row plugins that read more than a template's shape).
+
+    The greedy placer is deterministic, and its problem is built from the job's records and
+    its tasks' states and nodes, the node records and topology, and the occupancy: the key
+    holds the records by identity (the session that made an entry keeps them alive) and the
+    occupancy by digest."""
+    if type(placer) is not GreedyPlacer or not ssn.points.shape_only:
+        return None
+    snap = ssn.snapshot
+    own = ssn.job_tasks(job)
+    occupancy = hashlib.blake2b(digest_size=16)
+    for column in (
+        ssn.used,
+        ssn.releasing,
+        ssn.pipelined,
+        ssn.gpu_used,
+        ssn.gpu_releasing,
+        ssn.gpu_pipelined,
+    ):
+        occupancy.update(column.tobytes())
+    return (
+        "placement",
+        id(snap.jobs[job]),
+        tuple(id(snap.tasks[t]) for t in own.tolist()),
+        ssn.task_state[own].tobytes(),
+        ssn.task_node[own].tobytes(),
+        tuple(id(snap.tasks[t]) for t in tasks),
+        id(snap.nodes),
+        id(snap.hypernodes),
+        ssn.arrays.spec.names,
+        occupancy.digest(),
+    )
 
 
 def note_placement(ssn: Session, job: int, placer: object, result: PlacementResult) -> None:
