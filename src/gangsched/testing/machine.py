@@ -352,21 +352,20 @@ class SchedulerMachine(RuleBasedStateMachine):
 
     def apply_weight(self, queue: str, weight: int) -> None:
         """``queue`` gets a new weight."""
-        queue_list = [
-            dataclasses.replace(q, weight=weight) if q.name == queue else q
-            for q in self.snapshot.queues
-        ]
-        self._set(queues=queue_list)
-        self._reset_graph("change_weight")
+        self._change_queue(queue, "change_weight", weight=weight)
 
     def apply_queue_state(self, queue: str, state: QueueState) -> None:
         """``queue`` is opened, closed or set Closing."""
+        self._change_queue(queue, "set_queue_state", state=state)
+
+    def _change_queue(self, queue: str, step: str, **changes: Any) -> None:
+        """Queue ``queue`` takes ``changes``; the step is named ``step``."""
         queue_list = [
-            dataclasses.replace(q, state=state) if q.name == queue else q
+            dataclasses.replace(q, **changes) if q.name == queue else q
             for q in self.snapshot.queues
         ]
         self._set(queues=queue_list)
-        self._reset_graph("set_queue_state")
+        self._reset_graph(step)
 
     def run_cycle(self) -> Decisions:
         """Run the scheduler on the current snapshot, check its decisions, apply them."""
