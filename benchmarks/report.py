@@ -22,7 +22,9 @@ seconds). Everything runs in this one process on the seeded clusters of
 7. a long-lived :class:`gangsched.ClusterState` (``benchmarks/state_report.py``): a snapshot
    and a cycle after 10 changed objects against building from records, and its memory;
 8. many distinct task shapes (``benchmarks/templates_report.py``): one full cycle at 5,000
-   nodes with 1,200 distinct pending templates against the floor.
+   nodes with 1,200 distinct pending templates against the floor;
+9. the FGD protocol through the general engine (``benchmarks/fgd_engine_report.py``): pods/s
+   of one allocate cycle against the study's fast path, per policy, same placements.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cost_guards
+import fgd_engine_report
 import placement_report
 import state_report
 import templates_report
@@ -286,6 +289,8 @@ def main(argv: list[str] | None = None) -> None:
     state_report.section(quick)
     print("8. Many distinct task shapes (one template per job)\n")
     templates_report.section(quick)
+    print("9. FGD protocol through the general engine (openb default)\n")
+    fgd_engine_report.section(quick)
     print(f"Total report time {time.perf_counter() - started:.0f} s (times above are CPU times)")
 
 
