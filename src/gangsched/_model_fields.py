@@ -144,14 +144,8 @@ def _intern(value: FD) -> FD:
 def str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[str, str]:
     if value is None:
         return _intern(FrozenDict())
-    if not isinstance(value, Mapping):
-        raise SnapshotError(
-            f"expected a mapping of strings, got {type(value).__name__}",
-            kind=kind,
-            name=name,
-            field=field,
-        )
-    for k, v in value.items():
+    pairs = mapping(value, kind=kind, name=name, field=field, of=" of strings")
+    for k, v in pairs.items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise SnapshotError(
                 f"keys and values must be strings, got {k!r}: {v!r}",
@@ -159,9 +153,9 @@ def str_map(value: object, *, kind: str, name: str, field: str) -> FrozenDict[st
                 name=name,
                 field=field,
             )
-    if isinstance(value, FrozenDict):
-        return _intern(value)
-    return _intern(FrozenDict(value))
+    if isinstance(pairs, FrozenDict):
+        return _intern(pairs)
+    return _intern(FrozenDict(pairs))
 
 
 def str_tuple(value: object, *, kind: str, name: str, field: str) -> tuple[str, ...]:
@@ -195,10 +189,13 @@ def sequence(value: object, *, kind: str, name: str, field: str) -> Sequence[Any
     return value
 
 
-def mapping(value: object, *, kind: str, name: str, field: str = "") -> Mapping[str, Any]:
+def mapping(
+    value: object, *, kind: str, name: str, field: str = "", of: str = ""
+) -> Mapping[str, Any]:
+    """``value`` if it is a mapping; else an error saying a mapping (``of`` what) was expected."""
     if not isinstance(value, Mapping):
         raise SnapshotError(
-            f"expected a mapping, got {type(value).__name__}", kind=kind, name=name, field=field
+            f"expected a mapping{of}, got {type(value).__name__}", kind=kind, name=name, field=field
         )
     return value
 
