@@ -83,6 +83,7 @@ EXTRA_POLICY_IDS: dict[str, str] = {
     "fgd-future": "10-FGD-Future",
     "fgd-gpuw": "11-FGD-GpuW",
     "fgd-look": "12-FGD-Look",
+    "fgd-price": "13-FGD-Price",
 }
 
 

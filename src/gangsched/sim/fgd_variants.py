@@ -51,6 +51,7 @@ from ..fragmentation import (
 )
 from ..io.openb import NodeTable, PodTable
 from .fgd_engine import ClusterArrays, FastScorer, _FgdCache, workload_typical
+from .fgd_online import PRICE, lookahead_scorer
 
 __all__ = ["REFRESH", "VARIANTS", "gpu_weighted", "make_variant"]
 
@@ -300,6 +301,7 @@ VARIANTS: dict[str, Callable[[NodeTable, PodTable], FastScorer]] = {
     "fgd-future": _future,
     "fgd-gpuw": _gpu_weight,
     "fgd-look": _lookahead,
+    "fgd-price": lambda nodes, pods: lookahead_scorer(nodes, pods, PRICE),
 }
 
 
