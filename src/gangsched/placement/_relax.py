@@ -143,9 +143,11 @@ def build_relaxation(
     ) -> bool:
         return not (usable_of[gi] & ~sig).any() and kind_in(gi, k, rho)
 
-    # and per kind (granularity, ratio) the union of the usable nodes of every gang of it,
-    # so that gangs whose usable nodes differ still meet in one row
-    for _, k, rho in list(sigs):
+    # and per kind (granularity, ratio; and granularity alone) the union of the usable nodes
+    # of every gang of it, so that gangs whose usable nodes differ still meet in one row
+    kinds = [(k, rho) for _, k, rho in sigs]
+    kinds += [(k, np.zeros_like(rho)) for k, rho in kinds]
+    for k, rho in kinds:
         union = np.zeros(n, dtype=np.bool_)
         for gi, u in enumerate(usable_of):
             if cand[gi] and kind_in(gi, k, rho):

@@ -68,14 +68,17 @@ knapsack bound on the summed room; phase 2 places the chosen gangs one at a time
 domains, innermost first, by the exact single-gang search. Otherwise the relaxation of
 :mod:`._relax` (domain rooms per resource, device capacity, node signature and device
 granularity) gives a valid upper bound on the weight and a domain per gang; a placement guided
-by it (greedy inside each chosen domain) that reaches the bound is OPTIMAL. If it falls short,
-one node-level model — ``placed[g]`` with ``Σ c[g] = size_g·placed[g]`` over the union of the
-gangs' first ``max_domains`` candidate domains, maximising Σ weight·placed — runs when it has
-at most ``max_joint_cells`` count variables; its OPTIMAL counts only when no candidate domain
-was left out. (Before the guided placement is checked against the bound, a repair search,
-:mod:`._repair`, raises its weight by greedy moves.) The best placement found is
-returned with its gap to the bound, then polished (each gang re-placed exactly with the
-others fixed).
+by it (greedy inside each chosen domain) that reaches the bound is OPTIMAL. If it falls short
+and no gang has slices, the model of :mod:`._classes` decides: one count per (replica class,
+node) — a class is a request row, device need and mask shared by replicas of any gangs — with
+the exact per-node capacities, a domain choice per gang and Hall rows per (class, domain),
+exact for the weight; its OPTIMAL is a proof. With slices, one node-level model —
+``placed[g]`` with ``Σ c[g] = size_g·placed[g]`` over the union of the gangs' first
+``max_domains`` candidate domains — runs when it has at most ``max_joint_cells`` count
+variables (after a repair search, :mod:`._repair`, has raised the incumbent by greedy moves);
+its OPTIMAL counts only when no candidate domain was left out. The best placement found is
+returned with its gap to the least valid bound, then polished (each gang re-placed by greedy
+with the others fixed, kept when its objective is better).
 
 Status: OPTIMAL means optimal for the problem as posed; FEASIBLE gives a placement and the gap
 to a valid bound; INFEASIBLE is a proof that nothing fits (with the reason); TIMED_OUT means

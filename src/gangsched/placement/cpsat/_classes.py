@@ -319,13 +319,19 @@ def extract_classes(
     for gi in order:
         gang = views[gi].gang
         inside = nodes_of[chosen[gi]].tolist()
+        in_domain = set(inside)
         mine: list[Replica] = []
         for t in range(gang.n_templates):
             if (gi, t) not in cm.reps:
                 continue
             want = int(solver.value(cm.reps[(gi, t)]))
             by_node = pool[cls.of[(gi, t)]]
-            for node in inside:
+            # the incumbent's nodes first (any order inside the domain is valid), so a gang
+            # the solution did not move keeps its placement
+            before = sorted(
+                {nd for tt, nd, _ in fallback[gi].replicas if tt == t and nd in in_domain}
+            )
+            for node in [*before, *inside]:
                 if want == 0:
                     break
                 have = by_node.get(node)

@@ -31,6 +31,11 @@ def _weight(
     return sum(int(w[i]) for i, g in enumerate(gangs) if g.placed)
 
 
+def _nodes(gp: GangPlacement) -> list[tuple[int, int]]:
+    """A placement's (template, node) per replica, in order (its devices left out)."""
+    return sorted((t, n) for t, n, _ in gp.replicas)
+
+
 def _with_gap(problem: PlacementProblem, result: PlacementResult, bound: float) -> PlacementResult:
     """``result`` as FEASIBLE with its gap to ``bound`` (OPTIMAL when it reaches it)."""
     obj = float(_weight(problem, result.gangs))
@@ -275,7 +280,10 @@ class _Joint(_Search):
             # unproven: the repair search may still raise the weight
             gangs = repair(problem, views, [bool(c) for c in rel.cand], gangs, int(bound), budget)
         if self.polish:
-            self._polish(problem, gangs, budget)
+            # the model's gangs took replicas in node order: those are worth re-placing
+            # (the others are greedy's placements already)
+            fresh = {gi for gi, gp in enumerate(gangs) if _nodes(gp) != _nodes(incumbent[gi])}
+            self._polish(problem, gangs, budget, fresh)
         return _with_gap(
             problem, PlacementResult(gangs=tuple(gangs), status=Status.FEASIBLE), bound
         )
@@ -341,11 +349,15 @@ class _Joint(_Search):
         return PlacementResult(gangs=tuple(gangs), status=status, gap=gap, fallback=fallback)
 
     def _polish(
-        self, problem: PlacementProblem, gangs: list[GangPlacement], budget: _Budget
+        self,
+        problem: PlacementProblem,
+        gangs: list[GangPlacement],
+        budget: _Budget,
+        only: set[int] | None = None,
     ) -> None:
         """Second phase of joint placement: with every other gang fixed, re-place each placed
-        gang by the greedy placer (lowest tier, tightest domain, fewest nodes) and keep the
-        better of the two placements by the gang's objective."""
+        gang (of ``only``, when given) by the greedy placer (lowest tier, tightest domain,
+        fewest nodes) and keep the better of the two placements by the gang's objective."""
         free = problem.free.copy()
         gpu_free = problem.gpu_free.copy()
         for gi, gp in enumerate(gangs):
@@ -353,7 +365,9 @@ class _Joint(_Search):
                 _apply(problem, gi, gp.replicas, free, gpu_free)
         longest = budget.pass_time / max(1, len(gangs))  # the longest re-placement (s)
         for gi in range(len(gangs)):
-            if not gangs[gi].placed or not budget.room_for(longest):
+            if not gangs[gi].placed or (only is not None and gi not in only):
+                continue
+            if not budget.room_for(longest):
                 continue
             started = now()
             _apply(problem, gi, gangs[gi].replicas, free, gpu_free, sign=-1)

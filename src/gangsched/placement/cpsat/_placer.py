@@ -40,13 +40,15 @@ class CpSatPlacer(_Joint):
         placed one after the other by weight.
     aggregate:
         Joint mode: solve phase 1 on aggregate domain capacities when every replica of every
-        gang is interchangeable (default); ``False`` always builds the node-level model.
+        gang is interchangeable (default); ``False`` always takes the general path (the
+        relaxation's bound, then the model on replica classes).
     polish:
-        Joint mode: re-place each placed gang exactly with the others fixed.
+        Joint mode: re-place each placed gang by greedy with the others fixed, keeping the
+        placement of the better objective.
     max_joint_cells:
-        Joint mode: the largest node-level model (count variables) built when the bound of
-        the relaxation is not reached by the guided placement; above it the answer is that
-        placement, FEASIBLE with its gap to the bound.
+        Joint mode, gangs with slices: the largest node-level model (count variables) built
+        when the bound of the relaxation is not reached by the guided placement; above it
+        the answer is that placement, FEASIBLE with its gap to the bound.
     sequential:
         Minimise the objective levels one solve at a time (default), or all at once as one
         weighted sum with separating weights.
