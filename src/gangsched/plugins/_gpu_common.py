@@ -120,6 +120,59 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     )
 
 
+class ViewCache:
+    """The kernels' view (now, not ``future``) of every node of one session, kept current on
+    the nodes whose ``node_version`` moved since the last read, so a read of a few rows is a
+    gather. Rows refreshed are read from the session's change log when it grew a little, from
+    the versions otherwise; another session starts it afresh."""
+
+    __slots__ = ("_all", "_log", "_seen", "_ssn")
+
+    def __init__(self) -> None:
+        self._ssn: Session | None = None
+        self._all: _View | None = None
+        self._seen: I64 = np.zeros(0, dtype=np.int64)
+        self._log = 0
+
+    def refresh(self, ssn: Session) -> Rows:
+        """Bring the view up to date; returns the rows that changed since the last call
+        (every row when the session is new to it)."""
+        if self._ssn is not ssn or self._all is None:
+            rows: Rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
+            self._all = _view(ssn, rows)
+            self._ssn, self._seen, self._log = ssn, ssn.node_version.copy(), len(ssn.changed)
+            return rows
+        changed = ssn.changed
+        if len(changed) - self._log <= 16:
+            rows = np.array(sorted(set(changed[self._log :])), dtype=np.intp)
+        else:
+            rows = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
+        self._log = len(changed)
+        if rows.size:
+            part, full = _view(ssn, rows), self._all
+            full.free_cpu[rows] = part.free_cpu
+            full.free_mem[rows] = part.free_mem
+            full.gpu_free[rows] = 0
+            full.gpu_free[rows, : part.gpu_free.shape[1]] = part.gpu_free
+            self._seen[rows] = ssn.node_version[rows]
+        return rows
+
+    def view(self, ssn: Session, rows: Rows) -> _View:
+        """:func:`_view` of ``rows`` (the same arrays), from the kept view."""
+        self.refresh(ssn)
+        full = self._all
+        assert full is not None
+        counts = full.gpu_count[rows]
+        width = max(int(counts.max()) if counts.size else 0, 1 if ssn.arrays.n_devices else 0)
+        return _View(
+            free_cpu=full.free_cpu[rows],
+            free_mem=full.free_mem[rows],
+            gpu_free=full.gpu_free[rows, :width],
+            gpu_count=counts,
+            model_idx=full.model_idx[rows],
+        )
+
+
 def _allowed(ssn: Session, models: tuple[str, ...]) -> B | None:
     """Bool over the session's models plus the no-GPU slot; ``None`` for any model."""
     if not models:
@@ -168,14 +221,17 @@ def _task_pod(ssn: Session, task: int) -> PodRequest | None:
 
 
 def _shared_device(
-    ssn: Session, task: int, node: int, future: bool
+    ssn: Session, task: int, node: int, future: bool, views: ViewCache | None = None
 ) -> tuple[_View, PodRequest] | None:
     """The one-row view and pod for a device choice; ``None`` when the task does not share a
-    device (the session then chooses)."""
+    device (the session then chooses). ``views`` serves the view of now."""
     pod = _task_pod(ssn, task)
     if pod is None or not pod.is_shared:
         return None
-    return _view(ssn, np.array([node], dtype=np.intp), future=future), pod
+    rows = np.array([node], dtype=np.intp)
+    if views is not None and not future:
+        return views.view(ssn, rows), pod
+    return _view(ssn, rows, future=future), pod
 
 
 def _answer(share_gpu: int, view: _View, pod: PodRequest) -> tuple[int, ...] | None:
@@ -195,7 +251,17 @@ def _finish(scores: NodeScores, weight: float) -> F64:
 
 class SharedDeviceChoice:
     """``gpu_choice`` for the GPU scorers: only a shared task's device is chosen, by
-    :meth:`choose_device` on the node's one-row view; anything else is left to the session."""
+    :meth:`choose_device` on the node's one-row view; anything else is left to the session.
+    :attr:`views` keeps the session's view for the scorer's reads."""
+
+    _views: ViewCache | None = None
+
+    @property
+    def views(self) -> ViewCache:
+        """This plugin's :class:`ViewCache` (made on first use)."""
+        if self._views is None:
+            self._views = ViewCache()
+        return self._views
 
     def choose_device(
         self, ssn: Session, task: int, node: int, view: _View, pod: PodRequest
@@ -205,7 +271,7 @@ class SharedDeviceChoice:
     def gpu_choice(
         self, ssn: Session, task: int, node: int, *, future: bool
     ) -> tuple[int, ...] | None:
-        found = _shared_device(ssn, task, node, future)
+        found = _shared_device(ssn, task, node, future, self.views)
         if found is None:
             return None
         return self.choose_device(ssn, task, node, found[0], found[1])

@@ -37,7 +37,6 @@ from ._gpu_common import (
     _read_args,
     _template_pod,
     _View,
-    _view,
     _weight,
 )
 
@@ -126,7 +125,7 @@ class _KernelScorer(SharedDeviceChoice):
         pod = _template_pod(ssn, tmpl)
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
-        v = _view(ssn, rows)
+        v = self.views.view(ssn, rows)
         score = self._score(ssn, rows, _feasible(v, pod), pod, v)
         return np.where(np.isfinite(score), score, 0.0) * self.weight
 

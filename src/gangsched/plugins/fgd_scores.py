@@ -73,14 +73,15 @@ from ._gpu_common import (
     B,
     Rows,
     SharedDeviceChoice,
+    ViewCache,
     _answer,
     _both,
     _feasible,
     _models,
     _read_args,
+    _task_pod,
     _template_pod,
     _View,
-    _view,
     _weight,
 )
 from ._gpu_scorers import (
@@ -222,7 +223,8 @@ class FgdPlugin(SharedDeviceChoice):
             self._typical_given(models) if self._given is not None else self._typical_derived(ssn)
         )
         rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
-        v = _view(ssn, rows)
+        self._views = ViewCache()
+        v = self.views.view(ssn, rows)
         self._terms = fragment_terms(v.gpu_free, self.typical)
         self._frag = node_fragment_from_terms(v.free_cpu, v.model_idx, self._terms, self.typical)
         self._seen = ssn.node_version.copy()
@@ -257,7 +259,7 @@ class FgdPlugin(SharedDeviceChoice):
         assert self.typical is not None and self._terms is not None
         stale = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
         if stale.size:
-            v = _view(ssn, stale)
+            v = self.views.view(ssn, stale)
             part = fragment_terms(v.gpu_free, self.typical)
             self._terms.fits_count[stale] = part.fits_count
             self._terms.small_sum[stale] = part.small_sum
@@ -279,7 +281,7 @@ class FgdPlugin(SharedDeviceChoice):
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
         typical, terms = self._refresh(ssn)
-        v = _view(ssn, rows)
+        v = self.views.view(ssn, rows)
         feasible = _feasible(v, pod)
         known, missing = self._memo.lookup(pod, rows, feasible)
         if missing.size:
@@ -291,7 +293,7 @@ class FgdPlugin(SharedDeviceChoice):
                 idle=terms.idle[rows[missing]],
             )
             at = np.arange(missing.size, dtype=np.intp)
-            value, _ = fgd_rows(
+            value, share = fgd_rows(
                 at,
                 pod,
                 v.free_cpu[missing],
@@ -301,10 +303,22 @@ class FgdPlugin(SharedDeviceChoice):
                 sub,
                 self._frag[rows[missing]],
             )
-            known = self._memo.store(pod, rows, missing, value)
+            known = self._memo.store(pod, rows, missing, value, share)
         # score_fgd's scores (-inf where the pod does not fit) through _finish.
         score = np.where(feasible & np.isfinite(known), known, 0.0)
         return np.asarray(score * self.weight, dtype=np.float64)
+
+    def gpu_choice(
+        self, ssn: Session, task: int, node: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        if not future:  # the device node_score found with the node's score, when it did
+            pod = _task_pod(ssn, task)
+            if pod is not None and pod.is_shared:
+                self._refresh(ssn)
+                share = self._memo.share(pod, node)
+                if share is not None:
+                    return _answer(share, self.views.view(ssn, np.array([node])), pod)
+        return super().gpu_choice(ssn, task, node, future=future)
 
     def choose_device(
         self, ssn: Session, task: int, node: int, v: _View, pod: PodRequest
@@ -321,14 +335,16 @@ class _StateMemo:
 
     A node's *state* is its free CPU, GPU model and per-device free milli-GPU as the kernels
     see them; nodes in the same state have the same fragment terms, so a shape's score on one
-    is its score on all. States are numbered as nodes reach them (:meth:`number`, for the rows
-    the plugin refreshed) and a number never changes meaning."""
+    is its score on all (and its shared device the same). States are numbered as nodes reach
+    them (:meth:`number`, for the rows the plugin refreshed) and a number never changes
+    meaning."""
 
-    __slots__ = ("_ids", "_scores", "state")
+    __slots__ = ("_ids", "_scores", "_shares", "state")
 
     def __init__(self) -> None:
         self._ids: dict[tuple[int, ...], int] = {}
         self._scores: dict[tuple[int, int, int], F64] = {}
+        self._shares: dict[tuple[int, int, int], I64] = {}
         self.state: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,)
 
     def number(self, rows: Rows, v: _View) -> None:
@@ -350,31 +366,44 @@ class _StateMemo:
             for cpu, model, count, free in keys
         ]
 
-    def _table(self, pod: PodRequest) -> F64:
+    def _table(self, pod: PodRequest) -> tuple[F64, I64]:
+        """Score (NaN: not computed) and shared device per state, for the pod's shape."""
         key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
         table = self._scores.get(key)
         if table is None or table.size < len(self._ids):
             size = max(len(self._ids), 2 * (0 if table is None else table.size), 64)
             grown = np.full(size, np.nan)
+            shares = np.full(size, -1, dtype=np.int64)
             if table is not None:
                 grown[: table.size] = table
+                shares[: table.size] = self._shares[key]
             table = self._scores[key] = grown
-        return table
+            self._shares[key] = shares
+        return table, self._shares[key]
+
+    def share(self, pod: PodRequest, node: int) -> int | None:
+        """The shared device of ``node``'s state for the pod's shape, None if not scored."""
+        values, shares = self._table(pod)
+        state = int(self.state[node])
+        return None if np.isnan(values[state]) else int(shares[state])
 
     def lookup(self, pod: PodRequest, rows: Rows, feasible: B) -> tuple[F64, Rows]:
         """Known scores of ``rows`` (NaN where unknown) and the positions in ``rows`` of one
         feasible row per state not scored yet."""
-        values = self._table(pod)[self.state[rows]]
+        values = self._table(pod)[0][self.state[rows]]
         unknown = np.isnan(values) & feasible
         if not unknown.any():
             return values, np.zeros(0, dtype=np.intp)
         _, first = np.unique(self.state[rows][unknown], return_index=True)
         return values, np.flatnonzero(unknown)[first].astype(np.intp)
 
-    def store(self, pod: PodRequest, rows: Rows, missing: Rows, value: F64) -> F64:
-        """Remember ``value`` for the states of ``rows[missing]``; the scores of ``rows``."""
-        table = self._table(pod)
-        table[self.state[rows[missing]]] = value
+    def store(self, pod: PodRequest, rows: Rows, missing: Rows, value: F64, share: I64) -> F64:
+        """Remember ``value`` and ``share`` for the states of ``rows[missing]``; the scores of
+        ``rows``."""
+        table, shares = self._table(pod)
+        states = self.state[rows[missing]]
+        table[states] = value
+        shares[states] = share
         out: F64 = table[self.state[rows]]
         return out
 
