@@ -111,6 +111,7 @@ class _ClassModel:
     dev_nodes: set[int]
     choice: dict[tuple[int, int], cp_model.IntVar]  # (gang, domain)
     reps: dict[tuple[int, int], cp_model.LinearExprT]  # (gang, template) replicas placed
+    objective: cp_model.LinearExprT  # the placed weight
 
 
 def _domain_nodes(doms: list[I64], rel: Relaxation) -> dict[int, I64]:
@@ -218,7 +219,7 @@ def build_class_model(
     model.add(objective >= got)
     model.maximize(objective)
     _hint(model, problem, views, doms, cls, vs, cell_of, choice, incumbent)
-    return _ClassModel(model, vs, units, dev_nodes, choice, reps)
+    return _ClassModel(model, vs, units, dev_nodes, choice, reps, objective)
 
 
 def _hint(
