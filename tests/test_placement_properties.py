@@ -178,8 +178,14 @@ def test_single_gang_claims_hold_against_the_milp_optimum(problem: PlacementProb
 @given(problems((2, 5)))
 def test_joint_claims_hold_against_the_milp_optimum(problem: PlacementProblem) -> None:
     best = best_weight(problem)
-    # the default, and the bound of the relaxation alone (no node-level model)
-    for placer in (JointCpSatPlacer(), JointCpSatPlacer(max_joint_cells=0)):
+    # the default; the general path (relaxation, model on replica classes) also where the
+    # aggregate form answers; and, for sliced gangs, the relaxation's bound alone
+    placers = (
+        JointCpSatPlacer(),
+        JointCpSatPlacer(aggregate=False),
+        JointCpSatPlacer(max_joint_cells=0),
+    )
+    for placer in placers:
         res = placer.place(problem)
         validate_placement(problem, res)
         assert _weight(problem, res) <= best
