@@ -300,6 +300,8 @@ def job_phase(
 
 
 _QUEUE_PHASES = ("Inqueue", "Pending", "Running", "Unknown", "Completed")
+
+
 _STATUS_FIELDS = tuple(f.name for f in dataclasses.fields(JobStatus))
 
 
@@ -315,44 +317,72 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
     # long-lived state does not build and check again what did not change.
     prior = ssn.prior_status_records
     kept = ssn.status_records
-    for j, job in enumerate(snap.jobs):
-        count = dict(enumerate(counts[j].tolist()))
-        running = count[TaskState.RUNNING] + count[TaskState.BOUND]
-        ready = (
-            sum(count[s] for s in READY_STATES) + ssn.pending_best_effort(j) >= job.min_available
-        )
-        reason, message = ssn.job_reasons.get(j, ("", ""))
-        phase = job_phase(
-            count, job.min_available, ssn.job_phase[j], j in ssn.unschedulable_jobs
-        ).value
-        if not reason:
-            if ready:
-                reason, message = "Scheduled", "gang ready"
-            elif count[TaskState.PIPELINED]:
-                reason = "Pipelined"
-                message = (
-                    f"{count[TaskState.PIPELINED]} task(s) reserved on resources being released"
-                )
-            elif phase == "Pending":
-                reason, message = "NotEnqueued", "job is not admitted (enqueue) yet"
-        fields = (
-            phase,
-            reason,
-            message,
-            bool(ready),
+    best_effort = _pending_best_effort(ssn)
+    unschedulable = ssn.unschedulable_jobs
+    for j, (job, row) in enumerate(zip(snap.jobs, counts.tolist(), strict=True)):
+        # Everything the status is made from: an equal input gives the same record.
+        given = (
+            "job",
+            *row,
+            best_effort[j],
             job.min_available,
-            running,
-            count[TaskState.ALLOCATED],
-            count[TaskState.PIPELINED],
-            count[TaskState.PENDING],
-            count[TaskState.SUCCEEDED],
-            count[TaskState.FAILED],
+            ssn.job_phase[j],
+            j in unschedulable,
+            ssn.job_reasons.get(j),
         )
-        status = kept.get(fields) or prior.get(fields)
+        status = kept.get(given) or prior.get(given)
         if status is None:
-            status = JobStatus(**dict(zip(_STATUS_FIELDS, fields, strict=True)))
-        kept[fields] = jobs[job.name] = status
+            status = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
+            content = tuple(getattr(status, name) for name in _STATUS_FIELDS)
+            status = kept.get(content) or prior.get(content) or status
+            kept[content] = status
+        kept[given] = jobs[job.name] = status
     return jobs
+
+
+def _pending_best_effort(ssn: Session) -> list[int]:
+    """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`), for
+    every job at once."""
+    pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
+    tmpl = ssn.template_of[pending]
+    flags = np.array([t.best_effort for t in ssn.templates] + [False], dtype=np.bool_)
+    best_effort = flags[tmpl]  # a task without a template (-1) is looked up below
+    for k in np.flatnonzero(tmpl < 0).tolist():
+        best_effort[k] = ssn.snapshot.tasks[int(pending[k])].best_effort
+    per_job: list[int] = np.bincount(
+        ssn.task_job[pending[best_effort]], minlength=len(ssn.snapshot.jobs)
+    ).tolist()
+    return per_job
+
+
+def _job_status(ssn: Session, j: int, count: Mapping[int, int], best_effort: int) -> JobStatus:
+    """Job ``j``'s status from its tasks per state after the cycle."""
+    job = ssn.snapshot.jobs[j]
+    running = count[TaskState.RUNNING] + count[TaskState.BOUND]
+    ready = sum(count[s] for s in READY_STATES) + best_effort >= job.min_available
+    reason, message = ssn.job_reasons.get(j, ("", ""))
+    phase = job_phase(count, job.min_available, ssn.job_phase[j], j in ssn.unschedulable_jobs).value
+    if not reason:
+        if ready:
+            reason, message = "Scheduled", "gang ready"
+        elif count[TaskState.PIPELINED]:
+            reason = "Pipelined"
+            message = f"{count[TaskState.PIPELINED]} task(s) reserved on resources being released"
+        elif phase == "Pending":
+            reason, message = "NotEnqueued", "job is not admitted (enqueue) yet"
+    return JobStatus(
+        phase=phase,
+        reason=reason,
+        message=message,
+        ready=bool(ready),
+        min_available=job.min_available,
+        running=running,
+        allocated=count[TaskState.ALLOCATED],
+        pipelined=count[TaskState.PIPELINED],
+        pending=count[TaskState.PENDING],
+        succeeded=count[TaskState.SUCCEEDED],
+        failed=count[TaskState.FAILED],
+    )
 
 
 def _task_reasons(
