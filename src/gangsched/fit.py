@@ -97,13 +97,18 @@ def resource_fit(
     fit_idle: BOOL = np.asarray((req <= free).all(axis=1))
     fit_later: BOOL = np.asarray((req <= later).all(axis=1))
     if tmpl.gpu_count:
-        idx, seg = a.devices_of(rows)
-        dev_free = a.gpu_capacity[rows][seg] - occ.gpu_used[idx]
+        # The rows' devices as a (k, most devices among them) table of flat indices; padding
+        # slots read device 0 and never count.
+        counts = a.gpu_count[rows]
+        slot = np.arange(int(counts.max()) if counts.size else 0)
+        real = slot < counts[:, None]
+        idx = np.where(real, a.gpu_offset[rows][:, None] + slot, 0)
+        dev_free = a.gpu_capacity[rows][:, None] - occ.gpu_used[idx]
         dev_later = dev_free + occ.gpu_releasing[idx] - occ.gpu_pipelined[idx]
-        need = np.maximum(m_eff, 1)[seg]
-        ok_later = dev_later >= need
-        fit_idle &= a.count_per_row(seg, (dev_free >= need) & ok_later, rows.size) >= tmpl.gpu_count
-        fit_later &= a.count_per_row(seg, ok_later, rows.size) >= tmpl.gpu_count
+        need = np.maximum(m_eff, 1)[:, None]
+        ok_later = (dev_later >= need) & real
+        fit_idle &= ((dev_free >= need) & ok_later).sum(axis=1) >= tmpl.gpu_count
+        fit_later &= ok_later.sum(axis=1) >= tmpl.gpu_count
     fit_idle &= fit_later
     return fit_idle, fit_later
 

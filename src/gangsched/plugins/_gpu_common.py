@@ -3,7 +3,7 @@ reading, the kernels' view of a session's rows, the kernels' pod of a task."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -124,11 +124,13 @@ class ViewCache:
     """The kernels' view (now, not ``future``) of every node of one session, kept current on
     the nodes whose ``node_version`` moved since the last read, so a read of a few rows is a
     gather. Rows refreshed are read from the session's change log when it grew a little, from
-    the versions otherwise; another session starts it afresh."""
+    the versions otherwise; another session starts it afresh. ``on_rows(ssn, rows, view)`` is
+    told every refresh (every row for a new session), with the view of those rows."""
 
-    __slots__ = ("_all", "_log", "_seen", "_ssn")
+    __slots__ = ("_all", "_log", "_on_rows", "_seen", "_ssn")
 
-    def __init__(self) -> None:
+    def __init__(self, on_rows: Callable[[Session, Rows, _View], None] | None = None) -> None:
+        self._on_rows = on_rows
         self._ssn: Session | None = None
         self._all: _View | None = None
         self._seen: I64 = np.zeros(0, dtype=np.int64)
@@ -141,6 +143,8 @@ class ViewCache:
             rows: Rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
             self._all = _view(ssn, rows)
             self._ssn, self._seen, self._log = ssn, ssn.node_version.copy(), len(ssn.changed)
+            if self._on_rows is not None:
+                self._on_rows(ssn, rows, self._all)
             return rows
         changed = ssn.changed
         if len(changed) - self._log <= 16:
@@ -155,7 +159,14 @@ class ViewCache:
             full.gpu_free[rows] = 0
             full.gpu_free[rows, : part.gpu_free.shape[1]] = part.gpu_free
             self._seen[rows] = ssn.node_version[rows]
+            if self._on_rows is not None:
+                self._on_rows(ssn, rows, part)
         return rows
+
+    @property
+    def session(self) -> Session | None:
+        """The session the view is of (None before the first refresh)."""
+        return self._ssn
 
     def view(self, ssn: Session, rows: Rows) -> _View:
         """:func:`_view` of ``rows`` (the same arrays), from the kept view."""

@@ -214,21 +214,31 @@ class FgdPlugin(SharedDeviceChoice):
         self.typical: TypicalPods | None = None
         self._terms: FragTerms | None = None
         self._frag: F64 = np.zeros(0)  # (n_nodes,)
-        self._seen: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,)
         self._memo = _StateMemo()
+        self._views = ViewCache(self._rows_changed)
 
     def on_session_open(self, ssn: Session) -> None:
         models = _models(ssn)
         self.typical = (
             self._typical_given(models) if self._given is not None else self._typical_derived(ssn)
         )
-        rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
-        self._views = ViewCache()
-        v = self.views.view(ssn, rows)
-        self._terms = fragment_terms(v.gpu_free, self.typical)
-        self._frag = node_fragment_from_terms(v.free_cpu, v.model_idx, self._terms, self.typical)
-        self._seen = ssn.node_version.copy()
+        self._terms = None
         self._memo = _StateMemo()
+        self._views = ViewCache(self._rows_changed)
+        self._views.refresh(ssn)  # every row: the terms, F_n and states of the whole cluster
+
+    def _rows_changed(self, ssn: Session, rows: Rows, v: _View) -> None:
+        """The view refreshed ``rows`` (``v``): their terms, ``F_n`` and states follow."""
+        assert self.typical is not None
+        part = fragment_terms(v.gpu_free, self.typical)
+        frag = node_fragment_from_terms(v.free_cpu, v.model_idx, part, self.typical)
+        if self._terms is None:
+            self._terms, self._frag = part, frag
+        else:
+            self._terms.fits_count[rows] = part.fits_count
+            self._terms.small_sum[rows] = part.small_sum
+            self._terms.idle[rows] = part.idle
+            self._frag[rows] = frag
         self._memo.number(rows, v)
 
     def _typical_given(self, models: tuple[str, ...]) -> TypicalPods:
@@ -254,21 +264,11 @@ class FgdPlugin(SharedDeviceChoice):
 
     def _refresh(self, ssn: Session) -> tuple[TypicalPods, FragTerms]:
         """Bring terms and ``F_n`` up to date on the nodes changed since the last call."""
-        if self.typical is None or self._seen.shape != ssn.node_version.shape:
+        if self.typical is None or self.views.session is not ssn:
             self.on_session_open(ssn)
+        else:
+            self.views.refresh(ssn)
         assert self.typical is not None and self._terms is not None
-        stale = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
-        if stale.size:
-            v = self.views.view(ssn, stale)
-            part = fragment_terms(v.gpu_free, self.typical)
-            self._terms.fits_count[stale] = part.fits_count
-            self._terms.small_sum[stale] = part.small_sum
-            self._terms.idle[stale] = part.idle
-            self._frag[stale] = node_fragment_from_terms(
-                v.free_cpu, v.model_idx, part, self.typical
-            )
-            self._seen[stale] = ssn.node_version[stale]
-            self._memo.number(stale, v)
         return self.typical, self._terms
 
     def node_fragment(self, ssn: Session) -> F64:
