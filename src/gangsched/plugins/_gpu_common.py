@@ -105,7 +105,7 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
         cap = a.gpu_capacity[rows][:, None]
         dev_now = cap - ssn.gpu_used[idx]
         dev_later = dev_now + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
-        dev = np.clip(dev_later if future else np.minimum(dev_now, dev_later), 0, None)
+        dev = np.maximum(dev_later if future else np.minimum(dev_now, dev_later), 0)
         dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
         dev = np.where(real, dev, 0)
     else:
