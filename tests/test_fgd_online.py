@@ -20,7 +20,6 @@ from gangsched.sim.fgd_online import (
     LookParams,
     TypicalTable,
     cpu_per_gpu,
-    lookahead_scorer,
 )
 from gangsched.sim.fgd_variants import make_variant
 from test_quality import write_cluster
@@ -132,22 +131,24 @@ def test_typical_table_matches_fgd_kernel_on_every_typical_pod() -> None:
         np.testing.assert_array_equal(got[:, m], np.where(fits, want, -np.inf))
 
 
-def test_fast_lookahead_places_as_fgd_look() -> None:
+def test_fgd_look_places_as_its_unvectorized_form_did() -> None:
+    # Digest of the first 1500 placements and devices of seed 42 under fgd-look when it looped
+    # over tied nodes and typical pods in Python (33 s a full run; the vectorized one is 5 s).
+    import hashlib
+
     from gangsched.io.openb import load_nodes, load_pods
     from gangsched.sim.fgd import make_source, node_ranks, tuned_order
     from gangsched.sim.fgd_engine import place_sequence
 
     nodes, pods = load_nodes(None), load_pods(None)
     src = make_source("go", 42)
-    order = tuned_order(pods, nodes.total_gpus, 1.3, src)[:1200]
+    order = tuned_order(pods, nodes.total_gpus, 1.3, src)[:1500]
     rank = node_ranks(nodes, src)
     typ = workload_typical(pods, nodes)
-    slow = place_sequence(nodes, pods, make_variant("fgd-look", nodes, pods), order, rank, src, typ)
-    fast = place_sequence(
-        nodes, pods, lookahead_scorer(nodes, pods, LookParams(limit=4)), order, rank, src, typ
-    )
-    np.testing.assert_array_equal(slow.placement, fast.placement)
-    np.testing.assert_array_equal(slow.devices, fast.devices)
+    r = place_sequence(nodes, pods, make_variant("fgd-look", nodes, pods), order, rank, src, typ)
+    digest = hashlib.sha256(r.placement.tobytes() + r.devices.tobytes()).hexdigest()
+    assert (r.failed, int(r.used[-1])) == (0, 1143520)
+    assert digest == "c7db056b5610cbb7b980d23b5ade8cfa4adca15f6de5d1881e5695ef5a98b079"
 
 
 def test_lookahead_knobs_out_of_range_are_a_config_error() -> None:

@@ -35,9 +35,9 @@ from scipy.optimize import linprog
 from scipy.sparse import csc_matrix
 
 from .._frag_core import MILLI
-from ..io.openb import PodTable
+from ..io.openb import NodeTable, PodTable
 
-__all__ = ["DeviceDuals", "device_duals"]
+__all__ = ["DeviceDuals", "device_duals", "model_scarcity"]
 
 F64 = npt.NDArray[np.float64]
 #: Most patterns the device LP enumerates (beyond it, the smallest sizes are dropped).
@@ -134,3 +134,29 @@ def device_duals(pods: PodTable, devices: int) -> DeviceDuals:
                 best = max(best, comp[g - s] + worth[s])
         comp[g] = best
     return DeviceDuals(worth, comp)
+
+
+def model_scarcity(nodes: NodeTable, pods: PodTable) -> F64:
+    """``(n_models,)`` how much of each model's GPUs the pods that need it want, 0 to 1.
+
+    The GPU demand of every GPU-model constraint other than "any model" is spread over the
+    models it accepts in proportion to their GPU counts; a model's scarcity is the demand it
+    receives over its GPU count, capped at 1. A pod that could run elsewhere and takes a GPU of
+    a scarce model takes it from a pod that cannot.
+    """
+    n_models = len(nodes.models)
+    cap = np.zeros(n_models)
+    np.add.at(cap, nodes.model_idx, nodes.gpu_count.astype(np.float64))
+    gpu = pods.num_gpu.astype(np.float64) * pods.gpu_milli / MILLI
+    demand = np.zeros(len(pods.specs))
+    np.add.at(demand, pods.spec_idx, gpu)
+    allowed = pods.spec_allowed(nodes.models) & (cap > 0)[None, :]  # (n_specs, n_models)
+    want = np.zeros(n_models)
+    for spec in range(len(pods.specs)):
+        ok = allowed[spec]
+        if not pods.spec_models(spec) or not ok.any() or demand[spec] <= 0:
+            continue
+        want[ok] += demand[spec] * cap[ok] / cap[ok].sum()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(cap > 0, want / cap, 0.0)
+    return np.asarray(np.clip(out, 0.0, 1.0), dtype=np.float64)

@@ -1,28 +1,43 @@
-"""An online policy that beats FGD: FGD's score with a one-pod lookahead over every tied node.
+"""Online policies that beat FGD: FGD's score less three prices, and a one-pod lookahead.
 
 Theory of operation
 -------------------
-Same protocol as FGD (pods placed one at a time, in arrival order, never moved; the typical pods
-of the workload file known, as FGD knows them). For the arriving pod, FGD scores every node
-(:class:`gangsched.sim.fgd_engine._FgdCache`). The candidates are the nodes within ``band``
-points of the best FGD score. For each candidate the pod is placed there in thought, and the
-*value* of the result is the expected FGD score of the next pod, a typical pod ``m`` drawn with
-its probability ``p_m``::
+Same protocol as FGD: pods placed one at a time, in arrival order, never moved; what the policy
+knows of the future is the workload file's pod shapes, as FGD knows its typical pods. For the
+arriving pod FGD scores every node (:class:`gangsched.sim.fgd_engine._FgdCache`); the scorer
+here subtracts, per node, in FGD points:
+
+* ``alpha`` x the *device loss* of a shared pod (:mod:`gangsched.sim.fgd_duals`): how much of
+  the hole it lands in can no longer end in an optimal pattern of the workload's shares (the
+  duals of a cutting-stock LP). The node's device is the one of least loss (FGD's device when
+  it loses no more).
+* ``beta`` x the GPUs the pod leaves *short of CPU*: a node's idle GPU needs ``rho`` x the
+  workload's CPU per GPU to be used, and the term is the growth of ``max(0, idle x need -
+  free CPU) / need``. CPU-heavy pods go where CPU is plentiful, CPU-light ones to nodes short
+  of it; FGD sees only whether the next single pod still fits.
+* ``gamma`` x the GPUs taken from a *scarce model* (:func:`gangsched.sim.fgd_duals.
+  model_scarcity`: the share of a model's GPUs that model-bound pods want), so that pods that
+  could run anywhere leave those GPUs to pods that cannot.
+
+The highest total wins; equal totals go to the run's tie rank, as in FGD. ``fgd-price`` is
+:data:`PRICE`.
+
+**Lookahead** (``weight > 0``; ``fgd-look`` is ``limit = 4``). The candidates are the nodes
+within ``band`` points of the best total. For each, the pod is placed there in thought, and the
+*value* of the result is the expected FGD score of the next pod, a typical pod ``m`` drawn
+with its probability ``p_m``::
 
     value(i) = sum_m p_m * max(A_m(i), E_m(i))
 
 where ``A_m(i)`` is ``m``'s FGD score on node ``i`` once the pod is there and ``E_m(i)`` its best
 score on any other node now (``-inf`` = does not fit, counted 0). The candidate of highest
-``score + weight * value`` wins; equal totals keep FGD's order (score, then the run's tie rank).
-With ``band = 0`` only FGD's ties are compared, so the pod never goes to a node FGD scores
-lower.
-
-Both terms are functions of node *states* only (free CPU, GPU model, per-device free milli-GPU),
-so ``m``'s score on a state is computed once per state (:class:`TypicalTable`, all typical pods
-of a batch of states in one vectorized pass) and kept in a per-node ``(n_nodes, m)`` array
-updated on the one row a placement changes. ``E_m`` needs only the best and second-best
-value per typical pod and how many nodes reach the best. Candidates sharing a state share an
-after-state, so one representative (the first in FGD's order) is evaluated per state.
+``total + weight * value`` wins; equal values keep FGD's order (total, then tie rank). Both
+terms are functions of node *states* only (free CPU, GPU model, per-device free milli-GPU), so
+``m``'s score on a state is computed once (:class:`TypicalTable`, all typical pods of a batch
+of states in one vectorized pass) and kept in a per-node ``(n_nodes, m)`` array updated where a
+node's state changed. ``E_m`` needs only the best and second-best value per typical pod and how
+many nodes reach the best. Candidates sharing a state share an after-state, so one
+representative (the first in FGD's order) is evaluated per state.
 """
 
 from __future__ import annotations
@@ -36,7 +51,7 @@ from .._frag_core import MILLI, NodeScores, PodRequest, TypicalPods, _fragment, 
 from .._frag_policies import _sigmoid_exact, _sigmoid_score
 from ..errors import ConfigError
 from ..io.openb import NodeTable, PodTable
-from .fgd_duals import DeviceDuals, device_duals
+from .fgd_duals import DeviceDuals, device_duals, model_scarcity
 from .fgd_engine import ClusterArrays, FastScorer, _device, _FgdCache
 
 __all__ = ["PRICE", "LookParams", "TypicalTable", "cpu_per_gpu", "lookahead_scorer"]
@@ -59,9 +74,11 @@ class LookParams:
     alpha: float = 0.0  # FGD points per milli-GPU of device loss (shared pods)
     beta: float = 0.0  # FGD points per GPU newly short of CPU
     rho: float = 1.1  # CPU an idle GPU will need, x the workload's GPU pods' CPU per GPU
+    span: float = 1000.0  # the prices rank only nodes within this many FGD points of the best
+    gamma: float = 0.0  # FGD points per GPU taken from a scarce model (price 1)
 
     def __post_init__(self) -> None:
-        knobs = (self.band, self.weight, self.alpha, self.beta, self.rho)
+        knobs = (self.band, self.weight, self.alpha, self.beta, self.rho, self.span, self.gamma)
         if not all(0.0 <= k <= 1000.0 for k in knobs) or self.limit < 0:
             raise ConfigError(
                 "knobs must lie in [0, 1000] (limit >= 0)", kind="policy", name="lookahead"
@@ -172,7 +189,7 @@ class TypicalTable:
 
 
 #: ``fgd-price``'s knobs, fitted on training seeds 0-9 (disjoint from the study's 42-51).
-PRICE = LookParams(alpha=0.2, beta=30.0, rho=1.1, weight=0.0)
+PRICE = LookParams(alpha=0.3, beta=100.0, gamma=300.0, rho=1.1, weight=0.0)
 
 
 def _key(cpu: int, model: int, row: I64) -> tuple[int, ...]:
@@ -262,6 +279,8 @@ def lookahead_scorer(nodes: NodeTable, pods: PodTable, params: LookParams) -> Fa
     width = max(nodes.max_gpus, 1)
     duals = device_duals(pods, nodes.total_gpus) if params.alpha > 0 else None
     rho = params.rho * cpu_per_gpu(pods)
+    scarce = model_scarcity(nodes, pods) * params.gamma
+    scarce_node = scarce[nodes.model_idx] if bool(scarce.any()) else None
     held: list[_NodeValues] = []
 
     def run(
@@ -269,10 +288,14 @@ def lookahead_scorer(nodes: NodeTable, pods: PodTable, params: LookParams) -> Fa
     ) -> NodeScores:
         vals, share = cache.scores(c, pod, key)
         score = np.where(f, vals, _NEG)
+        if params.span < 1000.0:
+            score = np.where(score >= score.max() - params.span, score, _NEG)
         if duals is not None and pod.is_shared:
             score, share = _priced(c, pod, score, share, duals, params.alpha)
         if params.beta > 0:
             score = score - params.beta * _cpu_short(c, pod, rho)
+        if scarce_node is not None and pod.num_gpu:
+            score = score - scarce_node * (pod.total_gpu_milli / MILLI)
         if params.weight <= 0:
             return NodeScores(score, share)
         best = float(score.max())

@@ -27,7 +27,11 @@ a paper policy; each is measured in ``docs/fgd.md`` against gangsched's FGD on t
     A two-step lookahead among FGD's ties: of the first ``LOOK_K`` tied nodes in tie order, the
     one after which the expected best FGD score of the next pod (over the typical pods: on this
     node once the pod is there, or on the best other node) is highest; equal values keep FGD's
-    tie order.
+    tie order (:func:`gangsched.sim.fgd_online.lookahead_scorer`, vectorized).
+``fgd-price``
+    FGD's score less three prices (:mod:`gangsched.sim.fgd_online`): the device hole a share
+    spoils (a cutting-stock LP's duals), the GPUs a node leaves short of CPU, the GPUs of a
+    model that model-bound pods need.
 """
 
 from __future__ import annotations
@@ -37,7 +41,6 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from .._frag_policies import fgd_rows
 from ..fragmentation import (
     MILLI,
     FragTerms,
@@ -51,7 +54,7 @@ from ..fragmentation import (
 )
 from ..io.openb import NodeTable, PodTable
 from .fgd_engine import ClusterArrays, FastScorer, _FgdCache, workload_typical
-from .fgd_online import PRICE, lookahead_scorer
+from .fgd_online import PRICE, LookParams, lookahead_scorer
 
 __all__ = ["REFRESH", "VARIANTS", "gpu_weighted", "make_variant"]
 
@@ -65,6 +68,8 @@ CPU_SPAN = 128_000
 ALL_PODS = False
 #: Most tied nodes the lookahead (``fgd-look``) compares.
 LOOK_K = 4
+#: ``fgd-look``: the lookahead of :mod:`gangsched.sim.fgd_online` among FGD's first ties only.
+LOOK = LookParams(limit=LOOK_K)
 #: Pods between two re-derivations of the typical pods (``fgd-future``).
 REFRESH = 256
 
@@ -198,109 +203,13 @@ def _gpu_weight(nodes: NodeTable, pods: PodTable) -> FastScorer:
     return run
 
 
-def _lookahead(nodes: NodeTable, pods: PodTable) -> FastScorer:
-    cache = _FgdCache()
-    memo: dict[tuple[int, ...], F64] = {}
-
-    def run(
-        c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
-    ) -> NodeScores:
-        vals, share = cache.scores(c, pod, key)
-        score = np.where(f, vals, -np.inf)
-        best = float(score.max())
-        tied = np.flatnonzero(score == best)
-        if tied.size < 2:
-            return NodeScores(score, share)
-        if c.rank is not None:
-            tied = tied[np.argsort(c.rank[tied], kind="stable")]
-        tied = tied[:LOOK_K]
-        typ = c.typical
-        nexts = _typical_requests(typ)
-        # the next pod's best score elsewhere: top two nodes per typical pod
-        top = np.full((len(nexts), 2), -np.inf)
-        arg = np.full(len(nexts), -1, dtype=np.int64)
-        for m, (req, mkey) in enumerate(nexts):
-            fm = c.fits(req, -1 - m)
-            sm = np.where(fm, cache.scores(c, req, mkey)[0], -np.inf)
-            if sm.size:
-                j = int(np.argmax(sm))
-                arg[m], top[m, 0] = j, sm[j]
-                top[m, 1] = float(np.max(np.delete(sm, j))) if sm.size > 1 else -np.inf
-        value = np.zeros(tied.size)
-        for i, node in enumerate(tied.tolist()):
-            after = _after_scores(c, pod, node, int(share[node]), nexts, memo)
-            elsewhere = np.where(arg == node, top[:, 1], top[:, 0])
-            gain = np.maximum(elsewhere, after)
-            value[i] = float((typ.prob * np.where(np.isfinite(gain), gain, 0.0)).sum())
-        win = int(tied[int(np.argmax(value))])  # first of the best in tie order
-        score = score.copy()
-        score[win] += 0.5
-        return NodeScores(score, share)
-
-    return run
-
-
-def _typical_requests(typ: TypicalPods) -> list[tuple[PodRequest, tuple[int, int, int, int]]]:
-    out = []
-    for m in range(len(typ)):
-        num, milli, cpu = int(typ.num_gpu[m]), int(typ.gpu_milli[m]), int(typ.cpu_milli[m])
-        allowed = None if bool(typ.allowed[m].all()) else typ.allowed[m]
-        req = PodRequest(
-            cpu_milli=cpu, memory=0, num_gpu=num, gpu_milli=milli, allowed_models=allowed
-        )
-        out.append((req, (cpu, num, milli, -1 - m)))
-    return out
-
-
-def _after_scores(
-    c: ClusterArrays,
-    pod: PodRequest,
-    node: int,
-    share: int,
-    nexts: list[tuple[PodRequest, tuple[int, int, int, int]]],
-    memo: dict[tuple[int, ...], F64],
-) -> F64:
-    """FGD score of each typical pod on ``node`` once ``pod`` is there (-inf: does not fit)."""
-    from .fgd_engine import _device
-
-    devs = _device(c, node, pod, share)
-    row = c.gpu_free[node].copy()
-    if devs:
-        row[list(devs)] -= pod.gpu_milli
-    cpu = int(c.free_cpu[node]) - pod.cpu_milli
-    model = int(c.model_idx[node])
-    k = (cpu, model, *row.tolist())
-    hit = memo.get(k)
-    if hit is not None:
-        return hit
-    g = row[None, :]
-    free_cpu = np.array([cpu], dtype=np.int64)
-    models = np.array([model], dtype=np.int64)
-    terms = fragment_terms(g, c.typical)
-    frag = node_fragment_from_terms(free_cpu, models, terms, c.typical)
-    out = np.full(len(nexts), -np.inf)
-    for m, (req, _) in enumerate(nexts):
-        if cpu < req.cpu_milli:
-            continue
-        if req.allowed_models is not None and not req.allowed_models[model]:
-            continue
-        if req.num_gpu and int((row >= req.gpu_milli).sum()) < req.num_gpu:
-            continue
-        s, _ = fgd_rows(
-            np.zeros(1, dtype=np.int64), req, free_cpu, g, models, c.typical, terms, frag
-        )
-        out[m] = float(s[0])
-    memo[k] = out
-    return out
-
-
 #: The variants by name: each builds a fresh scorer for one run from the workload.
 VARIANTS: dict[str, Callable[[NodeTable, PodTable], FastScorer]] = {
     "fgd-cpu": _cpu_ties,
     "fgd-exact": _exact,
     "fgd-future": _future,
     "fgd-gpuw": _gpu_weight,
-    "fgd-look": _lookahead,
+    "fgd-look": lambda nodes, pods: lookahead_scorer(nodes, pods, LOOK),
     "fgd-price": lambda nodes, pods: lookahead_scorer(nodes, pods, PRICE),
 }
 
