@@ -104,6 +104,17 @@ def replica_classes(problem: PlacementProblem) -> _Classes | None:
 
 
 @dataclass(slots=True, eq=False)
+class ClassJob:
+    """What the class model of a joint problem is built from."""
+
+    problem: PlacementProblem
+    views: list[GangView]
+    doms: list[I64]  # per gang, its domain id per node
+    rel: Relaxation  # its candidate domains and their nesting
+    cls: _Classes
+
+
+@dataclass(slots=True, eq=False)
 class _ClassModel:
     model: cp_model.CpModel
     vs: _Vars  # cells over (class, node); ``placed`` per gang
@@ -123,17 +134,10 @@ def _domain_nodes(doms: list[I64], rel: Relaxation) -> dict[int, I64]:
     return out
 
 
-def build_class_model(
-    problem: PlacementProblem,
-    views: list[GangView],
-    doms: list[I64],
-    rel: Relaxation,
-    cls: _Classes,
-    incumbent: list[GangPlacement],
-    upper: int,
-) -> _ClassModel:
+def build_class_model(job: ClassJob, incumbent: list[GangPlacement], upper: int) -> _ClassModel:
     """The model of the module docstring, its objective between the incumbent's weight and
     the valid bound ``upper``, hinted with the incumbent."""
+    problem, views, doms, rel, cls = job.problem, job.views, job.doms, job.rel, job.cls
     weights = problem.weights
     assert weights is not None
     model = cp_model.CpModel()
@@ -266,18 +270,12 @@ def _hint(
 
 
 def extract_classes(
-    problem: PlacementProblem,
-    views: list[GangView],
-    doms: list[I64],
-    rel: Relaxation,
-    cls: _Classes,
-    cm: _ClassModel,
-    solver: cp_model.CpSolver,
-    fallback: list[GangPlacement],
+    job: ClassJob, cm: _ClassModel, solver: cp_model.CpSolver, fallback: list[GangPlacement]
 ) -> list[GangPlacement] | None:
     """The gangs' placements from a solution: per class the counted replicas (devices
     assigned), handed to the gangs innermost domain first; ``None`` if they do not add up
     (never expected) or the result fails the validator."""
+    problem, views, doms, rel, cls = job.problem, job.views, job.doms, job.rel, job.cls
     n = problem.n_nodes
     counts = [np.zeros((1, n), dtype=np.int64) for _ in cls.views]
     for cell in cm.vs.cells:

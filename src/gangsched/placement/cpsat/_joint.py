@@ -11,7 +11,7 @@ from ..greedy import by_weight, finish, greedy_gang, greedy_sequence
 from ..problem import GangPlacement, PlacementProblem, PlacementResult, Status
 from ._aggregate import _Aggregate, _aggregate, _build_aggregate
 from ._budget import _Budget, now
-from ._classes import _Classes, build_class_model, extract_classes, replica_classes
+from ._classes import ClassJob, build_class_model, extract_classes, replica_classes
 from ._extract import _apply, _extract
 from ._joint_model import _build_joint, _greedy_domain, _joint_domains, _left_out
 from ._repair import repair
@@ -147,7 +147,8 @@ class _Joint(_Search):
                 self._polish(problem, incumbent, budget)
             return PlacementResult(gangs=tuple(incumbent), status=Status.OPTIMAL)
         if cls is not None:
-            return self._place_classes(problem, views, doms, rel, cls, incumbent, upper, budget)
+            job = ClassJob(problem, views, doms, rel, cls)
+            return self._place_classes(job, incumbent, upper, budget)
         best = PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE)
         if _joint_cells(views, doms, rel) > self.max_joint_cells or budget.exhausted():
             return _with_gap(problem, best, upper)
@@ -247,24 +248,17 @@ class _Joint(_Search):
         return min(upper, alone), guide
 
     def _place_classes(
-        self,
-        problem: PlacementProblem,
-        views: list[GangView],
-        doms: list[I64],
-        rel: Relaxation,
-        cls: _Classes,
-        incumbent: list[GangPlacement],
-        upper: int,
-        budget: _Budget,
+        self, job: ClassJob, incumbent: list[GangPlacement], upper: int, budget: _Budget
     ) -> PlacementResult:
         """The joint weight on replica classes (:mod:`._classes`, exact): OPTIMAL when solved,
         else the best placement with its gap to the least valid bound."""
+        problem, views, rel = job.problem, job.views, job.rel
         # building the model costs about a greedy pass
         if budget.exhausted() or not budget.room_for(budget.pass_time):
             return _with_gap(
                 problem, PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE), upper
             )
-        cm = build_class_model(problem, views, doms, rel, cls, incumbent, upper)
+        cm = build_class_model(job, incumbent, upper)
         # first, whether the bound is reached (a search for one solution, cheaper than the
         # optimisation; the bound is usually the optimum); then, unless that settled it, the
         # optimisation with what is left
@@ -289,7 +283,7 @@ class _Joint(_Search):
             if cm.model.has_objective():
                 bound = min(bound, float(np.floor(solver.best_objective_bound + 1e-6)))
             if round(solver.value(cm.objective)) > _weight(problem, incumbent):
-                got = extract_classes(problem, views, doms, rel, cls, cm, solver, incumbent)
+                got = extract_classes(job, cm, solver, incumbent)
                 if got is not None:
                     gangs = got
         if _weight(problem, gangs) < bound and not budget.past_deadline():
