@@ -156,3 +156,27 @@ def test_lookahead_knobs_out_of_range_are_a_config_error() -> None:
         LookParams(beta=-1.0)
     with pytest.raises(ConfigError, match="knobs"):
         LookParams(limit=-2)
+
+
+def test_fgd_default_grid_runs_fgd_price_beside_the_paper_six(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gangsched.cli import main
+    from test_cli_fgd import small_pods
+
+    out = tmp_path / "out"
+    args = ["fgd", "--pods", str(small_pods(tmp_path)), "--seeds", "42", "--limit", "150"]
+    assert main([*args, "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["fgd", "compare", str(out)]) == 0
+    table = capsys.readouterr().out
+    policies = [line.split()[0] for line in table.splitlines() if line[:2].isdigit()]
+    assert policies == [
+        "01-Random",
+        "02-DotProd",
+        "03-GpuClustering",
+        "04-GpuPacking",
+        "05-BestFit",
+        "06-FGD",
+        "13-FGD-Price",
+    ]

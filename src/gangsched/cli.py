@@ -95,7 +95,7 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
         action="append",
         choices=sorted([*POLICIES, *VARIANTS]),
         default=None,
-        help="policy to run (repeatable; default: the paper's six)",
+        help="policy to run (repeatable; default: the paper's six and fgd-price)",
     )
     p.add_argument("--seeds", default="42-51", help="seeds: N, N-M or a comma list (42-51)")
     p.add_argument(
@@ -162,7 +162,7 @@ def _run_fgd(args: argparse.Namespace) -> int:
         return 2
     nodes = load_nodes(args.nodes)
     pods = load_pods(args.pods)
-    policies = args.policy or list(PAPER_POLICIES)
+    policies = args.policy or [*PAPER_POLICIES, "fgd-price"]
     seeds = parse_seeds(args.seeds)
     runs = run_grid(
         nodes,
