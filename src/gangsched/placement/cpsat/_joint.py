@@ -267,14 +267,15 @@ class _Joint(_Search):
         cm.model.add_assumptions([reach])
         cm.model.clear_objective()  # type: ignore[no-untyped-call]
         half = None if budget.work is None else budget.work / 2
-        solver, st = self._solve(cm.model, budget, cap=half)
+        keep = budget.pass_time / 2  # the extraction and its check, after the solve
+        solver, st = self._solve(cm.model, budget, cap=half, reserve=keep)
         cm.model.clear_assumptions()
         if st == cp_model.INFEASIBLE:  # proven: the bound is out of reach
             upper -= 1
             cm.model.add(cm.objective <= upper)
         if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) and upper > _weight(problem, incumbent):
             cm.model.maximize(cm.objective)
-            solver, st = self._solve(cm.model, budget)
+            solver, st = self._solve(cm.model, budget, reserve=keep)
         gangs = incumbent
         bound = float(upper)
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):

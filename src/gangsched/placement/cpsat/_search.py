@@ -78,11 +78,13 @@ class _Search:
         budget: _Budget,
         cap: float | None = None,
         linearization: int = 2,
+        reserve: float = 0.0,
     ) -> tuple[cp_model.CpSolver, int]:
         """Solve ``model`` within what is left of ``budget`` (and at most ``cap`` of
         deterministic work, when given: a deterministic limit of its own). The solver's full
         linearization (``linearization_level`` 2) is the default: the LP of the counts,
-        capacities and domain links closes most levels at the root."""
+        capacities and domain links closes most levels at the root. ``reserve``: wall seconds
+        kept back from the solve for what must follow it (the extraction)."""
         solver = cp_model.CpSolver()
         if budget.past_deadline():  # the wall budget is spent: no solve at all
             return solver, int(cp_model.UNKNOWN)
@@ -91,7 +93,7 @@ class _Search:
             return solver, int(cp_model.UNKNOWN)
         prm = solver.parameters
         if budget.deadline is not None:
-            prm.max_time_in_seconds = budget.remaining()
+            prm.max_time_in_seconds = max(0.001, budget.remaining() - reserve)
         prm.num_workers = self.workers
         prm.random_seed = self.seed
         # placement models are many small solves: presolve probing and symmetry detection
