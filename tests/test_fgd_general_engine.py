@@ -118,3 +118,52 @@ def test_gpu_scorers_carried_across_cycles_decide_as_a_fresh_cycle(
         assert out.binds  # every batch places pods
         state.apply(out)
     assert carried[0] == 0 and min(carried[1:]) > 0  # later cycles did reuse evaluations
+
+
+@pytest.mark.parametrize("policy", ["bestfit", "fgd", "dotprod", "gpu-packing"])
+def test_kept_views_and_remembered_scores_follow_each_placement(
+    openb: tuple[NodeTable, PodTable], policy: str
+) -> None:
+    # The scorers keep the session's kernel view (and fgd its scores per node state) across
+    # calls; after every placement their scores and device choices must be what the kernels
+    # give on a view computed afresh.
+    from gangsched.fragmentation import NodeScores, score_fgd
+    from gangsched.plugins._gpu_common import _feasible, _task_pod, _template_pod, _view
+    from gangsched.scheduler import open_session
+    from gangsched.statement import Statement
+
+    nodes, pods = openb
+    typical, models = openb_typical(pods, nodes)
+    snap = fgd_snapshot(nodes, pods, np.arange(0, 400, 3, dtype=np.int64))
+    ssn = open_session(snap, fgd_config(policy, typical=typical, models=models))
+    plugin = ssn.points.serving("node_score")[-1]
+    every = np.arange(len(snap.nodes), dtype=np.intp)
+    placed = shared = 0
+    for t, tmpl_index in enumerate(ssn.template_of.tolist()):
+        tmpl = ssn.templates[tmpl_index]
+        node, pipelined = ssn.best_node(tmpl)
+        if node < 0 or pipelined:
+            continue
+        pod = _template_pod(ssn, tmpl)
+        assert pod is not None
+        fresh = _view(ssn, every)
+        feasible = _feasible(fresh, pod)
+        if policy == "fgd":
+            kernel = score_fgd(
+                feasible, pod, fresh.free_cpu, fresh.gpu_free, fresh.model_idx, plugin.typical
+            )
+        else:
+            kernel = NodeScores(plugin._kernel(ssn, every, feasible, pod, fresh).score, every)
+        want = np.where(np.isfinite(kernel.score), kernel.score, 0.0)
+        assert np.array_equal(ssn.points.node_score(tmpl, every), want)
+        gpus = ssn.choose_gpus(t, node, future=False)
+        task_pod = _task_pod(ssn, t)
+        if task_pod is not None and task_pod.is_shared:
+            one = _view(ssn, np.array([node], dtype=np.intp))
+            assert gpus == plugin.choose_device(ssn, t, node, one, task_pod)
+            shared += 1
+        stmt = Statement(ssn)
+        assert stmt.allocate(t, node, gpus)
+        stmt.commit()
+        placed += 1
+    assert placed > 50 and shared > 10
