@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gangsched as gs
 from gangsched.arrays import build_cluster_arrays
@@ -188,3 +190,54 @@ def test_a_failed_gang_placement_on_unchanged_ground_is_answered_from_the_record
     assert len(calls) > tried
     assert {b.task for b in third.binds} == {"big-0", "big-1", "big-2"}
     assert _canon(third) == _fresh(state, config)
+
+
+def _gpu_cluster(seed: int) -> dict[str, Any]:
+    rng = np.random.default_rng(seed)
+    nodes = []
+    for i in range(12):
+        node: dict[str, Any] = {"name": f"n{i}", "allocatable": {"cpu": int(rng.integers(4, 33))}}
+        if i % 4:
+            node["gpus"] = {"count": int(rng.integers(1, 9)), "sharing": bool(i % 3 == 0)}
+        nodes.append(node)
+    jobs, tasks = [], []
+    for j in range(10):
+        jobs.append({"name": f"j{j}", "min_available": 1, "phase": "Inqueue"})
+        for k in range(int(rng.integers(1, 4))):
+            task: dict[str, Any] = {
+                "name": f"j{j}-{k}",
+                "job": f"j{j}",
+                "request": {"cpu": int(rng.integers(1, 9))},
+            }
+            if j % 2:
+                milli = int(rng.choice([250, 500, 1000]))
+                count = 1 if milli < 1000 else int(rng.integers(1, 5))
+                task["gpu_request"] = {"count": count, "milli": milli}
+            tasks.append(task)
+    return {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
+
+
+@given(st.integers(0, 10_000))
+@settings(max_examples=40, deadline=None)
+def test_the_shared_full_view_fits_as_the_direct_rule_after_placements(seed: int) -> None:
+    from gangsched.fit import FullView, resource_fit
+    from gangsched.scheduler import open_session
+    from gangsched.statement import Statement
+
+    ssn = open_session(gs.Snapshot.from_dict(_gpu_cluster(seed)))
+    view = FullView.build(ssn, len(ssn.changed))
+    rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
+    rng = np.random.default_rng(seed)
+    for _ in range(6):
+        tmpl = ssn.templates[int(rng.integers(len(ssn.templates)))]
+        t = next((t for t in tmpl.tasks if ssn.task_state[t] == 0), None)
+        node, pipelined = ssn.best_node(tmpl)
+        if t is not None and node >= 0 and not pipelined:
+            stmt = Statement(ssn)
+            stmt.allocate(t, node, ssn.choose_gpus(t, node, future=False))
+            stmt.commit()
+        view.refresh(ssn, ssn.changed)
+        for other in ssn.templates:
+            direct = resource_fit(ssn, other, rows)
+            shared = resource_fit(ssn, other, rows, None, view)
+            assert np.array_equal(direct[0], shared[0]) and np.array_equal(direct[1], shared[1])

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .feasibility import queue_gpu_charge
+from .fit import FullView
 from .model import Task, TaskPhase
 from .snapshot import Snapshot
 from .units import PODS, ResourceSpec
@@ -170,6 +171,8 @@ class CycleCache:
     task_priority: I64 | None = None
     #: actions._victims: per-task and per-job preemptable flags.
     evictable: tuple[BOOL, BOOL] | None = None
+    #: gangsched.evaluation: every node's free rows for first evaluations (``fit.FullView``).
+    fit_view: FullView | None = None
     #: actions.consolidate: template index of each moved task's shape.
     move_templates: dict[tuple[object, ...], int] = field(default_factory=dict)
 

@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .arrays import TaskTemplate
-from .fit import device_free, gpu_need, node_free, resource_fit
+from .fit import FullView, device_free, gpu_need, node_free, resource_fit
 from .units import PODS
 
 if TYPE_CHECKING:
@@ -150,7 +150,14 @@ class Evaluator:
             ev.versions[rows] = ssn.node_version[rows]
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
-        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
+        view = None
+        if rows.size == n and n > 1:  # a first evaluation: all nodes, read from the shared view
+            view = ssn.cache.fit_view
+            if view is None:
+                view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
+            else:
+                view.refresh(ssn, ssn.changed)
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score

@@ -16,6 +16,8 @@ for every caller.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
@@ -25,6 +27,7 @@ from .arrays import ClusterArrays, TaskTemplate
 from .feasibility import device_take
 
 __all__ = [
+    "FullView",
     "Occupancy",
     "choose_devices",
     "device_free",
@@ -77,14 +80,68 @@ def gpu_need(arrays: ClusterArrays, tmpl: TaskTemplate) -> I64:
     return device_take(tmpl.gpu_milli, arrays.gpu_capacity, arrays.gpu_sharing)
 
 
+@dataclass(slots=True)
+class FullView:
+    """Every node's free resources (now and later) and free milli-GPU per device slot, kept
+    current from a change log: what a fit over all nodes reads, whatever the template, so
+    that many templates evaluated on the same occupancy share it. Device slots are a
+    ``(n_nodes, most devices)`` table; padding slots (``real`` False) never count."""
+
+    seen: int  # length of the change log at the last refresh
+    free: I64
+    later: I64
+    real: BOOL
+    index: I64
+    dev_free: I64
+    dev_later: I64
+
+    @classmethod
+    def build(cls, occ: Occupancy, seen: int) -> FullView:
+        a = occ.arrays
+        slot = np.arange(a.max_gpus)
+        real = slot < a.gpu_count[:, None]
+        index = np.where(real, a.gpu_offset[:-1][:, None] + slot, 0)
+        free, later = _free_rows(occ, _ALL)
+        dev_free, dev_later = _device_rows(occ, index, _ALL)
+        return cls(seen, free, later, real, index, dev_free, dev_later)
+
+    def refresh(self, occ: Occupancy, changed: Sequence[int]) -> None:
+        """Re-read the nodes logged in ``changed`` since the last refresh."""
+        if len(changed) == self.seen:
+            return
+        rows = np.unique(np.asarray(changed[self.seen :], dtype=np.intp))
+        self.seen = len(changed)
+        self.free[rows], self.later[rows] = _free_rows(occ, rows)
+        self.dev_free[rows], self.dev_later[rows] = _device_rows(occ, self.index[rows], rows)
+
+
+def _free_rows(occ: Occupancy, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
+    free: I64 = occ.arrays.allocatable[rows] - occ.used[rows]
+    later: I64 = free + occ.releasing[rows] - occ.pipelined[rows]
+    return free, later
+
+
+def _device_rows(occ: Occupancy, index: I64, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
+    dev_free: I64 = occ.arrays.gpu_capacity[rows][:, None] - occ.gpu_used[index]
+    dev_later: I64 = dev_free + occ.gpu_releasing[index] - occ.gpu_pipelined[index]
+    return dev_free, dev_later
+
+
 def resource_fit(
-    occ: Occupancy, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None = None
+    occ: Occupancy,
+    tmpl: TaskTemplate,
+    rows: npt.NDArray[np.intp],
+    m_all: I64 | None = None,
+    view: FullView | None = None,
 ) -> tuple[BOOL, BOOL]:
     """``(fits now, fits later)`` of ``tmpl`` on ``rows``. ``m_all``: :func:`gpu_need`,
-    when the caller keeps it."""
+    when the caller keeps it; ``view``: a current :class:`FullView`, read when ``rows`` are
+    all the nodes in order."""
     if rows.size == 1:  # the usual refresh after one placement: plain ints are faster
         return _fit_one(occ, tmpl, int(rows[0]), m_all)
     a = occ.arrays
+    if view is not None and rows.size == a.n_nodes:
+        return _fit_all(a, tmpl, view, m_all)
     free = a.allocatable[rows] - occ.used[rows]
     later = free + occ.releasing[rows] - occ.pipelined[rows]
     m_eff = np.zeros(0, dtype=np.int64)
@@ -109,6 +166,29 @@ def resource_fit(
         ok_later = (dev_later >= need) & real
         fit_idle &= ((dev_free >= need) & ok_later).sum(axis=1) >= tmpl.gpu_count
         fit_later &= ok_later.sum(axis=1) >= tmpl.gpu_count
+    fit_idle &= fit_later
+    return fit_idle, fit_later
+
+
+def _fit_all(
+    a: ClusterArrays, tmpl: TaskTemplate, view: FullView, m_all: I64 | None
+) -> tuple[BOOL, BOOL]:
+    """:func:`resource_fit` of every node, read from ``view`` (the same rules)."""
+    gcol = a.spec.gpu_column
+    if not tmpl.gpu_count:
+        fit_later: BOOL = np.asarray((tmpl.request <= view.later).all(axis=1))
+        fit_idle: BOOL = np.asarray((tmpl.request <= view.free).all(axis=1)) & fit_later
+        return fit_idle, fit_later
+    m_eff = gpu_need(a, tmpl) if m_all is None else m_all
+    req = tmpl.request.copy()
+    req[gcol] = 0  # the GPU column is charged per the node's devices, checked below
+    charge = tmpl.gpu_count * m_eff
+    fit_idle = (req <= view.free).all(axis=1) & (charge <= view.free[:, gcol])
+    fit_later = (req <= view.later).all(axis=1) & (charge <= view.later[:, gcol])
+    need = np.maximum(m_eff, 1)[:, None]
+    ok_later = (view.dev_later >= need) & view.real
+    fit_idle &= ((view.dev_free >= need) & ok_later).sum(axis=1) >= tmpl.gpu_count
+    fit_later &= ok_later.sum(axis=1) >= tmpl.gpu_count
     fit_idle &= fit_later
     return fit_idle, fit_later
 
