@@ -16,6 +16,30 @@ from .errors import ConfigError, PlacementError
 from .model import Task
 from .units import CPU
 
+#: The names :mod:`gangsched.fragmentation` re-exports.
+__all__ = [
+    "MAX_NODE_SCORE",
+    "MAX_SPEC_CPU",
+    "MAX_SPEC_GPU",
+    "MILLI",
+    "N_AFFINITY",
+    "ClusterView",
+    "FragTerms",
+    "IntSource",
+    "NodeScores",
+    "PodRequest",
+    "TypicalPods",
+    "choose_node",
+    "cluster_fragment",
+    "device_indices",
+    "fit_mask",
+    "fragment_terms",
+    "node_fragment",
+    "node_fragment_from_terms",
+    "typical_pods",
+    "typical_pods_of_tasks",
+]
+
 MILLI = 1000
 MAX_SPEC_CPU = 128_000  # millicores: the normalizer of the CPU dimension
 MAX_SPEC_GPU = 8_000  # milli-GPU: the normalizer of the GPU dimension

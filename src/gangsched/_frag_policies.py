@@ -27,6 +27,20 @@ from ._types import BOOL as B
 from ._types import F64, I64
 from .errors import ConfigError
 
+#: The names :mod:`gangsched.fragmentation` re-exports.
+__all__ = [
+    "PAPER_POLICIES",
+    "POLICIES",
+    "score_bestfit",
+    "score_dotprod",
+    "score_fgd",
+    "score_fgd_pack",
+    "score_gpu_clustering",
+    "score_gpu_packing",
+    "score_nodes",
+    "score_random",
+]
+
 
 def _trunc_score(values: F64, feasible: B) -> F64:
     return np.where(feasible, np.trunc(values), -np.inf)

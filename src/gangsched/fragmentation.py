@@ -60,70 +60,10 @@ first). Nothing here reads a clock, a file or an unseeded random source: ``rando
 
 from __future__ import annotations
 
-from ._frag_core import (
-    MAX_NODE_SCORE,
-    MAX_SPEC_CPU,
-    MAX_SPEC_GPU,
-    MILLI,
-    N_AFFINITY,
-    ClusterView,
-    FragTerms,
-    IntSource,
-    NodeScores,
-    PodRequest,
-    TypicalPods,
-    choose_node,
-    cluster_fragment,
-    device_indices,
-    fit_mask,
-    fragment_terms,
-    node_fragment,
-    node_fragment_from_terms,
-    typical_pods,
-    typical_pods_of_tasks,
-)
-from ._frag_policies import (
-    PAPER_POLICIES,
-    POLICIES,
-    score_bestfit,
-    score_dotprod,
-    score_fgd,
-    score_fgd_pack,
-    score_gpu_clustering,
-    score_gpu_packing,
-    score_nodes,
-    score_random,
-)
+from . import _frag_core, _frag_policies
+from ._frag_core import *  # noqa: F403  (each kernel module lists its public names)
+from ._frag_policies import *  # noqa: F403
 
-__all__ = [
-    "MAX_NODE_SCORE",
-    "MAX_SPEC_CPU",
-    "MAX_SPEC_GPU",
-    "MILLI",
-    "N_AFFINITY",
-    "PAPER_POLICIES",
-    "POLICIES",
-    "ClusterView",
-    "FragTerms",
-    "IntSource",
-    "NodeScores",
-    "PodRequest",
-    "TypicalPods",
-    "choose_node",
-    "cluster_fragment",
-    "device_indices",
-    "fit_mask",
-    "fragment_terms",
-    "node_fragment",
-    "node_fragment_from_terms",
-    "score_bestfit",
-    "score_dotprod",
-    "score_fgd",
-    "score_fgd_pack",
-    "score_gpu_clustering",
-    "score_gpu_packing",
-    "score_nodes",
-    "score_random",
-    "typical_pods",
-    "typical_pods_of_tasks",
-]
+__all__: list[str] = []
+__all__ += _frag_core.__all__
+__all__ += _frag_policies.__all__
