@@ -135,21 +135,16 @@ def _problem(nodes: NodeTable, pods: PodTable, arrived: I64) -> _Problem:
     gpu_nodes, cls, cinv = nodes.gpu_classes()
     gp, shp, sinv = pods.gpu_shapes(arrived)
     fits = shapes_fit_classes(pods, nodes, shp, cls)
-    return _Problem(
-        cls_cpu=cls[:, 0],
-        cls_mem=cls[:, 1],
-        cls_gpu=cls[:, 2],
-        cls_model=cls[:, 3],
-        cls_count=np.bincount(cinv, minlength=cls.shape[0]).astype(np.int64),
-        cls_nodes=tuple(gpu_nodes[cinv == c] for c in range(cls.shape[0])),
-        s_cpu=shp[:, 0],
-        s_mem=shp[:, 1],
-        s_num=shp[:, 2],
-        s_milli=shp[:, 3],
-        s_count=np.bincount(sinv, minlength=shp.shape[0]).astype(np.int64),
-        s_pods=tuple(gp[sinv == s] for s in range(shp.shape[0])),
-        fits=fits,
-    )
+    return _Problem(*_grouped(cls, cinv, gpu_nodes), *_grouped(shp, sinv, gp), fits)
+
+
+def _grouped(keys: I64, inverse: I64, rows: I64) -> tuple[I64, I64, I64, I64, I64, tuple[I64, ...]]:
+    """A grouping's first four key columns, the rows per group and each group's rows, in the
+    order :class:`_Problem` holds them for classes and for shapes."""
+    n = keys.shape[0]
+    count = np.bincount(inverse, minlength=n).astype(np.int64)
+    members = tuple(rows[inverse == g] for g in range(n))
+    return keys[:, 0], keys[:, 1], keys[:, 2], keys[:, 3], count, members
 
 
 def _seed_columns(
