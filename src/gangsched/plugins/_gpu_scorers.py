@@ -5,7 +5,7 @@ describes them)."""
 from __future__ import annotations
 
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -137,32 +137,37 @@ class _KernelScorer(SharedDeviceChoice):
         return _answer(int(res.share_gpu[0]), v, pod)
 
 
-class DotProdPlugin(_KernelScorer):
+class _LeftoverScorer(_KernelScorer):
+    """A scorer whose score is a truncated formula of the node's free CPU and idle GPU
+    (``raw``) and whose shared device is the tightest with room (``kernel``)."""
+
+    raw: Callable[[PodRequest, I64, I64], F64]
+    kernel: Callable[[B, PodRequest, I64, I64], NodeScores]
+
+    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
+        return self.kernel(mask, pod, v.free_cpu, v.gpu_free)
+
+    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        raw = self.raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
+        return np.where(mask, np.trunc(raw), -np.inf)  # the kernel's score
+
+
+class DotProdPlugin(_LeftoverScorer):
     """``dotprod``: the smallest dot product of normalized free and requested (CPU, GPU)."""
 
     name = "dotprod"
     known_arguments: tuple[str, ...] = _both("dotprod", "weight")
-
-    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
-        return score_dotprod(mask, pod, v.free_cpu, v.gpu_free)
-
-    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
-        raw = dotprod_raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
-        return np.where(mask, np.trunc(raw), -np.inf)  # score_dotprod's score
+    raw = staticmethod(dotprod_raw)
+    kernel = staticmethod(score_dotprod)
 
 
-class BestFitPlugin(_KernelScorer):
+class BestFitPlugin(_LeftoverScorer):
     """``bestfit``: the least weighted leftover (half CPU, half GPU) after placing the task."""
 
     name = "bestfit"
     known_arguments: tuple[str, ...] = _both("bestfit", "weight")
-
-    def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
-        return score_bestfit(mask, pod, v.free_cpu, v.gpu_free)
-
-    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
-        raw = bestfit_raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
-        return np.where(mask, np.trunc(raw), -np.inf)  # score_bestfit's score
+    raw = staticmethod(bestfit_raw)
+    kernel = staticmethod(score_bestfit)
 
 
 class GpuPackingPlugin(_KernelScorer):
