@@ -159,13 +159,14 @@ class AllocateAction:
         enqueue_on = ssn.config.has_action("enqueue")
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         worklist: dict[int, deque[int]] = {}
+        # Without enqueue every Pending job is admitted; one statement holds the admissions
+        # (they place nothing, so committing them together is committing each).
+        admission = Statement(ssn)
         for j in range(len(ssn.snapshot.jobs)):
             if ssn.job_phase[j] is JobPhase.PENDING:
                 if enqueue_on:
                     continue
-                admission = Statement(ssn)
                 admission.admit(j)
-                admission.commit()
             tasks = [
                 int(t)
                 for t in ssn.job_tasks(j)
@@ -181,6 +182,7 @@ class AllocateAction:
             tasks.sort(key=ssn.task_key)
             worklist[j] = deque(tasks)
             per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
+        admission.commit()
         for heap in per_queue.values():
             heapq.heapify(heap)
         self.placer, self.place_all = self._placer(ssn)
