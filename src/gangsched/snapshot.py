@@ -55,6 +55,24 @@ _KINDS: tuple[tuple[str, str, type[Any]], ...] = (
 )
 
 
+def _list_field(value: object, attr: str, want: type, wanted: str) -> tuple[Any, ...]:
+    """The record list ``attr`` of a snapshot (records, or their plain data): ``value`` as a
+    tuple whose every item is a ``want`` (``wanted`` names it in the message)."""
+    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
+        raise SnapshotError(
+            f"expected a list, got {type(value).__name__}", kind="snapshot", field=attr
+        )
+    items = tuple(value)
+    for i, item in enumerate(items):
+        if not isinstance(item, want):
+            raise SnapshotError(
+                f"expected {wanted}, got {type(item).__name__}",
+                kind="snapshot",
+                field=f"{attr}[{i}]",
+            )
+    return items
+
+
 def _index(records: Sequence[R], kind: str) -> dict[str, int]:
     out: dict[str, int] = {}
     for i, rec in enumerate(records):
@@ -105,19 +123,7 @@ class Snapshot:
                 field="limits",
             )
         for attr, kind, cls in _KINDS:
-            value = getattr(self, attr)
-            if isinstance(value, str | bytes | Mapping) or not isinstance(value, Iterable):
-                raise SnapshotError(
-                    f"expected a sequence of {cls.__name__}", kind="snapshot", field=attr
-                )
-            records = tuple(value)
-            for i, rec in enumerate(records):
-                if not isinstance(rec, cls):
-                    raise SnapshotError(
-                        f"is a {type(rec).__name__}, expected {cls.__name__}",
-                        kind="snapshot",
-                        field=f"{attr}[{i}]",
-                    )
+            records = _list_field(getattr(self, attr), attr, cls, cls.__name__)
             object.__setattr__(self, attr, records)
             if attr == "tasks":
                 self._check_limits()
@@ -313,24 +319,12 @@ class Snapshot:
         parts: dict[str, tuple[Any, ...]] = {}
         for attr, _kind, rec_cls in _KINDS:
             raw = d.get(attr)
-            if raw is None:
-                raw = ()
-            if isinstance(raw, str | bytes | Mapping) or not isinstance(raw, Sequence):
-                raise SnapshotError(
-                    f"expected a list, got {type(raw).__name__}", kind="snapshot", field=attr
-                )
+            items = _list_field(() if raw is None else raw, attr, Mapping, "a mapping")
             if attr == "tasks":
-                check_task_count(len(raw), limits)
-            records = []
-            for i, item in enumerate(raw):
-                if not isinstance(item, Mapping):
-                    raise SnapshotError(
-                        f"expected a mapping, got {type(item).__name__}",
-                        kind="snapshot",
-                        field=f"{attr}[{i}]",
-                    )
-                records.append(rec_cls.from_dict(item, where=f"#{i}"))
-            parts[attr] = tuple(records)
+                check_task_count(len(items), limits)
+            parts[attr] = tuple(
+                rec_cls.from_dict(item, where=f"#{i}") for i, item in enumerate(items)
+            )
         return cls(**parts, limits=limits)
 
     def to_dict(self) -> dict[str, list[dict[str, object]]]:
