@@ -17,7 +17,7 @@ for every caller.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 import numpy as np
@@ -94,6 +94,9 @@ class FullView:
     index: I64
     dev_free: I64
     dev_later: I64
+    #: Per GPU take (a template's ``gpu_milli``): each node's devices with room for it now
+    #: (and later), and later alone.
+    rooms: dict[int, tuple[I64, I64]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, occ: Occupancy, seen: int) -> FullView:
@@ -113,6 +116,25 @@ class FullView:
         self.seen = len(changed)
         self.free[rows], self.later[rows] = _free_rows(occ, rows)
         self.dev_free[rows], self.dev_later[rows] = _device_rows(occ, self.index[rows], rows)
+        for milli, (now, later) in self.rooms.items():
+            now[rows], later[rows] = self._room(occ.arrays, milli, rows)
+
+    def room(self, a: ClusterArrays, milli: int) -> tuple[I64, I64]:
+        """Per node, its devices with room for a take of ``milli`` now (and later), and
+        later."""
+        found = self.rooms.get(milli)
+        if found is None:
+            found = self.rooms[milli] = self._room(a, milli, _ALL)
+        return found
+
+    def _room(
+        self, a: ClusterArrays, milli: int, rows: npt.NDArray[np.intp] | slice
+    ) -> tuple[I64, I64]:
+        need = np.maximum(device_take(milli, a.gpu_capacity[rows], a.gpu_sharing[rows]), 1)
+        ok_later = (self.dev_later[rows] >= need[:, None]) & self.real[rows]
+        now: I64 = ((self.dev_free[rows] >= need[:, None]) & ok_later).sum(axis=1)
+        later: I64 = ok_later.sum(axis=1)
+        return now, later
 
 
 def _free_rows(occ: Occupancy, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
@@ -185,10 +207,9 @@ def _fit_all(
     charge = tmpl.gpu_count * m_eff
     fit_idle = (req <= view.free).all(axis=1) & (charge <= view.free[:, gcol])
     fit_later = (req <= view.later).all(axis=1) & (charge <= view.later[:, gcol])
-    need = np.maximum(m_eff, 1)[:, None]
-    ok_later = (view.dev_later >= need) & view.real
-    fit_idle &= ((view.dev_free >= need) & ok_later).sum(axis=1) >= tmpl.gpu_count
-    fit_later &= ok_later.sum(axis=1) >= tmpl.gpu_count
+    now, later = view.room(a, tmpl.gpu_milli)
+    fit_idle &= now >= tmpl.gpu_count
+    fit_later &= later >= tmpl.gpu_count
     fit_idle &= fit_later
     return fit_idle, fit_later
 

@@ -72,13 +72,15 @@ class NodeOrderPlugin:
         if rows.size == 1:  # the usual refresh after one placement: plain floats are faster
             return np.array([self._score_one(ssn, tmpl, int(rows[0]))])
         a = ssn.arrays
+        whole = rows.size == a.n_nodes and bool((rows == np.arange(rows.size)).all())
+        sel: npt.NDArray[np.intp] | slice = slice(None) if whole else rows  # a view, not a copy
         req = tmpl.request[:2].copy()  # cpu, memory (the first two columns)
         if req[0] == 0:
             req[0] = DEFAULT_CPU
         if req[1] == 0:
             req[1] = DEFAULT_MEMORY
-        alloc = a.allocatable[rows, :2]
-        requested = ssn.used[rows, :2] + req
+        alloc = a.allocatable[sel, :2]
+        requested = ssn.used[sel, :2] + req
         safe = np.maximum(alloc, 1)
         score = np.zeros(rows.size)
         if self.least:
@@ -92,16 +94,16 @@ class NodeOrderPlugin:
             fracs = [frac[:, 0], frac[:, 1]]
             if tmpl.gpu_count:
                 g = a.spec.gpu_column
-                galloc = a.allocatable[rows, g]
+                galloc = a.allocatable[sel, g]
                 gfrac = np.where(
                     galloc > 0,
-                    np.minimum((ssn.used[rows, g] + tmpl.request[g]) / np.maximum(galloc, 1), 1.0),
+                    np.minimum((ssn.used[sel, g] + tmpl.request[g]) / np.maximum(galloc, 1), 1.0),
                     0.0,
                 )
                 fracs.append(gfrac)
             score += self.balanced * (1.0 - np.sqrt(_variance(fracs))) * 100.0
         if self.taint and a.soft_taints:
-            score += self.taint * self._taint(ssn, tmpl)[rows]
+            score += self.taint * self._taint(ssn, tmpl)[sel]
         return score
 
     def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
