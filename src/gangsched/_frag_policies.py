@@ -93,8 +93,20 @@ def dotprod_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
 
 def score_dotprod(feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64) -> NodeScores:
     """Dot product of normalized free and requested (CPU, total GPU); smaller product wins."""
-    raw = dotprod_raw(pod, free_cpu, gpu_free.sum(axis=1))
-    return NodeScores(score=_trunc_score(raw, feasible), share_gpu=_best_fit_gpu(gpu_free, pod))
+    return _cpu_gpu_score(dotprod_raw, feasible, pod, free_cpu, gpu_free)
+
+
+def _cpu_gpu_score(
+    raw: Callable[[PodRequest, I64, I64], F64],
+    feasible: B,
+    pod: PodRequest,
+    free_cpu: I64,
+    gpu_free: I64,
+) -> NodeScores:
+    """A policy scored from free CPU and idle milli-GPU (DotProd, BestFit): its ``raw`` score
+    truncated, the tightest device for a shared pod."""
+    score = _trunc_score(raw(pod, free_cpu, gpu_free.sum(axis=1)), feasible)
+    return NodeScores(score=score, share_gpu=_best_fit_gpu(gpu_free, pod))
 
 
 def bestfit_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
@@ -108,8 +120,7 @@ def bestfit_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
 
 def score_bestfit(feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64) -> NodeScores:
     """Least weighted leftover (0.5 CPU / 128 cores + 0.5 GPU / 8 devices) wins."""
-    raw = bestfit_raw(pod, free_cpu, gpu_free.sum(axis=1))
-    return NodeScores(score=_trunc_score(raw, feasible), share_gpu=_best_fit_gpu(gpu_free, pod))
+    return _cpu_gpu_score(bestfit_raw, feasible, pod, free_cpu, gpu_free)
 
 
 def clustering_raw(idle: I64, same: B, n_tags: I64) -> F64:
