@@ -88,6 +88,15 @@ class StateSnapshot:
         self.changes.apply()
         self.state.schedule(self.config)
 
+    def time_cycle_after_changes_applied(self, size: tuple[int, int]) -> None:
+        # The embedding loop: each cycle's decisions are applied before the next changes.
+        if not hasattr(self, "applied"):
+            self.applied = ClusterState(cluster(*size))
+            self.applied.apply(self.applied.schedule(self.config))
+            self.applied_changes = Changes(self.applied)
+        self.applied_changes.apply()
+        self.applied.apply(self.applied.schedule(self.config))
+
     def time_cycle_from_scratch(self, size: tuple[int, int]) -> None:
         schedule(Snapshot.from_dict(self.data), self.config)
 
