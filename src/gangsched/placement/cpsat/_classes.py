@@ -315,22 +315,33 @@ def extract_classes(
                 or f"gang {name!r}: left out to place more weight of other gangs"
             )
             out[gi] = GangPlacement(gang=name, placed=False, reason=why)
+    # per class and node, the incumbent replicas of the gangs not handed theirs yet: a gang
+    # takes such nodes last, so that the gangs the solution did not move keep their places
+    pending: list[dict[int, int]] = [{} for _ in cls.views]
+    for gi in order:
+        for t, nd, _ in fallback[gi].replicas:
+            row = pending[cls.of[(gi, t)]]
+            row[nd] = row.get(nd, 0) + 1
     for gi in order:
         gang = views[gi].gang
-        inside = nodes_of[chosen[gi]].tolist()
-        in_domain = set(inside)
+        for t, nd, _ in fallback[gi].replicas:
+            pending[cls.of[(gi, t)]][nd] -= 1
+        in_domain = set(nodes_of[chosen[gi]].tolist())
         mine: list[Replica] = []
         for t in range(gang.n_templates):
             if (gi, t) not in cm.reps:
                 continue
             want = int(solver.value(cm.reps[(gi, t)]))
             by_node = pool[cls.of[(gi, t)]]
-            # the incumbent's nodes first (any order inside the domain is valid), so a gang
-            # the solution did not move keeps its placement
-            before = sorted(
-                {nd for tt, nd, _ in fallback[gi].replicas if tt == t and nd in in_domain}
+            # the incumbent's nodes first, the other gangs' last (any order of the domain's
+            # nodes is valid: see the module docstring)
+            before = {nd for tt, nd, _ in fallback[gi].replicas if tt == t and nd in in_domain}
+            left = pending[cls.of[(gi, t)]]
+            nodes = sorted(
+                (nd for nd in in_domain if by_node.get(nd)),
+                key=lambda nd: (nd not in before, left.get(nd, 0) > 0, nd),
             )
-            for node in [*before, *inside]:
+            for node in nodes:
                 if want == 0:
                     break
                 have = by_node.get(node)

@@ -259,30 +259,14 @@ class _Joint(_Search):
                 problem, PlacementResult(gangs=tuple(incumbent), status=Status.FEASIBLE), upper
             )
         cm = build_class_model(job, incumbent, upper)
-        # first, whether the bound is reached (a search for one solution, cheaper than the
-        # optimisation; the bound is usually the optimum); then, unless that settled it, the
-        # optimisation with what is left
-        reach = cm.model.new_bool_var("reach")
-        cm.model.add(cm.objective >= upper).only_enforce_if(reach)
-        cm.model.add_assumptions([reach])
-        cm.model.clear_objective()  # type: ignore[no-untyped-call]
-        half = None if budget.work is None else budget.work / 2
         keep = budget.pass_time / 2  # the extraction and its check, after the solve
-        solver, st = self._solve(cm.model, budget, cap=half, reserve=keep)
-        cm.model.clear_assumptions()
-        if st == cp_model.INFEASIBLE:  # proven: the bound is out of reach
-            upper -= 1
-            cm.model.add(cm.objective <= upper)
-        if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE) and upper > _weight(problem, incumbent):
-            cm.model.maximize(cm.objective)
-            solver, st = self._solve(cm.model, budget, reserve=keep)
+        solver, st = self._solve(cm.model, budget, reserve=keep)
         gangs = incumbent
         bound = float(upper)
         if st in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             # the model is exact and its objective lies between the incumbent and ``upper``
             # (both valid), so its bound is a bound for the problem
-            if cm.model.has_objective():
-                bound = min(bound, float(np.floor(solver.best_objective_bound + 1e-6)))
+            bound = min(bound, float(np.floor(solver.best_objective_bound + 1e-6)))
             if round(solver.value(cm.objective)) > _weight(problem, incumbent):
                 got = extract_classes(job, cm, solver, incumbent)
                 if got is not None:
