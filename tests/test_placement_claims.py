@@ -121,6 +121,16 @@ def _multi_role_problem(racks: int = 2, nodes: int = 4, workers: int = 6) -> Pla
     return problem_for(topo, [gang], gpu_free=gpu_free)
 
 
+def _fifty_mixed_gangs() -> PlacementProblem:
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from benchmarks._placement_irregular import joint_mixed_problem
+
+    return joint_mixed_problem(640, 0)
+
+
 def determinism_digest() -> str:
     """Digest of what the placers built without arguments answer on a few problems."""
     import hashlib
@@ -132,6 +142,7 @@ def determinism_digest() -> str:
         (JointCpSatPlacer(), _racks_3_1_1()),
         (JointCpSatPlacer(), _sliced_rack_under_no_spine()),
         (JointCpSatPlacer(), _mixed_joint_problem()),  # relaxation, repair and polish
+        (JointCpSatPlacer(), _fifty_mixed_gangs()),  # the model on replica classes
     ):
         res = placer.place(problem)
         out.append(
