@@ -263,25 +263,7 @@ class ClusterArrays:
 
 
 def resource_spec_of(snapshot: Snapshot) -> ResourceSpec:
-    return ResourceSpec.from_names(resource_names(snapshot))
-
-
-def resource_names(snapshot: Snapshot) -> set[str]:
-    """Every resource the snapshot names (nodes, tasks, queue quotas, job minimums), and the
-    four every cluster has: cpu, memory, GPU and pods."""
-    names: set[str] = {CPU, MEMORY, GPU, PODS}
-    for node in snapshot.nodes:
-        names.update(node.allocatable)
-    for task in snapshot.tasks:
-        names.update(task.request)
-    for queue in snapshot.queues:
-        for res in (queue.capability, queue.guarantee, queue.deserved):
-            if res is not None:
-                names.update(res)
-    for job in snapshot.jobs:
-        if job.min_resources is not None:
-            names.update(job.min_resources)
-    return names
+    return ResourceSpec.from_names(snapshot.resource_names())
 
 
 def request_vector(task: Task, spec: ResourceSpec) -> I64:

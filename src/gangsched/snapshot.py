@@ -40,6 +40,7 @@ from .model import (
     Task,
     check_totals,
 )
+from .units import CPU, GPU, MEMORY, PODS
 
 __all__ = ["Snapshot"]
 
@@ -193,6 +194,23 @@ class Snapshot:
 
     def tasks_of(self, job: str) -> tuple[Task, ...]:
         return tuple(t for t in self.tasks if t.job == job)
+
+    def resource_names(self) -> set[str]:
+        """Every resource the snapshot names (nodes, tasks, queue quotas, job minimums), and
+        the four every cluster has: cpu, memory, GPU and pods."""
+        names: set[str] = {CPU, MEMORY, GPU, PODS}
+        for node in self.nodes:
+            names.update(node.allocatable)
+        for task in self.tasks:
+            names.update(task.request)
+        for queue in self.queues:
+            for res in (queue.capability, queue.guarantee, queue.deserved):
+                if res is not None:
+                    names.update(res)
+        for job in self.jobs:
+            if job.min_resources is not None:
+                names.update(job.min_resources)
+        return names
 
     # ---------------------------------------------------------------- validation
 

@@ -7,7 +7,6 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..arrays import resource_names
 from ..config import Config, PluginOption
 from ..errors import ConfigError
 from ..feasibility import device_take, queue_gpu_charge
@@ -59,7 +58,7 @@ class _State:
             if opt.name not in SUPPORTED:
                 raise ConfigError("not supported by the reference", kind="plugin", name=opt.name)
         self.snap, self.config = snap, config
-        self.res = sorted(resource_names(snap))
+        self.res = sorted(snap.resource_names())
         self.alloc: list[dict[str, int]] = []
         for node in snap.nodes:
             row = dict.fromkeys(self.res, 0)
