@@ -169,7 +169,7 @@ def resource_fit(
     m_eff = np.zeros(0, dtype=np.int64)
     if tmpl.gpu_count:
         m_eff = (gpu_need(a, tmpl) if m_all is None else m_all)[rows]
-        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
+        req = np.repeat(tmpl.request[None, :], rows.size, axis=0)  # one row per node
         req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
     else:
         req = tmpl.request  # (n_resources,) broadcast over the rows

@@ -127,7 +127,7 @@ class ViewCache:
     the versions otherwise; another session starts it afresh. ``on_rows(ssn, rows, view)`` is
     told every refresh (every row for a new session), with the view of those rows."""
 
-    __slots__ = ("_all", "_log", "_on_rows", "_seen", "_ssn")
+    __slots__ = ("_all", "_log", "_on_rows", "_pods", "_seen", "_ssn")
 
     def __init__(self, on_rows: Callable[[Session, Rows, _View], None] | None = None) -> None:
         self._on_rows = on_rows
@@ -135,6 +135,7 @@ class ViewCache:
         self._all: _View | None = None
         self._seen: I64 = np.zeros(0, dtype=np.int64)
         self._log = 0
+        self._pods: dict[int, PodRequest | None] = {}
 
     def refresh(self, ssn: Session) -> Rows:
         """Bring the view up to date; returns the rows that changed since the last call
@@ -143,6 +144,7 @@ class ViewCache:
             rows: Rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
             self._all = _view(ssn, rows)
             self._ssn, self._seen, self._log = ssn, ssn.node_version.copy(), len(ssn.changed)
+            self._pods = {}
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, self._all)
             return rows
@@ -162,6 +164,14 @@ class ViewCache:
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, part)
         return rows
+
+    def pod(self, ssn: Session, tmpl: TaskTemplate) -> PodRequest | None:
+        """:func:`_template_pod` of ``tmpl``, made once per template of the session."""
+        if self._ssn is not ssn:
+            self.refresh(ssn)
+        if tmpl.index not in self._pods:
+            self._pods[tmpl.index] = _template_pod(ssn, tmpl)
+        return self._pods[tmpl.index]
 
     @property
     def session(self) -> Session | None:

@@ -35,7 +35,6 @@ from ._gpu_common import (
     _both,
     _feasible,
     _read_args,
-    _template_pod,
     _View,
     _weight,
 )
@@ -122,7 +121,7 @@ class _KernelScorer(SharedDeviceChoice):
         return self._kernel(ssn, rows, mask, pod, v).score
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
-        pod = _template_pod(ssn, tmpl)
+        pod = self.views.pod(ssn, tmpl)
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
         v = self.views.view(ssn, rows)

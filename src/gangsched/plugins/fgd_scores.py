@@ -80,7 +80,6 @@ from ._gpu_common import (
     _models,
     _read_args,
     _task_pod,
-    _template_pod,
     _View,
     _weight,
 )
@@ -277,10 +276,10 @@ class FgdPlugin(SharedDeviceChoice):
         return self._frag
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
-        pod = _template_pod(ssn, tmpl)
+        typical, terms = self._refresh(ssn)  # first: a new session re-derives the typical pods
+        pod = self.views.pod(ssn, tmpl)
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
-        typical, terms = self._refresh(ssn)
         v = self.views.view(ssn, rows)
         feasible = _feasible(v, pod)
         known, missing = self._memo.lookup(pod, rows, feasible)
