@@ -39,10 +39,11 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
@@ -87,6 +88,17 @@ def overused_reason(ssn: Session, queue: int) -> str:
         if names[c] != PODS
     ]
     return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
+
+
+def _waiting_tasks(ssn: Session) -> npt.NDArray[np.int64]:
+    """The pending tasks that are not best-effort (backfill places those), in task order."""
+    pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
+    tmpl = ssn.template_of[pending]
+    best_effort = np.array([t.best_effort for t in ssn.templates] + [False], dtype=np.bool_)[tmpl]
+    for k in np.flatnonzero(tmpl < 0).tolist():  # a task without a template: its record says
+        best_effort[k] = ssn.snapshot.tasks[int(pending[k])].best_effort
+    out: npt.NDArray[np.int64] = pending[~best_effort]
+    return out
 
 
 class AllocateAction:
@@ -162,17 +174,23 @@ class AllocateAction:
         # Without enqueue every Pending job is admitted; one statement holds the admissions
         # (they place nothing, so committing them together is committing each).
         admission = Statement(ssn)
-        for j in range(len(ssn.snapshot.jobs)):
+        waiting = _waiting_tasks(ssn)
+        # With enqueue on, a job without a waiting task has nothing to do here; without it,
+        # every Pending job is admitted.
+        candidates: Iterable[int] = (
+            np.unique(ssn.task_job[waiting]).tolist()
+            if enqueue_on
+            else range(len(ssn.snapshot.jobs))
+        )
+        mask = np.zeros(len(ssn.snapshot.tasks), dtype=np.bool_)
+        mask[waiting] = True
+        for j in candidates:
             if ssn.job_phase[j] is JobPhase.PENDING:
                 if enqueue_on:
                     continue
                 admission.admit(j)
-            tasks = [
-                int(t)
-                for t in ssn.job_tasks(j)
-                if ssn.task_state[t] == TaskState.PENDING
-                and not ssn.snapshot.tasks[int(t)].best_effort
-            ]
+            own = ssn.job_tasks(j)
+            tasks: list[int] = own[mask[own]].tolist()
             if not tasks:
                 continue
             invalid = ssn.points.job_valid(j)
