@@ -137,7 +137,7 @@ class ViewCache:
         self._log = 0
         self._pods: dict[int, PodRequest | None] = {}
 
-    def refresh(self, ssn: Session) -> Rows:
+    def sync_rows(self, ssn: Session) -> Rows:
         """Bring the view up to date; returns the rows that changed since the last call
         (every row when the session is new to it)."""
         if self._ssn is not ssn or self._all is None:
@@ -168,7 +168,7 @@ class ViewCache:
     def pod(self, ssn: Session, tmpl: TaskTemplate) -> PodRequest | None:
         """:func:`_template_pod` of ``tmpl``, made once per template of the session."""
         if self._ssn is not ssn:
-            self.refresh(ssn)
+            self.sync_rows(ssn)
         if tmpl.index not in self._pods:
             self._pods[tmpl.index] = _template_pod(ssn, tmpl)
         return self._pods[tmpl.index]
@@ -180,7 +180,7 @@ class ViewCache:
 
     def view(self, ssn: Session, rows: Rows) -> _View:
         """:func:`_view` of ``rows`` (the same arrays), from the kept view."""
-        self.refresh(ssn)
+        self.sync_rows(ssn)
         full = self._all
         assert full is not None
         counts = full.gpu_count[rows]

@@ -224,7 +224,7 @@ class FgdPlugin(SharedDeviceChoice):
         self._terms = None
         self._memo = _StateMemo()
         self._views = ViewCache(self._rows_changed)
-        self._views.refresh(ssn)  # every row: the terms, F_n and states of the whole cluster
+        self._views.sync_rows(ssn)  # every row: the terms, F_n and states of the whole cluster
 
     def _rows_changed(self, ssn: Session, rows: Rows, v: _View) -> None:
         """The view refreshed ``rows`` (``v``): their terms, ``F_n`` and states follow."""
@@ -266,7 +266,7 @@ class FgdPlugin(SharedDeviceChoice):
         if self.typical is None or self.views.session is not ssn:
             self.on_session_open(ssn)
         else:
-            self.views.refresh(ssn)
+            self.views.sync_rows(ssn)
         assert self.typical is not None and self._terms is not None
         return self.typical, self._terms
 
