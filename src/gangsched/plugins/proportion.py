@@ -279,8 +279,15 @@ class ProportionPlugin(QueueShares):
     def overused(self, ssn: Session, queue: int) -> bool:
         d = self.deserved[queue]
         alloc = ssn.queue_allocated[queue]
-        dims = np.arange(d.size) != self._pods
-        return bool(np.all((d[dims] < alloc[dims]) | (np.abs(d[dims] - alloc[dims]) < EPS)))
+        # Every resource but pods: what it holds is at or above what it deserves (in float64,
+        # as the array comparison would; a few columns, so plain floats are faster).
+        pods = self._pods
+        for c, (due, held) in enumerate(
+            zip(d.tolist(), alloc.astype(np.float64).tolist(), strict=True)
+        ):
+            if c != pods and not (due < held or abs(due - held) < EPS):
+                return False
+        return True
 
     def allocatable(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> bool:
         if ssn.snapshot.queues[queue].state is not QueueState.OPEN:
