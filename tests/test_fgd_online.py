@@ -103,7 +103,7 @@ def test_typical_table_matches_fgd_kernel_on_every_typical_pod() -> None:
         )
         devs = tuple(d for d in range(8) if int(r.devices[step]) >> d & 1)
         arrays.place(node, req, devs)
-    table = TypicalTable(typ, arrays.gpu_free.shape[1])
+    table = TypicalTable(typ)
     some = np.arange(0, len(nodes), 7)
     keys = [
         (int(arrays.free_cpu[i]), int(arrays.model_idx[i]), *arrays.gpu_free[i].tolist())

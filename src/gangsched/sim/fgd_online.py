@@ -64,8 +64,10 @@ _NEG = -np.inf
 
 @dataclass(frozen=True, slots=True)
 class LookParams:
-    """The lookahead's knobs: candidates within ``band`` FGD points of the best, ranked by
-    ``score + weight * value``."""
+    """The scorer's knobs (see the module doc): the three prices (``alpha``, ``beta`` with
+    ``rho``, ``gamma``; ``span`` keeps them to nodes within that many FGD points of the best, off
+    at 1000) and the lookahead (``weight`` 0: off; candidates within ``band`` points of the best
+    total, at most ``limit`` of them, ranked by ``total + weight * value``)."""
 
     band: float = 0.0
     weight: float = 1.0
@@ -88,14 +90,13 @@ class LookParams:
 class TypicalTable:
     """FGD's (truncated) score of every typical pod on a node state, computed once per state.
 
-    A state is ``(free CPU, model index, device frees...)``; :meth:`rows` returns the table rows
-    of a list of states, computing the missing ones in one pass.
+    A state is ``(free CPU, model index, device frees...)``; :meth:`values` returns the rows of
+    a list of states, computing the missing ones in one pass.
     """
 
-    def __init__(self, typical: TypicalPods, width: int, *, exact: bool = False) -> None:
+    def __init__(self, typical: TypicalPods, *, exact: bool = False) -> None:
         self.typ = typical
         self.sig = _sigmoid_exact if exact else _sigmoid_score
-        self.width = width
         self.index: dict[tuple[int, ...], int] = {}
         self.table: F64 = np.zeros((64, len(typical)))
         self.m = len(typical)
@@ -233,8 +234,8 @@ def _cpu_short(c: ClusterArrays, pod: PodRequest, rho: float) -> F64:
 class _NodeValues:
     """Every node's row of the :class:`TypicalTable`, refreshed where a node's state changed."""
 
-    def __init__(self, c: ClusterArrays, width: int, exact: bool) -> None:
-        self.table = TypicalTable(c.typical, width, exact=exact)
+    def __init__(self, c: ClusterArrays, exact: bool) -> None:
+        self.table = TypicalTable(c.typical, exact=exact)
         self.seen: I64 = np.full(c.n, -1, dtype=np.int64)
         self.vn: F64 = np.zeros((c.n, len(c.typical)))
 
@@ -276,7 +277,6 @@ def _lookahead_value(
 def lookahead_scorer(nodes: NodeTable, pods: PodTable, params: LookParams) -> FastScorer:
     """A fresh scorer for one run (see the module doc)."""
     cache = _FgdCache()
-    width = max(nodes.max_gpus, 1)
     duals = device_duals(pods, nodes.total_gpus) if params.alpha > 0 else None
     rho = params.rho * cpu_per_gpu(pods)
     scarce = model_scarcity(nodes, pods) * params.gamma
@@ -310,7 +310,7 @@ def lookahead_scorer(nodes: NodeTable, pods: PodTable, params: LookParams) -> Fa
         _, first = np.unique(c.state[cand], return_index=True)
         reps = cand[np.sort(first)]  # one node per state, in FGD's order
         if not held:
-            held.append(_NodeValues(c, width, params.exact))
+            held.append(_NodeValues(c, params.exact))
         total = score[reps] + params.weight * _lookahead_value(c, pod, reps, share, held[0])
         win = int(reps[int(np.argmax(total))])  # first of the best in FGD's order
         out = score.copy()
