@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
+from typing import Any, ClassVar, Protocol, TypeVar
 
 K = TypeVar("K")
 V = TypeVar("V")
 
 __all__ = ["FrozenDict", "plain_fields"]
+
+
+class DataclassInstance(Protocol):
+    """Any dataclass instance (what :func:`dataclasses.fields` takes)."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
 
 #: Field names per record class, read once (``dataclasses.fields`` walks the class each call).
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
