@@ -241,3 +241,52 @@ def test_the_shared_full_view_fits_as_the_direct_rule_after_placements(seed: int
             direct = resource_fit(ssn, other, rows)
             shared = resource_fit(ssn, other, rows, None, view)
             assert np.array_equal(direct[0], shared[0]) and np.array_equal(direct[1], shared[1])
+
+
+class _CountingQueueGate:
+    """A plugin from outside the package on the ``allocatable`` point: it refuses every task
+    and counts how often it is asked."""
+
+    name = "counting-gate"
+    asked = 0
+
+    def __init__(self, arguments: object = None) -> None:
+        pass
+
+    def allocatable(self, ssn: object, queue: int, tmpl: object) -> bool:
+        type(self).asked += 1
+        return False
+
+
+def _many_waiting() -> gs.Snapshot:
+    data = _cluster(jobs=0)
+    data["jobs"] = [
+        {"name": f"w{j}", "min_available": 1, "phase": "Inqueue", "queue": "q1"} for j in range(4)
+    ]
+    data["tasks"] = [
+        {"name": f"w{j}-{k}", "job": f"w{j}", "request": {"cpu": 7}}
+        for j in range(4)
+        for k in range(3)
+    ]
+    return gs.Snapshot.from_dict(data)
+
+
+def test_a_builtin_queue_refusal_is_shared_by_the_jobs_of_a_request_and_worded_once() -> None:
+    d = gs.schedule(_many_waiting(), gs.Config.default())
+    assert not d.binds  # 7 cpu never fits q1's capability of 6
+    reasons = {d.task_reasons[f"w{j}-{k}"] for j in range(4) for k in range(3)}
+    assert len(reasons) == 1 and "queue 'q1' cannot take this task now" in reasons.pop()
+
+
+def test_a_queue_plugin_from_elsewhere_is_asked_for_every_task() -> None:
+    reg = gs.default_registry()
+    reg.register_plugin(_CountingQueueGate.name, _CountingQueueGate)
+    config = gs.Config.from_dict(
+        {"actions": ["allocate"], "tiers": [[{"name": "gang"}], [{"name": "counting-gate"}]]},
+        plugins=reg.plugins,
+    )
+    _CountingQueueGate.asked = 0
+    d = gs.schedule(_many_waiting(), config, registry=reg)
+    assert not d.binds
+    # Every task of every job is asked, then asked again by the refusal's wording.
+    assert _CountingQueueGate.asked == 2 * 12

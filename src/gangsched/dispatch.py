@@ -196,6 +196,11 @@ class Dispatch:
 
     # ------------------------------------------------------------------ introspection
 
+    def built_in(self, point: str) -> bool:
+        """Whether every plugin serving ``point`` is one of the package's own (whose answers
+        follow the rules its docstrings state, so an action may reuse them)."""
+        return all(map(builtin, self.serving(point)))
+
     def serving(self, point: str) -> tuple[Any, ...]:
         """The plugins serving ``point``, in tier order."""
         return tuple(p for tier in self._plugins[point] for p in tier)

@@ -204,6 +204,8 @@ class AllocateAction:
         for heap in per_queue.values():
             heapq.heapify(heap)
         self.placer, self.place_all = self._placer(ssn)
+        self._shared = ssn.points.built_in("allocatable")
+        self._verdicts: dict[tuple[int, bytes], tuple[int, str | None]] = {}
         ssn.placers.append(self.placer)  # see Decisions.nondeterministic
         self.joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = {}
         if getattr(self.placer, "joint", False):
@@ -261,15 +263,31 @@ class AllocateAction:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""
         return ssn.snapshot.jobs[j].network_topology is not None or self.place_all
 
+    def _refusal(self, ssn: Session, q: int, tmpl: TaskTemplate) -> str | None:
+        """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it.
+
+        The built-in queue plugins judge a template by its request and the queues' holdings,
+        which move only with a placement or eviction (each logged in ``Session.changed``): an
+        answer holds for any template of the same request in the queue until the log grows,
+        so the tasks and jobs of a waiting queue are not asked and worded one by one. With a
+        plugin from elsewhere on the point, every task is asked."""
+        if not self._shared:
+            return None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
+        key = (q, tmpl.request.tobytes())
+        stamp = len(ssn.changed)
+        known = self._verdicts.get(key)
+        if known is not None and known[0] == stamp:
+            return known[1]
+        why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
+        self._verdicts[key] = (stamp, why)
+        return why
+
     def _allocate_job(
         self, ssn: Session, stmt: Statement, j: int, q: int, tasks: deque[int], failed: set[int]
     ) -> bool:
         if self._as_gang(ssn, j):
             return self._allocate_gang(ssn, stmt, j, q, tasks)
         need_all = int(ssn.job_min[j]) >= len(ssn.job_tasks(j))
-        # A refusal holds while the session is as it was when it was given (no placement,
-        # eviction or admission since): the next task of the template takes it unasked.
-        refused: dict[int, tuple[tuple[int, int], str]] = {}
         while tasks:
             t = tasks.popleft()
             if ssn.task_state[t] != TaskState.PENDING:
@@ -278,14 +296,9 @@ class AllocateAction:
             if tmpl.index in failed:
                 ssn.task_reasons.setdefault(t, ssn.task_reasons.get(tmpl.tasks[0], ""))
                 continue
-            stamp = (len(ssn.changed), len(stmt.ops))
-            known = refused.get(tmpl.index)
-            if known is not None and known[0] == stamp:
-                ssn.task_reasons[t] = known[1]
-                continue
-            if not ssn.points.allocatable(q, tmpl):
-                ssn.task_reasons[t] = why = queue_refusal(ssn, q, tmpl)
-                refused[tmpl.index] = (stamp, why)
+            why = self._refusal(ssn, q, tmpl)
+            if why is not None:
+                ssn.task_reasons[t] = why
                 continue
             node, pipelined = ssn.best_node(tmpl)
             if node < 0:
@@ -320,8 +333,9 @@ class AllocateAction:
             return False
         for t, node, gpus, pipelined in result:
             tmpl = ssn.templates[int(ssn.template_of[t])]
-            if not ssn.points.allocatable(q, tmpl):
-                ssn.task_reasons[t] = queue_refusal(ssn, q, tmpl)
+            refused = self._refusal(ssn, q, tmpl)
+            if refused is not None:
+                ssn.task_reasons[t] = refused
                 break
             why = ssn.gate.refuse(t, node, gpus, pipelined=pipelined)
             if why is not None:  # the plan went stale (an earlier gang took the room)
