@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from ._types import BOOL, I64
 from .feasibility import queue_gpu_charge
 from .fit import FullView
 from .model import Task, TaskPhase
@@ -31,9 +32,6 @@ __all__ = [
     "job_counters",
     "task_columns",
 ]
-
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 class TaskState:

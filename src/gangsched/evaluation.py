@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from ._types import BOOL, F64, I64
 from .arrays import TaskTemplate
 from .fit import FullView, device_free, gpu_need, node_free, resource_fit
 from .units import PODS
@@ -28,10 +29,6 @@ if TYPE_CHECKING:
     from .session import Session
 
 __all__ = ["Evaluation", "Evaluator"]
-
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
-F64 = npt.NDArray[np.float64]
 
 
 @dataclass(slots=True, eq=False)

@@ -23,6 +23,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from ._types import BOOL, I64
 from .arrays import ClusterArrays, TaskTemplate
 from .feasibility import device_take
 
@@ -39,8 +40,6 @@ __all__ = [
     "resource_fit",
 ]
 
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 _ALL = slice(None)
 
 

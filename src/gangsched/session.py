@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from ._types import BOOL, I64
 from .arrays import ClusterArrays, TaskTemplate, build_cluster_arrays, build_templates
 from .config import Config
 from .cycle import (
@@ -60,8 +61,6 @@ __all__ = [
     "TaskState",
 ]
 
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from .._types import I64
 from ..decisions import PlacementInfo
 from ..fit import device_free, node_free
 from ..gate import hard_domain
@@ -52,8 +53,6 @@ if TYPE_CHECKING:
 __all__ = ["Assignment", "hard_domain", "place_job", "place_jobs_jointly", "session_topology"]
 
 Assignment = tuple[int, int, tuple[int, ...], bool]
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 class _Placer(Protocol):

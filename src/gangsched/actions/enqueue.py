@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import I64
 from ..config import arg_bool
 from ..feasibility import device_take, queue_gpu_charge
 from ..fit import device_free
@@ -65,7 +66,6 @@ if TYPE_CHECKING:
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
 
-I64 = npt.NDArray[np.int64]
 
 _VICTIM_STATES = (TaskState.BOUND, TaskState.RUNNING)
 

@@ -50,8 +50,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
+from .._types import I64
 from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
@@ -62,8 +62,6 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["SCOPE", "PreemptAction", "within_job_jobs"]
-
-I64 = npt.NDArray[np.int64]
 
 
 def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:

@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import F64, I64
 from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS
@@ -70,9 +71,6 @@ from . import _victims as v
 
 if TYPE_CHECKING:
     from ..session import Session
-
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 
 
 def queue_shares(ssn: Session) -> F64:
