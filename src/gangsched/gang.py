@@ -22,6 +22,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+import numpy as np
+
+from ._types import BOOL, I64
 from .cycle import PIPELINED_OR_READY, READY_STATES, TaskState
 from .model import Job
 
@@ -45,6 +48,19 @@ __all__ = [
 RUNNING_STATES = (TaskState.RUNNING, TaskState.BOUND)
 #: A task placed or reserved in this cycle.
 FRESH_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED)
+
+
+def pending_tasks(ssn: Session) -> tuple[I64, BOOL]:
+    """The pending tasks (task order) and which of them are best-effort (no request: backfill
+    places them, and they count toward readiness while they wait), read from the session's
+    templates; a pending task without a template is looked up in its record."""
+    pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
+    tmpl = ssn.template_of[pending]
+    flags = np.array([t.best_effort for t in ssn.templates] + [False], dtype=np.bool_)
+    best_effort: BOOL = flags[tmpl]
+    for k in np.flatnonzero(tmpl < 0).tolist():
+        best_effort[k] = ssn.snapshot.tasks[int(pending[k])].best_effort
+    return pending, best_effort
 
 
 def role_minimums(rec: Job) -> Mapping[str, int]:

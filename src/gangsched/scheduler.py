@@ -35,6 +35,7 @@ from .decisions import (
 )
 from .errors import ConfigError
 from .fairshare import demand_mask
+from .gang import pending_tasks
 from .model import JobPhase, TaskPhase
 from .placement import Placer
 from .plugins.binpack import BinpackPlugin
@@ -343,12 +344,7 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
 def _pending_best_effort(ssn: Session) -> list[int]:
     """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`), for
     every job at once."""
-    pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
-    tmpl = ssn.template_of[pending]
-    flags = np.array([t.best_effort for t in ssn.templates] + [False], dtype=np.bool_)
-    best_effort = flags[tmpl]  # a task without a template (-1) is looked up below
-    for k in np.flatnonzero(tmpl < 0).tolist():
-        best_effort[k] = ssn.snapshot.tasks[int(pending[k])].best_effort
+    pending, best_effort = pending_tasks(ssn)
     per_job: list[int] = np.bincount(
         ssn.task_job[pending[best_effort]], minlength=len(ssn.snapshot.jobs)
     ).tolist()

@@ -47,6 +47,7 @@ import numpy.typing as npt
 
 from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
+from ..gang import pending_tasks
 from ..model import JobPhase
 from ..placement import GreedyPlacer, Placer
 from ..placement._common import check_solver_parameters
@@ -92,11 +93,7 @@ def overused_reason(ssn: Session, queue: int) -> str:
 
 def _waiting_tasks(ssn: Session) -> npt.NDArray[np.int64]:
     """The pending tasks that are not best-effort (backfill places those), in task order."""
-    pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
-    tmpl = ssn.template_of[pending]
-    best_effort = np.array([t.best_effort for t in ssn.templates] + [False], dtype=np.bool_)[tmpl]
-    for k in np.flatnonzero(tmpl < 0).tolist():  # a task without a template: its record says
-        best_effort[k] = ssn.snapshot.tasks[int(pending[k])].best_effort
+    pending, best_effort = pending_tasks(ssn)
     out: npt.NDArray[np.int64] = pending[~best_effort]
     return out
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..gang import pending_tasks
 from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
@@ -36,12 +37,10 @@ class BackfillAction:
     def execute(self, ssn: Session) -> None:
         # Only jobs with a pending best-effort task have anything to do here (placing one does
         # not change another job's tasks), so only those are ordered.
-        pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
-        pending = pending[ssn.template_of[pending] >= 0]
-        best_effort = np.array([tmpl.best_effort for tmpl in ssn.templates], dtype=np.bool_)
+        pending, best_effort = pending_tasks(ssn)
         if not best_effort.any():
             return
-        waiting = pending[best_effort[ssn.template_of[pending]]]
+        waiting = pending[best_effort]
         jobs = [
             j
             for j in np.unique(ssn.task_job[waiting]).tolist()
