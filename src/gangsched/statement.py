@@ -140,26 +140,22 @@ class Statement:
     def commit(self) -> bool:
         """Turn the operations into decisions — unless that would leave a gang partial: then
         undo them all (recorded in ``Session.refusals``). Returns whether it committed."""
-        self._check_open()
-        why = self._gang_refusal(binding=True)
-        if why is not None:
-            self.ssn.refusals.append(why)
-            self.discard()
-            return False
-        self.ssn.record(self.ops, committed=True)
-        self._done = True
-        return True
+        return self._finish(binding=True)
 
     def keep(self) -> bool:
         """Leave the operations applied as reservations without committing them (a gang that
         is pipelined but not ready keeps its claim on the resources for this cycle) — unless
         the gang would be held below its minimum: then undo them. Returns whether it kept."""
+        return self._finish(binding=False)
+
+    def _finish(self, *, binding: bool) -> bool:
+        # commit (binding) and keep share one ending: the gang check, then record or undo.
         self._check_open()
-        why = self._gang_refusal(binding=False)
+        why = self._gang_refusal(binding=binding)
         if why is not None:
             self.ssn.refusals.append(why)
             self.discard()
             return False
-        self.ssn.record(self.ops, committed=False)
+        self.ssn.record(self.ops, committed=binding)
         self._done = True
         return True
