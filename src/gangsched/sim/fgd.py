@@ -45,6 +45,7 @@ from ..io.openb import NodeTable, PodTable
 from ._replay_result import output_dir
 from .fgd_engine import place_sequence, workload_typical
 from .fgd_variants import VARIANTS, make_variant
+from .fgd_window import parse_window_policy, place_windows, window_policy_id
 from .gorand import GoRand
 
 __all__ = [
@@ -88,8 +89,8 @@ EXTRA_POLICY_IDS: dict[str, str] = {
 
 
 def _check_policy(policy: str) -> None:
-    if policy not in POLICIES and policy not in VARIANTS:
-        names = ", ".join([*POLICIES, *VARIANTS])
+    if policy not in POLICIES and policy not in VARIANTS and parse_window_policy(policy) is None:
+        names = ", ".join([*POLICIES, *VARIANTS, "fgd-window<k>", "fgd-price-window<k>"])
         raise ConfigError(f"unknown policy; expected one of {names}", kind="policy", name=policy)
 
 
@@ -287,8 +288,12 @@ def run_one(
     if limit is not None:
         order = order[:limit]
     typical = workload_typical(pods, nodes)
-    scorer = make_variant(policy, nodes, pods) if policy in VARIANTS else policy
-    placed = place_sequence(nodes, pods, scorer, order, rank, source, typical)
+    window = parse_window_policy(policy)  # a different protocol: windows of k arrivals
+    if window is not None:
+        placed, _ = place_windows(nodes, pods, order, rank, source, typical, window)
+    else:
+        scorer = make_variant(policy, nodes, pods) if policy in VARIANTS else policy
+        placed = place_sequence(nodes, pods, scorer, order, rank, source, typical)
     return RunResult(
         workload=workload if workload is not None else Path(pods.source).stem,
         policy=policy,
@@ -361,7 +366,9 @@ def discrete_tables(run: RunResult) -> DiscreteRow:
     ratio_b = _bucket_means(arrive, ratio)
     return DiscreteRow(
         workload=run.workload,
-        sc_policy=POLICY_IDS.get(run.policy) or EXTRA_POLICY_IDS[run.policy],
+        sc_policy=POLICY_IDS.get(run.policy)
+        or EXTRA_POLICY_IDS.get(run.policy)
+        or window_policy_id(run.policy),
         tune=run.tune,
         seed=run.seed,
         total_gpus=run.total_gpus,
