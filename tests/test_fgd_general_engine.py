@@ -167,3 +167,49 @@ def test_kept_views_and_remembered_scores_follow_each_placement(
         stmt.commit()
         placed += 1
     assert placed > 50 and shared > 10
+
+
+def test_fgd_snapshot_records_equal_the_checked_constructors(
+    openb: tuple[NodeTable, PodTable],
+) -> None:
+    """The protocol's jobs and tasks, built without the constructors' checks, are the records
+    the checked constructors build, field for field (and so give the same plain form)."""
+    from gangsched.model import GpuRequest, Job, Resources, Task
+    from gangsched.units import CPU, MEMORY
+
+    nodes, pods = openb
+    order = np.arange(0, len(pods), 7, dtype=np.int64)
+    snap = fgd_snapshot(nodes, pods, order)
+    assert any(t.gpu_request is not None for t in snap.tasks)
+    for k, (job, task) in enumerate(zip(snap.jobs, snap.tasks, strict=True), start=1):
+        row = int(order[k - 1])
+        name = f"{k:06d}-{pods.names[row]}"
+        count = int(pods.num_gpu[row])
+        gpu = None
+        if count:
+            models = pods.spec_models(int(pods.spec_idx[row]))
+            gpu = GpuRequest(count=count, milli=int(pods.gpu_milli[row]), models=models)
+        request = {CPU: int(pods.cpu_milli[row]), MEMORY: int(pods.memory_mib[row]) << 20}
+        want_task = Task(name=name, job=name, request=Resources(request), gpu_request=gpu)
+        want_job = Job(name=name, queue="default", min_available=1, creation=k)
+        for got, want in ((task, want_task), (job, want_job)):
+            assert got == want
+            assert got.to_dict() == want.to_dict()
+            assert hash(got) == hash(want)
+
+
+def test_fgd_snapshot_of_a_table_the_checks_refuse_raises_their_error(
+    openb: tuple[NodeTable, PodTable],
+) -> None:
+    """A pod row asking GPUs with no share is refused by the task checks, as before."""
+    import dataclasses
+
+    from gangsched.errors import SnapshotError
+
+    nodes, pods = openb
+    row = int(np.flatnonzero(pods.num_gpu > 0)[0])
+    milli = pods.gpu_milli.copy()
+    milli[row] = 0
+    bad = dataclasses.replace(pods, gpu_milli=milli)
+    with pytest.raises(SnapshotError, match="milli"):
+        fgd_snapshot(nodes, bad, np.array([row], dtype=np.int64))

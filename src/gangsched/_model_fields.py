@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import MISSING, fields
 from typing import Any, Protocol, TypeVar
 
 from ._frozen import FrozenDict
@@ -352,3 +353,38 @@ def split_devices(
             field=where,
         )
     return Resources({k: v for k, v in amounts.items() if k != GPU}), record
+
+
+#: Field defaults per record class for :func:`trusted` (default factories called once: the
+#: defaults are immutable, so every record may share them).
+_DEFAULTS: dict[type, dict[str, object]] = {}
+
+
+def trusted(cls: type[R], **values: object) -> R:
+    """A record of dataclass ``cls`` from ``values`` already in the form its constructor
+    leaves them (names non-empty strings, ints, ``Resources``, tuples, members), the other
+    fields at their defaults, without running the constructor's checks.
+
+    Only for records the library builds itself from values it has checked or made (the
+    FGD protocol's pods, for one); every public constructor and ``from_dict`` keeps its
+    checks."""
+    defaults = _DEFAULTS.get(cls)
+    if defaults is None:
+        defaults = {}
+        for f in fields(cls):  # type: ignore[arg-type]
+            factory: Any = f.default_factory
+            if f.default is not MISSING:
+                defaults[f.name] = f.default
+            elif factory is not MISSING:
+                defaults[f.name] = factory()
+            else:
+                defaults[f.name] = MISSING  # required
+        _DEFAULTS[cls] = defaults
+    unknown = set(values) - defaults.keys()
+    missing = [k for k, v in defaults.items() if v is MISSING and k not in values]
+    if unknown or missing:
+        raise TypeError(f"{cls.__name__}: unknown fields {sorted(unknown)}, missing {missing}")
+    record = object.__new__(cls)
+    for name, default in defaults.items():
+        object.__setattr__(record, name, values.get(name, default))
+    return record

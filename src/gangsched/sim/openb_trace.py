@@ -45,6 +45,8 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from .._model_enums import MAX_GPUS_PER_NODE
+from .._model_fields import trusted
 from ..config import Config
 from ..errors import ConfigError
 from ..fragmentation import (
@@ -56,6 +58,7 @@ from ..fragmentation import (
     typical_pods,
 )
 from ..io.openb import NodeTable, PodTable
+from ..limits import MAX_QUANTITY
 from ..model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task
 from ..plugins.fgd_scores import typical_pods_argument
 from ..scheduler import schedule
@@ -161,13 +164,56 @@ def openb_typical(pods: PodTable, nodes: NodeTable) -> tuple[TypicalPods, tuple[
     return typical, tuple(present)
 
 
+def _plain_pods(pods: PodTable, order: npt.NDArray[np.int64]) -> bool:
+    """Whether the rows ``order`` hold what the task checks accept: amounts in [0, 2**53],
+    at most a node's devices, a share of at least 1 milli-GPU."""
+    if order.size == 0:
+        return True
+    cpu, mem = pods.cpu_milli[order], pods.memory_mib[order]
+    count, milli = pods.num_gpu[order], pods.gpu_milli[order]
+    gpu = count > 0
+    return bool(
+        (cpu >= 0).all()
+        and (cpu <= MAX_QUANTITY).all()
+        and (mem >= 0).all()
+        and (mem <= MAX_QUANTITY // MIB).all()
+        and (count >= 0).all()
+        and (count <= MAX_GPUS_PER_NODE).all()
+        and (milli[gpu] >= 1).all()
+        and (count[gpu] * milli[gpu] <= MAX_QUANTITY).all()
+    )
+
+
 def _arrivals(pods: PodTable, order: npt.NDArray[np.int64]) -> list[tuple[Job, Task]]:
-    """Pod ``order[k - 1]`` as the one-task job ``k`` (created at ``k``), in arrival order."""
+    """Pod ``order[k - 1]`` as the one-task job ``k`` (created at ``k``), in arrival order.
+
+    The records are built as their constructors would leave them (non-empty names, plain
+    ints, canonical resources, the pod table's model names) without running their checks:
+    this loop is most of the cost of a snapshot of every pod; the snapshot still checks how
+    the records fit together."""
     out: list[tuple[Job, Task]] = []
+    names = pods.names
+    if not _plain_pods(pods, order):  # a table the checks would refuse: let them word it
+        for k, row in enumerate(order.tolist(), start=1):
+            name = f"{k:06d}-{names[row]}"
+            job = Job(name=name, queue=DEFAULT_QUEUE, min_available=1, creation=k)
+            out.append((job, openb_task(pods, row, name=name, job=name)))
+        return out
+    cpu, memory = pods.cpu_milli.tolist(), pods.memory_mib.tolist()
+    num_gpu, milli, spec = pods.num_gpu.tolist(), pods.gpu_milli.tolist(), pods.spec_idx.tolist()
+    models: dict[int, tuple[str, ...]] = {}
     for k, row in enumerate(order.tolist(), start=1):
-        name = f"{k:06d}-{pods.names[row]}"
-        job = Job(name=name, queue=DEFAULT_QUEUE, min_available=1, creation=k)
-        out.append((job, openb_task(pods, row, name=name, job=name)))
+        name = f"{k:06d}-{names[row]}"
+        job = trusted(Job, name=name, queue=DEFAULT_QUEUE, min_available=1, creation=k)
+        gpu = None
+        if num_gpu[row]:
+            s = spec[row]
+            if s not in models:
+                models[s] = pods.spec_models(s)
+            gpu = trusted(GpuRequest, count=num_gpu[row], milli=milli[row], models=models[s])
+        request = Resources({CPU: cpu[row], MEMORY: memory[row] * MIB})
+        task = trusted(Task, name=name, job=name, request=request, gpu_request=gpu)
+        out.append((job, task))
     return out
 
 
