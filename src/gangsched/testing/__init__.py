@@ -11,9 +11,9 @@
 * ``gangsched.testing.hostile`` — a relational and boundary fuzzer run under time and memory
   limits (``python -m gangsched.testing.hostile``).
 
-Names are loaded on first use: ``from gangsched.testing import check_all`` imports only the
-checkers (no hypothesis needed); the strategies and the machine need hypothesis, which the
-``test`` extra installs.
+The checkers are imported with the package (``from gangsched.testing import check_all`` needs
+no hypothesis); the strategies, the machine and the other submodules are loaded on first use:
+they need hypothesis, which the ``test`` extra installs.
 """
 
 from __future__ import annotations
@@ -21,63 +21,24 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from .invariants import (
-        ALL_CHECKS,
-        Check,
-        InvariantViolation,
-        check_all,
-        check_capacity,
-        check_consolidation,
-        check_deterministic,
-        check_evictions,
-        check_gang_atomicity,
-        check_known_objects,
-        check_queue_capability,
-        check_reasons,
-        check_schedulable_nodes,
-        check_snapshot_unmutated,
-        check_topology,
-        find_cycle,
-    )
-    from .machine import SchedulerAdapter, SchedulerMachine
+from . import invariants
+from .invariants import *  # noqa: F403  (the names are invariants.__all__)
 
-__all__ = [
-    "ALL_CHECKS",
-    "Check",
-    "InvariantViolation",
-    "SchedulerAdapter",
-    "SchedulerMachine",
-    "check_all",
-    "check_capacity",
-    "check_consolidation",
-    "check_deterministic",
-    "check_evictions",
-    "check_gang_atomicity",
-    "check_known_objects",
-    "check_queue_capability",
-    "check_reasons",
-    "check_schedulable_nodes",
-    "check_snapshot_unmutated",
-    "check_topology",
-    "find_cycle",
-    "hostile",
-    "invariants",
-    "machine",
-    "reference",
-    "strategies",
-]
+if TYPE_CHECKING:
+    from .machine import SchedulerAdapter as SchedulerAdapter
+    from .machine import SchedulerMachine as SchedulerMachine
 
 _SUBMODULES = frozenset({"hostile", "invariants", "machine", "reference", "strategies"})
 _FROM_MACHINE = frozenset({"SchedulerAdapter", "SchedulerMachine"})
+
+__all__ = sorted(_SUBMODULES | _FROM_MACHINE | set(invariants.__all__))
 
 
 def __getattr__(name: str) -> Any:
     if name in _SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
-    if name in __all__:
-        module = "machine" if name in _FROM_MACHINE else "invariants"
-        return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    if name in _FROM_MACHINE:
+        return getattr(importlib.import_module(f"{__name__}.machine"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
