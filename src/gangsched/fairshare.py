@@ -7,6 +7,7 @@ One owner per figure: :func:`demand_mask` decides which tasks a request counts, 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -31,11 +32,22 @@ class QueueShares:
     """The fair-share provider's members (:class:`gangsched.plugin.FairSharePlugin`) for a
     plugin that keeps per-queue ``shares``, ``real_capability`` and ``deserved_amounts`` (the
     canonical deserved amounts, set at open). A plugin with a queue hierarchy overrides
-    :meth:`queue_subtree_sum`."""
+    :meth:`queue_subtree_sum`.
 
-    shares: F64
-    real_capability: F64
-    deserved_amounts: I64
+    Its constructor owns the per-queue arrays both fair-share plugins fill at session open
+    (empty until then): a row per queue, a column per resource of the session's spec."""
+
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        self.arguments = arguments
+        self.deserved: F64 = np.zeros((0, 0))
+        self.real_capability: F64 = np.zeros((0, 0))
+        self.request: F64 = np.zeros((0, 0))
+        self.inqueue: F64 = np.zeros((0, 0))
+        self.elastic: F64 = np.zeros((0, 0))
+        self.shares: F64 = np.zeros(0)
+        self._inv: F64 = np.zeros((0, 0))
+        self.deserved_amounts: I64 = np.zeros((0, 0), dtype=np.int64)
+        self._pods = 0
 
     def share(self, ssn: Session, queue: int) -> float:
         return float(self.shares[queue])

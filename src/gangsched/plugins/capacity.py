@@ -182,7 +182,7 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
     )
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
+        QueueShares.__init__(self, arguments)  # the arrays proportion keeps too
         self.reclaim_level = reclaim_level(arguments)
         self.hierarchy = False
         # Tree nodes are the queues, then (if the snapshot has no queue named root) a virtual
@@ -193,20 +193,11 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
         self.paths: list[I64] = []  # node -> itself and its ancestors, leaf first
         self.leaf: BOOL = np.zeros(0, dtype=np.bool_)
         self.names: list[str] = []
-        self.deserved: F64 = np.zeros((0, 0))
         self.guarantee: F64 = np.zeros((0, 0))
         self.capability: F64 = np.zeros((0, 0))
-        self.real_capability: F64 = np.zeros((0, 0))
         self.allocated: F64 = np.zeros((0, 0))
-        self.inqueue: F64 = np.zeros((0, 0))
-        self.elastic: F64 = np.zeros((0, 0))
-        self.request: F64 = np.zeros((0, 0))
-        self.shares: F64 = np.zeros(0)
         self._seen: F64 = np.zeros((0, 0))
-        self._inv: F64 = np.zeros((0, 0))
         self._best_effort: BOOL = np.zeros(0, dtype=np.bool_)
-        self.deserved_amounts: I64 = np.zeros((0, 0), dtype=np.int64)
-        self._pods = 0
 
     # ------------------------------------------------------------------ opening
 

@@ -45,7 +45,6 @@ clipped to ``[0, 2**60]`` (:func:`~gangsched.units.to_amounts`), never wrapped.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -223,18 +222,6 @@ class ProportionPlugin(QueueShares):
     name = "proportion"
     #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ()
-
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
-        self.deserved: F64 = np.zeros((0, 0))
-        self.real_capability: F64 = np.zeros((0, 0))
-        self.request: F64 = np.zeros((0, 0))
-        self.inqueue: F64 = np.zeros((0, 0))
-        self.elastic: F64 = np.zeros((0, 0))
-        self.shares: F64 = np.zeros(0)
-        self._inv: F64 = np.zeros((0, 0))
-        self.deserved_amounts: I64 = np.zeros((0, 0), dtype=np.int64)
-        self._pods = 0
 
     def on_session_open(self, ssn: Session) -> None:
         snap, a = ssn.snapshot, ssn.arrays
