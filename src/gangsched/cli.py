@@ -79,6 +79,7 @@ def _tune_ratio(text: str) -> float:
 
 def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     from .sim.fgd_variants import VARIANTS
+    from .sim.fgd_window import WINDOW_POLICIES
 
     p = subparsers.add_parser(
         "fgd",
@@ -93,9 +94,10 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
     p.add_argument(
         "--policy",
         action="append",
-        choices=sorted([*POLICIES, *VARIANTS]),
+        choices=sorted([*POLICIES, *VARIANTS, *WINDOW_POLICIES]),
         default=None,
-        help="policy to run (repeatable; default: the paper's six and fgd-price)",
+        help="policy to run (repeatable; default: the paper's six and fgd-price); the "
+        "*-window<k> policies are a different protocol: k arrivals placed jointly by CP-SAT",
     )
     p.add_argument("--seeds", default="42-51", help="seeds: N, N-M or a comma list (42-51)")
     p.add_argument(

@@ -59,12 +59,14 @@ __all__ = [
     "WINDOW_BASES",
     "WINDOW_POLICIES",
     "WindowParams",
+    "WindowPod",
     "WindowSolve",
     "WindowStats",
     "check_window",
     "parse_window_policy",
     "place_windows",
     "solve_window",
+    "window_arrivals",
     "window_policy_id",
 ]
 
@@ -86,11 +88,14 @@ _SEED = 0
 class WindowParams:
     """``window`` arrivals per window; ``base`` the policy of the greedy answer and of the
     candidates' order; ``candidates`` nodes per pod (plus the greedy one); ``work`` the solver's
-    deterministic-time budget per window (seconds of OR-Tools' deterministic clock)."""
+    deterministic-time budget per window (seconds of OR-Tools' deterministic clock); ``follow``
+    False drops the reward for the greedy answer's nodes and hands every window to the solver
+    (measured worse, see ``docs/fgd.md``)."""
 
     window: int
     base: str = "fgd"
     candidates: int = 4
+    follow: bool = True  # reward the greedy answer's nodes (False: solve every window)
     work: float = 1.0
 
     def __post_init__(self) -> None:
@@ -176,7 +181,9 @@ class WindowSolve:
 
 
 @dataclass(frozen=True, slots=True)
-class _Pod:
+class WindowPod:
+    """One arrival: its request, GPU-model spec index and shape key (the scorers' cache key)."""
+
     req: PodRequest
     spec: int
     key: tuple[int, int, int, int]
@@ -218,12 +225,12 @@ class _Saved:
         c.idle_total = self.idle_total
 
 
-def _gpu(pod: _Pod) -> int:
+def _gpu(pod: WindowPod) -> int:
     return pod.req.total_gpu_milli
 
 
 def _greedy(
-    c: ClusterArrays, window: list[_Pod], scorer: FastScorer, source: IntSource
+    c: ClusterArrays, window: list[WindowPod], scorer: FastScorer, source: IntSource
 ) -> tuple[list[int], list[tuple[int, ...]], _Saved]:
     """The base policy's one-at-a-time answer, placed on ``c`` (rows saved to undo it)."""
     saved = _Saved(idle_total=c.idle_total)
@@ -246,7 +253,7 @@ def _greedy(
 
 
 def _candidates(
-    c: ClusterArrays, pod: _Pod, scorer: FastScorer, source: IntSource, top: int, greedy: int
+    c: ClusterArrays, pod: WindowPod, scorer: FastScorer, source: IntSource, top: int, greedy: int
 ) -> I64:
     """The ``top`` best fitting nodes by the base policy's score now, then ``greedy``."""
     feasible = c.fits(pod.req, pod.spec)
@@ -262,7 +269,7 @@ def _candidates(
 
 
 def check_window(
-    c: ClusterArrays, window: list[_Pod], nodes: list[int], devices: list[tuple[int, ...]]
+    c: ClusterArrays, window: list[WindowPod], nodes: list[int], devices: list[tuple[int, ...]]
 ) -> list[str]:
     """Problems of a window's answer against the current state of ``c`` (empty: valid)."""
     problems: list[str] = []
@@ -305,7 +312,7 @@ def check_window(
 
 def _solve_model(
     c: ClusterArrays,
-    window: list[_Pod],
+    window: list[WindowPod],
     cands: list[I64],
     greedy_nodes: list[int],
     greedy_devs: list[tuple[int, ...]],
@@ -315,7 +322,7 @@ def _solve_model(
     m = cp_model.CpModel()
     k = len(window)
     top = params.candidates
-    w_agree = k * top + 1
+    w_agree = k * top + 1 if params.follow else 0
     w_gpu = k * (w_agree + top) + 1
     # options: (pod, node, device or -1, literal); whole pods: device literals per option
     options: list[tuple[int, int, int, cp_model.IntVar]] = []
@@ -391,7 +398,7 @@ def _solve_model(
 
 def solve_window(
     c: ClusterArrays,
-    window: list[_Pod],
+    window: list[WindowPod],
     scorer: FastScorer,
     source: IntSource,
     params: WindowParams,
@@ -403,7 +410,7 @@ def solve_window(
     g_nodes, g_devs, saved = _greedy(c, window, scorer, source)
     saved.restore(c)
     g_gpu = sum(_gpu(p) for p, n in zip(window, g_nodes, strict=True) if n >= 0)
-    if all(n >= 0 for n in g_nodes) and not force:
+    if all(n >= 0 for n in g_nodes) and not force and params.follow:
         return WindowSolve(
             tuple(g_nodes), tuple(g_devs), tuple(g_nodes), tuple(g_devs), "greedy", g_gpu, g_gpu
         )
@@ -431,10 +438,11 @@ def base_scorer(base: str, nodes: NodeTable, pods: PodTable) -> FastScorer:
     return make_variant(base, nodes, pods)
 
 
-def _pods_of(pods: PodTable, nodes: NodeTable, order: I64) -> list[_Pod]:
+def window_arrivals(pods: PodTable, nodes: NodeTable, order: I64) -> list[WindowPod]:
+    """The arrivals ``pods[order]`` as window pods (one object per distinct pod index)."""
     allowed = pods.spec_allowed(nodes.models)
-    made: dict[int, _Pod] = {}
-    out: list[_Pod] = []
+    made: dict[int, WindowPod] = {}
+    out: list[WindowPod] = []
     for i in order.tolist():
         got = made.get(i)
         if got is None:
@@ -447,7 +455,7 @@ def _pods_of(pods: PodTable, nodes: NodeTable, order: I64) -> list[_Pod]:
                 allowed_models=None if spec == 0 and not pods.specs[0] else allowed[spec],
             )
             key = (req.cpu_milli, req.num_gpu, req.gpu_milli, spec)
-            got = made[i] = _Pod(req, spec, key)
+            got = made[i] = WindowPod(req, spec, key)
         out.append(got)
     return out
 
@@ -466,7 +474,7 @@ def place_windows(
     scorer = base_scorer(params.base, nodes, pods)
     c = ClusterArrays(nodes, typical)
     c.rank = rank
-    arrivals = _pods_of(pods, nodes, order)
+    arrivals = window_arrivals(pods, nodes, order)
     k = len(arrivals)
     arrived = np.zeros(k + 1, dtype=np.int64)
     used = np.zeros(k + 1, dtype=np.int64)
