@@ -194,7 +194,8 @@ class AllocateAction:
             if invalid is not None:
                 ssn.note_job(j, "NotEnoughTasks", invalid)
                 continue
-            tasks.sort(key=ssn.task_key)
+            if len(tasks) > 1:
+                tasks.sort(key=ssn.task_key)
             worklist[j] = deque(tasks)
             per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
         admission.commit()
