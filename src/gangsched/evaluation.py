@@ -47,6 +47,9 @@ class Evaluation:
     # node versions they were computed at; filled by the first fit_error.
     reasons: I64 | None = None
     reason_versions: I64 | None = None
+    # The last fit_error over every node and the length of Session.changed it was worded at:
+    # no node changed since, so no reason moved.
+    error: tuple[int, str] | None = None
 
 
 class Evaluator:
@@ -98,6 +101,7 @@ class Evaluator:
             rows = stale | (ev.versions != old.node_version)
             ev.versions = np.where(rows, -1, 0).astype(np.int64)
             ev.seen = _READ_VERSIONS
+            ev.error = None
             if ev.reason_versions is not None:
                 again = stale | (ev.reason_versions != old.node_version)
                 ev.reason_versions = np.where(again, -1, 0).astype(np.int64)
@@ -189,6 +193,9 @@ class Evaluator:
         reasons are kept with the template's evaluation and refreshed by node version."""
         ev = self.evaluate(tmpl)
         ssn = self._ssn
+        stamp = len(ssn.changed)
+        if among is None and ev.error is not None and ev.error[0] == stamp:
+            return ev.error[1]
         n = ssn.arrays.n_nodes
         if ev.reasons is None or ev.reason_versions is None:
             ev.reasons = np.full(n, -1, dtype=np.int64)
@@ -206,7 +213,10 @@ class Evaluator:
         parts = sorted(((cnt, words[r]) for r, cnt in enumerate(counts) if cnt), key=_by_count)
         n_ok = int((reason < 0).sum())
         detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
-        return f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+        error = f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+        if among is None:
+            ev.error = (stamp, error)
+        return error
 
     def _code(self, word: str) -> int:
         return self._words.setdefault(word, len(self._words))
