@@ -213,3 +213,32 @@ def test_fgd_snapshot_of_a_table_the_checks_refuse_raises_their_error(
     bad = dataclasses.replace(pods, gpu_milli=milli)
     with pytest.raises(SnapshotError, match="milli"):
         fgd_snapshot(nodes, bad, np.array([row], dtype=np.int64))
+
+
+def test_one_row_view_is_the_array_view_of_that_row(openb: tuple[NodeTable, PodTable]) -> None:
+    """The scalar view of one node (the kept view's refresh after a placement) holds the
+    numbers the array view of that row holds, on every node, before and after placements."""
+    from gangsched.plugins._gpu_common import _view, _view_one
+    from gangsched.scheduler import open_session
+    from gangsched.statement import Statement
+
+    nodes, pods = openb
+    snap = fgd_snapshot(nodes, pods, np.arange(0, 600, 2, dtype=np.int64))
+    ssn = open_session(snap, fgd_config("bestfit"))
+
+    def check() -> None:
+        for row in range(len(snap.nodes)):
+            want, got = _view(ssn, np.array([row], dtype=np.intp)), _view_one(ssn, row)
+            for name in ("free_cpu", "free_mem", "gpu_free", "gpu_count", "model_idx"):
+                a, b = getattr(want, name), getattr(got, name)
+                assert a.dtype == b.dtype and np.array_equal(a, b), (row, name)
+
+    check()
+    for t, tmpl_index in enumerate(ssn.template_of.tolist()):
+        node, pipelined = ssn.best_node(ssn.templates[tmpl_index])
+        if node >= 0 and not pipelined:
+            stmt = Statement(ssn)
+            assert stmt.allocate(t, node, ssn.choose_gpus(t, node, future=False))
+            stmt.commit()
+    assert ssn.used.any() and ssn.gpu_used.any()
+    check()

@@ -120,6 +120,42 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     )
 
 
+def _view_one(ssn: Session, row: int) -> _View:
+    """:func:`_view` of the one row ``row`` (now), in scalar arithmetic: the refresh after a
+    placement reads one node, where a dozen array operations cost more than the numbers."""
+    a = ssn.arrays
+    spec = a.spec
+    values = []
+    for c in (spec.index(CPU), spec.index(MEMORY)):
+        idle = int(a.allocatable[row, c]) - int(ssn.used[row, c])
+        later = idle + int(ssn.releasing[row, c]) - int(ssn.pipelined[row, c])
+        values.append(min(idle, later))
+    count = int(a.gpu_count[row])
+    width = max(count, 1 if a.n_devices else 0)
+    dev = [0] * width
+    if count:
+        cap = int(a.gpu_capacity[row])
+        span = a.devices(row)
+        for k, (u, rl, pp) in enumerate(
+            zip(
+                ssn.gpu_used[span].tolist(),
+                ssn.gpu_releasing[span].tolist(),
+                ssn.gpu_pipelined[span].tolist(),
+                strict=True,
+            )
+        ):
+            free = max(min(cap - u, cap - u + rl - pp), 0)
+            dev[k] = free if cap == MILLI else free * MILLI // max(cap, 1)
+    model = int(a.gpu_model[row])
+    return _View(
+        free_cpu=np.array([values[0]], dtype=np.int64),
+        free_mem=np.array([values[1]], dtype=np.int64),
+        gpu_free=np.array([dev], dtype=np.int64).reshape(1, width),
+        gpu_count=np.array([count], dtype=np.int64),
+        model_idx=np.array([len(_models(ssn)) if model < 0 else model], dtype=np.int64),
+    )
+
+
 class ViewCache:
     """The kernels' view (now, not ``future``) of every node of one session, kept current on
     the nodes whose ``node_version`` moved since the last read, so a read of a few rows is a
@@ -155,7 +191,8 @@ class ViewCache:
             rows = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
         self._log = len(changed)
         if rows.size:
-            part, full = _view(ssn, rows), self._all
+            part = _view_one(ssn, int(rows[0])) if rows.size == 1 else _view(ssn, rows)
+            full = self._all
             full.free_cpu[rows] = part.free_cpu
             full.free_mem[rows] = part.free_mem
             full.gpu_free[rows] = 0
