@@ -256,11 +256,11 @@ class FairSharePlugin(Protocol):
 
 
 class Kind(enum.StrEnum):
-    CALL = "call"
-    ROWS = "rows"
-    EVENT = "event"
-    FLAG = "flag"
-    PROVIDER = "provider"
+    CALL = enum.auto()
+    ROWS = enum.auto()
+    EVENT = enum.auto()
+    FLAG = enum.auto()
+    PROVIDER = enum.auto()
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,9 @@ __all__ = ["Op", "OpKind", "Statement"]
 class OpKind(enum.StrEnum):
     """What an operation does."""
 
-    ALLOCATE = "allocate"
-    PIPELINE = "pipeline"
-    EVICT = "evict"
+    ALLOCATE = enum.auto()
+    PIPELINE = enum.auto()
+    EVICT = enum.auto()
 
 
 @dataclass(frozen=True, slots=True)
