@@ -242,3 +242,33 @@ def test_one_row_view_is_the_array_view_of_that_row(openb: tuple[NodeTable, PodT
             stmt.commit()
     assert ssn.used.any() and ssn.gpu_used.any()
     check()
+
+
+def test_fit_of_a_few_rows_is_the_array_fit(openb: tuple[NodeTable, PodTable]) -> None:
+    """Resource fit of a few rows in scalar arithmetic answers as the array fit, for every
+    template, on a cluster partly filled (shared and whole devices)."""
+    from gangsched import fit
+    from gangsched.scheduler import open_session
+    from gangsched.statement import Statement
+
+    nodes, pods = openb
+    snap = fgd_snapshot(nodes, pods, np.arange(0, 900, 2, dtype=np.int64))
+    ssn = open_session(snap, fgd_config("bestfit"))
+    for t, tmpl_index in enumerate(ssn.template_of.tolist()[:300]):
+        node, pipelined = ssn.best_node(ssn.templates[tmpl_index])
+        if node >= 0 and not pipelined:
+            stmt = Statement(ssn)
+            assert stmt.allocate(t, node, ssn.choose_gpus(t, node, future=False))
+            stmt.commit()
+    rng = np.random.default_rng(7)
+    n = len(snap.nodes)
+    answers: set[bool] = set()
+    for tmpl in ssn.templates[:: max(1, len(ssn.templates) // 60)]:
+        for _ in range(10):
+            rows = rng.choice(n, size=int(rng.integers(2, fit._FEW + 1)), replace=False)
+            rows = rows.astype(np.intp)
+            few = fit._fit_few(ssn, tmpl, rows, None)
+            full = fit.resource_fit(ssn, tmpl, np.arange(n, dtype=np.intp), None)
+            assert np.array_equal(few[0], full[0][rows]) and np.array_equal(few[1], full[1][rows])
+            answers.update(few[0].tolist())
+    assert answers == {True, False}

@@ -160,6 +160,8 @@ def resource_fit(
     all the nodes in order."""
     if rows.size == 1:  # the usual refresh after one placement: plain ints are faster
         return _fit_one(occ, tmpl, int(rows[0]), m_all)
+    if rows.size <= _FEW:  # a refresh of a few rows: plain ints too
+        return _fit_few(occ, tmpl, rows, m_all)
     a = occ.arrays
     if view is not None and rows.size == a.n_nodes:
         return _fit_all(a, tmpl, view, m_all)
@@ -211,6 +213,67 @@ def _fit_all(
     fit_later &= later >= tmpl.gpu_count
     fit_idle &= fit_later
     return fit_idle, fit_later
+
+
+#: Up to this many rows, :func:`resource_fit` runs in scalar arithmetic (a dozen array
+#: operations on a few rows cost more than the numbers).
+_FEW = 5
+
+
+def _fit_few(
+    occ: Occupancy, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None
+) -> tuple[BOOL, BOOL]:
+    """:func:`resource_fit` of a few rows, the rules of :func:`_fit_one` row by row."""
+    a = occ.arrays
+    request = tmpl.request.tolist()
+    count = tmpl.gpu_count
+    gcol = a.spec.gpu_column
+    m_rows: list[int] = []
+    caps: list[int] = []
+    starts: list[int] = []
+    widths: list[int] = []
+    if count:
+        m_rows = (gpu_need(a, tmpl) if m_all is None else m_all)[rows].tolist()
+        caps = a.gpu_capacity[rows].tolist()
+        starts = a.gpu_offset[rows].tolist()
+        widths = a.gpu_count[rows].tolist()
+    idle_out: list[bool] = []
+    later_out: list[bool] = []
+    for k, (al_row, u_row, rl_row, pp_row) in enumerate(
+        zip(
+            a.allocatable[rows].tolist(),
+            occ.used[rows].tolist(),
+            occ.releasing[rows].tolist(),
+            occ.pipelined[rows].tolist(),
+            strict=True,
+        )
+    ):
+        req = request
+        if count:
+            req = list(request)
+            req[gcol] = count * m_rows[k]
+        fit_idle = fit_later = True
+        for q, al, u, rl, pp in zip(req, al_row, u_row, rl_row, pp_row, strict=True):
+            fit_idle = fit_idle and q <= al - u
+            fit_later = fit_later and q <= al - u + rl - pp
+        if count:
+            cap, need = caps[k], max(m_rows[k], 1)
+            now = later = 0
+            span = slice(starts[k], starts[k] + widths[k])
+            for u, rl, pp in zip(
+                occ.gpu_used[span].tolist(),
+                occ.gpu_releasing[span].tolist(),
+                occ.gpu_pipelined[span].tolist(),
+                strict=True,
+            ):
+                if cap - u + rl - pp >= need:
+                    later += 1
+                    now += cap - u >= need
+            fit_idle = fit_idle and now >= count
+            fit_later = fit_later and later >= count
+        idle_out.append(fit_idle and fit_later)
+        later_out.append(fit_later)
+    return np.array(idle_out, dtype=np.bool_), np.array(later_out, dtype=np.bool_)
 
 
 def _fit_one(occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None) -> tuple[BOOL, BOOL]:

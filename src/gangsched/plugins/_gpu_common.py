@@ -120,19 +120,19 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     )
 
 
-def _view_one(ssn: Session, row: int) -> _View:
-    """:func:`_view` of the one row ``row`` (now), in scalar arithmetic: the refresh after a
-    placement reads one node, where a dozen array operations cost more than the numbers."""
+def _row_numbers(ssn: Session, row: int) -> tuple[int, int, list[int]]:
+    """Free CPU, free memory and each device's free milli of one node (now), as
+    :func:`_view` computes them, in scalar arithmetic: the refresh after a placement reads
+    one node, where a dozen array operations cost more than the numbers."""
     a = ssn.arrays
     spec = a.spec
-    values = []
+    free = []
     for c in (spec.index(CPU), spec.index(MEMORY)):
         idle = int(a.allocatable[row, c]) - int(ssn.used[row, c])
         later = idle + int(ssn.releasing[row, c]) - int(ssn.pipelined[row, c])
-        values.append(min(idle, later))
+        free.append(min(idle, later))
     count = int(a.gpu_count[row])
-    width = max(count, 1 if a.n_devices else 0)
-    dev = [0] * width
+    dev = [0] * max(count, 1 if a.n_devices else 0)
     if count:
         cap = int(a.gpu_capacity[row])
         span = a.devices(row)
@@ -144,14 +144,20 @@ def _view_one(ssn: Session, row: int) -> _View:
                 strict=True,
             )
         ):
-            free = max(min(cap - u, cap - u + rl - pp), 0)
-            dev[k] = free if cap == MILLI else free * MILLI // max(cap, 1)
-    model = int(a.gpu_model[row])
+            left = max(min(cap - u, cap - u + rl - pp), 0)
+            dev[k] = left if cap == MILLI else left * MILLI // max(cap, 1)
+    return free[0], free[1], dev
+
+
+def _view_one(ssn: Session, row: int) -> _View:
+    """:func:`_view` of the one row ``row`` (now), from :func:`_row_numbers`."""
+    cpu, mem, dev = _row_numbers(ssn, row)
+    model = int(ssn.arrays.gpu_model[row])
     return _View(
-        free_cpu=np.array([values[0]], dtype=np.int64),
-        free_mem=np.array([values[1]], dtype=np.int64),
-        gpu_free=np.array([dev], dtype=np.int64).reshape(1, width),
-        gpu_count=np.array([count], dtype=np.int64),
+        free_cpu=np.array([cpu], dtype=np.int64),
+        free_mem=np.array([mem], dtype=np.int64),
+        gpu_free=np.array([dev], dtype=np.int64).reshape(1, len(dev)),
+        gpu_count=np.array([int(ssn.arrays.gpu_count[row])], dtype=np.int64),
         model_idx=np.array([len(_models(ssn)) if model < 0 else model], dtype=np.int64),
     )
 
@@ -190,7 +196,16 @@ class ViewCache:
         else:
             rows = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
         self._log = len(changed)
-        if rows.size:
+        if rows.size == 1 and self._on_rows is None:  # one node, nobody told: write it in
+            row = int(rows[0])
+            cpu, mem, dev = _row_numbers(ssn, row)
+            full = self._all
+            full.free_cpu[row] = cpu
+            full.free_mem[row] = mem
+            full.gpu_free[row] = 0
+            full.gpu_free[row, : len(dev)] = dev
+            self._seen[row] = ssn.node_version[row]
+        elif rows.size:
             part = _view_one(ssn, int(rows[0])) if rows.size == 1 else _view(ssn, rows)
             full = self._all
             full.free_cpu[rows] = part.free_cpu
