@@ -35,6 +35,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -56,7 +57,9 @@ __all__ = [
     "POLICY_IDS",
     "DiscreteRow",
     "NumpyIntSource",
+    "RunOptions",
     "RunResult",
+    "RunSettings",
     "check_tune",
     "discrete_tables",
     "make_source",
@@ -64,6 +67,7 @@ __all__ = [
     "parse_seeds",
     "run_grid",
     "run_one",
+    "run_options",
     "tuned_order",
     "write_tables",
 ]
@@ -258,26 +262,67 @@ class RunResult:
     devices: npt.NDArray[np.int64] | None = None  # (n_pods,) bit i set: the pod uses device i
 
 
+class RunOptions(TypedDict, total=False):
+    """The keyword options of one run of the protocol, taken by :func:`run_one` and by
+    :func:`gangsched.sim.openb_trace.replay_fgd` (which passes them on); each is optional and
+    :func:`run_options` fills in its default.
+
+    ``tune`` (1.3): the arrivals' GPU request as a multiple of the cluster's GPUs; ``rng``
+    (``"go"``): the integer source, ``"go"`` or ``"numpy"``; ``limit`` (None: every pod): keep
+    the first pods of the arrival order; ``workload`` (None: the pod file's stem): the name the
+    records carry.
+    """
+
+    tune: float
+    rng: str
+    limit: int | None
+    workload: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSettings:
+    """:class:`RunOptions` with every default filled in."""
+
+    tune: float
+    rng: str
+    limit: int | None
+    workload: str
+
+
+def run_options(pods: PodTable, options: RunOptions, *, caller: str) -> RunSettings:
+    """``options`` with every default filled in (``workload``: ``pods``' file stem when None).
+    A key that is not an option is a ``TypeError``, as a misspelt keyword argument is."""
+    for key in options:
+        if key not in RunOptions.__annotations__:
+            raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
+    workload = options.get("workload")
+    return RunSettings(
+        tune=options.get("tune", 1.3),
+        rng=options.get("rng", "go"),
+        limit=options.get("limit"),
+        workload=workload if workload is not None else Path(pods.source).stem,
+    )
+
+
 def run_one(
     nodes: NodeTable,
     pods: PodTable,
     policy: str,
     seed: int,
     *,
-    tune: float = 1.3,
-    rng: str = "go",
-    limit: int | None = None,
-    workload: str | None = None,
     order: npt.NDArray[np.int64] | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunResult:
-    """Replay one (policy, seed) run of the protocol; ``limit`` keeps the first pods only.
+    """Replay one (policy, seed) run of the protocol (``options``: :class:`RunOptions`).
 
     ``order`` (indices into ``pods``) replaces the shuffled, tuned arrival sequence: the offline
     packings of :mod:`gangsched.quality` place a re-ordered copy of one run's arrivals this way.
     The seed still drives the ``random`` policy.
     """
     _check_policy(policy)
-    source = make_source(rng, seed)
+    opts = run_options(pods, options, caller="run_one")
+    tune, limit = opts.tune, opts.limit
+    source = make_source(opts.rng, seed)
     total_gpus = nodes.total_gpus
     if order is None:
         order = tuned_order(pods, total_gpus, tune, source)
@@ -295,7 +340,7 @@ def run_one(
         scorer = make_variant(policy, nodes, pods) if policy in VARIANTS else policy
         placed = place_sequence(nodes, pods, scorer, order, rank, source, typical)
     return RunResult(
-        workload=workload if workload is not None else Path(pods.source).stem,
+        workload=opts.workload,
         policy=policy,
         tune=tune,
         seed=seed,

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from pathlib import Path
+from typing import Unpack
 
 import numpy as np
 import numpy.typing as npt
@@ -64,7 +64,15 @@ from ..plugins.fgd_scores import typical_pods_argument
 from ..scheduler import schedule
 from ..snapshot import Snapshot
 from ..units import CPU, MEMORY
-from .fgd import RunResult, make_source, node_ranks, run_one, tuned_order
+from .fgd import (
+    RunOptions,
+    RunResult,
+    make_source,
+    node_ranks,
+    run_one,
+    run_options,
+    tuned_order,
+)
 from .fgd_engine import workload_typical
 from .replay import JobState, ReplayOptions, ReplayResult, Trace, TraceJob, replay
 
@@ -400,24 +408,21 @@ def replay_fgd(
     policy: str,
     seed: int,
     *,
-    tune: float = 1.3,
-    rng: str = "go",
-    limit: int | None = None,
     engine: str = "schedule",
-    workload: str | None = None,
+    **options: Unpack[RunOptions],
 ) -> RunResult:
-    """One (policy, seed) run of the FGD protocol on ``engine`` (module docstring).
-
-    ``limit`` keeps the first pods of the arrival order.
+    """One (policy, seed) run of the FGD protocol on ``engine`` (module docstring); the
+    ``options`` are :func:`gangsched.sim.fgd.run_one`'s (:class:`~gangsched.sim.fgd.RunOptions`).
     """
-    name = workload if workload is not None else Path(pods.source).stem
+    opts = run_options(pods, options, caller="replay_fgd")
     if engine == "fast":
-        return run_one(nodes, pods, policy, seed, tune=tune, rng=rng, limit=limit, workload=name)
+        return run_one(nodes, pods, policy, seed, **options)
     if engine not in ENGINES:
         raise ConfigError(
             f"expected one of {', '.join(ENGINES)}", kind="option", name="engine", field=engine
         )
-    source = make_source(rng, seed)
+    name, tune, limit = opts.workload, opts.tune, opts.limit
+    source = make_source(opts.rng, seed)
     order = tuned_order(pods, nodes.total_gpus, tune, source)
     listed = np.argsort(node_ranks(nodes, source), kind="stable")
     if limit is not None:
@@ -425,8 +430,8 @@ def replay_fgd(
     typical, models = openb_typical(pods, nodes)
     config = fgd_config(policy, seed=seed, typical=typical, models=models)
     if engine == "replay":
-        options = ReplayOptions(config=config, drop_unplaced=True, typical=typical)
-        result = replay(fgd_trace(node_subset(nodes, listed), pods, order), options)
+        replay_options = ReplayOptions(config=config, drop_unplaced=True, typical=typical)
+        result = replay(fgd_trace(node_subset(nodes, listed), pods, order), replay_options)
         run = _as_run(result, order, workload=name, policy=policy, tune=tune, seed=seed)
         placement = np.where(run.placement >= 0, listed[np.maximum(run.placement, 0)], -1)
         return dataclasses.replace(run, placement=placement)
