@@ -147,7 +147,7 @@ def test_bad_window_parameter_is_a_config_error(k: object) -> None:
 def test_window_policy_names_and_ids() -> None:
     assert parse_window_policy("fgd") is None
     assert parse_window_policy("fgd-price-window32") == WindowParams(32, "fgd-price")
-    assert window_policy_id("fgd-window16") == "14-FGD-Window16"
-    assert window_policy_id("fgd-price-window8") == "15-FGD-Price-Window8"
+    assert window_policy_id("fgd-window16") == "14-FGD-BatchWindow16"
+    assert window_policy_id("fgd-price-window8") == "15-FGD-Price-BatchWindow8"
     with pytest.raises(ConfigError, match="candidates"):
         WindowParams(window=8, candidates=0)

@@ -75,7 +75,10 @@ MAX_WINDOW = 256
 #: Most candidate nodes per pod.
 MAX_CANDIDATES = 64
 #: Base policies a window can start from, with the table id stem of their windowed form.
-WINDOW_BASES: dict[str, str] = {"fgd": "14-FGD-Window", "fgd-price": "15-FGD-Price-Window"}
+WINDOW_BASES: dict[str, str] = {
+    "fgd": "14-FGD-BatchWindow",
+    "fgd-price": "15-FGD-Price-BatchWindow",
+}
 #: The windowed policies the command line lists (any ``<base>-window<k>`` is accepted).
 WINDOW_POLICIES: tuple[str, ...] = tuple(
     f"{base}-window{k}" for base in WINDOW_BASES for k in (8, 16, 32)
@@ -147,7 +150,8 @@ def parse_window_policy(name: str) -> WindowParams | None:
 
 
 def window_policy_id(name: str) -> str:
-    """The table id of a windowed policy (``14-FGD-Window16``)."""
+    """The table id of a windowed policy (``14-FGD-BatchWindow16``: a batch protocol, not an
+    online one)."""
     params = parse_window_policy(name)
     if params is None:
         raise ConfigError("not a windowed policy", kind="policy", name=name)
