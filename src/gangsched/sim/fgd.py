@@ -51,6 +51,8 @@ from .gorand import GoRand
 
 __all__ = [
     "BUCKETS",
+    "DEFAULT_RNG",
+    "DEFAULT_TUNE",
     "EXTRA_POLICY_IDS",
     "MAX_SEEDS",
     "MAX_TUNE",
@@ -262,6 +264,11 @@ class RunResult:
     devices: npt.NDArray[np.int64] | None = None  # (n_pods,) bit i set: the pod uses device i
 
 
+#: The protocol's tuning ratio and integer source when a run is not given them.
+DEFAULT_TUNE = 1.3
+DEFAULT_RNG = "go"
+
+
 class RunOptions(TypedDict, total=False):
     """The keyword options of one run of the protocol, taken by :func:`run_one` and by
     :func:`gangsched.sim.openb_trace.replay_fgd` (which passes them on); each is optional and
@@ -297,8 +304,8 @@ def run_options(pods: PodTable, options: RunOptions, *, caller: str) -> RunSetti
             raise TypeError(f"{caller}() got an unexpected keyword argument {key!r}")
     workload = options.get("workload")
     return RunSettings(
-        tune=options.get("tune", 1.3),
-        rng=options.get("rng", "go"),
+        tune=options.get("tune", DEFAULT_TUNE),
+        rng=options.get("rng", DEFAULT_RNG),
         limit=options.get("limit"),
         workload=workload if workload is not None else Path(pods.source).stem,
     )
@@ -481,8 +488,8 @@ def run_grid(
     policies: Sequence[str],
     seeds: Sequence[int],
     *,
-    tune: float = 1.3,
-    rng: str = "go",
+    tune: float = DEFAULT_TUNE,
+    rng: str = DEFAULT_RNG,
     workers: int = 1,
     limit: int | None = None,
     progress: Callable[[int, int, RunResult], None] | None = None,
