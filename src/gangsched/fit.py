@@ -331,17 +331,30 @@ def fits_node(
     """Whether a request charged ``row`` on ``node`` (``per_device`` milli-GPU on each of
     ``gpus``) fits now — or once releases finish, with ``future``."""
     a = occ.arrays
-    free = a.allocatable[node] - occ.used[node]
-    later = free + occ.releasing[node] - occ.pipelined[node]
-    if not bool((row <= later).all()) or not (future or bool((row <= free).all())):
-        return False
+    # One node: plain ints (a handful of array operations on one row cost more).
+    for q, al, u, rl, pp in zip(
+        row.tolist(),
+        a.allocatable[node].tolist(),
+        occ.used[node].tolist(),
+        occ.releasing[node].tolist(),
+        occ.pipelined[node].tolist(),
+        strict=True,
+    ):
+        free = al - u
+        if q > free + rl - pp or (not future and q > free):
+            return False
     if not gpus:
         return True
     count = int(a.gpu_count[node])
     if any(not 0 <= g < count for g in gpus):
         return False
-    room = device_free(occ, future=future, devices=a.device_index(node, gpus))
-    return bool((room >= per_device).all())
+    cap = int(a.gpu_capacity[node])
+    for d in a.device_index(node, gpus):
+        free = cap - int(occ.gpu_used[d])
+        later = free + int(occ.gpu_releasing[d]) - int(occ.gpu_pipelined[d])
+        if (later if future else min(free, later)) < per_device:
+            return False
+    return True
 
 
 def choose_devices(
