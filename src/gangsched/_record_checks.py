@@ -93,15 +93,18 @@ def check_job_queue(job: Job, queues: Container[str]) -> None:
         )
 
 
+def _task_error(task: Task, field: str, detail: str) -> SnapshotError:
+    """The snapshot error naming ``task`` and its ``field``."""
+    return SnapshotError(detail, kind="task", name=task.name, field=field)
+
+
 def check_task_refs(task: Task, jobs: Container[str], nodes: Container[str]) -> None:
     """The task's job exists, and so does whatever node it names (Succeeded / Failed / Pending
     tasks may carry their last node: it holds nothing, but it must exist)."""
     if task.job not in jobs:
-        raise SnapshotError(f"unknown job {task.job!r}", kind="task", name=task.name, field="job")
+        raise _task_error(task, "job", f"unknown job {task.job!r}")
     if task.node is not None and task.node not in nodes:
-        raise SnapshotError(
-            f"unknown node {task.node!r}", kind="task", name=task.name, field="node"
-        )
+        raise _task_error(task, "node", f"unknown node {task.node!r}")
 
 
 def check_budget_refs(
@@ -163,12 +166,8 @@ class Occupancy:
         take = device_take(gpu.milli, cap, gpus.sharing if gpus is not None else False)
         for idx in task.gpu_indices:
             if idx >= n_dev:
-                raise SnapshotError(
-                    f"GPU index {idx} out of range: node {node.name!r} has {n_dev} GPUs",
-                    kind="task",
-                    name=task.name,
-                    field="gpu_indices",
-                )
+                why = f"GPU index {idx} out of range: node {node.name!r} has {n_dev} GPUs"
+                raise _task_error(task, "gpu_indices", why)
             key = (node.name, idx)
             for b in which:
                 held = self.dev_books[b].get(key, 0) + take
@@ -176,12 +175,11 @@ class Occupancy:
                 if held > cap:
                     other = self.holder[b].get(key, "?")
                     when = "" if b == 0 else " once releases finish"
-                    raise SnapshotError(
+                    raise _task_error(
+                        task,
+                        "gpu_indices",
                         f"GPU {idx} of node {node.name!r} over-committed{when}: "
                         f"{held} of {cap} milli-GPU (already held by task {other!r})",
-                        kind="task",
-                        name=task.name,
-                        field="gpu_indices",
                     )
                 self.holder[b].setdefault(key, task.name)
 
