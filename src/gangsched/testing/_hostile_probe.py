@@ -141,6 +141,15 @@ def _shape(message: str) -> str:
     return _NUM.sub("N", _QUOTED.sub("'…'", message))[:90]
 
 
+#: The characters of a refusal's message an outcome keeps.
+_REJECTED_TEXT = 300
+
+
+def _rejected(stage: str, message: str) -> Outcome:
+    """The input was refused at ``stage`` with a typed error: the expected outcome."""
+    return Outcome("rejected", stage, message=message[:_REJECTED_TEXT])
+
+
 def _failure(category: str, stage: str, exc: BaseException, extra: str = "") -> Outcome:
     where = _where(exc.__traceback__)
     message = f"{type(exc).__name__}: {exc}"[:2000]
@@ -244,7 +253,7 @@ def _snapshot_stages(case: Case, stage: _Stage) -> Outcome:
     except GangschedError as exc:
         if not str(exc):
             return Outcome("escape", stage.name, "escape empty-message", repr(exc))
-        return Outcome("rejected", stage.name, message=str(exc)[:300])
+        return _rejected(stage.name, str(exc))
     stage.name = "to_dict"
     before = snapshot.to_dict()
     stage.name = "round-trip"
@@ -293,7 +302,7 @@ def _config_stages(case: Case, stage: _Stage) -> Outcome:
     try:
         config = Config.from_dict(case.config)
     except GangschedError as exc:
-        return Outcome("rejected", stage.name, message=str(exc)[:300])
+        return _rejected(stage.name, str(exc))
     stage.name = "yaml-round-trip"
     try:
         again = Config.from_volcano_yaml(config.to_volcano_yaml())
@@ -306,7 +315,7 @@ def _config_stages(case: Case, stage: _Stage) -> Outcome:
     bad, _ = _schedule_checked(snapshot, config, "config")
     if bad is not None and bad.category == "late-reject":
         # plugin and action arguments are read when the session opens
-        return Outcome("rejected", stage.name, message=bad.message[:300])
+        return _rejected(stage.name, bad.message)
     if bad is not None:
         return bad
     return Outcome("accepted", stage.name)
@@ -331,13 +340,13 @@ def _text_stages(case: Case, workdir: str, path: str, stage: _Stage) -> Outcome:
         try:
             load_files([path])
         except GangschedError as exc:
-            return Outcome("rejected", stage.name, message=str(exc)[:300])
+            return _rejected(stage.name, str(exc))
         return Outcome("accepted", stage.name)
     if case.target == "volcano-yaml":
         try:
             Config.from_volcano_yaml(case.data.decode("latin-1"))
         except GangschedError as exc:
-            return Outcome("rejected", stage.name, message=str(exc)[:300])
+            return _rejected(stage.name, str(exc))
         return Outcome("accepted", stage.name)
     from ..cli import main as cli_main
 
@@ -364,7 +373,9 @@ def _text_stages(case: Case, workdir: str, path: str, stage: _Stage) -> Outcome:
         )
     if status != 0 and not text.startswith("gangsched"):
         return Outcome("escape", stage.name, "escape cli message", text[-500:])
-    return Outcome("accepted" if status == 0 else "rejected", stage.name, message=text[-300:])
+    return Outcome(
+        "accepted" if status == 0 else "rejected", stage.name, message=text[-_REJECTED_TEXT:]
+    )
 
 
 def _probe_selftest(case: Case) -> Outcome:
