@@ -355,9 +355,26 @@ def split_devices(
     return Resources({k: v for k, v in amounts.items() if k != GPU}), record
 
 
-#: Field defaults per record class for :func:`trusted` (default factories called once: the
-#: defaults are immutable, so every record may share them).
-_DEFAULTS: dict[type, dict[str, object]] = {}
+#: Per record class, for :func:`trusted`: its fields with their defaults (default factories
+#: called once: the defaults are immutable, so every record may share them; ``MISSING`` for
+#: a required field) and the names of its required fields.
+_Defaults = tuple[tuple[tuple[str, object], ...], frozenset[str], frozenset[str]]
+_DEFAULTS: dict[type, _Defaults] = {}
+
+
+def _defaults_of(cls: type) -> _Defaults:
+    out: list[tuple[str, object]] = []
+    for f in fields(cls):
+        factory: Any = f.default_factory
+        if f.default is not MISSING:
+            out.append((f.name, f.default))
+        elif factory is not MISSING:
+            out.append((f.name, factory()))
+        else:
+            out.append((f.name, MISSING))
+    required = frozenset(name for name, default in out if default is MISSING)
+    _DEFAULTS[cls] = found = (tuple(out), required, frozenset(name for name, _ in out))
+    return found
 
 
 def trusted(cls: type[R], **values: object) -> R:
@@ -368,23 +385,13 @@ def trusted(cls: type[R], **values: object) -> R:
     Only for records the library builds itself from values it has checked or made (the
     FGD protocol's pods, for one); every public constructor and ``from_dict`` keeps its
     checks."""
-    defaults = _DEFAULTS.get(cls)
-    if defaults is None:
-        defaults = {}
-        for f in fields(cls):  # type: ignore[arg-type]
-            factory: Any = f.default_factory
-            if f.default is not MISSING:
-                defaults[f.name] = f.default
-            elif factory is not MISSING:
-                defaults[f.name] = factory()
-            else:
-                defaults[f.name] = MISSING  # required
-        _DEFAULTS[cls] = defaults
-    unknown = set(values) - defaults.keys()
-    missing = [k for k, v in defaults.items() if v is MISSING and k not in values]
-    if unknown or missing:
-        raise TypeError(f"{cls.__name__}: unknown fields {sorted(unknown)}, missing {missing}")
+    found = _DEFAULTS.get(cls)
+    defaults, required, names = found if found is not None else _defaults_of(cls)
+    if not required <= values.keys() <= names:
+        raise TypeError(f"{cls.__name__}: fields {sorted(values)} (required {sorted(required)})")
     record = object.__new__(cls)
-    for name, default in defaults.items():
-        object.__setattr__(record, name, values.get(name, default))
+    put = object.__setattr__
+    get = values.get
+    for name, default in defaults:
+        put(record, name, get(name, default))
     return record

@@ -209,17 +209,23 @@ def _arrivals(pods: PodTable, order: npt.NDArray[np.int64]) -> list[tuple[Job, T
         return out
     cpu, memory = pods.cpu_milli.tolist(), pods.memory_mib.tolist()
     num_gpu, milli, spec = pods.num_gpu.tolist(), pods.gpu_milli.tolist(), pods.spec_idx.tolist()
-    models: dict[int, tuple[str, ...]] = {}
+    # Pods of one shape share their (immutable) request records.
+    requests: dict[tuple[int, int], Resources] = {}
+    gpus: dict[tuple[int, int, int], GpuRequest] = {}
     for k, row in enumerate(order.tolist(), start=1):
         name = f"{k:06d}-{names[row]}"
         job = trusted(Job, name=name, queue=DEFAULT_QUEUE, min_available=1, creation=k)
         gpu = None
         if num_gpu[row]:
-            s = spec[row]
-            if s not in models:
-                models[s] = pods.spec_models(s)
-            gpu = trusted(GpuRequest, count=num_gpu[row], milli=milli[row], models=models[s])
-        request = Resources({CPU: cpu[row], MEMORY: memory[row] * MIB})
+            key = (num_gpu[row], milli[row], spec[row])
+            gpu = gpus.get(key)
+            if gpu is None:
+                models = pods.spec_models(key[2])
+                gpu = gpus[key] = trusted(GpuRequest, count=key[0], milli=key[1], models=models)
+        amounts = (cpu[row], memory[row])
+        request = requests.get(amounts)
+        if request is None:
+            request = requests[amounts] = Resources({CPU: amounts[0], MEMORY: amounts[1] * MIB})
         task = trusted(Task, name=name, job=name, request=request, gpu_request=gpu)
         out.append((job, task))
     return out
