@@ -162,6 +162,11 @@ def _view_one(ssn: Session, row: int) -> _View:
     )
 
 
+#: What :meth:`ViewCache.sync_rows` returns when no row changed (never written to).
+_NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
+_NO_ROWS.flags.writeable = False
+
+
 class ViewCache:
     """The kernels' view (now, not ``future``) of every node of one session, kept current on
     the nodes whose ``node_version`` moved since the last read, so a read of a few rows is a
@@ -191,6 +196,8 @@ class ViewCache:
                 self._on_rows(ssn, rows, self._all)
             return rows
         changed = ssn.changed
+        if len(changed) == self._log:  # nothing changed since the last call
+            return _NO_ROWS
         if len(changed) - self._log <= 16:
             rows = np.array(sorted(set(changed[self._log :])), dtype=np.intp)
         else:
