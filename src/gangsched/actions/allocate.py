@@ -219,8 +219,13 @@ class AllocateAction:
         scan = ssn.points.queue_order_global
         qheap = [(ssn.queue_key(q), q) for q in per_queue]
         heapq.heapify(qheap)
+        # Once one queue is left no other comes back (a job goes back to its own queue), so
+        # its order key decides nothing: the package's queue orders are not asked for it.
+        alone = ssn.points.built_in("queue_order")
         while per_queue:
-            if scan:
+            if alone and len(per_queue) == 1:
+                q = next(iter(per_queue))
+            elif scan:
                 q = min(per_queue, key=ssn.queue_key)
             else:
                 key, q = heapq.heappop(qheap)
@@ -250,7 +255,7 @@ class AllocateAction:
                 self._explain_discard(ssn, j, tried)
             if again:
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
-            if not scan and q in per_queue:
+            if not scan and q in per_queue and not (alone and len(per_queue) == 1):
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
         # Reservations carried in the snapshot (Pipelined tasks) bind once their resources are
         # idle, together with what this pass placed for the same job (nobody else could take
