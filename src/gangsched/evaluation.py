@@ -202,7 +202,7 @@ class Evaluator:
             ev.reason_versions = np.full(n, -1, dtype=np.int64)
         rows = np.flatnonzero(ev.reason_versions != ssn.node_version).astype(np.intp)
         if rows.size:
-            ev.reasons[rows] = self._reason_rows(tmpl, rows)
+            ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
             ev.reason_versions[rows] = ssn.node_version[rows]
         reason = ev.reasons
         if among is not None:
@@ -221,8 +221,11 @@ class Evaluator:
     def _code(self, word: str) -> int:
         return self._words.setdefault(word, len(self._words))
 
-    def _reason_rows(self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> I64:
-        """The reason code of each node of ``rows`` (-1: it fits once releases finish)."""
+    def _reason_rows(
+        self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None = None
+    ) -> I64:
+        """The reason code of each node of ``rows`` (-1: it fits once releases finish);
+        ``m_all``: :func:`gpu_need` of ``tmpl``, when the caller keeps it."""
         ssn = self._ssn
         a = ssn.arrays
         reason = np.full(rows.size, -1, dtype=np.int64)
@@ -237,7 +240,7 @@ class Evaluator:
         req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
         devices_ok = np.ones(rows.size, dtype=np.bool_)
         if tmpl.gpu_count:
-            m_eff = gpu_need(a, tmpl)[rows]
+            m_eff = (gpu_need(a, tmpl) if m_all is None else m_all)[rows]
             req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
             idx, seg = a.devices_of(rows)
             later = device_free(ssn, future=True, devices=idx) >= np.maximum(m_eff, 1)[seg]
