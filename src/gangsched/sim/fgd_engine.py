@@ -69,6 +69,7 @@ __all__ = [
     "ClusterArrays",
     "FastScorer",
     "Placed",
+    "Records",
     "place_sequence",
     "workload_typical",
 ]
@@ -349,6 +350,47 @@ class Placed:
     cpu_overcommit: bool
 
 
+class Records:
+    """The records a placement loop keeps while it places ``k`` arrivals on ``c``: entry 0 of
+    each per-state record is the cluster before any of them, entry ``i`` the state after
+    arrival ``i``; :meth:`placed` turns them into :class:`Placed`."""
+
+    __slots__ = ("arrived", "c", "devices", "frag", "idle", "placement", "used")
+
+    def __init__(self, c: ClusterArrays, k: int) -> None:
+        self.c = c
+        self.arrived = np.zeros(k + 1, dtype=np.int64)
+        self.used = np.zeros(k + 1, dtype=np.int64)
+        self.frag = np.zeros(k + 1, dtype=np.float64)
+        self.idle = np.zeros(k + 1, dtype=np.int64)
+        self.frag[0] = float(c.frag.sum())
+        self.idle[0] = c.idle_total
+        self.placement = np.full(k, -1, dtype=np.int64)
+        self.devices = np.zeros(k, dtype=np.int64)
+
+    def after(self, step: int, arrived: int, used: int) -> None:
+        """The state after arrival ``step`` (counted from 0): milli-GPU arrived and held so far,
+        and the cluster's fragment and idle milli-GPU now."""
+        self.arrived[step + 1] = arrived
+        self.used[step + 1] = used
+        self.frag[step + 1] = float(self.c.frag.sum())
+        self.idle[step + 1] = self.c.idle_total
+
+    def placed(self, failed: int) -> Placed:
+        c = self.c
+        return Placed(
+            failed=failed,
+            arrived=self.arrived,
+            used=self.used,
+            frag=self.frag,
+            idle=self.idle,
+            placement=self.placement,
+            devices=self.devices,
+            max_gpu_used=int((c.gpu_cap - c.gpu_free).max()) if c.n else 0,
+            cpu_overcommit=bool((c.free_cpu < 0).any() or (c.free_mem < 0).any()),
+        )
+
+
 def workload_typical(pods: PodTable, nodes: NodeTable) -> TypicalPods:
     """The typical pods of a workload file (every pod of it, the study's target workload)."""
     return typical_pods(
@@ -381,15 +423,8 @@ def place_sequence(
         scorer = policy
     c = ClusterArrays(nodes, typical)
     c.rank = rank
-    k = len(order)
-    arrived = np.zeros(k + 1, dtype=np.int64)
-    used = np.zeros(k + 1, dtype=np.int64)
-    frag_rec = np.zeros(k + 1, dtype=np.float64)
-    idle_rec = np.zeros(k + 1, dtype=np.int64)
-    frag_rec[0] = float(c.frag.sum())
-    idle_rec[0] = c.idle_total
-    placement = np.full(k, -1, dtype=np.int64)
-    dev_mask = np.zeros(k, dtype=np.int64)
+    records = Records(c, len(order))
+    placement, dev_mask = records.placement, records.devices
     requests: dict[int, tuple[PodRequest, int, tuple[int, int, int, int]]] = {}
     spec_allowed = pods.spec_allowed(nodes.models)
     arrived_now = used_now = failed = 0
@@ -425,18 +460,5 @@ def place_sequence(
                 dev_mask[step] = sum(1 << d for d in devs)
             c.place(node, req, devs)
             used_now += req.total_gpu_milli
-        arrived[step + 1] = arrived_now
-        used[step + 1] = used_now
-        frag_rec[step + 1] = float(c.frag.sum())
-        idle_rec[step + 1] = c.idle_total
-    return Placed(
-        failed=failed,
-        arrived=arrived,
-        used=used,
-        frag=frag_rec,
-        idle=idle_rec,
-        placement=placement,
-        devices=dev_mask,
-        max_gpu_used=int((c.gpu_cap - c.gpu_free).max()) if c.n else 0,
-        cpu_overcommit=bool((c.free_cpu < 0).any() or (c.free_mem < 0).any()),
-    )
+        records.after(step, arrived_now, used_now)
+    return records.placed(failed)
