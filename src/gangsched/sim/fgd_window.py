@@ -102,27 +102,13 @@ class WindowParams:
     work: float = 1.0
 
     def __post_init__(self) -> None:
-        k = self.window
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_WINDOW:
-            raise ConfigError(
-                f"must be an integer in [1, {MAX_WINDOW}], got {k!r}",
-                kind="policy",
-                name="window",
-                field="window",
-            )
+        _check_int(self.window, MAX_WINDOW, "window")
         if self.base not in WINDOW_BASES:
             raise ConfigError(
                 f"expected one of {', '.join(WINDOW_BASES)}", kind="policy", name="window",
                 field="base",
             )  # fmt: skip
-        c = self.candidates
-        if isinstance(c, bool) or not isinstance(c, int) or not 1 <= c <= MAX_CANDIDATES:
-            raise ConfigError(
-                f"must be an integer in [1, {MAX_CANDIDATES}], got {c!r}",
-                kind="policy",
-                name="window",
-                field="candidates",
-            )
+        _check_int(self.candidates, MAX_CANDIDATES, "candidates")
         if not isinstance(self.work, int | float) or not 0 < self.work <= 3600:
             raise ConfigError(
                 f"must be a number in (0, 3600], got {self.work!r}",
@@ -130,6 +116,16 @@ class WindowParams:
                 name="window",
                 field="work",
             )
+
+
+def _check_int(value: object, hi: int, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
+        raise ConfigError(
+            f"must be an integer in [1, {hi}], got {value!r}",
+            kind="policy",
+            name="window",
+            field=name,
+        )
 
 
 def parse_window_policy(name: str) -> WindowParams | None:
@@ -445,23 +441,16 @@ def base_scorer(base: str, nodes: NodeTable, pods: PodTable) -> FastScorer:
 def window_arrivals(pods: PodTable, nodes: NodeTable, order: I64) -> list[WindowPod]:
     """The arrivals ``pods[order]`` as window pods (one object per distinct pod index)."""
     allowed = pods.spec_allowed(nodes.models)
+    uniq = np.unique(order)
+    columns = (pods.cpu_milli, pods.memory_mib, pods.num_gpu, pods.gpu_milli, pods.spec_idx)
     made: dict[int, WindowPod] = {}
-    out: list[WindowPod] = []
-    for i in order.tolist():
-        got = made.get(i)
-        if got is None:
-            spec = int(pods.spec_idx[i])
-            req = PodRequest(
-                cpu_milli=int(pods.cpu_milli[i]),
-                memory=int(pods.memory_mib[i]),
-                num_gpu=int(pods.num_gpu[i]),
-                gpu_milli=int(pods.gpu_milli[i]),
-                allowed_models=None if spec == 0 and not pods.specs[0] else allowed[spec],
-            )
-            key = (req.cpu_milli, req.num_gpu, req.gpu_milli, spec)
-            got = made[i] = WindowPod(req, spec, key)
-        out.append(got)
-    return out
+    for i, cpu, mem, n_gpu, milli, spec in zip(
+        uniq.tolist(), *(np.asarray(col)[uniq].tolist() for col in columns), strict=True
+    ):
+        models = None if spec == 0 and not pods.specs[0] else allowed[spec]
+        req = PodRequest(cpu, mem, n_gpu, milli, models)
+        made[i] = WindowPod(req, spec, (cpu, n_gpu, milli, spec))
+    return [made[i] for i in order.tolist()]
 
 
 def place_windows(
