@@ -151,3 +151,23 @@ def test_window_policy_names_and_ids() -> None:
     assert window_policy_id("fgd-price-window8") == "15-FGD-Price-BatchWindow8"
     with pytest.raises(ConfigError, match="candidates"):
         WindowParams(window=8, candidates=0)
+
+
+def test_fgd_command_runs_a_windowed_policy_under_its_batch_id(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from gangsched.cli import main
+
+    write_cluster(
+        tmp_path,
+        [(16000, 64000, 2, "T4"), (16000, 64000, 2, "T4"), (32000, 64000, 4, "G2")],
+        [(2000, 100, 1, 500), (4000, 100, 1, 1000), (1000, 100, 2, 1000), (500, 100, 0, 0)] * 3,
+    )
+    common = ["fgd", "--nodes", str(tmp_path / "nodes.csv"), "--pods", str(tmp_path / "pods.csv")]
+    out = tmp_path / "out"
+    assert main([*common, "--policy", "fgd-window8", "--seeds", "42", "--out", str(out)]) == 0
+    table = (out / "analysis_allo_discrete.csv").read_text(encoding="utf-8")
+    assert ",14-FGD-BatchWindow8,1.3,42," in table
+    capsys.readouterr()
+    assert main([*common, "compare", str(out)]) == 0
+    assert "14-FGD-BatchWindow8" in capsys.readouterr().out
