@@ -350,12 +350,16 @@ class Placed:
     cpu_overcommit: bool
 
 
+#: The records of :class:`Placed` that :class:`Records` keeps, by the same names.
+_PER_ARRIVAL = ("arrived", "used", "frag", "idle", "placement", "devices")
+
+
 class Records:
     """The records a placement loop keeps while it places ``k`` arrivals on ``c``: entry 0 of
     each per-state record is the cluster before any of them, entry ``i`` the state after
     arrival ``i``; :meth:`placed` turns them into :class:`Placed`."""
 
-    __slots__ = ("arrived", "c", "devices", "frag", "idle", "placement", "used")
+    __slots__ = ("c", *_PER_ARRIVAL)
 
     def __init__(self, c: ClusterArrays, k: int) -> None:
         self.c = c
@@ -380,14 +384,9 @@ class Records:
         c = self.c
         return Placed(
             failed=failed,
-            arrived=self.arrived,
-            used=self.used,
-            frag=self.frag,
-            idle=self.idle,
-            placement=self.placement,
-            devices=self.devices,
             max_gpu_used=int((c.gpu_cap - c.gpu_free).max()) if c.n else 0,
             cpu_overcommit=bool((c.free_cpu < 0).any() or (c.free_mem < 0).any()),
+            **{name: getattr(self, name) for name in _PER_ARRIVAL},
         )
 
 
