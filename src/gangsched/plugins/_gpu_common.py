@@ -182,7 +182,7 @@ class ViewCache:
         self._all: _View | None = None
         self._seen: I64 = np.zeros(0, dtype=np.int64)
         self._log = 0
-        self._pods: dict[int, PodRequest | None] = {}
+        self._pods: dict[object, PodRequest | None] = {}
 
     def sync_rows(self, ssn: Session) -> Rows:
         """Bring the view up to date; returns the rows that changed since the last call
@@ -225,12 +225,15 @@ class ViewCache:
         return rows
 
     def pod(self, ssn: Session, tmpl: TaskTemplate) -> PodRequest | None:
-        """:func:`_template_pod` of ``tmpl``, made once per template of the session."""
+        """:func:`_template_pod` of ``tmpl``, made once per template shape of the session."""
         if self._ssn is not ssn:
             self.sync_rows(ssn)
-        if tmpl.index not in self._pods:
-            self._pods[tmpl.index] = _template_pod(ssn, tmpl)
-        return self._pods[tmpl.index]
+        # The pod is made of the request and the GPU request, both part of the shape:
+        # templates of one shape share it.
+        key: object = ("shape", tmpl.shape) if tmpl.shape else tmpl.index
+        if key not in self._pods:
+            self._pods[key] = _template_pod(ssn, tmpl)
+        return self._pods[key]
 
     @property
     def session(self) -> Session | None:
