@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
+from .._types import I64
 from ._common import (
     GangView,
     Replica,
@@ -51,8 +52,6 @@ from .problem import (
 )
 
 __all__ = ["GreedyPlacer", "by_weight", "greedy_gang", "greedy_sequence"]
-
-I64 = npt.NDArray[np.int64]
 
 
 class GreedyPlacer:

@@ -58,8 +58,6 @@ from .fgd_online import PRICE, LookParams, lookahead_scorer
 
 __all__ = ["REFRESH", "VARIANTS", "gpu_weighted", "make_variant"]
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 B = npt.NDArray[np.bool_]
 
 #: Millicores of CPU surplus (either sign) over which ``fgd-cpu``'s tie term ranges.

@@ -23,6 +23,7 @@ count variables, not gangs × templates × nodes. Gangs with slices are not mode
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -89,15 +90,9 @@ def replica_classes(problem: PlacementProblem) -> _Classes | None:
                 gpu_milli=g.gpu_milli[t : t + 1],
             )
         )
-    cproblem = PlacementProblem(
-        free=problem.free,
-        allocatable=problem.allocatable,
-        gpu_free=problem.gpu_free,
-        gpu_capacity=problem.gpu_capacity,
-        gpu_count=problem.gpu_count,
-        gpu_sharing=problem.gpu_sharing,
-        topology=problem.topology,
-        gangs=tuple(reqs),
+    # The same cluster with the classes as its gangs (unweighted, default hypernode order).
+    cproblem = dataclasses.replace(
+        problem, gangs=tuple(reqs), weights=None, used=None, hypernode_order=None
     )
     views = [gang_view(cproblem, k) for k in range(len(reqs))]
     return _Classes(problem=cproblem, views=views, of=of)
