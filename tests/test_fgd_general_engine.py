@@ -272,3 +272,29 @@ def test_fit_of_a_few_rows_is_the_array_fit(openb: tuple[NodeTable, PodTable]) -
             assert np.array_equal(few[0], full[0][rows]) and np.array_equal(few[1], full[1][rows])
             answers.update(few[0].tolist())
     assert answers == {True, False}
+
+
+def test_kept_failure_wording_is_what_a_fresh_evaluation_words(
+    openb: tuple[NodeTable, PodTable],
+) -> None:
+    """A template's fit_error, kept while no node's reason moves, is the wording a fresh
+    evaluator gives at every step of a cycle that fills the cluster."""
+    from gangsched.evaluation import Evaluator
+    from gangsched.scheduler import open_session
+    from gangsched.statement import Statement
+
+    nodes, pods = openb
+    snap = fgd_snapshot(nodes, pods, np.arange(0, 3000, 3, dtype=np.int64))
+    ssn = open_session(snap, fgd_config("bestfit"))
+    worded = 0
+    for t, tmpl_index in enumerate(ssn.template_of.tolist()):
+        tmpl = ssn.templates[tmpl_index]
+        node, pipelined = ssn.best_node(tmpl)
+        if node < 0:
+            assert ssn.fit_error(tmpl) == Evaluator(ssn).fit_error(tmpl)
+            worded += 1
+        elif not pipelined:
+            stmt = Statement(ssn)
+            assert stmt.allocate(t, node, ssn.choose_gpus(t, node, future=False))
+            stmt.commit()
+    assert worded > 20

@@ -47,8 +47,9 @@ class Evaluation:
     # node versions they were computed at; filled by the first fit_error.
     reasons: I64 | None = None
     reason_versions: I64 | None = None
-    # The last fit_error over every node and the length of Session.changed it was worded at:
-    # no node changed since, so no reason moved.
+    # The last fit_error over every node (a function of ``reasons`` alone) and the length of
+    # Session.changed when it was last found to hold: no node changed since, so no reason
+    # moved.
     error: tuple[int, str] | None = None
 
 
@@ -201,9 +202,15 @@ class Evaluator:
             ev.reasons = np.full(n, -1, dtype=np.int64)
             ev.reason_versions = np.full(n, -1, dtype=np.int64)
         rows = np.flatnonzero(ev.reason_versions != ssn.node_version).astype(np.intp)
+        kept = among is None and ev.error is not None  # its wording holds if no code moved
         if rows.size:
-            ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
+            codes = self._reason_rows(tmpl, rows, ev.gpu_need)
+            kept = kept and bool(np.array_equal(codes, ev.reasons[rows]))
+            ev.reasons[rows] = codes
             ev.reason_versions[rows] = ssn.node_version[rows]
+        if kept and ev.error is not None:
+            ev.error = (stamp, ev.error[1])
+            return ev.error[1]
         reason = ev.reasons
         if among is not None:
             outside = self._code("node(s) outside the allowed topology domain")
