@@ -51,7 +51,7 @@ from .._frag_core import MILLI, IntSource, PodRequest, TypicalPods, choose_node
 from .._types import I64
 from ..errors import ConfigError, PlacementError
 from ..io.openb import NodeTable, PodTable
-from .fgd_engine import FAST_POLICIES, ClusterArrays, FastScorer, Placed, _device
+from .fgd_engine import FAST_POLICIES, ClusterArrays, FastScorer, Placed, Records, _device
 from .fgd_variants import make_variant
 
 __all__ = [
@@ -468,18 +468,10 @@ def place_windows(
     c = ClusterArrays(nodes, typical)
     c.rank = rank
     arrivals = window_arrivals(pods, nodes, order)
-    k = len(arrivals)
-    arrived = np.zeros(k + 1, dtype=np.int64)
-    used = np.zeros(k + 1, dtype=np.int64)
-    frag = np.zeros(k + 1, dtype=np.float64)
-    idle = np.zeros(k + 1, dtype=np.int64)
-    frag[0] = float(c.frag.sum())
-    idle[0] = c.idle_total
-    placement = np.full(k, -1, dtype=np.int64)
-    masks = np.zeros(k, dtype=np.int64)
+    records = Records(c, len(arrivals))
     stats = WindowStats()
     arrived_now = used_now = 0
-    for start in range(0, k, params.window):
+    for start in range(0, len(arrivals), params.window):
         window = arrivals[start : start + params.window]
         got = solve_window(c, window, scorer, source, params)
         stats.windows += 1
@@ -494,22 +486,8 @@ def place_windows(
             arrived_now += _gpu(pod)
             if node >= 0:
                 c.place(node, pod.req, devs)
-                placement[step] = node
-                masks[step] = sum(1 << d for d in devs)
+                records.placement[step] = node
+                records.devices[step] = sum(1 << d for d in devs)
                 used_now += _gpu(pod)
-            arrived[step + 1] = arrived_now
-            used[step + 1] = used_now
-            frag[step + 1] = float(c.frag.sum())
-            idle[step + 1] = c.idle_total
-    placed = Placed(
-        failed=int((placement < 0).sum()),
-        arrived=arrived,
-        used=used,
-        frag=frag,
-        idle=idle,
-        placement=placement,
-        devices=masks,
-        max_gpu_used=int((c.gpu_cap - c.gpu_free).max()) if c.n else 0,
-        cpu_overcommit=bool((c.free_cpu < 0).any() or (c.free_mem < 0).any()),
-    )
-    return placed, stats
+            records.after(step, arrived_now, used_now)
+    return records.placed(int((records.placement < 0).sum())), stats
