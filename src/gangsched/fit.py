@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -158,9 +158,7 @@ def resource_fit(
     """``(fits now, fits later)`` of ``tmpl`` on ``rows``. ``m_all``: :func:`gpu_need`,
     when the caller keeps it; ``view``: a current :class:`FullView`, read when ``rows`` are
     all the nodes in order."""
-    if rows.size == 1:  # the usual refresh after one placement: plain ints are faster
-        return _fit_one(occ, tmpl, int(rows[0]), m_all)
-    if rows.size <= _FEW:  # a refresh of a few rows: plain ints too
+    if rows.size <= _FEW:  # the usual refresh after a placement or a few: plain ints
         return _fit_few(occ, tmpl, rows, m_all)
     a = occ.arrays
     if view is not None and rows.size == a.n_nodes:
@@ -223,28 +221,34 @@ _FEW = 5
 def _fit_few(
     occ: Occupancy, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None
 ) -> tuple[BOOL, BOOL]:
-    """:func:`resource_fit` of a few rows, the rules of :func:`_fit_one` row by row."""
+    """:func:`resource_fit` of a few rows, the same rules in scalar arithmetic row by row."""
     a = occ.arrays
     request = tmpl.request.tolist()
     count = tmpl.gpu_count
     gcol = a.spec.gpu_column
+    one = int(rows[0]) if rows.size == 1 else -1
+
+    def take(values: I64) -> list[Any]:  # the rows' values (one row: no gather)
+        out: list[Any] = [values[one].tolist()] if one >= 0 else values[rows].tolist()
+        return out
+
     m_rows: list[int] = []
     caps: list[int] = []
     starts: list[int] = []
     widths: list[int] = []
     if count:
-        m_rows = (gpu_need(a, tmpl) if m_all is None else m_all)[rows].tolist()
-        caps = a.gpu_capacity[rows].tolist()
-        starts = a.gpu_offset[rows].tolist()
-        widths = a.gpu_count[rows].tolist()
+        m_rows = take(gpu_need(a, tmpl) if m_all is None else m_all)
+        caps = take(a.gpu_capacity)
+        starts = take(a.gpu_offset)
+        widths = take(a.gpu_count)
     idle_out: list[bool] = []
     later_out: list[bool] = []
     for k, (al_row, u_row, rl_row, pp_row) in enumerate(
         zip(
-            a.allocatable[rows].tolist(),
-            occ.used[rows].tolist(),
-            occ.releasing[rows].tolist(),
-            occ.pipelined[rows].tolist(),
+            take(a.allocatable),
+            take(occ.used),
+            take(occ.releasing),
+            take(occ.pipelined),
             strict=True,
         )
     ):
@@ -274,44 +278,6 @@ def _fit_few(
         idle_out.append(fit_idle and fit_later)
         later_out.append(fit_later)
     return np.array(idle_out, dtype=np.bool_), np.array(later_out, dtype=np.bool_)
-
-
-def _fit_one(occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None) -> tuple[BOOL, BOOL]:
-    """:func:`resource_fit` of one node, the same rules in scalar arithmetic."""
-    a = occ.arrays
-    req = tmpl.request.tolist()
-    m_eff = 0
-    if tmpl.gpu_count:
-        m_eff = int((gpu_need(a, tmpl) if m_all is None else m_all)[i])
-        req[a.spec.gpu_column] = tmpl.gpu_count * m_eff
-    fit_idle = fit_later = True
-    for q, al, u, rl, pp in zip(
-        req,
-        a.allocatable[i].tolist(),
-        occ.used[i].tolist(),
-        occ.releasing[i].tolist(),
-        occ.pipelined[i].tolist(),
-        strict=True,
-    ):
-        fit_idle = fit_idle and q <= al - u
-        fit_later = fit_later and q <= al - u + rl - pp
-    if tmpl.gpu_count:
-        cap, need = int(a.gpu_capacity[i]), max(m_eff, 1)
-        now = later = 0
-        dev = a.devices(i)
-        for u, rl, pp in zip(
-            occ.gpu_used[dev].tolist(),
-            occ.gpu_releasing[dev].tolist(),
-            occ.gpu_pipelined[dev].tolist(),
-            strict=True,
-        ):
-            if cap - u + rl - pp >= need:
-                later += 1
-                now += cap - u >= need
-        fit_idle = fit_idle and now >= tmpl.gpu_count
-        fit_later = fit_later and later >= tmpl.gpu_count
-    fit_idle = fit_idle and fit_later
-    return np.array([fit_idle]), np.array([fit_later])
 
 
 def device_free(occ: Occupancy, *, future: bool, devices: list[int] | I64 | slice = _ALL) -> I64:
