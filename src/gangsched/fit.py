@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -43,8 +43,11 @@ __all__ = [
 _ALL = slice(None)
 
 
-class Occupancy(Protocol):
-    """The live occupancy a fit is judged against (a session has these fields)."""
+@dataclass(slots=True, eq=False)
+class Occupancy:
+    """The live occupancy a fit is judged against: the cluster's static arrays and what its
+    nodes and devices hold, are releasing and have reserved. A session is one (its first
+    fields)."""
 
     arrays: ClusterArrays
     used: I64

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._types import BOOL, I64
-from .arrays import ClusterArrays, TaskTemplate, build_cluster_arrays, build_templates
+from .arrays import TaskTemplate, build_cluster_arrays, build_templates
 from .config import Config
 from .cycle import (
     HOLDING_STATES,
@@ -44,7 +44,7 @@ from .decisions import PlacementInfo
 from .dispatch import Dispatch
 from .evaluation import Evaluation, Evaluator
 from .feasibility import device_take
-from .fit import choose_devices, fits_node, future_idle, idle
+from .fit import Occupancy, choose_devices, fits_node, future_idle, idle
 from .gate import Gate, Refusal
 from .model import JobPhase
 from .registry import Registry
@@ -66,16 +66,9 @@ _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 
 
 @dataclass(slots=True, eq=False)
-class Session:
+class Session(Occupancy):
     snapshot: Snapshot
     config: Config
-    arrays: ClusterArrays
-    used: I64
-    releasing: I64
-    pipelined: I64
-    gpu_used: I64
-    gpu_releasing: I64
-    gpu_pipelined: I64
     node_version: I64
     task_state: npt.NDArray[np.int8]
     task_node: I64
