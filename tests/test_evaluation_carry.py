@@ -10,34 +10,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
+from _state_cases import zoned_cluster
 from gangsched._frozen import FrozenDict
 from gangsched.model import TaskPhase
 from gangsched.scheduler import run_cycle
 
 
 def _cluster(n_nodes: int = 8, jobs: int = 12) -> dict[str, Any]:
-    nodes = [
-        {
-            "name": f"n{i}",
-            "allocatable": {"cpu": 8 + 4 * (i % 3), "memory": "32Gi", "pods": 20},
-            "labels": {"zone": f"z{i % 2}"},
-        }
-        for i in range(n_nodes)
-    ]
-    job_recs, tasks = [], []
-    for j in range(jobs):
-        size = 1 + j % 4
-        job_recs.append({"name": f"j{j}", "min_available": size, "phase": "Inqueue"})
-        for k in range(size):
-            task: dict[str, Any] = {
-                "name": f"j{j}-{k}",
-                "job": f"j{j}",
-                "request": {"cpu": 2 + j % 5},
-            }
-            if j % 3 == 0:
-                task["node_selector"] = {"zone": "z0"}
-            tasks.append(task)
-    return {"nodes": nodes, "queues": [{"name": "default"}], "jobs": job_recs, "tasks": tasks}
+    return zoned_cluster(n_nodes, jobs, selector_every=3)
 
 
 def _canon(d: gs.Decisions) -> str:

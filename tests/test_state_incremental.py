@@ -12,32 +12,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
+from _state_cases import zoned_cluster
 from gangsched.arrays import build_cluster_arrays
 from gangsched.model import TaskPhase
 
 
 def _cluster(n_nodes: int = 6, jobs: int = 10) -> dict[str, Any]:
-    nodes = [
-        {
-            "name": f"n{i}",
-            "allocatable": {"cpu": 8 + 4 * (i % 3), "memory": "32Gi", "pods": 20},
-            "labels": {"zone": f"z{i % 2}"},
-        }
-        for i in range(n_nodes)
-    ]
-    job_recs, tasks = [], []
-    for j in range(jobs):
-        size = 1 + j % 4
-        job_recs.append(
-            {"name": f"j{j}", "min_available": size, "phase": "Inqueue", "queue": f"q{j % 2}"}
-        )
-        for k in range(size):
-            tasks.append({"name": f"j{j}-{k}", "job": f"j{j}", "request": {"cpu": 2 + j % 5}})
-    queues = [
-        {"name": "q0", "weight": 1},
-        {"name": "q1", "weight": 1, "capability": {"cpu": 6}},
-    ]
-    return {"nodes": nodes, "queues": queues, "jobs": job_recs, "tasks": tasks}
+    queues = [{"name": "q0", "weight": 1}, {"name": "q1", "weight": 1, "capability": {"cpu": 6}}]
+    return zoned_cluster(n_nodes, jobs, queues=queues)
 
 
 def _canon(d: gs.Decisions) -> str:
