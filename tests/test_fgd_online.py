@@ -22,12 +22,8 @@ from gangsched.sim.fgd_online import (
     cpu_per_gpu,
 )
 from gangsched.sim.fgd_variants import make_variant
+from test_fgd_variants import typical_cluster, variant_scores
 from test_quality import write_cluster
-
-
-class _NoDraw:
-    def intn(self, n: int) -> int:  # pragma: no cover - the policy draws nothing
-        raise AssertionError("no draw expected")
 
 
 def test_fgd_price_keeps_cpu_for_the_idle_gpus_of_a_cpu_poor_node(tmp_path: Path) -> None:
@@ -36,18 +32,15 @@ def test_fgd_price_keeps_cpu_for_the_idle_gpus_of_a_cpu_poor_node(tmp_path: Path
     # 25.3 cores). An 8-core CPU-only pod leaves every typical pod fitting on either node: FGD
     # scores both 50 and takes node 0 (the first); fgd-price sees node 0's GPUs lose the CPU
     # they need and takes node 1.
-    nodes, pods = write_cluster(
+    nodes, pods, arrays = typical_cluster(
         tmp_path,
         [(24000, 1000, 2, "T4"), (64000, 1000, 2, "T4")],
         [(10000, 10, 1, 1000)] * 3 + [(16000, 10, 1, 1000), (8000, 10, 0, 0)],
     )
     assert cpu_per_gpu(pods) == pytest.approx(11500.0)
-    arrays = ClusterArrays(nodes, workload_typical(pods, nodes))
     pod = PodRequest(cpu_milli=8000, memory=10, num_gpu=0, gpu_milli=0)
-    key = (8000, 0, 0, 0)
-    feasible = arrays.fits(pod, 0)
-    fgd = make_variant("fgd-exact", nodes, pods)(arrays, pod, key, feasible, _NoDraw())
-    price = make_variant("fgd-price", nodes, pods)(arrays, pod, key, feasible, _NoDraw())
+    fgd = variant_scores("fgd-exact", nodes, pods, arrays, pod)
+    price = variant_scores("fgd-price", nodes, pods, arrays, pod)
     assert fgd.score[0] == fgd.score[1]  # FGD sees no difference
     # node 0 goes from 1.3 to 9.3 cores short: 8 cores, 8 / 12.65 GPUs' worth
     short = 8000 / (1.1 * 11500)
@@ -76,9 +69,7 @@ def test_fgd_price_puts_a_share_in_the_hole_an_optimal_pattern_completes(tmp_pat
         first = PodRequest(cpu_milli=1000, memory=10, num_gpu=1, gpu_milli=share)
         arrays.place(node, first, (0,))
     pod = PodRequest(cpu_milli=1000, memory=10, num_gpu=1, gpu_milli=230)
-    price = make_variant("fgd-price", nodes, pods)(
-        arrays, pod, (1000, 1, 230, 0), arrays.fits(pod, 0), _NoDraw()
-    )
+    price = variant_scores("fgd-price", nodes, pods, arrays, pod)
     assert int(np.argmax(price.score)) == 1
     assert price.share_gpu[1] == 0
 
