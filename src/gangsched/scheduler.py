@@ -440,9 +440,6 @@ def _queue_statuses(
         phases = phases_of[q]
         share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
         real = fair.queue_real_capability(ssn, q) if fair is not None else None
-        cap_gpu = None
-        if queue.capability is not None and GPU in queue.capability:
-            cap_gpu = queue.capability[GPU] / 1000
         overused = bool(fair.queue_overused(ssn, q)) if fair is not None else False
         counts = tuple(phases.count(p) for p in _QUEUE_PHASES)
         rows = np.concatenate(
@@ -467,6 +464,9 @@ def _queue_statuses(
         deserved: Mapping[str, int] = {}
         if ssn.queue_deserved is not None:
             deserved = ssn.as_mapping(ssn.queue_deserved[q])
+        cap_gpu = None
+        if queue.capability is not None and GPU in queue.capability:
+            cap_gpu = queue.capability[GPU] / 1000
         status = QueueStatus(
             state=queue.state.value,
             allocated=FrozenDict(ssn.as_mapping(allocated_q[q])),

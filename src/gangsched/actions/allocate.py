@@ -43,7 +43,6 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from ..config import arg_float, arg_int, arg_str
 from ..errors import ConfigError
@@ -89,13 +88,6 @@ def overused_reason(ssn: Session, queue: int) -> str:
         if names[c] != PODS
     ]
     return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
-
-
-def _waiting_tasks(ssn: Session) -> npt.NDArray[np.int64]:
-    """The pending tasks that are not best-effort (backfill places those), in task order."""
-    pending, best_effort = pending_tasks(ssn)
-    out: npt.NDArray[np.int64] = pending[~best_effort]
-    return out
 
 
 class AllocateAction:
@@ -171,7 +163,8 @@ class AllocateAction:
         # Without enqueue every Pending job is admitted; one statement holds the admissions
         # (they place nothing, so committing them together is committing each).
         admission = Statement(ssn)
-        waiting = _waiting_tasks(ssn)
+        pending, best_effort = pending_tasks(ssn)
+        waiting = pending[~best_effort]  # backfill places the best-effort ones
         # With enqueue on, a job without a waiting task has nothing to do here; without it,
         # every Pending job is admitted.
         candidates: Iterable[int] = (
@@ -274,15 +267,14 @@ class AllocateAction:
         answer holds for any template of the same request in the queue until the log grows,
         so the tasks and jobs of a waiting queue are not asked and worded one by one. With a
         plugin from elsewhere on the point, every task is asked."""
-        if not self._shared:
-            return None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
-        key = (q, tmpl.request.tobytes())
+        key = (q, tmpl.request.tobytes()) if self._shared else None
         stamp = len(ssn.changed)
-        known = self._verdicts.get(key)
+        known = self._verdicts.get(key) if key is not None else None
         if known is not None and known[0] == stamp:
             return known[1]
         why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
-        self._verdicts[key] = (stamp, why)
+        if key is not None:
+            self._verdicts[key] = (stamp, why)
         return why
 
     def _allocate_job(
