@@ -58,6 +58,14 @@ def _names(ssn: Session, tasks: Any) -> list[str]:
     return [ssn.snapshot.tasks[int(t)].name for t in tasks]
 
 
+def _preempt_default(
+    nodes: list[dict[str, Any]], jobs: list[dict[str, Any]], tasks: list[dict[str, Any]]
+) -> gs.Decisions:
+    """One preempting cycle of ``nodes``, ``jobs`` and ``tasks`` in the default queue."""
+    raw = {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
+    return gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+
+
 def _roles(name: str, spec: str, phase: str = "Pending") -> list[dict[str, Any]]:
     """Tasks ``<name>-<role>-<i>`` from ``"a2 b1"``: two of role a, one of role b (1 GPU each;
     running ones on n0 with distinct devices, n1 once n0 is full)."""
@@ -592,13 +600,7 @@ def test_trimming_a_job_comes_before_evicting_one_whole_even_when_it_frees_more(
         + running("b", [("n1", [0, 1, 2, 3]), ("n1", [4, 5, 6, 7])], gpus=4)
         + pending("p", 1, gpus=2)
     )
-    raw = {
-        "nodes": [node("n0", gpus=2), node("n1", gpus=8)],
-        "queues": [{"name": "default"}],
-        "jobs": jobs,
-        "tasks": tasks,
-    }
-    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    d = _preempt_default([node("n0", gpus=2), node("n1", gpus=8)], jobs, tasks)
     assert [e.task for e in d.evictions] == ["b-0"]
 
 
@@ -749,13 +751,7 @@ def test_a_pending_best_effort_task_takes_no_part_in_within_job_preemption() -> 
         *pending("j", 1, start=1, priority=2),
         {"name": "j-9", "job": "j", "request": {}, "priority": 9},
     ]
-    raw = {
-        "nodes": [node("n0")],
-        "queues": [{"name": "default"}],
-        "jobs": [job("j", 1, phase="Running")],
-        "tasks": tasks,
-    }
-    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    d = _preempt_default([node("n0")], [job("j", 1, phase="Running")], tasks)
     assert d.evictions == ()
     assert "j-9" not in {p.task for p in d.pipelined}
 
@@ -768,13 +764,7 @@ def test_within_job_victims_are_running_tasks_only() -> None:
         *pending("j", 1, gpus=3, start=2, priority=2),
         *running("j", [("n0", [2, 3])], gpus=2, priority=0, phase="Releasing", name="j-5"),
     ]
-    raw = {
-        "nodes": [node("n0")],
-        "queues": [{"name": "default"}],
-        "jobs": [job("j", 1, phase="Running")],
-        "tasks": tasks,
-    }
-    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    d = _preempt_default([node("n0")], [job("j", 1, phase="Running")], tasks)
     assert [e.task for e in d.evictions] == ["j-0"]
     assert [p.task for p in d.pipelined] == ["j-2"]
 
@@ -788,13 +778,9 @@ def test_within_job_victims_have_a_strictly_lower_task_priority() -> None:
         *running("j", [("n1", [0])], name="j-3", priority=1),
         *running("x", [("n1", [1, 2, 3])], gpus=3, preemptable=False),
     ]
-    raw = {
-        "nodes": [node("n0"), node("n1")],
-        "queues": [{"name": "default"}],
-        "jobs": [job("j", 1, phase="Running"), job("x", 1)],
-        "tasks": tasks,
-    }
-    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    d = _preempt_default(
+        [node("n0"), node("n1")], [job("j", 1, phase="Running"), job("x", 1)], tasks
+    )
     assert d.evictions == ()
 
 
@@ -805,13 +791,7 @@ def test_a_pending_task_that_outranks_no_running_task_is_passed_over_silently() 
         *pending("j", 1, gpus=2, start=2, priority=2),
         *pending("j", 1, gpus=2, start=3, priority=1),
     ]
-    raw = {
-        "nodes": [node("n0")],
-        "queues": [{"name": "default"}],
-        "jobs": [job("j", 1, phase="Running")],
-        "tasks": tasks,
-    }
-    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    d = _preempt_default([node("n0")], [job("j", 1, phase="Running")], tasks)
     assert [e.task for e in d.evictions] == ["j-0"]
     assert "j" not in d.preemption_reasons
 
