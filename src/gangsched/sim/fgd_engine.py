@@ -66,10 +66,12 @@ from ..io.openb import NodeTable, PodTable
 
 __all__ = [
     "FAST_POLICIES",
+    "Arrival",
     "ClusterArrays",
     "FastScorer",
     "Placed",
     "Records",
+    "arrivals",
     "place_sequence",
     "workload_typical",
 ]
@@ -401,6 +403,30 @@ def workload_typical(pods: PodTable, nodes: NodeTable) -> TypicalPods:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class Arrival:
+    """One arrival: its request, GPU-model spec index and shape key (the scorers' cache key)."""
+
+    req: PodRequest
+    spec: int
+    key: tuple[int, int, int, int]
+
+
+def arrivals(pods: PodTable, nodes: NodeTable, order: I64) -> list[Arrival]:
+    """The arrivals ``pods[order]`` (one object per distinct pod index)."""
+    allowed = pods.spec_allowed(nodes.models)
+    uniq = np.unique(order)
+    columns = (pods.cpu_milli, pods.memory_mib, pods.num_gpu, pods.gpu_milli, pods.spec_idx)
+    made: dict[int, Arrival] = {}
+    for i, cpu, mem, n_gpu, milli, spec in zip(
+        uniq.tolist(), *(np.asarray(col)[uniq].tolist() for col in columns), strict=True
+    ):
+        models = None if spec == 0 and not pods.specs[0] else allowed[spec]
+        req = PodRequest(cpu, mem, n_gpu, milli, models)
+        made[i] = Arrival(req, spec, (cpu, n_gpu, milli, spec))
+    return [made[i] for i in order.tolist()]
+
+
 def place_sequence(
     nodes: NodeTable,
     pods: PodTable,
@@ -424,31 +450,14 @@ def place_sequence(
     c.rank = rank
     records = Records(c, len(order))
     placement, dev_mask = records.placement, records.devices
-    requests: dict[int, tuple[PodRequest, int, tuple[int, int, int, int]]] = {}
-    spec_allowed = pods.spec_allowed(nodes.models)
     arrived_now = used_now = failed = 0
-    for step, pod_idx in enumerate(order.tolist()):
-        entry = requests.get(pod_idx)
-        if entry is None:
-            spec = int(pods.spec_idx[pod_idx])
-            req = PodRequest(
-                cpu_milli=int(pods.cpu_milli[pod_idx]),
-                memory=int(pods.memory_mib[pod_idx]),
-                num_gpu=int(pods.num_gpu[pod_idx]),
-                gpu_milli=int(pods.gpu_milli[pod_idx]),
-                allowed_models=None if spec == 0 and not pods.specs[0] else spec_allowed[spec],
-            )
-            entry = requests[pod_idx] = (
-                req,
-                spec,
-                (req.cpu_milli, req.num_gpu, req.gpu_milli, spec),
-            )
-        req, spec, key = entry
+    for step, pod in enumerate(arrivals(pods, nodes, order)):
+        req = pod.req
         arrived_now += req.total_gpu_milli
-        feasible = c.fits(req, spec)
+        feasible = c.fits(req, pod.spec)
         node = -1
         if feasible.any():
-            verdict = scorer(c, req, key, feasible, source)
+            verdict = scorer(c, req, pod.key, feasible, source)
             node = choose_node(verdict, rank)
         if node < 0:
             failed += 1

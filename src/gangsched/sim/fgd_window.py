@@ -47,11 +47,13 @@ from dataclasses import dataclass, field
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .._frag_core import MILLI, IntSource, PodRequest, TypicalPods, choose_node
+from .._frag_core import MILLI, IntSource, TypicalPods, choose_node
 from .._types import I64
 from ..errors import ConfigError, PlacementError
 from ..io.openb import NodeTable, PodTable
 from .fgd_engine import FAST_POLICIES, ClusterArrays, FastScorer, Placed, Records, _device
+from .fgd_engine import Arrival as WindowPod
+from .fgd_engine import arrivals as window_arrivals
 from .fgd_variants import make_variant
 
 __all__ = [
@@ -178,15 +180,6 @@ class WindowSolve:
     status: str
     gpu: int  # milli-GPU placed
     greedy_gpu: int
-
-
-@dataclass(frozen=True, slots=True)
-class WindowPod:
-    """One arrival: its request, GPU-model spec index and shape key (the scorers' cache key)."""
-
-    req: PodRequest
-    spec: int
-    key: tuple[int, int, int, int]
 
 
 _ROW_FIELDS = (
@@ -436,21 +429,6 @@ def base_scorer(base: str, nodes: NodeTable, pods: PodTable) -> FastScorer:
     if base == "fgd":
         return FAST_POLICIES["fgd"]()
     return make_variant(base, nodes, pods)
-
-
-def window_arrivals(pods: PodTable, nodes: NodeTable, order: I64) -> list[WindowPod]:
-    """The arrivals ``pods[order]`` as window pods (one object per distinct pod index)."""
-    allowed = pods.spec_allowed(nodes.models)
-    uniq = np.unique(order)
-    columns = (pods.cpu_milli, pods.memory_mib, pods.num_gpu, pods.gpu_milli, pods.spec_idx)
-    made: dict[int, WindowPod] = {}
-    for i, cpu, mem, n_gpu, milli, spec in zip(
-        uniq.tolist(), *(np.asarray(col)[uniq].tolist() for col in columns), strict=True
-    ):
-        models = None if spec == 0 and not pods.specs[0] else allowed[spec]
-        req = PodRequest(cpu, mem, n_gpu, milli, models)
-        made[i] = WindowPod(req, spec, (cpu, n_gpu, milli, spec))
-    return [made[i] for i in order.tolist()]
 
 
 def place_windows(
