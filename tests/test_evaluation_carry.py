@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
+from _helpers_plugins import FarNodesFirst
 from _state_cases import zoned_cluster
 from gangsched._frozen import FrozenDict
 from gangsched.model import TaskPhase
@@ -89,18 +90,6 @@ def test_a_node_whose_device_count_changes_starts_a_fresh_evaluation() -> None:
 
 
 def test_no_carry_when_the_registry_makes_other_plugins_of_the_same_names() -> None:
-    class FarNodesFirst:
-        """A node score registered as "binpack" that prefers the highest node index."""
-
-        name = "binpack"
-        shape_only = True
-
-        def __init__(self, arguments: Any) -> None:
-            pass
-
-        def node_score(self, ssn: Any, tmpl: Any, rows: Any) -> Any:
-            return rows.astype(float) * 1000.0
-
     other = gs.Registry()
     for name, factory in gs.default_registry().plugins.items():
         other.register_plugin(name, FarNodesFirst if name == "binpack" else factory)

@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
+from _helpers_plugins import FarNodesFirst
 from gangsched.scheduler import open_session, run_cycle
 from gangsched.testing import invariants as inv
 
@@ -617,19 +618,6 @@ def _carry_cluster(n_nodes: int = 6) -> dict[str, Any]:
     return {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
 
 
-class _FarNodesFirst:
-    """A node score registered as "binpack" that prefers the highest node index."""
-
-    name = "binpack"
-    shape_only = True
-
-    def __init__(self, arguments: Any) -> None:
-        pass
-
-    def node_score(self, ssn: Any, tmpl: Any, rows: Any) -> Any:
-        return rows.astype(float) * 1000.0
-
-
 def test_no_carry_when_the_registry_s_plugins_are_replaced_in_place() -> None:
     """Before: the carry compared the registry *object*; replacing a factory in its
     ``plugins`` dict between cycles kept the old plugin's scores, and the carried cycle bound
@@ -643,7 +631,7 @@ def test_no_carry_when_the_registry_s_plugins_are_replaced_in_place() -> None:
     reg = gs.default_registry()
     snap = gs.Snapshot.from_dict(_carry_cluster())
     _, ssn = run_cycle(snap, config, registry=reg)
-    reg.plugins["binpack"] = _FarNodesFirst
+    reg.plugins["binpack"] = FarNodesFirst
     carried, ssn2 = run_cycle(snap, config, registry=reg, previous=ssn)
     assert ssn2.evaluator.carried == 0
     assert _canon(carried) == _canon(gs.schedule(snap, config, registry=reg))
