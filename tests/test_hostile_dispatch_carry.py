@@ -40,17 +40,22 @@ HOSTILE = "hostile"
 # ---------------------------------------------------------------------------- part 1: dispatch
 
 
+def _gpu_nodes(count: int, cpu: int) -> list[dict[str, Any]]:
+    """Nodes n0, n1, ... with ``cpu`` cores, 8Gi, 10 pods and 2 GPUs each."""
+    return [
+        {
+            "name": f"n{i}",
+            "allocatable": {"cpu": cpu, "memory": "8Gi", "pods": 10, "nvidia.com/gpu": 2},
+        }
+        for i in range(count)
+    ]
+
+
 def _snap_preempt() -> gs.Snapshot:
     """Two GPU nodes full of low-priority work and a high-priority gang that must preempt."""
     return gs.Snapshot.from_dict(
         {
-            "nodes": [
-                {
-                    "name": f"n{i}",
-                    "allocatable": {"cpu": 8, "memory": "8Gi", "pods": 10, "nvidia.com/gpu": 2},
-                }
-                for i in range(2)
-            ],
+            "nodes": _gpu_nodes(2, cpu=8),
             "queues": [{"name": "default"}],
             "jobs": [
                 {"name": "r", "min_available": 1, "phase": "Running", "priority": 0},
@@ -81,13 +86,7 @@ def _snap_free() -> gs.Snapshot:
     """Three free nodes and a two-task gang plus a single task: allocate has work to do."""
     return gs.Snapshot.from_dict(
         {
-            "nodes": [
-                {
-                    "name": f"n{i}",
-                    "allocatable": {"cpu": 4, "memory": "8Gi", "pods": 10, "nvidia.com/gpu": 2},
-                }
-                for i in range(3)
-            ],
+            "nodes": _gpu_nodes(3, cpu=4),
             "queues": [{"name": "default"}],
             "jobs": [
                 {"name": "j", "min_available": 2, "phase": "Inqueue"},
