@@ -169,6 +169,8 @@ class CycleCache:
     task_priority: I64 | None = None
     #: actions._victims: per-task and per-job preemptable flags.
     evictable: tuple[BOOL, BOOL] | None = None
+    #: actions._gang_placement: ``(length of Session.changed, digest)`` of the occupancy.
+    occupancy_digest: tuple[int, bytes] | None = None
     #: gangsched.evaluation: every node's free rows for first evaluations (``fit.FullView``).
     fit_view: FullView | None = None
     #: actions.consolidate: template index of each moved task's shape.

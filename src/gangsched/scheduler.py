@@ -316,8 +316,8 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
     jobs: dict[str, JobStatus] = {}
     # A status equal to one of the last cycle's is that record (records are immutable), so a
     # long-lived state does not build and check again what did not change.
-    prior = ssn.prior_status_records
-    kept = ssn.status_records
+    prior = ssn.prior_records
+    kept = ssn.records
     best_effort = _pending_best_effort(ssn)
     unschedulable = ssn.unschedulable_jobs
     for j, (job, row) in enumerate(zip(snap.jobs, counts.tolist(), strict=True)):
@@ -434,8 +434,8 @@ def _queue_statuses(
     phases_of: list[list[str]] = [[] for _ in snap.queues]
     for j, job in enumerate(snap.jobs):
         phases_of[int(ssn.job_queue[j])].append(phase_of[job.name])
-    prior = ssn.prior_status_records
-    kept = ssn.status_records
+    prior = ssn.prior_records
+    kept = ssn.records
     for q, queue in enumerate(snap.queues):
         phases = phases_of[q]
         share: float = fair.queue_share(ssn, q) if fair is not None else 0.0

@@ -117,10 +117,11 @@ class Session(Occupancy):
     cache: CycleCache = field(default_factory=CycleCache)
     #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
     changed: list[int] = field(default_factory=list)
-    #: Job and queue status records of this cycle by what they are made from, and the last
-    #: cycle's (an equal status is the same record: see ``scheduler.close_session``).
-    status_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
-    prior_status_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
+    #: queue statuses (an equal status is the same record: ``scheduler.close_session``) and
+    #: failed greedy gang placements (``actions._gang_placement.place_job``).
+    records: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    prior_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     #: The registry the plugins came from.
     registry: Registry | None = None
     points: Dispatch = field(init=False)
@@ -201,7 +202,7 @@ class Session(Occupancy):
             ssn.queue_deserved = fair.queue_deserved(ssn)
         if previous is not None:
             ssn.evaluator.carry(previous.evaluator)
-            ssn.prior_status_records = previous.status_records
+            ssn.prior_records = previous.records
         return ssn
 
     def plugin(self, name: str) -> Any | None:

@@ -199,11 +199,11 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     """
     key = _failure_key(ssn, job, tasks, placer)
     if key is not None:
-        known = ssn.status_records.get(key)
+        known = ssn.records.get(key)
         if known is None and ssn.evaluator.same_ground:
-            known = ssn.prior_status_records.get(key)
+            known = ssn.prior_records.get(key)
         if known is not None:
-            ssn.status_records[key] = known
+            ssn.records[key] = known
             ssn.placements[job] = known[1]
             return str(known[0])
     g = _gang_input(ssn, job, tasks)
@@ -222,7 +222,7 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
             continue
         return _assign(ssn, gp.replicas, g.tmpl_ids, g.by_tmpl, g.request, g.gpu_count, future)
     if key is not None:
-        ssn.status_records[key] = (last, ssn.placements[job])
+        ssn.records[key] = (last, ssn.placements[job])
     return last
 
 
@@ -242,16 +242,6 @@ def _failure_key(
         return None
     snap = ssn.snapshot
     own = ssn.job_tasks(job)
-    occupancy = hashlib.blake2b(digest_size=16)
-    for column in (
-        ssn.used,
-        ssn.releasing,
-        ssn.pipelined,
-        ssn.gpu_used,
-        ssn.gpu_releasing,
-        ssn.gpu_pipelined,
-    ):
-        occupancy.update(column.tobytes())
     return (
         "placement",
         id(snap.jobs[job]),
@@ -262,8 +252,30 @@ def _failure_key(
         id(snap.nodes),
         id(snap.hypernodes),
         ssn.arrays.spec.names,
-        occupancy.digest(),
+        _occupancy_digest(ssn),
     )
+
+
+def _occupancy_digest(ssn: Session) -> bytes:
+    """A digest of what the nodes and devices hold, release and reserve; worked out again
+    only after a placement or eviction (logged in ``Session.changed``)."""
+    stamp = len(ssn.changed)
+    known = ssn.cache.occupancy_digest
+    if known is not None and known[0] == stamp:
+        return known[1]
+    occupancy = hashlib.blake2b(digest_size=16)
+    for column in (
+        ssn.used,
+        ssn.releasing,
+        ssn.pipelined,
+        ssn.gpu_used,
+        ssn.gpu_releasing,
+        ssn.gpu_pipelined,
+    ):
+        occupancy.update(column.tobytes())
+    digest = occupancy.digest()
+    ssn.cache.occupancy_digest = (stamp, digest)
+    return digest
 
 
 def note_placement(ssn: Session, job: int, placer: object, result: PlacementResult) -> None:
