@@ -20,7 +20,7 @@ import io
 import pstats
 import statistics
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,13 +52,15 @@ def measure(
     nodes: NodeTable, pods: PodTable, policy: str, limit: int | None, repeat: int
 ) -> dict[str, Any]:
     """Median CPU seconds of each engine (runs alternate) and whether they agree."""
+    from report import timed  # the report's CPU timer
+
     times: dict[str, list[float]] = {"schedule": [], "fast": []}
     runs: dict[str, RunResult] = {}
     for _ in range(repeat):
         for engine in ("schedule", "fast"):
-            start = time.process_time()
-            runs[engine] = replay_fgd(nodes, pods, policy, SEED, limit=limit, engine=engine)
-            times[engine].append(time.process_time() - start)
+            run = partial(replay_fgd, nodes, pods, policy, SEED, limit=limit, engine=engine)
+            took, runs[engine] = timed(run)
+            times[engine].append(took)
     general, fast = statistics.median(times["schedule"]), statistics.median(times["fast"])
     n = runs["fast"].n_pods
     return {
