@@ -29,6 +29,14 @@ def openb() -> tuple[NodeTable, PodTable]:
     return node_subset(nodes, np.arange(0, len(nodes), 40)), load_pods()
 
 
+def general_and_fast(nodes: NodeTable, pods: PodTable, policy: str) -> tuple[RunResult, RunResult]:
+    """The seed-42 replay of ``policy`` through the general engine and through the fast path."""
+    return (
+        replay_fgd(nodes, pods, policy, 42, engine="schedule"),
+        replay_fgd(nodes, pods, policy, 42, engine="fast"),
+    )
+
+
 def _same(a: RunResult, b: RunResult) -> None:
     for field in FIELDS:
         assert np.array_equal(getattr(a, field), getattr(b, field)), field
@@ -46,8 +54,7 @@ def test_one_cycle_gives_the_fast_paths_placements_and_records(
     openb: tuple[NodeTable, PodTable], policy: str
 ) -> None:
     nodes, pods = openb
-    general = replay_fgd(nodes, pods, policy, 42, engine="schedule")
-    fast = replay_fgd(nodes, pods, policy, 42, engine="fast")
+    general, fast = general_and_fast(nodes, pods, policy)
     assert general.failed > 0  # tuned to 130 % of the slice: dropped pods are exercised
     assert (general.devices != 0).any()  # device choices are compared too
     _same(general, fast)  # bit for bit, fragment sums included

@@ -29,6 +29,7 @@ from gangsched.sim.replay import (
     replay,
 )
 from gangsched.statement import Op, OpKind
+from test_fgd_general_engine import general_and_fast
 
 SIMPLE = gs.Config.from_dict(
     {"actions": ["allocate"], "tiers": [[{"name": "gang"}], [{"name": "predicates"}]]}
@@ -396,8 +397,7 @@ def test_fgd_protocol_through_schedule_equals_the_fast_path(
     # tie order (so its lower-index rule breaks ties as the fast path's rank does): every
     # placement is the same; the cluster's fragmentation total is summed in that other node
     # order, so it agrees to rounding.
-    general = replay_fgd(nodes, pods, policy, 42, engine="schedule")
-    fast = replay_fgd(nodes, pods, policy, 42, engine="fast")
+    general, fast = general_and_fast(nodes, pods, policy)
     assert general.failed > 0  # the workload is tuned to 130 % of the slice: failures are exercised
     for field in ("arrived", "used", "placement", "order"):
         assert np.array_equal(getattr(general, field), getattr(fast, field)), field
