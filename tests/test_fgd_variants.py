@@ -7,11 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gangsched._frag_core import NodeScores
 from gangsched.fragmentation import PodRequest
 from gangsched.io.openb import NodeTable, PodTable
 from gangsched.quality import validate_packing
 from gangsched.sim.fgd import run_one
-from gangsched.sim.fgd_engine import ClusterArrays, NodeScores, workload_typical
+from gangsched.sim.fgd_engine import ClusterArrays, workload_typical
 from gangsched.sim.fgd_variants import VARIANTS, make_variant
 from test_quality import write_cluster
 
