@@ -323,9 +323,11 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
             return _build(snapshot, spec)
         if moved:
             allocatable, unschedulable = allocatable.copy(), unschedulable.copy()
+            col = {name: c for c, name in enumerate(spec.names)}
             for row in moved:
                 node = snapshot.nodes[row]
-                allocatable[row] = _allocatable_row(node, spec)
+                allocatable[row] = 0
+                _fill_allocatable(allocatable[row], node, col, col[PODS], spec.gpu_column)
                 unschedulable[row] = node.unschedulable
     used, releasing, pipelined = base.used.copy(), base.releasing.copy(), base.pipelined.copy()
     gpu_used, gpu_releasing = base.gpu_used.copy(), base.gpu_releasing.copy()
@@ -369,17 +371,17 @@ def _node_rows_moved(before: Sequence[Node], after: Sequence[Node]) -> list[int]
     return moved
 
 
-def _allocatable_row(node: Node, spec: ResourceSpec) -> I64:
-    """Node's allocatable row in ``spec``'s columns (the GPU column from its devices; no pod
-    limit when the node names none)."""
-    row = np.zeros(len(spec), dtype=np.int64)
+def _fill_allocatable(
+    row: I64, node: Node, col: Mapping[str, int], pods_col: int, gpu_col: int
+) -> None:
+    """Write ``node``'s allocatable amounts into its (zeroed) row: no pod limit when it names
+    none, the GPU column from its devices."""
     for res, amount in node.allocatable.items():
-        row[spec.index(res)] = amount
+        row[col[res]] = amount
     if PODS not in node.allocatable:
-        row[spec.index(PODS)] = NO_LIMIT
+        row[pods_col] = NO_LIMIT
     if node.gpus is not None:
-        row[spec.gpu_column] = node.gpus.count * node.gpus.milli
-    return row
+        row[gpu_col] = node.gpus.count * node.gpus.milli
 
 
 def _book(
@@ -434,16 +436,12 @@ def _build(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
     hard: dict[int, list[Taint]] = {}
     soft: dict[int, list[Taint]] = {}
     for i, node in enumerate(snapshot.nodes):
-        for res, amount in node.allocatable.items():
-            allocatable[i, col[res]] = amount
-        if PODS not in node.allocatable:
-            allocatable[i, pods_col] = NO_LIMIT
+        _fill_allocatable(allocatable[i], node, col, pods_col, gpu_col)
         if node.gpus is not None:
             gpu_count[i] = node.gpus.count
             gpu_capacity[i] = node.gpus.milli
             gpu_sharing[i] = node.gpus.sharing
             gpu_model[i] = models.setdefault(node.gpus.model, len(models))
-            allocatable[i, gpu_col] = node.gpus.count * node.gpus.milli
         unschedulable[i] = node.unschedulable
         for key, value in node.labels.items():
             label_lists.setdefault(key, []).append((i, value))
