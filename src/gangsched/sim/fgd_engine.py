@@ -359,7 +359,8 @@ _PER_ARRIVAL = ("arrived", "used", "frag", "idle", "placement", "devices")
 class Records:
     """The records a placement loop keeps while it places ``k`` arrivals on ``c``: entry 0 of
     each per-state record is the cluster before any of them, entry ``i`` the state after
-    arrival ``i``; :meth:`placed` turns them into :class:`Placed`."""
+    arrival ``i``; :meth:`put` places an arrival and records where it went, :meth:`placed`
+    turns the records into :class:`Placed` (the failed count is the arrivals never put)."""
 
     __slots__ = ("c", *_PER_ARRIVAL)
 
@@ -382,10 +383,16 @@ class Records:
         self.frag[step + 1] = float(self.c.frag.sum())
         self.idle[step + 1] = self.c.idle_total
 
-    def placed(self, failed: int) -> Placed:
+    def put(self, step: int, node: int, pod: PodRequest, devs: tuple[int, ...]) -> None:
+        """Place arrival ``step`` on ``node`` (devices ``devs``) and record where it went."""
+        self.c.place(node, pod, devs)
+        self.placement[step] = node
+        self.devices[step] = sum(1 << d for d in devs)
+
+    def placed(self) -> Placed:
         c = self.c
         return Placed(
-            failed=failed,
+            failed=int((self.placement < 0).sum()),
             max_gpu_used=int((c.gpu_cap - c.gpu_free).max()) if c.n else 0,
             cpu_overcommit=bool((c.free_cpu < 0).any() or (c.free_mem < 0).any()),
             **{name: getattr(self, name) for name in _PER_ARRIVAL},
@@ -449,8 +456,7 @@ def place_sequence(
     c = ClusterArrays(nodes, typical)
     c.rank = rank
     records = Records(c, len(order))
-    placement, dev_mask = records.placement, records.devices
-    arrived_now = used_now = failed = 0
+    arrived_now = used_now = 0
     for step, pod in enumerate(arrivals(pods, nodes, order)):
         req = pod.req
         arrived_now += req.total_gpu_milli
@@ -459,14 +465,8 @@ def place_sequence(
         if feasible.any():
             verdict = scorer(c, req, pod.key, feasible, source)
             node = choose_node(verdict, rank)
-        if node < 0:
-            failed += 1
-        else:
-            placement[step] = node
-            devs = _device(c, node, req, int(verdict.share_gpu[node]))
-            if devs:
-                dev_mask[step] = sum(1 << d for d in devs)
-            c.place(node, req, devs)
+        if node >= 0:
+            records.put(step, node, req, _device(c, node, req, int(verdict.share_gpu[node])))
             used_now += req.total_gpu_milli
         records.after(step, arrived_now, used_now)
-    return records.placed(failed)
+    return records.placed()

@@ -463,9 +463,7 @@ def place_windows(
             node, devs = got.nodes[j], got.devices[j]
             arrived_now += _gpu(pod)
             if node >= 0:
-                c.place(node, pod.req, devs)
-                records.placement[step] = node
-                records.devices[step] = sum(1 << d for d in devs)
+                records.put(step, node, pod.req, devs)
                 used_now += _gpu(pod)
             records.after(step, arrived_now, used_now)
-    return records.placed(int((records.placement < 0).sum())), stats
+    return records.placed(), stats
