@@ -66,6 +66,17 @@ def _preempt_default(
     return gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
 
 
+def _tier1_preemptor(min_available: int, priority: int) -> dict[str, Any]:
+    """Job "p", waiting in the queue, whose gang must sit within one tier-1 domain."""
+    return job(
+        "p",
+        min_available,
+        priority=priority,
+        phase="Inqueue",
+        network_topology={"mode": "hard", "highest_tier_allowed": 1},
+    )
+
+
 def _roles(name: str, spec: str, phase: str = "Pending") -> list[dict[str, Any]]:
     """Tasks ``<name>-<role>-<i>`` from ``"a2 b1"``: two of role a, one of role b (1 GPU each;
     running ones on n0 with distinct devices, n1 once n0 is full)."""
@@ -396,13 +407,7 @@ def _domains_case(second: str) -> gs.Snapshot:
     jobs = [
         job("low-a", 4, priority=1),
         job(second, 4, priority=1 if second == "low-b" else 9),
-        job(
-            "p",
-            4,
-            priority=5,
-            phase="Inqueue",
-            network_topology={"mode": "hard", "highest_tier_allowed": 1},
-        ),
+        _tier1_preemptor(4, priority=5),
     ]
     tasks = (
         running("low-a", [("n0", [i]) for i in range(4)])
@@ -559,13 +564,7 @@ def test_one_job_of_higher_priority_is_hit_before_two_of_lower_priority() -> Non
         job("a", 1, priority=1),
         job("b", 1, priority=1, creation=1),
         job("c", 1, priority=3),
-        job(
-            "p",
-            1,
-            priority=9,
-            phase="Inqueue",
-            network_topology={"mode": "hard", "highest_tier_allowed": 1},
-        ),
+        _tier1_preemptor(1, priority=9),
     ]
     tasks = (
         running("a", [("n0", [0, 1])], gpus=2)
