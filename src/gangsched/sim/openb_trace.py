@@ -55,7 +55,6 @@ from ..fragmentation import (
     TypicalPods,
     fragment_terms,
     node_fragment_from_terms,
-    typical_pods,
 )
 from ..io.openb import NodeTable, PodTable
 from ..limits import MAX_QUANTITY
@@ -155,13 +154,7 @@ def openb_typical(pods: PodTable, nodes: NodeTable) -> tuple[TypicalPods, tuple[
     ``nodes`` (sorted); returns them and those model names."""
     present = sorted({nodes.model_of(i) for i in range(len(nodes)) if nodes.gpu_count[i] > 0})
     columns = [nodes.models.index(m) for m in present]
-    full = typical_pods(
-        np.asarray(pods.cpu_milli),
-        np.asarray(pods.num_gpu),
-        np.asarray(pods.gpu_milli),
-        np.asarray(pods.spec_idx),
-        pods.spec_allowed(nodes.models),
-    )
+    full = workload_typical(pods, nodes)
     typical = TypicalPods(
         cpu_milli=full.cpu_milli,
         num_gpu=full.num_gpu,
