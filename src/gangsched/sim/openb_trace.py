@@ -152,7 +152,8 @@ def openb_task(pods: PodTable, row: int, *, name: str, job: str, role: str = "")
 def openb_typical(pods: PodTable, nodes: NodeTable) -> tuple[TypicalPods, tuple[str, ...]]:
     """Typical pods of the whole pod list, with allowed columns over the GPU models present in
     ``nodes`` (sorted); returns them and those model names."""
-    present = sorted({nodes.model_of(i) for i in range(len(nodes)) if nodes.gpu_count[i] > 0})
+    gpu_models = np.unique(np.asarray(nodes.model_idx)[np.asarray(nodes.gpu_count) > 0])
+    present = sorted({nodes.models[m] for m in gpu_models.tolist()})
     columns = [nodes.models.index(m) for m in present]
     full = workload_typical(pods, nodes)
     typical = TypicalPods(
