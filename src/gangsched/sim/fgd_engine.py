@@ -362,10 +362,13 @@ class Records:
     arrival ``i``; :meth:`put` places an arrival and records where it went, :meth:`placed`
     turns the records into :class:`Placed` (the failed count is the arrivals never put)."""
 
-    __slots__ = ("c", *_PER_ARRIVAL)
+    __slots__ = ("c", "take", *_PER_ARRIVAL)
 
-    def __init__(self, c: ClusterArrays, k: int) -> None:
+    def __init__(self, c: ClusterArrays, arrivals: list[Arrival]) -> None:
         self.c = c
+        k = len(arrivals)
+        self.take = np.array([a.req.total_gpu_milli for a in arrivals], dtype=np.int64)
+        # milli-GPU arrived and held after each arrival: summed by placed()
         self.arrived = np.zeros(k + 1, dtype=np.int64)
         self.used = np.zeros(k + 1, dtype=np.int64)
         self.frag = np.zeros(k + 1, dtype=np.float64)
@@ -375,11 +378,9 @@ class Records:
         self.placement = np.full(k, -1, dtype=np.int64)
         self.devices = np.zeros(k, dtype=np.int64)
 
-    def after(self, step: int, arrived: int, used: int) -> None:
-        """The state after arrival ``step`` (counted from 0): milli-GPU arrived and held so far,
-        and the cluster's fragment and idle milli-GPU now."""
-        self.arrived[step + 1] = arrived
-        self.used[step + 1] = used
+    def after(self, step: int) -> None:
+        """The state after arrival ``step`` (counted from 0): the cluster's fragment and idle
+        milli-GPU now."""
         self.frag[step + 1] = float(self.c.frag.sum())
         self.idle[step + 1] = self.c.idle_total
 
@@ -391,6 +392,8 @@ class Records:
 
     def placed(self) -> Placed:
         c = self.c
+        self.arrived[1:] = np.cumsum(self.take)
+        self.used[1:] = np.cumsum(np.where(self.placement >= 0, self.take, 0))
         return Placed(
             failed=int((self.placement < 0).sum()),
             max_gpu_used=int((c.gpu_cap - c.gpu_free).max()) if c.n else 0,
@@ -455,11 +458,10 @@ def place_sequence(
         scorer = policy
     c = ClusterArrays(nodes, typical)
     c.rank = rank
-    records = Records(c, len(order))
-    arrived_now = used_now = 0
-    for step, pod in enumerate(arrivals(pods, nodes, order)):
+    pods_in_order = arrivals(pods, nodes, order)
+    records = Records(c, pods_in_order)
+    for step, pod in enumerate(pods_in_order):
         req = pod.req
-        arrived_now += req.total_gpu_milli
         feasible = c.fits(req, pod.spec)
         node = -1
         if feasible.any():
@@ -467,6 +469,5 @@ def place_sequence(
             node = choose_node(verdict, rank)
         if node >= 0:
             records.put(step, node, req, _device(c, node, req, int(verdict.share_gpu[node])))
-            used_now += req.total_gpu_milli
-        records.after(step, arrived_now, used_now)
+        records.after(step)
     return records.placed()

@@ -446,9 +446,8 @@ def place_windows(
     c = ClusterArrays(nodes, typical)
     c.rank = rank
     arrivals = window_arrivals(pods, nodes, order)
-    records = Records(c, len(arrivals))
+    records = Records(c, arrivals)
     stats = WindowStats()
-    arrived_now = used_now = 0
     for start in range(0, len(arrivals), params.window):
         window = arrivals[start : start + params.window]
         got = solve_window(c, window, scorer, source, params)
@@ -461,9 +460,7 @@ def place_windows(
         for j, pod in enumerate(window):
             step = start + j
             node, devs = got.nodes[j], got.devices[j]
-            arrived_now += _gpu(pod)
             if node >= 0:
                 records.put(step, node, pod.req, devs)
-                used_now += _gpu(pod)
-            records.after(step, arrived_now, used_now)
+            records.after(step)
     return records.placed(), stats
