@@ -77,6 +77,22 @@ def _tier1_preemptor(min_available: int, priority: int) -> dict[str, Any]:
     )
 
 
+def _two_domains(jobs: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> gs.Snapshot:
+    """Nodes n0 and n1, each alone in its tier-1 domain, with ``jobs`` in the default queue."""
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [node("n0"), node("n1")],
+            "hypernodes": [
+                {"name": "s0", "tier": 1, "members": ["n0"]},
+                {"name": "s1", "tier": 1, "members": ["n1"]},
+            ],
+            "queues": [{"name": "default"}],
+            "jobs": jobs,
+            "tasks": tasks,
+        }
+    )
+
+
 def _roles(name: str, spec: str, phase: str = "Pending") -> list[dict[str, Any]]:
     """Tasks ``<name>-<role>-<i>`` from ``"a2 b1"``: two of role a, one of role b (1 GPU each;
     running ones on n0 with distinct devices, n1 once n0 is full)."""
@@ -414,18 +430,7 @@ def _domains_case(second: str) -> gs.Snapshot:
         + running(second, [("n1", [i]) for i in range(4)])
         + pending("p", 4)
     )
-    return gs.Snapshot.from_dict(
-        {
-            "nodes": [node("n0"), node("n1")],
-            "hypernodes": [
-                {"name": "s0", "tier": 1, "members": ["n0"]},
-                {"name": "s1", "tier": 1, "members": ["n1"]},
-            ],
-            "queues": [{"name": "default"}],
-            "jobs": jobs,
-            "tasks": tasks,
-        }
-    )
+    return _two_domains(jobs, tasks)
 
 
 def test_equal_plans_in_two_domains_go_to_the_first_domain() -> None:
@@ -572,17 +577,7 @@ def test_one_job_of_higher_priority_is_hit_before_two_of_lower_priority() -> Non
         + running("c", [("n1", [0, 1, 2, 3])], gpus=4)
         + pending("p", 1, gpus=4)
     )
-    raw = {
-        "nodes": [node("n0"), node("n1")],
-        "hypernodes": [
-            {"name": "s0", "tier": 1, "members": ["n0"]},
-            {"name": "s1", "tier": 1, "members": ["n1"]},
-        ],
-        "queues": [{"name": "default"}],
-        "jobs": jobs,
-        "tasks": tasks,
-    }
-    d = gs.schedule(gs.Snapshot.from_dict(raw), PREEMPT)
+    d = gs.schedule(_two_domains(jobs, tasks), PREEMPT)
     assert {e.task for e in d.evictions} == {"c-0"}
 
 
