@@ -80,6 +80,7 @@ LAYERS: dict[str, int] = {
     "actions.*": 5,
     "plugins.*": 5,
     "scheduler": 6,
+    "_close": 6,
     "state.*": 6,
     "__init__": 6,
     "testing.*": 7,

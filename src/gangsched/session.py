@@ -118,7 +118,7 @@ class Session(Occupancy):
     #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
     changed: list[int] = field(default_factory=list)
     #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
-    #: queue statuses (an equal status is the same record: ``scheduler.close_session``) and
+    #: queue statuses (an equal status is the same record: ``_close.close_session``) and
     #: failed greedy gang placements (``actions._gang_placement.place_job``).
     records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     prior_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
