@@ -23,9 +23,7 @@ from .actions.enqueue import EnqueueAction
 from .actions.preempt import PreemptAction
 from .actions.reclaim import ReclaimAction
 from .config import Config
-from .decisions import (
-    Decisions,
-)
+from .decisions import Decisions
 from .errors import ConfigError
 from .placement import Placer
 from .plugins.binpack import BinpackPlugin
