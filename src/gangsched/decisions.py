@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from ._frozen import FrozenDict, plain_fields
 from .errors import DecisionError, SnapshotError
@@ -128,6 +128,11 @@ class _TaskOnNode(_Record):
         _need_name(self._record, "node", self.node)
         indices = _indices(self._record, "gpu_indices", self.gpu_indices)
         object.__setattr__(self, "gpu_indices", indices)
+
+    @classmethod
+    def _from_plain(cls, d: Mapping[str, Any]) -> Self:
+        """The record back from its interchange form (``gpu_indices`` may be left out)."""
+        return cls(task=d["task"], node=d["node"], gpu_indices=tuple(d.get("gpu_indices", ())))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -401,24 +406,14 @@ class Decisions:
             raise SnapshotError("expected a mapping", kind="decisions")
         try:
             return cls(
-                binds=tuple(
-                    Bind(
-                        task=b["task"], node=b["node"], gpu_indices=tuple(b.get("gpu_indices", ()))
-                    )
-                    for b in d.get("binds", ())
-                ),
+                binds=tuple(Bind._from_plain(b) for b in d.get("binds", ())),
                 evictions=tuple(
                     Eviction(
                         task=e["task"], reason=e.get("reason", ""), preemptor=e.get("preemptor", "")
                     )
                     for e in d.get("evictions", ())
                 ),
-                pipelined=tuple(
-                    Pipeline(
-                        task=p["task"], node=p["node"], gpu_indices=tuple(p.get("gpu_indices", ()))
-                    )
-                    for p in d.get("pipelined", ())
-                ),
+                pipelined=tuple(Pipeline._from_plain(p) for p in d.get("pipelined", ())),
                 jobs=FrozenDict(
                     {name: JobStatus(**_fields(v)) for name, v in d.get("jobs", {}).items()}
                 ),
