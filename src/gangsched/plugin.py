@@ -101,6 +101,7 @@ __all__ = [
     "ShapeOnlyPlugin",
     "TaskOrderPlugin",
     "VictimOrderPlugin",
+    "argument_names",
 ]
 
 Rows = npt.NDArray[np.intp]
@@ -110,9 +111,21 @@ F64 = npt.NDArray[np.float64]
 
 
 class Plugin(Protocol):
-    """What every plugin has: a name (the one the config uses)."""
+    """What every plugin has: a name (the one the config uses).
+
+    A plugin or action class may also declare ``known_arguments``: a tuple of the argument
+    names it reads or accepts (``*`` in a name stands for any non-empty text); the registry
+    then refuses any other argument (:mod:`gangsched.registry`). Volcano spells most of them
+    ``<prefix>.<key>``, which :func:`argument_names` builds.
+    """
 
     name: str
+
+
+def argument_names(prefix: str, *keys: str) -> tuple[str, ...]:
+    """``<prefix>.<key>`` for every key, in order: ``argument_names("binpack", "cpu",
+    "memory")`` is ``("binpack.cpu", "binpack.memory")``."""
+    return tuple(f"{prefix}.{key}" for key in keys)
 
 
 class SessionOpenPlugin(Protocol):

@@ -20,6 +20,7 @@ from ..fragmentation import (
     PodRequest,
     fit_mask,
 )
+from ..plugin import argument_names
 from ..session import TaskState
 from ..units import CPU, MEMORY
 
@@ -41,7 +42,7 @@ _ON_NODE_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, Task
 
 def _both(name: str, *keys: str) -> tuple[str, ...]:
     """A scorer's argument declaration: every key, bare and as ``<name>.<key>``."""
-    return (*keys, *(f"{name}.{key}" for key in keys))
+    return (*keys, *argument_names(name, *keys))
 
 
 def _read_args(

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from .._config_args import arg_weight
 from ..arrays import TaskTemplate
-from ..config import arg_str
+from ._resource_weights import resource_weight_arguments, resource_weights
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -30,14 +30,7 @@ if TYPE_CHECKING:
 
 class BinpackPlugin:
     name = "binpack"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = (
-        "binpack.cpu",
-        "binpack.memory",
-        "binpack.resources",
-        "binpack.resources.*",
-        "binpack.weight",
-    )
+    known_arguments = (*resource_weight_arguments("binpack"), "binpack.weight")
     #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
     #: the nodes' state, so templates of equal shape may share one evaluation.
     shape_only = True
@@ -47,11 +40,7 @@ class BinpackPlugin:
             return arg_weight(arguments, key, 1.0, plugin=self.name)
 
         self.weight = w("binpack.weight")
-        self.weights: dict[str, float] = {"cpu": w("binpack.cpu"), "memory": w("binpack.memory")}
-        extra = arg_str(arguments, "binpack.resources", "", plugin=self.name)
-        for name in (r.strip() for r in extra.split(",")):
-            if name:
-                self.weights[name] = w(f"binpack.resources.{name}")
+        self.weights = resource_weights(arguments, "binpack", w, plugin=self.name)
 
     def node_score(
         self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]

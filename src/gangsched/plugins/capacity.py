@@ -174,7 +174,6 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
     """Queue quotas with optional hierarchy; see the module docstring."""
 
     name = "capacity"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = (
         "ancestorReclaimLevel",
         "capacity.DRAConsumableCapacityEnable",

@@ -20,7 +20,6 @@ SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 
 class ConformancePlugin:
     name = "conformance"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:

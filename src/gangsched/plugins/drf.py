@@ -59,7 +59,6 @@ ROOT = "root"
 
 class DrfPlugin:
     name = "drf"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:

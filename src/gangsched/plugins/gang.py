@@ -56,7 +56,6 @@ RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
 
 class GangPlugin:
     name = "gang"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:

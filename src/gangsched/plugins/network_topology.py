@@ -48,11 +48,13 @@ import numpy as np
 import numpy.typing as npt
 
 from ..arrays import TaskTemplate
-from ..config import arg_bool, arg_float, arg_str
+from ..config import arg_bool, arg_float
 from ..errors import ConfigError
 from ..limits import MAX_ARG_WEIGHT
 from ..placement.problem import HypernodeOrder
+from ..plugin import argument_names
 from ..topology import Topology, build_topology
+from ._resource_weights import resource_weight_arguments, resource_weights
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -112,14 +114,9 @@ def session_topology(ssn: Session) -> Topology:
 
 class NetworkTopologyAwarePlugin:
     name = "network-topology-aware"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = (
-        "hypernode.binpack.cpu",
-        "hypernode.binpack.memory",
-        "hypernode.binpack.normal-pod.enable",
-        "hypernode.binpack.normal-pod.fading",
-        "hypernode.binpack.resources",
-        "hypernode.binpack.resources.*",
+    known_arguments = (
+        *resource_weight_arguments("hypernode.binpack"),
+        *argument_names("hypernode.binpack.normal-pod", "enable", "fading"),
         "hypernode.gradient.evict.max-hypernodes",
         "weight",
     )
@@ -133,14 +130,7 @@ class NetworkTopologyAwarePlugin:
         self.weight = arg_float(
             arguments, "weight", 1.0, plugin=self.name, minimum=-big, maximum=big
         )
-        self.weights: dict[str, float] = {
-            "cpu": w("hypernode.binpack.cpu"),
-            "memory": w("hypernode.binpack.memory"),
-        }
-        extra = arg_str(arguments, "hypernode.binpack.resources", "", plugin=self.name)
-        for name in (r.strip() for r in extra.split(",")):
-            if name:
-                self.weights[name] = w(f"hypernode.binpack.resources.{name}")
+        self.weights = resource_weights(arguments, "hypernode.binpack", w, plugin=self.name)
         self.normal_pods = arg_bool(
             arguments, "hypernode.binpack.normal-pod.enable", True, plugin=self.name
         )

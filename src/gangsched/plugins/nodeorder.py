@@ -34,24 +34,22 @@ if TYPE_CHECKING:
 F64 = npt.NDArray[np.float64]
 DEFAULT_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
+#: The scores computed here; each is weighted by its ``<score>.weight`` argument.
+_SCORES = ("balancedresource", "leastrequested", "mostrequested", "tainttoleration")
+#: Volcano's other scores (not modelled): their weights are checked, not used.
+_UNMODELLED = (
+    "imagelocality",
+    "nodeaffinity",
+    "podaffinity",
+    "podtopologyspread",
+    "selectorspread",
+    "volumebinding",
+)
 
 
 class NodeOrderPlugin:
     name = "nodeorder"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = (
-        "balancedresource.weight",
-        "leastrequested.weight",
-        "mostrequested.weight",
-        "tainttoleration.weight",
-        # Volcano's other score weights (those scores are not modelled).
-        "imagelocality.weight",
-        "nodeaffinity.weight",
-        "podaffinity.weight",
-        "podtopologyspread.weight",
-        "selectorspread.weight",
-        "volumebinding.weight",
-    )
+    known_arguments = tuple(f"{score}.weight" for score in (*_SCORES, *_UNMODELLED))
     #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
     #: the nodes' state, so templates of equal shape may share one evaluation.
     shape_only = True
@@ -64,8 +62,8 @@ class NodeOrderPlugin:
         self.most = w("mostrequested.weight", 0.0)
         self.balanced = w("balancedresource.weight", 1.0)
         self.taint = w("tainttoleration.weight", 3.0)
-        for key in self.known_arguments:  # the unmodelled scores' weights: checked, not used
-            w(key, 0.0)
+        for score in _UNMODELLED:
+            w(f"{score}.weight", 0.0)
         self._taint_scores: dict[tuple[object, ...], F64] = {}
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:

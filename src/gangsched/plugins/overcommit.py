@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 class OvercommitPlugin:
     name = "overcommit"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ("overcommit-factor",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:

@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from ..arrays import TaskTemplate
 from ..config import arg_bool
+from ..plugin import argument_names
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -27,34 +28,34 @@ BOOL = npt.NDArray[np.bool_]
 
 class PredicatesPlugin:
     name = "predicates"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = (
-        # Read here: node affinity / selector and taints.
-        "predicate.NodeAffinityEnable",
-        "predicate.TaintTolerationEnable",
-        # Volcano's other switches and settings (its other filters are not modelled).
-        "predicate.CacheEnable",
-        "predicate.DiskPressureEnable",
-        "predicate.DynamicResourceAllocationEnable",
-        "predicate.GPUNumberEnable",
-        "predicate.GPUSharingEnable",
-        "predicate.MemoryPressureEnable",
-        "predicate.NodeLockEnable",
-        "predicate.NodePortsEnable",
-        "predicate.NodeVolumeLimitsEnable",
-        "predicate.PIDPressureEnable",
-        "predicate.PodAffinityEnable",
-        "predicate.PodTopologySpreadEnable",
-        "predicate.ProportionalEnable",
-        "predicate.VGPUEnable",
-        "predicate.VolumeBindingEnable",
-        "predicate.VolumeZoneEnable",
-        "predicate.resources",
-        "predicate.resources.*",
+    known_arguments = (
+        *argument_names(
+            "predicate",
+            # Read here: node affinity / selector and taints.
+            "NodeAffinityEnable",
+            "TaintTolerationEnable",
+            # Volcano's other switches and settings (its other filters are not modelled).
+            "CacheEnable",
+            "DiskPressureEnable",
+            "DynamicResourceAllocationEnable",
+            "GPUNumberEnable",
+            "GPUSharingEnable",
+            "MemoryPressureEnable",
+            "NodeLockEnable",
+            "NodePortsEnable",
+            "NodeVolumeLimitsEnable",
+            "PIDPressureEnable",
+            "PodAffinityEnable",
+            "PodTopologySpreadEnable",
+            "ProportionalEnable",
+            "VGPUEnable",
+            "VolumeBindingEnable",
+            "VolumeZoneEnable",
+            "resources",
+            "resources.*",
+        ),
         "dynamicresources.filterTimeoutSeconds",
-        "volumebinding.bindTimeoutSeconds",
-        "volumebinding.shape",
-        "volumebinding.weight",
+        *argument_names("volumebinding", "bindTimeoutSeconds", "shape", "weight"),
     )
     #: Answers depend only on a template's shape (request, GPUs, selector, tolerations) and
     #: the nodes' state, so templates of equal shape may share one evaluation.

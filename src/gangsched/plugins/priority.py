@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 
 class PriorityPlugin:
     name = "priority"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:

@@ -220,7 +220,6 @@ class ProportionPlugin(QueueShares):
     """Weighted fair share between queues; see the module docstring."""
 
     name = "proportion"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ()
 
     def on_session_open(self, ssn: Session) -> None:

@@ -124,7 +124,6 @@ class Reservation:
 
 class SlaPlugin:
     name = "sla"
-    #: Argument names this plugin reads or accepts (``*``: any text); others are refused.
     known_arguments: tuple[str, ...] = ("sla-waiting-time", "sla.reservation")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
