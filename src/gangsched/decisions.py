@@ -8,7 +8,7 @@ the same snapshot and config give byte-identical JSON.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Self
 
@@ -51,38 +51,60 @@ _QUEUE_AMOUNTS = (
     "real_capability",
     "request",
 )
+#: The task and job counts of a queue status, and its share and GPU gauges.
+_QUEUE_COUNTS = ("inqueue", "pending", "running", "unknown", "completed", "weight")
+_QUEUE_NUMBERS = ("share", "allocated_gpu", "pending_gpu", "inqueue_gpu", "deserved_gpu")
+#: The task counts of a job status.
+_JOB_COUNTS = (
+    "min_available",
+    "running",
+    "allocated",
+    "pipelined",
+    "pending",
+    "succeeded",
+    "failed",
+)
 
 
 def _bad(record: str, field_name: str, detail: str, value: object) -> DecisionError:
     return DecisionError(f"{detail}, got {show_value(value)}", kind=record, field=field_name)
 
 
-def _need_name(record: str, field_name: str, v: object) -> None:
+#: A field check: given the record's name, the field's name and its value, it raises a
+#: :class:`DecisionError` naming both or returns the value the record keeps (a list of
+#: indices or names as a tuple, any other value as it is).
+_Check = Callable[[str, str, Any], object]
+
+
+def _need_name(record: str, field_name: str, v: object) -> object:
     if not isinstance(v, str) or not v:
         raise _bad(record, field_name, "expected a non-empty string", v)
+    return v
 
 
-def _need_text(record: str, field_name: str, v: object) -> None:
+def _need_text(record: str, field_name: str, v: object) -> object:
     if not isinstance(v, str):
         raise _bad(record, field_name, "expected a string", v)
+    return v
 
 
-def _need_count(record: str, field_name: str, v: object) -> None:
+def _need_count(record: str, field_name: str, v: object) -> object:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise _bad(record, field_name, "expected an integer >= 0", v)
+    return v
 
 
-def _need_flag(record: str, field_name: str, v: object) -> None:
+def _need_flag(record: str, field_name: str, v: object) -> object:
     if not isinstance(v, bool):
         raise _bad(record, field_name, "expected true or false", v)
+    return v
 
 
-def _need_number(record: str, field_name: str, v: object, *, optional: bool = False) -> None:
+def _need_number(record: str, field_name: str, v: object) -> object:
     """A number >= 0 (infinity allowed: a share over an empty deserved amount), not NaN."""
-    if v is None and optional:
-        return
     if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < 0:
         raise _bad(record, field_name, "expected a number >= 0", v)
+    return v
 
 
 def _indices(record: str, field_name: str, v: object) -> tuple[int, ...]:
@@ -94,20 +116,64 @@ def _indices(record: str, field_name: str, v: object) -> tuple[int, ...]:
     return tuple(v)  # a repeated index is the invariant checker's finding, not a type error
 
 
-def _amounts(record: str, field_name: str, v: object) -> None:
+def _node_names(record: str, field_name: str, v: object) -> tuple[str, ...]:
+    """A tuple of node names; a list is accepted."""
+    if not isinstance(v, tuple | list):
+        raise _bad(record, field_name, "expected a list of node names", v)
+    for n in v:
+        _need_name(record, field_name, n)
+    return tuple(v)
+
+
+def _amounts(record: str, field_name: str, v: object) -> object:
     if not isinstance(v, Mapping) or any(
         not isinstance(k, str) or isinstance(a, bool) or not isinstance(a, int)
         for k, a in v.items()
     ):
         raise _bad(record, field_name, "expected a mapping of resource names to integers", v)
+    return v
+
+
+def _one_of(allowed: frozenset[str]) -> _Check:
+    """The check that a value is one of ``allowed``."""
+    detail = f"expected one of {sorted(allowed)}"
+
+    def check(record: str, field_name: str, v: object) -> object:
+        if v not in allowed:
+            raise _bad(record, field_name, detail, v)
+        return v
+
+    return check
+
+
+def _optional(check: _Check) -> _Check:
+    """``check``, with None (unknown, unlimited) also accepted."""
+
+    def maybe(record: str, field_name: str, v: object) -> object:
+        return v if v is None else check(record, field_name, v)
+
+    return maybe
 
 
 class _Record:
     """A decision record; ``to_dict()`` is its interchange form: its fields in declaration
-    order, tuples as lists and mappings as dicts."""
+    order, tuples as lists and mappings as dicts.
+
+    A record is checked when it is made: each field named in ``_checks`` goes through its check
+    in that order (the first bad field is the error, naming ``_record`` and the field), and
+    keeps the value the check returns."""
 
     __slots__ = ()
     __dataclass_fields__: ClassVar[dict[str, Any]]
+    _record: ClassVar[str]
+    _checks: ClassVar[Mapping[str, _Check]] = {}
+
+    def __post_init__(self) -> None:
+        for name, check in self._checks.items():
+            value = getattr(self, name)
+            kept = check(self._record, name, value)
+            if kept is not value:
+                object.__setattr__(self, name, kept)
 
     def to_dict(self) -> dict[str, object]:
         return plain_fields(self)
@@ -118,16 +184,15 @@ class _TaskOnNode(_Record):
     """A task on a node and its GPU device indices (a bind or a pipelined reservation)."""
 
     _record: ClassVar[str] = "task on node"
+    _checks: ClassVar[Mapping[str, _Check]] = {
+        "task": _need_name,
+        "node": _need_name,
+        "gpu_indices": _indices,
+    }
 
     task: str
     node: str
     gpu_indices: tuple[int, ...] = ()
-
-    def __post_init__(self) -> None:
-        _need_name(self._record, "task", self.task)
-        _need_name(self._record, "node", self.node)
-        indices = _indices(self._record, "gpu_indices", self.gpu_indices)
-        object.__setattr__(self, "gpu_indices", indices)
 
     @classmethod
     def _from_plain(cls, d: Mapping[str, Any]) -> Self:
@@ -146,14 +211,16 @@ class Bind(_TaskOnNode):
 class Eviction(_Record):
     """Evict ``task``; ``preemptor`` is the job whose pipelined tasks take its place."""
 
+    _record: ClassVar[str] = "eviction"
+    _checks: ClassVar[Mapping[str, _Check]] = {
+        "task": _need_name,
+        "reason": _need_text,
+        "preemptor": _need_text,
+    }
+
     task: str
     reason: str
     preemptor: str = ""
-
-    def __post_init__(self) -> None:
-        _need_name("eviction", "task", self.task)
-        _need_text("eviction", "reason", self.reason)
-        _need_text("eviction", "preemptor", self.preemptor)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -167,14 +234,16 @@ class Pipeline(_TaskOnNode):
 class JobAction(_Record):
     """A lifecycle action a job policy asks the job controller to take."""
 
+    _record: ClassVar[str] = "job action"
+    _checks: ClassVar[Mapping[str, _Check]] = {
+        "job": _need_name,
+        "action": _need_name,
+        "cause": _need_text,
+    }
+
     job: str
     action: str
     cause: str
-
-    def __post_init__(self) -> None:
-        _need_name("job action", "job", self.job)
-        _need_name("job action", "action", self.action)
-        _need_text("job action", "cause", self.cause)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,19 +252,16 @@ class Hold(_Record):
     it may use them. ``expected_wait`` is when it should fit, in seconds from now (from the
     jobs' walltimes), or None when unknown."""
 
+    _record: ClassVar[str] = "hold"
+    _checks: ClassVar[Mapping[str, _Check]] = {
+        "job": _need_name,
+        "nodes": _node_names,
+        "expected_wait": _optional(_need_count),
+    }
+
     job: str
     nodes: tuple[str, ...]
     expected_wait: int | None = None
-
-    def __post_init__(self) -> None:
-        _need_name("hold", "job", self.job)
-        if not isinstance(self.nodes, tuple | list):
-            raise _bad("hold", "nodes", "expected a list of node names", self.nodes)
-        for n in self.nodes:
-            _need_name("hold", "nodes", n)
-        object.__setattr__(self, "nodes", tuple(self.nodes))
-        if self.expected_wait is not None:
-            _need_count("hold", "expected_wait", self.expected_wait)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -272,6 +338,15 @@ class JobStatus(_Record):
     word (``Scheduled``, ``Unschedulable``, ``NotEnqueued`` ...); ``message`` says why in words.
     """
 
+    _record: ClassVar[str] = "job status"
+    _checks: ClassVar[Mapping[str, _Check]] = {
+        "phase": _one_of(_JOB_PHASES),
+        "reason": _need_text,
+        "message": _need_text,
+        "ready": _need_flag,
+        **dict.fromkeys(_JOB_COUNTS, _need_count),
+    }
+
     phase: str
     reason: str = ""
     message: str = ""
@@ -284,17 +359,6 @@ class JobStatus(_Record):
     succeeded: int = 0
     failed: int = 0
 
-    def __post_init__(self) -> None:
-        if self.phase not in _JOB_PHASES:
-            raise _bad("job status", "phase", f"expected one of {sorted(_JOB_PHASES)}", self.phase)
-        _need_text("job status", "reason", self.reason)
-        _need_text("job status", "message", self.message)
-        _need_flag("job status", "ready", self.ready)
-        for name in ("min_available", "running", "allocated", "pipelined", "pending"):
-            _need_count("job status", name, getattr(self, name))
-        _need_count("job status", "succeeded", self.succeeded)
-        _need_count("job status", "failed", self.failed)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QueueStatus(_Record):
@@ -306,6 +370,16 @@ class QueueStatus(_Record):
     pending, as Volcano's ``queue_request`` metric. The ``*_gpu`` fields are the GPU gauges
     Volcano exports, in whole GPUs; ``capability_gpu`` is None when unlimited.
     """
+
+    _record: ClassVar[str] = "queue status"
+    _checks: ClassVar[Mapping[str, _Check]] = {
+        "state": _one_of(_QUEUE_STATES),
+        **dict.fromkeys(_QUEUE_AMOUNTS, _amounts),
+        **dict.fromkeys(_QUEUE_COUNTS, _need_count),
+        **dict.fromkeys(_QUEUE_NUMBERS, _need_number),
+        "capability_gpu": _optional(_need_number),
+        "overused": _need_flag,
+    }
 
     state: str = "Open"
     allocated: Mapping[str, int] = field(default_factory=FrozenDict)
@@ -329,20 +403,6 @@ class QueueStatus(_Record):
     inqueue_gpu: float = 0.0
     deserved_gpu: float = 0.0
     capability_gpu: float | None = None
-
-    def __post_init__(self) -> None:
-        if self.state not in _QUEUE_STATES:
-            raise _bad(
-                "queue status", "state", f"expected one of {sorted(_QUEUE_STATES)}", self.state
-            )
-        for name in _QUEUE_AMOUNTS:
-            _amounts("queue status", name, getattr(self, name))
-        for name in ("inqueue", "pending", "running", "unknown", "completed", "weight"):
-            _need_count("queue status", name, getattr(self, name))
-        for name in ("share", "allocated_gpu", "pending_gpu", "inqueue_gpu", "deserved_gpu"):
-            _need_number("queue status", name, getattr(self, name))
-        _need_number("queue status", "capability_gpu", self.capability_gpu, optional=True)
-        _need_flag("queue status", "overused", self.overused)
 
     def to_dict(self) -> dict[str, object]:
         out = plain_fields(self)

@@ -1,0 +1,58 @@
+"""Every field of a checked decision record is checked: a value of no accepted type in any one
+field is a DecisionError naming the record and that field."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from gangsched.decisions import (
+    Bind,
+    Eviction,
+    Hold,
+    JobAction,
+    JobStatus,
+    Pipeline,
+    QueueStatus,
+)
+from gangsched.errors import DecisionError
+
+#: Each checked record, its name in errors and the fewest fields that make a valid one.
+_VALID: list[tuple[type[Any], str, dict[str, Any]]] = [
+    (Bind, "bind", {"task": "t", "node": "n0"}),
+    (Pipeline, "pipelined", {"task": "t", "node": "n0"}),
+    (Eviction, "eviction", {"task": "t", "reason": ""}),
+    (JobAction, "job action", {"job": "j", "action": "restart", "cause": ""}),
+    (Hold, "hold", {"job": "j", "nodes": ("n0",)}),
+    (JobStatus, "job status", {"phase": "Running"}),
+    (QueueStatus, "queue status", {}),
+]
+
+_CASES = [
+    pytest.param(cls, record, valid, f.name, id=f"{record}.{f.name}")
+    for cls, record, valid in _VALID
+    for f in dataclasses.fields(cls)
+]
+
+
+@pytest.mark.parametrize(("cls", "record", "valid", "name"), _CASES)
+def test_each_field_is_checked(
+    cls: type[Any], record: str, valid: dict[str, Any], name: str
+) -> None:
+    cls(**valid)
+    with pytest.raises(DecisionError, match=f"{record}: {name}"):
+        cls(**{**valid, name: object()})
+
+
+def test_optional_fields_take_none() -> None:
+    assert Hold(job="j", nodes=(), expected_wait=None).expected_wait is None
+    assert QueueStatus(capability_gpu=None).capability_gpu is None
+
+
+def test_the_first_bad_field_is_the_one_named() -> None:
+    with pytest.raises(DecisionError, match="job status: phase"):
+        JobStatus(phase="Bogus", running=-1)
+    with pytest.raises(DecisionError, match="queue status: state"):
+        QueueStatus(state="Paused", share=float("nan"))
