@@ -90,6 +90,7 @@ LAYERS: dict[str, int] = {
     "_cli_schedule": 7,
     "_cli_replay": 7,
     "_cli_explain": 7,
+    "_cli_common": 7,
     "_cli_progress": 7,
     "policies": 5,
     "disruption": 5,

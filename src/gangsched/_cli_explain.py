@@ -13,7 +13,8 @@ import json
 
 import yaml
 
-from ._cli_schedule import _add_inputs, add_output_option, format_table, load_inputs
+from ._cli_common import add_command, add_inputs, add_output_option
+from ._cli_schedule import format_table, load_inputs
 from .errors import ConfigError
 from .io.k8s import Cluster
 from .scheduler import Explanation, explain
@@ -22,17 +23,18 @@ __all__ = ["add_explain_parser", "format_explanation", "resolve_task", "run_expl
 
 
 def add_explain_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "explain",
-        help="why a pending task fits or does not fit each node, with every plugin's score",
-        description="Open a session on the -f files (as the cycle would start) and show, for "
-        "TASK, every node's fit now and after the resources being released are free, the "
-        "check that refused it, each node_score plugin's score, the total and the best node.",
+        run_explain,
+        "why a pending task fits or does not fit each node, with every plugin's score",
+        "Open a session on the -f files (as the cycle would start) and show, for TASK, every "
+        "node's fit now and after the resources being released are free, the check that "
+        "refused it, each node_score plugin's score, the total and the best node.",
     )
     p.add_argument("task", metavar="TASK", help="task name, or namespace/pod for manifests")
-    _add_inputs(p)
+    add_inputs(p)
     add_output_option(p, "table (default); json / yaml: Explanation.to_dict()")
-    p.set_defaults(handler=run_explain)
 
 
 def resolve_task(cluster: Cluster, name: str) -> str:

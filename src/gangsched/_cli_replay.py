@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._cli_common import add_command
 from ._cli_progress import replay_progress
 from .errors import ConfigError
 from .fragmentation import POLICIES
@@ -20,13 +21,15 @@ __all__ = ["add_replay_parser", "run_replay"]
 
 
 def add_replay_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "replay",
-        help="replay openb with gangs and Helios queues through the scheduler (derived trace)",
-        description="A derived gang replay: openb arrivals (compressed) and run times, multi-GPU "
-        "pods as single-node gangs, synthetic multi-node gangs, queues sized like the Venus VCs "
-        "of the Helios data; every cycle goes through gangsched.schedule(). Prints a per-queue "
-        "summary of queueing delay, job completion time and fair share.",
+        run_replay,
+        "replay openb with gangs and Helios queues through the scheduler (derived trace)",
+        "A derived gang replay: openb arrivals (compressed) and run times, multi-GPU pods as "
+        "single-node gangs, synthetic multi-node gangs, queues sized like the Venus VCs of the "
+        "Helios data; every cycle goes through gangsched.schedule(). Prints a per-queue summary "
+        "of queueing delay, job completion time and fair share.",
     )
     p.add_argument("--nodes", default=None, help="node list CSV (default: vendored openb)")
     p.add_argument("--pods", default=None, help="pod list CSV with times (default: vendored)")
@@ -60,7 +63,6 @@ def add_replay_parser(subparsers: argparse._SubParsersAction) -> None:  # type: 
     p.add_argument("--limit", type=int, default=None, help="replay the first N pods only")
     p.add_argument("--vc-date", default=None, help="Helios day sizing the queues (last day)")
     p.add_argument("--out", default=None, help="write summary.csv, queue_share.csv, jobs.csv")
-    p.set_defaults(handler=run_replay)
 
 
 def _plot(report: object, path: Path) -> str | None:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import yaml
 
+from ._cli_common import add_command, add_inputs, add_output_option
 from .config import Config
 from .decisions import Decisions
 from .errors import ConfigError, SnapshotError, UnimplementedPluginWarning
@@ -31,7 +32,6 @@ from .scheduler import schedule
 
 __all__ = [
     "add_get_parser",
-    "add_output_option",
     "add_schedule_parser",
     "format_jobs_table",
     "format_placements_table",
@@ -55,45 +55,15 @@ _GET_RESOURCES = {
 }
 
 
-def _add_inputs(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-f",
-        "--filename",
-        dest="files",
-        action="append",
-        required=True,
-        metavar="FILE",
-        help="manifests or a gangsched snapshot (YAML or JSON); repeat to merge several; "
-        "'-' reads standard input",
-    )
-    p.add_argument(
-        "--config",
-        default=None,
-        metavar="FILE",
-        help="scheduler configuration: volcano-scheduler.conf text or its ConfigMap "
-        "(default: the ConfigMap among the -f files, else Volcano's default)",
-    )
-    p.add_argument(
-        "--strict",
-        action="store_true",
-        help="refuse a configuration naming a Volcano plugin gangsched does not implement "
-        "(default: skip it with a warning on stderr saying what is lost)",
-    )
-
-
-def add_output_option(p: argparse.ArgumentParser, help_text: str) -> None:
-    """``-o/--output table|json|yaml`` (default table), as every printing subcommand has it."""
-    p.add_argument(
-        "-o", "--output", choices=("table", "json", "yaml"), default="table", help=help_text
-    )
-
-
 #: ``--placer`` of ``schedule`` and ``get``: how gangs are placed. Without it, only jobs with a
 #: network topology go through a placer (the greedy one) and the others task by task.
 PLACERS = ("greedy", "cpsat", "cpsat-joint")
 
 
-def _add_placer(p: argparse.ArgumentParser) -> None:
+def _add_cycle_options(p: argparse.ArgumentParser, output_help: str) -> None:
+    """The options of a subcommand that runs one cycle: the inputs, ``--placer`` and
+    ``-o/--output`` (described by ``output_help``)."""
+    add_inputs(p)
     p.add_argument(
         "--placer",
         choices=PLACERS,
@@ -103,6 +73,7 @@ def _add_placer(p: argparse.ArgumentParser) -> None:
         "table shows its status and gap (default: only jobs with a network topology go "
         "through the greedy placer)",
     )
+    add_output_option(p, output_help)
 
 
 def make_placer(name: str | None) -> Placer | None:
@@ -119,40 +90,37 @@ def make_placer(name: str | None) -> Placer | None:
 
 
 def add_schedule_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "schedule",
-        help="run one scheduling cycle on manifests or a snapshot and print the decisions",
-        description="Load the cluster and workloads from the -f files, run one cycle (Volcano's "
-        "actions and plugin tiers) and print what would be bound, pipelined and evicted, "
-        "and every job's and queue's status.",
+        run_schedule,
+        "run one scheduling cycle on manifests or a snapshot and print the decisions",
+        "Load the cluster and workloads from the -f files, run one cycle (Volcano's actions and "
+        "plugin tiers) and print what would be bound, pipelined and evicted, and every job's "
+        "and queue's status.",
     )
-    _add_inputs(p)
-    _add_placer(p)
-    add_output_option(
+    _add_cycle_options(
         p,
         "table (default); json: the decisions' interchange form; yaml: Kubernetes "
         "objects (Bindings, Evictions, PodGroup and Queue status)",
     )
-    p.set_defaults(handler=run_schedule)
 
 
 def add_get_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "get",
-        help="print queues or jobs after one cycle, like kubectl get queue / vcjob",
-        description="Run one cycle and print a kubectl-style table of queues "
-        "(NAME STATE INQUEUE PENDING RUNNING UNKNOWN) or jobs (NAME STATUS MINAVAILABLE "
-        "RUNNINGS).",
+        run_get,
+        "print queues or jobs after one cycle, like kubectl get queue / vcjob",
+        "Run one cycle and print a kubectl-style table of queues (NAME STATE INQUEUE PENDING "
+        "RUNNING UNKNOWN) or jobs (NAME STATUS MINAVAILABLE RUNNINGS).",
     )
     p.add_argument("resource", choices=sorted(_GET_RESOURCES), help="queues or jobs")
-    _add_inputs(p)
-    _add_placer(p)
-    add_output_option(
+    _add_cycle_options(
         p,
         "table (default), or the queues' / jobs' status records of Decisions.to_dict() "
         "as JSON or YAML, keyed by name",
     )
-    p.set_defaults(handler=run_get)
 
 
 # ------------------------------------------------------------------------------------------
