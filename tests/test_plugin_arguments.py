@@ -1,10 +1,15 @@
-"""The argument names the built-in plugins declare (Volcano's spelling, ``<prefix>.<key>``),
-and the bin-packing resource weights binpack and network-topology-aware read alike."""
+"""The argument names the built-in plugins and actions declare (Volcano's spelling,
+``<prefix>.<key>``), and the bin-packing resource weights binpack and network-topology-aware
+read alike."""
 
 from __future__ import annotations
 
 import pytest
 
+from gangsched.actions.allocate import AllocateAction
+from gangsched.actions.backfill import BackfillAction
+from gangsched.actions.preempt import PreemptAction
+from gangsched.actions.reclaim import ReclaimAction
 from gangsched.errors import ConfigError
 from gangsched.plugin import argument_names
 from gangsched.plugins.binpack import BinpackPlugin
@@ -113,3 +118,41 @@ def test_binpack_and_hypernode_binpack_read_resource_weights_alike() -> None:
 def test_nodeorder_checks_every_declared_weight(score: str) -> None:
     with pytest.raises(ConfigError, match=f"{score}.weight"):
         NodeOrderPlugin({f"{score}.weight": "heavy"})
+
+
+@pytest.mark.parametrize(
+    ("action", "names"),
+    [
+        (
+            AllocateAction,
+            {
+                "placer",
+                "placer.deterministic-time",
+                "placer.seed",
+                "placer.time-limit",
+                "placer.workers",
+                "predicateErrorCacheEnable",
+            },
+        ),
+        (BackfillAction, {"predicateErrorCacheEnable"}),
+        (
+            PreemptAction,
+            {
+                "enableTopologyAwarePreemption",
+                "maxCandidateNodesAbsolute",
+                "minCandidateNodesAbsolute",
+                "minCandidateNodesPercentage",
+                "predicateErrorCacheEnable",
+                "topologyAwarePreemptWorkerNum",
+            },
+        ),
+        (ReclaimAction, {"predicateErrorCacheEnable"}),
+    ],
+    ids=lambda a: getattr(a, "name", ""),
+)
+def test_an_action_declares_volcanos_argument_names(action: type, names: set[str]) -> None:
+    declared = action.known_arguments  # type: ignore[attr-defined]
+    assert len(declared) == len(set(declared))
+    assert set(declared) == names
+    made = action({"predicateErrorCacheEnable": False})
+    assert made.arguments == {"predicateErrorCacheEnable": False}

@@ -50,9 +50,11 @@ from ..gang import pending_tasks
 from ..model import JobPhase
 from ..placement import GreedyPlacer, Placer
 from ..placement._common import check_solver_parameters
+from ..plugin import argument_names
 from ..session import TaskState
 from ..statement import Statement
 from ..units import PODS, show_amount
+from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from ._gang_placement import place_job, place_jobs_jointly
 from ._victims import realise_reservations
 
@@ -90,22 +92,18 @@ def overused_reason(ssn: Session, queue: int) -> str:
     return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
 
 
-class AllocateAction:
+class AllocateAction(ConfiguredAction):
     name = "allocate"
-    #: Argument names this action reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = (
+    known_arguments = (
         "placer",
-        "placer.deterministic-time",
-        "placer.seed",
-        "placer.time-limit",
-        "placer.workers",
-        "predicateErrorCacheEnable",
+        *argument_names("placer", "deterministic-time", "seed", "time-limit", "workers"),
+        PREDICATE_ERROR_CACHE,
     )
 
     PLACERS = ("greedy", "cpsat", "cpsat-joint")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
+        super().__init__(arguments)
         self.placer_name = arg_str(arguments, "placer", "greedy", plugin=self.name, kind="action")
         if self.placer_name not in self.PLACERS:
             raise ConfigError(

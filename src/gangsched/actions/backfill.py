@@ -11,7 +11,6 @@ network topology keeps its best-effort tasks in the one domain holding its other
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -20,19 +19,16 @@ from ..gang import pending_tasks
 from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
+from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:
     from ..session import Session
 
 
-class BackfillAction:
+class BackfillAction(ConfiguredAction):
     name = "backfill"
-    #: Argument names this action reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = ("predicateErrorCacheEnable",)
-
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
+    known_arguments = (PREDICATE_ERROR_CACHE,)
 
     def execute(self, ssn: Session) -> None:
         # Only jobs with a pending best-effort task have anything to do here (placing one does

@@ -69,6 +69,7 @@ from ..model import TopologyMode
 from ..session import TaskState
 from ..statement import OpKind, Statement
 from . import _victim_rules as v
+from ._base import ConfiguredAction
 from ._victim_rules import BOOL, I64
 from ._victims import realise_reservations
 
@@ -186,15 +187,14 @@ def _queue_names(arguments: Mapping[str, object]) -> frozenset[str] | None:
     return frozenset(names) if names else None
 
 
-class ConsolidateAction:
+class ConsolidateAction(ConfiguredAction):
     """Move running tasks so that a pending gang fits; see the module docstring."""
 
     name = "consolidate"
-    #: Argument names this action reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = ("max-moves", "max-trials", "queues")
+    known_arguments = ("max-moves", "max-trials", "queues")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
+        super().__init__(arguments)
         self.max_moves = arg_int(
             arguments, "max-moves", 8, plugin=self.name, kind="action", minimum=0, maximum=MAX_MOVES
         )

@@ -58,6 +58,7 @@ from ..model import JobPhase, QueueState
 from ..session import PIPELINED_OR_READY, TaskState
 from ..statement import Statement
 from ..units import CPU, GPU, MEMORY, PODS, format_quantity
+from ._base import ConfiguredAction
 from ._victims import evictable, may_go_whole, preempt_candidates, spare_tasks
 
 if TYPE_CHECKING:
@@ -70,13 +71,12 @@ __all__ = ["EnqueueAction", "preemptable_resources"]
 _VICTIM_STATES = (TaskState.BOUND, TaskState.RUNNING)
 
 
-class EnqueueAction:
+class EnqueueAction(ConfiguredAction):
     name = "enqueue"
-    #: Argument names this action reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = ("shapeCheckEnable",)
+    known_arguments = ("shapeCheckEnable",)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
+        super().__init__(arguments)
         self.shape_check = arg_bool(
             arguments, "shapeCheckEnable", True, plugin=self.name, kind="action"
         )

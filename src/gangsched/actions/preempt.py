@@ -46,7 +46,6 @@ other jobs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,6 +55,7 @@ from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
 from . import _victims as v
+from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:
@@ -269,20 +269,16 @@ def _within_job(ssn: Session, job: int) -> v.Refusal | None:
     return None
 
 
-class PreemptAction:
+class PreemptAction(ConfiguredAction):
     name = "preempt"
-    #: Argument names this action reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = (
+    known_arguments = (
         "enableTopologyAwarePreemption",
         "maxCandidateNodesAbsolute",
         "minCandidateNodesAbsolute",
         "minCandidateNodesPercentage",
-        "predicateErrorCacheEnable",
+        PREDICATE_ERROR_CACHE,
         "topologyAwarePreemptWorkerNum",
     )
-
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
 
     def execute(self, ssn: Session) -> None:
         v.realise_reservations(ssn)

@@ -56,7 +56,7 @@ are applied by the shared search (``_victims.policy_refusal``, :mod:`gangsched.d
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,7 @@ from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS
 from . import _victims as v
+from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 
 if TYPE_CHECKING:
     from ..session import Session
@@ -250,13 +251,9 @@ def _capped(ceiling: int) -> Any:
     return candidates
 
 
-class ReclaimAction:
+class ReclaimAction(ConfiguredAction):
     name = "reclaim"
-    #: Argument names this action reads or accepts (``*``: any text); others are refused.
-    known_arguments: tuple[str, ...] = ("predicateErrorCacheEnable",)
-
-    def __init__(self, arguments: Mapping[str, object]) -> None:
-        self.arguments = arguments
+    known_arguments = (PREDICATE_ERROR_CACHE,)
 
     def execute(self, ssn: Session) -> None:
         run(ssn)
