@@ -18,7 +18,7 @@ from ..model import (
     Queue,
 )
 from ..snapshot import Snapshot
-from ._core import StateCore, check_new, check_type, known, node_gpu, unreferenced
+from ._core import StateCore, check_known, check_new, known, node_gpu, unreferenced
 
 
 class ClusterOps(StateCore):
@@ -41,17 +41,12 @@ class ClusterOps(StateCore):
     def update_node(self, node: Node) -> None:
         """Replace the node of that name (allocatable, devices, labels, taints, cordon): its
         tasks must still fit."""
-        check_type(node, Node, "node")
-        old = self._node(node.name)
-        self._totals["node"].move(
-            node.name, old.allocatable, node.allocatable, node_gpu(old), node_gpu(node),
-            commit=False,
-        )  # fmt: skip
-        check_node_tasks(node, [self._tasks[t] for t in self._node_tasks[node.name]])
-        self._totals["node"].move(
-            node.name, old.allocatable, node.allocatable, node_gpu(old), node_gpu(node),
-            commit=True,
-        )  # fmt: skip
+        old = check_known(node, Node, "node", self._nodes)
+        totals = self._totals["node"]
+        amounts = (old.allocatable, node.allocatable, node_gpu(old), node_gpu(node))
+        totals.move(node.name, *amounts, commit=False)
+        check_node_tasks(node, self._task_records(self._node_tasks[node.name]))
+        totals.move(node.name, *amounts, commit=True)
         self._nodes[node.name] = node
         self._bump("nodes", node.name)
 
@@ -89,8 +84,7 @@ class ClusterOps(StateCore):
         self._set_hypernode(hypernode)
 
     def update_hypernode(self, hypernode: HyperNode) -> None:
-        check_type(hypernode, HyperNode, "hypernode")
-        self._hypernode(hypernode.name)
+        check_known(hypernode, HyperNode, "hypernode", self._hypernodes)
         self._set_hypernode(hypernode)
 
     def remove_hypernode(self, name: str) -> None:
@@ -162,8 +156,7 @@ class ClusterOps(StateCore):
 
     def update_queue(self, queue: Queue) -> None:
         """Replace the queue of that name (weight, capability, state, parent, ...)."""
-        check_type(queue, Queue, "queue")
-        old = self._queue(queue.name)
+        old = check_known(queue, Queue, "queue", self._queues)
         self._check_queue(queue, old)
         self._queue_totals(queue.name, old, queue, commit=True)
         if old.parent != queue.parent:

@@ -3,7 +3,7 @@ the operations of :class:`~gangsched.state.ClusterState`."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from ..arrays import ArraysBase
@@ -39,6 +39,12 @@ def unreferenced(refs: Mapping[str, None] | None, what: str, kind: str, field: s
     snapshot without it raises at the first of them: ``what``, on that ``kind`` and ``field``."""
     if refs:
         raise SnapshotError(what, kind=kind, name=next(iter(refs)), field=field)
+
+
+def check_known(record: Any, cls: type[Any], kind: str, store: Mapping[str, V]) -> V:
+    """``record`` is a ``cls`` whose name ``store`` holds: the record it replaces."""
+    check_type(record, cls, kind)
+    return known(store, kind, record.name)
 
 
 def check_type(record: object, cls: type[Any], kind: str) -> None:
@@ -237,26 +243,25 @@ class StateCore:
                 name=name,
                 field="weight",
             )
-        for attr in ("guarantee", "deserved"):
-            self._totals[attr].move(
-                name,
+        # Both totals are checked before either is applied.
+        moves = [
+            (
+                self._totals[attr],
                 getattr(old, attr) if old else None,
                 getattr(new, attr) if new else None,
-                commit=False,
             )
+            for attr in ("guarantee", "deserved")
+        ]
+        for total, before, after in moves:
+            total.move(name, before, after, commit=False)
         if commit:
             count_names(
                 self._resource_names,
                 old.capability if old else None,
                 new.capability if new else None,
             )
-            for attr in ("guarantee", "deserved"):
-                self._totals[attr].move(
-                    name,
-                    getattr(old, attr) if old else None,
-                    getattr(new, attr) if new else None,
-                    commit=True,
-                )
+            for total, before, after in moves:
+                total.move(name, before, after, commit=True)
             self._weights = weights
 
     def _list_budget(self, budget: DisruptionBudget) -> None:
@@ -293,16 +298,13 @@ class StateCore:
 
     def tasks_of(self, job: str) -> tuple[Task, ...]:
         """The tasks of ``job``, in order of addition."""
-        names = self._job_tasks.get(job)
-        if names is None:
-            raise SnapshotError("not in the state", kind="job", name=job)
-        return tuple(self._tasks[t] for t in names)
+        return self._task_records(known(self._job_tasks, "job", job))
 
     def tasks_on(self, node: str) -> tuple[Task, ...]:
         """The tasks that name ``node`` (any phase)."""
-        names = self._node_tasks.get(node)
-        if names is None:
-            raise SnapshotError("not in the state", kind="node", name=node)
+        return self._task_records(known(self._node_tasks, "node", node))
+
+    def _task_records(self, names: Iterable[str]) -> tuple[Task, ...]:
         return tuple(self._tasks[t] for t in names)
 
     # ------------------------------------------------------------------ change tracking

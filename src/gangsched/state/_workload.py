@@ -24,7 +24,7 @@ from ..model import (
     Task,
     TaskPhase,
 )
-from ._core import StateCore, check_new, check_type, known, task_gpu, unreferenced
+from ._core import StateCore, check_known, check_new, check_type, known, task_gpu, unreferenced
 
 _JOB_PHASES = {p.value: p for p in JobPhase}
 
@@ -53,8 +53,7 @@ class WorkloadOps(StateCore):
 
     def update_job(self, job: Job) -> None:
         """Replace the job of that name (phase, priority, min_available, queue, ...)."""
-        check_type(job, Job, "job")
-        old = self._job(job.name)
+        old = check_known(job, Job, "job", self._jobs)
         self._check_job(job)
         self._totals["job"].move(job.name, old.min_resources, job.min_resources, commit=True)
         if old.queue != job.queue:
@@ -116,8 +115,7 @@ class WorkloadOps(StateCore):
 
     def update_task(self, task: Task) -> None:
         """Replace the task of that name (phase, node, devices, ...)."""
-        check_type(task, Task, "task")
-        self._put_task(task, self._task(task.name))
+        self._put_task(task, check_known(task, Task, "task", self._tasks))
 
     def set_task_phase(
         self,
@@ -192,8 +190,7 @@ class WorkloadOps(StateCore):
         self._set_budget(budget)
 
     def update_disruption_budget(self, budget: DisruptionBudget) -> None:
-        check_type(budget, DisruptionBudget, "disruption_budget")
-        self._budget(budget.name)
+        check_known(budget, DisruptionBudget, "disruption_budget", self._disruption_budgets)
         self._set_budget(budget)
 
     def remove_disruption_budget(self, name: str) -> None:
