@@ -281,14 +281,6 @@ def _run_random(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None)
     return score_random(feas, pod, v.gpu_free, rng)
 
 
-def _run_fgd(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None) -> NodeScores:
-    if v.typical is None:
-        raise ConfigError("policy 'fgd' needs typical pods", kind="policy", name="fgd")
-    return score_fgd(
-        feas, pod, v.free_cpu, v.gpu_free, v.model_idx, v.typical, terms=v.terms, frag=v.frag
-    )
-
-
 def score_fgd_pack(
     feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64, *args: object, **kwargs: object
 ) -> NodeScores:
@@ -307,26 +299,48 @@ def score_fgd_pack(
     return NodeScores(score=score, share_gpu=base.share_gpu)
 
 
-def _run_fgd_pack(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None) -> NodeScores:
-    if v.typical is None:
-        raise ConfigError("policy 'fgd-pack' needs typical pods", kind="policy", name="fgd-pack")
-    return score_fgd_pack(
-        feas, pod, v.free_cpu, v.gpu_free, v.model_idx, v.typical, terms=v.terms, frag=v.frag
-    )
+#: A policy's kernel over a cluster view: (view, pod, feasible mask, random source) -> scores.
+PolicyKernel = Callable[[ClusterView, PodRequest, B, IntSource | None], NodeScores]
+
+
+def _run_on_typical(name: str, kernel: Callable[..., NodeScores]) -> PolicyKernel:
+    """Policy ``name``'s kernel over a view: ``kernel`` takes :func:`score_fgd`'s arguments,
+    the view's current fragment terms and ``F_n`` among them; the view must carry typical
+    pods."""
+
+    def run(v: ClusterView, pod: PodRequest, feas: B, rng: IntSource | None) -> NodeScores:
+        if v.typical is None:
+            raise ConfigError(f"policy {name!r} needs typical pods", kind="policy", name=name)
+        return kernel(
+            feas, pod, v.free_cpu, v.gpu_free, v.model_idx, v.typical, terms=v.terms, frag=v.frag
+        )
+
+    return run
 
 
 #: The six policies of the FGD paper, in its order.
 PAPER_POLICIES = ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd")
 
-POLICIES: Mapping[str, Callable[[ClusterView, PodRequest, B, IntSource | None], NodeScores]] = {
+POLICIES: Mapping[str, PolicyKernel] = {
     "random": _run_random,
     "dotprod": lambda v, p, f, r: score_dotprod(f, p, v.free_cpu, v.gpu_free),
     "gpu-clustering": lambda v, p, f, r: score_gpu_clustering(f, p, v.gpu_free, v.affinity),
     "gpu-packing": lambda v, p, f, r: score_gpu_packing(f, p, v.gpu_free, v.gpu_count),
     "bestfit": lambda v, p, f, r: score_bestfit(f, p, v.free_cpu, v.gpu_free),
-    "fgd": _run_fgd,
-    "fgd-pack": _run_fgd_pack,
+    "fgd": _run_on_typical("fgd", score_fgd),
+    "fgd-pack": _run_on_typical("fgd-pack", score_fgd_pack),
 }
+
+
+def policy_kernel(policy: str) -> PolicyKernel:
+    """The kernel of ``policy`` (one of :data:`POLICIES`); another name is a
+    :class:`~gangsched.errors.ConfigError` listing them."""
+    try:
+        return POLICIES[policy]
+    except KeyError:
+        raise ConfigError(
+            f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=policy
+        ) from None
 
 
 def score_nodes(
@@ -338,12 +352,7 @@ def score_nodes(
     rng: IntSource | None = None,
 ) -> NodeScores:
     """Score every node for ``pod`` under ``policy`` (one of :data:`POLICIES`)."""
-    try:
-        fn = POLICIES[policy]
-    except KeyError:
-        raise ConfigError(
-            f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=policy
-        ) from None
+    fn = policy_kernel(policy)
     if feasible is None:
         feasible = fit_mask(view.free_cpu, view.free_mem, view.gpu_free, view.model_idx, pod)
     return fn(view, pod, feasible, rng)

@@ -58,10 +58,10 @@ from .._frag_policies import (
     dotprod_raw,
     fgd_rows,
     packing_raw,
+    policy_kernel,
 )
 from .._types import BOOL as B
 from .._types import F64, I64
-from ..errors import ConfigError
 from ..io.openb import NodeTable, PodTable
 
 __all__ = [
@@ -321,7 +321,7 @@ FAST_POLICIES: dict[str, Callable[[], FastScorer]] = {
 
 
 def _kernel_scorer(policy: str) -> FastScorer:
-    fn = POLICIES[policy]
+    fn = policy_kernel(policy)
 
     def run(
         c: ClusterArrays, pod: PodRequest, key: tuple[int, int, int, int], f: B, rng: IntSource
@@ -448,10 +448,6 @@ def place_sequence(
 ) -> Placed:
     """Place ``pods[order]`` one at a time under ``policy`` (a name or a fast scorer)."""
     if isinstance(policy, str):
-        if policy not in POLICIES:
-            raise ConfigError(
-                f"unknown policy; expected one of {', '.join(POLICIES)}", kind="policy", name=policy
-            )
         make = FAST_POLICIES.get(policy)
         scorer = make() if make is not None else _kernel_scorer(policy)
     else:
