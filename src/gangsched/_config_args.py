@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import TypeVar
 
 from ._frozen import FrozenDict
@@ -18,6 +18,7 @@ from .errors import ConfigError
 from .limits import MAX_ARG_WEIGHT
 
 V = TypeVar("V")
+N = TypeVar("N", int, float)
 
 
 def _suggest(word: str, known: Collection[str]) -> str:
@@ -222,6 +223,65 @@ def _check_bounds(
         )
 
 
+def _to_float(value: object) -> float | str:
+    """``value`` as a finite float (a number, or its text), else what was expected."""
+    result: float | None = None
+    try:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            result = float(value)
+        elif isinstance(value, str) and len(value) <= _MAX_FLOAT_TEXT:
+            result = float(value.strip())
+    except (ValueError, OverflowError):
+        result = None
+    if result is None or not math.isfinite(result):
+        return "expected a finite number"
+    return result
+
+
+def _to_int(value: object) -> int | str:
+    """``value`` as a 64-bit integer (an int, a whole float, or its text), else what was
+    expected."""
+    result: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        result = value
+    elif isinstance(value, float) and value.is_integer():
+        result = int(value)
+    elif isinstance(value, str) and len(value) <= _MAX_INT_TEXT:
+        try:
+            result = int(value.strip())
+        except ValueError:
+            result = None
+    if result is None:
+        return "expected an integer"
+    if not _INT_MIN <= result <= _INT_MAX:
+        return "integer out of the 64-bit range"
+    return result
+
+
+def _number_arg(
+    args: Mapping[str, object],
+    key: str,
+    default: N,
+    convert: Callable[[object], N | str],
+    *,
+    plugin: str,
+    kind: str,
+    minimum: float | None,
+    maximum: float | None,
+) -> N:
+    """The one reading of :func:`arg_float` and :func:`arg_int`: ``default`` when ``key`` is
+    absent, else the value ``convert`` makes of it, within the bounds; what ``convert``
+    refuses is an error saying what it expected."""
+    if key not in args:
+        return default
+    value = args[key]
+    result = convert(value)
+    if isinstance(result, str):
+        raise _arg_error(plugin, kind, key, f"{result}, got {_show(value)}")
+    _check_bounds(result, minimum, maximum, plugin=plugin, kind=kind, key=key, value=value)
+    return result
+
+
 def arg_float(
     args: Mapping[str, object],
     key: str,
@@ -238,21 +298,9 @@ def arg_float(
     (either ``None``: no bound), with a :class:`ConfigError` naming ``plugin`` and
     ``arguments.<key>``. ``kind`` is ``"action"`` when reading an action's arguments.
     """
-    if key not in args:
-        return default
-    value = args[key]
-    result: float | None = None
-    try:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            result = float(value)
-        elif isinstance(value, str) and len(value) <= _MAX_FLOAT_TEXT:
-            result = float(value.strip())
-    except (ValueError, OverflowError):
-        result = None
-    if result is None or not math.isfinite(result):
-        raise _arg_error(plugin, kind, key, f"expected a finite number, got {_show(value)}")
-    _check_bounds(result, minimum, maximum, plugin=plugin, kind=kind, key=key, value=value)
-    return result
+    return _number_arg(
+        args, key, default, _to_float, plugin=plugin, kind=kind, minimum=minimum, maximum=maximum
+    )
 
 
 def arg_weight(
@@ -279,25 +327,9 @@ def arg_int(
     Always within the 64-bit range; ``minimum`` / ``maximum`` narrow it (``None``: no further
     bound). A value outside is a :class:`ConfigError` naming ``plugin`` and ``arguments.<key>``.
     """
-    if key not in args:
-        return default
-    value = args[key]
-    result: int | None = None
-    if isinstance(value, int) and not isinstance(value, bool):
-        result = value
-    elif isinstance(value, float) and value.is_integer():
-        result = int(value)
-    elif isinstance(value, str) and len(value) <= _MAX_INT_TEXT:
-        try:
-            result = int(value.strip())
-        except ValueError:
-            result = None
-    if result is None:
-        raise _arg_error(plugin, kind, key, f"expected an integer, got {_show(value)}")
-    if not _INT_MIN <= result <= _INT_MAX:
-        raise _arg_error(plugin, kind, key, f"integer out of the 64-bit range, got {_show(value)}")
-    _check_bounds(result, minimum, maximum, plugin=plugin, kind=kind, key=key, value=value)
-    return result
+    return _number_arg(
+        args, key, default, _to_int, plugin=plugin, kind=kind, minimum=minimum, maximum=maximum
+    )
 
 
 def arg_bool(
