@@ -78,6 +78,15 @@ def default_registry() -> Registry:
     return reg
 
 
+def _given_or_default(config: Config | None, registry: Registry | None) -> tuple[Config, Registry]:
+    """The config and registry a cycle uses: those given, else :meth:`Config.default`
+    (Volcano's default) and :func:`default_registry`."""
+    return (
+        Config.default() if config is None else config,
+        default_registry() if registry is None else registry,
+    )
+
+
 def open_session(
     snapshot: Snapshot,
     config: Config | None = None,
@@ -91,8 +100,7 @@ def open_session(
         raise ConfigError(
             f"expected a Snapshot, got {type(snapshot).__name__}", kind="schedule", field="snapshot"
         )
-    config = Config.default() if config is None else config
-    registry = default_registry() if registry is None else registry
+    config, registry = _given_or_default(config, registry)
     return Session.open(snapshot, config, registry, previous=previous)
 
 
@@ -137,8 +145,7 @@ def run_cycle(
     after cycle on one cluster (:class:`gangsched.ClusterState`): handing the last session
     back as ``previous`` lets the next cycle keep the per-template evaluations that still
     hold. The decisions are the same with or without it."""
-    config = Config.default() if config is None else config
-    registry = default_registry() if registry is None else registry
+    config, registry = _given_or_default(config, registry)
     ssn = open_session(snapshot, config, registry=registry, previous=previous)
     if placer is not None:
         ssn.placer = placer

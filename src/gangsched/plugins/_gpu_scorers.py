@@ -103,10 +103,16 @@ class _KernelScorer(SharedDeviceChoice):
     capacity: ``node_score`` scores the rows, ``gpu_choice`` picks the shared device."""
 
     name = ""
-    known_arguments: tuple[str, ...] = ()  # each scorer: _both(name, "weight")
+    known_arguments: tuple[str, ...] = ()
     #: A node's score depends on the task's shape and that node's free capacity only, so
     #: templates of equal shape share one evaluation (:class:`gangsched.plugin.ShapeOnlyPlugin`).
     shape_only = True
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        """Every scorer takes one argument, ``weight``, bare or under its name (a base of
+        scorers, without a name, declares none)."""
+        super().__init_subclass__(**kwargs)
+        cls.known_arguments = _both(cls.name, "weight") if cls.name else ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.weight = _weight(self.name, _read_args(self.name, arguments, self.known_arguments))
@@ -155,7 +161,6 @@ class DotProdPlugin(_LeftoverScorer):
     """``dotprod``: the smallest dot product of normalized free and requested (CPU, GPU)."""
 
     name = "dotprod"
-    known_arguments: tuple[str, ...] = _both("dotprod", "weight")
     raw = staticmethod(dotprod_raw)
     kernel = staticmethod(score_dotprod)
 
@@ -164,7 +169,6 @@ class BestFitPlugin(_LeftoverScorer):
     """``bestfit``: the least weighted leftover (half CPU, half GPU) after placing the task."""
 
     name = "bestfit"
-    known_arguments: tuple[str, ...] = _both("bestfit", "weight")
     raw = staticmethod(bestfit_raw)
     kernel = staticmethod(score_bestfit)
 
@@ -173,7 +177,6 @@ class GpuPackingPlugin(_KernelScorer):
     """``gpu-packing``: partly used devices first, then used nodes, then idle nodes."""
 
     name = "gpu-packing"
-    known_arguments: tuple[str, ...] = _both("gpu-packing", "weight")
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return score_gpu_packing(mask, pod, v.gpu_free, v.gpu_count)
@@ -190,7 +193,6 @@ class GpuClusteringPlugin(_KernelScorer):
     """``gpu-clustering``: nodes already hosting GPU tasks of the same shape first."""
 
     name = "gpu-clustering"
-    known_arguments: tuple[str, ...] = _both("gpu-clustering", "weight")
     #: Not declared: the score reads which tasks a node holds, which a later cycle's
     #: evaluation carry (comparing occupancy sums) could not see change.
     shape_only = False
