@@ -13,6 +13,16 @@ from ._model_fields import Resources
 from .errors import SnapshotError
 from .units import CPU, MEMORY, PODS
 
+
+def _integer_field(
+    record: object, attr: str, *, kind: str, name: str, minimum: int | None = None
+) -> None:
+    """Check the integer field ``attr`` of ``record`` (at least ``minimum``) and store it
+    back as the int it reads as (a whole float becomes an int)."""
+    value = check.integer(getattr(record, attr), kind=kind, name=name, field=attr, minimum=minimum)
+    check.assign(record, attr, value)
+
+
 # --------------------------------------------------------------------------------------------
 # Nodes
 
@@ -84,16 +94,8 @@ class Gpus:
     sharing: bool = True
 
     def __post_init__(self) -> None:
-        check.assign(
-            self,
-            "count",
-            check.integer(self.count, kind="gpus", name=self.model, field="count", minimum=0),
-        )
-        check.assign(
-            self,
-            "milli",
-            check.integer(self.milli, kind="gpus", name=self.model, field="milli", minimum=1),
-        )
+        _integer_field(self, "count", kind="gpus", name=self.model, minimum=0)
+        _integer_field(self, "milli", kind="gpus", name=self.model, minimum=1)
         if self.count > MAX_GPUS_PER_NODE:
             raise SnapshotError(
                 f"{self.count} devices on one node is beyond the supported {MAX_GPUS_PER_NODE}",
@@ -227,11 +229,7 @@ class HyperNode:
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "hypernode")
-        check.assign(
-            self,
-            "tier",
-            check.integer(self.tier, kind="hypernode", name=name, field="tier", minimum=1),
-        )
+        _integer_field(self, "tier", kind="hypernode", name=name, minimum=1)
         members = check.str_tuple(self.members, kind="hypernode", name=name, field="members")
         if len(set(members)) != len(members):
             twice = sorted(m for m in set(members) if members.count(m) > 1)
@@ -276,11 +274,7 @@ class Queue:
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "queue")
-        check.assign(
-            self,
-            "weight",
-            check.integer(self.weight, kind="queue", name=name, field="weight", minimum=1),
-        )
+        _integer_field(self, "weight", kind="queue", name=name, minimum=1)
         for attr in ("capability", "guarantee", "deserved", "lending_limit"):
             value = getattr(self, attr)
             if value is not None:
@@ -296,11 +290,7 @@ class Queue:
             check.member(QueueState, self.state, kind="queue", name=name, field="state"),
         )
         check.boolean(self.reclaimable, kind="queue", name=name, field="reclaimable")
-        check.assign(
-            self,
-            "priority",
-            check.integer(self.priority, kind="queue", name=name, field="priority"),
-        )
+        _integer_field(self, "priority", kind="queue", name=name)
 
     def capability_limits(self, *, flat: bool = True) -> dict[str, int]:
         """The capability as enforced: resource → the most this queue may hold.

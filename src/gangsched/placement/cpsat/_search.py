@@ -41,6 +41,10 @@ def _out_of_time(name: str, greedy: GangPlacement) -> tuple[GangPlacement, Statu
 
 #: Status of a solved model whose solution did not extract (see ``_solve_model``).
 _NO_EXTRACT = -1
+#: What a search for the per-domain optima of one tier finds: the candidate domains (in
+#: order), a lower bound per domain, a hint in the best domain (None: none) and whether that
+#: hint is proven optimal at this tier.
+_Optimum = tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement | None, bool]
 
 
 def _greedy_or_infeasible(
@@ -443,7 +447,7 @@ class _Search:
         order: npt.NDArray[np.intp],
         free: I64,
         gpu_free: I64,
-    ) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement | None, bool] | None:
+    ) -> _Optimum | None:
         """Exact per-domain optima by the tree knapsack (:mod:`._exact`) when the gang is in
         its scope: the domains that can hold the gang, their optima, and an optimal placement
         in the best one (the hint). ``None`` when out of scope, or if the reconstructed
@@ -483,7 +487,7 @@ class _Search:
         order: npt.NDArray[np.intp],
         free: I64,
         gpu_free: I64,
-    ) -> tuple[npt.NDArray[np.intp], list[tuple[int, ...]], GangPlacement | None, bool] | None:
+    ) -> _Optimum | None:
         """For a multi-role gang (see :mod:`._roles`): the candidate domains that can hold
         the dominant role, a lower bound per domain (the dominant role's exact optimum, or the
         plain bound where that is higher), a hint in the best domain and whether the hint
