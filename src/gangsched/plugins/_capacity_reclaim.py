@@ -11,24 +11,16 @@ import numpy.typing as npt
 
 from ..model import QueueState
 from ..session import TaskState
+from ._queue_amounts import EPS, SLACK, names_of
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["EPS", "SLACK", "CapacityReclaim", "names_of"]
+__all__ = ["CapacityReclaim"]
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
-
-#: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
-EPS = 0.1
-#: Float slack of the strict comparisons (canonical units are integers).
-SLACK = 1e-6
-
-
-def names_of(ssn: Session, over: BOOL) -> str:
-    return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
 
 
 class CapacityReclaim:

@@ -98,7 +98,8 @@ from ..errors import ConfigError, SnapshotError
 from ..fairshare import QueueShares, enqueue_need, job_figures
 from ..model import QueueState
 from ..units import PODS, cluster_total, to_amounts
-from ._capacity_reclaim import EPS, SLACK, CapacityReclaim, names_of
+from ._capacity_reclaim import CapacityReclaim
+from ._queue_amounts import EPS, SLACK, capability_matrix, fits, names_of, resource_matrix
 from ._queue_reasons import over_limit
 
 if TYPE_CHECKING:
@@ -112,27 +113,6 @@ BOOL = npt.NDArray[np.bool_]
 
 #: Name of the root queue of the hierarchy.
 ROOT = "root"
-
-
-def _matrix(ssn: Session, attr: str) -> F64:
-    out = np.zeros((len(ssn.snapshot.queues), len(ssn.arrays.spec)))
-    for q, queue in enumerate(ssn.snapshot.queues):
-        out[q] = ssn.vector(getattr(queue, attr))
-    return out
-
-
-def _capability(ssn: Session, *, flat: bool) -> tuple[F64, BOOL]:
-    """Capabilities (``inf`` where unset) and the mask of set dimensions; ``flat`` reads cpu
-    and memory at or below zero as unset."""
-    spec = ssn.arrays.spec
-    n_q = len(ssn.snapshot.queues)
-    cap = np.full((n_q, len(spec)), np.inf)
-    given = np.zeros(cap.shape, dtype=np.bool_)
-    for q, queue in enumerate(ssn.snapshot.queues):
-        for res, amount in queue.capability_limits(flat=flat).items():
-            cap[q, spec.index(res)] = float(amount)
-            given[q, spec.index(res)] = True
-    return cap, given
 
 
 def _kept(ssn: Session, guarantee: F64, deserved: F64) -> F64:
@@ -149,10 +129,6 @@ def _kept(ssn: Session, guarantee: F64, deserved: F64) -> F64:
             c = ssn.arrays.spec.index(res)
             kept[q, c] = max(guarantee[q, c], deserved[q, c] - float(amount))
     return kept
-
-
-def _fits(alloc: F64, request: npt.NDArray[Any], limit: F64, dims: BOOL) -> bool:
-    return bool(np.all(alloc[dims] + request[dims] <= limit[dims] + SLACK))
 
 
 def reclaim_level(arguments: Mapping[str, object]) -> int:
@@ -208,8 +184,8 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
         self.n_queues = n_q = len(ssn.snapshot.queues)
         total = cluster_total(a.allocatable, pods)
         request, inqueue, elastic, _ = job_figures(ssn)
-        guarantee = _matrix(ssn, "guarantee")
-        deserved = _matrix(ssn, "deserved")
+        guarantee = resource_matrix(ssn, "guarantee")
+        deserved = resource_matrix(ssn, "deserved")
         guarantee[:, pods] = 0.0
         deserved[:, pods] = 0.0
         alloc = ssn.queue_allocated.astype(np.float64)
@@ -219,7 +195,7 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
         if self.hierarchy:
             self._open_tree(ssn, guarantee, deserved)
         else:
-            capability, _ = _capability(ssn, flat=True)
+            capability, _ = capability_matrix(ssn, flat=True)
             capability[:, pods] = np.inf
             kept = _kept(ssn, guarantee, deserved)
             real = np.maximum(total - kept.sum(axis=0), 0.0) + kept
@@ -266,7 +242,7 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
         order = [root]  # top-down
         for node in order:
             order.extend(children[node])
-        cap_spec, given = _capability(ssn, flat=False)
+        cap_spec, given = capability_matrix(ssn, flat=False)
         cap = np.full((n_nodes, n_r), np.inf)
         cap[:n_q] = cap_spec
         given_all = np.zeros((n_nodes, n_r), dtype=np.bool_)
@@ -422,7 +398,7 @@ class CapacityPlugin(CapacityReclaim, QueueShares):
         need, dims, freed = got
         for node in self.paths[q]:
             base = self.allocated[node] + self.inqueue[node] - self.elastic[node] - freed
-            if not _fits(base, need, self.real_capability[node], dims):
+            if not fits(base, need, self.real_capability[node], dims):
                 over = dims & (base + need > self.real_capability[node] + SLACK)
                 where = "" if node == q else f" (ancestor {self.names[node]!r})"
                 ssn.note_job(

@@ -55,6 +55,14 @@ from ..combine import Vote
 from ..fairshare import QueueShares, enqueue_need, job_figures
 from ..model import QueueState
 from ..units import PODS, cluster_total, to_amounts
+from ._queue_amounts import (
+    EPS,
+    SLACK,
+    capability_matrix,
+    fits,
+    names_of,
+    resource_matrix,
+)
 from ._queue_reasons import over_limit
 
 if TYPE_CHECKING:
@@ -65,11 +73,6 @@ __all__ = ["EPS", "ProportionPlugin", "water_fill"]
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]
-
-#: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
-EPS = 0.1
-#: Float slack of the strict comparisons (canonical units are integers).
-SLACK = 1e-6
 
 
 def water_fill(
@@ -168,30 +171,6 @@ def level_fill(
     return out
 
 
-def capability_matrix(ssn: Session, *, flat: bool = True) -> tuple[F64, BOOL]:
-    """Every queue's capability as ``(n_queues, n_resources)`` (``inf`` where unset) and the
-    mask of the dimensions it sets. With ``flat``, cpu and memory at or below zero count as
-    unset (as Volcano's flat plugins read them)."""
-    a = ssn.arrays
-    n_q, n_r = len(ssn.snapshot.queues), len(a.spec)
-    cap = np.full((n_q, n_r), np.inf)
-    given = np.zeros((n_q, n_r), dtype=np.bool_)
-    for q, queue in enumerate(ssn.snapshot.queues):
-        for res, amount in queue.capability_limits(flat=flat).items():
-            c = a.spec.index(res)
-            cap[q, c] = float(amount)
-            given[q, c] = True
-    return cap, given
-
-
-def resource_matrix(ssn: Session, attr: str) -> F64:
-    """``guarantee`` or ``deserved`` of every queue as ``(n_queues, n_resources)`` (0 unset)."""
-    out = np.zeros((len(ssn.snapshot.queues), len(ssn.arrays.spec)))
-    for q, queue in enumerate(ssn.snapshot.queues):
-        out[q] = ssn.vector(getattr(queue, attr))
-    return out
-
-
 def share_of(alloc: F64, inv_deserved: F64) -> F64:
     """``max_r alloc / deserved`` over the dimensions with a deserved amount.
 
@@ -205,15 +184,6 @@ def inverse(deserved: F64, pods: int) -> F64:
     inv = np.where(deserved >= EPS, 1.0 / np.where(deserved >= EPS, deserved, 1.0), 0.0)
     inv[..., pods] = 0.0
     return inv
-
-
-def fits(alloc: F64, request: npt.NDArray[Any], limit: F64, dims: BOOL) -> bool:
-    """``alloc + request ≤ limit`` on ``dims`` (strict, float slack only)."""
-    return bool(np.all(alloc[dims] + request[dims] <= limit[dims] + SLACK))
-
-
-def short_names(ssn: Session, over: BOOL) -> str:
-    return ", ".join(ssn.arrays.spec.names[c] for c in np.flatnonzero(over))
 
 
 class ProportionPlugin(QueueShares):
@@ -329,7 +299,7 @@ class ProportionPlugin(QueueShares):
         ssn.note_job(
             job,
             "NotEnqueued",
-            f"queue {queue.name!r} resource quota insufficient: {short_names(ssn, over)}",
+            f"queue {queue.name!r} resource quota insufficient: {names_of(ssn, over)}",
         )
         return Vote.REJECT
 
