@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar, Self
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, ClassVar, Self, get_type_hints
 
 from ._frozen import FrozenDict, plain_fields
 from .errors import DecisionError, SnapshotError
@@ -40,30 +40,6 @@ _GAP_STATUSES = ("OPTIMAL", "FEASIBLE")
 
 _JOB_PHASES = frozenset(p.value for p in JobPhase)
 _QUEUE_STATES = frozenset(s.value for s in QueueState)
-#: The resource-mapping fields of a queue status.
-_QUEUE_AMOUNTS = (
-    "allocated",
-    "deserved",
-    "guarantee",
-    "capability",
-    "inqueue_resources",
-    "pending_resources",
-    "real_capability",
-    "request",
-)
-#: The task and job counts of a queue status, and its share and GPU gauges.
-_QUEUE_COUNTS = ("inqueue", "pending", "running", "unknown", "completed", "weight")
-_QUEUE_NUMBERS = ("share", "allocated_gpu", "pending_gpu", "inqueue_gpu", "deserved_gpu")
-#: The task counts of a job status.
-_JOB_COUNTS = (
-    "min_available",
-    "running",
-    "allocated",
-    "pipelined",
-    "pending",
-    "succeeded",
-    "failed",
-)
 
 
 def _bad(record: str, field_name: str, detail: str, value: object) -> DecisionError:
@@ -155,21 +131,44 @@ def _optional(check: _Check) -> _Check:
     return maybe
 
 
+# A record field's type names its check: ``Annotated[type, check]``.
+_Name = Annotated[str, _need_name]
+_Text = Annotated[str, _need_text]
+_Count = Annotated[int, _need_count]
+_Flag = Annotated[bool, _need_flag]
+_Number = Annotated[float, _need_number]
+_Amounts = Annotated[Mapping[str, int], _amounts]
+
+#: Per record class, its checked fields and their checks, in field order (read once).
+_CHECKS: dict[type, tuple[tuple[str, _Check], ...]] = {}
+
+
+def _checks_of(cls: type) -> tuple[tuple[str, _Check], ...]:
+    found = _CHECKS.get(cls)
+    if found is None:
+        hints = get_type_hints(cls, include_extras=True)
+        found = _CHECKS[cls] = tuple(
+            (f.name, check)
+            for f in fields(cls)
+            for check in getattr(hints[f.name], "__metadata__", ())[:1]
+        )
+    return found
+
+
 class _Record:
     """A decision record; ``to_dict()`` is its interchange form: its fields in declaration
     order, tuples as lists and mappings as dicts.
 
-    A record is checked when it is made: each field named in ``_checks`` goes through its check
-    in that order (the first bad field is the error, naming ``_record`` and the field), and
-    keeps the value the check returns."""
+    A record is checked when it is made: each field whose type is ``Annotated[type, check]``
+    goes through its check, in field order (the first bad field is the error, naming
+    ``_record`` and the field), and keeps the value the check returns."""
 
     __slots__ = ()
     __dataclass_fields__: ClassVar[dict[str, Any]]
     _record: ClassVar[str]
-    _checks: ClassVar[Mapping[str, _Check]] = {}
 
     def __post_init__(self) -> None:
-        for name, check in self._checks.items():
+        for name, check in _checks_of(type(self)):
             value = getattr(self, name)
             kept = check(self._record, name, value)
             if kept is not value:
@@ -184,15 +183,10 @@ class _TaskOnNode(_Record):
     """A task on a node and its GPU device indices (a bind or a pipelined reservation)."""
 
     _record: ClassVar[str] = "task on node"
-    _checks: ClassVar[Mapping[str, _Check]] = {
-        "task": _need_name,
-        "node": _need_name,
-        "gpu_indices": _indices,
-    }
 
-    task: str
-    node: str
-    gpu_indices: tuple[int, ...] = ()
+    task: _Name
+    node: _Name
+    gpu_indices: Annotated[tuple[int, ...], _indices] = ()
 
     @classmethod
     def _from_plain(cls, d: Mapping[str, Any]) -> Self:
@@ -212,15 +206,10 @@ class Eviction(_Record):
     """Evict ``task``; ``preemptor`` is the job whose pipelined tasks take its place."""
 
     _record: ClassVar[str] = "eviction"
-    _checks: ClassVar[Mapping[str, _Check]] = {
-        "task": _need_name,
-        "reason": _need_text,
-        "preemptor": _need_text,
-    }
 
-    task: str
-    reason: str
-    preemptor: str = ""
+    task: _Name
+    reason: _Text
+    preemptor: _Text = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -235,15 +224,10 @@ class JobAction(_Record):
     """A lifecycle action a job policy asks the job controller to take."""
 
     _record: ClassVar[str] = "job action"
-    _checks: ClassVar[Mapping[str, _Check]] = {
-        "job": _need_name,
-        "action": _need_name,
-        "cause": _need_text,
-    }
 
-    job: str
-    action: str
-    cause: str
+    job: _Name
+    action: _Name
+    cause: _Text
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -253,15 +237,10 @@ class Hold(_Record):
     jobs' walltimes), or None when unknown."""
 
     _record: ClassVar[str] = "hold"
-    _checks: ClassVar[Mapping[str, _Check]] = {
-        "job": _need_name,
-        "nodes": _node_names,
-        "expected_wait": _optional(_need_count),
-    }
 
-    job: str
-    nodes: tuple[str, ...]
-    expected_wait: int | None = None
+    job: _Name
+    nodes: Annotated[tuple[str, ...], _node_names]
+    expected_wait: Annotated[int | None, _optional(_need_count)] = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -339,25 +318,18 @@ class JobStatus(_Record):
     """
 
     _record: ClassVar[str] = "job status"
-    _checks: ClassVar[Mapping[str, _Check]] = {
-        "phase": _one_of(_JOB_PHASES),
-        "reason": _need_text,
-        "message": _need_text,
-        "ready": _need_flag,
-        **dict.fromkeys(_JOB_COUNTS, _need_count),
-    }
 
-    phase: str
-    reason: str = ""
-    message: str = ""
-    ready: bool = False
-    min_available: int = 0
-    running: int = 0
-    allocated: int = 0
-    pipelined: int = 0
-    pending: int = 0
-    succeeded: int = 0
-    failed: int = 0
+    phase: Annotated[str, _one_of(_JOB_PHASES)]
+    reason: _Text = ""
+    message: _Text = ""
+    ready: _Flag = False
+    min_available: _Count = 0
+    running: _Count = 0
+    allocated: _Count = 0
+    pipelined: _Count = 0
+    pending: _Count = 0
+    succeeded: _Count = 0
+    failed: _Count = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -372,37 +344,29 @@ class QueueStatus(_Record):
     """
 
     _record: ClassVar[str] = "queue status"
-    _checks: ClassVar[Mapping[str, _Check]] = {
-        "state": _one_of(_QUEUE_STATES),
-        **dict.fromkeys(_QUEUE_AMOUNTS, _amounts),
-        **dict.fromkeys(_QUEUE_COUNTS, _need_count),
-        **dict.fromkeys(_QUEUE_NUMBERS, _need_number),
-        "capability_gpu": _optional(_need_number),
-        "overused": _need_flag,
-    }
 
-    state: str = "Open"
-    allocated: Mapping[str, int] = field(default_factory=FrozenDict)
-    deserved: Mapping[str, int] = field(default_factory=FrozenDict)
-    guarantee: Mapping[str, int] = field(default_factory=FrozenDict)
-    capability: Mapping[str, int] = field(default_factory=FrozenDict)
-    inqueue_resources: Mapping[str, int] = field(default_factory=FrozenDict)
-    pending_resources: Mapping[str, int] = field(default_factory=FrozenDict)
-    share: float = 0.0
-    inqueue: int = 0
-    pending: int = 0
-    running: int = 0
-    unknown: int = 0
-    completed: int = 0
-    weight: int = 1
-    real_capability: Mapping[str, int] = field(default_factory=FrozenDict)
-    request: Mapping[str, int] = field(default_factory=FrozenDict)
-    overused: bool = False
-    allocated_gpu: float = 0.0
-    pending_gpu: float = 0.0
-    inqueue_gpu: float = 0.0
-    deserved_gpu: float = 0.0
-    capability_gpu: float | None = None
+    state: Annotated[str, _one_of(_QUEUE_STATES)] = "Open"
+    allocated: _Amounts = field(default_factory=FrozenDict)
+    deserved: _Amounts = field(default_factory=FrozenDict)
+    guarantee: _Amounts = field(default_factory=FrozenDict)
+    capability: _Amounts = field(default_factory=FrozenDict)
+    inqueue_resources: _Amounts = field(default_factory=FrozenDict)
+    pending_resources: _Amounts = field(default_factory=FrozenDict)
+    share: _Number = 0.0
+    inqueue: _Count = 0
+    pending: _Count = 0
+    running: _Count = 0
+    unknown: _Count = 0
+    completed: _Count = 0
+    weight: _Count = 1
+    real_capability: _Amounts = field(default_factory=FrozenDict)
+    request: _Amounts = field(default_factory=FrozenDict)
+    overused: _Flag = False
+    allocated_gpu: _Number = 0.0
+    pending_gpu: _Number = 0.0
+    inqueue_gpu: _Number = 0.0
+    deserved_gpu: _Number = 0.0
+    capability_gpu: Annotated[float | None, _optional(_need_number)] = None
 
     def to_dict(self) -> dict[str, object]:
         out = plain_fields(self)
@@ -532,7 +496,7 @@ def _fields(v: Any) -> dict[str, Any]:
 
 def _queue_fields(v: Any) -> dict[str, Any]:
     out = _fields(v)
-    for key in _QUEUE_AMOUNTS:
-        if key in out:
+    for key, check in _checks_of(QueueStatus):
+        if check is _amounts and key in out:  # the resource mappings, frozen
             out[key] = FrozenDict(out[key])
     return out
