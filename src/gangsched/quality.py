@@ -93,6 +93,11 @@ def arrived_prefix(pods: PodTable, order: I64, total_gpus: int, pct: int) -> int
     return int(np.count_nonzero(bucket <= pct))
 
 
+def _capacity_pct(milli: float, capacity_milli: int) -> float:
+    """``milli`` as % of the cluster's GPU capacity ``capacity_milli`` (0 without GPUs)."""
+    return 100.0 * milli / capacity_milli if capacity_milli else 0.0
+
+
 @dataclass(frozen=True, slots=True)
 class GpuBound:
     """Upper bound on the milli-GPU any placement of one prefix of arrivals can allocate."""
@@ -112,7 +117,7 @@ class GpuBound:
     @property
     def bound_alloc_pct(self) -> float:
         """The bound as % of the cluster's GPU capacity."""
-        return 100.0 * self.bound_milli / self.capacity_milli if self.capacity_milli else 0.0
+        return _capacity_pct(self.bound_milli, self.capacity_milli)
 
     @property
     def bound_unallocated_pct(self) -> float:
@@ -345,7 +350,7 @@ class OfflinePacking:
 
     @property
     def alloc_pct(self) -> float:
-        return 100.0 * self.used_milli / self.capacity_milli if self.capacity_milli else 0.0
+        return _capacity_pct(self.used_milli, self.capacity_milli)
 
     @property
     def unallocated_pct(self) -> float:

@@ -16,12 +16,14 @@ import traceback
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._hostile_case import Case
 
 if TYPE_CHECKING:
     from ..config import Config
+
+T = TypeVar("T")
 
 # --------------------------------------------------------------------------------------------
 # Probing
@@ -231,14 +233,36 @@ def _guarded(body: Callable[[_Stage], Outcome], first: str) -> Outcome:
         return body(stage)
     except _ProbeTimeout:
         raise
+    except _Finished as done:
+        return done.outcome
     except MemoryError as exc:
         return _failure("blowup", stage.name, exc)
     except Exception as exc:
         return _failure("escape", stage.name, exc)
 
 
-def _probe_snapshot(case: Case) -> Outcome:
-    return _guarded(lambda stage: _snapshot_stages(case, stage), "from_dict")
+class _Finished(Exception):
+    """Ends a probe's stages early with ``outcome`` (:func:`_guarded` returns it)."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.category)
+        self.outcome = outcome
+
+
+def _read_input(stage: _Stage, read: Callable[[], T], *, explained: bool = False) -> T:
+    """What ``read`` makes of the case's input. A typed error ends the probe with the
+    expected outcome, the refusal at ``stage`` (``explained``: a refusal with an empty
+    message is an escape instead)."""
+    from ..errors import GangschedError
+
+    try:
+        return read()
+    except GangschedError as exc:
+        if explained and not str(exc):
+            found = Outcome("escape", stage.name, "escape empty-message", repr(exc))
+        else:
+            found = _rejected(stage.name, str(exc))
+        raise _Finished(found) from None
 
 
 def _snapshot_stages(case: Case, stage: _Stage) -> Outcome:
@@ -248,12 +272,7 @@ def _snapshot_stages(case: Case, stage: _Stage) -> Outcome:
     from ..snapshot import Snapshot
     from .invariants import InvariantViolation, check_snapshot_unmutated
 
-    try:
-        snapshot = Snapshot.from_dict(case.doc)
-    except GangschedError as exc:
-        if not str(exc):
-            return Outcome("escape", stage.name, "escape empty-message", repr(exc))
-        return _rejected(stage.name, str(exc))
+    snapshot = _read_input(stage, lambda: Snapshot.from_dict(case.doc), explained=True)
     stage.name = "to_dict"
     before = snapshot.to_dict()
     stage.name = "round-trip"
@@ -289,20 +308,13 @@ def _snapshot_stages(case: Case, stage: _Stage) -> Outcome:
     return Outcome("accepted", stage.name)
 
 
-def _probe_config(case: Case) -> Outcome:
-    return _guarded(lambda stage: _config_stages(case, stage), "Config.from_dict")
-
-
 def _config_stages(case: Case, stage: _Stage) -> Outcome:
     """The stages of a configuration case, each named in ``stage`` before it runs."""
     from ..config import Config
     from ..errors import GangschedError
     from ..snapshot import Snapshot
 
-    try:
-        config = Config.from_dict(case.config)
-    except GangschedError as exc:
-        return _rejected(stage.name, str(exc))
+    config = _read_input(stage, lambda: Config.from_dict(case.config))
     stage.name = "yaml-round-trip"
     try:
         again = Config.from_volcano_yaml(config.to_volcano_yaml())
@@ -332,21 +344,14 @@ def _text_stages(case: Case, workdir: str, path: str, stage: _Stage) -> Outcome:
     """The stages of a file case (written at ``path``): the loader, the Volcano YAML reader or
     the command line."""
     from ..config import Config
-    from ..errors import GangschedError
 
     if case.target == "load":
         from ..io.k8s import load_files
 
-        try:
-            load_files([path])
-        except GangschedError as exc:
-            return _rejected(stage.name, str(exc))
+        _read_input(stage, lambda: load_files([path]))
         return Outcome("accepted", stage.name)
     if case.target == "volcano-yaml":
-        try:
-            Config.from_volcano_yaml(case.data.decode("latin-1"))
-        except GangschedError as exc:
-            return _rejected(stage.name, str(exc))
+        _read_input(stage, lambda: Config.from_volcano_yaml(case.data.decode("latin-1")))
         return Outcome("accepted", stage.name)
     from ..cli import main as cli_main
 
@@ -413,9 +418,9 @@ def probe(case: Case, *, workdir: str | None = None) -> Outcome:
         if case.kind == "selftest":
             outcome = _probe_selftest(case)
         elif case.kind == "snapshot":
-            outcome = _probe_snapshot(case)
+            outcome = _guarded(lambda stage: _snapshot_stages(case, stage), "from_dict")
         elif case.kind == "config":
-            outcome = _probe_config(case)
+            outcome = _guarded(lambda stage: _config_stages(case, stage), "Config.from_dict")
         else:
             with tempfile.TemporaryDirectory(dir=workdir) as tmp:
                 outcome = _probe_text(case, tmp)

@@ -200,19 +200,15 @@ def _atk_cycle(c: Chooser, doc: dict[str, Any]) -> str:
     return "hypernode-cycle"
 
 
+#: The resources a node's allocatable and a task's request are probed at: the built-in ones,
+#: an extended resource and the GPU.
+_PROBED_RESOURCES = ("cpu", "memory", "pods", "example.com/x", "nvidia.com/gpu")
+
 _NUMERIC_PATHS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("nodes", ("allocatable", "cpu")),
-    ("nodes", ("allocatable", "memory")),
-    ("nodes", ("allocatable", "pods")),
-    ("nodes", ("allocatable", "example.com/x")),
-    ("nodes", ("allocatable", "nvidia.com/gpu")),
+    *(("nodes", ("allocatable", res)) for res in _PROBED_RESOURCES),
     ("nodes", ("gpus", "count")),
     ("nodes", ("gpus", "milli")),
-    ("tasks", ("request", "cpu")),
-    ("tasks", ("request", "memory")),
-    ("tasks", ("request", "pods")),
-    ("tasks", ("request", "example.com/x")),
-    ("tasks", ("request", "nvidia.com/gpu")),
+    *(("tasks", ("request", res)) for res in _PROBED_RESOURCES),
     ("tasks", ("gpu_request", "count")),
     ("tasks", ("gpu_request", "milli")),
     ("tasks", ("gpu_indices", "0")),
