@@ -73,6 +73,7 @@ __all__ = [
     "Scope",
     "best_node",
     "claimants",
+    "current_claim",
     "domains",
     "evictable",
     "gang_allowed",
@@ -82,6 +83,7 @@ __all__ = [
     "no_baseline",
     "no_gate",
     "no_rule",
+    "note_refusal",
     "policy_refusal",
     "preempt_candidates",
     "preemptors",
@@ -246,14 +248,30 @@ def preemptors(ssn: Session) -> list[int]:
     return out
 
 
+def current_claim(ssn: Session, job: int) -> list[int]:
+    """The claim of preemptor ``job`` when its turn comes: its needed tasks while it is still
+    starving, else none."""
+    if not ssn.points.job_starving(job):
+        return []
+    return needed_tasks(ssn, job)
+
+
 def claimants(ssn: Session) -> Iterator[tuple[int, list[int]]]:
     """Every preemptor still starving when its turn comes, with its (non-empty) claim."""
     for j in preemptors(ssn):
-        if not ssn.points.job_starving(j):
-            continue
-        claim = needed_tasks(ssn, j)
+        claim = current_claim(ssn, j)
         if claim:
             yield j, claim
+
+
+def note_refusal(ssn: Session, job: int, action: str, refusal: Refusal | None) -> None:
+    """Record in ``ssn.preemption_reasons`` why ``action`` evicted nothing for ``job``
+    (``"<code>: <words>"``), or, without a refusal, clear the job's entry."""
+    reasons = ssn.preemption_reasons
+    if refusal is None:
+        reasons.pop(job, None)
+    else:
+        reasons.setdefault(job, {})[action] = f"{refusal[0]}: {refusal[1]}"
 
 
 def _topology(ssn: Session) -> Topology:

@@ -60,6 +60,7 @@ from ._victim_rules import TOPOLOGY as TOPOLOGY
 from ._victim_rules import Refusal as Refusal
 from ._victim_rules import Scope as Scope
 from ._victim_rules import claimants as claimants
+from ._victim_rules import current_claim as current_claim
 from ._victim_rules import domains as domains
 from ._victim_rules import evictable as evictable
 from ._victim_rules import gang_allowed as gang_allowed
@@ -68,6 +69,7 @@ from ._victim_rules import needed_tasks as needed_tasks
 from ._victim_rules import no_baseline as no_baseline
 from ._victim_rules import no_gate as no_gate
 from ._victim_rules import no_rule as no_rule
+from ._victim_rules import note_refusal as note_refusal
 from ._victim_rules import policy_refusal as policy_refusal
 from ._victim_rules import preempt_candidates as preempt_candidates
 from ._victim_rules import preemptors as preemptors
@@ -90,13 +92,8 @@ _gang_allowed = gang_allowed
 def run(ssn: Session, scope: Scope) -> None:
     """Preempt (or reclaim) for every starving job, in queue order then job order."""
     realise_reservations(ssn)
-    reasons = ssn.preemption_reasons
     for j, claim in claimants(ssn):
-        refusal = scope.gate(ssn, j) or preempt_job(ssn, scope, j, claim)
-        if refusal is None:
-            reasons.pop(j, None)
-        else:
-            reasons.setdefault(j, {})[scope.action] = f"{refusal[0]}: {refusal[1]}"
+        note_refusal(ssn, j, scope.action, scope.gate(ssn, j) or preempt_job(ssn, scope, j, claim))
 
 
 def realise_reservations(ssn: Session) -> None:

@@ -211,7 +211,6 @@ class ConsolidateAction(ConfiguredAction):
 
     def execute(self, ssn: Session) -> None:
         realise_reservations(ssn)
-        reasons = ssn.preemption_reasons
         left = self.max_moves
         for j, claim in v.claimants(ssn):
             refusal = v.policy_refusal(ssn, j, claim)
@@ -221,9 +220,8 @@ class ConsolidateAction(ConfiguredAction):
                 moved, refusal = search.run()
             if refusal is None:
                 left -= moved
-                reasons.pop(j, None)
-            elif refusal[0]:
-                reasons.setdefault(j, {})[self.name] = f"{refusal[0]}: {refusal[1]}"
+            if refusal is None or refusal[0]:  # no code: the claim fits as it is, nothing to say
+                v.note_refusal(ssn, j, self.name, refusal)
 
 
 class _Search:

@@ -282,7 +282,6 @@ class PreemptAction(ConfiguredAction):
 
     def execute(self, ssn: Session) -> None:
         v.realise_reservations(ssn)
-        reasons = ssn.preemption_reasons
         starving = v._preemptors(ssn)
         inside = within_job_jobs(ssn)
         by_queue: dict[int, tuple[list[int], list[int]]] = {}
@@ -293,19 +292,13 @@ class PreemptAction(ConfiguredAction):
         for q in sorted(by_queue, key=ssn.queue_key):
             jobs, within = by_queue[q]
             for j in jobs:
-                if not ssn.points.job_starving(j):
-                    continue
-                claim = v.needed_tasks(ssn, j)
-                if not claim:
-                    continue
-                refusal = SCOPE.gate(ssn, j) or v._preempt_job(ssn, SCOPE, j, claim)
-                if refusal is None:
-                    reasons.pop(j, None)
-                else:
-                    reasons.setdefault(j, {})[SCOPE.action] = f"{refusal[0]}: {refusal[1]}"
+                claim = v.current_claim(ssn, j)
+                if claim:
+                    refusal = SCOPE.gate(ssn, j) or v._preempt_job(ssn, SCOPE, j, claim)
+                    v.note_refusal(ssn, j, SCOPE.action, refusal)
             claimed = set(jobs)
             for j in within:
                 refusal = _within_job(ssn, j)
                 # A preemptor of the pass above keeps that pass's explanation.
                 if refusal is not None and j not in claimed:
-                    reasons.setdefault(j, {})[SCOPE.action] = f"{refusal[0]}: {refusal[1]}"
+                    v.note_refusal(ssn, j, SCOPE.action, refusal)

@@ -224,13 +224,7 @@ def run(ssn: Session) -> None:
     """Reclaim for every starving job, in queue order then job order (``_victims.run``, with
     the ``preemptive`` check and the victim queues tried by priority, lowest first)."""
     v.realise_reservations(ssn)
-    reasons = ssn.preemption_reasons
-    for j in v._preemptors(ssn):
-        if not ssn.points.job_starving(j):
-            continue
-        claim = v.needed_tasks(ssn, j)
-        if not claim:
-            continue
+    for j, claim in v.claimants(ssn):
         refusal = _gate(ssn, j) or _preemptive(ssn, j, claim)
         if refusal is None:
             for ceiling in _priority_levels(ssn, j):
@@ -238,10 +232,7 @@ def run(ssn: Session) -> None:
                 refusal = v._preempt_job(ssn, scope, j, claim)
                 if refusal is None:
                     break
-        if refusal is None:
-            reasons.pop(j, None)
-        else:
-            reasons.setdefault(j, {})["reclaim"] = f"{refusal[0]}: {refusal[1]}"
+        v.note_refusal(ssn, j, SCOPE.action, refusal)
 
 
 def _capped(ceiling: int) -> Any:
