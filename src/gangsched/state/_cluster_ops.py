@@ -30,11 +30,7 @@ class ClusterOps(StateCore):
         """A new node. Its name must not be a node's or a hypernode's."""
         check_new(node, Node, "node", self._nodes)
         check_hypernode_name(node.name, self._hypernodes)
-        self._totals["node"].move(node.name, None, node.allocatable, 0, node_gpu(node),
-                                  commit=True)  # fmt: skip
-        self._nodes[node.name] = node
-        self._node_tasks[node.name] = {}
-        self._node_gen[node.name] = 0
+        self._index_node(node)
         self._bump("nodes", node.name)
         self._topology = None
 
@@ -107,8 +103,7 @@ class ClusterOps(StateCore):
         if old is not None:
             self._unlist(old)
         self._hypernodes[hn.name] = hn
-        for m in hn.members:
-            self._owners.setdefault(m, {})[hn.name] = None
+        self._list_members(hn)
         self._topology = topology
         self._bump("hypernodes")
 
@@ -146,12 +141,7 @@ class ClusterOps(StateCore):
         """A new queue; its parent must exist already."""
         check_new(queue, Queue, "queue", self._queues)
         self._check_queue(queue, None)
-        self._queue_totals(queue.name, None, queue, commit=True)
-        self._queues[queue.name] = queue
-        self._queue_jobs[queue.name] = {}
-        self._children.setdefault(queue.name, {})
-        if queue.parent is not None:
-            self._children[queue.parent][queue.name] = None
+        self._index_queue(queue)
         self._bump("queues")
 
     def update_queue(self, queue: Queue) -> None:

@@ -193,34 +193,18 @@ class StateCore:
     def _load(self, snap: Snapshot) -> None:
         """Take a validated snapshot's records as they are (no re-check)."""
         for node in snap.nodes:
-            self._nodes[node.name] = node
-            self._node_tasks[node.name] = {}
-            self._node_gen[node.name] = 0
-            self._totals["node"].move(node.name, None, node.allocatable, 0, node_gpu(node),
-                                      commit=True)  # fmt: skip
+            self._index_node(node)
         for hn in snap.hypernodes:
             self._hypernodes[hn.name] = hn
-            for m in hn.members:
-                self._owners.setdefault(m, {})[hn.name] = None
+            self._list_members(hn)
         for q in snap.queues:
-            self._queues[q.name] = q
-            self._queue_jobs[q.name] = {}
-            self._children.setdefault(q.name, {})
-            if q.parent is not None:
-                self._children.setdefault(q.parent, {})[q.name] = None
-            self._queue_totals(q.name, None, q, commit=True)
+            self._index_queue(q)
         for job in snap.jobs:
-            self._jobs[job.name] = job
-            self._job_tasks[job.name] = {}
-            self._queue_jobs[job.queue][job.name] = None
-            self._totals["job"].move(job.name, None, job.min_resources, commit=True)
+            self._index_job(job)
         for task in snap.tasks:
-            self._tasks[task.name] = task
-            self._job_tasks[task.job][task.name] = None
-            if task.node is not None:
-                self._node_tasks[task.node][task.name] = None
             self._totals["task"].move(task.name, None, task.request, 0, task_gpu(task),
                                       commit=True)  # fmt: skip
+            self._link_task(task, None)
         for budget in snap.disruption_budgets:
             self._disruption_budgets[budget.name] = budget
             self._list_budget(budget)
@@ -231,6 +215,47 @@ class StateCore:
             records = getattr(snap, attr)
             index = getattr(snap, f"{KIND[attr]}_index")
             self._cache[attr] = (records, index)  # shared: never mutated
+
+    # ------------------------------------------------------------------ indexing
+
+    def _index_node(self, node: Node) -> None:
+        """Count a new node in the totals (checked first), then store it, with no tasks."""
+        self._totals["node"].move(node.name, None, node.allocatable, 0, node_gpu(node),
+                                  commit=True)  # fmt: skip
+        self._nodes[node.name] = node
+        self._node_tasks[node.name] = {}
+        self._node_gen[node.name] = 0
+
+    def _index_queue(self, q: Queue) -> None:
+        """Count a new queue in the totals (checked first), then store it under its parent,
+        with no jobs."""
+        self._queue_totals(q.name, None, q, commit=True)
+        self._queues[q.name] = q
+        self._queue_jobs[q.name] = {}
+        self._children.setdefault(q.name, {})
+        if q.parent is not None:
+            self._children.setdefault(q.parent, {})[q.name] = None
+
+    def _index_job(self, job: Job) -> None:
+        """Count a new job in the totals (checked first), then store it in its queue, with no
+        tasks."""
+        self._totals["job"].move(job.name, None, job.min_resources, commit=True)
+        self._jobs[job.name] = job
+        self._job_tasks[job.name] = {}
+        self._queue_jobs[job.queue][job.name] = None
+
+    def _link_task(self, task: Task, old: Task | None) -> None:
+        """Store ``task`` in place of ``old`` (None: a new task), listed under its job and the
+        node it names."""
+        self._tasks[task.name] = task
+        if old is not None:
+            if old.job != task.job:
+                del self._job_tasks[old.job][task.name]
+            if old.node is not None and old.node != task.node:
+                del self._node_tasks[old.node][task.name]
+        self._job_tasks[task.job][task.name] = None
+        if task.node is not None:
+            self._node_tasks[task.node][task.name] = None
 
     def _queue_totals(
         self, name: str, old: Queue | None, new: Queue | None, *, commit: bool
@@ -263,6 +288,10 @@ class StateCore:
             for total, before, after in moves:
                 total.move(name, before, after, commit=True)
             self._weights = weights
+
+    def _list_members(self, hn: HyperNode) -> None:
+        for m in hn.members:
+            self._owners.setdefault(m, {})[hn.name] = None
 
     def _list_budget(self, budget: DisruptionBudget) -> None:
         for attr in ("jobs", "tasks"):

@@ -39,10 +39,7 @@ class WorkloadOps(StateCore):
         check_new(job, Job, "job", self._jobs)
         self._check_job(job)
         batch = list(tasks)
-        self._totals["job"].move(job.name, None, job.min_resources, commit=True)
-        self._jobs[job.name] = job
-        self._job_tasks[job.name] = {}
-        self._queue_jobs[job.queue][job.name] = None
+        self._index_job(job)
         self._bump("jobs")
         if batch:
             try:
@@ -165,15 +162,7 @@ class WorkloadOps(StateCore):
             others.append(task)
             check_node_tasks(self._nodes[task.node], others)
         totals.move(task.name, *amounts, commit=True)  # commit
-        self._tasks[task.name] = task
-        if old is not None:
-            if old.job != task.job:
-                del self._job_tasks[old.job][task.name]
-            if old.node is not None and old.node != task.node:
-                del self._node_tasks[old.node][task.name]
-        self._job_tasks[task.job][task.name] = None
-        if task.node is not None:
-            self._node_tasks[task.node][task.name] = None
+        self._link_task(task, old)
         self.generation += 1
         self._cache.pop("tasks", None)
         gen = self.generation
@@ -301,11 +290,7 @@ class WorkloadOps(StateCore):
         self._totals["task"].move(
             task.name, old.request, task.request, task_gpu(old), task_gpu(task), commit=True
         )
-        self._tasks[task.name] = task
-        if old.node is not None and old.node != task.node:
-            del self._node_tasks[old.node][task.name]
-        if task.node is not None:
-            self._node_tasks[task.node][task.name] = None
+        self._link_task(task, old)
         self._bump("tasks", task.node)
         if old.node is not None:
             self._node_gen[old.node] = self.generation
