@@ -37,15 +37,13 @@ from __future__ import annotations
 from typing import overload
 
 import numpy as np
-import numpy.typing as npt
+
+from ._types import BOOL, I64
 
 __all__ = ["WHOLE_GPU_MILLI", "device_take", "exclusive", "queue_gpu_charge"]
 
 #: Milli-GPU of one whole GPU as a request states it.
 WHOLE_GPU_MILLI = 1000
-
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 @overload

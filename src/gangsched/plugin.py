@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
+from ._types import F64, I64
 from .arrays import TaskTemplate
 from .combine import Vote
 
@@ -106,8 +107,6 @@ __all__ = [
 
 Rows = npt.NDArray[np.intp]
 Rejections = Sequence[tuple[npt.NDArray[np.bool_], str]]
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
 
 
 class Plugin(Protocol):

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, F64, I64
 from ..model import QueueState
 from ..session import TaskState
 from ._queue_amounts import EPS, SLACK, names_of
@@ -17,10 +18,6 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["CapacityReclaim"]
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 class CapacityReclaim:

@@ -8,9 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from .._config_args import arg_weight
+from .._types import BOOL as B
+from .._types import F64, I64
 from ..arrays import TaskTemplate
 from ..config import check_arguments
 from ..errors import ConfigError
@@ -20,18 +21,13 @@ from ..fragmentation import (
     PodRequest,
     fit_mask,
 )
-from ..plugin import argument_names
+from ..plugin import Rows, argument_names
 from ..session import TaskState
 from ..units import CPU, MEMORY
 
 if TYPE_CHECKING:
     from ..session import Session
 
-I64 = npt.NDArray[np.int64]
-F64 = npt.NDArray[np.float64]
-B = npt.NDArray[np.bool_]
-U64 = npt.NDArray[np.uint64]
-Rows = npt.NDArray[np.intp]
 
 #: Task states whose task sits on its node (pipelined tasks only hold a reservation).
 _ON_NODE_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskState.RELEASING)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._frag_policies import bestfit_raw, dotprod_raw
+from .._types import BOOL as B
+from .._types import F64, I64, U64
 from ..arrays import TaskTemplate
 from ..config import arg_int
 from ..fragmentation import (
@@ -23,13 +25,9 @@ from ..fragmentation import (
     score_gpu_clustering,
     score_gpu_packing,
 )
+from ..plugin import Rows
 from ._gpu_common import (
     _ON_NODE_STATES,
-    F64,
-    I64,
-    U64,
-    B,
-    Rows,
     SharedDeviceChoice,
     _answer,
     _both,

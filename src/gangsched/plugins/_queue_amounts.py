@@ -8,13 +8,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, F64
+
 if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["EPS", "SLACK", "capability_matrix", "fits", "names_of", "resource_matrix"]
 
-F64 = npt.NDArray[np.float64]
-BOOL = npt.NDArray[np.bool_]
 
 #: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
 EPS = 0.1

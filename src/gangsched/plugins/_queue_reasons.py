@@ -12,15 +12,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, F64
 from ..units import show_amount
 
 if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["over_limit"]
-
-F64 = npt.NDArray[np.float64]
-BOOL = npt.NDArray[np.bool_]
 
 
 def over_limit(

@@ -92,6 +92,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, F64, I64
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
@@ -107,9 +108,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ROOT", "CapacityPlugin"]
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 #: Name of the root queue of the hierarchy.
 ROOT = "root"

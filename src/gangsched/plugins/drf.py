@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, F64
 from ..session import PIPELINED_OR_READY, TaskState
 from ..units import PODS, cluster_total
 
@@ -49,9 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DrfPlugin"]
 
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 EPS = 0.1  # Volcano's minResource
 ROOT = "root"

@@ -53,6 +53,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._frag_policies import fgd_rows
+from .._types import BOOL as B
+from .._types import F64, I64
 from ..arrays import TaskTemplate
 from ..config import arg_float, arg_int
 from ..errors import ConfigError, PlacementError
@@ -67,11 +69,8 @@ from ..fragmentation import (
     typical_pods_of_tasks,
 )
 from ..limits import MAX_ARG_WEIGHT
+from ..plugin import Rows
 from ._gpu_common import (
-    F64,
-    I64,
-    B,
-    Rows,
     SharedDeviceChoice,
     ViewCache,
     _answer,

@@ -26,12 +26,12 @@ import numpy as np
 import numpy.typing as npt
 
 from .._config_args import arg_weight
+from .._types import F64
 from ..arrays import TaskTemplate
 
 if TYPE_CHECKING:
     from ..session import Session
 
-F64 = npt.NDArray[np.float64]
 DEFAULT_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
 #: The scores computed here; each is weighted by its ``<score>.weight`` argument.

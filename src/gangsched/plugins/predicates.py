@@ -16,14 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL
 from ..arrays import TaskTemplate
 from ..config import arg_bool
 from ..plugin import argument_names
 
 if TYPE_CHECKING:
     from ..session import Session
-
-BOOL = npt.NDArray[np.bool_]
 
 
 class PredicatesPlugin:

@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, F64
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..fairshare import QueueShares, enqueue_need, job_figures
@@ -69,10 +70,6 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["EPS", "ProportionPlugin", "water_fill"]
-
-F64 = npt.NDArray[np.float64]
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 
 
 def water_fill(

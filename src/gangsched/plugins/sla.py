@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
+from .._types import BOOL, I64
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..config import arg_bool
@@ -63,8 +64,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MAX_WAITING_TIME", "Reservation", "SlaPlugin", "parse_duration"]
 
-I64 = npt.NDArray[np.int64]
-BOOL = npt.NDArray[np.bool_]
 NEVER = np.iinfo(np.int64).max
 
 _DURATION = re.compile(r"^(?:([0-9]+)h)?(?:([0-9]+)m)?(?:([0-9]+)s)?$")
