@@ -98,6 +98,7 @@ from ..combine import Vote
 from ..errors import ConfigError, SnapshotError
 from ..fairshare import QueueShares, enqueue_need, job_figures
 from ..model import QueueState
+from ..snapshot import ROOT_QUEUE as ROOT
 from ..units import PODS, cluster_total, to_amounts
 from ._capacity_reclaim import CapacityReclaim
 from ._queue_amounts import EPS, SLACK, capability_matrix, fits, names_of, resource_matrix
@@ -107,10 +108,6 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["ROOT", "CapacityPlugin"]
-
-
-#: Name of the root queue of the hierarchy.
-ROOT = "root"
 
 
 def _kept(ssn: Session, guarantee: F64, deserved: F64) -> F64:

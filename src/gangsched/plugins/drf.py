@@ -43,16 +43,14 @@ import numpy.typing as npt
 
 from .._types import BOOL, F64
 from ..session import PIPELINED_OR_READY, TaskState
+from ..snapshot import ROOT_QUEUE as ROOT
 from ..units import PODS, cluster_total
+from ._queue_amounts import EPS
 
 if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["DrfPlugin"]
-
-
-EPS = 0.1  # Volcano's minResource
-ROOT = "root"
 
 
 class DrfPlugin:
