@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from ._types import F64, I64
+from ._types import BOOL, F64, I64
 from .arrays import TaskTemplate
 from .combine import Vote
 
@@ -106,7 +106,7 @@ __all__ = [
 ]
 
 Rows = npt.NDArray[np.intp]
-Rejections = Sequence[tuple[npt.NDArray[np.bool_], str]]
+Rejections = Sequence[tuple[BOOL, str]]
 
 
 class Plugin(Protocol):
