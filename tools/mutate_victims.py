@@ -57,6 +57,7 @@ RULES: dict[str, tuple[str, ...]] = {
         "policy_refusal",
         "preempt_candidates",
         "preemptors",
+        "current_claim",
         "claimants",
         "gang_allowed",
     ),
