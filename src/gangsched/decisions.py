@@ -131,14 +131,6 @@ def _optional(check: _Check) -> _Check:
     return maybe
 
 
-# A record field's type names its check: ``Annotated[type, check]``.
-_Name = Annotated[str, _need_name]
-_Text = Annotated[str, _need_text]
-_Count = Annotated[int, _need_count]
-_Flag = Annotated[bool, _need_flag]
-_Number = Annotated[float, _need_number]
-_Amounts = Annotated[Mapping[str, int], _amounts]
-
 #: Per record class, its checked fields and their checks, in field order (read once).
 _CHECKS: dict[type, tuple[tuple[str, _Check], ...]] = {}
 
@@ -184,8 +176,8 @@ class _TaskOnNode(_Record):
 
     _record: ClassVar[str] = "task on node"
 
-    task: _Name
-    node: _Name
+    task: Annotated[str, _need_name]
+    node: Annotated[str, _need_name]
     gpu_indices: Annotated[tuple[int, ...], _indices] = ()
 
     @classmethod
@@ -207,9 +199,9 @@ class Eviction(_Record):
 
     _record: ClassVar[str] = "eviction"
 
-    task: _Name
-    reason: _Text
-    preemptor: _Text = ""
+    task: Annotated[str, _need_name]
+    reason: Annotated[str, _need_text]
+    preemptor: Annotated[str, _need_text] = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -225,9 +217,9 @@ class JobAction(_Record):
 
     _record: ClassVar[str] = "job action"
 
-    job: _Name
-    action: _Name
-    cause: _Text
+    job: Annotated[str, _need_name]
+    action: Annotated[str, _need_name]
+    cause: Annotated[str, _need_text]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -238,7 +230,7 @@ class Hold(_Record):
 
     _record: ClassVar[str] = "hold"
 
-    job: _Name
+    job: Annotated[str, _need_name]
     nodes: Annotated[tuple[str, ...], _node_names]
     expected_wait: Annotated[int | None, _optional(_need_count)] = None
 
@@ -320,16 +312,16 @@ class JobStatus(_Record):
     _record: ClassVar[str] = "job status"
 
     phase: Annotated[str, _one_of(_JOB_PHASES)]
-    reason: _Text = ""
-    message: _Text = ""
-    ready: _Flag = False
-    min_available: _Count = 0
-    running: _Count = 0
-    allocated: _Count = 0
-    pipelined: _Count = 0
-    pending: _Count = 0
-    succeeded: _Count = 0
-    failed: _Count = 0
+    reason: Annotated[str, _need_text] = ""
+    message: Annotated[str, _need_text] = ""
+    ready: Annotated[bool, _need_flag] = False
+    min_available: Annotated[int, _need_count] = 0
+    running: Annotated[int, _need_count] = 0
+    allocated: Annotated[int, _need_count] = 0
+    pipelined: Annotated[int, _need_count] = 0
+    pending: Annotated[int, _need_count] = 0
+    succeeded: Annotated[int, _need_count] = 0
+    failed: Annotated[int, _need_count] = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,26 +338,26 @@ class QueueStatus(_Record):
     _record: ClassVar[str] = "queue status"
 
     state: Annotated[str, _one_of(_QUEUE_STATES)] = "Open"
-    allocated: _Amounts = field(default_factory=FrozenDict)
-    deserved: _Amounts = field(default_factory=FrozenDict)
-    guarantee: _Amounts = field(default_factory=FrozenDict)
-    capability: _Amounts = field(default_factory=FrozenDict)
-    inqueue_resources: _Amounts = field(default_factory=FrozenDict)
-    pending_resources: _Amounts = field(default_factory=FrozenDict)
-    share: _Number = 0.0
-    inqueue: _Count = 0
-    pending: _Count = 0
-    running: _Count = 0
-    unknown: _Count = 0
-    completed: _Count = 0
-    weight: _Count = 1
-    real_capability: _Amounts = field(default_factory=FrozenDict)
-    request: _Amounts = field(default_factory=FrozenDict)
-    overused: _Flag = False
-    allocated_gpu: _Number = 0.0
-    pending_gpu: _Number = 0.0
-    inqueue_gpu: _Number = 0.0
-    deserved_gpu: _Number = 0.0
+    allocated: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    deserved: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    guarantee: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    capability: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    inqueue_resources: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    pending_resources: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    share: Annotated[float, _need_number] = 0.0
+    inqueue: Annotated[int, _need_count] = 0
+    pending: Annotated[int, _need_count] = 0
+    running: Annotated[int, _need_count] = 0
+    unknown: Annotated[int, _need_count] = 0
+    completed: Annotated[int, _need_count] = 0
+    weight: Annotated[int, _need_count] = 1
+    real_capability: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    request: Annotated[Mapping[str, int], _amounts] = field(default_factory=FrozenDict)
+    overused: Annotated[bool, _need_flag] = False
+    allocated_gpu: Annotated[float, _need_number] = 0.0
+    pending_gpu: Annotated[float, _need_number] = 0.0
+    inqueue_gpu: Annotated[float, _need_number] = 0.0
+    deserved_gpu: Annotated[float, _need_number] = 0.0
     capability_gpu: Annotated[float | None, _optional(_need_number)] = None
 
     def to_dict(self) -> dict[str, object]:
