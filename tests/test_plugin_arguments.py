@@ -156,3 +156,21 @@ def test_an_action_declares_volcanos_argument_names(action: type, names: set[str
     assert set(declared) == names
     made = action({"predicateErrorCacheEnable": False})
     assert made.arguments == {"predicateErrorCacheEnable": False}
+
+
+def test_a_scorer_subclass_keeps_the_arguments_it_declares() -> None:
+    from gangsched.plugins.fgd_scores import BestFitPlugin
+    from gangsched.scheduler import default_registry
+
+    class Declared(BestFitPlugin):
+        name = "my-bestfit"
+        known_arguments = ("my-bestfit.weight", "weight", "my-bestfit.extra")
+
+    class Undeclared(BestFitPlugin):
+        name = "other-bestfit"
+
+    assert Declared.known_arguments == ("my-bestfit.weight", "weight", "my-bestfit.extra")
+    assert set(Undeclared.known_arguments) == {"other-bestfit.weight", "weight"}
+    reg = default_registry()
+    reg.register_plugin("my-bestfit", Declared)
+    assert reg.make_plugin("my-bestfit", {"my-bestfit.extra": "1"}).weight == 1.0

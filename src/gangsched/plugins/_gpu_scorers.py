@@ -108,9 +108,11 @@ class _KernelScorer(SharedDeviceChoice):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         """Every scorer takes one argument, ``weight``, bare or under its name (a base of
-        scorers, without a name, declares none)."""
+        scorers, without a name, declares none); a scorer that declares its own
+        ``known_arguments`` keeps them."""
         super().__init_subclass__(**kwargs)
-        cls.known_arguments = _both(cls.name, "weight") if cls.name else ()
+        if "known_arguments" not in cls.__dict__:
+            cls.known_arguments = _both(cls.name, "weight") if cls.name else ()
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.weight = _weight(self.name, _read_args(self.name, arguments, self.known_arguments))
