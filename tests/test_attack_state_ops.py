@@ -127,7 +127,7 @@ def test_foreign_records_are_refused_cleanly_and_cycles_match(
     snap = state.snapshot()
     assert _form(ClusterState(Snapshot.from_dict(snap.to_dict()))) == _form(state)
     for job in state.jobs:
-        assert [t.name for t in state.tasks_of(job)] == [t.name for t in snap.tasks if t.job == job]
+        assert {t.name for t in state.tasks_of(job)} == {t.name for t in snap.tasks if t.job == job}
     for node in state.nodes:
         assert {t.name for t in state.tasks_on(node)} == {
             t.name for t in snap.tasks if t.node == node
