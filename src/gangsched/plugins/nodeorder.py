@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from .._config_args import arg_weight
-from .._types import F64
+from .._types import BOOL, F64, I64
 from ..arrays import TaskTemplate
 
 if TYPE_CHECKING:
@@ -65,44 +66,49 @@ class NodeOrderPlugin:
         for score in _UNMODELLED:
             w(f"{score}.weight", 0.0)
         self._taint_scores: dict[tuple[object, ...], F64] = {}
+        self._cols: _Columns | None = None
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:
         if rows.size == 1:  # the usual refresh after one placement: plain floats are faster
             return np.array([self._score_one(ssn, tmpl, int(rows[0]))])
-        a = ssn.arrays
-        whole = rows.size == a.n_nodes and bool((rows == np.arange(rows.size)).all())
+        cols = self._columns(ssn)
+        whole = rows.size == cols.n and bool((rows == np.arange(rows.size)).all())
         sel: npt.NDArray[np.intp] | slice = slice(None) if whole else rows  # a view, not a copy
-        req = tmpl.request[:2].copy()  # cpu, memory (the first two columns)
-        if req[0] == 0:
-            req[0] = DEFAULT_CPU
-        if req[1] == 0:
-            req[1] = DEFAULT_MEMORY
-        alloc = a.allocatable[sel, :2]
-        requested = ssn.used[sel, :2] + req
-        safe = np.maximum(alloc, 1)
+        cpu, mem = tmpl.request[:2].tolist()
+        want = (cpu or DEFAULT_CPU, mem or DEFAULT_MEMORY)
+        use = [cols.use[c][sel] for c in range(2)]
         score = np.zeros(rows.size)
         if self.least:
-            per = np.where((alloc > 0) & (requested <= alloc), (alloc - requested) * 100 // safe, 0)
-            score += self.least * ((per[:, 0] + per[:, 1]) // 2)
+            per = [cols.least(c, sel, want[c]) for c in range(2)]
+            score += self.least * ((per[0] + per[1]) // 2)
         if self.most:
-            per = np.where(alloc > 0, np.minimum(requested, alloc) * 100 // safe, 0)
-            score += self.most * ((per[:, 0] + per[:, 1]) // 2)
+            alloc, safe = cols.alloc[:, sel], cols.safe[:, sel]
+            most = [
+                np.where(alloc[c] > 0, np.minimum(use[c] + want[c], alloc[c]) * 100 // safe[c], 0)
+                for c in range(2)
+            ]
+            score += self.most * ((most[0] + most[1]) // 2)
         if self.balanced:
-            frac = np.minimum(requested / safe, 1.0)
-            fracs = [frac[:, 0], frac[:, 1]]
+            fracs = [np.minimum((use[c] + want[c]) / cols.safe_f[c][sel], 1.0) for c in range(2)]
             if tmpl.gpu_count:
-                g = a.spec.gpu_column
-                galloc = a.allocatable[sel, g]
+                after = cols.gpu_use[sel] + tmpl.request[cols.gpu_column]
                 gfrac = np.where(
-                    galloc > 0,
-                    np.minimum((ssn.used[sel, g] + tmpl.request[g]) / np.maximum(galloc, 1), 1.0),
-                    0.0,
+                    cols.gpu_on[sel], np.minimum(after / cols.gpu_safe_f[sel], 1.0), 0.0
                 )
                 fracs.append(gfrac)
             score += self.balanced * (1.0 - np.sqrt(_variance(fracs))) * 100.0
-        if self.taint and a.soft_taints:
+        if self.taint and ssn.arrays.soft_taints:
             score += self.taint * self._taint(ssn, tmpl)[sel]
         return score
+
+    def _columns(self, ssn: Session) -> _Columns:
+        """The per-node columns the scores read, current with the session's change log."""
+        cols = self._cols
+        if cols is None or not cols.mirrors(ssn):
+            cols = self._cols = _Columns.build(ssn)
+        else:
+            cols.refresh(ssn)
+        return cols
 
     def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
         """:meth:`node_score` of one node: the same arithmetic, in the same order."""
@@ -145,6 +151,85 @@ class NodeOrderPlugin:
             found = (100.0 - counts * 100.0 / top) if top else np.full(counts.size, 100.0)
             self._taint_scores[tmpl.shape] = found
         return found
+
+
+#: The float quotient ``x / s`` of two non-negative integers floors to ``x // s`` when the
+#: quotient is at most 100 and ``s`` is below ``2**53 / 101`` (the gap to the next integer,
+#: at least ``1 / s``, exceeds the rounding error); above it the integer division is used.
+_EXACT_DIVISOR = (1 << 53) // 101
+
+
+@dataclass(slots=True, eq=False)
+class _Columns:
+    """Per node, what the scores read of cpu and memory (rows 0 and 1 of each table) and of
+    the GPU column, as contiguous columns: allocatable and its safe divisor (never below 1)
+    do not move in a session; use and idle follow ``Session.changed``."""
+
+    n: int
+    used: I64  # the session's ``used`` table these columns mirror
+    changed: list[int]  # the session's change log
+    seen: int  # length of ``changed`` at the last refresh
+    gpu_column: int
+    alloc: I64  # (2, n)
+    safe: I64  # (2, n) max(allocatable, 1)
+    safe_f: F64  # (2, n) the same as floats
+    use: I64  # (2, n)
+    idle: I64  # (2, n) allocatable - use
+    gpu_on: BOOL  # (n,) allocatable GPU > 0
+    gpu_safe_f: F64  # (n,)
+    gpu_use: I64  # (n,)
+    exact_float: bool  # every divisor below _EXACT_DIVISOR
+
+    @classmethod
+    def build(cls, ssn: Session) -> _Columns:
+        a = ssn.arrays
+        g = a.spec.gpu_column
+        alloc = np.ascontiguousarray(a.allocatable[:, :2].T)
+        safe = np.maximum(alloc, 1)
+        gpu_alloc = a.allocatable[:, g]
+        use = np.ascontiguousarray(ssn.used[:, :2].T)
+        return cls(
+            n=a.n_nodes,
+            used=ssn.used,
+            changed=ssn.changed,
+            seen=len(ssn.changed),
+            gpu_column=g,
+            alloc=alloc,
+            safe=safe,
+            safe_f=safe.astype(np.float64),
+            use=use,
+            idle=alloc - use,
+            gpu_on=gpu_alloc > 0,
+            gpu_safe_f=np.maximum(gpu_alloc, 1).astype(np.float64),
+            gpu_use=ssn.used[:, g].copy(),
+            exact_float=bool((safe < _EXACT_DIVISOR).all()),
+        )
+
+    def mirrors(self, ssn: Session) -> bool:
+        return (
+            self.used is ssn.used and self.changed is ssn.changed and self.seen <= len(ssn.changed)
+        )
+
+    def refresh(self, ssn: Session) -> None:
+        """Re-read the nodes logged since the last refresh."""
+        if len(self.changed) == self.seen:
+            return
+        rows = np.unique(np.asarray(self.changed[self.seen :], dtype=np.intp))
+        self.seen = len(self.changed)
+        self.use[:, rows] = ssn.used[rows, :2].T
+        self.idle[:, rows] = self.alloc[:, rows] - self.use[:, rows]
+        self.gpu_use[rows] = ssn.used[rows, self.gpu_column]
+
+    def least(self, c: int, sel: npt.NDArray[np.intp] | slice, want: int) -> F64 | I64:
+        """kube's LeastAllocated of column ``c`` on ``sel`` for a request of ``want``:
+        ``(allocatable - requested) * 100 // allocatable`` where the request fits, else 0."""
+        rest = self.idle[c][sel] - want  # allocatable - requested
+        fits = (rest >= 0) & (self.alloc[c][sel] > 0)
+        if self.exact_float:
+            per: F64 = np.floor(rest * 100.0 / self.safe_f[c][sel])
+            return np.where(fits, per, 0.0)
+        out: I64 = np.where(fits, rest * 100 // self.safe[c][sel], 0)
+        return out
 
 
 _V = TypeVar("_V", float, npt.NDArray[np.float64])
