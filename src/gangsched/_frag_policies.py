@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +28,9 @@ from ._frag_core import (
 from ._types import BOOL as B
 from ._types import F64, I64
 from .errors import ConfigError
+
+#: A float array or a float: the policies' formulas are written once for both.
+_Real = TypeVar("_Real", F64, float)
 
 #: The names :mod:`gangsched.fragmentation` re-exports.
 __all__ = [
@@ -57,6 +62,22 @@ def _best_fit_gpu(gpu_free: I64, pod: PodRequest) -> I64:
     return np.where(room.any(axis=1), idx, -1)
 
 
+def best_fit_device(devices: Sequence[int], pod: PodRequest) -> int:
+    """:func:`_best_fit_gpu` of one node (``devices``: its devices' free milli-GPU)."""
+    if not pod.is_shared:
+        return -1
+    best = -1
+    for i, g in enumerate(devices):
+        if g >= pod.gpu_milli and (best < 0 or g < devices[best]):
+            best = i
+    return best
+
+
+def trunc_one(value: float) -> float:
+    """``np.trunc`` of one finite number (the sign of a zero kept)."""
+    return math.copysign(float(math.trunc(value)), value)
+
+
 def score_random(feasible: B, pod: PodRequest, gpu_free: I64, rng: IntSource) -> NodeScores:
     """One feasible node drawn uniformly gets 100, the others 0.
 
@@ -81,14 +102,25 @@ def score_random(feasible: B, pod: PodRequest, gpu_free: I64, rng: IntSource) ->
     return NodeScores(score=score, share_gpu=share)
 
 
-def dotprod_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
-    """DotProd's score before truncation, from free CPU and idle milli-GPU ``(n_nodes,)``."""
-    node_cpu = free_cpu.astype(np.float64) / MAX_SPEC_CPU
-    node_gpu = idle.astype(np.float64) / MAX_SPEC_GPU
+def _dotprod(pod: PodRequest, free_cpu: _Real, idle: _Real) -> _Real:
+    """DotProd's formula over float free CPU and idle milli-GPU (arrays or numbers)."""
+    node_cpu = free_cpu / MAX_SPEC_CPU
+    node_gpu = idle / MAX_SPEC_GPU
     pod_cpu = float(pod.cpu_milli) / MAX_SPEC_CPU
     pod_gpu = float(pod.total_gpu_milli) / MAX_SPEC_GPU
     dot = (node_cpu * pod_cpu + node_gpu * pod_gpu) / 2.0
-    return np.asarray(float(MAX_NODE_SCORE) * (1.0 - dot), dtype=np.float64)
+    return float(MAX_NODE_SCORE) * (1.0 - dot)
+
+
+def dotprod_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
+    """DotProd's score before truncation, from free CPU and idle milli-GPU ``(n_nodes,)``."""
+    raw = _dotprod(pod, free_cpu.astype(np.float64), idle.astype(np.float64))
+    return np.asarray(raw, dtype=np.float64)
+
+
+def dotprod_one(pod: PodRequest, free_cpu: int, idle: int) -> float:
+    """:func:`dotprod_raw` of one node, in scalar arithmetic (the same operations)."""
+    return float(_dotprod(pod, float(free_cpu), float(idle)))
 
 
 def score_dotprod(feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64) -> NodeScores:
@@ -109,13 +141,23 @@ def _cpu_gpu_score(
     return NodeScores(score=score, share_gpu=_best_fit_gpu(gpu_free, pod))
 
 
+def _bestfit(left_cpu: _Real, left_gpu: _Real) -> _Real:
+    """BestFit's formula over the float CPU and milli-GPU left (arrays or numbers)."""
+    waste = left_cpu / MAX_SPEC_CPU * 0.5
+    waste = waste + left_gpu / MAX_SPEC_GPU * 0.5
+    return (1.0 - waste) * float(MAX_NODE_SCORE)
+
+
 def bestfit_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
     """BestFit's score before truncation, from free CPU and idle milli-GPU ``(n_nodes,)``."""
     left_cpu = (free_cpu - pod.cpu_milli).astype(np.float64)
     left_gpu = (idle - pod.total_gpu_milli).astype(np.float64)
-    waste = left_cpu / MAX_SPEC_CPU * 0.5
-    waste = waste + left_gpu / MAX_SPEC_GPU * 0.5
-    return np.asarray((1.0 - waste) * float(MAX_NODE_SCORE), dtype=np.float64)
+    return np.asarray(_bestfit(left_cpu, left_gpu), dtype=np.float64)
+
+
+def bestfit_one(pod: PodRequest, free_cpu: int, idle: int) -> float:
+    """:func:`bestfit_raw` of one node, in scalar arithmetic (the same operations)."""
+    return float(_bestfit(float(free_cpu - pod.cpu_milli), float(idle - pod.total_gpu_milli)))
 
 
 def score_bestfit(feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64) -> NodeScores:

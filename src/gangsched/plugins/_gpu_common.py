@@ -164,22 +164,53 @@ _NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
 
 
+@dataclass(frozen=True, slots=True)
+class RowLists:
+    """The kept view as Python lists, per node: what a scorer reads for a few rows without
+    an array operation per step."""
+
+    free_cpu: list[int]
+    free_mem: list[int]
+    devices: list[list[int]]  # free milli of each of the node's devices (no padding)
+    model_idx: list[int]
+
+    @classmethod
+    def of(cls, v: _View) -> RowLists:
+        return cls(v.free_cpu.tolist(), v.free_mem.tolist(), _devices(v), v.model_idx.tolist())
+
+    def write(self, rows: Rows, v: _View) -> None:
+        """Take the rows ``rows`` from their view ``v``."""
+        for k, (row, cpu, mem, dev) in enumerate(
+            zip(rows.tolist(), v.free_cpu.tolist(), v.free_mem.tolist(), _devices(v), strict=True)
+        ):
+            self.free_cpu[row], self.free_mem[row], self.devices[row] = cpu, mem, dev
+            self.model_idx[row] = int(v.model_idx[k])
+
+
+def _devices(v: _View) -> list[list[int]]:
+    frees, counts = v.gpu_free.tolist(), v.gpu_count.tolist()
+    return [free[:count] for free, count in zip(frees, counts, strict=True)]
+
+
 class ViewCache:
     """The kernels' view (now, not ``future``) of every node of one session, kept current on
     the nodes whose ``node_version`` moved since the last read, so a read of a few rows is a
-    gather. Rows refreshed are read from the session's change log when it grew a little, from
-    the versions otherwise; another session starts it afresh. ``on_rows(ssn, rows, view)`` is
-    told every refresh (every row for a new session), with the view of those rows."""
+    gather (or a list read, :meth:`lists`). Rows refreshed are read from the session's change
+    log when it grew a little, from the versions otherwise; another session starts it afresh.
+    ``on_rows(ssn, rows, view)`` is told every refresh (every row for a new session), with the
+    view of those rows."""
 
-    __slots__ = ("_all", "_log", "_on_rows", "_pods", "_seen", "_ssn")
+    __slots__ = ("_all", "_lists", "_log", "_on_rows", "_pods", "_seen", "_ssn", "_tasks")
 
     def __init__(self, on_rows: Callable[[Session, Rows, _View], None] | None = None) -> None:
         self._on_rows = on_rows
         self._ssn: Session | None = None
         self._all: _View | None = None
+        self._lists: RowLists | None = None
         self._seen: I64 = np.zeros(0, dtype=np.int64)
         self._log = 0
         self._pods: dict[object, PodRequest | None] = {}
+        self._tasks: dict[tuple[int, int, int, int, tuple[str, ...]], PodRequest | None] = {}
 
     def sync_rows(self, ssn: Session) -> Rows:
         """Bring the view up to date; returns the rows that changed since the last call
@@ -188,7 +219,8 @@ class ViewCache:
             rows: Rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
             self._all = _view(ssn, rows)
             self._ssn, self._seen, self._log = ssn, ssn.node_version.copy(), len(ssn.changed)
-            self._pods = {}
+            self._lists = RowLists.of(self._all)
+            self._pods, self._tasks = {}, {}
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, self._all)
             return rows
@@ -209,6 +241,10 @@ class ViewCache:
             full.gpu_free[row] = 0
             full.gpu_free[row, : len(dev)] = dev
             self._seen[row] = ssn.node_version[row]
+            lists = self._lists
+            assert lists is not None
+            lists.free_cpu[row], lists.free_mem[row] = cpu, mem
+            lists.devices[row] = dev[: len(lists.devices[row])]
         elif rows.size:
             part = _view_one(ssn, int(rows[0])) if rows.size == 1 else _view(ssn, rows)
             full = self._all
@@ -217,6 +253,8 @@ class ViewCache:
             full.gpu_free[rows] = 0
             full.gpu_free[rows, : part.gpu_free.shape[1]] = part.gpu_free
             self._seen[rows] = ssn.node_version[rows]
+            assert self._lists is not None
+            self._lists.write(rows, part)
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, part)
         return rows
@@ -231,6 +269,23 @@ class ViewCache:
         if key not in self._pods:
             self._pods[key] = _template_pod(ssn, tmpl)
         return self._pods[key]
+
+    def task_pod(self, ssn: Session, task: int) -> PodRequest | None:
+        """:func:`_task_pod` of ``task``, made once per request of the session."""
+        if self._ssn is not ssn:
+            self.sync_rows(ssn)
+        key = _task_request(ssn, task)
+        if key is None:
+            return None
+        if key not in self._tasks:
+            self._tasks[key] = _pod(ssn, *key)
+        return self._tasks[key]
+
+    def lists(self, ssn: Session) -> RowLists:
+        """The view as lists, brought up to date."""
+        self.sync_rows(ssn)
+        assert self._lists is not None
+        return self._lists
 
     @property
     def session(self) -> Session | None:
@@ -290,14 +345,18 @@ def _template_pod(ssn: Session, tmpl: TaskTemplate) -> PodRequest | None:
     )
 
 
-def _task_pod(ssn: Session, task: int) -> PodRequest | None:
+def _task_request(ssn: Session, task: int) -> tuple[int, int, int, int, tuple[str, ...]] | None:
+    """What :func:`_pod` makes the task's pod of (None: the task asks no GPU)."""
     rec = ssn.snapshot.tasks[task]
     g = rec.gpu_request
     if g is None:
         return None
-    return _pod(
-        ssn, rec.request.get(CPU, 0), rec.request.get(MEMORY, 0), g.count, g.milli, g.models
-    )
+    return rec.request.get(CPU, 0), rec.request.get(MEMORY, 0), g.count, g.milli, g.models
+
+
+def _task_pod(ssn: Session, task: int) -> PodRequest | None:
+    request = _task_request(ssn, task)
+    return None if request is None else _pod(ssn, *request)
 
 
 def _shared_device(
@@ -305,7 +364,7 @@ def _shared_device(
 ) -> tuple[_View, PodRequest] | None:
     """The one-row view and pod for a device choice; ``None`` when the task does not share a
     device (the session then chooses). ``views`` serves the view of now."""
-    pod = _task_pod(ssn, task)
+    pod = _task_pod(ssn, task) if views is None else views.task_pod(ssn, task)
     if pod is None or not pod.is_shared:
         return None
     rows = np.array([node], dtype=np.intp)

@@ -10,7 +10,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._frag_policies import bestfit_raw, dotprod_raw
+from .._frag_core import fits_one
+from .._frag_policies import (
+    best_fit_device,
+    bestfit_one,
+    bestfit_raw,
+    dotprod_one,
+    dotprod_raw,
+    trunc_one,
+)
 from .._types import BOOL as B
 from .._types import F64, I64, U64
 from ..arrays import TaskTemplate
@@ -28,6 +36,7 @@ from ..fragmentation import (
 from ..plugin import Rows
 from ._gpu_common import (
     _ON_NODE_STATES,
+    RowLists,
     SharedDeviceChoice,
     _answer,
     _both,
@@ -67,6 +76,10 @@ def _uniform(seed: int, key: str, a: I64, b: I64) -> F64:
 
 
 # -------------------------------------------------------------------------------- plugins
+
+#: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows
+#: cost less in scalar arithmetic than the array operations' fixed cost.
+_FEW_ROWS = 32
 
 
 class RandomPlugin(SharedDeviceChoice):
@@ -126,13 +139,35 @@ class _KernelScorer(SharedDeviceChoice):
         choice costs more than its score overrides it with the score's own formula."""
         return self._kernel(ssn, rows, mask, pod, v).score
 
+    def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
+        """:meth:`node_score` of a few ``rows`` in scalar arithmetic (the same operations),
+        None for a scorer without a scalar formula."""
+        return None
+
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
         pod = self.views.pod(ssn, tmpl)
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
+        if rows.size <= _FEW_ROWS:
+            few = self._few(self.views.lists(ssn), rows.tolist(), pod)
+            if few is not None:
+                return np.array(few, dtype=np.float64)
         v = self.views.view(ssn, rows)
         score = self._score(ssn, rows, _feasible(v, pod), pod, v)
         return np.where(np.isfinite(score), score, 0.0) * self.weight
+
+    def gpu_choice(
+        self, ssn: Session, task: int, node: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        # Every kernel's shared device is the tightest with room (lowest index on ties): now,
+        # it is read off the node's devices alone.
+        if future:
+            return super().gpu_choice(ssn, task, node, future=future)
+        pod = self.views.task_pod(ssn, task)
+        if pod is None or not pod.is_shared:
+            return None
+        share = best_fit_device(self.views.lists(ssn).devices[node], pod)
+        return None if share < 0 else (share,)
 
     def choose_device(
         self, ssn: Session, task: int, node: int, v: _View, pod: PodRequest
@@ -147,7 +182,20 @@ class _LeftoverScorer(_KernelScorer):
     (``raw``) and whose shared device is the tightest with room (``kernel``)."""
 
     raw: Callable[[PodRequest, I64, I64], F64]
+    one: Callable[[PodRequest, int, int], float]  # ``raw`` of one node
     kernel: Callable[[B, PodRequest, I64, I64], NodeScores]
+
+    def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
+        one, weight = self.one, self.weight
+        cpu, mem, devices, model = lists.free_cpu, lists.free_mem, lists.devices, lists.model_idx
+        out = []
+        for r in rows:
+            dev = devices[r]
+            if fits_one(pod, cpu[r], mem[r], dev, model[r]):
+                out.append(trunc_one(one(pod, cpu[r], sum(dev))) * weight)
+            else:
+                out.append(0.0 * weight)
+        return out
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return self.kernel(mask, pod, v.free_cpu, v.gpu_free)
@@ -162,6 +210,7 @@ class DotProdPlugin(_LeftoverScorer):
 
     name = "dotprod"
     raw = staticmethod(dotprod_raw)
+    one = staticmethod(dotprod_one)
     kernel = staticmethod(score_dotprod)
 
 
@@ -170,6 +219,7 @@ class BestFitPlugin(_LeftoverScorer):
 
     name = "bestfit"
     raw = staticmethod(bestfit_raw)
+    one = staticmethod(bestfit_one)
     kernel = staticmethod(score_bestfit)
 
 
