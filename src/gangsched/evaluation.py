@@ -124,48 +124,56 @@ class Evaluator:
         ssn = self._ssn
         key = self._key(tmpl)
         ev = self._evals.get(key)
-        n = ssn.arrays.n_nodes
         if ev is None:
-            rows = np.arange(n, dtype=np.intp)
-            ev = Evaluation(
-                versions=ssn.node_version.copy(),
-                ok=np.ones(n, dtype=np.bool_),
-                fit_idle=np.zeros(n, dtype=np.bool_),
-                fit_future=np.zeros(n, dtype=np.bool_),
-                score=np.zeros(n),
-                best_idle=np.full(n, -np.inf),
-                best_future=np.full(n, -np.inf),
-                gpu_need=gpu_need(ssn.arrays, tmpl) if tmpl.gpu_count else None,
-                seen=len(ssn.changed),
-            )
-            self._evals[key] = ev
+            ev = self._evals[key] = self._first(tmpl)
+            return ev
+        # Few changes since the last refresh: read them from the log, not all versions.
+        changed = ssn.changed
+        if len(changed) - ev.seen <= max(16, ssn.arrays.n_nodes // 64):
+            rows = np.array(sorted(set(changed[ev.seen :])), dtype=np.intp)
         else:
-            # Few changes since the last refresh: read them from the log, not all versions.
-            changed = ssn.changed
-            if len(changed) - ev.seen <= max(16, n // 64):
-                rows = np.array(sorted(set(changed[ev.seen :])), dtype=np.intp)
-            else:
-                rows = np.flatnonzero(ev.versions != ssn.node_version).astype(np.intp)
-            ev.seen = len(changed)
-            if rows.size == 0:
-                return ev
-            ev.versions[rows] = ssn.node_version[rows]
+            rows = np.flatnonzero(ev.versions != ssn.node_version).astype(np.intp)
+        ev.seen = len(changed)
+        if rows.size == 0:
+            return ev
+        ev.versions[rows] = ssn.node_version[rows]
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
-        view = None
-        if rows.size == n and n > 1:  # a first evaluation: all nodes, read from the shared view
-            view = ssn.cache.fit_view
-            if view is None:
-                view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
-            else:
-                view.refresh(ssn, ssn.changed)
-        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score
         ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
         return ev
+
+    def _first(self, tmpl: TaskTemplate) -> Evaluation:
+        """The first evaluation of ``tmpl``: every node, the fit read from the shared view."""
+        ssn = self._ssn
+        n = ssn.arrays.n_nodes
+        rows = np.arange(n, dtype=np.intp)
+        m_all = gpu_need(ssn.arrays, tmpl) if tmpl.gpu_count else None
+        ok = ssn.points.predicate_ok(tmpl, rows)
+        view = None
+        if n > 1:  # all nodes, read from the shared view
+            view = ssn.cache.fit_view
+            if view is None:
+                view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
+            else:
+                view.refresh(ssn, ssn.changed)
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, m_all, view)
+        score = ssn.points.node_score(tmpl, rows)
+        return Evaluation(
+            versions=ssn.node_version.copy(),
+            ok=ok,
+            fit_idle=fit_idle,
+            fit_future=fit_future,
+            score=score,
+            best_idle=np.where(ok & fit_idle, score, -np.inf),
+            best_future=np.where(ok & fit_future, score, -np.inf),
+            gpu_need=m_all,
+            seen=len(ssn.changed),
+        )
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
         """Best node for ``tmpl``: highest score among nodes where it fits now, else among nodes

@@ -106,7 +106,7 @@ class FullView:
         slot = np.arange(a.max_gpus)
         real = slot < a.gpu_count[:, None]
         index = np.where(real, a.gpu_offset[:-1][:, None] + slot, 0)
-        free, later = _free_rows(occ, _ALL)
+        free, later = (np.asfortranarray(t) for t in _free_rows(occ, _ALL))  # by column
         dev_free, dev_later = _device_rows(occ, index, _ALL)
         return cls(seen, free, later, real, index, dev_free, dev_later)
 
@@ -198,22 +198,34 @@ def _fit_all(
     a: ClusterArrays, tmpl: TaskTemplate, view: FullView, m_all: I64 | None
 ) -> tuple[BOOL, BOOL]:
     """:func:`resource_fit` of every node, read from ``view`` (the same rules)."""
-    gcol = a.spec.gpu_column
+    request = tmpl.request.tolist()
     if not tmpl.gpu_count:
-        fit_later: BOOL = np.asarray((tmpl.request <= view.later).all(axis=1))
-        fit_idle: BOOL = np.asarray((tmpl.request <= view.free).all(axis=1)) & fit_later
+        fit_later = _columns_fit(request, view.later)
+        fit_idle = _columns_fit(request, view.free)
+        fit_idle &= fit_later
         return fit_idle, fit_later
+    gcol = a.spec.gpu_column
     m_eff = gpu_need(a, tmpl) if m_all is None else m_all
-    req = tmpl.request.copy()
-    req[gcol] = 0  # the GPU column is charged per the node's devices, checked below
+    request[gcol] = 0  # the GPU column is charged per the node's devices, checked below
     charge = tmpl.gpu_count * m_eff
-    fit_idle = (req <= view.free).all(axis=1) & (charge <= view.free[:, gcol])
-    fit_later = (req <= view.later).all(axis=1) & (charge <= view.later[:, gcol])
+    fit_idle = _columns_fit(request, view.free)
+    fit_idle &= charge <= view.free[:, gcol]
+    fit_later = _columns_fit(request, view.later)
+    fit_later &= charge <= view.later[:, gcol]
     now, later = view.room(a, tmpl.gpu_milli)
     fit_idle &= now >= tmpl.gpu_count
     fit_later &= later >= tmpl.gpu_count
     fit_idle &= fit_later
     return fit_idle, fit_later
+
+
+def _columns_fit(request: list[int], table: I64) -> BOOL:
+    """``(request <= table).all(axis=1)``, one column at a time (the view's tables are stored
+    column by column, so each comparison reads contiguous memory)."""
+    ok: BOOL = np.ones(table.shape[0], dtype=np.bool_)
+    for c, q in enumerate(request):
+        ok &= q <= table[:, c]
+    return ok
 
 
 #: Up to this many rows, :func:`resource_fit` runs in scalar arithmetic (a dozen array
