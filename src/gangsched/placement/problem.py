@@ -356,7 +356,7 @@ class PlacementProblem:
     weights: I64 | None = None
     used: I64 | None = None
     hypernode_order: HypernodeOrder | None = None
-    emptiness: I64 = field(init=False, repr=False)  # (n_gangs, n_nodes)
+    _emptiness: I64 | None = field(init=False, repr=False, default=None)
 
     def __post_init__(self) -> None:
         free = _arr(self.free, np.int64, name="", fld="free")
@@ -458,13 +458,21 @@ class PlacementProblem:
         object.__setattr__(self, "gpu_count", count)
         object.__setattr__(self, "gangs", gangs)
         object.__setattr__(self, "weights", weights)
-        emp = (
-            np.stack([node_emptiness(self, g) for g in gangs])
-            if gangs
-            else np.zeros((0, n), dtype=np.int64)
-        )
-        emp.setflags(write=False)
-        object.__setattr__(self, "emptiness", emp)
+
+    @property
+    def emptiness(self) -> I64:
+        """``(n_gangs, n_nodes)`` :func:`node_emptiness` of every gang (read-only), worked out
+        when first asked for: a placement that fails before it compares nodes never needs it."""
+        emp = self._emptiness
+        if emp is None:
+            emp = (
+                np.stack([node_emptiness(self, g) for g in self.gangs])
+                if self.gangs
+                else np.zeros((0, self.n_nodes), dtype=np.int64)
+            )
+            emp.setflags(write=False)
+            object.__setattr__(self, "_emptiness", emp)
+        return emp
 
     @property
     def n_nodes(self) -> int:
