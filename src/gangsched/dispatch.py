@@ -331,6 +331,13 @@ class Dispatch:
             ok &= ~reject
         return ok
 
+    def predicate_ok_one(self, tmpl: TaskTemplate, row: Rows) -> bool:
+        """:meth:`predicate_ok` of the one node of ``row``, as a bool (every plugin is asked)."""
+        ok = True
+        for reject, _reason in self.rejections(tmpl, row):
+            ok = ok and not reject[0]
+        return ok
+
     def node_score(self, tmpl: TaskTemplate, rows: Rows) -> F64:
         return weighted_sum(self._chains["node_score"], rows.size, self._ssn, tmpl, rows)
 

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from ._types import BOOL, F64, I64
 from .arrays import TaskTemplate
-from .fit import FullView, device_free, gpu_need, node_free, resource_fit
+from .fit import FullView, device_free, fit_one, gpu_need, node_free, resource_fit
 from .units import PODS
 
 if TYPE_CHECKING:
@@ -130,10 +130,15 @@ class Evaluator:
         # Few changes since the last refresh: read them from the log, not all versions.
         changed = ssn.changed
         if len(changed) - ev.seen <= max(16, ssn.arrays.n_nodes // 64):
-            rows = np.array(sorted(set(changed[ev.seen :])), dtype=np.intp)
+            fresh = set(changed[ev.seen :])
+            ev.seen = len(changed)
+            if len(fresh) == 1:  # the usual refresh after one placement: plain numbers
+                self._refresh_one(ev, tmpl, fresh.pop())
+                return ev
+            rows = np.array(sorted(fresh), dtype=np.intp)
         else:
             rows = np.flatnonzero(ev.versions != ssn.node_version).astype(np.intp)
-        ev.seen = len(changed)
+            ev.seen = len(changed)
         if rows.size == 0:
             return ev
         ev.versions[rows] = ssn.node_version[rows]
@@ -146,6 +151,18 @@ class Evaluator:
         ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
         return ev
+
+    def _refresh_one(self, ev: Evaluation, tmpl: TaskTemplate, i: int) -> None:
+        """:meth:`evaluate`'s refresh of node ``i`` alone: the same answers, as scalars."""
+        ssn = self._ssn
+        row = np.array([i], dtype=np.intp)
+        ev.versions[i] = ssn.node_version[i]
+        ok = ssn.points.predicate_ok_one(tmpl, row)
+        fit_idle, fit_future = fit_one(ssn, tmpl, i, ev.gpu_need)
+        score = float(ssn.points.node_score(tmpl, row)[0])
+        ev.ok[i], ev.fit_idle[i], ev.fit_future[i], ev.score[i] = ok, fit_idle, fit_future, score
+        ev.best_idle[i] = score if ok and fit_idle else -np.inf
+        ev.best_future[i] = score if ok and fit_future else -np.inf
 
     def _first(self, tmpl: TaskTemplate) -> Evaluation:
         """The first evaluation of ``tmpl``: every node, the fit read from the shared view."""

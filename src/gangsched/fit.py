@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -32,6 +31,7 @@ __all__ = [
     "Occupancy",
     "choose_devices",
     "device_free",
+    "fit_one",
     "fits_node",
     "future_idle",
     "gpu_need",
@@ -236,63 +236,55 @@ _FEW = 5
 def _fit_few(
     occ: Occupancy, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None
 ) -> tuple[BOOL, BOOL]:
-    """:func:`resource_fit` of a few rows, the same rules in scalar arithmetic row by row."""
+    """:func:`resource_fit` of a few rows, row by row (:func:`fit_one`)."""
+    if tmpl.gpu_count and m_all is None:
+        m_all = gpu_need(occ.arrays, tmpl)
+    pairs = [fit_one(occ, tmpl, i, m_all) for i in rows.tolist()]
+    fit_idle = np.array([now for now, _ in pairs], dtype=np.bool_)
+    fit_later = np.array([later for _, later in pairs], dtype=np.bool_)
+    return fit_idle, fit_later
+
+
+def fit_one(
+    occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None = None
+) -> tuple[bool, bool]:
+    """:func:`resource_fit` of node ``i`` as two bools: the same rules in scalar arithmetic
+    (a dozen array operations on one row cost more than the numbers)."""
     a = occ.arrays
-    request = tmpl.request.tolist()
+    req = tmpl.request.tolist()
     count = tmpl.gpu_count
-    gcol = a.spec.gpu_column
-    one = int(rows[0]) if rows.size == 1 else -1
-
-    def take(values: I64) -> list[Any]:  # the rows' values (one row: no gather)
-        out: list[Any] = [values[one].tolist()] if one >= 0 else values[rows].tolist()
-        return out
-
-    m_rows: list[int] = []
-    caps: list[int] = []
-    starts: list[int] = []
-    widths: list[int] = []
+    m = 0
     if count:
-        m_rows = take(gpu_need(a, tmpl) if m_all is None else m_all)
-        caps = take(a.gpu_capacity)
-        starts = take(a.gpu_offset)
-        widths = take(a.gpu_count)
-    idle_out: list[bool] = []
-    later_out: list[bool] = []
-    for k, (al_row, u_row, rl_row, pp_row) in enumerate(
-        zip(
-            take(a.allocatable),
-            take(occ.used),
-            take(occ.releasing),
-            take(occ.pipelined),
-            strict=True,
-        )
+        m = int((gpu_need(a, tmpl) if m_all is None else m_all)[i])
+        req[a.spec.gpu_column] = count * m
+    fit_idle = fit_later = True
+    for q, al, u, rl, pp in zip(
+        req,
+        a.allocatable[i].tolist(),
+        occ.used[i].tolist(),
+        occ.releasing[i].tolist(),
+        occ.pipelined[i].tolist(),
+        strict=True,
     ):
-        req = request
-        if count:
-            req = list(request)
-            req[gcol] = count * m_rows[k]
-        fit_idle = fit_later = True
-        for q, al, u, rl, pp in zip(req, al_row, u_row, rl_row, pp_row, strict=True):
-            fit_idle = fit_idle and q <= al - u
-            fit_later = fit_later and q <= al - u + rl - pp
-        if count:
-            cap, need = caps[k], max(m_rows[k], 1)
-            now = later = 0
-            span = slice(starts[k], starts[k] + widths[k])
-            for u, rl, pp in zip(
-                occ.gpu_used[span].tolist(),
-                occ.gpu_releasing[span].tolist(),
-                occ.gpu_pipelined[span].tolist(),
-                strict=True,
-            ):
-                if cap - u + rl - pp >= need:
-                    later += 1
-                    now += cap - u >= need
-            fit_idle = fit_idle and now >= count
-            fit_later = fit_later and later >= count
-        idle_out.append(fit_idle and fit_later)
-        later_out.append(fit_later)
-    return np.array(idle_out, dtype=np.bool_), np.array(later_out, dtype=np.bool_)
+        fit_idle = fit_idle and q <= al - u
+        fit_later = fit_later and q <= al - u + rl - pp
+    if count:
+        cap, need = int(a.gpu_capacity[i]), max(m, 1)
+        now = later = 0
+        start = int(a.gpu_offset[i])
+        span = slice(start, start + int(a.gpu_count[i]))
+        for u, rl, pp in zip(
+            occ.gpu_used[span].tolist(),
+            occ.gpu_releasing[span].tolist(),
+            occ.gpu_pipelined[span].tolist(),
+            strict=True,
+        ):
+            if cap - u + rl - pp >= need:
+                later += 1
+                now += cap - u >= need
+        fit_idle = fit_idle and now >= count
+        fit_later = fit_later and later >= count
+    return fit_idle and fit_later, fit_later
 
 
 def device_free(occ: Occupancy, *, future: bool, devices: list[int] | I64 | slice = _ALL) -> I64:
