@@ -152,6 +152,16 @@ class Evaluator:
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
         return ev
 
+    def _view(self) -> FullView:
+        """The session's view of every node's free resources, current with its change log."""
+        ssn = self._ssn
+        view = ssn.cache.fit_view
+        if view is None:
+            view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
+        else:
+            view.refresh(ssn, ssn.changed)
+        return view
+
     def _refresh_one(self, ev: Evaluation, tmpl: TaskTemplate, i: int) -> None:
         """:meth:`evaluate`'s refresh of node ``i`` alone: the same answers, as scalars."""
         ssn = self._ssn
@@ -171,13 +181,7 @@ class Evaluator:
         rows = np.arange(n, dtype=np.intp)
         m_all = gpu_need(ssn.arrays, tmpl) if tmpl.gpu_count else None
         ok = ssn.points.predicate_ok(tmpl, rows)
-        view = None
-        if n > 1:  # all nodes, read from the shared view
-            view = ssn.cache.fit_view
-            if view is None:
-                view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
-            else:
-                view.refresh(ssn, ssn.changed)
+        view = self._view() if n > 1 else None  # all nodes, read from the shared view
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, m_all, view)
         score = ssn.points.node_score(tmpl, rows)
         return Evaluation(
@@ -269,6 +273,27 @@ class Evaluator:
 
         for reject, word in ssn.points.rejections(tmpl, rows):
             mark(reject, word)
+        if rows.size == a.n_nodes and rows.size > 1:  # every node: read the shared view
+            short, devices_ok = self._short_all(tmpl, m_all)
+        else:
+            short, devices_ok = self._short_rows(tmpl, rows, m_all)
+        for c, res in enumerate(a.spec.names):
+            if res == PODS:
+                mark(short[c], "Too many pods")
+            elif c == a.spec.gpu_column:
+                mark(short[c] | ~devices_ok, f"Insufficient {res}")
+            else:
+                mark(short[c], f"Insufficient {res}")
+        return reason
+
+    def _short_rows(
+        self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None
+    ) -> tuple[list[BOOL], BOOL]:
+        """Per resource column, the nodes of ``rows`` short of ``tmpl``'s request once
+        releases finish (the GPU column charged per the node's devices), and the nodes with
+        enough devices that have room for it then."""
+        ssn = self._ssn
+        a = ssn.arrays
         req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
         devices_ok = np.ones(rows.size, dtype=np.bool_)
         if tmpl.gpu_count:
@@ -278,14 +303,22 @@ class Evaluator:
             later = device_free(ssn, future=True, devices=idx) >= np.maximum(m_eff, 1)[seg]
             devices_ok = a.count_per_row(seg, later, rows.size) >= tmpl.gpu_count
         short = req > node_free(ssn, rows, future=True)
-        for c, res in enumerate(a.spec.names):
-            if res == PODS:
-                mark(short[:, c], "Too many pods")
-            elif c == a.spec.gpu_column:
-                mark(short[:, c] | ~devices_ok, f"Insufficient {res}")
-            else:
-                mark(short[:, c], f"Insufficient {res}")
-        return reason
+        return list(short.T), devices_ok
+
+    def _short_all(self, tmpl: TaskTemplate, m_all: I64 | None) -> tuple[list[BOOL], BOOL]:
+        """:meth:`_short_rows` of every node, read column by column from the shared view."""
+        ssn = self._ssn
+        a = ssn.arrays
+        view = self._view()
+        request = tmpl.request.tolist()
+        short = [q > view.later[:, c] for c, q in enumerate(request)]
+        devices_ok = np.ones(a.n_nodes, dtype=np.bool_)
+        if tmpl.gpu_count:
+            g = a.spec.gpu_column
+            m_eff = gpu_need(a, tmpl) if m_all is None else m_all
+            short[g] = tmpl.gpu_count * m_eff > view.later[:, g]
+            devices_ok = view.room(a, tmpl.gpu_milli)[1] >= tmpl.gpu_count
+        return short, devices_ok
 
 
 #: ``Evaluation.seen`` of a carried evaluation: far behind any change log, so the next refresh
