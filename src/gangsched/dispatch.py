@@ -341,6 +341,16 @@ class Dispatch:
     def node_score(self, tmpl: TaskTemplate, rows: Rows) -> F64:
         return weighted_sum(self._chains["node_score"], rows.size, self._ssn, tmpl, rows)
 
+    def node_score_one(self, tmpl: TaskTemplate, row: Rows) -> float:
+        """:meth:`node_score` of the one node of ``row``, as a float (the same sum, in the
+        same order)."""
+        total = 0.0
+        for tier in self._chains["node_score"]:
+            for answer in tier:
+                got = answer(self._ssn, tmpl, row)
+                total += float(got[0] if np.ndim(got) else got)
+        return total
+
     def node_scores(self, tmpl: TaskTemplate, rows: Rows) -> dict[str, F64]:
         """Each node_score plugin's own scores over ``rows`` (for explanations)."""
         return {who(p): self._ask("node_score", p, tmpl, rows) for p in self.serving("node_score")}

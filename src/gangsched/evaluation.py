@@ -169,7 +169,7 @@ class Evaluator:
         ev.versions[i] = ssn.node_version[i]
         ok = ssn.points.predicate_ok_one(tmpl, row)
         fit_idle, fit_future = fit_one(ssn, tmpl, i, ev.gpu_need)
-        score = float(ssn.points.node_score(tmpl, row)[0])
+        score = ssn.points.node_score_one(tmpl, row)
         ev.ok[i], ev.fit_idle[i], ev.fit_future[i], ev.score[i] = ok, fit_idle, fit_future, score
         ev.best_idle[i] = score if ok and fit_idle else -np.inf
         ev.best_future[i] = score if ok and fit_future else -np.inf

@@ -124,6 +124,9 @@ class Session(Occupancy):
     prior_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     #: The registry the plugins came from.
     registry: Registry | None = None
+    #: Per GPU take asked for (a request's milli-GPU per device): what it holds on one device
+    #: of each node (``device_take`` over the nodes, as plain ints; :meth:`device_milli`).
+    device_takes: dict[int, list[int]] = field(default_factory=dict)
     points: Dispatch = field(init=False)
     gate: Gate = field(init=False)
     evaluator: Evaluator = field(init=False)
@@ -233,8 +236,12 @@ class Session(Occupancy):
         g = self.snapshot.tasks[task].gpu_request
         if g is None:
             return 0
-        a = self.arrays
-        return device_take(g.milli, int(a.gpu_capacity[node]), bool(a.gpu_sharing[node]))
+        takes = self.device_takes.get(g.milli)
+        if takes is None:
+            a = self.arrays
+            takes = device_take(g.milli, a.gpu_capacity, a.gpu_sharing).tolist()
+            self.device_takes[g.milli] = takes
+        return takes[node]
 
     def row_on(self, task: int, node: int) -> I64:
         """The task's request as it is charged on ``node`` (GPU column per the node's devices);
