@@ -123,26 +123,26 @@ def _row_numbers(ssn: Session, row: int) -> tuple[int, int, list[int]]:
     one node, where a dozen array operations cost more than the numbers."""
     a = ssn.arrays
     spec = a.spec
+    alloc, used = a.allocatable[row].tolist(), ssn.used[row].tolist()
+    releasing, pipelined = ssn.releasing[row].tolist(), ssn.pipelined[row].tolist()
     free = []
     for c in (spec.index(CPU), spec.index(MEMORY)):
-        idle = int(a.allocatable[row, c]) - int(ssn.used[row, c])
-        later = idle + int(ssn.releasing[row, c]) - int(ssn.pipelined[row, c])
+        idle = alloc[c] - used[c]
+        later = idle + releasing[c] - pipelined[c]
         free.append(min(idle, later))
     count = int(a.gpu_count[row])
-    dev = [0] * max(count, 1 if a.n_devices else 0)
-    if count:
-        cap = int(a.gpu_capacity[row])
-        span = a.devices(row)
-        for k, (u, rl, pp) in enumerate(
-            zip(
-                ssn.gpu_used[span].tolist(),
-                ssn.gpu_releasing[span].tolist(),
-                ssn.gpu_pipelined[span].tolist(),
-                strict=True,
-            )
-        ):
-            left = max(min(cap - u, cap - u + rl - pp), 0)
-            dev[k] = left if cap == MILLI else left * MILLI // max(cap, 1)
+    if not count:
+        return free[0], free[1], [0] if a.n_devices else []
+    cap = int(a.gpu_capacity[row])
+    span = a.devices(row)
+    # now: cap - used; later: now + releasing - pipelined; the smaller, at least 0
+    left = [cap - u for u in ssn.gpu_used[span].tolist()]
+    releasing, pipelined = ssn.gpu_releasing[span].tolist(), ssn.gpu_pipelined[span].tolist()
+    if any(releasing) or any(pipelined):
+        left = [x + min(r - p, 0) for x, r, p in zip(left, releasing, pipelined, strict=True)]
+    dev = [x if x > 0 else 0 for x in left]
+    if cap != MILLI:
+        dev = [x * MILLI // max(cap, 1) for x in dev]
     return free[0], free[1], dev
 
 
@@ -225,36 +225,47 @@ class ViewCache:
                 self._on_rows(ssn, rows, self._all)
             return rows
         changed = ssn.changed
-        if len(changed) == self._log:  # nothing changed since the last call
+        grown = len(changed) - self._log
+        if grown == 0:  # nothing changed since the last call
             return _NO_ROWS
-        if len(changed) - self._log <= 16:
+        if grown == 1:
+            rows = np.array(changed[-1:], dtype=np.intp)
+        elif grown <= 16:
             rows = np.array(sorted(set(changed[self._log :])), dtype=np.intp)
         else:
             rows = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
         self._log = len(changed)
-        if rows.size == 1 and self._on_rows is None:  # one node, nobody told: write it in
+        full, lists = self._all, self._lists
+        assert lists is not None and full is not None
+        if rows.size == 1:  # one node (a placement's refresh): scalar arithmetic, written in
             row = int(rows[0])
             cpu, mem, dev = _row_numbers(ssn, row)
-            full = self._all
             full.free_cpu[row] = cpu
             full.free_mem[row] = mem
             full.gpu_free[row] = 0
             full.gpu_free[row, : len(dev)] = dev
             self._seen[row] = ssn.node_version[row]
-            lists = self._lists
-            assert lists is not None
             lists.free_cpu[row], lists.free_mem[row] = cpu, mem
             lists.devices[row] = dev[: len(lists.devices[row])]
+            if self._on_rows is not None:
+                # the row's part of the kept view, as _view_one has it (read, not kept)
+                end = row + 1
+                part = _View(
+                    free_cpu=full.free_cpu[row:end],
+                    free_mem=full.free_mem[row:end],
+                    gpu_free=full.gpu_free[row:end, : len(dev)],
+                    gpu_count=full.gpu_count[row:end],
+                    model_idx=full.model_idx[row:end],
+                )
+                self._on_rows(ssn, rows, part)
         elif rows.size:
-            part = _view_one(ssn, int(rows[0])) if rows.size == 1 else _view(ssn, rows)
-            full = self._all
+            part = _view(ssn, rows)
             full.free_cpu[rows] = part.free_cpu
             full.free_mem[rows] = part.free_mem
             full.gpu_free[rows] = 0
             full.gpu_free[rows, : part.gpu_free.shape[1]] = part.gpu_free
             self._seen[rows] = ssn.node_version[rows]
-            assert self._lists is not None
-            self._lists.write(rows, part)
+            lists.write(rows, part)
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, part)
         return rows

@@ -347,8 +347,9 @@ class _StateMemo:
 
     def number(self, rows: Rows, v: _View) -> None:
         """Number the states of ``rows`` (``v``: their view)."""
-        if self.state.size <= int(rows.max(initial=-1)):
-            grown = np.zeros(int(rows.max()) + 1, dtype=np.int64)
+        at = rows.tolist()
+        if self.state.size <= max(at, default=-1):
+            grown = np.zeros(max(at) + 1, dtype=np.int64)
             grown[: self.state.size] = self.state
             self.state = grown
         ids = self._ids
