@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._config_args import arg_weight
-from .._types import BOOL, F64, I64
+from .._types import F64, I64
 from ..arrays import TaskTemplate
 
 if TYPE_CHECKING:
@@ -80,7 +80,9 @@ class NodeOrderPlugin:
         score = np.zeros(rows.size)
         if self.least:
             per = [cols.least(c, sel, want[c]) for c in range(2)]
-            score += self.least * ((per[0] + per[1]) // 2)
+            mean = per[0] + per[1]
+            mean //= 2
+            score += self.least * mean
         if self.most:
             alloc, safe = cols.alloc[:, sel], cols.safe[:, sel]
             most = [
@@ -89,14 +91,18 @@ class NodeOrderPlugin:
             ]
             score += self.most * ((most[0] + most[1]) // 2)
         if self.balanced:
-            fracs = [np.minimum((use[c] + want[c]) / cols.safe_f[c][sel], 1.0) for c in range(2)]
+            fracs = [_capped((use[c] + want[c]) / cols.safe_f[c][sel]) for c in range(2)]
             if tmpl.gpu_count:
                 after = cols.gpu_use[sel] + tmpl.request[cols.gpu_column]
-                gfrac = np.where(
-                    cols.gpu_on[sel], np.minimum(after / cols.gpu_safe_f[sel], 1.0), 0.0
-                )
+                # 0 where the node has no GPU (a non-negative fraction times 0.0 is 0.0)
+                gfrac = _capped(after / cols.gpu_safe_f[sel])
+                gfrac *= cols.gpu_on[sel]
                 fracs.append(gfrac)
-            score += self.balanced * (1.0 - np.sqrt(_variance(fracs))) * 100.0
+            spread = np.sqrt(_variance(fracs))
+            np.subtract(1.0, spread, out=spread)
+            spread *= self.balanced
+            spread *= 100.0
+            score += spread
         if self.taint and ssn.arrays.soft_taints:
             score += self.taint * self._taint(ssn, tmpl)[sel]
         return score
@@ -175,7 +181,8 @@ class _Columns:
     safe_f: F64  # (2, n) the same as floats
     use: I64  # (2, n)
     idle: I64  # (2, n) allocatable - use
-    gpu_on: BOOL  # (n,) allocatable GPU > 0
+    all_on: tuple[bool, bool]  # every node's allocatable > 0, per column
+    gpu_on: F64  # (n,) 1.0 where allocatable GPU > 0, else 0.0
     gpu_safe_f: F64  # (n,)
     gpu_use: I64  # (n,)
     exact_float: bool  # every divisor below _EXACT_DIVISOR
@@ -199,7 +206,8 @@ class _Columns:
             safe_f=safe.astype(np.float64),
             use=use,
             idle=alloc - use,
-            gpu_on=gpu_alloc > 0,
+            all_on=(bool((alloc[0] > 0).all()), bool((alloc[1] > 0).all())),
+            gpu_on=(gpu_alloc > 0).astype(np.float64),
             gpu_safe_f=np.maximum(gpu_alloc, 1).astype(np.float64),
             gpu_use=ssn.used[:, g].copy(),
             exact_float=bool((safe < _EXACT_DIVISOR).all()),
@@ -224,12 +232,22 @@ class _Columns:
         """kube's LeastAllocated of column ``c`` on ``sel`` for a request of ``want``:
         ``(allocatable - requested) * 100 // allocatable`` where the request fits, else 0."""
         rest = self.idle[c][sel] - want  # allocatable - requested
+        if self.exact_float and self.all_on[c]:  # fits where rest >= 0: 0 below
+            clamped: F64 = np.maximum(rest, 0) * 100.0
+            clamped /= self.safe_f[c][sel]
+            return np.floor(clamped, out=clamped)
         fits = (rest >= 0) & (self.alloc[c][sel] > 0)
         if self.exact_float:
             per: F64 = np.floor(rest * 100.0 / self.safe_f[c][sel])
-            return np.where(fits, per, 0.0)
+            out_f: F64 = np.where(fits, per, 0.0)
+            return out_f
         out: I64 = np.where(fits, rest * 100 // self.safe[c][sel], 0)
         return out
+
+
+def _capped(frac: F64) -> F64:
+    """``min(frac, 1.0)``, in place."""
+    return np.minimum(frac, 1.0, out=frac)
 
 
 _V = TypeVar("_V", float, npt.NDArray[np.float64])
