@@ -185,7 +185,7 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
             *row,
             best_effort[j],
             job.min_available,
-            ssn.job_phase[j],
+            ssn.job_phase[j].value,  # the phase's name: hashed without the enum's __hash__
             j in unschedulable,
             ssn.job_reasons.get(j),
         )

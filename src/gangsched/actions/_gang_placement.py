@@ -48,6 +48,7 @@ from ..session import PIPELINED_OR_READY
 from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
+    from ..evaluation import Evaluation
     from ..session import Session
 
 __all__ = ["Assignment", "hard_domain", "place_job", "place_jobs_jointly", "session_topology"]
@@ -134,9 +135,15 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
     )
 
 
-def _gang_request(ssn: Session, g: _GangInput, future: bool) -> GangRequest:
+def _evaluations(ssn: Session, g: _GangInput) -> list[Evaluation]:
+    """The session's evaluation of each of the gang's templates (both attempts read them)."""
+    return [ssn.evaluate(ssn.templates[i]) for i in g.tmpl_ids]
+
+
+def _gang_request(
+    ssn: Session, g: _GangInput, future: bool, evals: list[Evaluation]
+) -> GangRequest:
     rec = ssn.snapshot.jobs[g.job]
-    evals = [ssn.evaluate(ssn.templates[i]) for i in g.tmpl_ids]
     mask = np.stack(
         [ev.ok & (ev.fit_future if future else ev.fit_idle) & g.restrict for ev in evals]
     )
@@ -210,13 +217,12 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     if isinstance(g, str):
         return g
     last = ""
-    now: GangRequest | None = None
+    evals = _evaluations(ssn, g)
     for future in (False, True):
-        request = _gang_request(ssn, g, future)
-        if now is not None and _same_later(ssn, placer, request, now):
+        if future and _same_later(ssn, placer, evals):
             # The same problem again: the deterministic greedy placer answers as it did.
             break
-        now = request
+        request = _gang_request(ssn, g, future, evals)
         result = placer.place(_problem(ssn, (request,), future))
         note_placement(ssn, job, placer, result)
         gp = result.gangs[0]
@@ -232,10 +238,10 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     return last
 
 
-def _same_later(ssn: Session, placer: _Placer, later: GangRequest, now: GangRequest) -> bool:
+def _same_later(ssn: Session, placer: _Placer, evals: list[Evaluation]) -> bool:
     """Whether the future-idle problem of a gang is the one its idle attempt just solved
     with the greedy placer: nothing is releasing or reserved (so the free rows are equal)
-    and its masks are equal."""
+    and every template fits the same nodes later as now (so the masks are equal)."""
     if type(placer) is not GreedyPlacer:
         return False
     return (
@@ -243,7 +249,7 @@ def _same_later(ssn: Session, placer: _Placer, later: GangRequest, now: GangRequ
         and not ssn.pipelined.any()
         and not ssn.gpu_releasing.any()
         and not ssn.gpu_pipelined.any()
-        and np.array_equal(later.mask, now.mask)
+        and all(np.array_equal(ev.fit_idle, ev.fit_future) for ev in evals)
     )
 
 
@@ -323,7 +329,7 @@ def place_jobs_jointly(
     inputs = [g for job, tasks in work if not isinstance(g := _gang_input(ssn, job, tasks), str)]
     if not inputs:
         return {}
-    gangs = tuple(_gang_request(ssn, g, False) for g in inputs)
+    gangs = tuple(_gang_request(ssn, g, False, _evaluations(ssn, g)) for g in inputs)
     # Priority-weighted: a gang of a higher-priority job is worth more (weights ≥ 1).
     prio = np.array([ssn.snapshot.jobs[g.job].priority for g in inputs], dtype=np.int64)
     weights = (prio - prio.min() + 1).astype(np.int64)

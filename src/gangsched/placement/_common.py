@@ -66,14 +66,22 @@ def replica_capacity(
     mask: BOOL,
     *,
     clip: bool = True,
+    device_need: tuple[I64, BOOL] | None = None,
 ) -> I64:
     """``(n_templates, n_nodes)`` replicas of each template that fit on each node alone
-    (at most the template's count unless ``clip`` is false)."""
+    (at most the template's count unless ``clip`` is false). ``device_need``: the problem's
+    :meth:`~PlacementProblem.per_device_need` of ``gang``, when the caller has it."""
     req = gang.request
-    f = np.clip(free, 0, None)
-    ratio = np.where(req[:, None, :] > 0, f[None, :, :] // np.maximum(req, 1)[:, None, :], _BIG)
-    q: I64 = ratio.min(axis=2) if req.shape[1] else np.full((req.shape[0], f.shape[0]), _BIG)
-    need, whole = problem.per_device_need(gang)
+    # Only the asked resources bound the count (the others would give _BIG).
+    cols = np.flatnonzero((req > 0).any(axis=0))
+    if cols.size:
+        r = req[:, cols]
+        f = np.clip(free[:, cols], 0, None)
+        ratio = np.where(r[:, None, :] > 0, f[None, :, :] // np.maximum(r, 1)[:, None, :], _BIG)
+        q: I64 = ratio.min(axis=2)
+    else:
+        q = np.full((req.shape[0], free.shape[0]), _BIG)
+    need, whole = problem.per_device_need(gang) if device_need is None else device_need
     gc = gang.gpu_count
     assert gc is not None
     if (gc > 0).any():
@@ -82,6 +90,9 @@ def replica_capacity(
         wfree = ((g >= cap[:, None]) & (cap[:, None] > 0)).sum(axis=1)
         for t in np.flatnonzero(gc > 0).tolist():
             k = int(gc[t])
+            if whole[t].all():  # every node takes its devices whole: the shares never count
+                q[t] = np.minimum(q[t], np.where(cap > 0, wfree // k, 0))
+                continue
             nd = np.maximum(need[t], 1)
             slots = np.where(cap[:, None] > 0, g // nd[:, None], 0)
             if k == 1:
@@ -111,8 +122,8 @@ def gang_view(
     gpu_free = problem.gpu_free if gpu_free is None else gpu_free
     tmask, cover, allowed = topology_mask(problem, gang)
     mask = gang.mask & tmask[None, :]
-    q = replica_capacity(problem, gang, free, gpu_free, mask)
     need, whole = problem.per_device_need(gang)
+    q = replica_capacity(problem, gang, free, gpu_free, mask, device_need=(need, whole))
     s_rank = slice_rank(problem.topology, gang)
     return GangView(index, gang, np.asarray(mask & (q > 0)), q, need, whole, allowed, cover, s_rank)
 

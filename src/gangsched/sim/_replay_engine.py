@@ -443,7 +443,12 @@ class Engine:
         waiting = [j for j in sorted(self.live) if not self.job_started[j]]
         for j in waiting:
             status = out.jobs.get(self.trace.jobs[j].job.name)
-            if status is not None and status.phase in ("Pending", "Inqueue"):
+            # The state holds the job's record for its phase: an unchanged phase moves nothing.
+            if (
+                status is not None
+                and status.phase in ("Pending", "Inqueue")
+                and status.phase != self.job_phase[j].value
+            ):
                 self.job_phase[j] = JobPhase(status.phase)
                 self._sync_job(j)
         if self.opts.drop_unplaced:
