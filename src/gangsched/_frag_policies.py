@@ -54,7 +54,7 @@ def _trunc_score(values: F64, feasible: B) -> F64:
 def _best_fit_gpu(gpu_free: I64, pod: PodRequest) -> I64:
     """Tightest device with room per node (lowest index on ties), -1 if none or not shared."""
     n = gpu_free.shape[0]
-    if not pod.is_shared:
+    if not pod.is_shared or gpu_free.shape[1] == 0:  # no node has a device: none has room
         return np.full(n, -1, dtype=np.int64)
     room = gpu_free >= pod.gpu_milli
     masked = np.where(room, gpu_free, np.iinfo(np.int64).max)
@@ -220,7 +220,7 @@ def score_gpu_packing(feasible: B, pod: PodRequest, gpu_free: I64, gpu_count: I6
     if pod.num_gpu == 0:
         return NodeScores(score=np.where(feasible, 0.0, -np.inf), share_gpu=share)
     tight = np.zeros(n, dtype=np.int64)
-    if pod.is_shared:
+    if pod.is_shared and gpu_free.shape[1]:  # without devices anywhere, no node fits
         rows = np.arange(n)
         tight = np.where(share >= 0, gpu_free[rows, np.maximum(share, 0)], 0)
     raw = packing_raw(pod, (gpu_free == MILLI).sum(axis=1), gpu_count, tight)
