@@ -97,8 +97,10 @@ class FullView:
     dev_free: I64
     dev_later: I64
     #: Per GPU take (a template's ``gpu_milli``): each node's devices with room for it now
-    #: (and later), and later alone.
-    rooms: dict[int, tuple[I64, I64]] = field(default_factory=dict)
+    #: (and later), and later alone; brought up to date when asked for.
+    rooms: dict[int, _Room] = field(default_factory=dict)
+    #: The change log of the last refresh (what a room behind it re-reads).
+    log: Sequence[int] = ()
 
     @classmethod
     def build(cls, occ: Occupancy, seen: int) -> FullView:
@@ -116,27 +118,41 @@ class FullView:
             return
         rows = np.unique(np.asarray(changed[self.seen :], dtype=np.intp))
         self.seen = len(changed)
+        self.log = changed
         self.free[rows], self.later[rows] = _free_rows(occ, rows)
         self.dev_free[rows], self.dev_later[rows] = _device_rows(occ, self.index[rows], rows)
-        for milli, (now, later) in self.rooms.items():
-            now[rows], later[rows] = self._room(occ.arrays, milli, rows)
 
     def room(self, a: ClusterArrays, milli: int) -> tuple[I64, I64]:
         """Per node, its devices with room for a take of ``milli`` now (and later), and
         later."""
         found = self.rooms.get(milli)
         if found is None:
-            found = self.rooms[milli] = self._room(a, milli, _ALL)
-        return found
+            need = np.maximum(device_take(milli, a.gpu_capacity, a.gpu_sharing), 1)[:, None]
+            now, later = self._room(need, _ALL)
+            found = self.rooms[milli] = _Room(need, now, later, self.seen)
+        elif found.seen != self.seen:
+            rows = np.unique(np.asarray(self.log[found.seen : self.seen], dtype=np.intp))
+            found.seen = self.seen
+            found.now[rows], found.later[rows] = self._room(found.need[rows], rows)
+        return found.now, found.later
 
-    def _room(
-        self, a: ClusterArrays, milli: int, rows: npt.NDArray[np.intp] | slice
-    ) -> tuple[I64, I64]:
-        need = np.maximum(device_take(milli, a.gpu_capacity[rows], a.gpu_sharing[rows]), 1)
-        ok_later = (self.dev_later[rows] >= need[:, None]) & self.real[rows]
-        now: I64 = ((self.dev_free[rows] >= need[:, None]) & ok_later).sum(axis=1)
+    def _room(self, need: I64, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
+        ok_later = (self.dev_later[rows] >= need) & self.real[rows]
+        now: I64 = ((self.dev_free[rows] >= need) & ok_later).sum(axis=1)
         later: I64 = ok_later.sum(axis=1)
         return now, later
+
+
+@dataclass(slots=True)
+class _Room:
+    """:meth:`FullView.room` of one GPU take: each node's need per device (at least 1
+    milli-GPU, as a column) and its devices with room now and later, as of the view's
+    ``seen``."""
+
+    need: I64
+    now: I64
+    later: I64
+    seen: int
 
 
 def _free_rows(occ: Occupancy, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
