@@ -56,7 +56,7 @@ class Evaluation:
 class Evaluator:
     """The evaluation cache of one session."""
 
-    __slots__ = ("_evals", "_factories", "_ssn", "_words", "carried", "same_ground")
+    __slots__ = ("_evals", "_factories", "_needs", "_ssn", "_words", "carried", "same_ground")
 
     def __init__(self, ssn: Session) -> None:
         self._ssn = ssn
@@ -66,6 +66,7 @@ class Evaluator:
         self._factories: dict[str, object] = dict(registry.plugins) if registry else {}
         self._evals: dict[object, Evaluation] = {}
         self._words: dict[str, int] = {}  # reason word -> code (Evaluation.reasons)
+        self._needs: dict[int, I64] = {}  # GPU take -> its gpu_need (shared, never written)
         #: Evaluations taken over from the previous session (:meth:`carry`).
         self.carried = 0
         #: Whether :meth:`carry` found the previous session on the same ground (the
@@ -179,7 +180,11 @@ class Evaluator:
         ssn = self._ssn
         n = ssn.arrays.n_nodes
         rows = np.arange(n, dtype=np.intp)
-        m_all = gpu_need(ssn.arrays, tmpl) if tmpl.gpu_count else None
+        m_all = None
+        if tmpl.gpu_count:
+            m_all = self._needs.get(tmpl.gpu_milli)
+            if m_all is None:
+                m_all = self._needs[tmpl.gpu_milli] = gpu_need(ssn.arrays, tmpl)
         ok = ssn.points.predicate_ok(tmpl, rows)
         view = self._view() if n > 1 else None  # all nodes, read from the shared view
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, m_all, view)

@@ -350,9 +350,21 @@ def choose_devices(
     occ: Occupancy, node: int, per_device: int, count: int, *, future: bool
 ) -> tuple[int, ...]:
     """Device indices on ``node``: a fractional take best-fits onto the fullest device with
-    room, whole devices are the lowest free indices."""
-    room = device_free(occ, future=future, devices=occ.arrays.devices(node))
-    ok = np.flatnonzero(room >= per_device)
-    cap = int(occ.arrays.gpu_capacity[node])
-    order = ok[np.lexsort((ok, room[ok]))] if per_device < cap else ok
-    return tuple(int(i) for i in order[:count])
+    room (ties to the lower index), whole devices are the lowest free indices."""
+    a = occ.arrays
+    span = a.devices(node)
+    cap = int(a.gpu_capacity[node])
+    room = []  # free milli-GPU of each device: once releases finish, or the smaller of both
+    for u, rl, pp in zip(
+        occ.gpu_used[span].tolist(),
+        occ.gpu_releasing[span].tolist(),
+        occ.gpu_pipelined[span].tolist(),
+        strict=True,
+    ):
+        free = cap - u
+        later = free + rl - pp
+        room.append(later if future else min(free, later))
+    ok = [i for i, r in enumerate(room) if r >= per_device]
+    if per_device < cap:
+        ok.sort(key=lambda i: room[i])  # stable: equal rooms keep the lower index first
+    return tuple(ok[:count])

@@ -10,7 +10,7 @@ Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.TaintTolera
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,6 +66,7 @@ class PredicatesPlugin:
         )
         self.taints = arg_bool(arguments, "predicate.TaintTolerationEnable", True, plugin=self.name)
         self._cache: dict[tuple[object, ...], list[tuple[BOOL, str]]] = {}
+        self._parts: dict[tuple[object, ...], BOOL] = {}
 
     def _full(self, ssn: Session, tmpl: TaskTemplate) -> list[tuple[BOOL, str]]:
         found = self._cache.get(tmpl.shape)
@@ -74,23 +75,39 @@ class PredicatesPlugin:
         a = ssn.arrays
         out: list[tuple[BOOL, str]] = [(a.unschedulable, "node(s) were unschedulable")]
         if self.node_affinity and tmpl.node_selector:
+            selector = tmpl.node_selector
             out.append(
                 (
-                    ~a.selector_mask(tmpl.node_selector),
+                    self._part(("selector", *selector.items()), lambda: ~a.selector_mask(selector)),
                     "node(s) didn't match Pod's node affinity/selector",
                 )
             )
         if self.taints:
-            out.append((a.untolerated_mask(tmpl.tolerations), "node(s) had untolerated taint"))
+            tolerations = tmpl.tolerations
+            untolerated = self._part(
+                ("tolerations", tolerations), lambda: a.untolerated_mask(tolerations)
+            )
+            out.append((untolerated, "node(s) had untolerated taint"))
         if tmpl.gpu_count and tmpl.gpu_models:
+            models = tmpl.gpu_models
             out.append(
                 (
-                    ~a.model_mask(tmpl.gpu_models) & (a.gpu_count > 0),
+                    self._part(
+                        ("models", models), lambda: ~a.model_mask(models) & (a.gpu_count > 0)
+                    ),
                     "node(s) didn't have the requested GPU model",
                 )
             )
         self._cache[tmpl.shape] = out
         return out
+
+    def _part(self, key: tuple[object, ...], make: Callable[[], BOOL]) -> BOOL:
+        """One filter's mask, shared by every shape with the same selector, tolerations or
+        GPU models (``key``)."""
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = make()
+        return found
 
     def predicate(
         self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]
