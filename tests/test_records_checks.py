@@ -4,7 +4,7 @@ field is a DecisionError naming the record and that field."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -56,3 +56,25 @@ def test_the_first_bad_field_is_the_one_named() -> None:
         JobStatus(phase="Bogus", running=-1)
     with pytest.raises(DecisionError, match="queue status: state"):
         QueueStatus(state="Paused", share=float("nan"))
+
+
+if TYPE_CHECKING:
+    from collections import OrderedDict as OnlyForTypes
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _NotedBind(Bind):
+    note: OnlyForTypes[str, str] | None = None  # not importable at run time
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _PlainStatus(JobStatus):
+    running: int = 0  # redeclared with a plain type
+
+
+def test_a_subclass_made_elsewhere_keeps_the_records_checks() -> None:
+    assert _NotedBind(task="t", node="n0", gpu_indices=[1]).gpu_indices == (1,)
+    with pytest.raises(DecisionError, match="bind: node"):
+        _NotedBind(task="t", node="")
+    with pytest.raises(DecisionError, match="job status: running"):
+        _PlainStatus(phase="Running", running=-5)

@@ -136,14 +136,22 @@ _CHECKS: dict[type, tuple[tuple[str, _Check], ...]] = {}
 
 
 def _checks_of(cls: type) -> tuple[tuple[str, _Check], ...]:
+    """The checks of the record ``cls`` is: those declared by the nearest record class of this
+    module (a subclass made elsewhere keeps them and adds none; its own annotations are never
+    evaluated)."""
     found = _CHECKS.get(cls)
     if found is None:
-        hints = get_type_hints(cls, include_extras=True)
-        found = _CHECKS[cls] = tuple(
-            (f.name, check)
-            for f in fields(cls)
-            for check in getattr(hints[f.name], "__metadata__", ())[:1]
-        )
+        declared = next(c for c in cls.__mro__ if c.__module__ == __name__)
+        if declared is not cls:
+            found = _checks_of(declared)
+        else:
+            hints = get_type_hints(cls, include_extras=True)
+            found = tuple(
+                (f.name, check)
+                for f in fields(cls)
+                for check in getattr(hints[f.name], "__metadata__", ())[:1]
+            )
+        _CHECKS[cls] = found
     return found
 
 
