@@ -68,11 +68,19 @@ def lexicographic(tiers: Tiers[tuple[Any, ...]], *args: Any) -> tuple[Any, ...]:
 
 
 def all_pass(tiers: Tiers[bool], *args: Any) -> bool:
-    return all(answer(*args) for tier in tiers for answer in tier)
+    for tier in tiers:
+        for answer in tier:
+            if not answer(*args):
+                return False
+    return True
 
 
 def any_true(tiers: Tiers[bool], *args: Any) -> bool:
-    return any(answer(*args) for tier in tiers for answer in tier)
+    for tier in tiers:
+        for answer in tier:
+            if answer(*args):
+                return True
+    return False
 
 
 def vote(tiers: Tiers[Vote], *args: Any) -> bool:

@@ -210,7 +210,7 @@ class Evaluator:
             return -1, False
         if among is None:
             for best, pipelined in ((ev.best_idle, False), (ev.best_future, True)):
-                node = int(np.argmax(best))
+                node = int(best.argmax())
                 if best[node] > -np.inf:
                     return node, pipelined
             return -1, False

@@ -113,7 +113,7 @@ class NodeOrderPlugin:
         if cols is None or not cols.mirrors(ssn):
             cols = self._cols = _Columns.build(ssn)
         else:
-            cols.refresh(ssn)
+            cols.catch_up(ssn)
         return cols
 
     def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
@@ -218,7 +218,7 @@ class _Columns:
             self.used is ssn.used and self.changed is ssn.changed and self.seen <= len(ssn.changed)
         )
 
-    def refresh(self, ssn: Session) -> None:
+    def catch_up(self, ssn: Session) -> None:
         """Re-read the nodes logged since the last refresh."""
         if len(self.changed) == self.seen:
             return

@@ -205,6 +205,9 @@ class ProportionPlugin(QueueShares):
             total, weights, request, guarantee, self.real_capability, participating=has_jobs
         )
         self.deserved_amounts = to_amounts(self.deserved)
+        # deserved ≤ realCapability except where a guarantee is above the capability (floored
+        # there, as Volcano does); the capability stays a ceiling even then
+        self._limit = np.minimum(self.deserved, self.real_capability)
         self._inv = inverse(self.deserved, pods)
         self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
 
@@ -248,10 +251,7 @@ class ProportionPlugin(QueueShares):
         dims = tmpl.request > 0
         dims[self._pods] = False
         alloc = ssn.queue_allocated[queue].astype(np.float64)
-        # deserved ≤ realCapability except where a guarantee is above the capability (floored
-        # there, as Volcano does); the capability stays a ceiling even then
-        limit = np.minimum(self.deserved[queue], self.real_capability[queue])
-        return fits(alloc, tmpl.request, limit, dims)
+        return fits(alloc, tmpl.request, self._limit[queue], dims)
 
     def allocatable_reason(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> str | None:
         """Why :meth:`allocatable` refuses (None when it does not), in the words that follow
