@@ -185,7 +185,7 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
             *row,
             best_effort[j],
             job.min_available,
-            ssn.job_phase[j].value,  # the phase's name: hashed without the enum's __hash__
+            ssn.job_phase[j]._value_,  # its name: no enum __hash__ or value property
             j in unschedulable,
             ssn.job_reasons.get(j),
         )
@@ -248,17 +248,18 @@ def _task_reasons(
     snap = ssn.snapshot
     task_reasons: dict[str, str] = {}
     notes = ssn.points.reason_notes()
-    for t in np.flatnonzero(state == TaskState.PENDING):
-        j = int(ssn.task_job[t])
-        why = ssn.task_reasons.get(int(t)) or ssn.job_reasons.get(j, ("", ""))[1]
+    task_job = ssn.task_job
+    for t in np.flatnonzero(state == TaskState.PENDING).tolist():
+        j = int(task_job[t])
+        why = ssn.task_reasons.get(t) or ssn.job_reasons.get(j, ("", ""))[1]
         if not why:
             why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
-        task_reasons[snap.tasks[int(t)].name] = _with_note(why, notes.get(j))
+        task_reasons[snap.tasks[t].name] = _with_note(why, notes.get(j))
     # A carried reservation that stays unbound says why, when a rule held it back.
-    for t in np.flatnonzero(state == TaskState.PIPELINED):
-        held_back = ssn.task_reasons.get(int(t))
-        if held_back and snap.tasks[int(t)].phase is TaskPhase.PIPELINED:
-            task_reasons[snap.tasks[int(t)].name] = held_back
+    for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
+        held_back = ssn.task_reasons.get(t)
+        if held_back and snap.tasks[t].phase is TaskPhase.PIPELINED:
+            task_reasons[snap.tasks[t].name] = held_back
     for j, note in notes.items():
         status = jobs[snap.jobs[j].name]
         if status.pending and not status.ready:
@@ -290,8 +291,8 @@ def _queue_statuses(
     inqueue_req = subtrees(inqueue_req)
     gpu = ssn.arrays.spec.gpu_column
     phases_of: list[list[str]] = [[] for _ in snap.queues]
-    for j, job in enumerate(snap.jobs):
-        phases_of[int(ssn.job_queue[j])].append(phase_of[job.name])
+    for q, job in zip(ssn.job_queue.tolist(), snap.jobs, strict=True):
+        phases_of[q].append(phase_of[job.name])
     prior = ssn.prior_records
     kept = ssn.records
     for q, queue in enumerate(snap.queues):

@@ -92,8 +92,8 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
         return f"gang {rec.name!r}: no pending tasks to place"
     a = ssn.arrays
     by_tmpl: dict[int, list[int]] = {}
-    for t in tasks:
-        by_tmpl.setdefault(int(ssn.template_of[t]), []).append(int(t))
+    for t, ti in zip(tasks, ssn.template_of[tasks].tolist(), strict=True):
+        by_tmpl.setdefault(ti, []).append(int(t))
     if -1 in by_tmpl:
         name = ssn.snapshot.tasks[by_tmpl[-1][0]].name
         return f"gang {rec.name!r}: task {name!r} is not pending"
