@@ -33,7 +33,6 @@ __all__ = [
     "cluster_fragment",
     "device_indices",
     "fit_mask",
-    "fits_one",
     "fragment_terms",
     "node_fragment",
     "node_fragment_from_terms",
@@ -293,16 +292,17 @@ def fit_mask(free_cpu: I64, free_mem: I64, gpu_free: I64, model_idx: I64, pod: P
     return np.asarray(ok, dtype=np.bool_)
 
 
-def fits_one(pod: PodRequest, cpu: int, memory: int, devices: Sequence[int], model: int) -> bool:
-    """:func:`fit_mask` of one node (``devices``: its devices' free milli-GPU, ``model``: its
-    model index), in scalar arithmetic."""
+def fits_summary(pod: PodRequest, cpu: int, memory: int, model: int, top: int, whole: int) -> bool:
+    """:func:`fit_mask` of one node from its free CPU and memory, model index, largest device
+    free (``top``) and number of fully free devices (``whole``): a pod of one device needs one
+    with room, a pod of several takes whole devices."""
     if cpu < pod.cpu_milli or memory < pod.memory:
         return False
     if pod.num_gpu == 0:
         return True
     if pod.allowed_models is not None and not pod.allowed_models[model]:
         return False
-    return sum(d >= pod.gpu_milli for d in devices) >= pod.num_gpu
+    return top >= pod.gpu_milli if pod.num_gpu == 1 else whole >= pod.num_gpu
 
 
 def choose_node(scores: NodeScores, rank: I64 | None = None) -> int:

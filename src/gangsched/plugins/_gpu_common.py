@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from .._config_args import arg_weight
+from .._frag_core import fits_summary
 from .._types import BOOL as B
 from .._types import F64, I64
 from ..arrays import TaskTemplate
@@ -159,6 +160,10 @@ def _view_one(ssn: Session, row: int) -> _View:
     )
 
 
+#: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows
+#: cost less in scalar arithmetic than the array operations' fixed cost.
+_FEW_ROWS = 32
+
 #: What :meth:`ViewCache.sync_rows` returns when no row changed (never written to).
 _NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
@@ -166,30 +171,56 @@ _NO_ROWS.flags.writeable = False
 
 @dataclass(frozen=True, slots=True)
 class RowLists:
-    """The kept view as Python lists, per node: what a scorer reads for a few rows without
-    an array operation per step."""
+    """The kept view as Python lists, per node, with each node's device summaries: what a
+    scorer reads for a few rows without an array operation per step."""
 
     free_cpu: list[int]
     free_mem: list[int]
     devices: list[list[int]]  # free milli of each of the node's devices (no padding)
     model_idx: list[int]
+    idle: list[int]  # the devices' free milli, summed
+    top: list[int]  # the largest device free (0 without devices)
+    whole: list[int]  # devices fully free
 
     @classmethod
     def of(cls, v: _View) -> RowLists:
-        return cls(v.free_cpu.tolist(), v.free_mem.tolist(), _devices(v), v.model_idx.tolist())
+        n = v.free_cpu.size
+        lists = cls([0] * n, [0] * n, [[]] * n, [0] * n, [0] * n, [0] * n, [0] * n)
+        lists.write(np.arange(n, dtype=np.intp), v)
+        return lists
+
+    def put(self, row: int, cpu: int, mem: int, devices: list[int]) -> None:
+        """Row ``row`` now has these free numbers (``devices`` without padding)."""
+        self.free_cpu[row], self.free_mem[row], self.devices[row] = cpu, mem, devices
+        self.idle[row] = sum(devices)
+        self.top[row] = max(devices, default=0)
+        self.whole[row] = sum(d >= MILLI for d in devices)
+
+    def fits(self, pod: PodRequest, row: int) -> bool:
+        """:func:`fit_mask` of row ``row``."""
+        return fits_summary(
+            pod,
+            self.free_cpu[row],
+            self.free_mem[row],
+            self.model_idx[row],
+            self.top[row],
+            self.whole[row],
+        )
 
     def write(self, rows: Rows, v: _View) -> None:
         """Take the rows ``rows`` from their view ``v``."""
-        for k, (row, cpu, mem, dev) in enumerate(
-            zip(rows.tolist(), v.free_cpu.tolist(), v.free_mem.tolist(), _devices(v), strict=True)
+        frees, counts = v.gpu_free.tolist(), v.gpu_count.tolist()
+        for row, cpu, mem, free, count, model in zip(
+            rows.tolist(),
+            v.free_cpu.tolist(),
+            v.free_mem.tolist(),
+            frees,
+            counts,
+            v.model_idx.tolist(),
+            strict=True,
         ):
-            self.free_cpu[row], self.free_mem[row], self.devices[row] = cpu, mem, dev
-            self.model_idx[row] = int(v.model_idx[k])
-
-
-def _devices(v: _View) -> list[list[int]]:
-    frees, counts = v.gpu_free.tolist(), v.gpu_count.tolist()
-    return [free[:count] for free, count in zip(frees, counts, strict=True)]
+            self.put(row, cpu, mem, free[:count])
+            self.model_idx[row] = model
 
 
 class ViewCache:
@@ -245,8 +276,7 @@ class ViewCache:
             full.gpu_free[row] = 0
             full.gpu_free[row, : len(dev)] = dev
             self._seen[row] = ssn.node_version[row]
-            lists.free_cpu[row], lists.free_mem[row] = cpu, mem
-            lists.devices[row] = dev[: len(lists.devices[row])]
+            lists.put(row, cpu, mem, dev[: len(lists.devices[row])])
             if self._on_rows is not None:
                 # the row's part of the kept view, as _view_one has it (read, not kept)
                 end = row + 1
@@ -384,8 +414,10 @@ def _shared_device(
     return _view(ssn, rows, future=future), pod
 
 
-def _answer(share_gpu: int, view: _View, pod: PodRequest) -> tuple[int, ...] | None:
-    if share_gpu < 0 or int(view.gpu_free[0, share_gpu]) < pod.gpu_milli:
+def _answer(share_gpu: int, free: Sequence[int] | I64, pod: PodRequest) -> tuple[int, ...] | None:
+    """``(share_gpu,)`` when that device of the node (``free``: its devices' free milli)
+    has room for the pod, else None."""
+    if not 0 <= share_gpu < len(free) or int(free[share_gpu]) < pod.gpu_milli:
         return None
     return (share_gpu,)
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._frag_core import fits_one
 from .._frag_policies import (
     best_fit_device,
     bestfit_one,
@@ -35,6 +34,7 @@ from ..fragmentation import (
 )
 from ..plugin import Rows
 from ._gpu_common import (
+    _FEW_ROWS,
     _ON_NODE_STATES,
     RowLists,
     SharedDeviceChoice,
@@ -76,10 +76,6 @@ def _uniform(seed: int, key: str, a: I64, b: I64) -> F64:
 
 
 # -------------------------------------------------------------------------------- plugins
-
-#: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows
-#: cost less in scalar arithmetic than the array operations' fixed cost.
-_FEW_ROWS = 32
 
 
 class RandomPlugin(SharedDeviceChoice):
@@ -174,7 +170,7 @@ class _KernelScorer(SharedDeviceChoice):
     ) -> tuple[int, ...] | None:
         rows = np.array([node], dtype=np.intp)
         res = self._kernel(ssn, rows, np.ones(1, dtype=np.bool_), pod, v)
-        return _answer(int(res.share_gpu[0]), v, pod)
+        return _answer(int(res.share_gpu[0]), v.gpu_free[0], pod)
 
 
 class _LeftoverScorer(_KernelScorer):
@@ -186,16 +182,11 @@ class _LeftoverScorer(_KernelScorer):
     kernel: Callable[[B, PodRequest, I64, I64], NodeScores]
 
     def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
-        one, weight = self.one, self.weight
-        cpu, mem, devices, model = lists.free_cpu, lists.free_mem, lists.devices, lists.model_idx
-        out = []
-        for r in rows:
-            dev = devices[r]
-            if fits_one(pod, cpu[r], mem[r], dev, model[r]):
-                out.append(trunc_one(one(pod, cpu[r], sum(dev))) * weight)
-            else:
-                out.append(0.0 * weight)
-        return out
+        one, weight, fits, cpu, idle = self.one, self.weight, lists.fits, lists.free_cpu, lists.idle
+        return [
+            trunc_one(one(pod, cpu[r], idle[r])) * weight if fits(pod, r) else 0.0 * weight
+            for r in rows
+        ]
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return self.kernel(mask, pod, v.free_cpu, v.gpu_free)

@@ -47,6 +47,7 @@ GPU sharing are scored as if their devices could be shared.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -71,6 +72,7 @@ from ..fragmentation import (
 from ..limits import MAX_ARG_WEIGHT
 from ..plugin import Rows
 from ._gpu_common import (
+    _FEW_ROWS,
     SharedDeviceChoice,
     ViewCache,
     _answer,
@@ -78,7 +80,6 @@ from ._gpu_common import (
     _feasible,
     _models,
     _read_args,
-    _task_pod,
     _View,
     _weight,
 )
@@ -279,6 +280,8 @@ class FgdPlugin(SharedDeviceChoice):
         pod = self.views.pod(ssn, tmpl)
         if pod is None or self.weight == 0:
             return np.zeros(rows.size)
+        if rows.size <= _FEW_ROWS:
+            return np.array(self._few(ssn, rows, pod, typical, terms), dtype=np.float64)
         v = self.views.view(ssn, rows)
         feasible = _feasible(v, pod)
         known, missing = self._memo.lookup(pod, rows, feasible)
@@ -306,16 +309,57 @@ class FgdPlugin(SharedDeviceChoice):
         score = np.where(feasible & np.isfinite(known), known, 0.0)
         return np.asarray(score * self.weight, dtype=np.float64)
 
+    def _few(
+        self, ssn: Session, rows: Rows, pod: PodRequest, typical: TypicalPods, terms: FragTerms
+    ) -> list[float]:
+        """:meth:`node_score` of a few ``rows``: the fit and the memo read one row at a time,
+        the states not scored yet computed together as there."""
+        fits = self.views.lists(ssn).fits
+        feasible = [fits(pod, r) for r in rows.tolist()]
+        states = self._memo.state[rows].tolist()
+        table, _ = self._memo.table(pod)
+        values = table[states].tolist()
+        missing, seen = [], set()
+        for i, (fit, state, value) in enumerate(zip(feasible, states, values, strict=True)):
+            if fit and math.isnan(value) and state not in seen:
+                seen.add(state)
+                missing.append(i)
+        if missing:
+            sel = rows[missing]
+            v = self.views.view(ssn, sel)
+            sub = FragTerms(
+                fits_count=terms.fits_count[sel],
+                small_sum=terms.small_sum[sel],
+                idle=terms.idle[sel],
+            )
+            value, share = fgd_rows(
+                np.arange(sel.size, dtype=np.intp),
+                pod,
+                v.free_cpu,
+                v.gpu_free,
+                v.model_idx,
+                typical,
+                sub,
+                self._frag[sel],
+            )
+            values = self._memo.store(pod, rows, np.asarray(missing), value, share).tolist()
+        weight = self.weight
+        # score_fgd's scores (-inf where the pod does not fit) through _finish.
+        return [
+            (value if fit and math.isfinite(value) else 0.0) * weight
+            for fit, value in zip(feasible, values, strict=True)
+        ]
+
     def gpu_choice(
         self, ssn: Session, task: int, node: int, *, future: bool
     ) -> tuple[int, ...] | None:
         if not future:  # the device node_score found with the node's score, when it did
-            pod = _task_pod(ssn, task)
+            self._refresh(ssn)
+            pod = self.views.task_pod(ssn, task)
             if pod is not None and pod.is_shared:
-                self._refresh(ssn)
                 share = self._memo.share(pod, node)
                 if share is not None:
-                    return _answer(share, self.views.view(ssn, np.array([node])), pod)
+                    return _answer(share, self.views.lists(ssn).devices[node], pod)
         return super().gpu_choice(ssn, task, node, future=future)
 
     def choose_device(
@@ -325,7 +369,7 @@ class FgdPlugin(SharedDeviceChoice):
         res = score_fgd(
             np.ones(1, dtype=np.bool_), pod, v.free_cpu, v.gpu_free, v.model_idx, typical
         )
-        return _answer(int(res.share_gpu[0]), v, pod)
+        return _answer(int(res.share_gpu[0]), v.gpu_free[0], pod)
 
 
 class _StateMemo:
@@ -365,7 +409,7 @@ class _StateMemo:
             for cpu, model, count, free in keys
         ]
 
-    def _table(self, pod: PodRequest) -> tuple[F64, I64]:
+    def table(self, pod: PodRequest) -> tuple[F64, I64]:
         """Score (NaN: not computed) and shared device per state, for the pod's shape."""
         key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli)
         table = self._scores.get(key)
@@ -382,14 +426,14 @@ class _StateMemo:
 
     def share(self, pod: PodRequest, node: int) -> int | None:
         """The shared device of ``node``'s state for the pod's shape, None if not scored."""
-        values, shares = self._table(pod)
+        values, shares = self.table(pod)
         state = int(self.state[node])
         return None if np.isnan(values[state]) else int(shares[state])
 
     def lookup(self, pod: PodRequest, rows: Rows, feasible: B) -> tuple[F64, Rows]:
         """Known scores of ``rows`` (NaN where unknown) and the positions in ``rows`` of one
         feasible row per state not scored yet."""
-        values = self._table(pod)[0][self.state[rows]]
+        values = self.table(pod)[0][self.state[rows]]
         unknown = np.isnan(values) & feasible
         if not unknown.any():
             return values, np.zeros(0, dtype=np.intp)
@@ -399,7 +443,7 @@ class _StateMemo:
     def store(self, pod: PodRequest, rows: Rows, missing: Rows, value: F64, share: I64) -> F64:
         """Remember ``value`` and ``share`` for the states of ``rows[missing]``; the scores of
         ``rows``."""
-        table, shares = self._table(pod)
+        table, shares = self.table(pod)
         states = self.state[rows[missing]]
         table[states] = value
         shares[states] = share
