@@ -334,33 +334,42 @@ def fgd_records(
     idle = terms.idle.copy()
     placed = np.flatnonzero(placement >= 0)
     rows = placement[placed]
-    # The state of each pod's node right after it lands, pod by pod.
-    cpu_after = np.zeros(placed.size, dtype=np.int64)
-    gpu_after = np.zeros((placed.size, width), dtype=np.int64)
-    bits = 1 << np.arange(width, dtype=np.int64)
-    for i, (step, node) in enumerate(zip(placed.tolist(), rows.tolist(), strict=True)):
-        free_cpu[node] -= cpu[step]
-        free_mem[node] -= mem[step]
-        if devices[step]:
-            gpu_free[node, (devices[step] & bits) != 0] -= share[step]
-        cpu_after[i] = free_cpu[node]
-        gpu_after[i] = gpu_free[node]
-    part = fragment_terms(gpu_after, typical)
-    frag_after = node_fragment_from_terms(cpu_after, model_idx[rows], part, typical)
+    # The state of each pod's node right after it lands, pod by pod (in integers, as lists).
+    cpu_left, mem_left, dev_left = free_cpu.tolist(), free_mem.tolist(), gpu_free.tolist()
+    cpu_of, mem_of, share_of, bits_of = cpu.tolist(), mem.tolist(), share.tolist(), devices.tolist()
+    cpu_after, gpu_after = [], []
+    for step, node in zip(placed.tolist(), rows.tolist(), strict=True):
+        cpu_left[node] -= cpu_of[step]
+        mem_left[node] -= mem_of[step]
+        row = dev_left[node]
+        if bits_of[step]:
+            row = dev_left[node] = [
+                g - share_of[step] if bits_of[step] >> d & 1 else g for d, g in enumerate(row)
+            ]
+        cpu_after.append(cpu_left[node])
+        gpu_after.append(row)
+    free_cpu = np.array(cpu_left, dtype=np.int64)
+    free_mem = np.array(mem_left, dtype=np.int64)
+    gpu_free = np.array(dev_left, dtype=np.int64).reshape(n, width)
+    part = fragment_terms(np.array(gpu_after, dtype=np.int64).reshape(-1, width), typical)
+    frag_after = node_fragment_from_terms(
+        np.array(cpu_after, dtype=np.int64), model_idx[rows], part, typical
+    )
     frag_rec = np.zeros(k + 1, dtype=np.float64)
     idle_rec = np.zeros(k + 1, dtype=np.int64)
-    frag_rec[0] = float(frag.sum())
+    frag_rec[0] = total = float(frag.sum())
     idle_rec[0] = idle_total = int(idle.sum())
     at = np.full(k, -1, dtype=np.int64)
     at[placed] = np.arange(placed.size)
+    idle_of, idle_after, node_of = idle.tolist(), part.idle.tolist(), rows.tolist()
     for step, i in enumerate(at.tolist()):
-        if i >= 0:
-            node = int(rows[i])
+        if i >= 0:  # a dropped pod changes nothing: the sum stays
+            node = node_of[i]
             frag[node] = frag_after[i]
-            now = int(part.idle[i])
-            idle_total += now - int(idle[node])
-            idle[node] = now
-        frag_rec[step + 1] = float(frag.sum())
+            idle_total += idle_after[i] - idle_of[node]
+            idle_of[node] = idle_after[i]
+            total = float(frag.sum())
+        frag_rec[step + 1] = total
         idle_rec[step + 1] = idle_total
     arrived = np.zeros(k + 1, dtype=np.int64)
     used = np.zeros(k + 1, dtype=np.int64)
