@@ -28,11 +28,13 @@ def place(ssn: Session, task: int, node: int, gpus: tuple[int, ...], *, pipeline
     dev = _device_index(ssn, task, node, gpus)
     if pipelined:
         ssn.pipelined[node] += row
-        ssn.gpu_pipelined[dev] += per_device
+        if dev:
+            ssn.gpu_pipelined[dev] += per_device
         set_state(ssn, task, TaskState.PIPELINED)
     else:
         ssn.used[node] += row
-        ssn.gpu_used[dev] += per_device
+        if dev:
+            ssn.gpu_used[dev] += per_device
         set_state(ssn, task, TaskState.ALLOCATED)
     ssn.task_node[task] = node
     ssn.task_gpus[task] = gpus

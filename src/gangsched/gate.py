@@ -224,7 +224,7 @@ class Gate:
             return Refusal(Rule.NODE_FIT, f"task {name!r} does not fit node {node_name!r} {when}")
         j = int(ssn.task_job[task])
         charge = ssn.task_req[task]
-        relaxed = Rule.CAPABILITY in relax or not self.rules.capability
+        relaxed = not self.rules.capability or (bool(relax) and Rule.CAPABILITY in relax)
         chain = [] if relaxed else self._limited_chain(int(ssn.job_queue[j]))
         for a in chain:
             used = self._subtree_used(a)
@@ -236,7 +236,7 @@ class Gate:
                     Rule.CAPABILITY,
                     f"task {name!r}: queue {queue!r} would exceed its capability on {res}",
                 )
-        if Rule.TOPOLOGY in relax:
+        if relax and Rule.TOPOLOGY in relax:
             return None
         domain = hard_domain(ssn, j)
         if isinstance(domain, str):

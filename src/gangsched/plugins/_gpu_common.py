@@ -231,7 +231,17 @@ class ViewCache:
     ``on_rows(ssn, rows, view)`` is told every refresh (every row for a new session), with the
     view of those rows."""
 
-    __slots__ = ("_all", "_lists", "_log", "_on_rows", "_pods", "_seen", "_ssn", "_tasks")
+    __slots__ = (
+        "_all",
+        "_lists",
+        "_log",
+        "_on_rows",
+        "_pods",
+        "_seen",
+        "_ssn",
+        "_tasks",
+        "_templates",
+    )
 
     def __init__(self, on_rows: Callable[[Session, Rows, _View], None] | None = None) -> None:
         self._on_rows = on_rows
@@ -242,6 +252,7 @@ class ViewCache:
         self._log = 0
         self._pods: dict[object, PodRequest | None] = {}
         self._tasks: dict[tuple[int, int, int, int, tuple[str, ...]], PodRequest | None] = {}
+        self._templates: dict[int, PodRequest | None] = {}  # by template index
 
     def sync_rows(self, ssn: Session) -> Rows:
         """Bring the view up to date; returns the rows that changed since the last call
@@ -251,7 +262,7 @@ class ViewCache:
             self._all = _view(ssn, rows)
             self._ssn, self._seen, self._log = ssn, ssn.node_version.copy(), len(ssn.changed)
             self._lists = RowLists.of(self._all)
-            self._pods, self._tasks = {}, {}
+            self._pods, self._tasks, self._templates = {}, {}, {}
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, self._all)
             return rows
@@ -304,12 +315,15 @@ class ViewCache:
         """:func:`_template_pod` of ``tmpl``, made once per template shape of the session."""
         if self._ssn is not ssn:
             self.sync_rows(ssn)
+        if tmpl.index in self._templates:
+            return self._templates[tmpl.index]
         # The pod is made of the request and the GPU request, both part of the shape:
         # templates of one shape share it.
         key: object = ("shape", tmpl.shape) if tmpl.shape else tmpl.index
         if key not in self._pods:
             self._pods[key] = _template_pod(ssn, tmpl)
-        return self._pods[key]
+        pod = self._templates[tmpl.index] = self._pods[key]
+        return pod
 
     def task_pod(self, ssn: Session, task: int) -> PodRequest | None:
         """:func:`_task_pod` of ``task``, made once per request of the session."""
