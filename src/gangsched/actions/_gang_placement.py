@@ -48,6 +48,7 @@ from ..session import PIPELINED_OR_READY
 from ..topology import Topology, build_topology
 
 if TYPE_CHECKING:
+    from ..arrays import ClusterArrays
     from ..evaluation import Evaluation
     from ..session import Session
 
@@ -67,7 +68,27 @@ def session_topology(ssn: Session) -> Topology:
 
 def _gpu_free(ssn: Session, future: bool) -> I64:
     # The placement problem takes (n_nodes, max_gpus), padded with 0 (no free milli).
-    return ssn.arrays.padded(np.clip(device_free(ssn, future=future), 0, None), fill=0)
+    free = np.clip(device_free(ssn, future=future), 0, None)
+    out: I64 = np.concatenate((np.zeros(1, dtype=np.int64), free))[_slots(ssn.arrays)]
+    return out
+
+
+#: The last arrays whose padded device layout :func:`_slots` worked out, and that layout
+#: (one pair, read and replaced whole).
+_SLOTS: dict[str, tuple[ClusterArrays, npt.NDArray[np.intp]]] = {}
+
+
+def _slots(arrays: ClusterArrays) -> npt.NDArray[np.intp]:
+    """``(n_nodes, max_gpus)`` 1 + the flat device index of each slot of
+    :meth:`~gangsched.arrays.ClusterArrays.padded` (0 for padding): the layout of the
+    padded free rows, asked of the arrays once (a session's gangs share it)."""
+    known = _SLOTS.get("last")
+    if known is not None and known[0] is arrays:
+        return known[1]
+    where = arrays.padded(np.arange(1, arrays.n_devices + 1, dtype=np.int64), fill=0)
+    layout = where.astype(np.intp)
+    _SLOTS["last"] = (arrays, layout)
+    return layout
 
 
 @dataclass(frozen=True, slots=True)
