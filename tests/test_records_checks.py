@@ -78,3 +78,37 @@ def test_a_subclass_made_elsewhere_keeps_the_records_checks() -> None:
         _NotedBind(task="t", node="")
     with pytest.raises(DecisionError, match="job status: running"):
         _PlainStatus(phase="Running", running=-5)
+
+
+@pytest.mark.parametrize(
+    ("plain", "field"),
+    [
+        ({"task_reasons": ["ab"]}, "task_reasons"),
+        ({"task_reasons": {"t": 3}}, "task_reasons.t"),
+        ({"preemption_reasons": {"j": {"preempt": "x"}}}, "preemption_reasons.j"),
+        ({"jobs": {1: {"phase": "Running"}}}, "jobs"),
+        ({"queues": []}, "queues"),
+        ({"binds": "x"}, "binds"),
+        ({"holds": "x"}, "holds"),
+    ],
+)
+def test_decisions_from_dict_refuses_a_malformed_collection(plain: Any, field: str) -> None:
+    from gangsched.decisions import Decisions
+    from gangsched.errors import SnapshotError
+
+    with pytest.raises(SnapshotError, match=f"decisions: {field}: "):
+        Decisions.from_dict(plain)
+
+
+def test_a_hold_read_back_does_not_split_a_node_name() -> None:
+    from gangsched.decisions import Decisions
+
+    with pytest.raises(DecisionError, match="hold: nodes"):
+        Decisions.from_dict({"holds": [{"job": "j", "nodes": "abc"}]})
+
+
+@pytest.mark.parametrize("cls", [JobStatus, QueueStatus])
+def test_an_unhashable_phase_is_refused_naming_the_field(cls: type[Any]) -> None:
+    field = "phase" if cls is JobStatus else "state"
+    with pytest.raises(DecisionError, match=f": {field}: expected one of"):
+        cls(**{field: []})

@@ -115,7 +115,7 @@ def _one_of(allowed: frozenset[str]) -> _Check:
     detail = f"expected one of {sorted(allowed)}"
 
     def check(record: str, field_name: str, v: object) -> object:
-        if v not in allowed:
+        if not isinstance(v, str) or v not in allowed:
             raise _bad(record, field_name, detail, v)
         return v
 
@@ -430,36 +430,34 @@ class Decisions:
             raise SnapshotError("expected a mapping", kind="decisions")
         try:
             return cls(
-                binds=tuple(Bind._from_plain(b) for b in d.get("binds", ())),
+                binds=tuple(Bind._from_plain(b) for b in _list(d, "binds")),
                 evictions=tuple(
                     Eviction(
                         task=e["task"], reason=e.get("reason", ""), preemptor=e.get("preemptor", "")
                     )
-                    for e in d.get("evictions", ())
+                    for e in _list(d, "evictions")
                 ),
-                pipelined=tuple(Pipeline._from_plain(p) for p in d.get("pipelined", ())),
+                pipelined=tuple(Pipeline._from_plain(p) for p in _list(d, "pipelined")),
                 jobs=FrozenDict(
-                    {name: JobStatus(**_fields(v)) for name, v in d.get("jobs", {}).items()}
+                    {name: JobStatus(**_fields(v)) for name, v in _by_name(d, "jobs").items()}
                 ),
                 queues=FrozenDict(
                     {
                         name: QueueStatus(**_queue_fields(v))
-                        for name, v in d.get("queues", {}).items()
+                        for name, v in _by_name(d, "queues").items()
                     }
                 ),
-                task_reasons=FrozenDict(dict(d.get("task_reasons", {}))),
+                task_reasons=_texts(d, "task_reasons"),
                 job_actions=tuple(
                     JobAction(job=a["job"], action=a["action"], cause=a.get("cause", ""))
-                    for a in d.get("job_actions", ())
+                    for a in _list(d, "job_actions")
                 ),
-                preemption_reasons=FrozenDict(dict(d.get("preemption_reasons", {}))),
+                preemption_reasons=_texts(d, "preemption_reasons"),
                 holds=tuple(
                     Hold(
-                        job=h["job"],
-                        nodes=tuple(h.get("nodes", ())),
-                        expected_wait=h.get("expected_wait"),
+                        job=h["job"], nodes=h.get("nodes", ()), expected_wait=h.get("expected_wait")
                     )
-                    for h in d.get("holds", ())
+                    for h in _list(d, "holds")
                 ),
                 nondeterministic=_strings(d.get("nondeterministic", ()), "nondeterministic"),
                 placements=_placements(d.get("placements", {})),
@@ -477,6 +475,35 @@ def _placements(v: object) -> FrozenDict[str, PlacementInfo]:
             raise SnapshotError("expected job names as keys", kind="decisions", field="placements")
         out[job] = PlacementInfo.from_dict(info, job=job)
     return FrozenDict(out)
+
+
+def _list(d: Mapping[str, Any], field: str) -> list[Any] | tuple[Any, ...]:
+    """The list under ``field`` of the interchange form (absent: empty)."""
+    v = d.get(field, ())
+    if not isinstance(v, list | tuple):
+        raise SnapshotError(f"expected a list, got {show_value(v)}", kind="decisions", field=field)
+    return v
+
+
+def _by_name(d: Mapping[str, Any], field: str) -> Mapping[str, Any]:
+    """The mapping under ``field`` of the interchange form, keyed by names (absent: empty)."""
+    v = d.get(field, {})
+    if not isinstance(v, Mapping) or not all(isinstance(k, str) and k for k in v):
+        raise SnapshotError(
+            f"expected a mapping keyed by names, got {show_value(v)}", kind="decisions", field=field
+        )
+    return v
+
+
+def _texts(d: Mapping[str, Any], field: str) -> FrozenDict[str, str]:
+    """The name-to-text mapping under ``field`` of the interchange form (absent: empty)."""
+    v = _by_name(d, field)
+    bad = next((k for k, text in v.items() if not isinstance(text, str)), None)
+    if bad is not None:
+        raise SnapshotError(
+            f"expected a string, got {show_value(v[bad])}", kind="decisions", field=f"{field}.{bad}"
+        )
+    return FrozenDict(v)
 
 
 def _strings(v: object, field: str) -> tuple[str, ...]:
