@@ -91,6 +91,10 @@ def read_source(path: str | Path, *, kind: str = "file") -> tuple[str, str]:
                 f"cannot read standard input: {exc}", kind=kind, name="<stdin>"
             ) from None
         return decode(data, "<stdin>"), "<stdin>"
+    if not str(path):  # Path("") is the current directory: name what was given
+        raise SnapshotError(
+            "an empty file name (give a path, or - for standard input)", kind=kind, name=""
+        )
     p = Path(path)
     try:
         data = p.read_bytes()
