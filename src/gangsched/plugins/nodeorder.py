@@ -119,10 +119,11 @@ class NodeOrderPlugin:
     def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
         """:meth:`node_score` of one node: the same arithmetic, in the same order."""
         a = ssn.arrays
-        cpu, mem = tmpl.request[:2].tolist()
-        want = (cpu or DEFAULT_CPU, mem or DEFAULT_MEMORY)
-        alloc = a.allocatable[i, :2].tolist()
-        used = ssn.used[i, :2].tolist()
+        request = tmpl.request.tolist()
+        alloc_row = a.allocatable[i].tolist()
+        used_row = ssn.used[i].tolist()
+        want = (request[0] or DEFAULT_CPU, request[1] or DEFAULT_MEMORY)
+        alloc, used = alloc_row[:2], used_row[:2]
         requested = [u + w for u, w in zip(used, want, strict=True)]
         score = 0.0
         if self.least:
@@ -141,8 +142,8 @@ class NodeOrderPlugin:
             fracs = [min(rq / max(al, 1), 1.0) for al, rq in zip(alloc, requested, strict=True)]
             if tmpl.gpu_count:
                 g = a.spec.gpu_column
-                galloc = int(a.allocatable[i, g])
-                after = int(ssn.used[i, g]) + int(tmpl.request[g])
+                galloc = alloc_row[g]
+                after = used_row[g] + request[g]
                 fracs.append(min(after / max(galloc, 1), 1.0) if galloc > 0 else 0.0)
             score += self.balanced * (1.0 - math.sqrt(_variance(fracs))) * 100.0
         if self.taint and a.soft_taints:
