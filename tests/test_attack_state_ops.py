@@ -18,25 +18,13 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gangsched import ClusterState, Config, Snapshot, schedule
+from _preemption_helpers import BOTH
+from gangsched import ClusterState, Snapshot, schedule
 from gangsched.errors import SnapshotError
 from gangsched.model import TaskPhase
 from gangsched.testing import strategies as gst
 
-CONFIG = Config.from_dict(
-    {
-        "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
-        "tiers": [
-            [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
-            [
-                {"name": "drf"},
-                {"name": "predicates"},
-                {"name": "proportion"},
-                {"name": "nodeorder"},
-            ],
-        ],
-    }
-)
+CONFIG = BOTH  # Volcano's CI tiers, every preemption-related action on
 PHASES = [p.value for p in TaskPhase]
 
 

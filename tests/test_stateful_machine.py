@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from gangsched.config import Config
+from _preemption_helpers import BOTH
 from gangsched.decisions import Bind, Decisions, Eviction, JobStatus, Pipeline
 from gangsched.errors import DecisionError
 from gangsched.model import Job, JobPhase, JobPolicy, Node, Queue, Task, TaskPhase
@@ -55,20 +55,7 @@ def check_flat_queue_capability(snapshot: Snapshot, decisions: Decisions) -> Non
 CHECKS: tuple[Check, ...] = tuple(
     check_flat_queue_capability if c is check_queue_capability else c for c in ALL_CHECKS
 )
-PREEMPTING = Config.from_dict(
-    {
-        "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
-        "tiers": [
-            [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
-            [
-                {"name": "drf"},
-                {"name": "predicates"},
-                {"name": "proportion"},
-                {"name": "nodeorder"},
-            ],
-        ],
-    }
-)
+PREEMPTING = BOTH  # Volcano's CI tiers, every preemption-related action on
 
 
 def _preempting(snapshot: Snapshot) -> Decisions:
