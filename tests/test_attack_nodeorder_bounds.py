@@ -25,6 +25,19 @@ ALLOCATABLE = st.one_of(
 REQUEST = st.one_of(st.sampled_from([0, 1, 3, 100, EDGE, TOP]), st.integers(0, TOP))
 
 
+def _cluster(nodes: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The snapshot of ``nodes`` with one running and one pending job holding ``tasks``."""
+    return {
+        "nodes": nodes,
+        "queues": [{"name": "default"}],
+        "jobs": [
+            {"name": "running", "queue": "default", "min_available": 1, "phase": "Running"},
+            {"name": "pending", "queue": "default", "min_available": 1, "phase": "Inqueue"},
+        ],
+        "tasks": tasks,
+    }
+
+
 def _config(least: float, most: float) -> Config:
     args = {
         "leastrequested.weight": least,
@@ -84,15 +97,7 @@ def clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[int, int, int,
             "phase": "Pending",
         }
     )
-    snap = {
-        "nodes": nodes,
-        "queues": [{"name": "default"}],
-        "jobs": [
-            {"name": "running", "queue": "default", "min_available": 1, "phase": "Running"},
-            {"name": "pending", "queue": "default", "min_available": 1, "phase": "Inqueue"},
-        ],
-        "tasks": tasks,
-    }
+    snap = _cluster(nodes, tasks)
     return snap, figures
 
 
@@ -140,15 +145,7 @@ def test_least_allocated_floors_as_integers_where_floats_would_round_up() -> Non
         figures.append((alloc, alloc - rest, 10 << 30, DEFAULT_MEMORY))
         assert int(rest * 100.0 / alloc) != rest * 100 // alloc  # a trap indeed
     tasks.append({"name": "p", "job": "pending", "request": {"memory": "0"}, "phase": "Pending"})
-    plain = {
-        "nodes": nodes,
-        "queues": [{"name": "default"}],
-        "jobs": [
-            {"name": "running", "queue": "default", "min_available": 1, "phase": "Running"},
-            {"name": "pending", "queue": "default", "min_available": 1, "phase": "Inqueue"},
-        ],
-        "tasks": tasks,
-    }
+    plain = _cluster(nodes, tasks)
     got = explain(Snapshot.from_dict(plain), "p", _config(1.0, 0.0)).to_dict()
     scores = {n["node"]: n["scores"]["nodeorder"] for n in got["nodes"]}  # type: ignore[index]
     for i, (cpu, cpu_req, mem, mem_req) in enumerate(figures):
