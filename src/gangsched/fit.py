@@ -261,6 +261,22 @@ def _fit_few(
     return fit_idle, fit_later
 
 
+def device_rooms(occ: Occupancy, node: int) -> list[tuple[int, int]]:
+    """Free milli-GPU of each device of ``node`` now and once releases finish, as plain ints
+    (the scalar form of :func:`device_free` for one node)."""
+    cap = int(occ.arrays.gpu_capacity[node])
+    span = occ.arrays.devices(node)
+    return [
+        (cap - u, cap - u + rl - pp)
+        for u, rl, pp in zip(
+            occ.gpu_used[span].tolist(),
+            occ.gpu_releasing[span].tolist(),
+            occ.gpu_pipelined[span].tolist(),
+            strict=True,
+        )
+    ]
+
+
 def fit_one(
     occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None = None
 ) -> tuple[bool, bool]:
@@ -285,19 +301,12 @@ def fit_one(
         fit_idle = fit_idle and q <= al - u
         fit_later = fit_later and q <= al - u + rl - pp
     if count:
-        cap, need = int(a.gpu_capacity[i]), max(m, 1)
+        need = max(m, 1)
         now = later = 0
-        start = int(a.gpu_offset[i])
-        span = slice(start, start + int(a.gpu_count[i]))
-        for u, rl, pp in zip(
-            occ.gpu_used[span].tolist(),
-            occ.gpu_releasing[span].tolist(),
-            occ.gpu_pipelined[span].tolist(),
-            strict=True,
-        ):
-            if cap - u + rl - pp >= need:
+        for free, free_later in device_rooms(occ, i):
+            if free_later >= need:
                 later += 1
-                now += cap - u >= need
+                now += free >= need
         fit_idle = fit_idle and now >= count
         fit_later = fit_later and later >= count
     return fit_idle and fit_later, fit_later
@@ -351,19 +360,9 @@ def choose_devices(
 ) -> tuple[int, ...]:
     """Device indices on ``node``: a fractional take best-fits onto the fullest device with
     room (ties to the lower index), whole devices are the lowest free indices."""
-    a = occ.arrays
-    span = a.devices(node)
-    cap = int(a.gpu_capacity[node])
-    room = []  # free milli-GPU of each device: once releases finish, or the smaller of both
-    for u, rl, pp in zip(
-        occ.gpu_used[span].tolist(),
-        occ.gpu_releasing[span].tolist(),
-        occ.gpu_pipelined[span].tolist(),
-        strict=True,
-    ):
-        free = cap - u
-        later = free + rl - pp
-        room.append(later if future else min(free, later))
+    cap = int(occ.arrays.gpu_capacity[node])
+    # free milli-GPU of each device: once releases finish, or the smaller of both
+    room = [later if future else min(free, later) for free, later in device_rooms(occ, node)]
     ok = [i for i, r in enumerate(room) if r >= per_device]
     if per_device < cap:
         ok.sort(key=lambda i: room[i])  # stable: equal rooms keep the lower index first
