@@ -147,19 +147,6 @@ def _row_numbers(ssn: Session, row: int) -> tuple[int, int, list[int]]:
     return free[0], free[1], dev
 
 
-def _view_one(ssn: Session, row: int) -> _View:
-    """:func:`_view` of the one row ``row`` (now), from :func:`_row_numbers`."""
-    cpu, mem, dev = _row_numbers(ssn, row)
-    model = int(ssn.arrays.gpu_model[row])
-    return _View(
-        free_cpu=np.array([cpu], dtype=np.int64),
-        free_mem=np.array([mem], dtype=np.int64),
-        gpu_free=np.array([dev], dtype=np.int64).reshape(1, len(dev)),
-        gpu_count=np.array([int(ssn.arrays.gpu_count[row])], dtype=np.int64),
-        model_idx=np.array([len(_models(ssn)) if model < 0 else model], dtype=np.int64),
-    )
-
-
 #: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows
 #: cost less in scalar arithmetic than the array operations' fixed cost.
 _FEW_ROWS = 32
@@ -289,7 +276,7 @@ class ViewCache:
             self._seen[row] = ssn.node_version[row]
             lists.put(row, cpu, mem, dev[: len(lists.devices[row])])
             if self._on_rows is not None:
-                # the row's part of the kept view, as _view_one has it (read, not kept)
+                # the row's part of the kept view (read, not kept)
                 end = row + 1
                 part = _View(
                     free_cpu=full.free_cpu[row:end],
