@@ -333,3 +333,36 @@ def test_consolidation_never_takes_a_queue_past_its_capability() -> None:
     # With room in the quota the same cluster consolidates.
     queues = [{"name": "default", "capability": {GPU: 16}}]
     assert len(schedule(snap(jobs, tasks, queues=queues)).evictions) == 1
+
+
+def test_only_running_tasks_of_other_jobs_are_moved() -> None:
+    # n0 holds a 4-GPU reservation of 'held' (Pipelined, not running); n1 runs a task nobody
+    # may move. Moving the reservation would free n0 for the 8-GPU gang, but a task that is
+    # not running is not the search's to move.
+    jobs = [job("held", 1, phase="Inqueue"), job("fixed", 1), job("big", 1, phase="Inqueue")]
+    tasks = (
+        running("held", [("n0", [0, 1, 2, 3])], gpus=4, phase="Pipelined")
+        + running("fixed", [("n1", [0, 1, 2, 3])], gpus=4, preemptable=False)
+        + pending("big", 1, gpus=8)
+    )
+    d = schedule(snap(jobs, tasks))
+    assert d.evictions == ()
+    assert "big-0" not in {p.task for p in d.pipelined} | {b.task for b in d.binds}
+    assert d.preemption_reasons["big"].startswith(f"consolidate: {c.NO_MOVABLE}:")
+
+
+def test_a_task_already_releasing_is_not_one_the_search_moves() -> None:
+    # 'w' runs w-0 on n1 and has w-1 on its way out of n0, next to a task nobody may move.
+    # Only the running task is w's to move: it goes whole (its job keeps nothing else
+    # running) into the room w-1 leaves on n0, and the 8-GPU gang takes n1. Counting the
+    # releasing task as a movable one would make w look like a job that cannot go whole.
+    jobs = [job("w", 1), job("fixed", 1), job("big", 1, phase="Inqueue")]
+    tasks = (
+        running("w", [("n1", [0, 1, 2, 3]), ("n0", [4, 5, 6, 7])], gpus=4)
+        + running("fixed", [("n0", [0, 1, 2, 3])], gpus=4, preemptable=False)
+        + pending("big", 1, gpus=8)
+    )
+    tasks[1]["phase"] = "Releasing"
+    d = schedule(snap(jobs, tasks))
+    assert [e.task for e in d.evictions] == ["w-0"]
+    assert {p.task: p.node for p in d.pipelined} == {"w-0": "n0", "big-0": "n1"}
