@@ -554,10 +554,12 @@ def build_templates(
     spec: ResourceSpec,
     task_indices: list[int],
     known: Mapping[int, tuple[object, ...]] | None = None,
+    requests: I64 | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``known``: the
     :func:`template_key` of some of them, computed before (for records seen in an earlier
-    cycle).
+    cycle). ``requests``: every snapshot task's :func:`request_vector`, when the caller has
+    the rows (a session's ``task_req``), read instead of parsing the records again.
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
     index (-1 for tasks not given).
@@ -579,7 +581,9 @@ def build_templates(
                 job=snapshot.job_index[first.job],
                 role=first.role,
                 tasks=tuple(members),
-                request=request_vector(first, spec),
+                request=(
+                    request_vector(first, spec) if requests is None else requests[members[0]].copy()
+                ),
                 gpu_count=g.count if g is not None else 0,
                 gpu_milli=g.milli if g is not None else 0,
                 gpu_models=g.models if g is not None else (),
