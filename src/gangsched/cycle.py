@@ -136,12 +136,20 @@ def job_counters(
     n_jobs, n_res = len(snapshot.jobs), cols.req.shape[1]
     job_count = np.zeros((n_jobs, N_STATES), dtype=np.int64)
     np.add.at(job_count, (cols.job, cols.state.astype(np.int64)), 1)
-    role_count: dict[tuple[int, str], I64] = {}
-    for i, task in enumerate(snapshot.tasks):
-        key = (int(cols.job[i]), task.role)
-        if key not in role_count:
-            role_count[key] = np.zeros(N_STATES, dtype=np.int64)
-        role_count[key][cols.state[i]] += 1
+    # Per (job, role): the roles coded in order of appearance, one row per pair present.
+    codes: dict[str, int] = {}
+    role = np.fromiter(
+        (codes.setdefault(t.role, len(codes)) for t in snapshot.tasks),
+        dtype=np.int64,
+        count=len(snapshot.tasks),
+    )
+    pairs, row = np.unique(cols.job * max(len(codes), 1) + role, return_inverse=True)
+    per_pair = np.zeros((pairs.size, N_STATES), dtype=np.int64)
+    np.add.at(per_pair, (row.reshape(-1), cols.state.astype(np.int64)), 1)
+    names = list(codes)
+    role_count: dict[tuple[int, str], I64] = {
+        (p // len(names), names[p % len(names)]): per_pair[k] for k, p in enumerate(pairs.tolist())
+    }
     holding = np.isin(cols.state, HOLDING_STATES) & (cols.node >= 0)
     job_allocated = np.zeros((n_jobs, n_res), dtype=np.int64)
     np.add.at(job_allocated, cols.job[holding], cols.req[holding])
