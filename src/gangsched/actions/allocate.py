@@ -342,8 +342,9 @@ class AllocateAction(ConfiguredAction):
 
     @staticmethod
     def _explain_discard(ssn: Session, j: int, tried: list[int]) -> None:
-        total = len(ssn.job_tasks(j))
-        pending = [int(t) for t in ssn.job_tasks(j) if ssn.task_state[t] == TaskState.PENDING]
+        own = ssn.job_tasks(j)
+        total = len(own)
+        pending: list[int] = own[ssn.task_state[own] == TaskState.PENDING].tolist()
         why = next((ssn.task_reasons[t] for t in pending if ssn.task_reasons.get(t)), "")
         message = f"{len(pending)}/{total} tasks in gang unschedulable: {why}".rstrip(": ")
         prev = ssn.job_reasons.get(j)
