@@ -67,9 +67,12 @@ def _mix(x: U64) -> U64:
 
 
 def _uniform(seed: int, key: str, a: I64, b: I64) -> F64:
-    """Uniform floats in [0, 1), one per element of ``a``/``b``, from (seed, key, a, b)."""
+    """Uniform floats in [0, 1), one per element of ``a``/``b``, from (seed, key, a, b).
+
+    ``key`` is hashed as its UTF-8 bytes; a lone surrogate (a name no UTF-8 text holds,
+    but a ``str`` may) passes through as its three bytes instead of raising."""
     base = _mix(np.array([seed & (2**64 - 1)], dtype=np.uint64))
-    base = _mix(base ^ np.uint64(zlib.crc32(key.encode("utf-8"))))
+    base = _mix(base ^ np.uint64(zlib.crc32(key.encode("utf-8", "surrogatepass"))))
     h = _mix(base ^ _mix(a.astype(np.uint64)))
     h = _mix(h ^ _mix(b.astype(np.uint64) + np.uint64(0x632BE59BD9B4E019)))
     return (h >> np.uint64(11)).astype(np.float64) * (1.0 / 2**53)

@@ -97,11 +97,36 @@ def _configs() -> dict[str, Config]:
                 ],
             }
         )
+        # Every GPU node scorer at once (their scores add up), on whatever the input holds:
+        # clusters without GPUs, without nodes, or with devices at their bounds.
+        _CONFIG_CACHE["gpu-scorers"] = Config.from_dict(
+            {
+                "actions": ["enqueue", "allocate", "backfill"],
+                "tiers": [
+                    [{"name": "priority"}, {"name": "gang"}],
+                    [
+                        {"name": "predicates"},
+                        {"name": "proportion"},
+                        *({"name": name} for name in GPU_SCORERS),
+                    ],
+                ],
+            }
+        )
     return _CONFIG_CACHE
 
 
+#: The GPU node scorers the ``gpu-scorers`` configuration stacks in one tier.
+GPU_SCORERS: tuple[str, ...] = (
+    "bestfit",
+    "dotprod",
+    "fgd",
+    "gpu-clustering",
+    "gpu-packing",
+    "random",
+)
+
 #: Names of the configurations every accepted snapshot is scheduled under.
-CONFIGS: tuple[str, ...] = ("default", "preempt", "hierarchy")
+CONFIGS: tuple[str, ...] = ("default", "preempt", "hierarchy", "gpu-scorers")
 
 _TESTING_DIR = os.path.dirname(os.path.abspath(__file__))
 _PACKAGE_DIR = os.path.dirname(_TESTING_DIR)
