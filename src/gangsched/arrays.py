@@ -551,15 +551,14 @@ def template_key(task: Task) -> tuple[object, ...]:
 
 def build_templates(
     snapshot: Snapshot,
-    spec: ResourceSpec,
+    requests: I64,
     task_indices: list[int],
     known: Mapping[int, tuple[object, ...]] | None = None,
-    requests: I64 | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
-    """Group ``task_indices`` (already in task order) into templates. ``known``: the
-    :func:`template_key` of some of them, computed before (for records seen in an earlier
-    cycle). ``requests``: every snapshot task's :func:`request_vector`, when the caller has
-    the rows (a session's ``task_req``), read instead of parsing the records again.
+    """Group ``task_indices`` (already in task order) into templates. ``requests``: every
+    snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
+    its first task's row. ``known``: the :func:`template_key` of some of them, computed before
+    (for records seen in an earlier cycle).
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
     index (-1 for tasks not given).
@@ -581,9 +580,7 @@ def build_templates(
                 job=snapshot.job_index[first.job],
                 role=first.role,
                 tasks=tuple(members),
-                request=(
-                    request_vector(first, spec) if requests is None else requests[members[0]].copy()
-                ),
+                request=requests[members[0]].copy(),
                 gpu_count=g.count if g is not None else 0,
                 gpu_milli=g.milli if g is not None else 0,
                 gpu_models=g.models if g is not None else (),

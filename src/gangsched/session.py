@@ -160,7 +160,7 @@ class Session(Occupancy):
             keys = {t: tmpl.key for tmpl in previous.templates for t in tmpl.tasks}
             src = cols.source.tolist()
             known = {t: keys[src[t]] for t in pending if src[t] in keys}
-        templates, template_of = build_templates(snapshot, arrays.spec, pending, known, cols.req)
+        templates, template_of = build_templates(snapshot, cols.req, pending, known)
         ssn = cls(
             snapshot=snapshot,
             config=config,

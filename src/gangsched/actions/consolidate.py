@@ -159,7 +159,7 @@ def _template(ssn: Session, task: int) -> TaskTemplate:
     key = template_key(ssn.snapshot.tasks[task])
     i = memo.get(key, -1)
     if i < 0:
-        (built,), _ = build_templates(ssn.snapshot, ssn.arrays.spec, [task])
+        (built,), _ = build_templates(ssn.snapshot, ssn.task_req, [task])
         i = len(ssn.templates)
         ssn.templates.append(replace(built, index=i))
         memo[key] = i

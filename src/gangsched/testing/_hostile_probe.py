@@ -64,7 +64,8 @@ _CONFIG_CACHE: dict[str, Config] = {}
 def _configs() -> dict[str, Config]:
     """Name → one of the configurations every accepted snapshot is scheduled under."""
     if not _CONFIG_CACHE:
-        from ..config import Config
+        from ..config import BUILTIN_PLUGINS, Config
+        from ..fragmentation import POLICIES
 
         _CONFIG_CACHE["default"] = Config.default()
         _CONFIG_CACHE["preempt"] = Config.from_dict(
@@ -107,23 +108,13 @@ def _configs() -> dict[str, Config]:
                     [
                         {"name": "predicates"},
                         {"name": "proportion"},
-                        *({"name": name} for name in GPU_SCORERS),
+                        *({"name": name} for name in sorted(set(POLICIES) & set(BUILTIN_PLUGINS))),
                     ],
                 ],
             }
         )
     return _CONFIG_CACHE
 
-
-#: The GPU node scorers the ``gpu-scorers`` configuration stacks in one tier.
-GPU_SCORERS: tuple[str, ...] = (
-    "bestfit",
-    "dotprod",
-    "fgd",
-    "gpu-clustering",
-    "gpu-packing",
-    "random",
-)
 
 #: Names of the configurations every accepted snapshot is scheduled under.
 CONFIGS: tuple[str, ...] = ("default", "preempt", "hierarchy", "gpu-scorers")
