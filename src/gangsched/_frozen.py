@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import fields
 from typing import Any, ClassVar, Protocol, TypeVar
 
@@ -59,6 +59,17 @@ class FrozenDict(Mapping[K, V]):
 
     def __len__(self) -> int:
         return len(self._data)
+
+    # The views read the dict directly (Mapping's generic views look each key up again, and
+    # ``tuple(m.items())`` asks their length first): records are read on every snapshot.
+    def items(self) -> ItemsView[K, V]:
+        return self._data.items()
+
+    def keys(self) -> KeysView[K]:
+        return self._data.keys()
+
+    def values(self) -> ValuesView[V]:
+        return self._data.values()
 
     def __hash__(self) -> int:
         cached: int | None = self._hash

@@ -6,7 +6,7 @@ the normalised value or raises :class:`~gangsched.errors.SnapshotError` naming a
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, ItemsView, Iterable, KeysView, Mapping, Sequence, ValuesView
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import MISSING, fields
 from typing import Any, Protocol, TypeVar
 
@@ -23,17 +23,6 @@ class Resources(FrozenDict[str, int]):
     """
 
     __slots__ = ()
-
-    # The mapping's views read its dict directly (Mapping's generic views look each key up
-    # again): amounts are read on every record of every snapshot.
-    def items(self) -> ItemsView[str, int]:
-        return self._data.items()
-
-    def keys(self) -> KeysView[str]:
-        return self._data.keys()
-
-    def values(self) -> ValuesView[int]:
-        return self._data.values()
 
     @classmethod
     def parse(cls, value: object, *, kind: str, name: str, field: str) -> Resources:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -557,8 +558,7 @@ def build_templates(
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
-    its first task's row. ``known``: the :func:`template_key` of some of them, computed before
-    (for records seen in an earlier cycle).
+    its first task's row. ``known``: the :func:`template_key` of some, from an earlier cycle.
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
     index (-1 for tasks not given).
@@ -568,19 +568,24 @@ def build_templates(
     for t in task_indices:
         key = known.get(t) if known is not None else None
         groups.setdefault(template_key(tasks[t]) if key is None else key, []).append(t)
+    # The first members' rows in one gather (read-only: a template's row is a view of it).
+    rows = requests[[members[0] for members in groups.values()]]
+    rows.flags.writeable = False
+    sizes = [len(members) for members in groups.values()]
+    flat = np.fromiter(chain.from_iterable(groups.values()), dtype=np.int64, count=sum(sizes))
     template_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
+    template_of[flat] = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
     templates: list[TaskTemplate] = []
-    for key, members in groups.items():
-        first = snapshot.tasks[members[0]]
+    for idx, (key, members) in enumerate(groups.items()):
+        first = tasks[members[0]]
         g = first.gpu_request
-        idx = len(templates)
         templates.append(
             TaskTemplate(
                 index=idx,
                 job=snapshot.job_index[first.job],
                 role=first.role,
                 tasks=tuple(members),
-                request=requests[members[0]].copy(),
+                request=rows[idx],
                 gpu_count=g.count if g is not None else 0,
                 gpu_milli=g.milli if g is not None else 0,
                 gpu_models=g.models if g is not None else (),
@@ -592,5 +597,4 @@ def build_templates(
                 shape=key[2:6],
             )
         )
-        template_of[list(members)] = idx
     return templates, template_of

@@ -299,7 +299,10 @@ class Session(Occupancy):
             else self.role_count.get((job, role), np.zeros(N_STATES, dtype=np.int64))
         )
         per_state = counts.tolist()
-        return sum(per_state[s] for s in states)
+        total = 0
+        for s in states:  # a plain loop: a generator costs twice as much on this hot path
+            total += per_state[s]
+        return total
 
     def job_tasks(self, job: int) -> I64:
         """Indices of the job's tasks (snapshot order)."""
