@@ -315,7 +315,7 @@ _TOKEN = {
     "not in": r"\bnot\s+in\b",
 }
 #: Calls whose result, used as a mask ``x[call(...)]``, is a rule (dropping it removes it).
-_RULE_CALLS = {"evictable", "exhausted", "isin"}
+_RULE_CALLS = {"evictable", "exhausted", "isin", "in_states"}
 
 
 @dataclass(frozen=True)

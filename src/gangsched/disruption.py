@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from .cycle import in_states
 from .model import DisruptionBudget, TaskPhase
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ def budgets(ssn: Session) -> Budgets | None:
 def _healthy(ssn: Session, tasks: I64) -> BOOL:
     from .session import TaskState  # the session layer sits above the model
 
-    out: BOOL = np.isin(ssn.task_state[tasks], (TaskState.RUNNING, TaskState.BOUND))
+    out: BOOL = in_states(ssn.task_state[tasks], (TaskState.RUNNING, TaskState.BOUND))
     return out
 
 

@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .config import Config
+from .cycle import in_states
 from .model import TopologyMode
 from .topology import build_topology
 from .units import PODS
@@ -116,7 +117,7 @@ def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
         topo.top_tier if nt.highest_tier_allowed is None else topo.rank_of(nt.highest_tier_allowed)
     )
     mine = ssn.job_tasks(job)
-    held = mine[np.isin(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
+    held = mine[in_states(ssn.task_state[mine], HOLDING_STATES) & (ssn.task_node[mine] >= 0)]
     if not held.size:
         return None
     cover = topo.cover(allowed)

@@ -117,6 +117,8 @@ class Session(Occupancy):
     cache: CycleCache = field(default_factory=CycleCache)
     #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
     changed: list[int] = field(default_factory=list)
+    #: Per queue, how many times its allocation changed this session (``_ledger`` counts).
+    queue_changes: list[int] = field(default_factory=list)
     #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
     #: queue statuses (an equal status is the same record: ``_close.close_session``) and
     #: failed greedy gang placements (``actions._gang_placement.place_job``).
@@ -188,6 +190,7 @@ class Session(Occupancy):
             template_of=template_of,
         )
         ssn.registry = registry
+        ssn.queue_changes = [0] * len(snapshot.queues)
         ssn.gate = Gate(ssn)
         ssn.evaluator = Evaluator(ssn)
         opened = [

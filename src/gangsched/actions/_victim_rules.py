@@ -40,6 +40,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._types import BOOL, I64
+from ..cycle import in_states
 from ..gang import FRESH_STATES, RUNNING_STATES, may_go_whole, needed_tasks, spare_tasks
 from ..model import PREEMPT_NEVER, JobPhase, TopologyMode
 from ..session import HOLDING_STATES, TaskState
@@ -205,7 +206,7 @@ def preempt_candidates(ssn: Session, job: int) -> tuple[I64, Refusal | None]:
         return np.zeros(0, dtype=np.int64), held
     q = int(ssn.job_queue[job])
     queue = snap.queues[q].name
-    running = np.isin(ssn.task_state, RUNNING_STATES) & (ssn.task_job != job)
+    running = in_states(ssn.task_state, RUNNING_STATES) & (ssn.task_job != job)
     same = running & (ssn.job_queue[ssn.task_job] == q)
     cands = np.flatnonzero(same).astype(np.int64)
     if cands.size == 0:
@@ -285,7 +286,7 @@ def domains(ssn: Session, job: int) -> list[BOOL | None]:
     if nt is None or nt.mode is not TopologyMode.HARD:
         return [None]
     tasks = ssn.job_tasks(job)
-    placed = tasks[np.isin(ssn.task_state[tasks], HOLDING_STATES) & (ssn.task_node[tasks] >= 0)]
+    placed = tasks[in_states(ssn.task_state[tasks], HOLDING_STATES) & (ssn.task_node[tasks] >= 0)]
     placed_nodes = ssn.task_node[placed]
     masks = _topology(ssn).domain_masks(nt.highest_tier_allowed)
     return [mask for mask in masks if bool(np.all(mask[placed_nodes]))]

@@ -260,13 +260,14 @@ class AllocateAction(ConfiguredAction):
     def _refusal(self, ssn: Session, q: int, tmpl: TaskTemplate) -> str | None:
         """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it.
 
-        The built-in queue plugins judge a template by its request and the queues' holdings,
-        which move only with a placement or eviction (each logged in ``Session.changed``): an
-        answer holds for any template of the same request in the queue until the log grows,
-        so the tasks and jobs of a waiting queue are not asked and worded one by one. With a
-        plugin from elsewhere on the point, every task is asked."""
+        The built-in queue plugins judge a template by its request and the queues' holdings:
+        without a queue hierarchy, by the holdings of ``q`` alone, so an answer holds for any
+        template of the same request in the queue until the queue's allocation changes
+        (``Session.queue_changes``); under a hierarchy, until any placement or eviction
+        (``Session.changed``). The tasks and jobs of a waiting queue are not asked and worded
+        one by one. With a plugin from elsewhere on the point, every task is asked."""
         key = (q, tmpl.request.tobytes()) if self._shared else None
-        stamp = len(ssn.changed)
+        stamp = len(ssn.changed) if ssn.gate.rules.hierarchical else ssn.queue_changes[q]
         known = self._verdicts.get(key) if key is not None else None
         if known is not None and known[0] == stamp:
             return known[1]

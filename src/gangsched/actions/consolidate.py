@@ -64,6 +64,7 @@ import numpy as np
 from .. import _ledger, disruption
 from ..arrays import TaskTemplate, build_templates, template_key
 from ..config import arg_int
+from ..cycle import in_states
 from ..errors import ConfigError
 from ..model import TopologyMode
 from ..session import TaskState
@@ -248,7 +249,7 @@ class _Search:
     def movable(self) -> I64:
         ssn = self.ssn
         snap = ssn.snapshot
-        running = np.isin(ssn.task_state, v.RUNNING_STATES) & (ssn.task_job != self.job)
+        running = in_states(ssn.task_state, v.RUNNING_STATES) & (ssn.task_job != self.job)
         cands = np.flatnonzero(running).astype(np.int64)
         if self.action.queues is not None:
             allowed = np.array([q.name in self.action.queues for q in snap.queues], dtype=np.bool_)
@@ -311,7 +312,7 @@ class _Search:
         by_queue: dict[int, list[int]] = {}
         for t in moved:
             by_queue.setdefault(int(ssn.job_queue[ssn.task_job[t]]), []).append(t)
-        running = np.isin(ssn.task_state, v.RUNNING_STATES)
+        running = in_states(ssn.task_state, v.RUNNING_STATES)
         for q, tasks in by_queue.items():
             floor = snap.queues[q].guarantee
             if not floor:

@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from .._types import I64
 from ..config import arg_bool
+from ..cycle import in_states
 from ..feasibility import device_take, queue_gpu_charge
 from ..fit import device_free
 from ..gate import Rule
@@ -246,7 +247,7 @@ class ShapeCheck:
         snap = ssn.snapshot
         q = int(ssn.job_queue[j])
         out: list[int] = []
-        cands = np.flatnonzero(np.isin(ssn.task_state, _VICTIM_STATES)).astype(np.int64)
+        cands = np.flatnonzero(in_states(ssn.task_state, _VICTIM_STATES)).astype(np.int64)
         cands = cands[ssn.task_job[cands] != j]
         for t in cands[evictable(ssn, cands)].tolist():
             vj = int(ssn.task_job[t])

@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .._types import I64
+from ..cycle import in_states
 from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
@@ -110,7 +111,7 @@ def within_job_jobs(ssn: Session) -> list[int]:
     prio = _task_priorities(ssn)
     best_effort = np.array([t.best_effort for t in ssn.snapshot.tasks], dtype=np.bool_)
     pending = (ssn.task_state == TaskState.PENDING) & ~best_effort
-    running = np.isin(ssn.task_state, v.RUNNING_STATES)
+    running = in_states(ssn.task_state, v.RUNNING_STATES)
     low = np.iinfo(np.int64).min
     top_pending = np.full(n_jobs, low, dtype=np.int64)  # (n_jobs,)
     np.maximum.at(top_pending, ssn.task_job[pending], prio[pending])
@@ -259,7 +260,7 @@ def _within_job(ssn: Session, job: int) -> v.Refusal | None:
     for t in pending:
         if ssn.task_state[t] != TaskState.PENDING:
             continue
-        running = tasks[np.isin(ssn.task_state[tasks], v.RUNNING_STATES)]
+        running = tasks[in_states(ssn.task_state[tasks], v.RUNNING_STATES)]
         lower = [int(x) for x in running.tolist() if prio[x] < prio[t]]
         if not lower:
             continue

@@ -64,6 +64,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._types import F64, I64
+from ..cycle import in_states
 from ..model import QueueState
 from ..session import TaskState
 from ..units import PODS
@@ -132,7 +133,7 @@ def _candidates(ssn: Session, job: int, ceiling: int | None = None) -> tuple[I64
     priority or lower."""
     snap = ssn.snapshot
     q = int(ssn.job_queue[job])
-    running = np.isin(ssn.task_state, v.RUNNING_STATES)
+    running = in_states(ssn.task_state, v.RUNNING_STATES)
     victim_q = ssn.job_queue[ssn.task_job]
     cands = np.flatnonzero(running & (victim_q != q)).astype(np.int64)
     if cands.size == 0:

@@ -22,6 +22,7 @@ from .._types import BOOL as B
 from .._types import F64, I64, U64
 from ..arrays import TaskTemplate
 from ..config import arg_int
+from ..cycle import in_states
 from ..fragmentation import (
     MILLI,
     N_AFFINITY,
@@ -261,7 +262,7 @@ class GpuClusteringPlugin(_KernelScorer):
     def _count(self, ssn: Session, rows: Rows) -> None:
         """Recount the GPU tasks on ``rows`` from the session's task arrays."""
         self._counts[rows] = 0
-        on = np.isin(ssn.task_state, _ON_NODE_STATES) & (self._tag >= 0)
+        on = in_states(ssn.task_state, _ON_NODE_STATES) & (self._tag >= 0)
         on &= np.isin(ssn.task_node, rows)
         t = np.flatnonzero(on)
         np.add.at(self._counts, (ssn.task_node[t], self._tag[t]), 1)

@@ -51,6 +51,7 @@ from .._types import BOOL, I64
 from ..arrays import TaskTemplate
 from ..combine import Vote
 from ..config import arg_bool
+from ..cycle import in_states
 from ..errors import ConfigError
 from ..feasibility import device_take
 from ..gang import needed_tasks
@@ -235,7 +236,7 @@ class SlaPlugin:
         a = ssn.arrays
         jobs = ssn.snapshot.jobs
         held = np.flatnonzero(
-            np.isin(ssn.task_state, (TaskState.RUNNING, TaskState.BOUND, TaskState.RELEASING))
+            in_states(ssn.task_state, (TaskState.RUNNING, TaskState.BOUND, TaskState.RELEASING))
             & (ssn.task_node >= 0)
         )
         ends = np.array(
