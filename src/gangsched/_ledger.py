@@ -102,13 +102,14 @@ def set_state(ssn: Session, task: int, state: int) -> None:
 def _charge(ssn: Session, task: int, sign: int) -> None:
     """Add (``sign`` 1) or take back (-1) what ``task`` charges its job and queue."""
     j = int(ssn.task_job[task])
-    ssn.queue_changes[int(ssn.job_queue[j])] += 1
+    q = int(ssn.job_queue[j])
+    ssn.queue_changes[q] += 1
     if sign > 0:
         ssn.job_allocated[j] += ssn.task_req[task]
-        ssn.queue_allocated[ssn.job_queue[j]] += ssn.task_req[task]
+        ssn.queue_allocated[q] += ssn.task_req[task]
     else:
         ssn.job_allocated[j] -= ssn.task_req[task]
-        ssn.queue_allocated[ssn.job_queue[j]] -= ssn.task_req[task]
+        ssn.queue_allocated[q] -= ssn.task_req[task]
 
 
 def _device_index(ssn: Session, task: int, node: int, gpus: tuple[int, ...]) -> list[int]:

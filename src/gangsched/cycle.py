@@ -26,6 +26,7 @@ __all__ = [
     "N_STATES",
     "PIPELINED_OR_READY",
     "READY_STATES",
+    "RUNNING_STATES",
     "CycleCache",
     "TaskColumns",
     "TaskState",
@@ -67,6 +68,8 @@ READY_STATES = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskSta
 HOLDING_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED, TaskState.BOUND, TaskState.RUNNING)
 #: Ready or reserved.
 PIPELINED_OR_READY = (*READY_STATES, TaskState.PIPELINED)
+#: A task that runs (or is bound) from an earlier cycle: what preemption may take.
+RUNNING_STATES = (TaskState.RUNNING, TaskState.BOUND)
 
 #: Per set of states, its membership table over the codes (filled when first asked).
 _TABLES: dict[tuple[int, ...], BOOL] = {}

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .cycle import in_states
+from .cycle import RUNNING_STATES, in_states
 from .model import DisruptionBudget, TaskPhase
 
 if TYPE_CHECKING:
@@ -127,9 +127,7 @@ def budgets(ssn: Session) -> Budgets | None:
 
 
 def _healthy(ssn: Session, tasks: I64) -> BOOL:
-    from .session import TaskState  # the session layer sits above the model
-
-    out: BOOL = in_states(ssn.task_state[tasks], (TaskState.RUNNING, TaskState.BOUND))
+    out: BOOL = in_states(ssn.task_state[tasks], RUNNING_STATES)
     return out
 
 

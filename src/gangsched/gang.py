@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ._types import BOOL, I64
-from .cycle import PIPELINED_OR_READY, READY_STATES, TaskState
+from .cycle import PIPELINED_OR_READY, READY_STATES, RUNNING_STATES, TaskState
 from .model import Job
 
 if TYPE_CHECKING:
@@ -44,8 +44,6 @@ __all__ = [
     "spare_tasks",
 ]
 
-#: A task that runs (or is bound) from an earlier cycle.
-RUNNING_STATES = (TaskState.RUNNING, TaskState.BOUND)
 #: A task placed or reserved in this cycle.
 FRESH_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED)
 

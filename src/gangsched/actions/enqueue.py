@@ -51,7 +51,7 @@ import numpy.typing as npt
 
 from .._types import I64
 from ..config import arg_bool
-from ..cycle import in_states
+from ..cycle import RUNNING_STATES, in_states
 from ..feasibility import device_take, queue_gpu_charge
 from ..fit import device_free
 from ..gate import Rule
@@ -67,9 +67,6 @@ if TYPE_CHECKING:
     from ..session import Session
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
-
-
-_VICTIM_STATES = (TaskState.BOUND, TaskState.RUNNING)
 
 
 class EnqueueAction(ConfiguredAction):
@@ -247,7 +244,7 @@ class ShapeCheck:
         snap = ssn.snapshot
         q = int(ssn.job_queue[j])
         out: list[int] = []
-        cands = np.flatnonzero(in_states(ssn.task_state, _VICTIM_STATES)).astype(np.int64)
+        cands = np.flatnonzero(in_states(ssn.task_state, RUNNING_STATES)).astype(np.int64)
         cands = cands[ssn.task_job[cands] != j]
         for t in cands[evictable(ssn, cands)].tolist():
             vj = int(ssn.task_job[t])
