@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -80,9 +80,7 @@ class NodeOrderPlugin:
         score = np.zeros(rows.size)
         if self.least:
             per = [cols.least(c, sel, want[c]) for c in range(2)]
-            mean = per[0] + per[1]
-            mean //= 2
-            score += self.least * mean
+            score += self.least * _halved(per[0] + per[1])
         if self.most:
             alloc, safe = cols.alloc[:, sel], cols.safe[:, sel]
             most = [
@@ -244,6 +242,19 @@ class _Columns:
             return out_f
         out: I64 = np.where(fits, rest * 100 // self.safe[c][sel], 0)
         return out
+
+
+def _halved(total: F64 | I64) -> F64 | I64:
+    """``total // 2``, in place. A float total is a sum of two whole numbers, so halving it is
+    exact and its floor is the floor division's (NumPy's float floor division costs about ten
+    times the multiply and floor)."""
+    if total.dtype.kind == "f":
+        whole = cast(F64, total)
+        whole *= 0.5
+        return np.floor(whole, out=whole)
+    ints = cast(I64, total)
+    ints //= 2
+    return ints
 
 
 def _capped(frac: F64) -> F64:
