@@ -68,7 +68,7 @@ def session_topology(ssn: Session) -> Topology:
 
 def _gpu_free(ssn: Session, future: bool) -> I64:
     # The placement problem takes (n_nodes, max_gpus), padded with 0 (no free milli).
-    free = np.clip(device_free(ssn, future=future), 0, None)
+    free = np.maximum(device_free(ssn, future=future), 0)
     out: I64 = np.concatenate((np.zeros(1, dtype=np.int64), free))[_slots(ssn.arrays)]
     return out
 

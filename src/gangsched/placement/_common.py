@@ -76,7 +76,7 @@ def replica_capacity(
     cols = np.flatnonzero((req > 0).any(axis=0))
     if cols.size:
         r = req[:, cols]
-        f = np.clip(free[:, cols], 0, None)
+        f = np.maximum(free[:, cols], 0)
         ratio = np.where(r[:, None, :] > 0, f[None, :, :] // np.maximum(r, 1)[:, None, :], _BIG)
         q: I64 = ratio.min(axis=2)
     else:
@@ -86,7 +86,7 @@ def replica_capacity(
     assert gc is not None
     if (gc > 0).any():
         cap = problem.gpu_capacity
-        g = np.clip(gpu_free, 0, None)
+        g = np.maximum(gpu_free, 0)
         wfree = ((g >= cap[:, None]) & (cap[:, None] > 0)).sum(axis=1)
         for t in np.flatnonzero(gc > 0).tolist():
             k = int(gc[t])
@@ -256,13 +256,13 @@ def domain_order(
     assert alloc is not None
     asked = gang.request.sum(axis=0) > 0
     a_cols = [alloc[:, asked]]
-    f_cols = [np.clip(free[:, asked], 0, None)]
+    f_cols = [np.maximum(free[:, asked], 0)]
     demand = [need @ gang.request[:, asked]]
     gc = gang.gpu_count
     assert gc is not None and problem.gpu_count is not None
     if (gc > 0).any():
         a_cols.append((problem.gpu_capacity * problem.gpu_count)[:, None])
-        f_cols.append(np.clip(gpu_free, 0, None).sum(axis=1)[:, None])
+        f_cols.append(np.maximum(gpu_free, 0).sum(axis=1)[:, None])
         assert gang.gpu_milli is not None
         demand.append(np.array([int((need * gc * gang.gpu_milli).sum())]))
     a_all = np.concatenate(a_cols, axis=1)
@@ -336,11 +336,11 @@ def _room_covers_demand(
     ok = np.ones(n_groups, dtype=np.bool_)
     if cols.size:
         room = np.zeros((n_groups, cols.size), dtype=np.int64)
-        np.add.at(room, groups[sel], np.clip(free[sel][:, cols], 0, None))
+        np.add.at(room, groups[sel], np.maximum(free[sel][:, cols], 0))
         ok &= (room >= res[cols]).all(axis=1)
     if (gpu > 0).any():
         g_room = np.zeros(n_groups, dtype=np.int64)
-        np.add.at(g_room, groups[sel], np.clip(gpu_free[sel], 0, None).sum(axis=1))
+        np.add.at(g_room, groups[sel], np.maximum(gpu_free[sel], 0).sum(axis=1))
         ok &= g_room >= gpu
     return ok
 
