@@ -169,3 +169,39 @@ def test_unknown_placer_is_a_config_error() -> None:
     job, tasks = gang("g", 1, 1, None)
     with pytest.raises(gs.ConfigError, match="placer"):
         gs.schedule(cluster([job], tasks), config)
+
+
+def test_a_gang_after_another_in_one_cycle_sees_what_the_first_took() -> None:
+    # Gang a takes half of one node's GPUs; gang b needs a whole node. Both are topology gangs
+    # (placed by the placer, not task by task), tried one after the other in one cycle. The
+    # half-used node still passes b's one-replica fit, so only the placer's view of the free
+    # devices keeps b off it: a view from before a's placement would put b there, the gate
+    # would refuse, and b would wait although the other node is empty.
+    nodes = [
+        {"name": f"n{i}", "allocatable": {"cpu": 64, "memory": "256Gi"}, "gpus": {"count": 8}}
+        for i in range(2)
+    ]
+    hard = {"mode": "hard", "highest_tier_allowed": 1}
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": nodes,
+            "hypernodes": [{"name": f"h{i}", "tier": 1, "members": [f"n{i}"]} for i in range(2)],
+            "queues": [{"name": "default"}],
+            "jobs": [
+                {"name": "a", "min_available": 2, "network_topology": hard},
+                {"name": "b", "min_available": 4, "network_topology": hard},
+            ],
+            "tasks": [
+                {"name": f"{j}-{k}", "job": j, "request": {"cpu": 4}, "gpu_request": {"count": 2}}
+                for j, n in (("a", 2), ("b", 4))
+                for k in range(n)
+            ],
+        }
+    )
+    d = gs.schedule(snap, Config.default())
+    where = {b.task: b.node for b in d.binds}
+    assert len(where) == 6, d.jobs["b"].reason
+    assert {where["a-0"], where["a-1"]} == {"n0"}
+    assert {where[f"b-{k}"] for k in range(4)} == {"n1"}
+    check_capacity(snap, d)
+    check_gang_atomicity(snap, d)

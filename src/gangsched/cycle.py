@@ -199,6 +199,9 @@ class CycleCache:
     evictable: tuple[BOOL, BOOL] | None = None
     #: actions._gang_placement: ``(length of Session.changed, digest)`` of the occupancy.
     occupancy_digest: tuple[int, bytes] | None = None
+    #: actions._gang_placement: per ``future``, ``(length of Session.changed, free rows,
+    #: padded free device rows)`` of every node, read-only.
+    gang_ground: dict[bool, tuple[int, I64, I64]] = field(default_factory=dict)
     #: gangsched.evaluation: every node's free rows for first evaluations (``fit.FullView``).
     fit_view: FullView | None = None
     #: actions.consolidate: template index of each moved task's shape.

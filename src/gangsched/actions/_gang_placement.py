@@ -67,10 +67,26 @@ def session_topology(ssn: Session) -> Topology:
 
 
 def _gpu_free(ssn: Session, future: bool) -> I64:
-    # The placement problem takes (n_nodes, max_gpus), padded with 0 (no free milli).
-    free = np.maximum(device_free(ssn, future=future), 0)
-    out: I64 = np.concatenate((np.zeros(1, dtype=np.int64), free))[_slots(ssn.arrays)]
-    return out
+    """Every node's free milli-GPU per device slot, ``(n_nodes, max_gpus)`` padded with 0 (no
+    free milli), as the placement problem takes it (read-only)."""
+    return _ground(ssn, future)[1]
+
+
+def _ground(ssn: Session, future: bool) -> tuple[I64, I64]:
+    """The free rows (:func:`~gangsched.fit.node_free`) and padded free device rows of every
+    node, worked out again only after a placement or eviction (logged in ``Session.changed``):
+    the gangs tried one after another on the same occupancy share them. Read-only."""
+    stamp = len(ssn.changed)
+    known = ssn.cache.gang_ground.get(future)
+    if known is not None and known[0] == stamp:
+        return known[1], known[2]
+    free = node_free(ssn, future=future)
+    devices = np.maximum(device_free(ssn, future=future), 0)
+    padded: I64 = np.concatenate((np.zeros(1, dtype=np.int64), devices))[_slots(ssn.arrays)]
+    free.flags.writeable = False
+    padded.flags.writeable = False
+    ssn.cache.gang_ground[future] = (stamp, free, padded)
+    return free, padded
 
 
 #: The last arrays whose padded device layout :func:`_slots` worked out, and that layout
@@ -208,7 +224,7 @@ def _problem(
         weights=weights,
         used=ssn.used,
         hypernode_order=hypernode_order(ssn),
-        free=node_free(ssn, future=future),
+        free=_ground(ssn, future)[0],
         allocatable=a.allocatable,
         gpu_free=_gpu_free(ssn, future),
         gpu_capacity=a.gpu_capacity,
