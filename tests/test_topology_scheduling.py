@@ -205,3 +205,61 @@ def test_a_gang_after_another_in_one_cycle_sees_what_the_first_took() -> None:
     assert {where[f"b-{k}"] for k in range(4)} == {"n1"}
     check_capacity(snap, d)
     check_gang_atomicity(snap, d)
+
+
+def test_a_gang_tried_again_in_one_cycle_is_worded_for_the_occupancy_it_met() -> None:
+    # Two allocate passes in one cycle: gang g fails in the first (the best node holds 3 of its
+    # 4 replicas), job p then takes two GPUs there, and g fails again in the second pass, where
+    # the best node holds 2. A failed greedy placement is kept for the same job on the same
+    # occupancy; p's placement changed the occupancy, so the second failure is worded anew.
+    nodes = [
+        {"name": f"n{i}", "allocatable": {"cpu": 64, "memory": "256Gi"}, "gpus": {"count": 8}}
+        for i in range(2)
+    ]
+    held = [
+        {
+            "name": f"r{i}",
+            "job": "r",
+            "request": {"cpu": 1},
+            "gpu_request": {"count": count},
+            "phase": "Running",
+            "node": f"n{i}",
+            "gpu_indices": list(range(count)),
+        }
+        for i, count in ((0, 4), (1, 2))
+    ]
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": nodes,
+            "hypernodes": [{"name": f"h{i}", "tier": 1, "members": [f"n{i}"]} for i in range(2)],
+            "queues": [{"name": "default"}],
+            "jobs": [
+                {"name": "r", "min_available": 1, "phase": "Running"},
+                {
+                    "name": "g",
+                    "min_available": 4,
+                    "priority": 10,
+                    "network_topology": {"mode": "hard", "highest_tier_allowed": 1},
+                },
+                {"name": "p", "min_available": 1, "priority": 1},
+            ],
+            "tasks": held
+            + [
+                {"name": f"g-{k}", "job": "g", "request": {"cpu": 1}, "gpu_request": {"count": 2}}
+                for k in range(4)
+            ]
+            + [{"name": "p-0", "job": "p", "request": {"cpu": 1}, "gpu_request": {"count": 2}}],
+        }
+    )
+    tiers = [
+        [{"name": "priority"}, {"name": "gang"}],
+        [{"name": "predicates"}, {"name": "nodeorder"}],
+    ]
+    once = Config.from_dict({"actions": ["enqueue", "allocate"], "tiers": tiers})
+    twice = Config.from_dict({"actions": ["enqueue", "allocate", "allocate"], "tiers": tiers})
+    first = gs.schedule(snap, once)
+    assert [(b.task, b.node) for b in first.binds] == [("p-0", "n1")]
+    assert "domain 'h1') holds at most 3 of them" in first.jobs["g"].message
+    again = gs.schedule(snap, twice)
+    assert [(b.task, b.node) for b in again.binds] == [("p-0", "n1")]
+    assert "holds at most 2 of them" in again.jobs["g"].message, again.jobs["g"].message
