@@ -220,13 +220,14 @@ def _problem(
     ssn: Session, gangs: tuple[GangRequest, ...], future: bool, weights: I64 | None = None
 ) -> PlacementProblem:
     a = ssn.arrays
+    free, gpu_free = _ground(ssn, future)
     return PlacementProblem(
         weights=weights,
         used=ssn.used,
         hypernode_order=hypernode_order(ssn),
-        free=_ground(ssn, future)[0],
+        free=free,
         allocatable=a.allocatable,
-        gpu_free=_gpu_free(ssn, future),
+        gpu_free=gpu_free,
         gpu_capacity=a.gpu_capacity,
         gpu_count=a.gpu_count,
         gpu_sharing=a.gpu_sharing,

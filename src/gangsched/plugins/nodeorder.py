@@ -87,7 +87,7 @@ class NodeOrderPlugin:
                 np.where(alloc[c] > 0, np.minimum(use[c] + want[c], alloc[c]) * 100 // safe[c], 0)
                 for c in range(2)
             ]
-            score += self.most * ((most[0] + most[1]) // 2)
+            score += self.most * _halved(most[0] + most[1])
         if self.balanced:
             fracs = [_capped((use[c] + want[c]) / cols.safe_f[c][sel]) for c in range(2)]
             if tmpl.gpu_count:
@@ -245,9 +245,9 @@ class _Columns:
 
 
 def _halved(total: F64 | I64) -> F64 | I64:
-    """``total // 2``, in place. A float total is a sum of two whole numbers, so halving it is
-    exact and its floor is the floor division's (NumPy's float floor division costs about ten
-    times the multiply and floor)."""
+    """``total // 2``, in place: the mean of the two columns' whole percentages. A float total
+    is a sum of two whole numbers, so halving it is exact and its floor is the floor
+    division's (NumPy's float floor division costs about ten times the multiply and floor)."""
     if total.dtype.kind == "f":
         whole = cast(F64, total)
         whole *= 0.5
