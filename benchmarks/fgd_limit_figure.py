@@ -3,8 +3,8 @@
 Run ``python benchmarks/fgd_limit_figure.py --out DIR`` (``--seeds 42-51`` for the curves,
 ``--limit-seed 42``, ``--points 80,90,100,110,120``, ``--seconds 120`` per limit point). It runs
 BestFit and FGD on the default workload, computes at each point the aggregate bound
-(:func:`gangsched.quality.gpu_bound`) and the per-node configuration bound and MILP packing
-(:func:`gangsched.sim.fgd_limit.config_limit`) of one seed's arrivals, prints them and draws
+(:func:`gangsched.sim.fgd.bounds.gpu_bound`) and the per-node configuration bound and MILP packing
+(:func:`gangsched.sim.fgd.limit.config_limit`) of one seed's arrivals, prints them and draws
 ``DIR/fgd_limit.png`` (needs matplotlib). Every packing is checked with ``validate_packing``.
 Slow: a limit point takes about a minute. ``--tables DIR`` reuses the curves of an earlier
 ``gangsched fgd`` run.
@@ -21,8 +21,6 @@ import numpy as np
 
 def main(argv: list[str] | None = None) -> int:
     from gangsched.io.openb import load_nodes, load_pods
-    from gangsched.quality import arrived_prefix, gpu_bound, validate_packing
-    from gangsched.sim.compare import read_allo_table, unallocated_series
     from gangsched.sim.fgd import (
         discrete_tables,
         make_source,
@@ -31,7 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         tuned_order,
         write_tables,
     )
-    from gangsched.sim.fgd_limit import config_limit
+    from gangsched.sim.fgd.bounds import arrived_prefix, gpu_bound, validate_packing
+    from gangsched.sim.fgd.compare import read_allo_table, unallocated_series
+    from gangsched.sim.fgd.limit import config_limit
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)

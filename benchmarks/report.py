@@ -50,9 +50,9 @@ import state_report
 import templates_report
 from benchmarks.common import cluster_dict
 from gangsched import Snapshot, schedule
-from gangsched.arrays import build_cluster_arrays
 from gangsched.decisions import Decisions
 from gangsched.scheduler import open_session
+from gangsched.session.arrays import build_cluster_arrays
 from gangsched.testing import reference
 
 PEERS = (

@@ -21,8 +21,8 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
-from gangsched.feasibility import device_take, exclusive
 from gangsched.model import TopologyMode
+from gangsched.model.gpu_charge import device_take, exclusive
 from gangsched.placement.problem import PlacementProblem, slice_groups
 
 __all__ = ["best_objective", "best_weight"]

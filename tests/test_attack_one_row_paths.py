@@ -14,8 +14,8 @@ import pytest
 from hypothesis import given, settings
 
 from gangsched import Config, open_session
-from gangsched.fit import fit_one, resource_fit
 from gangsched.scheduler import run_cycle
+from gangsched.session.fit import fit_one, resource_fit
 from gangsched.testing import strategies as gst
 
 _FIRST = [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]

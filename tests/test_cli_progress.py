@@ -9,12 +9,7 @@ from pathlib import Path
 import pytest
 
 from gangsched import cli
-from gangsched._cli_progress import (
-    PROGRESS_ENV,
-    Progress,
-    format_duration,
-    replay_progress,
-)
+from gangsched.cli.progress import PROGRESS_ENV, Progress, format_duration, replay_progress
 from gangsched.sim.replay import ReplayProgress
 
 

@@ -220,7 +220,7 @@ def test_example_scheduler_keeps_one_state_across_cycles() -> None:
 
 
 def test_arrays_of_the_next_snapshot_reuse_the_previous_ones() -> None:
-    from gangsched.arrays import build_cluster_arrays
+    from gangsched.session.arrays import build_cluster_arrays
     from test_cluster_state_machine import assert_same_arrays
 
     state = _cluster(nodes=4, jobs=3)
@@ -241,7 +241,7 @@ def test_arrays_of_the_next_snapshot_reuse_the_previous_ones() -> None:
 
 def test_state_built_from_another_states_snapshot_builds_right_arrays() -> None:
     """The other state's reuse plan (its generations) must not leak into this one's."""
-    from gangsched.arrays import build_cluster_arrays
+    from gangsched.session.arrays import build_cluster_arrays
     from test_cluster_state_machine import assert_same_arrays
 
     a = _cluster(nodes=3, jobs=2)

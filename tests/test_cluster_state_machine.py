@@ -36,7 +36,6 @@ from hypothesis.stateful import (
 )
 
 from gangsched import ClusterState, Config, Snapshot, schedule
-from gangsched.arrays import ClusterArrays, TaintIndex, build_cluster_arrays
 from gangsched.errors import GangschedError, SnapshotError
 from gangsched.model import (
     DisruptionBudget,
@@ -49,6 +48,7 @@ from gangsched.model import (
     Task,
     TaskPhase,
 )
+from gangsched.session.arrays import ClusterArrays, TaintIndex, build_cluster_arrays
 from gangsched.testing import strategies as gst
 
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"

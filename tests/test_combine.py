@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gangsched.combine import (
+from gangsched.framework.combine import (
     Vote,
     all_pass,
     any_true,

@@ -14,11 +14,7 @@ from gangsched.actions import consolidate as c
 from gangsched.config import Config
 from gangsched.decisions import Decisions, Eviction, Pipeline
 from gangsched.errors import ConfigError
-from gangsched.testing.invariants import (
-    InvariantViolation,
-    check_consolidation,
-    check_cycle,
-)
+from gangsched.testing.invariants import InvariantViolation, check_consolidation, check_cycle
 
 GPU = "nvidia.com/gpu"
 

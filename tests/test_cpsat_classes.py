@@ -11,6 +11,8 @@ import numpy as np
 from _placement_cases import GIB, gpu_gang, problem_for
 from _placement_oracle import best_weight
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import build_topology
 from gangsched.placement import (
     GreedyPlacer,
     JointCpSatPlacer,
@@ -23,8 +25,6 @@ from gangsched.placement._relax import build_relaxation
 from gangsched.placement.cpsat._budget import _Budget
 from gangsched.placement.cpsat._joint_model import _joint_domains
 from gangsched.placement.greedy import greedy_sequence
-from gangsched.snapshot import Snapshot
-from gangsched.topology import build_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 

@@ -19,8 +19,8 @@ from _preemption_helpers import (
     pending,
     running,
 )
-from gangsched import disruption
 from gangsched.model import DisruptionBudget
+from gangsched.session.rules import disruption
 
 
 def snap(

@@ -20,7 +20,7 @@ from _preemption_helpers import (
     running,
     snap,
 )
-from gangsched.actions import _victims
+from gangsched.actions.victims import rules as victim_rules
 
 
 def _low_fills_one_node(**high: Any) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -35,7 +35,7 @@ def test_never_task_waits_without_evicting() -> None:
     d = gs.schedule(snap([node("n0")], jobs, tasks), PREEMPT)
     assert d.evictions == () and d.pipelined == ()
     why = d.preemption_reasons["high"]
-    assert why.startswith(f"preempt: {_victims.POLICY_NEVER}:")
+    assert why.startswith(f"preempt: {victim_rules.POLICY_NEVER}:")
     assert "'high-0' has preemption_policy Never" in why
 
 
@@ -77,7 +77,7 @@ def test_never_task_does_not_reclaim() -> None:
     )
     d = gs.schedule(snap([node("n0"), node("n1")], jobs, tasks, queues=queues), RECLAIM)
     assert d.evictions == ()
-    assert d.preemption_reasons["a1"].startswith(f"reclaim: {_victims.POLICY_NEVER}:")
+    assert d.preemption_reasons["a1"].startswith(f"reclaim: {victim_rules.POLICY_NEVER}:")
 
 
 def test_never_task_does_not_evict_within_its_own_job() -> None:
@@ -87,7 +87,7 @@ def test_never_task_does_not_evict_within_its_own_job() -> None:
     )
     d = gs.schedule(snap([node("n0")], jobs, tasks), PREEMPT)
     assert d.evictions == ()
-    assert _victims.POLICY_NEVER in d.preemption_reasons["j"]
+    assert victim_rules.POLICY_NEVER in d.preemption_reasons["j"]
 
 
 def test_a_never_task_keeps_its_priority_for_ordering() -> None:
@@ -109,7 +109,7 @@ def test_delayed_job_evicts_only_after_its_delay(age: int, evicts: bool) -> None
     assert bool(d.evictions) is evicts
     if not evicts:
         why = d.preemption_reasons["high"]
-        assert why.startswith(f"preempt: {_victims.PREEMPTION_DELAYED}:")
+        assert why.startswith(f"preempt: {victim_rules.PREEMPTION_DELAYED}:")
         assert f"{60 - age}s left" in why
 
 

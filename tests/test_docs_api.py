@@ -72,21 +72,21 @@ def test_every_public_class_and_function_has_a_docstring() -> None:
     [
         (
             ":class:`~gangsched.errors.SnapshotError`",
-            "gangsched.snapshot",
+            "gangsched.model.snapshot",
             None,
             "[`SnapshotError`][gangsched.errors.SnapshotError]",
         ),
-        (":class:`Snapshot`", "gangsched.session", None, "[`Snapshot`][gangsched.Snapshot]"),
+        (":class:`Snapshot`", "gangsched.session.core", None, "[`Snapshot`][gangsched.Snapshot]"),
         (
             ":meth:`Session.open`",
-            "gangsched.cycle",
+            "gangsched.session.task_states",
             None,
             "[`Session.open`][gangsched.Session.open]",
         ),
         (
             ":meth:`open`",
-            "gangsched.session",
-            "gangsched.session.Session",
+            "gangsched.session.core",
+            "gangsched.session.core.Session",
             "[`open`][gangsched.Session.open]",
         ),
         (

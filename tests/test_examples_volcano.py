@@ -25,8 +25,8 @@ from gangsched.io.volcano_out import (
     job_environment,
     podgroup_statuses,
 )
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples" / "volcano"

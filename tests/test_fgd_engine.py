@@ -10,7 +10,7 @@ import pytest
 from gangsched.fragmentation import PAPER_POLICIES
 from gangsched.io.openb import load_nodes, load_pods
 from gangsched.sim.fgd import make_source, node_ranks, run_one, tuned_order
-from gangsched.sim.fgd_engine import Placed, _kernel_scorer, place_sequence, workload_typical
+from gangsched.sim.fgd.engine import Placed, _kernel_scorer, place_sequence, workload_typical
 
 #: Digests of seed 42's full run on the default workload (placement, devices, used, idle; and
 #: the fragment record) as the whole-cluster kernels gave them before the incremental loop.
@@ -64,10 +64,10 @@ def test_fast_scorers_equal_the_kernels_on_another_seed(policy: str) -> None:
 
 def test_fgd_cache_scores_each_shape_state_pair_once(monkeypatch: pytest.MonkeyPatch) -> None:
     from gangsched.fragmentation import PodRequest
-    from gangsched.sim import fgd_engine
+    from gangsched.sim.fgd import engine as fgd_engine
 
     nodes, pods = load_nodes(None), load_pods(None)
-    arrays = fgd_engine.ClusterArrays(nodes, workload_typical(pods, nodes))
+    arrays = fgd_engine.StudyArrays(nodes, workload_typical(pods, nodes))
     rows_asked: list[int] = []
     real = fgd_engine.fgd_rows
 

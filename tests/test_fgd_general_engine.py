@@ -137,7 +137,7 @@ def test_kept_views_and_remembered_scores_follow_each_placement(
     from gangsched.fragmentation import NodeScores, score_fgd
     from gangsched.plugins._gpu_common import _feasible, _task_pod, _template_pod, _view
     from gangsched.scheduler import open_session
-    from gangsched.statement import Statement
+    from gangsched.session.statement import Statement
 
     nodes, pods = openb
     typical, models = openb_typical(pods, nodes)
@@ -227,7 +227,7 @@ def test_one_row_view_is_the_array_view_of_that_row(openb: tuple[NodeTable, PodT
     numbers the array view of that row holds, on every node, before and after placements."""
     from gangsched.plugins._gpu_common import _row_numbers, _view
     from gangsched.scheduler import open_session
-    from gangsched.statement import Statement
+    from gangsched.session.statement import Statement
 
     nodes, pods = openb
     snap = fgd_snapshot(nodes, pods, np.arange(0, 600, 2, dtype=np.int64))
@@ -254,9 +254,9 @@ def test_one_row_view_is_the_array_view_of_that_row(openb: tuple[NodeTable, PodT
 def test_fit_of_a_few_rows_is_the_array_fit(openb: tuple[NodeTable, PodTable]) -> None:
     """Resource fit of a few rows in scalar arithmetic answers as the array fit, for every
     template, on a cluster partly filled (shared and whole devices)."""
-    from gangsched import fit
     from gangsched.scheduler import open_session
-    from gangsched.statement import Statement
+    from gangsched.session import fit
+    from gangsched.session.statement import Statement
 
     nodes, pods = openb
     snap = fgd_snapshot(nodes, pods, np.arange(0, 900, 2, dtype=np.int64))
@@ -286,9 +286,9 @@ def test_kept_failure_wording_is_what_a_fresh_evaluation_words(
 ) -> None:
     """A template's fit_error, kept while no node's reason moves, is the wording a fresh
     evaluator gives at every step of a cycle that fills the cluster."""
-    from gangsched.evaluation import Evaluator
     from gangsched.scheduler import open_session
-    from gangsched.statement import Statement
+    from gangsched.session.evaluation import Evaluator
+    from gangsched.session.statement import Statement
 
     nodes, pods = openb
     snap = fgd_snapshot(nodes, pods, np.arange(0, 3000, 3, dtype=np.int64))

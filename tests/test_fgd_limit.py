@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gangsched.errors import ConfigError
-from gangsched.quality import gpu_bound, validate_packing
-from gangsched.sim.fgd_limit import config_limit
+from gangsched.sim.fgd.bounds import gpu_bound, validate_packing
+from gangsched.sim.fgd.limit import config_limit
 from test_quality import brute_force_best, write_cluster
 
 
@@ -56,8 +56,8 @@ def test_config_bound_and_packing_bracket_brute_force(tmp_path: Path, case: int)
 
 def test_config_limit_on_the_bundled_sample_is_valid_and_beats_the_greedy_packing() -> None:
     from gangsched.io.openb import load_nodes, load_pods
-    from gangsched.quality import arrived_prefix, offline_packing
     from gangsched.sim.fgd import make_source, tuned_order
+    from gangsched.sim.fgd.bounds import arrived_prefix, offline_packing
 
     nodes, pods = load_nodes(None), load_pods(None)
     order = tuned_order(pods, nodes.total_gpus, 1.3, make_source("go", 42))

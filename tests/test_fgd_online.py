@@ -9,19 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gangsched._frag_policies import fgd_rows
 from gangsched.errors import ConfigError
 from gangsched.fragmentation import PodRequest
+from gangsched.fragmentation.policies import fgd_rows
 from gangsched.sim.fgd import run_one
-from gangsched.sim.fgd_duals import device_duals
-from gangsched.sim.fgd_engine import ClusterArrays, workload_typical
-from gangsched.sim.fgd_online import (
-    PRICE,
-    LookParams,
-    TypicalTable,
-    cpu_per_gpu,
-)
-from gangsched.sim.fgd_variants import make_variant
+from gangsched.sim.fgd.duals import device_duals
+from gangsched.sim.fgd.engine import StudyArrays, workload_typical
+from gangsched.sim.fgd.online import PRICE, LookParams, TypicalTable, cpu_per_gpu
+from gangsched.sim.fgd.variants import make_variant
 from test_fgd_variants import typical_cluster, variant_scores
 from test_quality import write_cluster
 
@@ -64,7 +59,7 @@ def test_fgd_price_puts_a_share_in_the_hole_an_optimal_pattern_completes(tmp_pat
     assert duals.loss(230)[450] == pytest.approx(0.0)
     assert duals.loss(320)[350] == pytest.approx(0.0)
     assert duals.loss(230)[350] > 50.0
-    arrays = ClusterArrays(nodes, workload_typical(pods, nodes))
+    arrays = StudyArrays(nodes, workload_typical(pods, nodes))
     for node, share in ((0, 650), (1, 550)):
         first = PodRequest(cpu_milli=1000, memory=10, num_gpu=1, gpu_milli=share)
         arrays.place(node, first, (0,))
@@ -80,7 +75,7 @@ def test_typical_table_matches_fgd_kernel_on_every_typical_pod() -> None:
     nodes, pods = load_nodes(None), load_pods(None)
     r = run_one(nodes, pods, "fgd", 42, limit=3000)
     typ = workload_typical(pods, nodes)
-    arrays = ClusterArrays(nodes, typ)
+    arrays = StudyArrays(nodes, typ)
     assert r.devices is not None
     for step, node in enumerate(r.placement.tolist()):
         if node < 0:
@@ -129,7 +124,7 @@ def test_fgd_look_places_as_its_unvectorized_form_did() -> None:
 
     from gangsched.io.openb import load_nodes, load_pods
     from gangsched.sim.fgd import make_source, node_ranks, tuned_order
-    from gangsched.sim.fgd_engine import place_sequence
+    from gangsched.sim.fgd.engine import place_sequence
 
     nodes, pods = load_nodes(None), load_pods(None)
     src = make_source("go", 42)

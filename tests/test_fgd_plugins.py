@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
-from gangsched.arrays import TaskTemplate
 from gangsched.fragmentation import (
     PodRequest,
     TypicalPods,
@@ -25,7 +24,8 @@ from gangsched.fragmentation import (
     score_gpu_packing,
 )
 from gangsched.plugins.fgd_scores import SCORE_PLUGINS, typical_pods_argument
-from gangsched.session import Session
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.core import Session
 
 I64 = npt.NDArray[np.int64]
 POLICIES = ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd")

@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gangsched._frag_core import NodeScores
 from gangsched.fragmentation import PodRequest
+from gangsched.fragmentation.measure import NodeScores
 from gangsched.io.openb import NodeTable, PodTable
-from gangsched.quality import validate_packing
 from gangsched.sim.fgd import run_one
-from gangsched.sim.fgd_engine import ClusterArrays, workload_typical
-from gangsched.sim.fgd_variants import VARIANTS, make_variant
+from gangsched.sim.fgd.bounds import validate_packing
+from gangsched.sim.fgd.engine import StudyArrays, workload_typical
+from gangsched.sim.fgd.variants import VARIANTS, make_variant
 from test_quality import write_cluster
 
 
@@ -24,14 +24,14 @@ class _NoDraw:
 
 def typical_cluster(
     tmp_path: Path, nodes: list[tuple[int, int, int, str]], pods: list[tuple[int, int, int, int]]
-) -> tuple[NodeTable, PodTable, ClusterArrays]:
+) -> tuple[NodeTable, PodTable, StudyArrays]:
     """The written node and pod tables and the idle cluster arrays with their typical pods."""
     node_table, pod_table = write_cluster(tmp_path, nodes, pods)
-    return node_table, pod_table, ClusterArrays(node_table, workload_typical(pod_table, node_table))
+    return node_table, pod_table, StudyArrays(node_table, workload_typical(pod_table, node_table))
 
 
 def variant_scores(
-    name: str, nodes: NodeTable, pods: PodTable, arrays: ClusterArrays, pod: PodRequest
+    name: str, nodes: NodeTable, pods: PodTable, arrays: StudyArrays, pod: PodRequest
 ) -> NodeScores:
     """Variant ``name``'s node scores for ``pod`` on ``arrays`` (the variants draw nothing)."""
     key = (pod.cpu_milli, pod.num_gpu, pod.gpu_milli, 0)

@@ -11,10 +11,10 @@ import pytest
 
 from gangsched.errors import ConfigError
 from gangsched.io.openb import NodeTable, PodTable
-from gangsched.quality import validate_packing
 from gangsched.sim.fgd import run_one
-from gangsched.sim.fgd_engine import ClusterArrays, workload_typical
-from gangsched.sim.fgd_window import (
+from gangsched.sim.fgd.bounds import validate_packing
+from gangsched.sim.fgd.engine import StudyArrays, workload_typical
+from gangsched.sim.fgd.window import (
     MAX_WINDOW,
     WindowParams,
     WindowPod,
@@ -37,9 +37,9 @@ def _window(
     tmp_path: Path,
     node_rows: list[tuple[int, int, int, str]],
     pod_rows: list[tuple[int, int, int, int]],
-) -> tuple[NodeTable, PodTable, ClusterArrays, list[WindowPod], npt.NDArray[np.int64]]:
+) -> tuple[NodeTable, PodTable, StudyArrays, list[WindowPod], npt.NDArray[np.int64]]:
     nodes, pods = write_cluster(tmp_path, node_rows, pod_rows)
-    c = ClusterArrays(nodes, workload_typical(pods, nodes))
+    c = StudyArrays(nodes, workload_typical(pods, nodes))
     order = np.arange(len(pods), dtype=np.int64)
     return nodes, pods, c, window_arrivals(pods, nodes, order), order
 

@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 
 from gangsched.config import Config
 from gangsched.errors import GangschedError
-from gangsched.snapshot import Snapshot
+from gangsched.model.snapshot import Snapshot
 from gangsched.testing.strategies import snapshots
 
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 import gangsched as gs
 from _preemption_helpers import BOTH, PREEMPT, apply, config, job, node, pending, running, snap
 from gangsched.actions import preempt
-from gangsched.actions._victims import preempt_candidates
 from gangsched.actions.enqueue import EnqueueAction, preemptable_resources
+from gangsched.actions.victims.rules import preempt_candidates
 from gangsched.config import Config
 from gangsched.scheduler import open_session
 from gangsched.testing import reference

@@ -1,4 +1,4 @@
-"""The placement gate: every placement passes one check (``gangsched.gate``).
+"""The placement gate: every placement passes one check (``gangsched.session.gate``).
 
 Each rule is tried directly on a Statement (the operation is refused, nothing changes), and
 then as a backstop: an action whose own check is switched off still returns decisions that
@@ -14,10 +14,10 @@ import pytest
 
 import gangsched as gs
 from _preemption_helpers import GPU, config, job, node, pending, running, snap
-from gangsched import _ledger
-from gangsched.gate import Rule, rules_in_force
 from gangsched.scheduler import open_session
-from gangsched.statement import Statement
+from gangsched.session import ledger as _ledger
+from gangsched.session.gate import Rule, rules_in_force
+from gangsched.session.statement import Statement
 from gangsched.testing.invariants import check_cycle
 
 RACKS = [

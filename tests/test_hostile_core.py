@@ -16,14 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gangsched.arrays import build_cluster_arrays
 from gangsched.decisions import Decisions
 from gangsched.errors import SnapshotError
-from gangsched.feasibility import device_take, exclusive
 from gangsched.limits import Limits
 from gangsched.model import Gpus, Job, Node, Queue, Taint, Task, Toleration
+from gangsched.model.gpu_charge import device_take, exclusive
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
+from gangsched.session.arrays import build_cluster_arrays
 from gangsched.testing.invariants import check_all
 
 GPU = "nvidia.com/gpu"

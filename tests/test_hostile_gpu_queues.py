@@ -2,9 +2,9 @@
 
 A node may carry devices smaller than a whole GPU (``gpus: {count: 4, milli: 500}``, a
 half-size slice) or larger (2000 milli). A whole-GPU task on such a device takes the device
-(:func:`~gangsched.feasibility.device_take`), but its *queue* is charged the request as
+(:func:`~gangsched.model.gpu_charge.device_take`), but its *queue* is charged the request as
 written: 1000 milli-GPU per device, whatever the device's size; a fractional request charges
-its milli. :func:`~gangsched.feasibility.queue_gpu_charge` is the one owner of that rule: the
+its milli. :func:`~gangsched.model.gpu_charge.queue_gpu_charge` is the one owner of that rule: the
 session (``task_req``, ``job_allocated``, ``queue_allocated``), the templates the queue plugins
 read (proportion, capacity, drf), enqueue's words, ``QueueStatus.allocated``, the reference
 scheduler and the invariant checker all call it. Before, the session charged queues what the
@@ -31,9 +31,9 @@ from hypothesis import strategies as st
 
 from gangsched.config import Config
 from gangsched.decisions import Bind, Decisions
-from gangsched.feasibility import queue_gpu_charge
+from gangsched.model.gpu_charge import queue_gpu_charge
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing import reference
 from gangsched.testing.invariants import InvariantViolation, check_all, check_queue_capability
 

@@ -25,8 +25,8 @@ from gangsched.io.k8s import load_files, load_objects, load_text
 from gangsched.io.volcano_out import dump_manifests
 from gangsched.limits import Limits
 from gangsched.model import Job, Node, Queue, Resources, Task
+from gangsched.model.snapshot import Snapshot
 from gangsched.sim.fgd import parse_seeds, run_grid, tuned_order
-from gangsched.snapshot import Snapshot
 
 ROOT = Path(__file__).resolve().parent.parent
 SNAPSHOT = str(ROOT / "examples" / "snapshot.yaml")
@@ -484,7 +484,7 @@ def _cli(*argv: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     env.pop("GANGSCHED_DEBUG", None)
     return subprocess.run(
-        [sys.executable, "-m", "gangsched.cli", *argv],
+        [sys.executable, "-m", "gangsched", *argv],
         capture_output=True,
         text=True,
         env=env,
@@ -507,7 +507,7 @@ def test_cli_subprocess_shows_no_traceback(deep_file: str, tmp_path: Path) -> No
         with open("/dev/full", "w") as full:
             env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
             done = subprocess.run(
-                [sys.executable, "-m", "gangsched.cli", "schedule", "-f", SNAPSHOT],
+                [sys.executable, "-m", "gangsched", "schedule", "-f", SNAPSHOT],
                 stdout=full,
                 stderr=subprocess.PIPE,
                 text=True,
@@ -522,7 +522,7 @@ def test_cli_subprocess_shows_no_traceback(deep_file: str, tmp_path: Path) -> No
 def test_cli_subprocess_closed_pipe_is_quiet() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "gangsched.cli", "fgd", "compare", EXPECTED],
+        [sys.executable, "-m", "gangsched", "fgd", "compare", EXPECTED],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -537,6 +537,6 @@ def test_cli_subprocess_closed_pipe_is_quiet() -> None:
 def test_config_text_still_parses_after_the_bounded_reader(tmp_path: Path) -> None:
     path = tmp_path / "conf.yaml"
     path.write_text('actions: "enqueue, allocate"\ntiers:\n- plugins:\n  - name: gang\n')
-    from gangsched._cli_schedule import read_config
+    from gangsched.cli.schedule import read_config
 
     assert read_config(str(path)) == Config.from_volcano_yaml(path.read_text())

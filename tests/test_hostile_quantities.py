@@ -21,8 +21,8 @@ from gangsched.config import Config
 from gangsched.errors import SnapshotError
 from gangsched.limits import MAX_QUANTITY, MAX_TOTAL, Limits
 from gangsched.model import MAX_DEVICE_MILLI, MAX_GPUS_PER_NODE, GpuRequest, Gpus, Node, Task
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing.invariants import check_all
 
 Obj = dict[str, Any]

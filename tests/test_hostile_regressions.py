@@ -92,7 +92,7 @@ def test_overlapping_domains_are_rejected_when_the_snapshot_is_built() -> None:
 
 
 def test_a_snapshot_shares_its_topology_read_only() -> None:
-    from gangsched.topology import build_topology
+    from gangsched.model.topology import build_topology
 
     snap = gs.Snapshot.from_dict(_tower(3))
     topo = build_topology(snap)

@@ -21,12 +21,12 @@ from gangsched.config import Config
 from gangsched.errors import ConfigError, SnapshotError
 from gangsched.limits import DEFAULT_LIMITS
 from gangsched.model import Gpus, HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import build_topology
 from gangsched.placement import CpSatPlacer, GreedyPlacer, JointCpSatPlacer
 from gangsched.placement.problem import GangRequest, PlacementProblem, PlacementResult
 from gangsched.placement.validate import validate_placement
 from gangsched.plugins.network_topology import tier_fades
-from gangsched.snapshot import Snapshot
-from gangsched.topology import build_topology
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -263,8 +263,8 @@ _PROBLEM_SRC = textwrap.dedent(
     import numpy as np
     from gangsched.model import Gpus, HyperNode, Node, TopologyMode
     from gangsched.placement.problem import GangRequest, PlacementProblem
-    from gangsched.snapshot import Snapshot
-    from gangsched.topology import build_topology
+    from gangsched.model.snapshot import Snapshot
+    from gangsched.model.topology import build_topology
 
     def problems():
         rng = np.random.default_rng(7)

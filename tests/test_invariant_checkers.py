@@ -23,8 +23,8 @@ from gangsched.model import (
     Task,
     TaskPhase,
 )
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing import (
     InvariantViolation,
     check_all,

@@ -28,8 +28,8 @@ from gangsched.io.volcano_out import (
     svc_configmaps,
 )
 from gangsched.model import JobPhase, JobPolicy, TaskPhase
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing.strategies import snapshots
 from gangsched.units import parse_quantity
 

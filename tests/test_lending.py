@@ -11,8 +11,8 @@ import pytest
 from gangsched.config import Config
 from gangsched.errors import SnapshotError
 from gangsched.model import Queue
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 
 Obj = dict[str, object]
 GPU = "nvidia.com/gpu"

@@ -64,7 +64,9 @@ def test_facade_exports_its_names(facade: str) -> None:
 
 def test_split_records_are_one_class_each() -> None:
     import gangsched
-    from gangsched import _model_nodes, _model_tasks, model
+    from gangsched import model
+    from gangsched.model import nodes as _model_nodes
+    from gangsched.model import tasks as _model_tasks
 
     assert model.Node is _model_nodes.Node is gangsched.Node
     assert model.Task is _model_tasks.Task is gangsched.Task

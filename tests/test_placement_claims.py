@@ -8,6 +8,8 @@ import pytest
 
 from _placement_cases import fat_tree_snapshot, gpu_gang, problem_for
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import build_topology
 from gangsched.placement import (
     CpSatPlacer,
     GreedyPlacer,
@@ -17,8 +19,6 @@ from gangsched.placement import (
     validate_placement,
 )
 from gangsched.placement.problem import slice_groups
-from gangsched.snapshot import Snapshot
-from gangsched.topology import build_topology
 
 
 def _weight(problem: PlacementProblem, res: object) -> int:

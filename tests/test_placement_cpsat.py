@@ -12,19 +12,14 @@ from hypothesis import strategies as st
 from _placement_cases import GIB, fat_tree_snapshot, gpu_gang, problem_for
 from _placement_oracle import best_weight
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import Topology, build_topology
 from gangsched.placement import _exact
 from gangsched.placement._common import gang_view
 from gangsched.placement.cpsat import CpSatPlacer, JointCpSatPlacer
 from gangsched.placement.greedy import GreedyPlacer
-from gangsched.placement.problem import (
-    GangRequest,
-    PlacementProblem,
-    Status,
-    placement_objective,
-)
+from gangsched.placement.problem import GangRequest, PlacementProblem, Status, placement_objective
 from gangsched.placement.validate import validate_placement
-from gangsched.snapshot import Snapshot
-from gangsched.topology import Topology, build_topology
 
 TOPO = build_topology(fat_tree_snapshot())
 N = TOPO.n_nodes
@@ -707,7 +702,7 @@ def test_joint_aggregate_beats_greedy_and_is_deterministic() -> None:
 
 
 def test_aggregate_upper_bound_is_the_knapsack_over_all_room() -> None:
-    from gangsched.placement import cpsat
+    from gangsched.placement.cpsat import _aggregate as cpsat
 
     rng = np.random.default_rng(3)
     gpu_free = np.where(rng.random((N, 8)) < 0.7, 0, 1000).astype(np.int64)

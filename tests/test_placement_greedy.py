@@ -10,6 +10,8 @@ import pytest
 from _placement_cases import fat_tree_snapshot, gpu_gang, problem_for
 from gangsched.errors import PlacementError
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import Topology, build_topology
 from gangsched.placement.greedy import GreedyPlacer
 from gangsched.placement.problem import (
     GangPlacement,
@@ -19,8 +21,6 @@ from gangsched.placement.problem import (
     Status,
 )
 from gangsched.placement.validate import validate_placement
-from gangsched.snapshot import Snapshot
-from gangsched.topology import Topology, build_topology
 
 TOPO = build_topology(fat_tree_snapshot())  # 2 spines × 4 racks × 8 nodes × 8 GPUs
 N = TOPO.n_nodes

@@ -22,6 +22,8 @@ from hypothesis import strategies as st
 
 from _placement_oracle import best_objective, best_weight
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import build_topology
 from gangsched.placement import (
     CpSatPlacer,
     GangRequest,
@@ -31,8 +33,6 @@ from gangsched.placement import (
     Status,
     validate_placement,
 )
-from gangsched.snapshot import Snapshot
-from gangsched.topology import build_topology
 
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
 GIB = 2**30

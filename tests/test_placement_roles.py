@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from _placement_cases import GIB, fat_tree_snapshot, gpu_gang, problem_for
 from _placement_oracle import best_objective
 from gangsched.model import TopologyMode
+from gangsched.model.topology import build_topology
 from gangsched.placement import (
     CpSatPlacer,
     GangRequest,
@@ -27,7 +28,6 @@ from gangsched.placement.cpsat._budget import _Budget
 from gangsched.placement.cpsat._repair import repair
 from gangsched.placement.cpsat._roles import dominant, lex_max, role_hint
 from gangsched.placement.problem import GangPlacement
-from gangsched.topology import build_topology
 from test_placement_properties import problems
 
 
@@ -155,7 +155,7 @@ def test_dominant_role_bound_is_below_the_milp_optimum_and_the_hint_is_valid(
 
 def _two_racks() -> PlacementProblem:
     from gangsched.model import HyperNode, Node
-    from gangsched.snapshot import Snapshot
+    from gangsched.model.snapshot import Snapshot
 
     nodes = [Node(name=f"n{i}", allocatable={"cpu": 64}) for i in range(2)]
     topo = build_topology(

@@ -9,13 +9,13 @@ import pytest
 
 from gangsched.actions._gang_placement import place_job, session_topology
 from gangsched.errors import ConfigError
+from gangsched.model.snapshot import Snapshot
 from gangsched.placement.cpsat import CpSatPlacer
 from gangsched.placement.greedy import GreedyPlacer
 from gangsched.plugins.network_topology import NetworkTopologyAwarePlugin
 from gangsched.scheduler import open_session
-from gangsched.session import Session, TaskState
-from gangsched.snapshot import Snapshot
-from gangsched.statement import Statement
+from gangsched.session.core import Session, TaskState
+from gangsched.session.statement import Statement
 
 PLACERS = [GreedyPlacer(), CpSatPlacer(time_limit_s=5.0, workers=1, seed=0)]
 

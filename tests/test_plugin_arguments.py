@@ -11,7 +11,7 @@ from gangsched.actions.backfill import BackfillAction
 from gangsched.actions.preempt import PreemptAction
 from gangsched.actions.reclaim import ReclaimAction
 from gangsched.errors import ConfigError
-from gangsched.plugin import argument_names
+from gangsched.framework.extension_points import argument_names
 from gangsched.plugins.binpack import BinpackPlugin
 from gangsched.plugins.network_topology import NetworkTopologyAwarePlugin
 from gangsched.plugins.nodeorder import NodeOrderPlugin

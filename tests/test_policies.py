@@ -8,7 +8,7 @@ import pytest
 
 import gangsched as gs
 from _preemption_helpers import PREEMPT, job, node, pending, running, snap
-from gangsched.policies import job_actions
+from gangsched.session.rules.policies import job_actions
 
 
 def _snap(jobs: list[dict[str, Any]], tasks: list[dict[str, Any]]) -> gs.Snapshot:

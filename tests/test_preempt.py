@@ -22,7 +22,7 @@ from _preemption_helpers import (
     settle,
     snap,
 )
-from gangsched.actions import _victims
+from gangsched.actions.victims import search as victim_search
 
 
 def _two_gangs_per_node_pair() -> tuple[list[dict[str, object]], list[dict[str, object]]]:
@@ -253,7 +253,7 @@ def test_least_excess_among_equal_jobs() -> None:
 def test_irreducible_set_when_many_candidates() -> None:
     # More candidate jobs than the pair search covers: the greedy path still returns a set
     # from which no job can be spared, and never more than the claim needs.
-    n = _victims.PAIR_LIMIT + 4
+    n = victim_search.PAIR_LIMIT + 4
     nodes = [node(f"n{i}", gpus=1) for i in range(n)]
     jobs = [job(f"v{i:02d}", 1, priority=1) for i in range(n)]
     tasks = [t for i in range(n) for t in running(f"v{i:02d}", [(f"n{i}", [0])])]

@@ -9,8 +9,8 @@ import numpy.typing as npt
 import pytest
 
 import gangsched as gs
-from gangsched.arrays import TaskTemplate
-from gangsched.session import Session
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.core import Session
 
 
 def _readme_snapshot() -> gs.Snapshot:

@@ -10,13 +10,8 @@ import pytest
 
 from gangsched.errors import ConfigError
 from gangsched.io.openb import NodeTable, PodTable, load_nodes, load_pods
-from gangsched.quality import (
-    arrived_prefix,
-    gpu_bound,
-    offline_packing,
-    validate_packing,
-)
 from gangsched.sim.fgd import POLICY_IDS, run_one
+from gangsched.sim.fgd.bounds import arrived_prefix, gpu_bound, offline_packing, validate_packing
 
 
 def write_cluster(
@@ -244,8 +239,8 @@ def test_fgd_pack_breaks_fgd_ties_toward_the_fuller_node() -> None:
 def test_reproduced_policies_match_the_authors_on_the_bundled_sample() -> None:
     # Medians over seeds 42-44 of unallocated GPU % at 100 % arrived, default workload, against
     # the authors' medians over the same seeds.
-    from gangsched.sim.compare import read_allo_table
     from gangsched.sim.fgd import discrete_tables
+    from gangsched.sim.fgd.compare import read_allo_table
 
     nodes, pods = load_nodes(), load_pods()
     theirs = read_allo_table(None)

@@ -9,8 +9,8 @@ import pytest
 
 from gangsched.config import Config
 from gangsched.errors import ConfigError, SnapshotError
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
 
 Obj = dict[str, object]
 GPU = "nvidia.com/gpu"

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from gangsched.config import Config
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
-from gangsched.statement import Statement
+from gangsched.session.statement import Statement
 
 Obj = dict[str, object]
 

@@ -8,8 +8,8 @@ import pytest
 from gangsched.actions.enqueue import ShapeCheck
 from gangsched.config import Config
 from gangsched.errors import ConfigError
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
 
 Obj = dict[str, object]
 

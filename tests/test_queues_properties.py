@@ -18,9 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gangsched.config import Config
+from gangsched.model.snapshot import Snapshot
 from gangsched.plugins.proportion import water_fill
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing.invariants import check_capacity, check_queue_capability
 
 Obj = dict[str, object]

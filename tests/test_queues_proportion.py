@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from gangsched.config import Config
+from gangsched.model.snapshot import Snapshot
 from gangsched.plugins.proportion import volcano_rounds, water_fill
 from gangsched.scheduler import open_session, schedule
-from gangsched.snapshot import Snapshot
-from gangsched.statement import Statement
+from gangsched.session.statement import Statement
 
 INF = np.inf
 Obj = dict[str, object]

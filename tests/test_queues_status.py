@@ -11,8 +11,8 @@ from gangsched._frozen import FrozenDict
 from gangsched.config import Config
 from gangsched.decisions import Decisions, QueueStatus
 from gangsched.metrics import to_prometheus_text
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 
 Obj = dict[str, object]
 GPU = "nvidia.com/gpu"

@@ -8,15 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gangsched.decisions import (
-    Bind,
-    Eviction,
-    Hold,
-    JobAction,
-    JobStatus,
-    Pipeline,
-    QueueStatus,
-)
+from gangsched.decisions import Bind, Eviction, Hold, JobAction, JobStatus, Pipeline, QueueStatus
 from gangsched.errors import DecisionError
 
 #: Each checked record, its name in errors and the fewest fields that make a valid one.

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from gangsched.config import Config, PluginOption, Tier
 from gangsched.decisions import Decisions
 from gangsched.model import GpuRequest, Job, JobPhase, Node, Queue, QueueState, Resources, Task
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing import reference
 from gangsched.testing.strategies import gangs, nodes, snapshots
 from gangsched.units import CPU, MEMORY, PODS

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gangsched.config import Config
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
-from gangsched.session import TaskState
-from gangsched.snapshot import Snapshot
-from gangsched.statement import Statement
+from gangsched.session.core import TaskState
+from gangsched.session.statement import Statement
 from gangsched.testing.invariants import (
     check_capacity,
     check_deterministic,

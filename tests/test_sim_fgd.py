@@ -11,7 +11,6 @@ import pytest
 
 from gangsched.errors import ConfigError
 from gangsched.io.openb import load_nodes, load_pods
-from gangsched.sim.compare import compare_tables, format_comparison, read_allo_table
 from gangsched.sim.fgd import (
     POLICY_IDS,
     RunResult,
@@ -22,7 +21,8 @@ from gangsched.sim.fgd import (
     tuned_order,
     write_tables,
 )
-from gangsched.sim.gorand import GoRand
+from gangsched.sim.fgd.compare import compare_tables, format_comparison, read_allo_table
+from gangsched.sim.fgd.gorand import GoRand
 
 
 def test_gorand_matches_go() -> None:

@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
-from gangsched import _ledger
 from gangsched.io.openb import NodeTable, PodTable, load_nodes, load_pods
-from gangsched.session import Session, TaskState
+from gangsched.session import ledger as _ledger
+from gangsched.session.core import Session, TaskState
+from gangsched.session.statement import Op, OpKind
 from gangsched.sim.fgd import discrete_tables
 from gangsched.sim.openb_trace import node_subset, replay_fgd
 from gangsched.sim.replay import (
@@ -28,7 +29,6 @@ from gangsched.sim.replay import (
     fair_share,
     replay,
 )
-from gangsched.statement import Op, OpKind
 from test_fgd_general_engine import general_and_fast
 
 SIMPLE = gs.Config.from_dict(

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from gangsched.errors import SnapshotError
 from gangsched.model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task, TaskPhase
-from gangsched.snapshot import Snapshot
+from gangsched.model.snapshot import Snapshot
 from gangsched.testing.strategies import snapshots
 
 GPU = "nvidia.com/gpu"

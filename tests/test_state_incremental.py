@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import gangsched as gs
 from _state_cases import zoned_cluster
-from gangsched.arrays import build_cluster_arrays
 from gangsched.model import TaskPhase
+from gangsched.session.arrays import build_cluster_arrays
 
 
 def _cluster(n_nodes: int = 6, jobs: int = 10) -> dict[str, Any]:
@@ -202,9 +202,9 @@ def _gpu_cluster(seed: int) -> dict[str, Any]:
 @given(st.integers(0, 10_000))
 @settings(max_examples=40, deadline=None)
 def test_the_shared_full_view_fits_as_the_direct_rule_after_placements(seed: int) -> None:
-    from gangsched.fit import FullView, resource_fit
     from gangsched.scheduler import open_session
-    from gangsched.statement import Statement
+    from gangsched.session.fit import FullView, resource_fit
+    from gangsched.session.statement import Statement
 
     ssn = open_session(gs.Snapshot.from_dict(_gpu_cluster(seed)))
     view = FullView.build(ssn, len(ssn.changed))

@@ -32,8 +32,8 @@ from _preemption_helpers import BOTH
 from gangsched.decisions import Bind, Decisions, Eviction, JobStatus, Pipeline
 from gangsched.errors import DecisionError
 from gangsched.model import Job, JobPhase, JobPolicy, Node, Queue, Task, TaskPhase
+from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import schedule
-from gangsched.snapshot import Snapshot
 from gangsched.testing import (
     ALL_CHECKS,
     Check,

@@ -8,8 +8,8 @@ import pytest
 from _placement_cases import fat_tree_snapshot
 from gangsched.errors import SnapshotError
 from gangsched.model import HyperNode, Node
-from gangsched.snapshot import Snapshot
-from gangsched.topology import DomainTotals, build_topology
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import DomainTotals, build_topology
 
 
 def test_fat_tree_domains_parents_and_top() -> None:

@@ -16,14 +16,14 @@ import pytest
 
 import gangsched as gs
 from _preemption_helpers import PREEMPT, RECLAIM, config, job, node, pending, running
-from gangsched import disruption
-from gangsched.actions import _victim_rules as rules
-from gangsched.actions import _victims
 from gangsched.actions.preempt import within_job_jobs
+from gangsched.actions.victims import rules
+from gangsched.actions.victims import search as victim_search
 from gangsched.config import Config
 from gangsched.model import DisruptionBudget
 from gangsched.scheduler import open_session
-from gangsched.session import Session, TaskState
+from gangsched.session.core import Session, TaskState
+from gangsched.session.rules import disruption
 
 
 def _session(
@@ -510,7 +510,7 @@ def test_a_job_that_cannot_help_does_not_count_against_the_pair_limit(bystander:
     # claim needs a whole one, so only a pair on one node works. With at most PAIR_LIMIT jobs
     # that can help, every pair is tried and the cheapest wins: the pair holding the newest
     # job (rank 0). The greedy fallback would stop at the first node it frees instead.
-    assert _victims.PAIR_LIMIT == 12
+    assert victim_search.PAIR_LIMIT == 12
     creation = [12, 1, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2]
     jobs = [job(f"v{k}", 1, priority=1, creation=c) for k, c in enumerate(creation)]
     tasks = [

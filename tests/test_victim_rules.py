@@ -3,7 +3,7 @@ comparison changes:
 
 * priority (victims are jobs of strictly lower priority): ``_victims.preempt_candidates``
   (asked by preempt and by admission);
-* preemptable (``preemptable`` on the task and on its job): ``_victims.evictable``;
+* preemptable (``preemptable`` on the task and on its job): ``victims.rules.evictable``;
 * gang surplus (at most ``ready − min_available`` tasks, every role kept at its minimum,
   pending best-effort tasks not counted): ``_victims.spare_tasks``;
 * whole job (every running task is a candidate, no reservation or allocation of this cycle):
@@ -33,9 +33,9 @@ from _preemption_helpers import (
     snap,
 )
 from gangsched.decisions import Decisions, Eviction, JobStatus
-from gangsched.io._k8s_records import Cluster
+from gangsched.io.k8s.records import Cluster
 from gangsched.io.volcano_out import job_actions as volcano_job_actions
-from gangsched.policies import job_actions
+from gangsched.session.rules.policies import job_actions
 
 GPU = "nvidia.com/gpu"
 OTHER_TIERS: list[list[dict[str, Any]]] = [

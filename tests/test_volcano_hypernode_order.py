@@ -18,6 +18,8 @@ import pytest
 import gangsched as gs
 from gangsched.actions._gang_placement import hypernode_order
 from gangsched.config import Config
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import build_topology
 from gangsched.placement import GreedyPlacer
 from gangsched.placement.cpsat import CpSatPlacer
 from gangsched.placement.problem import (
@@ -29,8 +31,6 @@ from gangsched.placement.problem import (
 from gangsched.placement.validate import validate_placement
 from gangsched.plugins.network_topology import NetworkTopologyAwarePlugin, fading_weights
 from gangsched.scheduler import open_session
-from gangsched.snapshot import Snapshot
-from gangsched.topology import build_topology
 
 PLACERS: list[Any] = [
     None,

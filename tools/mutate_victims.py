@@ -51,8 +51,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Rule functions (``Class.method`` for methods), by module path under ``src/gangsched``.
 RULES: dict[str, tuple[str, ...]] = {
-    "gang.py": ("role_minimums", "deficit", "needed_tasks", "spare_tasks", "may_go_whole"),
-    "actions/_victim_rules.py": (
+    "session/rules/gang.py": (
+        "role_minimums",
+        "deficit",
+        "needed_tasks",
+        "spare_tasks",
+        "may_go_whole",
+    ),
+    "actions/victims/rules.py": (
         "evictable",
         "policy_refusal",
         "preempt_candidates",
@@ -61,7 +67,7 @@ RULES: dict[str, tuple[str, ...]] = {
         "claimants",
         "gang_allowed",
     ),
-    "actions/_victim_search.py": ("preempt_job", "_Search._play", "_Search.bundles"),
+    "actions/victims/search.py": ("preempt_job", "_Search._play", "_Search.bundles"),
     "actions/reclaim.py": (
         "_gate",
         "_candidates",
@@ -72,7 +78,7 @@ RULES: dict[str, tuple[str, ...]] = {
     ),
     "actions/preempt.py": ("within_job_jobs", "_within_job"),
     "actions/consolidate.py": ("_Search.movable", "_Search._guarantee_ok"),
-    "disruption.py": ("desired_count", "allowed", "would_break", "exhausted"),
+    "session/rules/disruption.py": ("desired_count", "allowed", "would_break", "exhausted"),
     "plugins/proportion.py": ("ProportionPlugin.overused", "ProportionPlugin.reclaimable"),
 }
 
@@ -81,7 +87,7 @@ RULES: dict[str, tuple[str, ...]] = {
 #: first statement (after its docstring): the rule removed.
 NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
     (
-        "actions/_victim_rules.py",
+        "actions/victims/rules.py",
         "evictable",
         "removed",
         "every task evictable",
@@ -89,7 +95,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return np.ones(len(tasks), dtype=np.bool_)",
     ),
     (
-        "actions/_victim_rules.py",
+        "actions/victims/rules.py",
         "policy_refusal",
         "removed",
         "every job may evict",
@@ -97,7 +103,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return None",
     ),
     (
-        "gang.py",
+        "session/rules/gang.py",
         "spare_tasks",
         "removed",
         "every task is surplus",
@@ -105,7 +111,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return list(tasks)",
     ),
     (
-        "gang.py",
+        "session/rules/gang.py",
         "may_go_whole",
         "removed",
         "every job may go whole",
@@ -113,7 +119,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return True",
     ),
     (
-        "gang.py",
+        "session/rules/gang.py",
         "may_go_whole",
         "never",
         "no job may go whole",
@@ -121,7 +127,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "return False",
     ),
     (
-        "actions/_victim_rules.py",
+        "actions/victims/rules.py",
         "preempt_candidates",
         "any-queue",
         "preempt takes from every queue",
@@ -129,7 +135,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "",
     ),
     (
-        "actions/_victim_rules.py",
+        "actions/victims/rules.py",
         "preemptors",
         "order",
         "preemptors in reverse order",
@@ -138,7 +144,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "reverse=True)",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "preempt_job",
         "no-budget-pass",
         "budgets never steer the search",
@@ -146,7 +152,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "(False,)",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "_Search.bundles",
         "order-reversed",
         "victim jobs tried in reverse rank",
@@ -154,7 +160,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "ranked.sort(key=lambda item: item[0], reverse=True)",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "_Search.bundles",
         "oldest-first",
         "older jobs before newer ones",
@@ -162,7 +168,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "rec.creation",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "_Search.bundles",
         "task-order-reversed",
         "tasks of a job in reverse victim order",
@@ -170,7 +176,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "tasks.sort(key=self.victim_key, reverse=True)",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "_Search.cost",
         "jobs-not-first",
         "priority before the number of jobs hit",
@@ -178,7 +184,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "(tuple(prios), len(parts),",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "_Search.cost",
         "lowest-priority-last",
         "priorities compared lowest first",
@@ -186,7 +192,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         "reverse=False",
     ),
     (
-        "actions/_victim_search.py",
+        "actions/victims/search.py",
         "_Search.cost",
         "kill-before-trim",
         "whole jobs not penalised",
@@ -219,9 +225,16 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
         None,
         "return True",
     ),
-    ("disruption.py", "would_break", "removed", "no budget is ever broken", None, "return []"),
     (
-        "disruption.py",
+        "session/rules/disruption.py",
+        "would_break",
+        "removed",
+        "no budget is ever broken",
+        None,
+        "return []",
+    ),
+    (
+        "session/rules/disruption.py",
         "exhausted",
         "removed",
         "no task is protected by a budget",

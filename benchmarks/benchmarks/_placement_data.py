@@ -16,9 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched.model import Gpus, HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import Topology, build_topology
 from gangsched.placement.problem import GangRequest, PlacementProblem
-from gangsched.snapshot import Snapshot
-from gangsched.topology import Topology, build_topology
 
 __all__ = ["RACK", "SPINE", "gang", "joint_problem", "problem", "topology"]
 

@@ -29,9 +29,9 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.snapshot import Snapshot
+from gangsched.model.topology import Topology, build_topology
 from gangsched.placement.problem import GangRequest, PlacementProblem
-from gangsched.snapshot import Snapshot
-from gangsched.topology import Topology, build_topology
 
 __all__ = ["cluster", "joint_mixed_problem", "joint_same_problem", "multirole_problem"]
 

@@ -17,10 +17,10 @@ from gangsched import Snapshot, schedule
 from gangsched.actions.allocate import AllocateAction
 from gangsched.actions.backfill import BackfillAction
 from gangsched.actions.enqueue import EnqueueAction
-from gangsched.arrays import build_cluster_arrays
 from gangsched.decisions import Decisions
 from gangsched.scheduler import open_session
-from gangsched.session import Session
+from gangsched.session.arrays import build_cluster_arrays
+from gangsched.session.core import Session
 
 from .common import cluster, cluster_dict
 

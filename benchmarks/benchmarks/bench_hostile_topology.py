@@ -22,9 +22,9 @@ import numpy as np
 
 from gangsched import Snapshot, schedule
 from gangsched.model import HyperNode, Node, TopologyMode
+from gangsched.model.topology import build_topology
 from gangsched.placement import GreedyPlacer
 from gangsched.placement.problem import GangRequest, PlacementProblem
-from gangsched.topology import build_topology
 
 
 def _tier_snapshot(top: int) -> dict[str, Any]:

@@ -23,10 +23,10 @@ import numpy as np
 from gangsched.actions.enqueue import EnqueueAction
 from gangsched.config import Config
 from gangsched.model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task
+from gangsched.model.snapshot import Snapshot
 from gangsched.plugins.proportion import water_fill
 from gangsched.scheduler import open_session, schedule
-from gangsched.session import Session
-from gangsched.snapshot import Snapshot
+from gangsched.session.core import Session
 
 QUEUES = [100, 1000]
 JOBS_PER_QUEUE = 50

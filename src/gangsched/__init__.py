@@ -2,10 +2,8 @@
 
 from typing import TYPE_CHECKING, Any
 
-from .arrays import TaskTemplate
-from .combine import Vote
-from .config import Config
-from .decisions import (
+from gangsched.config import Config
+from gangsched.decisions import (
     Bind,
     Decisions,
     Eviction,
@@ -16,7 +14,7 @@ from .decisions import (
     PlacementInfo,
     QueueStatus,
 )
-from .errors import (
+from gangsched.errors import (
     ConfigError,
     DecisionError,
     GangschedError,
@@ -24,8 +22,9 @@ from .errors import (
     SnapshotError,
     SolverError,
 )
-from .gate import Refusal, Rule
-from .model import (
+from gangsched.framework.combine import Vote
+from gangsched.framework.registry import Registry
+from gangsched.model import (
     GpuRequest,
     Gpus,
     HyperNode,
@@ -43,9 +42,9 @@ from .model import (
     Toleration,
     TopologyMode,
 )
-from .placement import GreedyPlacer, validate_placement
-from .registry import Registry
-from .scheduler import (
+from gangsched.model.snapshot import Snapshot
+from gangsched.placement import GreedyPlacer, validate_placement
+from gangsched.scheduler import (
     Explanation,
     NodeExplanation,
     default_registry,
@@ -53,16 +52,17 @@ from .scheduler import (
     open_session,
     schedule,
 )
-from .session import Session
-from .snapshot import Snapshot
-from .state import ClusterState
-from .statement import Statement
-from .units import ResourceSpec, parse_quantity
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.core import Session
+from gangsched.session.gate import Refusal, Rule
+from gangsched.session.statement import Statement
+from gangsched.state import ClusterState
+from gangsched.units import ResourceSpec, parse_quantity
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .placement.cpsat import CpSatPlacer, JointCpSatPlacer
+    from gangsched.placement.cpsat import CpSatPlacer, JointCpSatPlacer
 
 __all__ = [
     "Bind",
@@ -125,7 +125,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # The CP-SAT placers load OR-Tools on first use, not at ``import gangsched``.
     if name in ("CpSatPlacer", "JointCpSatPlacer"):
-        from . import placement
+        from gangsched import placement
 
         return getattr(placement, name)
     raise AttributeError(f"module 'gangsched' has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """``python -m gangsched``: the same command line as ``gangsched``."""
 
-from .cli import main
+from gangsched.cli import main
 
 raise SystemExit(main())

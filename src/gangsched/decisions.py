@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, ClassVar, Self, get_type_hints
 
-from ._frozen import FrozenDict, plain_fields
-from .errors import DecisionError, SnapshotError
-from .model import JobPhase, QueueState
-from .units import show_value
+from gangsched._frozen import FrozenDict, plain_fields
+from gangsched.errors import DecisionError, SnapshotError
+from gangsched.model import JobPhase, QueueState
+from gangsched.units import show_value
 
 __all__ = [
     "PLACEMENT_STATUSES",

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from gangsched.errors import ConfigError
 
 __all__ = [
     "DEFAULT_LIMITS",

@@ -18,10 +18,10 @@ import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
-from .units import CPU, MEMORY, PODS
+from gangsched.units import CPU, MEMORY, PODS
 
 if TYPE_CHECKING:
-    from .decisions import Decisions, QueueStatus
+    from gangsched.decisions import Decisions, QueueStatus
 
 __all__ = ["to_prometheus_text"]
 

@@ -1,6 +1,6 @@
 """``schedule(snapshot, config) -> Decisions``: one scheduling cycle, as a pure function.
 
-Opens a :class:`~gangsched.session.Session`, runs the configured actions in order and turns the
+Opens a :class:`~gangsched.session.core.Session`, runs the configured actions in order and turns the
 session's committed operations and final state into :class:`~gangsched.decisions.Decisions`.
 The snapshot is never mutated; the same snapshot and config give byte-identical decisions.
 """
@@ -13,35 +13,35 @@ from typing import Any
 
 import numpy as np
 
-from ._close import close_session
-from ._close import nondeterministic_options as nondeterministic_options
-from ._frozen import FrozenDict
-from .actions.allocate import AllocateAction
-from .actions.backfill import BackfillAction
-from .actions.consolidate import ConsolidateAction
-from .actions.enqueue import EnqueueAction
-from .actions.preempt import PreemptAction
-from .actions.reclaim import ReclaimAction
-from .config import Config
-from .decisions import Decisions
-from .errors import ConfigError
-from .placement import Placer
-from .plugins.binpack import BinpackPlugin
-from .plugins.capacity import CapacityPlugin
-from .plugins.conformance import ConformancePlugin
-from .plugins.drf import DrfPlugin
-from .plugins.fgd_scores import SCORE_PLUGINS
-from .plugins.gang import GangPlugin
-from .plugins.network_topology import NetworkTopologyAwarePlugin
-from .plugins.nodeorder import NodeOrderPlugin
-from .plugins.overcommit import OvercommitPlugin
-from .plugins.predicates import PredicatesPlugin
-from .plugins.priority import PriorityPlugin
-from .plugins.proportion import ProportionPlugin
-from .plugins.sla import SlaPlugin
-from .registry import Action, Registry
-from .session import Session
-from .snapshot import Snapshot
+from gangsched._frozen import FrozenDict
+from gangsched.actions.allocate import AllocateAction
+from gangsched.actions.backfill import BackfillAction
+from gangsched.actions.consolidate import ConsolidateAction
+from gangsched.actions.enqueue import EnqueueAction
+from gangsched.actions.preempt import PreemptAction
+from gangsched.actions.reclaim import ReclaimAction
+from gangsched.config import Config
+from gangsched.decisions import Decisions
+from gangsched.errors import ConfigError
+from gangsched.framework.registry import Action, Registry
+from gangsched.model.snapshot import Snapshot
+from gangsched.placement import Placer
+from gangsched.plugins.binpack import BinpackPlugin
+from gangsched.plugins.capacity import CapacityPlugin
+from gangsched.plugins.conformance import ConformancePlugin
+from gangsched.plugins.drf import DrfPlugin
+from gangsched.plugins.fgd_scores import SCORE_PLUGINS
+from gangsched.plugins.gang import GangPlugin
+from gangsched.plugins.network_topology import NetworkTopologyAwarePlugin
+from gangsched.plugins.nodeorder import NodeOrderPlugin
+from gangsched.plugins.overcommit import OvercommitPlugin
+from gangsched.plugins.predicates import PredicatesPlugin
+from gangsched.plugins.priority import PriorityPlugin
+from gangsched.plugins.proportion import ProportionPlugin
+from gangsched.plugins.sla import SlaPlugin
+from gangsched.session.close import close_session
+from gangsched.session.close import nondeterministic_options as nondeterministic_options
+from gangsched.session.core import Session
 
 __all__ = ["default_registry", "explain", "make_actions", "open_session", "run_cycle", "schedule"]
 

@@ -37,8 +37,8 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from .errors import SnapshotError
-from .limits import MAX_QUANTITY, MAX_TOTAL
+from gangsched.errors import SnapshotError
+from gangsched.limits import MAX_QUANTITY, MAX_TOTAL
 
 __all__ = [
     "CPU",

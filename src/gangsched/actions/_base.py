@@ -14,7 +14,8 @@ class ConfiguredAction:
     """An action made from its configured arguments, which it keeps as ``arguments``.
 
     A subclass names itself (``name``) and declares the argument names it reads or accepts
-    (``known_arguments``, as for a plugin: :class:`gangsched.plugin.Plugin`); one that reads
+    (``known_arguments``, as for a plugin: :class:`gangsched.framework.extension_points.Plugin`);
+    one that reads
     any extends ``__init__``."""
 
     name: str

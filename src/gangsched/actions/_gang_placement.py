@@ -32,25 +32,25 @@ from typing import TYPE_CHECKING, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from .._types import I64
-from ..decisions import PlacementInfo
-from ..fit import device_free, node_free
-from ..gate import hard_domain
-from ..placement.greedy import GreedyPlacer
-from ..placement.problem import (
+from gangsched._types import I64
+from gangsched.decisions import PlacementInfo
+from gangsched.model.topology import Topology, build_topology
+from gangsched.placement.greedy import GreedyPlacer
+from gangsched.placement.problem import (
     GangRequest,
     HypernodeOrder,
     PlacementProblem,
     PlacementResult,
     Status,
 )
-from ..session import PIPELINED_OR_READY
-from ..topology import Topology, build_topology
+from gangsched.session.core import PIPELINED_OR_READY
+from gangsched.session.fit import device_free, node_free
+from gangsched.session.gate import hard_domain
 
 if TYPE_CHECKING:
-    from ..arrays import ClusterArrays
-    from ..evaluation import Evaluation
-    from ..session import Session
+    from gangsched.session.arrays import ClusterArrays
+    from gangsched.session.core import Session
+    from gangsched.session.evaluation import Evaluation
 
 __all__ = ["Assignment", "hard_domain", "place_job", "place_jobs_jointly", "session_topology"]
 
@@ -73,7 +73,7 @@ def _gpu_free(ssn: Session, future: bool) -> I64:
 
 
 def _ground(ssn: Session, future: bool) -> tuple[I64, I64]:
-    """The free rows (:func:`~gangsched.fit.node_free`) and padded free device rows of every
+    """The free rows (:func:`~gangsched.session.fit.node_free`) and padded free device rows of every
     node, worked out again only after a placement or eviction (logged in ``Session.changed``):
     the gangs tried one after another on the same occupancy share them. Read-only."""
     stamp = len(ssn.changed)
@@ -96,7 +96,7 @@ _SLOTS: dict[str, tuple[ClusterArrays, npt.NDArray[np.intp]]] = {}
 
 def _slots(arrays: ClusterArrays) -> npt.NDArray[np.intp]:
     """``(n_nodes, max_gpus)`` 1 + the flat device index of each slot of
-    :meth:`~gangsched.arrays.ClusterArrays.padded` (0 for padding): the layout of the
+    :meth:`~gangsched.session.arrays.ClusterArrays.padded` (0 for padding): the layout of the
     padded free rows, asked of the arrays once (a session's gangs share it)."""
     known = _SLOTS.get("last")
     if known is not None and known[0] is arrays:

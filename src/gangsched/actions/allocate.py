@@ -4,7 +4,8 @@ Theory of operation
 -------------------
 Queues are popped in queue order, re-evaluated after every job (shares move as jobs get
 resources); an overused queue is dropped for the rest of the cycle. From the queue, the best job
-by job order is tried inside one :class:`~gangsched.statement.Statement`: its pending tasks, in
+by job order is tried inside one :class:`~gangsched.session.statement.Statement`: its pending
+tasks, in
 task order, each go to the best node where the task fits now (allocate) or, failing that, where
 it fits once releasing resources are gone (pipeline). As soon as the job is ready it is pushed
 back so its remaining elastic tasks interleave with other jobs. The statement is committed if
@@ -44,23 +45,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..config import arg_float, arg_int, arg_str
-from ..errors import ConfigError
-from ..gang import pending_tasks
-from ..model import JobPhase
-from ..placement import GreedyPlacer, Placer
-from ..placement._common import check_solver_parameters
-from ..plugin import argument_names
-from ..session import TaskState
-from ..statement import Statement
-from ..units import PODS, show_amount
-from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
-from ._gang_placement import place_job, place_jobs_jointly
-from ._victims import realise_reservations
+from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
+from gangsched.actions._gang_placement import place_job, place_jobs_jointly
+from gangsched.actions.victims.loop import realise_reservations
+from gangsched.config import arg_float, arg_int, arg_str
+from gangsched.errors import ConfigError
+from gangsched.framework.extension_points import argument_names
+from gangsched.model import JobPhase
+from gangsched.placement import GreedyPlacer, Placer
+from gangsched.placement._common import check_solver_parameters
+from gangsched.session.core import TaskState
+from gangsched.session.rules.gang import pending_tasks
+from gangsched.session.statement import Statement
+from gangsched.units import PODS, show_amount
 
 if TYPE_CHECKING:
-    from ..arrays import TaskTemplate
-    from ..session import Session
+    from gangsched.session.arrays import TaskTemplate
+    from gangsched.session.core import Session
 
 
 def queue_refusal(ssn: Session, queue: int, tmpl: TaskTemplate) -> str:
@@ -144,7 +145,7 @@ class AllocateAction(ConfiguredAction):
             return given, True
         if self.placer_name == "greedy":
             return GreedyPlacer(), False
-        from ..placement import CpSatPlacer, JointCpSatPlacer
+        from gangsched.placement import CpSatPlacer, JointCpSatPlacer
 
         cls = JointCpSatPlacer if self.placer_name == "cpsat-joint" else CpSatPlacer
         return cls(

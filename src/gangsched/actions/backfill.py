@@ -15,15 +15,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..gang import pending_tasks
-from ..model import JobPhase
-from ..session import TaskState
-from ..statement import Statement
-from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
-from ._gang_placement import hard_domain
+from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
+from gangsched.actions._gang_placement import hard_domain
+from gangsched.model import JobPhase
+from gangsched.session.core import TaskState
+from gangsched.session.rules.gang import pending_tasks
+from gangsched.session.statement import Statement
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 class BackfillAction(ConfiguredAction):

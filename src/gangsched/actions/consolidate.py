@@ -8,12 +8,12 @@ valid, starving job (queue order, then job order; the preemptors of ``preempt`` 
 ``reclaim``), a small set of running tasks to *move*: each moved task is evicted (reason
 ``consolidation: moved to node ...``) and, in the same statement, reserved elsewhere (a
 ``Pipelined`` decision for the same task on another node); the gang's claim — the pending
-tasks that bring it to its minimum (``_victim_rules.needed_tasks``) — is reserved on the room
+tasks that bring it to its minimum (``victims.rules.needed_tasks``) — is reserved on the room
 the moves free. Nothing is lost: every moved task has its new place, so unlike preemption no
 priority rule applies. The next cycles bind the reservations as resources free.
 
 Rules (each move set is checked in a trial statement, and only a set that passes all of them
-is committed, all or nothing); the victim rules are :mod:`._victim_rules`'s:
+is committed, all or nothing); the victim rules are :mod:`gangsched.actions.victims.rules`'s:
 
 * the preemptor may evict at all (``policy_refusal``: no ``preemption_policy: Never`` task in
   its claim, its ``preemption_delay`` passed); a claim that fits without moves is left to
@@ -24,7 +24,8 @@ is committed, all or nothing); the victim rules are :mod:`._victim_rules`'s:
 * gangs move whole or keep their minimum: a job gives its surplus (``spare_tasks``) one task
   at a time, or all of its running tasks together when it may go whole (``may_go_whole``);
 * at most ``max-moves`` tasks move per cycle (default 8, over all jobs of the cycle);
-* disruption budgets hold (:func:`gangsched.disruption.would_break` is empty, counting the
+* disruption budgets hold (:func:`gangsched.session.rules.disruption.would_break` is empty,
+counting the
   evictions made earlier in the cycle);
 * no queue goes below its guarantee: on every resource a moved task holds, its queue's running
   tasks keep at least the queue's ``guarantee``;
@@ -61,21 +62,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .. import _ledger, disruption
-from ..arrays import TaskTemplate, build_templates, template_key
-from ..config import arg_int
-from ..cycle import in_states
-from ..errors import ConfigError
-from ..model import TopologyMode
-from ..session import TaskState
-from ..statement import OpKind, Statement
-from . import _victim_rules as v
-from ._base import ConfiguredAction
-from ._victim_rules import BOOL, I64
-from ._victims import realise_reservations
+from gangsched.actions._base import ConfiguredAction
+from gangsched.actions.victims import rules as v
+from gangsched.actions.victims.loop import realise_reservations
+from gangsched.actions.victims.rules import BOOL, I64
+from gangsched.config import arg_int
+from gangsched.errors import ConfigError
+from gangsched.model import TopologyMode
+from gangsched.session import ledger as _ledger
+from gangsched.session.arrays import TaskTemplate, build_templates, template_key
+from gangsched.session.core import TaskState
+from gangsched.session.rules import disruption
+from gangsched.session.statement import OpKind, Statement
+from gangsched.session.task_states import in_states
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = [
     "CANDIDATES_PER_STEP",
@@ -380,13 +382,13 @@ class _Search:
 
     # ------------------------------------------------------------------ search
 
-    def run(self) -> tuple[int, v.Refusal | None]:
+    def run(self) -> tuple[int, v.VictimRefusal | None]:
         """``(tasks moved, None)`` on success, else ``(0, refusal)``; a refusal with an empty
         code means there was nothing to do (the claim fits without moves)."""
         ssn = self.ssn
         n = len(self.claim)
         best: tuple[list[_Unit], BOOL | None] | None = None
-        why: v.Refusal | None = None
+        why: v.VictimRefusal | None = None
         cands = self.movable()
         for among in v.domains(ssn, self.job):
             self.among = among

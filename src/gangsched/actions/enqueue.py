@@ -9,7 +9,7 @@ back into the order after each of its jobs. A job is admitted when
 2. it has no ``min_resources``, or the ``job_enqueueable`` vote admits it (quota, overcommit).
    When the vote refuses and ``preempt`` is configured, the job is voted on again with what
    it may preempt counted as available (:func:`preemptable_resources`, passed to the plugins
-   through :meth:`~gangsched.session.Session.preemptable_for`): the running tasks the preempt
+   through :meth:`~gangsched.session.core.Session.preemptable_for`): the running tasks the preempt
    action would consider for it — other jobs of its queue with a strictly lower priority,
    ``preemptable`` set, narrowed by the ``preemptable`` plugins — each victim job counted
    whole when it may go whole, else its gang surplus. A job admitted that way says so
@@ -17,7 +17,7 @@ back into the order after each of its jobs. A job is admitted when
    preempt; one refused again keeps the first refusal's reason;
 3. with the shape check on (the default), its minimum gang can be *placed*: quota sums say
    nothing about shape — eight free GPUs spread one per node are eight free GPUs, yet no
-   8-GPU pod fits. The check is a dry run inside a :class:`~gangsched.statement.Statement`:
+   8-GPU pod fits. The check is a dry run inside a :class:`~gangsched.session.statement.Statement`:
    the job's pending tasks are placed in task order with the allocate action's node choice
    (``best_node``, on what is free now or once releasing tasks are gone) until the gang's
    minimum (and every role's minimum) is reached; the statement is then discarded, so nothing
@@ -49,22 +49,22 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import I64
-from ..config import arg_bool
-from ..cycle import RUNNING_STATES, in_states
-from ..feasibility import device_take, queue_gpu_charge
-from ..fit import device_free
-from ..gate import Rule
-from ..model import JobPhase, QueueState
-from ..session import PIPELINED_OR_READY, TaskState
-from ..statement import Statement
-from ..units import CPU, GPU, MEMORY, PODS, format_quantity
-from ._base import ConfiguredAction
-from ._victims import evictable, may_go_whole, preempt_candidates, spare_tasks
+from gangsched._types import I64
+from gangsched.actions._base import ConfiguredAction
+from gangsched.actions.victims.rules import evictable, may_go_whole, preempt_candidates, spare_tasks
+from gangsched.config import arg_bool
+from gangsched.model import JobPhase, QueueState
+from gangsched.model.gpu_charge import device_take, queue_gpu_charge
+from gangsched.session.core import PIPELINED_OR_READY, TaskState
+from gangsched.session.fit import device_free
+from gangsched.session.gate import Rule
+from gangsched.session.statement import Statement
+from gangsched.session.task_states import RUNNING_STATES, in_states
+from gangsched.units import CPU, GPU, MEMORY, PODS, format_quantity
 
 if TYPE_CHECKING:
-    from ..arrays import TaskTemplate
-    from ..session import Session
+    from gangsched.session.arrays import TaskTemplate
+    from gangsched.session.core import Session
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
 
@@ -166,7 +166,7 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
     The victims are the preempt action's candidates for ``j`` (running or bound tasks of
     other jobs of its queue with a strictly lower job priority, ``preemptable`` on the task and
     the job) narrowed by the ``preemptable`` plugins; per victim job, every candidate when the
-    job may go whole, else its gang surplus (``_victims.evictable``, ``may_go_whole`` and
+    job may go whole, else its gang surplus (``victims.rules.evictable``, ``may_go_whole`` and
     ``spare_tasks``, the owners of those rules). A queue charge,
     so a fractional GPU on a device that cannot be shared counts less than it frees on its
     node: an estimate that errs on the side of refusing."""

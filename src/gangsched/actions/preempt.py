@@ -3,14 +3,14 @@ job's higher-priority pending task takes them from lower-priority tasks of the s
 
 Theory of operation
 -------------------
-Carried reservations are bound first (see ``_victims.realise_reservations``). Then, queue by
+Carried reservations are bound first (see ``victims.loop.realise_reservations``). Then, queue by
 queue in queue order, two passes run.
 
 *Between jobs.* Every admitted, valid, starving job of the queue, in job order, claims the
 pending tasks that bring it to its gang minimum. Candidate victims are the running or bound
 tasks of *other* jobs of the *same* queue whose job priority is strictly lower than the
 preemptor's (this action owns that rule; the ``priority`` plugin permits what it leaves), with
-``preemptable`` set on the task and on its job (``_victims.evictable``); the ``preemptable``
+``preemptable`` set on the task and on its job (``victims.rules.evictable``); the ``preemptable``
 plugin point narrows them (tier by tier, the first tier with an answer decides). Victims are
 chosen as whole-job or surplus bundles by the shared gang-aware search, and evicted only if the
 whole claim is then pipelined; the claim is reserved, never bound in this cycle.
@@ -37,8 +37,8 @@ so the victim→preemptor graph of ``preempt`` follows a strict order and cannot
 The rules are the action's own, not a plugin's, so they hold whatever the tiers say.
 
 Who may evict at all (``preemption_policy: Never``, ``preemption_delay``) is
-``_victims.policy_refusal``'s rule, asked by both passes; disruption budgets are counted in the
-first pass (``_victims``), not inside a job.
+``victims.rules.policy_refusal``'s rule, asked by both passes; disruption budgets are counted in the
+first pass (``victims``), not inside a job.
 
 Not done: elastic tasks beyond ``min_available`` evicting *other* jobs (they never preempt
 other jobs).
@@ -50,22 +50,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .._types import I64
-from ..cycle import in_states
-from ..model import JobPhase
-from ..session import TaskState
-from ..statement import Statement
-from . import _victims as v
-from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
-from ._gang_placement import hard_domain
+from gangsched._types import I64
+from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
+from gangsched.actions._gang_placement import hard_domain
+from gangsched.actions.victims import loop, search
+from gangsched.actions.victims import rules as v
+from gangsched.model import JobPhase
+from gangsched.session.core import TaskState
+from gangsched.session.statement import Statement
+from gangsched.session.task_states import in_states
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["SCOPE", "PreemptAction", "within_job_jobs"]
 
 
-def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
+def _candidates(ssn: Session, job: int) -> tuple[I64, v.VictimRefusal | None]:
     return v.preempt_candidates(ssn, job)
 
 
@@ -174,7 +175,7 @@ class _WithinJob:
             f"(task priority {mine.priority} > {theirs.priority})"
         )
 
-    def run(self, lower: list[int]) -> v.Refusal | None:
+    def run(self, lower: list[int]) -> v.VictimRefusal | None:
         """Evict for the task and pipeline it; ``None`` when done, else why not."""
         ssn = self.ssn
         rec = ssn.snapshot.jobs[self.job]
@@ -218,7 +219,7 @@ class _WithinJob:
             return None
         return self.diagnose(name, allowed)
 
-    def diagnose(self, name: str, allowed: list[int]) -> v.Refusal:
+    def diagnose(self, name: str, allowed: list[int]) -> v.VictimRefusal:
         ssn = self.ssn
         ok = ssn.evaluate(self.tmpl).ok
         queue = ssn.snapshot.queues[self.queue].name
@@ -247,7 +248,7 @@ class _WithinJob:
         )
 
 
-def _within_job(ssn: Session, job: int) -> v.Refusal | None:
+def _within_job(ssn: Session, job: int) -> v.VictimRefusal | None:
     """Run the within-job pass for one job; the refusal of its first task that got nothing."""
     prio = _task_priorities(ssn)
     tasks = ssn.job_tasks(job)
@@ -282,8 +283,8 @@ class PreemptAction(ConfiguredAction):
     )
 
     def execute(self, ssn: Session) -> None:
-        v.realise_reservations(ssn)
-        starving = v._preemptors(ssn)
+        loop.realise_reservations(ssn)
+        starving = v.preemptors(ssn)
         inside = within_job_jobs(ssn)
         by_queue: dict[int, tuple[list[int], list[int]]] = {}
         for j in starving:
@@ -295,7 +296,7 @@ class PreemptAction(ConfiguredAction):
             for j in jobs:
                 claim = v.current_claim(ssn, j)
                 if claim:
-                    refusal = SCOPE.gate(ssn, j) or v._preempt_job(ssn, SCOPE, j, claim)
+                    refusal = SCOPE.gate(ssn, j) or search.preempt_job(ssn, SCOPE, j, claim)
                     v.note_refusal(ssn, j, SCOPE.action, refusal)
             claimed = set(jobs)
             for j in within:

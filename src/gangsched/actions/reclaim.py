@@ -8,7 +8,7 @@ and job order, whose queue is Open (a Closed or Closing queue reclaims nothing, 
 of every plugin that has one, all must agree: capacity's per-dimension rule, see
 ``plugins/capacity.py``) claims the pending tasks that bring it to its gang minimum; each
 claimed task must pass its queue's ``allocatable`` check as it is pipelined. Candidate victims
-are running or bound tasks, ``preemptable`` on task and job (``_victims.evictable``), of jobs
+are running or bound tasks, ``preemptable`` on task and job (``victims.rules.evictable``), of jobs
 in *other* queues that are ``reclaimable`` (this action owns that rule) and hold more than
 their deserved share on some resource; the ``reclaimable`` plugin point narrows them
 (proportion: the queue is above deserved on some resource; capacity: per dimension of the
@@ -51,7 +51,8 @@ that no reclaim is reversed by reclaim alone (a reversal must follow a borrow). 
 fair-share plugin there is no deserved share, and reclaim does nothing (and says so).
 
 Who may evict (``preemption_policy: Never``, ``preemption_delay``) and the disruption budgets
-are applied by the shared search (``_victims.policy_refusal``, :mod:`gangsched.disruption`).
+are applied by the shared search (``victims.rules.policy_refusal``,
+:mod:`gangsched.session.rules.disruption`).
 """
 
 from __future__ import annotations
@@ -63,16 +64,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import F64, I64
-from ..cycle import in_states
-from ..model import QueueState
-from ..session import TaskState
-from ..units import PODS
-from . import _victims as v
-from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
+from gangsched._types import F64, I64
+from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
+from gangsched.actions.victims import loop, search
+from gangsched.actions.victims import rules as v
+from gangsched.model import QueueState
+from gangsched.session.core import TaskState
+from gangsched.session.task_states import in_states
+from gangsched.units import PODS
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 def queue_shares(ssn: Session) -> F64:
@@ -94,7 +96,7 @@ def queue_shares(ssn: Session) -> F64:
 SLACK = 1e-9
 
 
-def _gate(ssn: Session, job: int) -> v.Refusal | None:
+def _gate(ssn: Session, job: int) -> v.VictimRefusal | None:
     """The reclaimer's eligibility: its queue is Open and below its deserved share."""
     q = int(ssn.job_queue[job])
     queue = ssn.snapshot.queues[q]
@@ -116,7 +118,7 @@ def _gate(ssn: Session, job: int) -> v.Refusal | None:
     return None
 
 
-def _preemptive(ssn: Session, job: int, claim: Sequence[int]) -> v.Refusal | None:
+def _preemptive(ssn: Session, job: int, claim: Sequence[int]) -> v.VictimRefusal | None:
     """Volcano's ``preemptive`` point on the claim: every plugin that answers must agree."""
     refused = ssn.points.preemptive(int(ssn.job_queue[job]), list(claim))
     if refused is not None:
@@ -128,7 +130,9 @@ def _over_queues(ssn: Session) -> npt.NDArray[np.bool_]:
     return queue_shares(ssn) > 1.0 + SLACK
 
 
-def _candidates(ssn: Session, job: int, ceiling: int | None = None) -> tuple[I64, v.Refusal | None]:
+def _candidates(
+    ssn: Session, job: int, ceiling: int | None = None
+) -> tuple[I64, v.VictimRefusal | None]:
     """Victims allowed by the action's hard rules; with ``ceiling``, only from queues of that
     priority or lower."""
     snap = ssn.snapshot
@@ -193,7 +197,9 @@ def exposed_claim(ssn: Session, job: int) -> str | None:
     return None
 
 
-def _admissible(ssn: Session, job: int, victims: Sequence[int], before: Any) -> v.Refusal | None:
+def _admissible(
+    ssn: Session, job: int, victims: Sequence[int], before: Any
+) -> v.VictimRefusal | None:
     if not victims:
         return None
     why = exposed_claim(ssn, job)
@@ -222,22 +228,22 @@ SCOPE = v.Scope(
 
 
 def run(ssn: Session) -> None:
-    """Reclaim for every starving job, in queue order then job order (``_victims.run``, with
+    """Reclaim for every starving job, in queue order then job order (``victims.loop.run``, with
     the ``preemptive`` check and the victim queues tried by priority, lowest first)."""
-    v.realise_reservations(ssn)
+    loop.realise_reservations(ssn)
     for j, claim in v.claimants(ssn):
         refusal = _gate(ssn, j) or _preemptive(ssn, j, claim)
         if refusal is None:
             for ceiling in _priority_levels(ssn, j):
                 scope = SCOPE if ceiling is None else replace(SCOPE, candidates=_capped(ceiling))
-                refusal = v._preempt_job(ssn, scope, j, claim)
+                refusal = search.preempt_job(ssn, scope, j, claim)
                 if refusal is None:
                     break
         v.note_refusal(ssn, j, SCOPE.action, refusal)
 
 
 def _capped(ceiling: int) -> Any:
-    def candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
+    def candidates(ssn: Session, job: int) -> tuple[I64, v.VictimRefusal | None]:
         return _candidates(ssn, job, ceiling)
 
     return candidates

@@ -1,5 +1,5 @@
 """Readers for public traces and manifests (outside the core: these touch files)."""
 
-from .openb import NodeTable, PodTable, load_nodes, load_pods
+from gangsched.io.openb import NodeTable, PodTable, load_nodes, load_pods
 
 __all__ = ["NodeTable", "PodTable", "load_nodes", "load_pods"]

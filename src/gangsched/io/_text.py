@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from ..errors import SnapshotError
+from gangsched.errors import SnapshotError
 
 __all__ = [
     "MAX_INT_DIGITS",

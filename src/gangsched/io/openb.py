@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from .._types import I64
-from ..errors import ConfigError, SnapshotError
-from ._text import read_source
+from gangsched._types import I64
+from gangsched.errors import ConfigError, SnapshotError
+from gangsched.io._text import read_source
 
 __all__ = [
     "DEFAULT_NODES",

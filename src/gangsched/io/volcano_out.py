@@ -13,7 +13,7 @@ controller would post:
   reason in words; queue allocation and job counts). No timestamps: the output is a pure
   function of the input;
 * :func:`job_actions` — lifecycle actions the job policies ask for, computed by the
-  scheduler's own engine (:func:`gangsched.policies.job_actions`);
+  scheduler's own engine (:func:`gangsched.session.rules.policies.job_actions`);
 * :func:`job_environment` — the environment Volcano's ``env``, ``svc`` and ``pytorch`` job
   plugins (or the Kubeflow training operator) give each bound pod: ``VC_TASK_INDEX``,
   ``VC_<TASK>_HOSTS``, ``MASTER_ADDR``, ``RANK``...;
@@ -26,18 +26,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..decisions import Decisions, JobAction, JobStatus
-from ..policies import job_actions as policy_actions
-from ._k8s_kinds import (
-    GPU_INDICES_KEY,
-)
-from ._volcano_manifests import _quantities, dump_manifests, format_quantity
-from .k8s import (
-    Cluster,
-    JobOrigin,
-    TaskGroup,
-    split_name,
-)
+from gangsched.decisions import Decisions, JobAction, JobStatus
+from gangsched.io.k8s import Cluster, JobOrigin, TaskGroup, split_name
+from gangsched.io.k8s.kinds import GPU_INDICES_KEY
+from gangsched.io.volcano import _quantities, dump_manifests, format_quantity
+from gangsched.session.rules.policies import job_actions as policy_actions
 
 __all__ = [
     "REASON_KEY",
@@ -177,7 +170,8 @@ def queue_statuses(cluster: Cluster, decisions: Decisions) -> list[dict[str, Any
 def job_actions(cluster: Cluster, decisions: Decisions) -> tuple[JobAction, ...]:
     """Lifecycle actions the jobs' policies ask for after this cycle.
 
-    One engine: :func:`gangsched.policies.job_actions` (the one the scheduler runs), fed with
+    One engine: :func:`gangsched.session.rules.policies.job_actions` (the one the scheduler runs),
+    fed with
     the cluster's snapshot, the evictions in ``decisions`` (task → reason) and each job's
     phase after the cycle (``decisions.jobs``). For the decisions :func:`gangsched.schedule`
     returned on this cluster, the result equals ``decisions.job_actions``.

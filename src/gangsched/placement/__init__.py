@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .greedy import GreedyPlacer
-from .problem import (
+from gangsched.placement.greedy import GreedyPlacer
+from gangsched.placement.problem import (
     GangPlacement,
     GangRequest,
     PlacementProblem,
@@ -18,10 +18,10 @@ from .problem import (
     Status,
     placement_objective,
 )
-from .validate import validate_placement
+from gangsched.placement.validate import validate_placement
 
 if TYPE_CHECKING:
-    from .cpsat import CpSatPlacer, JointCpSatPlacer
+    from gangsched.placement.cpsat import CpSatPlacer, JointCpSatPlacer
 
 __all__ = [
     "CpSatPlacer",
@@ -46,7 +46,7 @@ class Placer(Protocol):
 
 def __getattr__(name: str) -> Any:
     if name in ("CpSatPlacer", "JointCpSatPlacer"):
-        from . import cpsat
+        from gangsched.placement import cpsat
 
         return getattr(cpsat, name)
     raise AttributeError(name)

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import ConfigError
-from ..model import TopologyMode
-from .problem import GangRequest, PlacementProblem, hypernode_scores, slice_rank
+from gangsched.errors import ConfigError
+from gangsched.model import TopologyMode
+from gangsched.placement.problem import GangRequest, PlacementProblem, hypernode_scores, slice_rank
 
 I64 = npt.NDArray[np.int64]
 BOOL = npt.NDArray[np.bool_]

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._common import GangView
-from .problem import PlacementProblem
+from gangsched.placement._common import GangView
+from gangsched.placement.problem import PlacementProblem
 
 __all__ = ["ExactBounds", "exact_bounds", "exact_nodes"]
 

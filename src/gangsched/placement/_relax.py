@@ -3,7 +3,8 @@
 Theory of operation
 -------------------
 Each gang that is placed lies inside one *domain*: the cover of its highest allowed tier for a
-hard gang, the cluster-wide top domain otherwise (see ``cpsat._joint_domains``). Whatever the
+hard gang, the cluster-wide top domain otherwise (see ``cpsat._joint_model._joint_domains``).
+Whatever the
 placement, the gangs inside a domain ``E`` take from ``E``'s nodes at least their
 :func:`~gangsched.placement._common.demand_floor` in every dimension — each resource column
 and the milli-GPU of device capacity. So with ``x[g, D]`` for gang ``g`` in candidate domain
@@ -29,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from ._common import GangView, demand_floor, split_target
-from .problem import PlacementProblem
+from gangsched.placement._common import GangView, demand_floor, split_target
+from gangsched.placement.problem import PlacementProblem
 
 I64 = npt.NDArray[np.int64]
 

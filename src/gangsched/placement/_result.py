@@ -14,8 +14,8 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from ..topology import Topology
-    from .problem import GangRequest, PlacementProblem
+    from gangsched.model.topology import Topology
+    from gangsched.placement.problem import GangRequest, PlacementProblem
 
 __all__ = [
     "GangPlacement",
@@ -89,7 +89,7 @@ class PlacementResult:
 
 def slice_groups(topology: Topology, gang: GangRequest) -> I64:
     """``(n_nodes,)`` int64: per node the id of its slice group — its largest enclosing domain
-    of tier ≤ ``gang.slice_tier`` (:meth:`~gangsched.topology.Topology.nest_group` at the
+    of tier ≤ ``gang.slice_tier`` (:meth:`~gangsched.model.topology.Topology.nest_group` at the
     rank of that tier; the node itself for tier 0 or when nothing of tier ≤ ``slice_tier``
     covers it). A placement of a sliced gang puts a multiple of ``slice_size`` replicas in
     every group."""

@@ -32,8 +32,8 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from .._types import I64
-from ._common import (
+from gangsched._types import I64
+from gangsched.placement._common import (
     GangView,
     Replica,
     domain_order,
@@ -43,7 +43,7 @@ from ._common import (
     pack_node,
     split_target,
 )
-from .problem import (
+from gangsched.placement.problem import (
     GangPlacement,
     PlacementProblem,
     PlacementResult,

@@ -6,7 +6,7 @@ A :class:`GangRequest` describes one gang as *templates* (groups of interchangea
 same request, same GPU need, same feasible nodes) with how many replicas of each may be placed
 (``counts``), how many must be (``size`` in total, ``min_counts`` per template) and a topology
 constraint. A :class:`PlacementProblem` puts one or many gangs over the free capacity of a
-cluster and its :class:`~gangsched.topology.Topology`.
+cluster and its :class:`~gangsched.model.topology.Topology`.
 
 Resources are rows over the cluster's resource columns in canonical int64 units. GPUs are
 *devices*: the request rows carry no GPU amount (a GPU column, if present, must be 0); a
@@ -26,7 +26,7 @@ Topology constraint of a gang (Volcano's ``networkTopology``):
 ``slice_tier`` (Kueue's ``podset-slice-size`` / ``podset-slice-required-topology``) further
 demands that every slice of ``slice_size`` replicas lies inside one domain of tier ≤
 ``slice_tier``, counted by the node's largest such domain: :func:`slice_groups` gives those
-groups (the objective's grouping, :meth:`~gangsched.topology.Topology.nest_group`, at the
+groups (the objective's grouping, :meth:`~gangsched.model.topology.Topology.nest_group`, at the
 rank of ``slice_tier``), and each must host a multiple of ``slice_size`` replicas. A rack that
 hangs under no tier-2 domain is thus one group for ``slice_tier=2``; a node that no domain of
 tier ≤ ``slice_tier`` covers is a group of its own. Placers and the validator share this one
@@ -34,7 +34,7 @@ function.
 
 Tier numbers in a gang (``highest_tier``, ``slice_tier``) and in a placement
 (:attr:`GangPlacement.tier`) are the user's; the objective counts by tier *rank* (the tiers
-present in the topology, in order, see :mod:`gangsched.topology`), so a tier number of 5,000
+present in the topology, in order, see :mod:`gangsched.model.topology`), so a tier number of 5,000
 costs no more than a tier number of 2.
 
 The objective of a placed gang is the tuple (lower is better, compared lexicographically)::
@@ -43,7 +43,8 @@ The objective of a placed gang is the tuple (lower is better, compared lexicogra
 
 ``span`` is the lowest rank whose one domain holds every replica (0 = a single node); ``d[t]``
 the number of distinct rank-``t`` groups used, where a node's rank-``t`` group is its largest
-enclosing domain of rank ≤ ``t`` (:meth:`~gangsched.topology.Topology.nest_group`): a node that
+enclosing domain of rank ≤ ``t`` (:meth:`~gangsched.model.topology.Topology.nest_group`): a node
+that
 no rank-``t`` domain covers counts with its lower-rank domain (a rack under no spine is one
 spine-level group), and as a group of its own only when nothing of rank ≤ ``t`` covers it. So
 ``d[t] = 1`` for every ``t ≥ span``, ``d`` never grows with the rank, and ``span`` is the lowest
@@ -78,18 +79,18 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from ..errors import PlacementError
-from ..feasibility import device_take, exclusive
-from ..model import TopologyMode
-from ..topology import Topology
-from ._result import (
+from gangsched.errors import PlacementError
+from gangsched.model import TopologyMode
+from gangsched.model.gpu_charge import device_take, exclusive
+from gangsched.model.topology import Topology
+from gangsched.placement._result import (
     GangPlacement,
     PlacementResult,
     Status,
     placement_objective,
     slice_groups,
 )
-from ._result import slice_rank as slice_rank
+from gangsched.placement._result import slice_rank as slice_rank
 
 __all__ = [
     "GangPlacement",

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import PlacementError
-from ..feasibility import exclusive
-from ..model import TopologyMode
-from .problem import PlacementProblem, PlacementResult, slice_groups
+from gangsched.errors import PlacementError
+from gangsched.model import TopologyMode
+from gangsched.model.gpu_charge import exclusive
+from gangsched.placement.problem import PlacementProblem, PlacementResult, slice_groups
 
 __all__ = ["validate_placement"]
 

@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL, F64, I64
-from ..model import QueueState
-from ..session import TaskState
-from ._queue_amounts import EPS, SLACK, names_of
+from gangsched._types import BOOL, F64, I64
+from gangsched.model import QueueState
+from gangsched.plugins._queue_amounts import EPS, SLACK, names_of
+from gangsched.session.core import TaskState
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["CapacityReclaim"]
 

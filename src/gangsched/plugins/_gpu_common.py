@@ -9,25 +9,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._config_args import arg_weight
-from .._frag_core import fits_summary
-from .._types import BOOL as B
-from .._types import F64, I64
-from ..arrays import TaskTemplate
-from ..config import check_arguments
-from ..errors import ConfigError
-from ..fragmentation import (
-    MILLI,
-    NodeScores,
-    PodRequest,
-    fit_mask,
-)
-from ..plugin import Rows, argument_names
-from ..session import TaskState
-from ..units import CPU, MEMORY
+from gangsched._types import BOOL as B
+from gangsched._types import F64, I64
+from gangsched.config import check_arguments
+from gangsched.config.args import arg_weight
+from gangsched.errors import ConfigError
+from gangsched.fragmentation import MILLI, NodeScores, PodRequest, fit_mask
+from gangsched.fragmentation.measure import fits_summary
+from gangsched.framework.extension_points import Rows, argument_names
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.core import TaskState
+from gangsched.units import CPU, MEMORY
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 #: Task states whose task sits on its node (pipelined tasks only hold a reservation).

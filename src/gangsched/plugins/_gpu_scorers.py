@@ -10,20 +10,10 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._frag_policies import (
-    best_fit_device,
-    bestfit_one,
-    bestfit_raw,
-    dotprod_one,
-    dotprod_raw,
-    trunc_one,
-)
-from .._types import BOOL as B
-from .._types import F64, I64, U64
-from ..arrays import TaskTemplate
-from ..config import arg_int
-from ..cycle import in_states
-from ..fragmentation import (
+from gangsched._types import BOOL as B
+from gangsched._types import F64, I64, U64
+from gangsched.config import arg_int
+from gangsched.fragmentation import (
     MILLI,
     N_AFFINITY,
     NodeScores,
@@ -33,8 +23,16 @@ from ..fragmentation import (
     score_gpu_clustering,
     score_gpu_packing,
 )
-from ..plugin import Rows
-from ._gpu_common import (
+from gangsched.fragmentation.policies import (
+    best_fit_device,
+    bestfit_one,
+    bestfit_raw,
+    dotprod_one,
+    dotprod_raw,
+    trunc_one,
+)
+from gangsched.framework.extension_points import Rows
+from gangsched.plugins._gpu_common import (
     _FEW_ROWS,
     _ON_NODE_STATES,
     RowLists,
@@ -46,9 +44,11 @@ from ._gpu_common import (
     _View,
     _weight,
 )
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.task_states import in_states
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 # -------------------------------------------------------------------------------- hashing
 
@@ -116,7 +116,8 @@ class _KernelScorer(SharedDeviceChoice):
     name = ""
     known_arguments: tuple[str, ...] = ()
     #: A node's score depends on the task's shape and that node's free capacity only, so
-    #: templates of equal shape share one evaluation (:class:`gangsched.plugin.ShapeOnlyPlugin`).
+    #: templates of equal shape share one evaluation
+    #: (:class:`gangsched.framework.extension_points.ShapeOnlyPlugin`).
     shape_only = True
 
     def __init_subclass__(cls, **kwargs: object) -> None:

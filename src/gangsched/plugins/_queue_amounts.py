@@ -8,10 +8,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL, F64
+from gangsched._types import BOOL, F64
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["EPS", "SLACK", "capability_matrix", "fits", "names_of", "resource_matrix"]
 

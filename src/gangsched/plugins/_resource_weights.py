@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..config import arg_str
-from ..plugin import argument_names
+from gangsched.config import arg_str
+from gangsched.framework.extension_points import argument_names
 
 #: The argument keys, under a prefix, that weigh resources (``*``: any resource name).
 KEYS = ("cpu", "memory", "resources", "resources.*")

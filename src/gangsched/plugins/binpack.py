@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .._config_args import arg_weight
-from ..arrays import TaskTemplate
-from ._resource_weights import resource_weight_arguments, resource_weights
+from gangsched.config.args import arg_weight
+from gangsched.plugins._resource_weights import resource_weight_arguments, resource_weights
+from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 class BinpackPlugin:

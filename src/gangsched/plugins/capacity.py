@@ -92,20 +92,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL, F64, I64
-from ..arrays import TaskTemplate
-from ..combine import Vote
-from ..errors import ConfigError, SnapshotError
-from ..fairshare import QueueShares, enqueue_need, job_figures
-from ..model import QueueState
-from ..snapshot import ROOT_QUEUE as ROOT
-from ..units import PODS, cluster_total, to_amounts
-from ._capacity_reclaim import CapacityReclaim
-from ._queue_amounts import EPS, SLACK, capability_matrix, fits, names_of, resource_matrix
-from ._queue_reasons import over_limit
+from gangsched._types import BOOL, F64, I64
+from gangsched.errors import ConfigError, SnapshotError
+from gangsched.framework.combine import Vote
+from gangsched.model import QueueState
+from gangsched.model.snapshot import ROOT_QUEUE as ROOT
+from gangsched.plugins._capacity_reclaim import CapacityReclaim
+from gangsched.plugins._queue_amounts import (
+    EPS,
+    SLACK,
+    capability_matrix,
+    fits,
+    names_of,
+    resource_matrix,
+)
+from gangsched.plugins._queue_reasons import over_limit
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.rules.fairshare import QueueShares, enqueue_need, job_figures
+from gangsched.units import PODS, cluster_total, to_amounts
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["ROOT", "CapacityPlugin"]
 

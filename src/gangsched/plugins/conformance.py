@@ -13,7 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 SYSTEM_CRITICAL_PRIORITY = 2_000_000_000
 

@@ -41,14 +41,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL, F64
-from ..session import PIPELINED_OR_READY, TaskState
-from ..snapshot import ROOT_QUEUE as ROOT
-from ..units import PODS, cluster_total
-from ._queue_amounts import EPS
+from gangsched._types import BOOL, F64
+from gangsched.model.snapshot import ROOT_QUEUE as ROOT
+from gangsched.plugins._queue_amounts import EPS
+from gangsched.session.core import PIPELINED_OR_READY, TaskState
+from gangsched.units import PODS, cluster_total
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["DrfPlugin"]
 

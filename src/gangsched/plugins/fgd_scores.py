@@ -11,7 +11,7 @@ Each plugin wraps one kernel of :mod:`gangsched.fragmentation` and serves two po
 * ``gpu_choice(ssn, task, node, future=...)`` — the device a *shared* (fractional, one-device)
   task should use on ``node``, as the policy picks it, or ``None`` to leave the choice to the
   session (whole-device requests, CPU-only tasks, no device with room).
-  :meth:`gangsched.session.Session.choose_gpus` asks the configured plugins in tier order and
+  :meth:`gangsched.session.core.Session.choose_gpus` asks the configured plugins in tier order and
   takes the first answer.
 
 The kernels read plain arrays, so each call builds a view of the session over the rows it needs:
@@ -53,13 +53,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .._frag_policies import fgd_rows
-from .._types import BOOL as B
-from .._types import F64, I64
-from ..arrays import TaskTemplate
-from ..config import arg_float, arg_int
-from ..errors import ConfigError, PlacementError
-from ..fragmentation import (
+from gangsched._types import BOOL as B
+from gangsched._types import F64, I64
+from gangsched.config import arg_float, arg_int
+from gangsched.errors import ConfigError, PlacementError
+from gangsched.fragmentation import (
     MILLI,
     FragTerms,
     PodRequest,
@@ -69,9 +67,10 @@ from ..fragmentation import (
     score_fgd,
     typical_pods_of_tasks,
 )
-from ..limits import MAX_ARG_WEIGHT
-from ..plugin import Rows
-from ._gpu_common import (
+from gangsched.fragmentation.policies import fgd_rows
+from gangsched.framework.extension_points import Rows
+from gangsched.limits import MAX_ARG_WEIGHT
+from gangsched.plugins._gpu_common import (
     _FEW_ROWS,
     SharedDeviceChoice,
     ViewCache,
@@ -83,16 +82,17 @@ from ._gpu_common import (
     _View,
     _weight,
 )
-from ._gpu_scorers import (
+from gangsched.plugins._gpu_scorers import (
     BestFitPlugin,
     DotProdPlugin,
     GpuClusteringPlugin,
     GpuPackingPlugin,
     RandomPlugin,
 )
+from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = [
     "SCORE_PLUGINS",
@@ -451,7 +451,7 @@ class _StateMemo:
         return out
 
 
-#: The six plugins by name, ready for :meth:`gangsched.registry.Registry.register_plugin`.
+#: The six plugins by name, ready for :meth:`gangsched.framework.registry.Registry.register_plugin`.
 SCORE_PLUGINS: Mapping[str, type] = {
     cls.name: cls
     for cls in (

@@ -9,7 +9,7 @@ minimums are enforced unless ``min_available`` is below their sum, as in Volcano
 As victims (``preemptable`` / ``reclaimable``) gang permits every candidate. The gang rule on
 victims — a job loses at most its surplus (ready tasks beyond ``min_available``, every role
 kept at its minimum) or goes whole — has one owner, the preempt and reclaim actions' bundles
-(``actions/_victims.py``: ``spare_tasks``, ``may_go_whole``), which apply it whatever the tiers
+(``actions/victims/``: ``spare_tasks``, ``may_go_whole``), which apply it whatever the tiers
 say; gang still answers so that its tier decides, as Volcano's gang does.
 ``victim_order``: jobs with a surplus (ready beyond ``min_available``) first.
 
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..combine import Vote
-from ..gang import is_pipelined, is_ready, role_shortfall
-from ..model import JobPhase
-from ..session import READY_STATES, TaskState
+from gangsched.framework.combine import Vote
+from gangsched.model import JobPhase
+from gangsched.session.core import READY_STATES, TaskState
+from gangsched.session.rules.gang import is_pipelined, is_ready, role_shortfall
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 VALID_STATES = (
     TaskState.PENDING,

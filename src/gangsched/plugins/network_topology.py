@@ -47,17 +47,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from ..arrays import TaskTemplate
-from ..config import arg_bool, arg_float
-from ..errors import ConfigError
-from ..limits import MAX_ARG_WEIGHT
-from ..placement.problem import HypernodeOrder
-from ..plugin import argument_names
-from ..topology import Topology, build_topology
-from ._resource_weights import resource_weight_arguments, resource_weights
+from gangsched.config import arg_bool, arg_float
+from gangsched.errors import ConfigError
+from gangsched.framework.extension_points import argument_names
+from gangsched.limits import MAX_ARG_WEIGHT
+from gangsched.model.topology import Topology, build_topology
+from gangsched.placement.problem import HypernodeOrder
+from gangsched.plugins._resource_weights import resource_weight_arguments, resource_weights
+from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["NetworkTopologyAwarePlugin", "fading_weights", "tier_fades"]
 

@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
-from .._config_args import arg_weight
-from .._types import F64, I64
-from ..arrays import TaskTemplate
+from gangsched._types import F64, I64
+from gangsched.config.args import arg_weight
+from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 DEFAULT_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024

@@ -1,7 +1,7 @@
 """overcommit: admit a job at enqueue only while the cluster, inflated by
 ``overcommit-factor`` (default 1.2), still has room for its ``min_resources`` beside every job
 already admitted but not yet running. While the enqueue action counts what the job may
-preempt (:meth:`~gangsched.session.Session.preemptable_for`), that counts as idle too.
+preempt (:meth:`~gangsched.session.core.Session.preemptable_for`), that counts as idle too.
 
 ``overcommit-factor`` is a finite number at most 1e6 (:data:`~gangsched.limits.MAX_ARG_WEIGHT`,
 so the inflated cluster total stays far inside float64); below 1 it is taken as 1.2, as in
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..combine import Vote
-from ..config import arg_float
-from ..limits import MAX_ARG_WEIGHT
-from ..model import JobPhase
-from ..units import PODS, cluster_total
+from gangsched.config import arg_float
+from gangsched.framework.combine import Vote
+from gangsched.limits import MAX_ARG_WEIGHT
+from gangsched.model import JobPhase
+from gangsched.units import PODS, cluster_total
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 class OvercommitPlugin:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL
-from ..arrays import TaskTemplate
-from ..config import arg_bool
-from ..plugin import argument_names
+from gangsched._types import BOOL
+from gangsched.config import arg_bool
+from gangsched.framework.extension_points import argument_names
+from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 class PredicatesPlugin:

@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ..session import PIPELINED_OR_READY
+from gangsched.session.core import PIPELINED_OR_READY
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 
 class PriorityPlugin:

@@ -27,7 +27,7 @@ past it; Volcano then binds beyond the capability, gangsched does not); a job is
 when its queue is Open and min_resources + allocated + inqueue − elastic ≤ realCapability on
 min_resources' dimensions, where inqueue is what admitted jobs have reserved and elastic what
 running jobs hold beyond their minimum; what the job may preempt in its queue
-(:meth:`~gangsched.session.Session.preemptable_for`, beyond the victims' elastic part) is
+(:meth:`~gangsched.session.core.Session.preemptable_for`, beyond the victims' elastic part) is
 subtracted from allocated.
 ``on_allocate`` / ``on_deallocate`` keep every queue's share current within the cycle.
 
@@ -50,13 +50,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL, F64
-from ..arrays import TaskTemplate
-from ..combine import Vote
-from ..fairshare import QueueShares, enqueue_need, job_figures
-from ..model import QueueState
-from ..units import PODS, cluster_total, to_amounts
-from ._queue_amounts import (
+from gangsched._types import BOOL, F64
+from gangsched.framework.combine import Vote
+from gangsched.model import QueueState
+from gangsched.plugins._queue_amounts import (
     EPS,
     SLACK,
     capability_matrix,
@@ -64,10 +61,13 @@ from ._queue_amounts import (
     names_of,
     resource_matrix,
 )
-from ._queue_reasons import over_limit
+from gangsched.plugins._queue_reasons import over_limit
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.rules.fairshare import QueueShares, enqueue_need, job_figures
+from gangsched.units import PODS, cluster_total, to_amounts
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["EPS", "ProportionPlugin", "water_fill"]
 

@@ -47,21 +47,21 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from .._types import BOOL, I64
-from ..arrays import TaskTemplate
-from ..combine import Vote
-from ..config import arg_bool
-from ..cycle import in_states
-from ..errors import ConfigError
-from ..feasibility import device_take
-from ..gang import needed_tasks
-from ..model import JobPhase, TopologyMode
-from ..session import TaskState
-from ..topology import build_topology
-from ..units import show_value
+from gangsched._types import BOOL, I64
+from gangsched.config import arg_bool
+from gangsched.errors import ConfigError
+from gangsched.framework.combine import Vote
+from gangsched.model import JobPhase, TopologyMode
+from gangsched.model.gpu_charge import device_take
+from gangsched.model.topology import build_topology
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.core import TaskState
+from gangsched.session.rules.gang import needed_tasks
+from gangsched.session.task_states import in_states
+from gangsched.units import show_value
 
 if TYPE_CHECKING:
-    from ..session import Session
+    from gangsched.session.core import Session
 
 __all__ = ["MAX_WAITING_TIME", "Reservation", "SlaPlugin", "parse_duration"]
 

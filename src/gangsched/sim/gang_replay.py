@@ -38,11 +38,11 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
-from ..config import Config, PluginOption, Tier
-from ..errors import ConfigError, SnapshotError
-from ..fragmentation import POLICIES
-from ..io.openb import NodeTable, PodTable, read_vendored_text
-from ..model import (
+from gangsched.config import Config, PluginOption, Tier
+from gangsched.errors import ConfigError, SnapshotError
+from gangsched.fragmentation import POLICIES
+from gangsched.io.openb import NodeTable, PodTable, read_vendored_text
+from gangsched.model import (
     GpuRequest,
     HyperNode,
     Job,
@@ -52,12 +52,10 @@ from ..model import (
     Task,
     TopologyMode,
 )
-from ..placement import Placer
-from ..plugins.fgd_scores import typical_pods_argument
-from ..units import CPU, MEMORY
-from ._replay_result import output_dir
-from .openb_trace import MIB, openb_nodes, openb_task
-from .replay import (
+from gangsched.placement import Placer
+from gangsched.plugins.fgd_scores import typical_pods_argument
+from gangsched.sim.openb_trace import MIB, openb_nodes, openb_task
+from gangsched.sim.replay import (
     JobState,
     ReplayOptions,
     ReplayProgress,
@@ -68,6 +66,8 @@ from .replay import (
     replay,
     trace_models,
 )
+from gangsched.sim.replay.result import output_dir
+from gangsched.units import CPU, MEMORY
 
 __all__ = [
     "DerivedTrace",

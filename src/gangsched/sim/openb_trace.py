@@ -45,25 +45,24 @@ from typing import Unpack
 import numpy as np
 import numpy.typing as npt
 
-from .._model_enums import MAX_GPUS_PER_NODE
-from .._model_fields import trusted
-from ..config import Config
-from ..errors import ConfigError
-from ..fragmentation import (
+from gangsched.config import Config
+from gangsched.errors import ConfigError
+from gangsched.fragmentation import (
     MILLI,
     POLICIES,
     TypicalPods,
     fragment_terms,
     node_fragment_from_terms,
 )
-from ..io.openb import NodeTable, PodTable
-from ..limits import MAX_QUANTITY
-from ..model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task
-from ..plugins.fgd_scores import typical_pods_argument
-from ..scheduler import schedule
-from ..snapshot import Snapshot
-from ..units import CPU, MEMORY
-from .fgd import (
+from gangsched.io.openb import NodeTable, PodTable
+from gangsched.limits import MAX_QUANTITY
+from gangsched.model import GpuRequest, Gpus, Job, Node, Queue, Resources, Task
+from gangsched.model.enums import MAX_GPUS_PER_NODE
+from gangsched.model.fields import trusted
+from gangsched.model.snapshot import Snapshot
+from gangsched.plugins.fgd_scores import typical_pods_argument
+from gangsched.scheduler import schedule
+from gangsched.sim.fgd import (
     RunOptions,
     RunResult,
     make_source,
@@ -72,8 +71,9 @@ from .fgd import (
     run_options,
     tuned_order,
 )
-from .fgd_engine import workload_typical
-from .replay import JobState, ReplayOptions, ReplayResult, Trace, TraceJob, replay
+from gangsched.sim.fgd.engine import workload_typical
+from gangsched.sim.replay import JobState, ReplayOptions, ReplayResult, Trace, TraceJob, replay
+from gangsched.units import CPU, MEMORY
 
 __all__ = [
     "ENGINES",

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any, TypeVar
 
-from ..errors import ConfigError, GangschedError
+from gangsched.errors import ConfigError, GangschedError
 
 __all__ = ["map_ordered", "ray_available"]
 

@@ -2,13 +2,15 @@
 
 Theory of operation
 -------------------
-An embedder runs a cycle every second for days; rebuilding a :class:`~gangsched.snapshot.Snapshot`
+An embedder runs a cycle every second for days; rebuilding a
+:class:`~gangsched.model.snapshot.Snapshot`
 from records each time costs the whole cluster. :class:`ClusterState` keeps the records in
 insertion-ordered dicts, one per kind, plus the reverse references the checks need (tasks of a
 job, tasks naming a node, jobs of a queue, children of a queue, hypernodes listing a member).
 
 Rule 1: the state is always a valid snapshot. Every operation checks what it touches against
-the rules :class:`~gangsched.snapshot.Snapshot` checks (the same :class:`SnapshotError`, naming
+the rules :class:`~gangsched.model.snapshot.Snapshot` checks (the same :class:`SnapshotError`,
+naming
 the object and the field) *before* it changes anything, so a refused operation leaves the state
 as it was. Costs follow what the operation touches: a task update re-checks the node it sits
 on (its few tasks), a queue update walks its parent chain and, on a re-parent, its subtree;
@@ -33,6 +35,6 @@ add puts it last. The state is pure: no clock, no I/O; the same operations give 
 snapshots.
 """
 
-from ._cluster_state import ClusterState
+from gangsched.state._cluster_state import ClusterState
 
 __all__ = ["ClusterState"]

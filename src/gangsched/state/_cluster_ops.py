@@ -5,20 +5,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from .._record_checks import (
+from gangsched.model import HyperNode, Node, Queue
+from gangsched.model.checks import (
     check_hypernode_name,
     check_node_tasks,
     check_queue_parent,
     queue_cycle_error,
     queue_depth_error,
 )
-from ..model import (
-    HyperNode,
-    Node,
-    Queue,
-)
-from ..snapshot import Snapshot
-from ._core import StateCore, check_known, check_new, known, node_gpu, unreferenced
+from gangsched.model.snapshot import Snapshot
+from gangsched.state._core import StateCore, check_known, check_new, known, node_gpu, unreferenced
 
 
 class ClusterOps(StateCore):
@@ -128,7 +124,7 @@ class ClusterOps(StateCore):
         probe._check_hypernodes()
         if not records:
             return None
-        from ..topology import build_topology
+        from gangsched.model.topology import build_topology
 
         return build_topology(probe)
 

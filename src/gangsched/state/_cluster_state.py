@@ -5,17 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .._frozen import FrozenDict
-from ..arrays import ArraysBase, ClusterArrays
-from ..decisions import Decisions
-from ..errors import SnapshotError
-from ..model import (
-    NODE_PHASES,
-)
-from ..snapshot import Snapshot
-from ._cluster_ops import ClusterOps
-from ._core import ATTRS, KIND
-from ._workload import WorkloadOps
+from gangsched._frozen import FrozenDict
+from gangsched.decisions import Decisions
+from gangsched.errors import SnapshotError
+from gangsched.model import NODE_PHASES
+from gangsched.model.snapshot import Snapshot
+from gangsched.session.arrays import ArraysBase, ClusterArrays
+from gangsched.state._cluster_ops import ClusterOps
+from gangsched.state._core import ATTRS, KIND
+from gangsched.state._workload import WorkloadOps
 
 
 class ClusterState(WorkloadOps, ClusterOps):
@@ -144,7 +142,7 @@ class ClusterState(WorkloadOps, ClusterOps):
             topology=self._topology,
         )
         if snap.hypernodes and self._topology is None:
-            from ..topology import build_topology
+            from gangsched.model.topology import build_topology
 
             self._topology = build_topology(snap)
         object.__setattr__(snap, "_arrays", self._arrays_base())
@@ -180,7 +178,7 @@ class ClusterState(WorkloadOps, ClusterOps):
         """One cycle on the state now: :func:`gangsched.schedule` on :meth:`snapshot` (same
         keyword arguments). Marks the cycle for :meth:`changed_nodes`. The decisions are not
         applied: call :meth:`apply` once the binder has acted on them."""
-        from ..scheduler import run_cycle
+        from gangsched.scheduler import run_cycle
 
         # The last cycle's session lends its per-template evaluations to this one where they
         # still hold (same configuration and node records; rows whose occupancy moved are

@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from ..arrays import ArraysBase
-from ..errors import SnapshotError
-from ..limits import DEFAULT_LIMITS, MAX_TOTAL, Limits
-from ..model import DisruptionBudget, HyperNode, Job, Node, Queue, Task
-from ..snapshot import Snapshot
-from ..units import canonical_unit
+from gangsched.errors import SnapshotError
+from gangsched.limits import DEFAULT_LIMITS, MAX_TOTAL, Limits
+from gangsched.model import DisruptionBudget, HyperNode, Job, Node, Queue, Task
+from gangsched.model.snapshot import Snapshot
+from gangsched.session.arrays import ArraysBase
+from gangsched.units import canonical_unit
 
 V = TypeVar("V")
 

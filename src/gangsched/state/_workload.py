@@ -7,24 +7,25 @@ import dataclasses
 from collections.abc import Iterable
 from typing import Any
 
-from .._record_checks import (
+from gangsched.decisions import Decisions
+from gangsched.errors import PlacementError, SnapshotError
+from gangsched.model import NODE_PHASES, DisruptionBudget, Job, JobPhase, Task, TaskPhase
+from gangsched.model.checks import (
     check_budget_refs,
     check_job_queue,
     check_node_tasks,
     check_task_count,
     check_task_refs,
 )
-from ..decisions import Decisions
-from ..errors import PlacementError, SnapshotError
-from ..model import (
-    NODE_PHASES,
-    DisruptionBudget,
-    Job,
-    JobPhase,
-    Task,
-    TaskPhase,
+from gangsched.state._core import (
+    StateCore,
+    check_known,
+    check_new,
+    check_type,
+    known,
+    task_gpu,
+    unreferenced,
 )
-from ._core import StateCore, check_known, check_new, check_type, known, task_gpu, unreferenced
 
 _JOB_PHASES = {p.value: p for p in JobPhase}
 

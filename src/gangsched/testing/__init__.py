@@ -21,12 +21,12 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import invariants
-from .invariants import *  # noqa: F403  (the names are invariants.__all__)
+from gangsched.testing import invariants
+from gangsched.testing.invariants import *  # noqa: F403  (the names are invariants.__all__)
 
 if TYPE_CHECKING:
-    from .machine import SchedulerAdapter as SchedulerAdapter
-    from .machine import SchedulerMachine as SchedulerMachine
+    from gangsched.testing.machine import SchedulerAdapter as SchedulerAdapter
+    from gangsched.testing.machine import SchedulerMachine as SchedulerMachine
 
 _SUBMODULES = frozenset({"hostile", "invariants", "machine", "reference", "strategies"})
 _FROM_MACHINE = frozenset({"SchedulerAdapter", "SchedulerMachine"})

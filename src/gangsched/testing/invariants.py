@@ -17,14 +17,14 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 
-from ..config import Config
-from ..decisions import Decisions
-from ..disruption import desired_count
-from ..feasibility import device_take, queue_gpu_charge
-from ..gate import rules_in_force
-from ..model import OCCUPYING_PHASES, TaskPhase, TopologyMode
-from ..snapshot import Snapshot
-from ..units import GPU, PODS
+from gangsched.config import Config
+from gangsched.decisions import Decisions
+from gangsched.model import OCCUPYING_PHASES, TaskPhase, TopologyMode
+from gangsched.model.gpu_charge import device_take, queue_gpu_charge
+from gangsched.model.snapshot import Snapshot
+from gangsched.session.gate import rules_in_force
+from gangsched.session.rules.disruption import desired_count
+from gangsched.units import GPU, PODS
 
 __all__ = [
     "ALL_CHECKS",
@@ -280,7 +280,7 @@ def check_queue_capability(
 
     A queue counts what its tasks hold after the cycle: Bound, Running and Pipelined tasks
     that were not evicted, plus the new binds and reservations. GPUs count what the request
-    charges its queue (:func:`~gangsched.feasibility.queue_gpu_charge`: 1000 per whole-GPU
+    charges its queue (:func:`~gangsched.model.gpu_charge.queue_gpu_charge`: 1000 per whole-GPU
     device whatever the device size, the milli of a fractional one).
 
     Binding a carried reservation (a task Pipelined in the snapshot) counts as growth too: a
@@ -419,7 +419,8 @@ def check_consolidation(snapshot: Snapshot, decisions: Decisions) -> None:
     """Every consolidation eviction (reason starting ``consolidation``) has a reservation for
     the moved task on another node in the same decisions, and breaks no disruption budget:
     walking the evictions in order, a budget a consolidation eviction hits still has at least
-    its desired healthy count (:func:`gangsched.disruption.desired_count`; healthy = Running
+    its desired healthy count (:func:`gangsched.session.rules.disruption.desired_count`; healthy =
+    Running
     or Bound in the snapshot and not evicted so far)."""
     reserved = {p.task: p.node for p in decisions.pipelined}
     covered: list[frozenset[str]] = []

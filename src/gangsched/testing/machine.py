@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-The machine's model of the cluster is one :class:`~gangsched.snapshot.Snapshot`, replaced (never
+The machine's model of the cluster is one :class:`~gangsched.model.snapshot.Snapshot`, replaced
+(never
 mutated) by every rule. The rules are what happens to a real cluster around its scheduler:
 
 ``submit``
@@ -75,9 +76,9 @@ from typing import Any, ClassVar, Protocol, cast
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..decisions import Decisions
-from ..errors import GangschedError
-from ..model import (
+from gangsched.decisions import Decisions
+from gangsched.errors import GangschedError
+from gangsched.model import (
     OCCUPYING_PHASES,
     HyperNode,
     Job,
@@ -88,15 +89,15 @@ from ..model import (
     Task,
     TaskPhase,
 )
-from ..snapshot import Snapshot
-from .invariants import (
+from gangsched.model.snapshot import Snapshot
+from gangsched.testing.invariants import (
     ALL_CHECKS,
     Check,
     InvariantViolation,
     check_snapshot_unmutated,
     find_cycle,
 )
-from .strategies import gangs, nodes, snapshots
+from gangsched.testing.strategies import gangs, nodes, snapshots
 
 __all__ = ["SchedulerAdapter", "SchedulerMachine"]
 

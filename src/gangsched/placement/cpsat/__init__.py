@@ -49,7 +49,7 @@ The model over a chunk (style: counts, not per-task booleans):
 * all or nothing: ``Σ c = size`` (each template between its minimum and its count);
 * one domain of the tier: ``Σ_d y[d] = 1``, ``m[u] ≤ k·y[dom(u)]``; one ``z`` per group of
   each lower tier, ``m[u] ≤ k·z[grp_t(u)]``, where the groups are the objective's
-  (:meth:`~gangsched.topology.Topology.nest_group`: a node uncovered at a tier counts with its
+  (:meth:`~gangsched.model.topology.Topology.nest_group`: a node uncovered at a tier counts with its
   lower-tier domain); slices: ``Σ_{u ∈ e} c = slice·s_e``;
 * objective (lexicographic, as one weighted sum whose weights provably separate the levels:
   each weight exceeds the largest possible value of everything below it): fewest domains of
@@ -90,11 +90,6 @@ and every solve starts (see ``docs/placement.md``, the budget rule).
 
 from __future__ import annotations
 
-# private names some tests reach for, kept at their old address
-from ._aggregate import _Aggregate as _Aggregate
-from ._aggregate import _aggregate as _aggregate
-from ._bounds import CHUNK_CELLS as CHUNK_CELLS
-from ._joint_model import _joint_domains as _joint_domains
-from ._placer import CpSatPlacer, JointCpSatPlacer
+from gangsched.placement.cpsat._placer import CpSatPlacer, JointCpSatPlacer
 
 __all__ = ["CpSatPlacer", "JointCpSatPlacer"]

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .._common import GangView, replica_capacity
-from ..problem import PlacementProblem
-from ._vars import I64
+from gangsched.placement._common import GangView, replica_capacity
+from gangsched.placement.cpsat._vars import I64
+from gangsched.placement.problem import PlacementProblem
 
 
 @dataclass(slots=True, eq=False)

@@ -8,9 +8,9 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from .._common import GangView, demand_floor, forced_counts
-from ..problem import PlacementProblem
-from ._vars import I64
+from gangsched.placement._common import GangView, demand_floor, forced_counts
+from gangsched.placement.cpsat._vars import I64
+from gangsched.placement.problem import PlacementProblem
 
 
 def _domain_bounds(

@@ -29,15 +29,21 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ...errors import PlacementError
-from .._common import GangView, Replica, gang_view
-from .._relax import Relaxation
-from ..greedy import finish
-from ..problem import GangPlacement, GangRequest, PlacementProblem, PlacementResult, Status
-from ..validate import validate_placement
-from ._extract import _records
-from ._model import _capacity_constraints
-from ._vars import I64, _Cell, _log, _Units, _Vars
+from gangsched.errors import PlacementError
+from gangsched.placement._common import GangView, Replica, gang_view
+from gangsched.placement._relax import Relaxation
+from gangsched.placement.cpsat._extract import _records
+from gangsched.placement.cpsat._model import _capacity_constraints
+from gangsched.placement.cpsat._vars import I64, _Cell, _log, _Units, _Vars
+from gangsched.placement.greedy import finish
+from gangsched.placement.problem import (
+    GangPlacement,
+    GangRequest,
+    PlacementProblem,
+    PlacementResult,
+    Status,
+)
+from gangsched.placement.validate import validate_placement
 
 
 @dataclass(slots=True, eq=False)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .._common import GangView, Replica, pack_node
-from ..problem import PlacementProblem
-from ._vars import I64, _Units, _Vars
+from gangsched.placement._common import GangView, Replica, pack_node
+from gangsched.placement.cpsat._vars import I64, _Units, _Vars
+from gangsched.placement.problem import PlacementProblem
 
 
 def _apply(

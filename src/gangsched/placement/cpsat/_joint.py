@@ -5,18 +5,28 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from .._common import GangView, gang_view, split_target
-from .._relax import Relaxation, build_relaxation
-from ..greedy import by_weight, finish, greedy_gang, greedy_sequence
-from ..problem import GangPlacement, PlacementProblem, PlacementResult, Status
-from ._aggregate import _Aggregate, _aggregate, _build_aggregate
-from ._budget import _Budget, now
-from ._classes import ClassJob, build_class_model, extract_classes, replica_classes
-from ._extract import _apply, _extract
-from ._joint_model import _build_joint, _greedy_domain, _joint_domains, _left_out
-from ._repair import repair
-from ._search import _Search
-from ._vars import I64, _log
+from gangsched.placement._common import GangView, gang_view, split_target
+from gangsched.placement._relax import Relaxation, build_relaxation
+from gangsched.placement.cpsat._aggregate import _Aggregate, _aggregate, _build_aggregate
+from gangsched.placement.cpsat._budget import _Budget, now
+from gangsched.placement.cpsat._classes import (
+    ClassJob,
+    build_class_model,
+    extract_classes,
+    replica_classes,
+)
+from gangsched.placement.cpsat._extract import _apply, _extract
+from gangsched.placement.cpsat._joint_model import (
+    _build_joint,
+    _greedy_domain,
+    _joint_domains,
+    _left_out,
+)
+from gangsched.placement.cpsat._repair import repair
+from gangsched.placement.cpsat._search import _Search
+from gangsched.placement.cpsat._vars import I64, _log
+from gangsched.placement.greedy import by_weight, finish, greedy_gang, greedy_sequence
+from gangsched.placement.problem import GangPlacement, PlacementProblem, PlacementResult, Status
 
 #: Deterministic work the bounding programme of the relaxation may take (of the call's budget):
 #: its bound is valid whether or not it is proven, and the class model closes what it leaves.

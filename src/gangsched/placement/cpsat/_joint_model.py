@@ -6,11 +6,16 @@ from __future__ import annotations
 import numpy as np
 from ortools.sat.python import cp_model
 
-from ...model import TopologyMode
-from .._common import GangView, split_target
-from ..problem import GangPlacement, PlacementProblem, PlacementResult, slice_groups
-from ._model import _capacity_constraints
-from ._vars import I64, _Cell, _Units, _Vars
+from gangsched.model import TopologyMode
+from gangsched.placement._common import GangView, split_target
+from gangsched.placement.cpsat._model import _capacity_constraints
+from gangsched.placement.cpsat._vars import I64, _Cell, _Units, _Vars
+from gangsched.placement.problem import (
+    GangPlacement,
+    PlacementProblem,
+    PlacementResult,
+    slice_groups,
+)
 
 
 def _joint_domains(problem: PlacementProblem, view: GangView, gp: GangPlacement) -> I64:

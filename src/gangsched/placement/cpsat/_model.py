@@ -7,10 +7,15 @@ import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
-from .._common import GangView
-from ..problem import GangPlacement, PlacementProblem, slice_groups
-from ._bounds import _fewest_in_domains, _group_sums, node_rows, waste_bound
-from ._vars import I64, _Cell, _collapse, _Units, _Vars
+from gangsched.placement._common import GangView
+from gangsched.placement.cpsat._bounds import (
+    _fewest_in_domains,
+    _group_sums,
+    node_rows,
+    waste_bound,
+)
+from gangsched.placement.cpsat._vars import I64, _Cell, _collapse, _Units, _Vars
+from gangsched.placement.problem import GangPlacement, PlacementProblem, slice_groups
 
 
 def _capacity_constraints(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from .._common import check_solver_parameters
-from ..greedy import by_weight
-from ..problem import GangPlacement, PlacementProblem, PlacementResult, Status
-from ._budget import _Budget, now
-from ._extract import _apply
-from ._joint import _Joint
+from gangsched.placement._common import check_solver_parameters
+from gangsched.placement.cpsat._budget import _Budget, now
+from gangsched.placement.cpsat._extract import _apply
+from gangsched.placement.cpsat._joint import _Joint
+from gangsched.placement.greedy import by_weight
+from gangsched.placement.problem import GangPlacement, PlacementProblem, PlacementResult, Status
 
 _STATUS_RANK = {Status.OPTIMAL: 0, Status.GREEDY: 1, Status.FEASIBLE: 1, Status.TIMED_OUT: 2}
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._common import GangView
-from ..greedy import by_weight, greedy_gang
-from ..problem import GangPlacement, PlacementProblem
-from ._budget import _Budget, now
-from ._extract import _apply
+from gangsched.placement._common import GangView
+from gangsched.placement.cpsat._budget import _Budget, now
+from gangsched.placement.cpsat._extract import _apply
+from gangsched.placement.greedy import by_weight, greedy_gang
+from gangsched.placement.problem import GangPlacement, PlacementProblem
 
 #: Greedy placements one repair may try.
 REPAIR_TRIES = 120

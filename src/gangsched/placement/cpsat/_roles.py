@@ -23,12 +23,18 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from .. import _exact
-from .._common import GangView, Replica, forced_counts, pack_node, replica_capacity
-from .._result import GangPlacement
-from ..greedy import finish
-from ..problem import GangRequest, PlacementProblem
-from ._vars import I64
+from gangsched.placement import _exact
+from gangsched.placement._common import (
+    GangView,
+    Replica,
+    forced_counts,
+    pack_node,
+    replica_capacity,
+)
+from gangsched.placement._result import GangPlacement
+from gangsched.placement.cpsat._vars import I64
+from gangsched.placement.greedy import finish
+from gangsched.placement.problem import GangRequest, PlacementProblem
 
 
 def dominant(view: GangView) -> tuple[int, GangView] | None:

@@ -9,9 +9,9 @@ import numpy as np
 import numpy.typing as npt
 from ortools.sat.python import cp_model
 
-from ...errors import SolverError
-from .. import _exact
-from .._common import (
+from gangsched.errors import SolverError
+from gangsched.placement import _exact
+from gangsched.placement._common import (
     GangView,
     Replica,
     domain_order,
@@ -20,14 +20,23 @@ from .._common import (
     infeasible_reason,
     split_target,
 )
-from ..greedy import finish, greedy_gang
-from ..problem import GangPlacement, PlacementProblem, Status
-from ._bounds import _chunk_size, _domain_bounds, _level_bounds
-from ._budget import _Budget
-from ._extract import _extract
-from ._model import _build_single
-from ._roles import dominant, lex_max, role_hint
-from ._vars import I64, _hint_values, _HintValues, _lex_objective, _log, _rehint, _Units, _Vars
+from gangsched.placement.cpsat._bounds import _chunk_size, _domain_bounds, _level_bounds
+from gangsched.placement.cpsat._budget import _Budget
+from gangsched.placement.cpsat._extract import _extract
+from gangsched.placement.cpsat._model import _build_single
+from gangsched.placement.cpsat._roles import dominant, lex_max, role_hint
+from gangsched.placement.cpsat._vars import (
+    I64,
+    _hint_values,
+    _HintValues,
+    _lex_objective,
+    _log,
+    _rehint,
+    _Units,
+    _Vars,
+)
+from gangsched.placement.greedy import finish, greedy_gang
+from gangsched.placement.problem import GangPlacement, PlacementProblem, Status
 
 
 def _out_of_time(name: str, greedy: GangPlacement) -> tuple[GangPlacement, Status, float, bool]:

@@ -1,0 +1,401 @@
+"""The dispatcher: every extension point's chain, resolved once, asked through typed methods.
+
+:class:`Dispatch` is built when a session opens. For each row of
+:data:`~gangsched.framework.extension_points.EXTENSION_POINTS` it keeps, tier by tier, the bound
+members of the
+plugins that serve the point (the member exists, the config leaves the point switched on for
+that plugin, and its signature matches the point's Protocol — a mismatch is a
+:class:`~gangsched.errors.ConfigError` naming the plugin and the point). Each point then has one
+typed method here that hands the chain to its combiner (:mod:`gangsched.framework.combine`); the
+combiners
+are the only tier loops in the package, and nothing else walks plugins.
+
+Actions reach it as ``ssn.points``::
+
+    ssn.points.job_ready(job)          # all_pass over the job_ready chain
+    ssn.points.predicate_ok(tmpl, rows)
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gangsched.config import EXTENSION_POINTS as SWITCHED_POINTS
+from gangsched.config import PluginOption
+from gangsched.errors import ConfigError, GangschedError
+from gangsched.framework.answers import GuardedFairShare, builtin, guarded, guarded_member, who
+from gangsched.framework.combine import (
+    all_pass,
+    any_true,
+    each,
+    first_answer,
+    first_tier_all,
+    intersect_first_decisive,
+    lexicographic,
+    vote,
+    weighted_sum,
+)
+from gangsched.framework.extension_points import (
+    EXTENSION_POINTS,
+    ExtensionPoint,
+    FairSharePlugin,
+    Kind,
+    Rows,
+)
+from gangsched.session.arrays import TaskTemplate
+
+if TYPE_CHECKING:
+    from gangsched.session.core import Session
+
+__all__ = ["Dispatch"]
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
+BOOL = npt.NDArray[np.bool_]
+Chain = tuple[tuple[Callable[..., Any], ...], ...]
+
+_SWITCHED = frozenset(SWITCHED_POINTS)
+# (plugin type, member) -> None when the member matches its point's Protocol, else why not.
+_CHECKED: dict[tuple[type, str], str | None] = {}
+
+
+def _expected(ep: ExtensionPoint, member: str) -> inspect.Signature:
+    return inspect.signature(getattr(ep.protocol, member))
+
+
+def _mismatch(plugin: object, ep: ExtensionPoint, member: str) -> str | None:
+    """Why ``plugin.member`` cannot serve ``ep`` (None when it can), checked once per type."""
+    key = _cache_key(plugin, member)
+    if key is not None and key in _CHECKED:
+        return _CHECKED[key]
+    found = getattr(plugin, member)
+    why: str | None = None
+    expected = _expected(ep, member)
+    params = [p for p in expected.parameters.values() if p.name != "self"]
+    shown = f"{member}({', '.join(str(p).split(':')[0] for p in params)})"
+    if not callable(found):
+        why = f"{member} is not callable; the point calls {shown}"
+    else:
+        try:
+            sig = inspect.signature(found)
+        except (TypeError, ValueError):  # a builtin without a signature: trust it
+            sig = None
+        if sig is not None:
+            positional = [p for p in params if p.kind is not p.KEYWORD_ONLY]
+            keywords = {p.name: None for p in params if p.kind is p.KEYWORD_ONLY}
+            try:
+                sig.bind(*([None] * len(positional)), **keywords)
+            except TypeError:
+                why = f"{member}{sig} does not accept the point's call {shown}"
+    if key is not None:
+        _CHECKED[key] = why
+    return why
+
+
+def _cache_key(plugin: object, member: str) -> tuple[type, str] | None:
+    """The cache key of a member its type defines as a function (the same for every instance);
+    None for one an instance, a property or ``__getattr__`` gives (it may differ per instance)."""
+    cls = type(plugin)
+    static = inspect.getattr_static(cls, member, None)
+    if not isinstance(static, types.FunctionType | staticmethod | classmethod):
+        return None
+    own = getattr(plugin, "__dict__", None)
+    return None if isinstance(own, dict) and member in own else (cls, member)
+
+
+def _switched_off(option: PluginOption | None, ep: ExtensionPoint) -> bool:
+    if option is None:
+        return False
+    name = ep.follows or ep.name
+    return name in _SWITCHED and not option.enabled(name)
+
+
+class Dispatch:
+    """The resolved chains of one session and a typed method per extension point."""
+
+    __slots__ = ("_chains", "_fair", "_flags", "_members", "_plugins", "_ssn")
+
+    def __init__(
+        self, ssn: Session, opened: Sequence[Sequence[tuple[PluginOption | None, Any]]]
+    ) -> None:
+        self._ssn = ssn
+        self._chains: dict[str, Chain] = {}
+        self._plugins: dict[str, tuple[tuple[Any, ...], ...]] = {}
+        self._flags: dict[str, bool] = {}
+        self._fair: Any = None
+        self._members: dict[tuple[str, int], Callable[..., Any]] = {}
+        for ep in EXTENSION_POINTS:
+            tiers: list[tuple[Any, ...]] = []
+            for tier in opened:
+                serving = []
+                for option, plugin in tier:
+                    if _switched_off(option, ep) or not self._serves(plugin, ep):
+                        continue
+                    serving.append(plugin)
+                tiers.append(tuple(serving))
+            self._plugins[ep.name] = tuple(tiers)
+            if ep.kind is Kind.FLAG:
+                self._flags[ep.name] = any(p for tier in tiers for p in tier)
+            elif ep.kind is Kind.PROVIDER:
+                fair = next((p for tier in tiers for p in tier), None)
+                self._fair = fair if fair is None or builtin(fair) else GuardedFairShare(fair)
+            else:
+                chain = tuple(tuple(guarded_member(p, ep.name) for p in tier) for tier in tiers)
+                self._chains[ep.name] = chain
+                for tier_plugins, tier_members in zip(tiers, chain, strict=True):
+                    for p, fn in zip(tier_plugins, tier_members, strict=True):
+                        self._members[ep.name, id(p)] = fn
+        rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
+        declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
+        self._flags["shape_only"] = all(id(p) in declared for p in rows)
+
+    @staticmethod
+    def _serves(plugin: object, ep: ExtensionPoint) -> bool:
+        try:
+            return Dispatch._resolve(plugin, ep)
+        except GangschedError:
+            raise
+        except Exception as err:  # a member (property, __getattr__) that raises when read
+            detail = f"reading it for the {ep.name!r} extension point raised {err!r}"
+            raise ConfigError(detail, kind="plugin", name=who(plugin), field=ep.name) from err
+
+    @staticmethod
+    def _resolve(plugin: object, ep: ExtensionPoint) -> bool:
+        name = who(plugin)
+        if ep.kind is Kind.FLAG:
+            value = getattr(plugin, ep.name, False)
+            if not isinstance(value, bool | np.bool_):
+                raise ConfigError(
+                    f"{ep.name} must be a bool, not {type(value).__name__}",
+                    kind="plugin",
+                    name=str(name),
+                    field=ep.name,
+                )
+            return bool(value)
+        if ep.kind is Kind.PROVIDER:
+            if not isinstance(plugin, FairSharePlugin):
+                return False
+            members = [m for m in dir(ep.protocol) if m.startswith("queue_")]
+        else:
+            if getattr(plugin, ep.name, None) is None:
+                return False
+            members = [ep.name]
+        for member in members:
+            why = _mismatch(plugin, ep, member)
+            if why is not None:
+                raise ConfigError(
+                    f"does not match the {ep.name!r} extension point: {why}",
+                    kind="plugin",
+                    name=str(name),
+                    field=member,
+                )
+        return True
+
+    def _ask(self, point: str, plugin: object, *args: Any) -> Any:
+        """Ask one serving plugin of ``point`` (through its guarded member)."""
+        return self._members[point, id(plugin)](self._ssn, *args)
+
+    # ------------------------------------------------------------------ introspection
+
+    def built_in(self, point: str) -> bool:
+        """Whether every plugin serving ``point`` is one of the package's own (whose answers
+        follow the rules its docstrings state, so an action may reuse them)."""
+        return all(map(builtin, self.serving(point)))
+
+    def serving(self, point: str) -> tuple[Any, ...]:
+        """The plugins serving ``point``, in tier order."""
+        return tuple(p for tier in self._plugins[point] for p in tier)
+
+    @property
+    def fair_share(self) -> FairSharePlugin | None:
+        """The plugin giving queues their deserved share (proportion, capacity), if any."""
+        fair: FairSharePlugin | None = self._fair
+        return fair
+
+    @property
+    def shape_only(self) -> bool:
+        """Every predicate and node_score plugin answers by the task's shape alone."""
+        return self._flags["shape_only"]
+
+    @property
+    def queue_order_global(self) -> bool:
+        return self._flags["queue_order_global"]
+
+    # ------------------------------------------------------------------ orders
+
+    def job_order(self, job: int) -> tuple[Any, ...]:
+        return lexicographic(self._chains["job_order"], self._ssn, job)
+
+    def queue_order(self, queue: int) -> tuple[Any, ...]:
+        return lexicographic(self._chains["queue_order"], self._ssn, queue)
+
+    def task_order(self, task: int) -> tuple[Any, ...]:
+        return lexicographic(self._chains["task_order"], self._ssn, task)
+
+    def victim_order(self, task: int) -> tuple[Any, ...]:
+        return lexicographic(self._chains["victim_order"], self._ssn, task)
+
+    # ------------------------------------------------------------------ jobs and queues
+
+    def job_valid(self, job: int) -> str | None:
+        return first_answer(self._chains["job_valid"], self._ssn, job)
+
+    def job_ready(self, job: int) -> bool:
+        return all_pass(self._chains["job_ready"], self._ssn, job)
+
+    def job_pipelined(self, job: int) -> bool:
+        return vote(self._chains["job_pipelined"], self._ssn, job)
+
+    def job_enqueueable(self, job: int) -> bool:
+        return vote(self._chains["job_enqueueable"], self._ssn, job)
+
+    def job_enqueued(self, job: int) -> None:
+        each(self._chains["job_enqueued"], self._ssn, job)
+
+    def job_starving(self, job: int) -> bool:
+        return first_tier_all(self._chains["job_starving"], self._ssn, job)
+
+    def overused(self, queue: int) -> bool:
+        return any_true(self._chains["overused"], self._ssn, queue)
+
+    def allocatable(self, queue: int, tmpl: TaskTemplate) -> bool:
+        return all_pass(self._chains["allocatable"], self._ssn, queue, tmpl)
+
+    def allocatable_refusal(self, queue: int, tmpl: TaskTemplate) -> str | None:
+        """Why ``allocatable`` refuses: the first refusing plugin (the one the combiner stops
+        at) explains through its ``allocatable_reason``, else it is named. None: it allows."""
+        explains = set(map(id, self.serving("allocatable_reason")))
+        for plugin in self.serving("allocatable"):
+            if self._ask("allocatable", plugin, queue, tmpl):
+                continue
+            why = (
+                self._ask("allocatable_reason", plugin, queue, tmpl)
+                if id(plugin) in explains
+                else None
+            )
+            return str(why) if why else f"plugin {who(plugin)!r} refuses it"
+        return None
+
+    # ------------------------------------------------------------------ victims
+
+    def preemptable(self, preemptor: int, candidates: I64) -> I64:
+        return self.victims("preemptable", preemptor, candidates)
+
+    def victims(self, point: str, preemptor: int, candidates: I64) -> I64:
+        """``preemptable`` or ``reclaimable`` (``point``), for an action that serves both."""
+        if point not in ("preemptable", "reclaimable"):
+            raise ConfigError("not a victim point", kind="extension point", name=point)
+        return intersect_first_decisive(self._chains[point], self._ssn, preemptor, candidates)
+
+    def preemptive(self, queue: int, claim: list[int]) -> tuple[str, str] | None:
+        """``(plugin name, why)`` of the first plugin refusing ``queue`` a reclaim for
+        ``claim``; None when every plugin agrees."""
+        for plugin in self.serving("preemptive"):
+            why = self._ask("preemptive", plugin, queue, claim)
+            if why is not None:
+                return who(plugin), str(why)
+        return None
+
+    def exposed(self, tasks: list[int]) -> tuple[str | None, bool]:
+        """Per tier of ``reclaimable``: a plugin with a per-task rule (``exposed``) says why a
+        claimed task could be reclaimed back. Returns ``(why or None, queue_level)`` where
+        ``queue_level`` tells that some deciding tier has no such plugin (the action's
+        queue-level rule applies there)."""
+        judges = set(map(id, self.serving("exposed")))
+        tiers = [t for t in self._plugins["reclaimable"] if t] or [()]
+        queue_level = False
+        for tier in tiers:
+            mine = [p for p in tier if id(p) in judges]
+            queue_level |= not mine
+            for plugin in mine:
+                why = self._ask("exposed", plugin, tasks)
+                if why is not None:
+                    return str(why), queue_level
+        return None, queue_level
+
+    # ------------------------------------------------------------------ nodes
+
+    def rejections(
+        self, tmpl: TaskTemplate, rows: Rows, *, without: object = None
+    ) -> Iterator[tuple[BOOL, str]]:
+        """Every ``(reject_mask, reason)`` the predicates give over ``rows``, in tier order
+        (``without``: leave that plugin out — a plugin asking what the others say)."""
+        for tier in self._chains["predicate"]:
+            for answer in tier:
+                if without is None or getattr(answer, "__self__", None) is not without:
+                    yield from answer(self._ssn, tmpl, rows)
+
+    def predicate_ok(self, tmpl: TaskTemplate, rows: Rows, *, without: object = None) -> BOOL:
+        """Nodes among ``rows`` no predicate rejects."""
+        ok = np.ones(rows.size, dtype=np.bool_)
+        for reject, _reason in self.rejections(tmpl, rows, without=without):
+            ok &= ~reject
+        return ok
+
+    def predicate_ok_one(self, tmpl: TaskTemplate, row: Rows) -> bool:
+        """:meth:`predicate_ok` of the one node of ``row``, as a bool (every plugin is asked)."""
+        ok = True
+        for reject, _reason in self.rejections(tmpl, row):
+            ok = ok and not reject[0]
+        return ok
+
+    def node_score(self, tmpl: TaskTemplate, rows: Rows) -> F64:
+        return weighted_sum(self._chains["node_score"], rows.size, self._ssn, tmpl, rows)
+
+    def node_score_one(self, tmpl: TaskTemplate, row: Rows) -> float:
+        """:meth:`node_score` of the one node of ``row``, as a float (the same sum, in the
+        same order)."""
+        total = 0.0
+        for tier in self._chains["node_score"]:
+            for answer in tier:
+                got = answer(self._ssn, tmpl, row)
+                total += float(got[0] if np.ndim(got) else got)
+        return total
+
+    def node_scores(self, tmpl: TaskTemplate, rows: Rows) -> dict[str, F64]:
+        """Each node_score plugin's own scores over ``rows`` (for explanations)."""
+        return {who(p): self._ask("node_score", p, tmpl, rows) for p in self.serving("node_score")}
+
+    def gpu_choice(
+        self, task: int, node: int, count: int, *, future: bool
+    ) -> tuple[int, ...] | None:
+        """Devices a plugin names for ``task`` on ``node`` (first answer of ``count``; a
+        third-party plugin's answer also has to fit those devices, else it is passed over)."""
+        for tier in self._chains["gpu_choice"]:
+            for answer in tier:
+                pick = answer(self._ssn, task, node, future=future)
+                if pick is None or len(pick) != count:
+                    continue
+                pick = tuple(pick)
+                if guarded(answer) and not self._ssn.fits(task, node, future=future, gpus=pick):
+                    continue
+                return pick
+        return None
+
+    def hypernode_score(self) -> Any:
+        return first_answer(self._chains["hypernode_score"], self._ssn)
+
+    # ------------------------------------------------------------------ events and notes
+
+    def on_session_open(self) -> None:
+        each(self._chains["on_session_open"], self._ssn)
+
+    def on_allocate(self, task: int) -> None:
+        each(self._chains["on_allocate"], self._ssn, task)
+
+    def on_deallocate(self, task: int) -> None:
+        each(self._chains["on_deallocate"], self._ssn, task)
+
+    def reason_notes(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for tier in self._chains["reason_notes"]:
+            for answer in tier:
+                for job, note in answer(self._ssn).items():
+                    out.setdefault(int(job), str(note))
+        return out

@@ -1,0 +1,282 @@
+"""Task-side records: GPU requests and tasks (pods)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gangsched._frozen import FrozenDict, plain_fields
+from gangsched.errors import SnapshotError
+from gangsched.limits import MAX_QUANTITY
+from gangsched.model import fields as check
+from gangsched.model.enums import (
+    MAX_GPUS_PER_NODE,
+    NODE_PHASES,
+    PREEMPT_LOWER_PRIORITY,
+    PREEMPTION_POLICIES,
+    TaskPhase,
+)
+from gangsched.model.fields import Resources
+from gangsched.model.nodes import Toleration
+from gangsched.units import PODS, parse_quantity
+
+# --------------------------------------------------------------------------------------------
+# Tasks
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GpuRequest:
+    """``count`` devices with ``milli`` milli-GPU on each; ``models`` restricts the GPU model
+    (empty = any)."""
+
+    count: int = 0
+    milli: int = 1000
+    models: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        check.assign(
+            self,
+            "count",
+            check.integer(self.count, kind="gpu_request", name="", field="count", minimum=0),
+        )
+        check.assign(
+            self,
+            "milli",
+            check.integer(self.milli, kind="gpu_request", name="", field="milli", minimum=1),
+        )
+        if self.count > MAX_GPUS_PER_NODE:
+            raise SnapshotError(
+                f"{self.count} devices: a task's devices sit on one node, which carries at most "
+                f"{MAX_GPUS_PER_NODE}",
+                kind="gpu_request",
+                name="",
+                field="count",
+            )
+        if self.count * self.milli > MAX_QUANTITY:
+            raise SnapshotError(
+                f"{self.count} devices of {self.milli} milli-GPU is beyond the supported "
+                f"2**53 = {MAX_QUANTITY} milli-GPU",
+                kind="gpu_request",
+                name="",
+                field="milli",
+            )
+        check.assign(
+            self,
+            "models",
+            check.str_tuple(self.models, kind="gpu_request", name="", field="models"),
+        )
+
+    @property
+    def total_milli(self) -> int:
+        return self.count * self.milli
+
+    @property
+    def fractional(self) -> bool:
+        return self.milli < 1000
+
+    def to_dict(self) -> dict[str, object]:
+        return plain_fields(self)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """A pod. ``request`` excludes GPUs (they are ``gpu_request``). A task in phase Bound,
+    Running, Releasing or Pipelined names its ``node`` (and its ``gpu_indices``, if it uses
+    GPUs)."""
+
+    name: str
+    job: str
+    role: str = ""
+    request: Resources = field(default_factory=Resources)
+    gpu_request: GpuRequest | None = None
+    phase: TaskPhase = TaskPhase.PENDING
+    node: str | None = None
+    gpu_indices: tuple[int, ...] = ()
+    priority: int = 0
+    preemptable: bool = True
+    node_selector: FrozenDict[str, str] = field(default_factory=FrozenDict)
+    tolerations: tuple[Toleration, ...] = ()
+    #: ``"PreemptLowerPriority"`` or ``"Never"`` (Kubernetes' ``preemptionPolicy``): a Never
+    #: task keeps its priority for ordering but never makes preempt or reclaim evict.
+    preemption_policy: str = "PreemptLowerPriority"
+
+    def __post_init__(self) -> None:
+        name = check.record_name(self.name, "task")
+        check.string(self.job, kind="task", name=name, field="job")
+        check.string(self.role, kind="task", name=name, field="role")
+        req = Resources.parse(self.request, kind="task", name=name, field="request")
+        req, gpu = check.split_devices(
+            req,
+            self.gpu_request,
+            GpuRequest,
+            lambda n: GpuRequest(count=n),
+            noun="gpu_request",
+            whole="a GPU request in devices must be whole (use gpu_request.milli for a share)",
+            kind="task",
+            name=name,
+            field="request",
+        )
+        if gpu is not None and gpu.count == 0:
+            gpu = None
+        # count > 1 with a fractional milli is several shares of distinct devices: allowed.
+        check.assign(self, "request", req)
+        check.assign(self, "gpu_request", gpu)
+        check.assign(
+            self,
+            "phase",
+            check.member(TaskPhase, self.phase, kind="task", name=name, field="phase"),
+        )
+        check.string(self.node, kind="task", name=name, field="node", optional=True)
+        indices = tuple(
+            check.integer(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
+            for i, idx in enumerate(
+                check.sequence(self.gpu_indices, kind="task", name=name, field="gpu_indices")
+            )
+        )
+        if len(set(indices)) != len(indices):
+            raise SnapshotError(
+                f"repeated GPU index in {list(indices)}",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+        check.assign(self, "gpu_indices", indices)
+        n_devices = gpu.count if gpu is not None else 0
+        placed = self.phase in NODE_PHASES
+        if placed and self.node is None:
+            raise SnapshotError(
+                f"a {self.phase.value} task must name its node",
+                kind="task",
+                name=name,
+                field="node",
+            )
+        if (placed or indices) and len(indices) != n_devices:
+            raise SnapshotError(
+                f"{len(indices)} GPU indices for a request of {n_devices} devices",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+        check.assign(
+            self, "priority", check.integer(self.priority, kind="task", name=name, field="priority")
+        )
+        check.boolean(self.preemptable, kind="task", name=name, field="preemptable")
+        check.assign(
+            self,
+            "node_selector",
+            check.str_map(self.node_selector, kind="task", name=name, field="node_selector"),
+        )
+        tols = check.records(
+            self.tolerations, Toleration, kind="task", name=name, field="tolerations"
+        )
+        check.assign(self, "tolerations", tols)
+        if self.preemption_policy not in PREEMPTION_POLICIES:
+            raise SnapshotError(
+                f"unknown preemption policy {self.preemption_policy!r} (expected one of "
+                f"{', '.join(repr(p) for p in PREEMPTION_POLICIES)})",
+                kind="task",
+                name=name,
+                field="preemption_policy",
+            )
+
+    @property
+    def best_effort(self) -> bool:
+        """No resource request at all (Volcano's BestEffort): handled by backfill."""
+        return self.gpu_request is None and not any(
+            v > 0 for k, v in self.request.items() if k != PODS
+        )
+
+    @classmethod
+    def from_dict(cls, d: object, *, where: str = "") -> Task:
+        m, name = check.record_mapping(d, _TASK_KEYS, kind="task", where=where)
+        if "job" not in m:
+            raise SnapshotError("missing", kind="task", name=name, field="job")
+        gpu = check.nested(
+            m.get("gpu_request"),
+            frozenset({"count", "milli", "models"}),
+            lambda g: GpuRequest(
+                count=g.get("count", 1), milli=g.get("milli", 1000), models=g.get("models", ())
+            ),
+            kind="task",
+            name=name,
+            field="gpu_request",
+        )
+        tols = [
+            Toleration(
+                key=tm.get("key", ""),
+                operator=tm.get("operator", "Equal"),
+                value=tm.get("value", ""),
+                effect=tm.get("effect", ""),
+            )
+            for tm in check.sub_mappings(
+                m.get("tolerations"),
+                frozenset({"key", "operator", "value", "effect"}),
+                kind="task",
+                name=name,
+                field="tolerations",
+            )
+        ]
+        return cls(
+            name=name,
+            job=m["job"],
+            role=m.get("role", ""),
+            request=Resources.parse(m.get("request"), kind="task", name=name, field="request"),
+            gpu_request=gpu,
+            phase=m.get("phase", "Pending"),
+            node=m.get("node"),
+            gpu_indices=tuple(
+                check.sequence(m.get("gpu_indices"), kind="task", name=name, field="gpu_indices")
+            ),
+            priority=m.get("priority", 0),
+            preemptable=m.get("preemptable", True),
+            node_selector=check.or_empty(m.get("node_selector")),
+            tolerations=tuple(tols),
+            preemption_policy=m.get("preemption_policy", PREEMPT_LOWER_PRIORITY),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {
+            "name": self.name,
+            "job": self.job,
+            "role": self.role,
+            "request": self.request.to_dict(),
+        }
+        if self.gpu_request is not None:
+            out["gpu_request"] = self.gpu_request.to_dict()
+        out["phase"] = self.phase.value
+        if self.node is not None:
+            out["node"] = self.node
+        if self.gpu_indices:
+            out["gpu_indices"] = list(self.gpu_indices)
+        out.update(
+            priority=self.priority,
+            preemptable=self.preemptable,
+            node_selector=dict(self.node_selector),
+            tolerations=[t.to_dict() for t in self.tolerations],
+        )
+        if self.preemption_policy != PREEMPT_LOWER_PRIORITY:
+            out["preemption_policy"] = self.preemption_policy
+        return out
+
+
+_TASK_KEYS = frozenset(
+    {
+        "name",
+        "job",
+        "role",
+        "request",
+        "gpu_request",
+        "phase",
+        "node",
+        "gpu_indices",
+        "priority",
+        "preemptable",
+        "node_selector",
+        "tolerations",
+        "preemption_policy",
+    }
+)
+
+
+def quantity(value: object, resource: str) -> int:
+    """Shorthand for :func:`gangsched.units.parse_quantity` without object context."""
+    return parse_quantity(value, resource)

@@ -1,0 +1,408 @@
+"""Decisions assembled from a finished session, by small functions: the committed operations
+as records (:func:`close_session`), each job's phase from its tasks' states (the
+``PHASE_RULES`` table, read top to bottom), the reasons of tasks left waiting and each queue's
+status. Also :func:`nondeterministic_options`, the placer options that make a cycle depend on
+more than its input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+import numpy.typing as npt
+
+from gangsched._frozen import FrozenDict
+from gangsched.decisions import (
+    Bind,
+    Decisions,
+    Eviction,
+    Hold,
+    JobStatus,
+    Pipeline,
+    PlacementInfo,
+    QueueStatus,
+)
+from gangsched.model import JobPhase, TaskPhase
+from gangsched.session.core import READY_STATES, Session, TaskState
+from gangsched.session.rules.fairshare import demand_mask
+from gangsched.session.rules.gang import pending_tasks
+from gangsched.session.rules.policies import job_actions
+from gangsched.session.statement import OpKind
+from gangsched.units import GPU
+
+__all__ = ["close_session", "job_phase", "nondeterministic_options"]
+
+
+def close_session(ssn: Session) -> Decisions:
+    """Turn a finished session into decisions: the operations as records, then each job's
+    status, the reasons of tasks left waiting, each queue's status and the job actions."""
+    snap = ssn.snapshot
+    node_names = ssn.arrays.node_names
+    binds, evictions, pipelined, state = _op_records(ssn)
+    jobs = _job_statuses(ssn, state)
+    task_reasons = _task_reasons(ssn, state, jobs)
+    phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
+    queues = _queue_statuses(ssn, state, phase_of)
+    evicted = {e.task: e.reason for e in evictions}
+    preemption_reasons = {
+        snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
+        for j, per_action in sorted(ssn.preemption_reasons.items())
+    }
+    holds = tuple(
+        Hold(
+            job=snap.jobs[j].name,
+            nodes=tuple(node_names[n] for n in nodes),
+            expected_wait=wait,
+        )
+        for j, nodes, wait in ssn.holds
+    )
+    placements: dict[str, PlacementInfo] = {
+        snap.jobs[j].name: info for j, info in ssn.placements.items()
+    }
+    # The placer options that made this cycle depend on more than its input (each once, in
+    # the order the actions first used them).
+    options = dict.fromkeys(
+        note for placer in ssn.placers for note in nondeterministic_options(placer)
+    )
+    return Decisions(
+        binds=binds,
+        evictions=evictions,
+        pipelined=pipelined,
+        jobs=FrozenDict(jobs),
+        queues=FrozenDict(queues),
+        task_reasons=FrozenDict(task_reasons),
+        job_actions=job_actions(snap, evicted, phase_of),
+        preemption_reasons=FrozenDict(preemption_reasons),
+        holds=holds,
+        nondeterministic=tuple(options),
+        placements=FrozenDict(placements),
+    )
+
+
+def _op_records(
+    ssn: Session,
+) -> tuple[tuple[Bind, ...], tuple[Eviction, ...], tuple[Pipeline, ...], npt.NDArray[np.int64]]:
+    """Committed and kept operations as records, and each task's state after the cycle
+    (allocations kept without a commit count as reservations)."""
+    snap = ssn.snapshot
+    node_names = ssn.arrays.node_names
+    binds = tuple(
+        Bind(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
+        for op in ssn.committed
+        if op.kind is OpKind.ALLOCATE
+    )
+    evictions = tuple(
+        Eviction(task=snap.tasks[op.task].name, reason=op.reason, preemptor=op.preemptor)
+        for op in ssn.committed
+        if op.kind is OpKind.EVICT
+    )
+    reserved_ops = [op for op in ssn.committed if op.kind is OpKind.PIPELINE] + [
+        op for op in ssn.kept if op.kind is not OpKind.EVICT
+    ]
+    pipelined = tuple(
+        Pipeline(task=snap.tasks[op.task].name, node=node_names[op.node], gpu_indices=op.gpus)
+        for op in reserved_ops
+    )
+    kept = np.zeros(len(snap.tasks), dtype=np.bool_)
+    kept[[op.task for op in ssn.kept if op.kind is OpKind.ALLOCATE]] = True
+    state = ssn.task_state.astype(np.int64)
+    state[kept] = TaskState.PIPELINED
+    return binds, evictions, pipelined, state
+
+
+@dataclass(frozen=True, slots=True)
+class _Tally:
+    """A job's task counts after the cycle, as the phase rules read them."""
+
+    running: int  # Running or Bound
+    scheduled: int  # everything placed once: running, finished, releasing, allocated
+    finished: int  # Succeeded or Failed
+    min_available: int
+    lost: bool  # it runs but lost tasks it cannot replace
+    before: JobPhase
+
+
+#: A job's phase after the cycle (Volcano's PodGroup rules): the first row whose condition
+#: holds gives the phase.
+PHASE_RULES: tuple[tuple[str, Callable[[_Tally], bool], JobPhase], ...] = (
+    ("runs but lost tasks it cannot replace", lambda t: t.running > 0 and t.lost, JobPhase.UNKNOWN),
+    (
+        "at least min_available scheduled, all finished",
+        lambda t: t.scheduled >= t.min_available and t.scheduled > 0 and t.finished == t.scheduled,
+        JobPhase.COMPLETED,
+    ),
+    (
+        "at least min_available scheduled",
+        lambda t: t.scheduled >= t.min_available and t.scheduled > 0,
+        JobPhase.RUNNING,
+    ),
+    ("admitted before", lambda t: t.before is JobPhase.INQUEUE, JobPhase.INQUEUE),
+    ("otherwise", lambda t: True, JobPhase.PENDING),
+)
+
+
+def job_phase(
+    count: Mapping[int, int], min_available: int, before: JobPhase, lost: bool
+) -> JobPhase:
+    """A job's phase after the cycle, from its tasks per state, by :data:`PHASE_RULES`:
+    Unknown when it runs but lost tasks it cannot replace (``lost``), Running once at least
+    ``min_available`` tasks are scheduled (Completed when all of those finished), otherwise
+    Pending unless it was admitted (Inqueue stays)."""
+    running = count[TaskState.RUNNING] + count[TaskState.BOUND]
+    finished = count[TaskState.SUCCEEDED] + count[TaskState.FAILED]
+    scheduled = running + finished + count[TaskState.RELEASING] + count[TaskState.ALLOCATED]
+    tally = _Tally(running, scheduled, finished, min_available, lost, before)
+    return next(phase for _, when, phase in PHASE_RULES if when(tally))
+
+
+_QUEUE_PHASES = ("Inqueue", "Pending", "Running", "Unknown", "Completed")
+
+
+_STATUS_FIELDS = tuple(f.name for f in dataclasses.fields(JobStatus))
+
+
+def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobStatus]:
+    snap = ssn.snapshot
+    # Tasks per (job, state) from one bincount.
+    n_states = int(ssn.job_count.shape[1])
+    counts = np.bincount(
+        ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
+    ).reshape(len(snap.jobs), n_states)
+    jobs: dict[str, JobStatus] = {}
+    # A status equal to one of the last cycle's is that record (records are immutable), so a
+    # long-lived state does not build and check again what did not change.
+    prior = ssn.prior_records
+    kept = ssn.records
+    best_effort = _pending_best_effort(ssn)
+    unschedulable = ssn.unschedulable_jobs
+    for j, (job, row) in enumerate(zip(snap.jobs, counts.tolist(), strict=True)):
+        # Everything the status is made from: an equal input gives the same record.
+        given = (
+            "job",
+            *row,
+            best_effort[j],
+            job.min_available,
+            ssn.job_phase[j]._value_,  # its name: no enum __hash__ or value property
+            j in unschedulable,
+            ssn.job_reasons.get(j),
+        )
+        status = kept.get(given) or prior.get(given)
+        if status is None:
+            status = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
+            content = tuple(getattr(status, name) for name in _STATUS_FIELDS)
+            status = kept.get(content) or prior.get(content) or status
+            kept[content] = status
+        kept[given] = jobs[job.name] = status
+    return jobs
+
+
+def _pending_best_effort(ssn: Session) -> list[int]:
+    """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`), for
+    every job at once."""
+    pending, best_effort = pending_tasks(ssn)
+    per_job: list[int] = np.bincount(
+        ssn.task_job[pending[best_effort]], minlength=len(ssn.snapshot.jobs)
+    ).tolist()
+    return per_job
+
+
+def _job_status(ssn: Session, j: int, count: Mapping[int, int], best_effort: int) -> JobStatus:
+    """Job ``j``'s status from its tasks per state after the cycle."""
+    job = ssn.snapshot.jobs[j]
+    running = count[TaskState.RUNNING] + count[TaskState.BOUND]
+    ready = sum(count[s] for s in READY_STATES) + best_effort >= job.min_available
+    reason, message = ssn.job_reasons.get(j, ("", ""))
+    phase = job_phase(count, job.min_available, ssn.job_phase[j], j in ssn.unschedulable_jobs).value
+    if not reason:
+        if ready:
+            reason, message = "Scheduled", "gang ready"
+        elif count[TaskState.PIPELINED]:
+            reason = "Pipelined"
+            message = f"{count[TaskState.PIPELINED]} task(s) reserved on resources being released"
+        elif phase == "Pending":
+            reason, message = "NotEnqueued", "job is not admitted (enqueue) yet"
+    return JobStatus(
+        phase=phase,
+        reason=reason,
+        message=message,
+        ready=bool(ready),
+        min_available=job.min_available,
+        running=running,
+        allocated=count[TaskState.ALLOCATED],
+        pipelined=count[TaskState.PIPELINED],
+        pending=count[TaskState.PENDING],
+        succeeded=count[TaskState.SUCCEEDED],
+        failed=count[TaskState.FAILED],
+    )
+
+
+def _task_reasons(
+    ssn: Session, state: npt.NDArray[np.int64], jobs: dict[str, JobStatus]
+) -> dict[str, str]:
+    """Why each task left pending was not placed (and why a carried reservation held back by
+    a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs
+    (``jobs`` is updated in place)."""
+    snap = ssn.snapshot
+    task_reasons: dict[str, str] = {}
+    notes = ssn.points.reason_notes()
+    task_job = ssn.task_job
+    for t in np.flatnonzero(state == TaskState.PENDING).tolist():
+        j = int(task_job[t])
+        why = ssn.task_reasons.get(t) or ssn.job_reasons.get(j, ("", ""))[1]
+        if not why:
+            why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
+        task_reasons[snap.tasks[t].name] = _with_note(why, notes.get(j))
+    # A carried reservation that stays unbound says why, when a rule held it back.
+    for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
+        held_back = ssn.task_reasons.get(t)
+        if held_back and snap.tasks[t].phase is TaskPhase.PIPELINED:
+            task_reasons[snap.tasks[t].name] = held_back
+    for j, note in notes.items():
+        status = jobs[snap.jobs[j].name]
+        if status.pending and not status.ready:
+            jobs[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
+    return task_reasons
+
+
+def _queue_statuses(
+    ssn: Session, state: npt.NDArray[np.int64], phase_of: Mapping[str, str]
+) -> dict[str, QueueStatus]:
+    snap = ssn.snapshot
+    queues: dict[str, QueueStatus] = {}
+    pending_req = np.zeros_like(ssn.queue_allocated)
+    pend = np.flatnonzero(state == TaskState.PENDING)
+    np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
+    fair = ssn.points.fair_share
+    returning = np.zeros_like(ssn.queue_allocated)
+    back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
+    np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
+    inqueue_req = _inqueue_resources(ssn, phase_of)
+
+    # Under a queue hierarchy an inner queue's figures are those of its subtree.
+    def subtrees(per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+        return per_queue if fair is None else fair.queue_subtree_sum(ssn, per_queue)
+
+    allocated_q = subtrees(ssn.queue_allocated)
+    pending_req = subtrees(pending_req)
+    returning = subtrees(returning)
+    inqueue_req = subtrees(inqueue_req)
+    gpu = ssn.arrays.spec.gpu_column
+    phases_of: list[list[str]] = [[] for _ in snap.queues]
+    for q, job in zip(ssn.job_queue.tolist(), snap.jobs, strict=True):
+        phases_of[q].append(phase_of[job.name])
+    prior = ssn.prior_records
+    kept = ssn.records
+    for q, queue in enumerate(snap.queues):
+        phases = phases_of[q]
+        share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
+        real = fair.queue_real_capability(ssn, q) if fair is not None else None
+        overused = bool(fair.queue_overused(ssn, q)) if fair is not None else False
+        counts = tuple(phases.count(p) for p in _QUEUE_PHASES)
+        rows = np.concatenate(
+            (allocated_q[q], pending_req[q], inqueue_req[q], returning[q])
+        ).tobytes()
+        key = (
+            "queue",
+            id(queue),
+            ssn.arrays.spec.names,
+            rows,
+            None if ssn.queue_deserved is None else ssn.queue_deserved[q].tobytes(),
+            None if real is None else real.tobytes(),
+            share,
+            overused,
+            counts,
+        )
+        known = prior.get(key)
+        if known is not None and known[0] is queue:
+            queues[queue.name] = known[1]
+            kept[key] = known
+            continue
+        deserved: Mapping[str, int] = {}
+        if ssn.queue_deserved is not None:
+            deserved = ssn.as_mapping(ssn.queue_deserved[q])
+        cap_gpu = None
+        if queue.capability is not None and GPU in queue.capability:
+            cap_gpu = queue.capability[GPU] / 1000
+        status = QueueStatus(
+            state=queue.state.value,
+            allocated=FrozenDict(ssn.as_mapping(allocated_q[q])),
+            deserved=FrozenDict(deserved),
+            guarantee=FrozenDict(dict(queue.guarantee or {})),
+            capability=FrozenDict(dict(queue.capability or {})),
+            pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
+            inqueue_resources=FrozenDict(ssn.as_mapping(inqueue_req[q])),
+            real_capability=FrozenDict(_finite(ssn, real)),
+            request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q] + returning[q])),
+            weight=queue.weight,
+            overused=overused,
+            allocated_gpu=int(allocated_q[q, gpu]) / 1000,
+            pending_gpu=int(pending_req[q, gpu]) / 1000,
+            inqueue_gpu=int(inqueue_req[q, gpu]) / 1000,
+            deserved_gpu=deserved.get(GPU, 0) / 1000,
+            capability_gpu=cap_gpu,
+            share=share,
+            inqueue=counts[0],
+            pending=counts[1],
+            running=counts[2],
+            unknown=counts[3],
+            completed=counts[4],
+        )
+        kept[key] = (queue, status)
+        queues[queue.name] = status
+    return queues
+
+
+def nondeterministic_options(placer: object) -> tuple[str, ...]:
+    """The options of ``placer`` under which its answer may depend on more than the problem
+    (the machine's load, thread timing): CP-SAT's ``workers`` above 1 (the parallel workers
+    race) and a wall-clock ``time_limit_s`` (a loaded machine gets less done in the same
+    seconds). Empty when the placer is deterministic, e.g. the greedy placer or CP-SAT with
+    one worker and only its deterministic-time budget.
+
+    Read from the placer's ``workers`` and ``time_limit_s`` attributes, so any placer that
+    carries them is judged the same way. Each entry names the placer and the option.
+    """
+    name = getattr(placer, "name", type(placer).__name__)
+    out: list[str] = []
+    workers = getattr(placer, "workers", 1)
+    if isinstance(workers, int | np.integer) and int(workers) > 1:
+        out.append(
+            f"placer {name!r}: workers={int(workers)} (parallel search is not deterministic)"
+        )
+    limit = getattr(placer, "time_limit_s", None)
+    if isinstance(limit, int | float | np.number) and not isinstance(limit, bool):
+        out.append(
+            f"placer {name!r}: time_limit_s={float(limit):g} "
+            "(a wall-clock limit is not deterministic)"
+        )
+    return tuple(out)
+
+
+def _with_note(why: str, note: str | None) -> str:
+    """``why`` with ``note`` added, unless it says it already."""
+    if not note or note in why:
+        return why
+    return f"{why.rstrip('.')}; {note}" if why else note
+
+
+def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:
+    """Per queue, what jobs left Inqueue still reserve: the unallocated part of their
+    ``min_resources``."""
+    out = np.zeros_like(ssn.queue_allocated)
+    for j, job in enumerate(ssn.snapshot.jobs):
+        if job.min_resources is not None and phase_of[job.name] == "Inqueue":
+            need = ssn.vector(job.min_resources)
+            out[ssn.job_queue[j]] += np.where(
+                need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
+            )
+    return out
+
+
+def _finite(ssn: Session, row: npt.NDArray[np.float64] | None) -> dict[str, int]:
+    """A float resource row as a mapping, unlimited (infinite) dimensions left out."""
+    if row is None:
+        return {}
+    return ssn.as_mapping(np.where(np.isfinite(row), row, 0.0))

@@ -1,0 +1,361 @@
+"""The working state of one scheduling cycle.
+
+Theory of operation
+-------------------
+``Session.open(snapshot, config, registry)`` copies the mutable columns of the snapshot's
+:class:`~gangsched.session.arrays.ClusterArrays` (used, releasing, pipelined, per-device GPU use),
+sets
+up per-task state codes and per-job / per-queue aggregates (:mod:`gangsched.session.task_states`),
+opens every
+configured plugin in tier order and resolves, once, which plugins serve which extension point
+(:class:`~gangsched.framework.dispatch.Dispatch`, reached as ``ssn.points``). The session holds
+state and
+answers questions about it; the work is done by the modules that own each rule:
+
+* ``ssn.points`` — the dispatcher, the one place the tiers of plugins are walked;
+* :mod:`gangsched.session.evaluation` — per-template predicates, fit and scores, refreshed by node
+  version (``ssn.evaluate``, ``ssn.best_node``, ``ssn.fit_error``);
+* :mod:`gangsched.session.fit` — the node fit rule (resources, pods, GPU devices);
+* :class:`~gangsched.session.statement.Statement` — the only way to change the state (through the
+gate,
+  :mod:`gangsched.session.gate`, and the bookkeeping of :mod:`gangsched.session.ledger`), with undo.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from gangsched._types import BOOL, I64
+from gangsched.config import Config
+from gangsched.decisions import PlacementInfo
+from gangsched.framework.dispatch import Dispatch
+from gangsched.framework.registry import Registry
+from gangsched.model import JobPhase
+from gangsched.model.gpu_charge import device_take
+from gangsched.model.snapshot import Snapshot
+from gangsched.session.arrays import TaskTemplate, build_cluster_arrays, build_templates
+from gangsched.session.evaluation import Evaluation, Evaluator
+from gangsched.session.fit import Occupancy, choose_devices, fits_node, future_idle, idle
+from gangsched.session.gate import Gate, Refusal
+from gangsched.session.statement import Op
+from gangsched.session.task_states import (
+    HOLDING_STATES,
+    N_STATES,
+    PIPELINED_OR_READY,
+    READY_STATES,
+    CycleCache,
+    TaskState,
+    job_counters,
+    task_columns,
+)
+from gangsched.units import PODS
+
+__all__ = [
+    "HOLDING_STATES",
+    "N_STATES",
+    "PIPELINED_OR_READY",
+    "READY_STATES",
+    "Session",
+    "TaskState",
+]
+
+
+_INDEX_SUFFIX = re.compile(r"-(\d+)$")
+
+
+@dataclass(slots=True, eq=False)
+class Session(Occupancy):
+    snapshot: Snapshot
+    config: Config
+    node_version: I64
+    task_state: npt.NDArray[np.int8]
+    task_node: I64
+    task_gpus: list[tuple[int, ...]]
+    task_job: I64
+    #: (n_tasks, n_resources) what each task charges its job and queue: its request, pods = 1,
+    #: the GPU column per queue_gpu_charge (a node is charged per its devices: row_on)
+    task_req: I64
+    job_queue: I64
+    job_min: I64
+    job_phase: list[JobPhase]
+    job_allocated: I64  # (n_jobs, n_resources) held or reserved, in task_req's terms
+    job_count: I64  # (n_jobs, n_states) tasks per state
+    role_count: dict[tuple[int, str], I64]  # (job, role) -> (n_states,) tasks per state
+    queue_allocated: I64  # (n_queues, n_resources) Σ job_allocated of the queue's jobs
+    templates: list[TaskTemplate]
+    template_of: I64
+    #: The opened plugins, by tier.
+    plugins: list[list[Any]] = field(default_factory=list)
+    job_reasons: dict[int, tuple[str, str]] = field(default_factory=dict)
+    task_reasons: dict[int, str] = field(default_factory=dict)
+    unschedulable_jobs: set[int] = field(default_factory=set)
+    #: (n_queues, n_resources) what each queue deserves (the fair-share plugin's), if any.
+    queue_deserved: I64 | None = None
+    committed: list[Op] = field(default_factory=list)
+    kept: list[Op] = field(default_factory=list)
+    # What the actions of this cycle leave for the decisions and for one another.
+    #: The placer ``schedule()`` was given (None: each action's own).
+    placer: Any = None
+    #: Placers the actions used, in order (their nondeterministic options are reported).
+    placers: list[Any] = field(default_factory=list)
+    #: Per job whose gang went through a placer: what the placer said.
+    placements: dict[int, PlacementInfo] = field(default_factory=dict)
+    #: ``(job, node indices, expected wait)`` of the nodes held for starving jobs.
+    holds: list[tuple[int, tuple[int, ...], int | None]] = field(default_factory=list)
+    #: Per job, per action: why it did not preempt or reclaim (or what it evicted).
+    preemption_reasons: dict[int, dict[str, str]] = field(default_factory=dict)
+    #: Per job: what it could free by preemption (enqueue's admission counts it).
+    preemption_freed: dict[int, tuple[I64, I64]] = field(default_factory=dict)
+    #: Whether carried reservations were realised already (once per session).
+    reservations_realised: bool = False
+    #: Operations the placement gate refused, in words (an action proposed a placement that
+    #: breaks a hard rule: see :mod:`gangsched.session.gate`).
+    refusals: list[Refusal] = field(default_factory=list)
+    #: Per-session caches of plugins and actions (typed; never outputs).
+    cache: CycleCache = field(default_factory=CycleCache)
+    #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
+    changed: list[int] = field(default_factory=list)
+    #: Per queue, how many times its allocation changed this session (``_ledger`` counts).
+    queue_changes: list[int] = field(default_factory=list)
+    #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
+    #: queue statuses (an equal status is the same record: ``_close.close_session``) and
+    #: failed greedy gang placements (``actions._gang_placement.place_job``).
+    records: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    prior_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
+    #: The registry the plugins came from.
+    registry: Registry | None = None
+    #: Per GPU take asked for (a request's milli-GPU per device): what it holds on one device
+    #: of each node (``device_take`` over the nodes, as plain ints; :meth:`device_milli`).
+    device_takes: dict[int, list[int]] = field(default_factory=dict)
+    points: Dispatch = field(init=False)
+    gate: Gate = field(init=False)
+    evaluator: Evaluator = field(init=False)
+
+    # ---------------------------------------------------------------- opening
+
+    @classmethod
+    def open(
+        cls,
+        snapshot: Snapshot,
+        config: Config,
+        registry: Registry,
+        *,
+        previous: Session | None = None,
+    ) -> Session:
+        """Open a cycle on ``snapshot``. ``previous``: the finished session of the cycle before
+        on the same cluster, whose per-template evaluations this one takes over where they
+        still hold (:meth:`gangsched.session.evaluation.Evaluator.carry`); the decisions are the
+        same
+        with or without it."""
+        arrays = build_cluster_arrays(snapshot)
+        same = previous is not None and previous.arrays.spec.names == arrays.spec.names
+        prior = (previous.snapshot, previous.task_req) if previous is not None and same else None
+        cols = task_columns(snapshot, arrays.spec, prior)
+        job_queue = np.array([snapshot.queue_index[j.queue] for j in snapshot.jobs], dtype=np.int64)
+        job_count, role_count, job_allocated, queue_allocated = job_counters(
+            snapshot, cols, job_queue
+        )
+        pending = np.flatnonzero(cols.state == TaskState.PENDING).tolist()
+        known = None
+        if previous is not None and cols.source is not None:
+            keys = {t: tmpl.key for tmpl in previous.templates for t in tmpl.tasks}
+            src = cols.source.tolist()
+            known = {t: keys[src[t]] for t in pending if src[t] in keys}
+        templates, template_of = build_templates(snapshot, cols.req, pending, known)
+        ssn = cls(
+            snapshot=snapshot,
+            config=config,
+            arrays=arrays,
+            used=arrays.used.copy(),
+            releasing=arrays.releasing.copy(),
+            pipelined=arrays.pipelined.copy(),
+            gpu_used=arrays.gpu_used.copy(),
+            gpu_releasing=arrays.gpu_releasing.copy(),
+            gpu_pipelined=arrays.gpu_pipelined.copy(),
+            node_version=np.zeros(arrays.n_nodes, dtype=np.int64),
+            task_state=cols.state,
+            task_node=cols.node,
+            task_gpus=cols.gpus,
+            task_job=cols.job,
+            task_req=cols.req,
+            job_queue=job_queue,
+            job_min=np.array([j.min_available for j in snapshot.jobs], dtype=np.int64),
+            job_phase=[j.phase for j in snapshot.jobs],
+            job_allocated=job_allocated,
+            job_count=job_count,
+            role_count=role_count,
+            queue_allocated=queue_allocated,
+            templates=templates,
+            template_of=template_of,
+        )
+        ssn.registry = registry
+        ssn.queue_changes = [0] * len(snapshot.queues)
+        ssn.gate = Gate(ssn)
+        ssn.evaluator = Evaluator(ssn)
+        opened = [
+            [
+                (option, registry.make_plugin(option.name, option.arguments))
+                for option in tier.plugins
+            ]
+            for tier in config.tiers
+        ]
+        ssn.plugins = [[p for _, p in tier] for tier in opened]
+        ssn.points = Dispatch(ssn, opened)
+        ssn.points.on_session_open()
+        fair = ssn.points.fair_share
+        if fair is not None:
+            ssn.queue_deserved = fair.queue_deserved(ssn)
+        if previous is not None:
+            ssn.evaluator.carry(previous.evaluator)
+            ssn.prior_records = previous.records
+        return ssn
+
+    def plugin(self, name: str) -> Any | None:
+        """The opened plugin called ``name``, if configured (for tests and tools; the package
+        itself reaches plugins only through their extension points)."""
+        return next((p for t in self.plugins for p in t if getattr(p, "name", None) == name), None)
+
+    # ---------------------------------------------------------------- orders
+
+    def job_key(self, job: int) -> tuple[Any, ...]:
+        rec = self.snapshot.jobs[job]
+        return (*self.points.job_order(job), rec.creation, rec.name)
+
+    def queue_key(self, queue: int) -> tuple[Any, ...]:
+        return (*self.points.queue_order(queue), self.snapshot.queues[queue].name)
+
+    def task_key(self, task: int) -> tuple[Any, ...]:
+        name = self.snapshot.tasks[task].name
+        m = _INDEX_SUFFIX.search(name)
+        return (*self.points.task_order(task), int(m.group(1)) if m else -1, name)
+
+    def victim_key(self, task: int) -> tuple[Any, ...]:
+        return (*self.points.victim_order(task), self.snapshot.tasks[task].name)
+
+    # ---------------------------------------------------------------- resources and fit
+
+    def device_milli(self, task: int, node: int) -> int:
+        g = self.snapshot.tasks[task].gpu_request
+        if g is None:
+            return 0
+        takes = self.device_takes.get(g.milli)
+        if takes is None:
+            a = self.arrays
+            takes = device_take(g.milli, a.gpu_capacity, a.gpu_sharing).tolist()
+            self.device_takes[g.milli] = takes
+        return takes[node]
+
+    def row_on(self, task: int, node: int) -> I64:
+        """The task's request as it is charged on ``node`` (GPU column per the node's devices);
+        its job and queue are charged ``task_req[task]`` instead."""
+        row: I64 = self.task_req[task].copy()
+        g = self.snapshot.tasks[task].gpu_request
+        if g is not None:
+            row[self.arrays.spec.gpu_column] = g.count * self.device_milli(task, node)
+        return row
+
+    def idle(self) -> I64:
+        return idle(self)
+
+    def future_idle(self) -> I64:
+        return future_idle(self)
+
+    def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
+        return self.evaluator.evaluate(tmpl)
+
+    def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
+        return self.evaluator.best_node(tmpl, among)
+
+    def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
+        return self.evaluator.fit_error(tmpl, among)
+
+    def fits(self, task: int, node: int, *, future: bool, gpus: tuple[int, ...] = ()) -> bool:
+        """Whether ``task`` fits ``node`` now (or after releases, with ``future``) on these GPU
+        devices — the check a planned placement passes before it is applied."""
+        milli = self.device_milli(task, node)
+        return fits_node(self, self.row_on(task, node), node, milli, gpus, future=future)
+
+    def choose_gpus(self, task: int, node: int, *, future: bool) -> tuple[int, ...]:
+        """Device indices for ``task`` on ``node``: a plugin may name them (``gpu_choice``),
+        else :func:`gangsched.session.fit.choose_devices`."""
+        g = self.snapshot.tasks[task].gpu_request
+        if g is None:
+            return ()
+        pick = self.points.gpu_choice(task, node, g.count, future=future)
+        if pick is not None:
+            return pick
+        return choose_devices(self, node, self.device_milli(task, node), g.count, future=future)
+
+    # ---------------------------------------------------------------- bookkeeping
+
+    def record(self, ops: Sequence[Op], *, committed: bool) -> None:
+        (self.committed if committed else self.kept).extend(ops)
+
+    # ---------------------------------------------------------------- job counters
+
+    def count_states(self, job: int, states: Sequence[int], role: str | None = None) -> int:
+        """Number of the job's tasks (of ``role``, if given) in any of ``states``."""
+        counts = (
+            self.job_count[job]
+            if role is None
+            else self.role_count.get((job, role), np.zeros(N_STATES, dtype=np.int64))
+        )
+        per_state = counts.tolist()
+        total = 0
+        for s in states:  # a plain loop: a generator costs twice as much on this hot path
+            total += per_state[s]
+        return total
+
+    def job_tasks(self, job: int) -> I64:
+        """Indices of the job's tasks (snapshot order)."""
+        by_job = self.cache.job_tasks
+        if by_job is None:
+            order = np.argsort(self.task_job, kind="stable")
+            bounds = np.searchsorted(self.task_job[order], np.arange(len(self.snapshot.jobs) + 1))
+            by_job = [order[bounds[j] : bounds[j + 1]] for j in range(len(self.snapshot.jobs))]
+            self.cache.job_tasks = by_job
+        return by_job[job]
+
+    def pending_best_effort(self, job: int) -> int:
+        """Pending best-effort tasks of the job (Volcano counts them toward readiness)."""
+        be = self.cache.best_effort.get(job)
+        if be is None:
+            tasks = self.snapshot.tasks
+            be = np.array([t for t in self.job_tasks(job) if tasks[t].best_effort], dtype=np.int64)
+            self.cache.best_effort[job] = be
+        return int((self.task_state[be] == TaskState.PENDING).sum()) if be.size else 0
+
+    def vector(self, resources: Mapping[str, int] | None) -> I64:
+        """A canonical resource mapping as a row over the session's columns (pods → 0)."""
+        row = np.zeros(len(self.arrays.spec), dtype=np.int64)
+        for res, amount in (resources or {}).items():
+            if res != PODS:
+                row[self.arrays.spec.index(res)] = amount
+        return row
+
+    def as_mapping(self, row: npt.NDArray[Any]) -> dict[str, int]:
+        """A row over the session's columns as ``{resource: amount}`` (non-zero, pods dropped)."""
+        names = self.arrays.spec.names
+        return {n: round(float(v)) for n, v in zip(names, row, strict=True) if n != PODS and v}
+
+    def note_job(self, job: int, reason: str, message: str) -> None:
+        """Record why a job did not progress (the last word wins)."""
+        self.job_reasons[job] = (reason, message)
+
+    def preemptable_for(self, job: int, *, quota: bool = False) -> I64:
+        """Resources ``job`` may take by preemption, in ``task_req``'s terms, as the enqueue
+        action counts them while it votes on the job's admission (zeros otherwise): the
+        ``job_enqueueable`` votes count them as available. ``quota``: only the part that lowers
+        its queue's allocation beyond the victims' elastic amounts. The enqueue action owns the
+        count and sets ``preemption_freed[job] = (freed, freed_quota)``."""
+        got = self.preemption_freed.get(job)
+        if got is None:
+            return np.zeros(len(self.arrays.spec), dtype=np.int64)
+        out: I64 = got[1] if quota else got[0]
+        return out

@@ -1,0 +1,385 @@
+"""Per-template predicates, resource fit and scores on every node, refreshed by node version.
+
+An :class:`Evaluation` holds, for one task template (or one task shape, when every row plugin
+is ``shape_only``), the predicate mask, the fit now and later (:mod:`gangsched.session.fit`) and the
+summed ``node_score`` of every node, plus the two "best" vectors (score where the template
+passes and fits, ``-inf`` elsewhere) that make picking a node one ``argmax``. Every change to a
+node bumps ``Session.node_version[node]`` and appends the node to ``Session.changed``;
+:meth:`Evaluator.evaluate` recomputes only the rows whose version moved since the template was
+last evaluated (read from the change log when it is short, from the versions otherwise).
+
+Ties between equally scored nodes go to the lowest node index (the snapshot's node order);
+Volcano breaks them at random.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from gangsched._types import BOOL, F64, I64
+from gangsched.session.arrays import TaskTemplate
+from gangsched.session.fit import FullView, device_free, fit_one, gpu_need, node_free, resource_fit
+from gangsched.units import PODS
+
+if TYPE_CHECKING:
+    from gangsched.session.core import Session
+
+__all__ = ["Evaluation", "Evaluator"]
+
+
+@dataclass(slots=True, eq=False)
+class Evaluation:
+    versions: I64  # (n_nodes,) node_version at the last refresh
+    ok: BOOL  # (n_nodes,) plugin predicates pass
+    fit_idle: BOOL  # (n_nodes,) resources fit now
+    fit_future: BOOL  # (n_nodes,) resources fit once releasing tasks are gone
+    score: F64  # (n_nodes,)
+    # score where ok & fit_idle (resp. ok & fit_future), -inf elsewhere: one argmax per pick
+    best_idle: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
+    best_future: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
+    gpu_need: I64 | None = None  # (n_nodes,) milli-GPU charged per device on each node
+    seen: int = 0  # length of Session.changed at the last refresh
+    # Why each node refuses the template (a code into Evaluator's words, -1: it fits), and the
+    # node versions they were computed at; filled by the first fit_error.
+    reasons: I64 | None = None
+    reason_versions: I64 | None = None
+    # The last fit_error over every node (a function of ``reasons`` alone) and the length of
+    # Session.changed when it was last found to hold: no node changed since, so no reason
+    # moved.
+    error: tuple[int, str] | None = None
+
+
+class Evaluator:
+    """The evaluation cache of one session."""
+
+    __slots__ = ("_evals", "_factories", "_needs", "_ssn", "_words", "carried", "same_ground")
+
+    def __init__(self, ssn: Session) -> None:
+        self._ssn = ssn
+        # The factories the session's plugins are made by, as they are at open: a registry's
+        # plugins may be replaced in place before the next cycle.
+        registry = ssn.registry
+        self._factories: dict[str, object] = dict(registry.plugins) if registry else {}
+        self._evals: dict[object, Evaluation] = {}
+        self._words: dict[str, int] = {}  # reason word -> code (Evaluation.reasons)
+        self._needs: dict[int, I64] = {}  # GPU take -> its gpu_need (shared, never written)
+        #: Evaluations taken over from the previous session (:meth:`carry`).
+        self.carried = 0
+        #: Whether :meth:`carry` found the previous session on the same ground (the
+        #: ``shape_only`` contract, configuration, factories, nodes and taints).
+        self.same_ground = False
+
+    def carry(self, previous: Evaluator) -> int:
+        """Take over the evaluations of ``previous`` (a finished session's) that this session
+        can use, and mark the rows they must refresh. Returns how many were taken.
+
+        Valid when the answers for a node row depend on nothing but the template's shape, that
+        node and the nodes' taints (the ``shape_only`` contract): every row plugin declares
+        ``shape_only`` in both sessions, the configuration and the registry's factories (as
+        they were when each session opened) are the same, the nodes are the same (names,
+        order, resource columns, number of GPU devices each) and no node's taints changed (a
+        plugin may normalise over the cluster's taints). A row is refreshed when its node's
+        record (capacity, labels, devices, cordon) or occupancy differs from the end of the
+        previous session, or when it changed there after the evaluation last read it; every
+        other row keeps its values, which are what a fresh evaluation computes (the same
+        inputs, the same arithmetic)."""
+        ssn, old = self._ssn, previous._ssn
+        same = self._factories == previous._factories and _same_ground(old, ssn)
+        records = _changed_records(old, ssn) if same else None
+        if records is None:
+            return 0
+        self.same_ground = True
+        stale = records | _occupancy_changed(old, ssn)
+        wanted: dict[object, TaskTemplate] = {("shape", t.shape): t for t in ssn.templates}
+        taken = 0
+        for key, ev in previous._evals.items():
+            tmpl = wanted.get(key)
+            if tmpl is None:
+                continue
+            rows = stale | (ev.versions != old.node_version)
+            ev.versions = np.where(rows, -1, 0).astype(np.int64)
+            ev.seen = _READ_VERSIONS
+            ev.error = None
+            if ev.reason_versions is not None:
+                again = stale | (ev.reason_versions != old.node_version)
+                ev.reason_versions = np.where(again, -1, 0).astype(np.int64)
+            if ev.gpu_need is not None and records.any():
+                ev.gpu_need = gpu_need(ssn.arrays, tmpl)
+            self._evals[key] = ev
+            taken += 1
+        self._words = previous._words  # the carried reason codes' words
+        previous._evals = {}  # moved, not shared: the previous session is finished
+        self.carried = taken
+        return taken
+
+    def _key(self, tmpl: TaskTemplate) -> object:
+        return ("shape", tmpl.shape) if self._ssn.points.shape_only else tmpl.index
+
+    def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
+        """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
+        the rows changed since the last call."""
+        ssn = self._ssn
+        key = self._key(tmpl)
+        ev = self._evals.get(key)
+        if ev is None:
+            ev = self._evals[key] = self._first(tmpl)
+            return ev
+        # Few changes since the last refresh: read them from the log, not all versions.
+        changed = ssn.changed
+        if len(changed) - ev.seen <= max(16, ssn.arrays.n_nodes // 64):
+            fresh = set(changed[ev.seen :])
+            ev.seen = len(changed)
+            if len(fresh) == 1:  # the usual refresh after one placement: plain numbers
+                self._refresh_one(ev, tmpl, fresh.pop())
+                return ev
+            rows = np.array(sorted(fresh), dtype=np.intp)
+        else:
+            rows = np.flatnonzero(ev.versions != ssn.node_version).astype(np.intp)
+            ev.seen = len(changed)
+        if rows.size == 0:
+            return ev
+        ev.versions[rows] = ssn.node_version[rows]
+        ok = ssn.points.predicate_ok(tmpl, rows)
+        ev.ok[rows] = ok
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
+        ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
+        score = ssn.points.node_score(tmpl, rows)
+        ev.score[rows] = score
+        ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
+        ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
+        return ev
+
+    def _view(self) -> FullView:
+        """The session's view of every node's free resources, current with its change log."""
+        ssn = self._ssn
+        view = ssn.cache.fit_view
+        if view is None:
+            view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
+        else:
+            view.refresh(ssn, ssn.changed)
+        return view
+
+    def _refresh_one(self, ev: Evaluation, tmpl: TaskTemplate, i: int) -> None:
+        """:meth:`evaluate`'s refresh of node ``i`` alone: the same answers, as scalars."""
+        ssn = self._ssn
+        row = np.array([i], dtype=np.intp)
+        ev.versions[i] = ssn.node_version[i]
+        ok = ssn.points.predicate_ok_one(tmpl, row)
+        fit_idle, fit_future = fit_one(ssn, tmpl, i, ev.gpu_need)
+        score = ssn.points.node_score_one(tmpl, row)
+        ev.ok[i], ev.fit_idle[i], ev.fit_future[i], ev.score[i] = ok, fit_idle, fit_future, score
+        ev.best_idle[i] = score if ok and fit_idle else -np.inf
+        ev.best_future[i] = score if ok and fit_future else -np.inf
+
+    def _first(self, tmpl: TaskTemplate) -> Evaluation:
+        """The first evaluation of ``tmpl``: every node, the fit read from the shared view."""
+        ssn = self._ssn
+        n = ssn.arrays.n_nodes
+        rows = np.arange(n, dtype=np.intp)
+        m_all = None
+        if tmpl.gpu_count:
+            m_all = self._needs.get(tmpl.gpu_milli)
+            if m_all is None:
+                m_all = self._needs[tmpl.gpu_milli] = gpu_need(ssn.arrays, tmpl)
+        ok = ssn.points.predicate_ok(tmpl, rows)
+        view = self._view() if n > 1 else None  # all nodes, read from the shared view
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, m_all, view)
+        score = ssn.points.node_score(tmpl, rows)
+        return Evaluation(
+            versions=ssn.node_version.copy(),
+            ok=ok,
+            fit_idle=fit_idle,
+            fit_future=fit_future,
+            score=score,
+            best_idle=np.where(ok & fit_idle, score, -np.inf),
+            best_future=np.where(ok & fit_future, score, -np.inf),
+            gpu_need=m_all,
+            seen=len(ssn.changed),
+        )
+
+    def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
+        """Best node for ``tmpl``: highest score among nodes where it fits now, else among nodes
+        where it fits once releasing resources are freed (then ``pipelined`` is True).
+        Returns ``(-1, False)`` when no node fits (always so on a cluster without nodes)."""
+        ev = self.evaluate(tmpl)
+        if ev.score.size == 0:
+            return -1, False
+        if among is None:
+            for best, pipelined in ((ev.best_idle, False), (ev.best_future, True)):
+                node = int(best.argmax())
+                if best[node] > -np.inf:
+                    return node, pipelined
+            return -1, False
+        base = ev.ok & among
+        for mask, pipelined in ((base & ev.fit_idle, False), (base & ev.fit_future, True)):
+            if mask.any():
+                return int(np.argmax(np.where(mask, ev.score, -np.inf))), pipelined
+        return -1, False
+
+    def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
+        """Why no node fits ``tmpl``, aggregated over nodes as kube-scheduler words it. Each
+        node's reason is the first that applies: outside ``among`` (the allowed topology
+        domain), a predicate's word (tier order), then the first resource short once releases
+        finish (pods, then each resource; GPU devices count with the GPU column). Per-node
+        reasons are kept with the template's evaluation and refreshed by node version."""
+        ev = self.evaluate(tmpl)
+        ssn = self._ssn
+        stamp = len(ssn.changed)
+        if among is None and ev.error is not None and ev.error[0] == stamp:
+            return ev.error[1]
+        n = ssn.arrays.n_nodes
+        if ev.reasons is None or ev.reason_versions is None:
+            ev.reasons = np.full(n, -1, dtype=np.int64)
+            ev.reason_versions = np.full(n, -1, dtype=np.int64)
+        rows = np.flatnonzero(ev.reason_versions != ssn.node_version).astype(np.intp)
+        kept = among is None and ev.error is not None  # its wording holds if no code moved
+        if rows.size:
+            codes = self._reason_rows(tmpl, rows, ev.gpu_need)
+            kept = kept and bool(np.array_equal(codes, ev.reasons[rows]))
+            ev.reasons[rows] = codes
+            ev.reason_versions[rows] = ssn.node_version[rows]
+        if kept and ev.error is not None:
+            ev.error = (stamp, ev.error[1])
+            return ev.error[1]
+        reason = ev.reasons
+        if among is not None:
+            outside = self._code("node(s) outside the allowed topology domain")
+            reason = np.where(among, reason, outside)
+        words = {code: word for word, code in self._words.items()}
+        counts = np.bincount(reason[reason >= 0]).tolist() if n else []
+        parts = sorted(((cnt, words[r]) for r, cnt in enumerate(counts) if cnt), key=_by_count)
+        n_ok = int((reason < 0).sum())
+        detail = ", ".join(f"{cnt} {word}" for cnt, word in parts)
+        error = f"{n_ok}/{n} nodes are available" + (f": {detail}." if detail else ".")
+        if among is None:
+            ev.error = (stamp, error)
+        return error
+
+    def _code(self, word: str) -> int:
+        return self._words.setdefault(word, len(self._words))
+
+    def _reason_rows(
+        self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None = None
+    ) -> I64:
+        """The reason code of each node of ``rows`` (-1: it fits once releases finish);
+        ``m_all``: :func:`gpu_need` of ``tmpl``, when the caller keeps it."""
+        ssn = self._ssn
+        a = ssn.arrays
+        reason = np.full(rows.size, -1, dtype=np.int64)
+
+        def mark(reject: BOOL, word: str) -> None:
+            sel = reject & (reason < 0)
+            if sel.any():
+                reason[sel] = self._code(word)
+
+        for reject, word in ssn.points.rejections(tmpl, rows):
+            mark(reject, word)
+        if rows.size == a.n_nodes and rows.size > 1:  # every node: read the shared view
+            short, devices_ok = self._short_all(tmpl, m_all)
+        else:
+            short, devices_ok = self._short_rows(tmpl, rows, m_all)
+        for c, res in enumerate(a.spec.names):
+            if res == PODS:
+                mark(short[c], "Too many pods")
+            elif c == a.spec.gpu_column:
+                mark(short[c] | ~devices_ok, f"Insufficient {res}")
+            else:
+                mark(short[c], f"Insufficient {res}")
+        return reason
+
+    def _short_rows(
+        self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None
+    ) -> tuple[list[BOOL], BOOL]:
+        """Per resource column, the nodes of ``rows`` short of ``tmpl``'s request once
+        releases finish (the GPU column charged per the node's devices), and the nodes with
+        enough devices that have room for it then."""
+        ssn = self._ssn
+        a = ssn.arrays
+        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
+        devices_ok = np.ones(rows.size, dtype=np.bool_)
+        if tmpl.gpu_count:
+            m_eff = (gpu_need(a, tmpl) if m_all is None else m_all)[rows]
+            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
+            idx, seg = a.devices_of(rows)
+            later = device_free(ssn, future=True, devices=idx) >= np.maximum(m_eff, 1)[seg]
+            devices_ok = a.count_per_row(seg, later, rows.size) >= tmpl.gpu_count
+        short = req > node_free(ssn, rows, future=True)
+        return list(short.T), devices_ok
+
+    def _short_all(self, tmpl: TaskTemplate, m_all: I64 | None) -> tuple[list[BOOL], BOOL]:
+        """:meth:`_short_rows` of every node, read column by column from the shared view."""
+        ssn = self._ssn
+        a = ssn.arrays
+        view = self._view()
+        request = tmpl.request.tolist()
+        short = [q > view.later[:, c] for c, q in enumerate(request)]
+        devices_ok = np.ones(a.n_nodes, dtype=np.bool_)
+        if tmpl.gpu_count:
+            g = a.spec.gpu_column
+            m_eff = gpu_need(a, tmpl) if m_all is None else m_all
+            short[g] = tmpl.gpu_count * m_eff > view.later[:, g]
+            devices_ok = view.room(a, tmpl.gpu_milli)[1] >= tmpl.gpu_count
+        return short, devices_ok
+
+
+#: ``Evaluation.seen`` of a carried evaluation: far behind any change log, so the next refresh
+#: compares versions.
+_READ_VERSIONS = -(1 << 62)
+
+
+def _same_ground(old: Session, new: Session) -> bool:
+    if not (old.points.shape_only and new.points.shape_only):
+        return False
+    if old.config is not new.config and old.config != new.config:
+        return False
+    a, b = old.arrays, new.arrays
+    if a is not b and (
+        a.node_names != b.node_names
+        or a.spec.names != b.spec.names
+        or not np.array_equal(a.gpu_node, b.gpu_node)  # the same devices on the same nodes
+    ):
+        return False
+    return len(old.snapshot.nodes) == len(new.snapshot.nodes)
+
+
+def _changed_records(old: Session, new: Session) -> BOOL | None:
+    """Nodes whose record differs between the two sessions' snapshots; None when a node was
+    renamed or its taints changed (then nothing carries)."""
+    before, after = old.snapshot.nodes, new.snapshot.nodes
+    changed = np.zeros(len(after), dtype=np.bool_)
+    if before is after:
+        return changed
+    for i, (x, y) in enumerate(zip(before, after, strict=True)):
+        if x is y or x == y:
+            continue
+        if x.name != y.name or x.taints != y.taints:
+            return None
+        changed[i] = True
+    return changed
+
+
+def _occupancy_changed(old: Session, new: Session) -> BOOL:
+    """Nodes whose occupancy (used, releasing, reserved; per node and per device) differs
+    between the end of ``old`` and the start of ``new``."""
+    rows: BOOL = (
+        (old.used != new.used).any(axis=1)
+        | (old.releasing != new.releasing).any(axis=1)
+        | (old.pipelined != new.pipelined).any(axis=1)
+    )
+    devices = (
+        (old.gpu_used != new.gpu_used)
+        | (old.gpu_releasing != new.gpu_releasing)
+        | (old.gpu_pipelined != new.gpu_pipelined)
+    )
+    if devices.any():
+        gpu_node = new.arrays.gpu_node
+        rows |= np.bincount(gpu_node[devices], minlength=rows.size) > 0
+    return rows
+
+
+def _by_count(part: tuple[int, str]) -> tuple[int, str]:
+    return -part[0], part[1]
