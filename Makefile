@@ -78,7 +78,7 @@ test-minimum:
 	# The testing page pins the counterexample hypothesis shrinks to, which depends on its
 	# version; every other test runs.
 	$(MIN_VENV)/bin/pytest -p no:cacheprovider --deselect \
-	    tests/test_docs_testing_example.py::test_the_property_test_finds_the_toy_schedulers_partial_gang
+	    tests/project/test_docs_testing_example.py::test_the_property_test_finds_the_toy_schedulers_partial_gang
 
 clean:
 	rm -rf $(VENV) $(MIN_VENV) $(SMOKE_VENV) $(DIST) site build .mypy_cache .pytest_cache .ruff_cache

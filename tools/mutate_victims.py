@@ -292,15 +292,15 @@ EQUIVALENT: dict[str, str] = {
 
 #: The fast subset of tests run against each mutant (``-x``: the first failure kills it).
 TESTS: tuple[str, ...] = (
-    "tests/test_victim_mutants.py",
-    "tests/test_victim_rules.py",
-    "tests/test_disruption_policy.py",
-    "tests/test_disruption_budgets.py",
-    "tests/test_preempt.py",
-    "tests/test_reclaim.py",
-    "tests/test_reclaim_fairshare.py",
-    "tests/test_consolidation.py",
-    "tests/test_gang_heal_admission.py",
+    "tests/preemption/test_victim_mutants.py",
+    "tests/preemption/test_victim_rules.py",
+    "tests/preemption/test_disruption_policy.py",
+    "tests/preemption/test_disruption_budgets.py",
+    "tests/preemption/test_preempt.py",
+    "tests/preemption/test_reclaim.py",
+    "tests/queues/test_reclaim_fairshare.py",
+    "tests/preemption/test_consolidation.py",
+    "tests/preemption/test_gang_heal_admission.py",
 )
 
 _FLIP = {

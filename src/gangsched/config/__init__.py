@@ -37,9 +37,9 @@ constructors leave them out, warn once per plugin with an
 configuration) raises a :class:`~gangsched.errors.ConfigError` instead. A plugin of that name
 that the caller's registry does provide is kept like any other.
 
-The pieces live in private modules: the names (``_config_names``), arguments and their
-readers (``_config_args``), plugin options and tiers (``_config_plugins``) and the YAML codec
-(``_config_yaml``); this module holds :class:`Config` and re-exports the rest.
+The pieces live in private modules: the names (``config.names``), arguments and their
+readers (``config.args``), plugin options and tiers (``config.tiers``) and the YAML codec
+(``config.volcano_yaml``); this module holds :class:`Config` and re-exports the rest.
 """
 
 from __future__ import annotations

@@ -60,11 +60,10 @@ first). Nothing here reads a clock, a file or an unseeded random source: ``rando
 
 from __future__ import annotations
 
-from gangsched.fragmentation import measure as _frag_core
-from gangsched.fragmentation import policies as _frag_policies
+from gangsched.fragmentation import measure, policies
 from gangsched.fragmentation.measure import *  # noqa: F403  (each kernel module lists its public names)
 from gangsched.fragmentation.policies import *  # noqa: F403
 
 __all__: list[str] = []
-__all__ += _frag_core.__all__
-__all__ += _frag_policies.__all__
+__all__ += measure.__all__
+__all__ += policies.__all__

@@ -1,6 +1,6 @@
 """A relational and boundary fuzzer: inputs that attack references, numbers, sizes and encodings.
 
-The polite fuzzer (``tests/test_fuzz_inputs.py``) mutates well-formed records one field at a
+The polite fuzzer (``tests/fuzzing/test_fuzz_inputs.py``) mutates well-formed records one field at a
 time. This one attacks what lies *between* records and at the *edges* of numbers:
 
 * references that dangle or are duplicated (task → job, job → queue, task → node, hypernode
@@ -33,10 +33,10 @@ Command line::
 prints a summary table and writes each failing input to ``DIR`` as JSON; ``--replay FILE``
 runs one saved input again.
 
-The fuzzer lives in private modules: its vocabulary and :class:`Case` (``_hostile_case``),
-snapshot attacks (``_hostile_snapshots``), configurations, files and case generation
-(``_hostile_inputs``), probing (``_hostile_probe``) and worker processes and shrinking
-(``_hostile_runner``); this module holds the summary and the command line.
+The fuzzer lives in private modules: its vocabulary and :class:`Case` (``hostile.case``),
+snapshot attacks (``hostile.snapshots``), configurations, files and case generation
+(``hostile.inputs``), probing (``hostile.probing``) and worker processes and shrinking
+(``hostile.runner``); this module holds the summary and the command line.
 """
 
 from __future__ import annotations
@@ -64,8 +64,8 @@ from gangsched.testing.hostile.inputs import config_doc, generate_case, hostile_
 from gangsched.testing.hostile.inputs import hostile_config_docs as hostile_config_docs
 from gangsched.testing.hostile.inputs import hostile_snapshot_docs as hostile_snapshot_docs
 from gangsched.testing.hostile.inputs import seeded_cases as seeded_cases
-from gangsched.testing.hostile.probe import CONFIGS, Outcome, probe
-from gangsched.testing.hostile.probe import FAILURES as FAILURES
+from gangsched.testing.hostile.probing import CONFIGS, Outcome, probe
+from gangsched.testing.hostile.probing import FAILURES as FAILURES
 from gangsched.testing.hostile.runner import Runner, shrink
 from gangsched.testing.hostile.snapshots import snapshot_doc
 

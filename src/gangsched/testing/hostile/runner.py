@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
 from gangsched.testing.hostile.case import Case
-from gangsched.testing.hostile.probe import (
+from gangsched.testing.hostile.probing import (
     _PACKAGE,
     Outcome,
     _configs,

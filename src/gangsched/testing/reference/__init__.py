@@ -26,7 +26,7 @@ the topology is not modelled: compare on snapshots without hypernodes (jobs' net
 then has no domain to keep to).
 
 The cycle is one class built in three layers: its state and gang and order rules
-(``_reference_state``), its quota and node rules (``_reference_rules``) and, here, its
+(``reference.state``), its quota and node rules (``reference.rules``) and, here, its
 mutation, actions and output.
 """
 

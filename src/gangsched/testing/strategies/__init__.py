@@ -26,7 +26,7 @@ Typical use::
         decisions = schedule(snapshot, config)
         ...
 
-The record strategies live in ``_strategies_records``; this module builds snapshots from them
+The record strategies live in ``strategies.records``; this module builds snapshots from them
 and re-exports them.
 """
 
