@@ -18,6 +18,7 @@ from ..model import (
     Queue,
 )
 from ..snapshot import Snapshot
+from ._args import flag_arg
 from ._core import StateCore, check_known, check_new, known, node_gpu, unreferenced
 
 
@@ -49,6 +50,7 @@ class ClusterOps(StateCore):
     def cordon(self, name: str, unschedulable: bool = True) -> None:
         """Mark node ``name`` unschedulable (or schedulable again)."""
         old = self._node(name)
+        flag_arg(unschedulable, "node", "unschedulable")
         if old.unschedulable != unschedulable:
             self.update_node(dataclasses.replace(old, unschedulable=unschedulable))
 
