@@ -13,8 +13,9 @@ then asks the gate about each operation, and refuses one that breaks a hard rule
   :meth:`Queue.capability_limits` with ``flat=True``, GPUs charged per
   :func:`~gangsched.feasibility.queue_gpu_charge`) — binding a carried reservation too: a
   queue whose capability was lowered under its reservations binds them only as it shrinks;
-* **hard topology**: a hard-topology job's task goes only inside the one allowed domain that
-  holds its other placed tasks (:func:`hard_domain`);
+* **hard topology**: a hard-topology job's task — best-effort ones included — goes only inside
+  the one allowed domain that holds its other placed tasks (:func:`hard_domain`), and while it
+  holds none, inside some allowed domain (:func:`hard_cover`);
 * **gang** (at ``commit``/``keep``): a job given binds is ready, a job given only reservations
   is ready or pipelined (the configured ``job_ready`` / ``job_pipelined`` votes) — otherwise
   the whole statement is undone.
@@ -47,7 +48,15 @@ if TYPE_CHECKING:
 
 BOOL = npt.NDArray[np.bool_]
 
-__all__ = ["Gate", "Refusal", "Rule", "RulesInForce", "hard_domain", "rules_in_force"]
+__all__ = [
+    "Gate",
+    "Refusal",
+    "Rule",
+    "RulesInForce",
+    "hard_cover",
+    "hard_domain",
+    "rules_in_force",
+]
 
 
 class Rule(enum.Enum):
@@ -129,6 +138,26 @@ def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
         )
     out: BOOL = cover == ids[0]
     return out
+
+
+def hard_cover(ssn: Session, job: int) -> BOOL | None:
+    """Where any task of a hard-topology job may go while it holds no node: the nodes inside
+    some domain of its highest allowed tier (a node no such domain covers is never in the one
+    domain that will hold the gang); ``None`` when that is every node, or the job has no hard
+    topology. Every member obeys it, best-effort ones included."""
+    nt = ssn.snapshot.jobs[job].network_topology
+    if nt is None or nt.mode is not TopologyMode.HARD:
+        return None
+    topo = build_topology(ssn.snapshot)
+    allowed = (
+        topo.top_tier if nt.highest_tier_allowed is None else topo.rank_of(nt.highest_tier_allowed)
+    )
+    if allowed >= topo.top_tier:
+        return None
+    out: BOOL = (
+        topo.cover(allowed) >= 0 if allowed >= 1 else np.zeros(topo.n_nodes, dtype=np.bool_)
+    )
+    return None if bool(out.all()) else out
 
 
 class Gate:
@@ -240,6 +269,8 @@ class Gate:
         if relax and Rule.TOPOLOGY in relax:
             return None
         domain = hard_domain(ssn, j)
+        if domain is None:
+            domain = hard_cover(ssn, j)
         if isinstance(domain, str):
             return Refusal(Rule.TOPOLOGY, f"task {name!r}: {domain}")
         if domain is not None and not bool(domain[node]):

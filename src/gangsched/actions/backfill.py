@@ -20,6 +20,7 @@ from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
 from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
+from ..gate import hard_cover
 from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:
@@ -62,6 +63,8 @@ class BackfillAction(ConfiguredAction):
             for t in sorted(tasks, key=ssn.task_key):
                 tmpl = ssn.templates[int(ssn.template_of[t])]
                 domain = hard_domain(ssn, j)  # recomputed: the previous task may have set it
+                if domain is None:  # holding nothing: still inside some allowed domain
+                    domain = hard_cover(ssn, j)
                 if isinstance(domain, str):
                     ssn.task_reasons[t] = domain
                     continue
