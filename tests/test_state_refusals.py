@@ -289,3 +289,38 @@ def test_apply_of_a_gang_on_one_node_costs_what_it_touches() -> None:
     small, big = timings
     # Linear: 4x the binds cost about 4x (a quadratic apply costs 16x); generous for noise.
     assert big < max(10 * small, 0.05), timings
+
+
+# --------------------------------------------------------------------------------------------
+# A capability lowered under reservations
+
+
+@pytest.mark.parametrize(("capability", "binds"), [(2, 0), (3, 0), (8, 2)])
+def test_reservations_kept_over_a_lowered_capability_are_not_bound_past_it(
+    capability: int, binds: int
+) -> None:
+    """Two reservations of 2 cpu each, held while the queue's capability was 8; it is
+    lowered. Binding one while the other stays reserved leaves the queue where it was, over
+    its capability: none is bound until the queue is back within it."""
+    from gangsched.testing.invariants import check_cycle
+
+    state = gs.ClusterState(
+        gs.Snapshot.from_dict(
+            {
+                "nodes": [{"name": "n0", "allocatable": {"cpu": 8}}],
+                "queues": [{"name": "default"}, {"name": "q", "capability": {"cpu": 8}}],
+                "jobs": [{"name": "a", "queue": "q", "min_available": 1, "phase": "Inqueue"}],
+                "tasks": [
+                    {"name": f"a-{i}", "job": "a", "request": {"cpu": 2}, "node": "n0",
+                     "phase": "Pipelined"}
+                    for i in range(2)
+                ],
+            }
+        )
+    )  # fmt: skip
+    state.update_queue(gs.Queue(name="q", capability={"cpu": capability}))
+    config = gs.Config.default()
+    decisions = state.schedule(config)
+    check_cycle(state.snapshot(), decisions, config)
+    assert len(decisions.binds) == binds
+    state.apply(decisions)

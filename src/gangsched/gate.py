@@ -12,7 +12,8 @@ then asks the gate about each operation, and refuses one that breaks a hard rule
   stays within its ``capability`` on each resource the task asks for (the reading of
   :meth:`Queue.capability_limits` with ``flat=True``, GPUs charged per
   :func:`~gangsched.feasibility.queue_gpu_charge`) — binding a carried reservation too: a
-  queue whose capability was lowered under its reservations binds them only as it shrinks;
+  queue whose capability was lowered under its reservations binds them only as it shrinks,
+  counting the reservations the job keeps (:meth:`Gate.over_with_kept`);
 * **hard topology**: a hard-topology job's task — best-effort ones included — goes only inside
   the one allowed domain that holds its other placed tasks (:func:`hard_domain`), and while it
   holds none, inside some allowed domain (:func:`hard_cover`);
@@ -279,6 +280,32 @@ class Gate:
                 f"task {name!r}: node {node_name!r} lies outside the domain holding the rest "
                 "of its hard-topology gang",
             )
+        return None
+
+    def over_with_kept(self, bound: list[int], kept: list[int]) -> Refusal | None:
+        """Why binding the carried reservations ``bound`` (placed) while the same job keeps
+        ``kept`` reserved (not placed now, placed again afterwards) leaves a queue of its chain
+        over its capability on a resource the binds ask for, or None.
+
+        A reservation holds its queue's room: binding one while another stays reserved does
+        not shrink the queue, so a queue over its capability (lowered under its reservations)
+        binds none of them until it is back within it."""
+        if not self.rules.capability or not bound or not kept:
+            return None
+        ssn = self.ssn
+        j = int(ssn.task_job[bound[0]])
+        grown = (ssn.task_req[bound] > 0).any(axis=0)
+        later = ssn.task_req[kept].sum(axis=0)
+        for a in self._limited_chain(int(ssn.job_queue[j])):
+            over = grown & (self._subtree_used(a) + later > self._cap[a])
+            if over.any():
+                res = ssn.arrays.spec.names[int(np.flatnonzero(over)[0])]
+                queue = ssn.snapshot.queues[a].name
+                return Refusal(
+                    Rule.CAPABILITY,
+                    f"queue {queue!r} is over its capability on {res} with the job's "
+                    "reservations",
+                )
         return None
 
     def refuse_end(self, jobs_allocated: set[int], jobs_pipelined: set[int]) -> Refusal | None:
