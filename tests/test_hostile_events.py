@@ -46,9 +46,7 @@ def test_seeded_event_streams_break_no_promise() -> None:
     assert summary.cycles > STREAMS, summary.table()
 
 
-@settings(
-    max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
-)
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(data=st.data(), config=st.sampled_from(STREAM_CONFIGS))
 def test_drawn_event_streams_break_no_promise(data: st.DataObject, config: str) -> None:
     """For any operation that raises, ``state.to_dict()`` before == after (and the other

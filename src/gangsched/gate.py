@@ -155,9 +155,7 @@ def hard_cover(ssn: Session, job: int) -> BOOL | None:
     )
     if allowed >= topo.top_tier:
         return None
-    out: BOOL = (
-        topo.cover(allowed) >= 0 if allowed >= 1 else np.zeros(topo.n_nodes, dtype=np.bool_)
-    )
+    out: BOOL = topo.cover(allowed) >= 0 if allowed >= 1 else np.zeros(topo.n_nodes, dtype=np.bool_)
     return None if bool(out.all()) else out
 
 
@@ -303,8 +301,7 @@ class Gate:
                 queue = ssn.snapshot.queues[a].name
                 return Refusal(
                     Rule.CAPABILITY,
-                    f"queue {queue!r} is over its capability on {res} with the job's "
-                    "reservations",
+                    f"queue {queue!r} is over its capability on {res} with the job's reservations",
                 )
         return None
 

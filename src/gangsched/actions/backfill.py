@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..gang import pending_tasks
+from ..gate import hard_cover
 from ..model import JobPhase
 from ..session import TaskState
 from ..statement import Statement
 from ._base import PREDICATE_ERROR_CACHE, ConfiguredAction
-from ..gate import hard_cover
 from ._gang_placement import hard_domain
 
 if TYPE_CHECKING:

@@ -23,9 +23,20 @@ from ..model import (
     Task,
     TaskPhase,
 )
+from ..units import show_value
 from ._args import flag_arg, indices_arg, name_arg, records_arg
 from ._batch import Change, check_changes, commit_changes, decision_changes
-from ._core import StateCore, check_known, check_new, known, task_gpu, unreferenced
+from ._core import (
+    StateCore,
+    check_known,
+    check_new,
+    check_type,
+    known,
+    task_gpu,
+    unreferenced,
+)
+
+_BIND_PHASES = {p.value: p for p in (TaskPhase.BOUND, TaskPhase.RUNNING)}
 
 
 class _Plus(Container[str]):
@@ -96,6 +107,7 @@ class WorkloadOps(StateCore):
 
     def add_task(self, task: Task) -> None:
         """A new task (a pod); its job, and the node it names, must exist."""
+        check_type(task, Task, "task")
         self.add_tasks((task,))
 
     def add_tasks(self, tasks: Iterable[Task]) -> None:
@@ -256,11 +268,14 @@ class WorkloadOps(StateCore):
             raise PlacementError(
                 f"expected Decisions, got {type(decisions).__name__}", kind="state", field="apply"
             )
-        if bound not in (TaskPhase.BOUND, TaskPhase.RUNNING):
+        key = bound.value if isinstance(bound, TaskPhase) else bound
+        if not isinstance(key, str) or key not in _BIND_PHASES:
             raise PlacementError(
-                f"a bind makes a task Bound or Running, not {bound}", kind="state", field="bound"
+                f"a bind makes a task Bound or Running, not {show_value(bound)}",
+                kind="state",
+                field="bound",
             )
-        changes, jobs = decision_changes(self, decisions, bound)
+        changes, jobs = decision_changes(self, decisions, _BIND_PHASES[key])
         check_changes(self, changes, self._jobs, totals=False)
         commit_changes(self, changes)
         for job in jobs:

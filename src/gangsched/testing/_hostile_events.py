@@ -128,6 +128,11 @@ _JOB_PHASES = ("Pending", "Inqueue", "Running", "Completed", "Unknown")
 _JUNK: tuple[object, ...] = (None, 0, -1, 1.5, "", "n0", b"n0", [], ["n0"], {}, {"n0": 1}, True)
 
 
+def _any(value: object) -> Any:
+    """A plain value where a record's field takes its parsed form (the record parses it)."""
+    return value
+
+
 def _pick(c: Chooser, seq: Any) -> Any:
     seq = list(seq)
     return seq[c.below(len(seq))] if seq else None
@@ -138,9 +143,9 @@ def _node(c: Chooser, name: str) -> Node:
     gpus = Gpus(count=_pick(c, (2, 4, 1))) if c.chance(0.5) else None
     return Node(
         name=name,
-        allocatable={"cpu": cpu, "memory": f"{cpu * 4}Gi", "pods": _pick(c, (20, 3, 110))},
+        allocatable=_any({"cpu": cpu, "memory": f"{cpu * 4}Gi", "pods": _pick(c, (20, 3, 110))}),
         gpus=gpus,
-        labels={"zone": _pick(c, ("z0", "z1"))},
+        labels=_any({"zone": _pick(c, ("z0", "z1"))}),
         unschedulable=c.chance(0.1),
     )
 
@@ -155,9 +160,9 @@ def _queue(c: Chooser, name: str, state: ClusterState) -> Queue:
     return Queue(
         name=name,
         weight=_pick(c, (1, 2, 5)),
-        capability=capability,
-        deserved=deserved,
-        guarantee=guarantee,
+        capability=_any(capability),
+        deserved=_any(deserved),
+        guarantee=_any(guarantee),
         parent=parent,
         reclaimable=not c.chance(0.2),
     )
@@ -192,14 +197,14 @@ def _task(c: Chooser, name: str, job: str, state: ClusterState) -> Task:
     if c.chance(0.3):
         phase = _pick(c, _PHASES)
         node = _pick(c, [*state.nodes, "n9"]) if phase is not TaskPhase.PENDING else None
-        if gpu is not None and node in state.nodes:
+        if gpu is not None and isinstance(node, str) and node in state.nodes:
             devices = state.nodes[node].gpus
             if devices is not None:
                 gpus = (c.below(devices.count),)
     return Task(
         name=name,
         job=job,
-        request=request,
+        request=_any(request),
         gpu_request=gpu,
         phase=phase,
         node=node,
@@ -262,8 +267,8 @@ def _operation(s: _Stream) -> tuple[str, Callable[[], object]]:
     if k < 25:
         q = _queue(c, _pick(c, _QUEUES), st)
         verb = "add" if q.name not in st.queues or c.chance(0.2) else "update"
-        op = st.add_queue if verb == "add" else st.update_queue
-        return f"{verb}_queue {q.name} parent={q.parent} cap={dict(q.capability)}", lambda: op(q)
+        q_op = st.add_queue if verb == "add" else st.update_queue
+        return f"{verb}_queue {q.name} parent={q.parent}", lambda: q_op(q)
     if k < 27:
         name = _pick(c, _QUEUES)
         return f"remove_queue {name}", lambda: st.remove_queue(name)
@@ -303,8 +308,8 @@ def _operation(s: _Stream) -> tuple[str, Callable[[], object]]:
         if c.chance(0.3):
             return f"remove_disruption_budget {name}", lambda: st.remove_disruption_budget(name)
         verb = "add" if name not in st.disruption_budgets else "update"
-        op = st.add_disruption_budget if verb == "add" else st.update_disruption_budget
-        return f"{verb}_disruption_budget {name} {jobs}", lambda: op(budget)
+        b_op = st.add_disruption_budget if verb == "add" else st.update_disruption_budget
+        return f"{verb}_disruption_budget {name} {jobs}", lambda: b_op(budget)
     if k < 78:
         return "cycle", lambda: _cycle(s)
     if k < 82:
@@ -347,8 +352,9 @@ def _sync_target(s: _Stream) -> Snapshot:
     c, st = s.c, s.state
     k = c.below(4)
     if k == 0 and s.snapshots:
-        return _pick(c, s.snapshots)  # back in time
-    doc = st.to_dict()
+        back: Snapshot = _pick(c, s.snapshots)  # back in time
+        return back
+    doc: dict[str, Any] = st.to_dict()
     if k == 1 and doc.get("tasks"):  # tasks moved or finished behind the state's back
         for t in doc["tasks"]:
             if c.chance(0.3):
@@ -375,41 +381,43 @@ def _sync_target(s: _Stream) -> Snapshot:
 
 
 def _junk(c: Chooser, st: ClusterState) -> tuple[str, Callable[[], object]]:
-    junk = _pick(c, _JUNK)
+    junk: Any = _pick(c, _JUNK)
     calls: list[tuple[str, Callable[[], object]]] = [
-        ("cordon", lambda: st.cordon(junk)),  # type: ignore[arg-type]
-        ("cordon flag", lambda: st.cordon(_pick(c, [*st.nodes, "n0"]), junk)),  # type: ignore[arg-type]
-        ("remove_node", lambda: st.remove_node(junk)),  # type: ignore[arg-type]
-        ("remove_task", lambda: st.remove_task(junk)),  # type: ignore[arg-type]
-        ("remove_job", lambda: st.remove_job(junk)),  # type: ignore[arg-type]
-        ("remove_queue", lambda: st.remove_queue(junk)),  # type: ignore[arg-type]
-        ("remove_hypernode", lambda: st.remove_hypernode(junk)),  # type: ignore[arg-type]
-        ("remove_disruption_budget", lambda: st.remove_disruption_budget(junk)),  # type: ignore[arg-type]
-        ("add_node", lambda: st.add_node(junk)),  # type: ignore[arg-type]
-        ("update_queue", lambda: st.update_queue(junk)),  # type: ignore[arg-type]
-        ("add_job", lambda: st.add_job(Job(name="jx"), junk)),  # type: ignore[arg-type]
-        ("add_tasks", lambda: st.add_tasks(junk)),  # type: ignore[arg-type]
-        ("add_task", lambda: st.add_task(junk)),  # type: ignore[arg-type]
-        ("set_task_phase", lambda: st.set_task_phase(junk, "Running")),  # type: ignore[arg-type]
+        ("cordon", lambda: st.cordon(junk)),
+        ("cordon flag", lambda: st.cordon(_pick(c, [*st.nodes, "n0"]), junk)),
+        ("remove_node", lambda: st.remove_node(junk)),
+        ("remove_task", lambda: st.remove_task(junk)),
+        ("remove_job", lambda: st.remove_job(junk)),
+        ("remove_queue", lambda: st.remove_queue(junk)),
+        ("remove_hypernode", lambda: st.remove_hypernode(junk)),
+        ("remove_disruption_budget", lambda: st.remove_disruption_budget(junk)),
+        ("add_node", lambda: st.add_node(junk)),
+        ("update_queue", lambda: st.update_queue(junk)),
+        ("add_job", lambda: st.add_job(Job(name="jx"), junk)),
+        ("add_tasks", lambda: st.add_tasks(junk)),
+        ("add_task", lambda: st.add_task(junk)),
+        ("set_task_phase", lambda: st.set_task_phase(junk, "Running")),
         (
             "set_task_phase gpu_indices",
             lambda: st.set_task_phase(
-                _pick(c, [*st.tasks, "zz"]), "Running", gpu_indices=junk  # type: ignore[arg-type]
+                _pick(c, [*st.tasks, "zz"]),
+                "Running",
+                gpu_indices=junk,
             ),
         ),
         (
             "set_task_phase node",
-            lambda: st.set_task_phase(_pick(c, [*st.tasks, "zz"]), "Running", node=junk),  # type: ignore[arg-type]
+            lambda: st.set_task_phase(_pick(c, [*st.tasks, "zz"]), "Running", node=junk),
         ),
-        ("set_task_phase phase", lambda: st.set_task_phase(_pick(c, [*st.tasks, "zz"]), junk)),  # type: ignore[arg-type]
-        ("changed_nodes", lambda: st.changed_nodes(junk)),  # type: ignore[arg-type]
-        ("node_generation", lambda: st.node_generation(junk)),  # type: ignore[arg-type]
-        ("tasks_of", lambda: st.tasks_of(junk)),  # type: ignore[arg-type]
-        ("tasks_on", lambda: st.tasks_on(junk)),  # type: ignore[arg-type]
-        ("apply", lambda: st.apply(junk)),  # type: ignore[arg-type]
-        ("apply bound", lambda: st.apply(Decisions(), bound=junk)),  # type: ignore[arg-type]
-        ("apply binds", lambda: st.apply(Decisions(binds=junk))),  # type: ignore[arg-type]
-        ("sync", lambda: st.sync(junk)),  # type: ignore[arg-type]
+        ("set_task_phase phase", lambda: st.set_task_phase(_pick(c, [*st.tasks, "zz"]), junk)),
+        ("changed_nodes", lambda: st.changed_nodes(junk)),
+        ("node_generation", lambda: st.node_generation(junk)),
+        ("tasks_of", lambda: st.tasks_of(junk)),
+        ("tasks_on", lambda: st.tasks_on(junk)),
+        ("apply", lambda: st.apply(junk)),
+        ("apply bound", lambda: st.apply(Decisions(), bound=junk)),
+        ("apply binds", lambda: st.apply(Decisions(binds=junk))),
+        ("sync", lambda: st.sync(junk)),
         ("schedule", lambda: st.schedule(junk)),
     ]
     what, call = _pick(c, calls)
@@ -601,8 +609,9 @@ def run_stream(
             trace.append(str(st.generation))
         except _Broken as broken:
             out.failures.append(
-                StreamFailure(seed, index, step, broken.category, what, str(broken),
-                              tuple(s.log[-40:]))  # fmt: skip
+                StreamFailure(
+                    seed, index, step, broken.category, what, str(broken), tuple(s.log[-40:])
+                )
             )
             break
     trace.append(_digest(s.state.snapshot()))
@@ -632,10 +641,13 @@ def run_streams(
                 RandomChooser(f"{seed}:{i}"), steps=steps, config_name=name, seed=seed, index=i
             )
             if again != trace:
-                first = next(k for k, (a, b) in enumerate(zip(trace, again)) if a != b)
+                first = next(
+                    (k for k, (a, b) in enumerate(zip(trace, again, strict=False)) if a != b),
+                    min(len(trace), len(again)),
+                )
+                why = "the same stream gave another trace"
                 one.failures.append(
-                    StreamFailure(seed, i, first, "nondeterminism", "replay",
-                                  "the same stream gave another trace", ())  # fmt: skip
+                    StreamFailure(seed, i, first, "nondeterminism", "replay", why, ())
                 )
         total.streams += 1
         total.operations += one.operations
@@ -656,4 +668,3 @@ def replay(seed: int, index: int, steps: int) -> StreamSummary:
         RandomChooser(f"{seed}:{index}"), steps=steps, config_name=name, seed=seed, index=index
     )
     return out
-
