@@ -29,6 +29,7 @@ a seed and returns a :class:`StreamSummary`.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import time
@@ -188,7 +189,7 @@ def _job(c: Chooser, name: str) -> Job:
 
 
 def _task(c: Chooser, name: str, job: str, state: ClusterState) -> Task:
-    best_effort = c.chance(0.2)
+    best_effort = c.chance(0.3)
     request = {} if best_effort else {"cpu": _pick(c, (1, 2, 4, 3))}
     gpu = GpuRequest(count=1) if not best_effort and c.chance(0.25) else None
     phase = TaskPhase.PENDING
@@ -292,6 +293,8 @@ def _operation(s: _Stream) -> tuple[str, Callable[[], object]]:
     if k < 50:
         name = _pick(c, [*st.tasks, "zz"])
         return f"remove_task {name}", lambda: st.remove_task(name)
+    if k < 57:
+        return _squeeze_or_reserve(c, st)
     if k < 60:
         name = _pick(c, [*st.tasks, "zz"])
         phase = _pick(c, _PHASES)
@@ -326,6 +329,62 @@ def _operation(s: _Stream) -> tuple[str, Callable[[], object]]:
         target = _sync_target(s)
         return "sync", lambda: st.sync(target)
     return _junk(c, st)
+
+
+def _squeeze_or_reserve(c: Chooser, st: ClusterState) -> tuple[str, Callable[[], object]]:
+    """A queue's capability lowered under what its tasks hold (reservations included), or a
+    pending task listed Pipelined on a node (a re-list showing a reservation)."""
+    if c.chance(0.5):
+        held: dict[str, int] = {}
+        for t in st.tasks.values():
+            if t.phase in NODE_PHASES and t.job in st.jobs:
+                queue = st.jobs[t.job].queue
+                held[queue] = held.get(queue, 0) + t.request.get("cpu", 0)
+        if held:
+            name = _pick(c, sorted(held))
+            old = st.queues[name]
+            cap = max(1, held[name] // _pick(c, (2, 3, 1)) - c.below(2) * 1000)
+            q = dataclasses.replace(old, capability=_any({"cpu": f"{cap}m"}))
+            return f"squeeze {name} to {cap}m", lambda: st.update_queue(q)
+    pending = [t.name for t in st.tasks.values() if t.phase is TaskPhase.PENDING]
+    if pending and st.nodes and c.chance(0.5):
+        # A re-list showing a job's pending tasks reserved on one node (no GPUs), and maybe
+        # its queue's capability lowered under them: one sync.
+        job = st.tasks[_pick(c, pending)].job
+        if c.chance(0.5):  # the job with the most pending tasks
+            count: dict[str, int] = {}
+            for waiting in pending:
+                owner = st.tasks[waiting].job
+                count[owner] = count.get(owner, 0) + 1
+            job = max(sorted(count), key=lambda j: count[j])
+        node = _pick(c, st.nodes)
+        doc: dict[str, Any] = st.to_dict()
+        reserved = 0
+        for t in doc["tasks"]:
+            if t["job"] == job and t.get("phase", "Pending") == "Pending" and not t.get(
+                "gpu_request"
+            ):
+                t.update(phase="Pipelined", node=node)
+                reserved += st.tasks[t["name"]].request.get("cpu", 0)
+        if reserved and c.chance(0.5):
+            for j in doc["jobs"]:
+                if j["name"] == job:  # admitted, ready with one task bound
+                    j.update(phase="Inqueue", min_available=1)
+            queue = st.jobs[job].queue
+            for q in doc["queues"]:
+                if q["name"] == queue:
+                    q["capability"] = {"cpu": f"{max(1, reserved // 2)}m"}
+        try:
+            target = Snapshot.from_dict(doc, limits=st.limits)
+        except GangschedError:
+            target = st.snapshot()
+        return f"sync reserving {job} on {node}", lambda: st.sync(target)
+    name = _pick(c, [*pending, "zz"])
+    node = _pick(c, [*st.nodes, "n9"])
+    return (
+        f"reserve {name} on {node}",
+        lambda: st.set_task_phase(name, TaskPhase.PIPELINED, node=node),
+    )
 
 
 def _made_up(c: Chooser, st: ClusterState) -> Decisions:
@@ -553,6 +612,8 @@ def _start(c: Chooser, config_name: str) -> ClusterState:
         st.add_node(_node(c, name))
     if config_name in ("topology", "preempt") or c.chance(0.3):
         nodes = list(st.nodes)
+        if len(nodes) > 2 and c.chance(0.5):
+            nodes.pop()  # a node no hypernode lists
         half = max(1, len(nodes) // 2)
         st.add_hypernode(HyperNode(name="h1a", tier=1, members=tuple(nodes[:half])))
         if nodes[half:]:
