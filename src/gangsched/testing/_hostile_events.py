@@ -361,8 +361,10 @@ def _squeeze_or_reserve(c: Chooser, st: ClusterState) -> tuple[str, Callable[[],
         doc: dict[str, Any] = st.to_dict()
         reserved = 0
         for t in doc["tasks"]:
-            if t["job"] == job and t.get("phase", "Pending") == "Pending" and not t.get(
-                "gpu_request"
+            if (
+                t["job"] == job
+                and t.get("phase", "Pending") == "Pending"
+                and not t.get("gpu_request")
             ):
                 t.update(phase="Pipelined", node=node)
                 reserved += st.tasks[t["name"]].request.get("cpu", 0)
