@@ -12,6 +12,8 @@ a soak is pinned in its test as an ``@example`` so the default run keeps checkin
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
 
@@ -26,6 +28,13 @@ settings.register_profile(
 )
 settings.register_profile("soak", derandomize=False, print_blob=True, deadline=None)
 settings.register_profile("dev", derandomize=False, deadline=None)
+
+# Test files live in one folder per subject; a few share helpers with a file of another subject
+# (``from test_quality import write_cluster``), so every subject folder is importable whichever
+# file is collected first.
+for _folder in sorted(p for p in Path(__file__).parent.iterdir() if p.is_dir()):
+    if any(_folder.glob("test_*.py")) and str(_folder) not in sys.path:
+        sys.path.append(str(_folder))
 
 _default = "soak" if os.environ.get("GANGSCHED_SOAK") == "1" else "ci"
 settings.load_profile(os.environ.get("GANGSCHED_HYPOTHESIS_PROFILE", _default))

@@ -9,12 +9,13 @@ import json
 import sys
 from dataclasses import replace as gs_replace
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
+from _recorded_api import Forbidden, Recorded
 from gangsched.config import Config
 from gangsched.decisions import Decisions, Eviction
 from gangsched.io.k8s import Cluster, load_files, load_objects
@@ -280,48 +281,6 @@ def _example_module() -> ModuleType:
     return module
 
 
-class _NotFound(Exception):
-    status = 404
-
-
-class _Forbidden(Exception):
-    status = 403
-
-
-class _Recorded:
-    """Fake CoreV1Api / SchedulingV1Api / CustomObjectsApi answering from a recording and
-    recording every write."""
-
-    def __init__(self, data: dict[str, Any], missing: type[Exception] = _NotFound) -> None:
-        self.data = data
-        self.missing = missing
-        self.calls: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = []
-
-    def list_node(self) -> SimpleNamespace:
-        return SimpleNamespace(items=copy.deepcopy(self.data["nodes"]))
-
-    def list_pod_for_all_namespaces(self) -> SimpleNamespace:
-        return SimpleNamespace(items=copy.deepcopy(self.data["pods"]))
-
-    def list_priority_class(self) -> SimpleNamespace:
-        return SimpleNamespace(items=copy.deepcopy(self.data["priorityclasses"]))
-
-    def list_cluster_custom_object(self, group: str, version: str, plural: str) -> Any:
-        listed = self.data["custom"][plural]
-        if listed is None:
-            raise self.missing()
-        return copy.deepcopy(listed)
-
-    def __getattr__(self, name: str) -> Any:
-        if not name.startswith(("create_", "patch_")):
-            raise AttributeError(name)
-
-        def record(*args: Any, **kwargs: Any) -> None:
-            self.calls.append((name, args, kwargs))
-
-        return record
-
-
 @pytest.fixture(scope="module")
 def recorded() -> dict[str, Any]:
     data: dict[str, Any] = json.loads(
@@ -332,7 +291,7 @@ def recorded() -> dict[str, Any]:
 
 def test_example_scheduler_collects_plans_and_posts(recorded: dict[str, Any]) -> None:
     mod = _example_module()
-    api = _Recorded(recorded)
+    api = Recorded(recorded)
     objects = mod.collect(api, api, api, lambda item: item)
     assert {o["kind"] for o in objects} == {"Node", "Pod", "PriorityClass", "Queue", "PodGroup"}
     assert all(o["apiVersion"] for o in objects)
@@ -378,18 +337,18 @@ def test_example_scheduler_collects_plans_and_posts(recorded: dict[str, Any]) ->
 
 def test_example_scheduler_dry_run_and_api_errors(recorded: dict[str, Any]) -> None:
     mod = _example_module()
-    api = _Recorded(recorded)
+    api = Recorded(recorded)
     plan = mod.plan(mod.collect(api, api, api, lambda item: item))
     log = mod.apply(plan, api, api, dry_run=True)
     assert api.calls == [] and len(log) == 6
-    forbidden = _Recorded(recorded, missing=_Forbidden)
-    with pytest.raises(_Forbidden):
+    forbidden = Recorded(recorded, missing=Forbidden)
+    with pytest.raises(Forbidden):
         mod.collect(forbidden, forbidden, forbidden, lambda item: item)
 
 
 def test_example_scheduler_binds_only_pods_that_exist(recorded: dict[str, Any]) -> None:
     mod = _example_module()
-    api = _Recorded(recorded)
+    api = Recorded(recorded)
     objects = mod.collect(api, api, api, lambda item: item)
     vcjob = {
         "apiVersion": "batch.volcano.sh/v1alpha1",

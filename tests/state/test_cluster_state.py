@@ -202,11 +202,11 @@ def _example() -> Any:
 
 
 def test_example_scheduler_keeps_one_state_across_cycles() -> None:
-    from test_examples_volcano import _Recorded  # the recorded API objects' fake client
+    from _recorded_api import Recorded  # the recorded API objects' fake client
 
     mod = _example()
     data = json.loads((ROOT / "tests" / "data" / "k8s_api_objects.json").read_text())
-    api = _Recorded(data)
+    api = Recorded(data)
     objects = mod.collect(api, api, api, lambda item: item)
     fresh = mod.plan(objects)
     state = ClusterState()

@@ -19,6 +19,7 @@ from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from gangsched.actions._gang_placement import hard_domain
 from gangsched.model import JobPhase
 from gangsched.session.core import TaskState
+from gangsched.session.gate import hard_cover
 from gangsched.session.rules.gang import pending_tasks
 from gangsched.session.statement import Statement
 
@@ -62,6 +63,8 @@ class BackfillAction(ConfiguredAction):
             for t in sorted(tasks, key=ssn.task_key):
                 tmpl = ssn.templates[int(ssn.template_of[t])]
                 domain = hard_domain(ssn, j)  # recomputed: the previous task may have set it
+                if domain is None:  # holding nothing: still inside some allowed domain
+                    domain = hard_cover(ssn, j)
                 if isinstance(domain, str):
                     ssn.task_reasons[t] = domain
                     continue

@@ -12,9 +12,11 @@ then asks the gate about each operation, and refuses one that breaks a hard rule
   stays within its ``capability`` on each resource the task asks for (the reading of
   :meth:`Queue.capability_limits` with ``flat=True``, GPUs charged per
   :func:`~gangsched.model.gpu_charge.queue_gpu_charge`) — binding a carried reservation too: a
-  queue whose capability was lowered under its reservations binds them only as it shrinks;
-* **hard topology**: a hard-topology job's task goes only inside the one allowed domain that
-  holds its other placed tasks (:func:`hard_domain`);
+  queue whose capability was lowered under its reservations binds them only as it shrinks,
+  counting the reservations the job keeps (:meth:`Gate.over_with_kept`);
+* **hard topology**: a hard-topology job's task — best-effort ones included — goes only inside
+  the one allowed domain that holds its other placed tasks (:func:`hard_domain`), and while it
+  holds none, inside some allowed domain (:func:`hard_cover`);
 * **gang** (at ``commit``/``keep``): a job given binds is ready, a job given only reservations
   is ready or pipelined (the configured ``job_ready`` / ``job_pipelined`` votes) — otherwise
   the whole statement is undone.
@@ -47,7 +49,15 @@ if TYPE_CHECKING:
 
 BOOL = npt.NDArray[np.bool_]
 
-__all__ = ["Gate", "Refusal", "Rule", "RulesInForce", "hard_domain", "rules_in_force"]
+__all__ = [
+    "Gate",
+    "Refusal",
+    "Rule",
+    "RulesInForce",
+    "hard_cover",
+    "hard_domain",
+    "rules_in_force",
+]
 
 
 class Rule(enum.Enum):
@@ -129,6 +139,24 @@ def hard_domain(ssn: Session, job: int) -> BOOL | str | None:
         )
     out: BOOL = cover == ids[0]
     return out
+
+
+def hard_cover(ssn: Session, job: int) -> BOOL | None:
+    """Where any task of a hard-topology job may go while it holds no node: the nodes inside
+    some domain of its highest allowed tier (a node no such domain covers is never in the one
+    domain that will hold the gang); ``None`` when that is every node, or the job has no hard
+    topology. Every member obeys it, best-effort ones included."""
+    nt = ssn.snapshot.jobs[job].network_topology
+    if nt is None or nt.mode is not TopologyMode.HARD:
+        return None
+    topo = build_topology(ssn.snapshot)
+    allowed = (
+        topo.top_tier if nt.highest_tier_allowed is None else topo.rank_of(nt.highest_tier_allowed)
+    )
+    if allowed >= topo.top_tier:
+        return None
+    out: BOOL = topo.cover(allowed) >= 0 if allowed >= 1 else np.zeros(topo.n_nodes, dtype=np.bool_)
+    return None if bool(out.all()) else out
 
 
 class Gate:
@@ -240,6 +268,8 @@ class Gate:
         if relax and Rule.TOPOLOGY in relax:
             return None
         domain = hard_domain(ssn, j)
+        if domain is None:
+            domain = hard_cover(ssn, j)
         if isinstance(domain, str):
             return Refusal(Rule.TOPOLOGY, f"task {name!r}: {domain}")
         if domain is not None and not bool(domain[node]):
@@ -248,6 +278,31 @@ class Gate:
                 f"task {name!r}: node {node_name!r} lies outside the domain holding the rest "
                 "of its hard-topology gang",
             )
+        return None
+
+    def over_with_kept(self, bound: list[int], kept: list[int]) -> Refusal | None:
+        """Why binding the carried reservations ``bound`` (placed) while the same job keeps
+        ``kept`` reserved (not placed now, placed again afterwards) leaves a queue of its chain
+        over its capability on a resource the binds ask for, or None.
+
+        A reservation holds its queue's room: binding one while another stays reserved does
+        not shrink the queue, so a queue over its capability (lowered under its reservations)
+        binds none of them until it is back within it."""
+        if not self.rules.capability or not bound or not kept:
+            return None
+        ssn = self.ssn
+        j = int(ssn.task_job[bound[0]])
+        grown = (ssn.task_req[bound] > 0).any(axis=0)
+        later = ssn.task_req[kept].sum(axis=0)
+        for a in self._limited_chain(int(ssn.job_queue[j])):
+            over = grown & (self._subtree_used(a) + later > self._cap[a])
+            if over.any():
+                res = ssn.arrays.spec.names[int(np.flatnonzero(over)[0])]
+                queue = ssn.snapshot.queues[a].name
+                return Refusal(
+                    Rule.CAPABILITY,
+                    f"queue {queue!r} is over its capability on {res} with the job's reservations",
+                )
         return None
 
     def refuse_end(self, jobs_allocated: set[int], jobs_pipelined: set[int]) -> Refusal | None:

@@ -8,11 +8,14 @@ from records each time costs the whole cluster. :class:`ClusterState` keeps the 
 insertion-ordered dicts, one per kind, plus the reverse references the checks need (tasks of a
 job, tasks naming a node, jobs of a queue, children of a queue, hypernodes listing a member).
 
-Rule 1: the state is always a valid snapshot. Every operation checks what it touches against
-the rules :class:`~gangsched.model.snapshot.Snapshot` checks (the same :class:`SnapshotError`,
-naming
-the object and the field) *before* it changes anything, so a refused operation leaves the state
-as it was. Costs follow what the operation touches: a task update re-checks the node it sits
+Rule 1: the state is always a valid snapshot, and every operation is a transaction. An
+operation checks its arguments' types (a :class:`SnapshotError` naming the argument) and what
+it touches against the rules :class:`~gangsched.model.snapshot.Snapshot` checks (the same
+:class:`SnapshotError`, naming the object and the field) *before* it changes anything, so a
+refused operation leaves the state as it was. Batches (a job with its tasks, a cycle's
+decisions) are checked whole — each node they touch once, with its final tasks — then made
+(``_batch``); ``sync`` checks the snapshot against the state's limits first. Costs follow what the
+operation touches: a task update re-checks the node it sits
 on (its few tasks), a queue update walks its parent chain and, on a re-parent, its subtree;
 per-resource totals (:func:`~gangsched.model.check_totals`) are kept as running sums. A
 hypernode operation re-checks the topology (nodes and hypernodes, no tasks): topology changes

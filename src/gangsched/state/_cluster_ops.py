@@ -14,6 +14,7 @@ from gangsched.model.checks import (
     queue_depth_error,
 )
 from gangsched.model.snapshot import Snapshot
+from gangsched.state._args import flag_arg
 from gangsched.state._core import StateCore, check_known, check_new, known, node_gpu, unreferenced
 
 
@@ -45,6 +46,7 @@ class ClusterOps(StateCore):
     def cordon(self, name: str, unschedulable: bool = True) -> None:
         """Mark node ``name`` unschedulable (or schedulable again)."""
         old = self._node(name)
+        flag_arg(unschedulable, "node", "unschedulable")
         if old.unschedulable != unschedulable:
             self.update_node(dataclasses.replace(old, unschedulable=unschedulable))
 

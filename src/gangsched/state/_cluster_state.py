@@ -43,16 +43,23 @@ class ClusterState(WorkloadOps, ClusterOps):
             raise SnapshotError(
                 f"expected a Snapshot, got {type(snapshot).__name__}", kind="state", field="sync"
             )
+        if snapshot.limits != self.limits:
+            # Checked whole against the state's limits before anything changes: the records
+            # then make a valid state, one at a time or by the rebuild below.
+            snapshot = Snapshot(**{a: getattr(snapshot, a) for a in ATTRS}, limits=self.limits)
+        before = set(self._nodes)
         try:
             return self._sync(snapshot)
         except SnapshotError:
-            fresh = ClusterState(snapshot, limits=self.limits)
+            fresh = ClusterState(snapshot)
             gen = self.generation + 1
-            removed = set(self._nodes) - set(fresh._nodes)
+            # Nodes gone since the last cycle: those removed before the sync, by its first
+            # steps, and those the rebuild leaves out.
+            removed = self._removed_nodes | (before - set(fresh._nodes))
             self.__dict__.update(fresh.__dict__)
             self.generation = gen
             self._node_gen = dict.fromkeys(self._node_gen, gen)
-            self._removed_nodes |= removed
+            self._removed_nodes = removed
             return len(snapshot.nodes) + len(snapshot.tasks)
 
     def _sync(self, snap: Snapshot) -> int:
@@ -178,7 +185,14 @@ class ClusterState(WorkloadOps, ClusterOps):
         """One cycle on the state now: :func:`gangsched.schedule` on :meth:`snapshot` (same
         keyword arguments). Marks the cycle for :meth:`changed_nodes`. The decisions are not
         applied: call :meth:`apply` once the binder has acted on them."""
+        from gangsched.config import Config
+        from gangsched.errors import ConfigError
         from gangsched.scheduler import run_cycle
+
+        if not isinstance(config, Config):
+            raise ConfigError(
+                f"expected a Config, got {type(config).__name__}", kind="state", field="config"
+            )
 
         # The last cycle's session lends its per-template evaluations to this one where they
         # still hold (same configuration and node records; rows whose occupancy moved are

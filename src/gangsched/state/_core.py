@@ -11,6 +11,7 @@ from gangsched.limits import DEFAULT_LIMITS, MAX_TOTAL, Limits
 from gangsched.model import DisruptionBudget, HyperNode, Job, Node, Queue, Task
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.arrays import ArraysBase
+from gangsched.state._args import count_arg, name_arg
 from gangsched.units import canonical_unit
 
 V = TypeVar("V")
@@ -20,7 +21,10 @@ KIND = {a: a[:-1] for a in ATTRS}
 
 
 def known(store: Mapping[str, V], kind: str, name: str) -> V:
-    """The record ``name`` of ``store``, else the "not in the state" error."""
+    """The record ``name`` of ``store``, else the "not in the state" error (a ``name`` that
+    is not a string: the wrong-argument error)."""
+    if not isinstance(name, str):
+        name_arg(name, kind)
     try:
         return store[name]
     except KeyError:
@@ -65,6 +69,12 @@ class Totals:
         self.sums: dict[str, int] = {}
         self.gpu = 0
         self.names = names  # resource name -> records naming it (shared by every total)
+
+    def scratch(self) -> Totals:
+        """A copy to check a batch of moves on, one after another, before any is made."""
+        out = Totals(self.kind, self.field, dict(self.names))
+        out.sums, out.gpu = dict(self.sums), self.gpu
+        return out
 
     def move(
         self,
@@ -352,7 +362,7 @@ class StateCore:
     def changed_nodes(self, since: int | None = None) -> tuple[str, ...]:
         """Nodes changed (or added) after generation ``since`` (default: the last cycle, see
         :meth:`mark_cycle`), in node order. Removed nodes are in :meth:`removed_nodes`."""
-        gen = self._cycle_gen if since is None else since
+        gen = self._cycle_gen if since is None else count_arg(since, "state", "since")
         return tuple(name for name, g in self._node_gen.items() if g > gen)
 
     def removed_nodes(self) -> tuple[str, ...]:

@@ -4,12 +4,12 @@ the decisions of a cycle."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 from gangsched.decisions import Decisions
 from gangsched.errors import PlacementError, SnapshotError
-from gangsched.model import NODE_PHASES, DisruptionBudget, Job, JobPhase, Task, TaskPhase
+from gangsched.model import NODE_PHASES, DisruptionBudget, Job, Task, TaskPhase
 from gangsched.model.checks import (
     check_budget_refs,
     check_job_queue,
@@ -17,6 +17,8 @@ from gangsched.model.checks import (
     check_task_count,
     check_task_refs,
 )
+from gangsched.state._args import flag_arg, indices_arg, name_arg, records_arg
+from gangsched.state._batch import Change, check_changes, commit_changes, decision_changes
 from gangsched.state._core import (
     StateCore,
     check_known,
@@ -26,8 +28,21 @@ from gangsched.state._core import (
     task_gpu,
     unreferenced,
 )
+from gangsched.units import show_value
 
-_JOB_PHASES = {p.value: p for p in JobPhase}
+_BIND_PHASES = {p.value: p for p in (TaskPhase.BOUND, TaskPhase.RUNNING)}
+
+
+class _Plus(Container[str]):
+    """The names of ``names`` and one more (a job being added with its tasks)."""
+
+    __slots__ = ("extra", "names")
+
+    def __init__(self, names: Container[str], extra: str) -> None:
+        self.names, self.extra = names, extra
+
+    def __contains__(self, name: object) -> bool:
+        return name == self.extra or name in self.names
 
 
 class WorkloadOps(StateCore):
@@ -36,18 +51,16 @@ class WorkloadOps(StateCore):
     # ------------------------------------------------------------------ jobs
 
     def add_job(self, job: Job, tasks: Iterable[Task] = ()) -> None:
-        """A new job, and optionally its tasks (all or nothing)."""
+        """A new job, and optionally its tasks (all or nothing: everything is checked before
+        anything is stored)."""
         check_new(job, Job, "job", self._jobs)
+        batch = records_arg(tasks, Task, "job", "tasks")
         self._check_job(job)
-        batch = list(tasks)
+        self._totals["job"].move(job.name, None, job.min_resources, commit=False)
+        changes = self._check_new_tasks(batch, _Plus(self._jobs, job.name))
         self._index_job(job)
         self._bump("jobs")
-        if batch:
-            try:
-                self.add_tasks(batch)
-            except BaseException:
-                self.remove_job(job.name)
-                raise
+        commit_changes(self, changes)
 
     def update_job(self, job: Job) -> None:
         """Replace the job of that name (phase, priority, min_available, queue, ...)."""
@@ -63,6 +76,7 @@ class WorkloadOps(StateCore):
     def remove_job(self, name: str, *, with_tasks: bool = False) -> None:
         """Remove a job; its tasks must be gone already unless ``with_tasks``."""
         old = self._job(name)
+        flag_arg(with_tasks, "job", "with_tasks")
         tasks = self._job_tasks[name]
         if not with_tasks:
             unreferenced(tasks, f"unknown job {name!r}", "task", "job")
@@ -87,29 +101,28 @@ class WorkloadOps(StateCore):
 
     def add_task(self, task: Task) -> None:
         """A new task (a pod); its job, and the node it names, must exist."""
+        check_type(task, Task, "task")
         self.add_tasks((task,))
 
     def add_tasks(self, tasks: Iterable[Task]) -> None:
-        """New tasks, all or nothing."""
-        batch = list(tasks)
+        """New tasks, all or nothing (all are checked before any is stored; each node they
+        land on is checked once)."""
+        batch = records_arg(tasks, Task, "task", "tasks")
+        commit_changes(self, self._check_new_tasks(batch, self._jobs))
+
+    def _check_new_tasks(self, batch: list[Task], jobs: Container[str]) -> list[Change]:
         seen: set[str] = set()
         for task in batch:
-            check_type(task, Task, "task")
             if task.name in self._tasks or task.name in seen:
                 raise SnapshotError(
                     "already in the state", kind="task", name=task.name, field="name"
                 )
             seen.add(task.name)
-        check_task_count(len(self._tasks) + len(batch), self.limits)
-        done: list[str] = []
-        try:
-            for task in batch:
-                self._put_task(task, None)
-                done.append(task.name)
-        except BaseException:
-            for name in reversed(done):
-                self.remove_task(name)
-            raise
+        if batch:
+            check_task_count(len(self._tasks) + len(batch), self.limits)
+        changes: list[Change] = [(None, task) for task in batch]
+        check_changes(self, changes, jobs)
+        return changes
 
     def update_task(self, task: Task) -> None:
         """Replace the task of that name (phase, node, devices, ...)."""
@@ -129,9 +142,9 @@ class WorkloadOps(StateCore):
         old = self._task(name)
         changes: dict[str, Any] = {"phase": phase}
         if node is not None:
-            changes["node"] = node
+            changes["node"] = name_arg(node, "task", "node")
         if gpu_indices is not None:
-            changes["gpu_indices"] = tuple(gpu_indices)
+            changes["gpu_indices"] = indices_arg(gpu_indices, "task", name, "gpu_indices")
         if (phase is TaskPhase.PENDING or phase == TaskPhase.PENDING.value) and node is None:
             changes["node"] = None
             changes.setdefault("gpu_indices", ())
@@ -227,14 +240,21 @@ class WorkloadOps(StateCore):
     def apply(self, decisions: Decisions, *, bound: TaskPhase = TaskPhase.BOUND) -> None:
         """Apply one cycle's decisions as a binder would: binds become ``bound`` (Bound; pass
         ``TaskPhase.RUNNING`` to skip the kubelet's report) on their node and devices,
-        reservations Pipelined, evicted tasks Releasing; job phases follow the reported
-        statuses. All or nothing: on an error the state is unchanged.
+        reservations Pipelined, evicted tasks Releasing; a task evicted and reserved
+        elsewhere in the same decisions (a ``consolidate`` move) ends Pipelined on its new node;
+        job phases follow the reported statuses. The decisions are checked whole (each node
+        touched once, with its final tasks), then made: on an error the state is unchanged.
+        Costs O(decisions + tasks on the nodes they touch).
 
         Raises
         ------
         PlacementError
-            A bind or reservation of a task that is not Pending or Pipelined, an eviction of a
-            task that holds nothing, a decision about an unknown task.
+            A bind or reservation of a task that is not Pending or Pipelined (nor moved), an
+            eviction of a task that is not Bound or Running, a task placed or evicted twice, a
+            decision about an unknown task.
+        DecisionError
+            Decisions whose records are not :class:`Bind`, :class:`Eviction`,
+            :class:`Pipeline` and :class:`JobStatus` ones.
         SnapshotError
             A decision that does not fit (the node's or device's capacity).
         """
@@ -242,56 +262,16 @@ class WorkloadOps(StateCore):
             raise PlacementError(
                 f"expected Decisions, got {type(decisions).__name__}", kind="state", field="apply"
             )
-        if bound not in (TaskPhase.BOUND, TaskPhase.RUNNING):
+        key = bound.value if isinstance(bound, TaskPhase) else bound
+        if not isinstance(key, str) or key not in _BIND_PHASES:
             raise PlacementError(
-                f"a bind makes a task Bound or Running, not {bound}", kind="state", field="bound"
+                f"a bind makes a task Bound or Running, not {show_value(bound)}",
+                kind="state",
+                field="bound",
             )
-        placed = [(b.task, b.node, b.gpu_indices, bound) for b in decisions.binds] + [
-            (p.task, p.node, p.gpu_indices, TaskPhase.PIPELINED) for p in decisions.pipelined
-        ]
-        new: dict[str, Task] = {}
-        for name, node, gpus, phase in placed:
-            old = self._tasks.get(name)
-            if old is None or old.phase not in (TaskPhase.PENDING, TaskPhase.PIPELINED):
-                raise PlacementError(
-                    "placed, but not Pending or Pipelined", kind="task", name=name, field="phase"
-                )
-            new[name] = dataclasses.replace(old, phase=phase, node=node, gpu_indices=tuple(gpus))
-        for e in decisions.evictions:
-            old = new.get(e.task) or self._tasks.get(e.task)
-            if old is None or old.phase not in (TaskPhase.BOUND, TaskPhase.RUNNING):
-                raise PlacementError(
-                    "evicted, but not Bound or Running", kind="task", name=e.task, field="phase"
-                )
-            new[e.task] = dataclasses.replace(old, phase=TaskPhase.RELEASING)
-        jobs: list[Job] = []
-        for job_name, status in decisions.jobs.items():
-            job = self._jobs.get(job_name)
-            job_phase = _JOB_PHASES.get(status.phase)
-            if job is not None and job_phase is not None and job_phase is not job.phase:
-                jobs.append(dataclasses.replace(job, phase=job_phase))
-        # Evictions first (they free room), then the placements; undo on error.
-        order = sorted(new.values(), key=lambda t: t.phase is not TaskPhase.RELEASING)
-        done: list[Task] = []
-        try:
-            for task in order:
-                prev = self._tasks[task.name]
-                self._put_task(task, prev)
-                done.append(prev)
-        except BaseException:
-            for prev in reversed(done):
-                self._put_task_unchecked(prev)
-            raise
+        changes, jobs = decision_changes(self, decisions, _BIND_PHASES[key])
+        check_changes(self, changes, self._jobs, totals=False)
+        commit_changes(self, changes)
         for job in jobs:
-            self.update_job(job)
-
-    def _put_task_unchecked(self, task: Task) -> None:
-        """Restore an earlier record of a task (its checks held when it was stored)."""
-        old = self._tasks[task.name]
-        self._totals["task"].move(
-            task.name, old.request, task.request, task_gpu(old), task_gpu(task), commit=True
-        )
-        self._link_task(task, old)
-        self._bump("tasks", task.node)
-        if old.node is not None:
-            self._node_gen[old.node] = self.generation
+            self._jobs[job.name] = job
+            self._bump("jobs")

@@ -66,7 +66,12 @@ def realise_reservations(ssn: Session) -> None:
             why = stmt.attempt(t, node, gpus, pipelined=False)
             if why is not None and why.rule is Rule.CAPABILITY:
                 ssn.task_reasons[t] = f"reservation not bound: {why}"
-        if stmt.ops and ssn.points.job_ready(j):
+        kept = [t for t in tasks if ssn.task_state[t] == TaskState.PENDING]
+        over = ssn.gate.over_with_kept([op.task for op in stmt.ops], kept)
+        if over is not None:
+            for t in tasks:
+                ssn.task_reasons[t] = f"reservation not bound: {over}"
+        if stmt.ops and over is None and ssn.points.job_ready(j):
             stmt.commit()
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
             # readiness now: they become binds too, or the job would be bound in part.

@@ -1,0 +1,93 @@
+"""The hostile fuzzer's event streams (``gangsched.testing.hostile.events_cli``) find nothing.
+
+Each stream feeds a :class:`~gangsched.ClusterState` operations drawn against it: references
+out of order, removals under live references, phase changes in every order, stale, foreign
+and made-up decisions, wrong argument types, syncs back in time, small limits; and cycles
+under one of five configurations. A refused operation must raise a typed error and leave
+``to_dict()`` and the generation as they were; an accepted one keeps the snapshot equal to the
+interchange form and the change counts complete; a cycle equals a cycle from records, passes
+the invariants, and its decisions apply; the same stream gives the same trace.
+
+Default run: ``GANGSCHED_HOSTILE_STREAMS`` seeded streams (60) of ``GANGSCHED_HOSTILE_STEPS``
+operations (50), and a derandomized hypothesis run whose draws shrink a failure. The soak
+(``GANGSCHED_SOAK=1``, marker ``soak``) runs ``GANGSCHED_HOSTILE_SOAK_STREAMS`` (2,000) streams
+of 60 operations: 120,000 operations.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gangsched.state import ClusterState
+from gangsched.testing.hostile import DrawChooser, RandomChooser
+from gangsched.testing.hostile.events_cli import (
+    STREAM_CONFIGS,
+    replay,
+    run_stream,
+    run_streams,
+)
+
+SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
+STREAMS = int(os.environ.get("GANGSCHED_HOSTILE_STREAMS", "60"))
+STEPS = int(os.environ.get("GANGSCHED_HOSTILE_STEPS", "50"))
+
+
+def test_seeded_event_streams_break_no_promise() -> None:
+    summary = run_streams(streams=STREAMS, steps=STEPS, seed=0)
+    assert not summary.failures, summary.table()
+    assert summary.operations == STREAMS * STEPS
+    # The streams do reach both sides and the cycles.
+    assert summary.accepted > summary.operations // 4, summary.table()
+    assert summary.refused > summary.operations // 10, summary.table()
+    assert summary.cycles > STREAMS, summary.table()
+
+
+@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), config=st.sampled_from(STREAM_CONFIGS))
+def test_drawn_event_streams_break_no_promise(data: st.DataObject, config: str) -> None:
+    """For any operation that raises, ``state.to_dict()`` before == after (and the other
+    promises), on streams hypothesis draws and shrinks."""
+    summary, _ = run_stream(DrawChooser(data.draw), steps=30, config_name=config)
+    assert not summary.failures, summary.table()
+
+
+def test_a_stream_replays_to_the_same_trace() -> None:
+    one = run_stream(RandomChooser("7:3"), steps=60, config_name="preempt")
+    two = run_stream(RandomChooser("7:3"), steps=60, config_name="preempt")
+    assert one[1] == two[1] and len(one[1]) > 60
+    assert replay(7, 3, 60).operations == 60
+
+
+def test_the_streams_catch_a_lost_removal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state that forgets its removed nodes is caught (the checks can fail)."""
+    monkeypatch.setattr(ClusterState, "removed_nodes", lambda self: ())
+    summary = run_streams(streams=15, steps=50, seed=0, determinism_every=0)
+    assert {f.category for f in summary.failures} == {"change-count"}, summary.table()
+
+
+def test_the_streams_catch_a_half_applied_refusal(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A state that cordons a node before it checks whether the node may go is caught."""
+    real = ClusterState.remove_node
+
+    def remove_node(self: ClusterState, name: str) -> None:
+        if isinstance(name, str) and name in self.nodes:
+            self.cordon(name, not self.nodes[name].unschedulable)
+        real(self, name)
+
+    monkeypatch.setattr(ClusterState, "remove_node", remove_node)
+    summary = run_streams(streams=15, steps=50, seed=0, determinism_every=0)
+    assert "half-applied" in {f.category for f in summary.failures}, summary.table()
+
+
+@pytest.mark.skipif(not SOAK, reason="soak: GANGSCHED_SOAK=1")
+@pytest.mark.soak
+def test_soak_event_streams() -> None:
+    streams = int(os.environ.get("GANGSCHED_HOSTILE_SOAK_STREAMS", "2000"))
+    seed = int(os.environ.get("GANGSCHED_HOSTILE_SOAK_SEED", "1"))
+    summary = run_streams(streams=streams, steps=60, seed=seed)
+    print(summary.table())
+    assert not summary.failures, summary.table()
