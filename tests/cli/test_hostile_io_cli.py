@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
+from _builders import node_manifest
 from gangsched import cli
 from gangsched.cli import main
 from gangsched.config import Config
@@ -38,12 +39,7 @@ EXPECTED = str(ROOT / "src" / "gangsched" / "data" / "fgd_expected")
 
 
 def node(name: str = "n0", **meta: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, **meta},
-        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"}},
-    }
+    return node_manifest(name, cpu="8", memory="16Gi", **meta)
 
 
 def vcjob(name: str = "j", replicas: int = 1, task: str = "w", **meta: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from _builders import gpu_node
 from gangsched.decisions import Decisions
 from gangsched.errors import SnapshotError
 from gangsched.limits import Limits
@@ -52,7 +53,10 @@ def _rejects(d: dict[str, Any], kind: str, name: str, field: str, says: str = ""
 
 
 def _gpu_node(name: str, count: int, **gpus: Any) -> dict[str, Any]:
-    return {"name": name, "allocatable": {"cpu": 8, "pods": 4}, "gpus": {"count": count, **gpus}}
+    node = gpu_node(name, gpus=count, cpu=8, pods=4, model=None)
+    del node["allocatable"]["memory"]
+    node["gpus"].update(gpus)
+    return node
 
 
 def test_pipelined_task_on_a_missing_gpu_index_is_rejected() -> None:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import gangsched as gs
+from _builders import gpu_node
 from gangsched.config import Config
 from gangsched.scheduler import explain, schedule
 
@@ -14,11 +15,8 @@ from gangsched.scheduler import explain, schedule
 def node(
     name: str, cpu: Any = 8, memory: Any = "32Gi", gpus: int = 0, **extra: Any
 ) -> dict[str, Any]:
-    d: dict[str, Any] = {"name": name, "allocatable": {"cpu": cpu, "memory": memory, "pods": 110}}
-    if gpus:
-        d["gpus"] = {"count": gpus, "model": extra.pop("model", "A100")}
-    d.update(extra)
-    return d
+    model = extra.pop("model", "A100")
+    return gpu_node(name, gpus=gpus or None, cpu=cpu, memory=memory, pods=110, model=model, **extra)
 
 
 def gang(

@@ -8,16 +8,12 @@ from typing import Any
 import pytest
 
 import gangsched as gs
+from _builders import node_manifest
 from gangsched.io.k8s import load_objects
 
 
 def node(name: str = "n0") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name},
-        "status": {"allocatable": {"cpu": "64", "memory": "512Gi", "pods": "110"}},
-    }
+    return node_manifest(name)
 
 
 def pod(name: str, labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _builders import node_manifest
 from gangsched.config import Config
 from gangsched.decisions import Bind, Decisions, Eviction, JobStatus
 from gangsched.errors import ConfigError, SnapshotError
@@ -43,15 +44,8 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "volcano"
 def node(
     name: str, gpus: int = 8, *, cpu: str = "64", labels: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    alloc = {"cpu": cpu, "memory": "512Gi", "pods": "110"}
-    if gpus:
-        alloc["nvidia.com/gpu"] = str(gpus)
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"nvidia.com/gpu.product": "A100", **(labels or {})}},
-        "status": {"allocatable": alloc},
-    }
+    labels = {"nvidia.com/gpu.product": "A100", **(labels or {})}
+    return node_manifest(name, cpu=cpu, gpus=gpus, labels=labels)
 
 
 def container(cpu: str = "1", gpu: int | None = None, **extra: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 import gangsched as gs
+from _builders import gpu_node
 from _preemption_helpers import TIERS, job, pending, running
 from gangsched.actions import consolidate as c
 from gangsched.config import Config
@@ -36,11 +37,7 @@ CONSOLIDATE = config()
 
 
 def node(name: str, gpus: int = 8) -> dict[str, Any]:
-    return {
-        "name": name,
-        "allocatable": {"cpu": 32, "memory": "256Gi", "pods": 110},
-        "gpus": {"count": gpus, "model": "A100"},
-    }
+    return gpu_node(name, gpus=gpus, cpu=32, pods=110)
 
 
 def snap(

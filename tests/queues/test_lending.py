@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from _builders import gpu_nodes
 from gangsched.config import Config
 from gangsched.errors import SnapshotError
 from gangsched.model import Queue
@@ -19,14 +20,7 @@ GPU = "nvidia.com/gpu"
 
 
 def nodes(n: int, gpus: int = 4) -> list[Obj]:
-    return [
-        {
-            "name": f"n{i}",
-            "allocatable": {"cpu": 64, "memory": "256Gi"},
-            "gpus": {"count": gpus, "model": "A100"},
-        }
-        for i in range(n)
-    ]
+    return gpu_nodes(n, gpus=gpus)
 
 
 def flood(queue: str, n: int) -> tuple[list[Obj], list[Obj]]:

@@ -7,6 +7,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from _builders import gpu_nodes
 from gangsched.config import Config
 from gangsched.errors import ConfigError, SnapshotError
 from gangsched.model.snapshot import Snapshot
@@ -17,14 +18,7 @@ GPU = "nvidia.com/gpu"
 
 
 def nodes(n: int, *, gpus: int = 8, cpu: int = 64) -> list[Obj]:
-    return [
-        {
-            "name": f"n{i}",
-            "allocatable": {"cpu": cpu, "memory": "256Gi"},
-            "gpus": {"count": gpus, "model": "A100"},
-        }
-        for i in range(n)
-    ]
+    return gpu_nodes(n, gpus=gpus, cpu=cpu)
 
 
 def flood(queue: str, n: int, *, gpu: int = 1) -> tuple[list[Obj], list[Obj]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from _builders import gpu_node
 from gangsched.actions.enqueue import ShapeCheck
 from gangsched.config import Config
 from gangsched.errors import ConfigError
@@ -15,12 +16,7 @@ Obj = dict[str, object]
 
 
 def node(name: str, gpus: int = 8, **extra: object) -> Obj:
-    return {
-        "name": name,
-        "allocatable": {"cpu": 64, "memory": "512Gi"},
-        "gpus": {"count": gpus, "model": "A100"},
-        **extra,
-    }
+    return gpu_node(name, gpus=gpus, memory="512Gi", **extra)
 
 
 def fragmented(n_nodes: int = 8, *, phase: str = "Running", preemptable: bool = True) -> list[Obj]:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from _builders import gpu_node
 from gangsched.config import Config
 from gangsched.model.snapshot import Snapshot
 from gangsched.plugins.proportion import volcano_rounds, water_fill
@@ -19,11 +20,7 @@ Obj = dict[str, object]
 
 
 def node(name: str, *, gpus: int = 8, cpu: int = 64, memory: str = "256Gi") -> Obj:
-    return {
-        "name": name,
-        "allocatable": {"cpu": cpu, "memory": memory},
-        "gpus": {"count": gpus, "model": "A100"},
-    }
+    return gpu_node(name, gpus=gpus, cpu=cpu, memory=memory)
 
 
 def task(name: str, job: str, *, gpu: int = 0, cpu: int = 0, **extra: object) -> Obj:
