@@ -29,6 +29,12 @@ is their public face.
 
 from __future__ import annotations
 
+from gangsched.model.affinity import (
+    NodeAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PreferredSchedulingTerm,
+)
 from gangsched.model.enums import MAX_DEVICE_MILLI as MAX_DEVICE_MILLI
 from gangsched.model.enums import MAX_GPUS_PER_NODE as MAX_GPUS_PER_NODE
 from gangsched.model.enums import NODE_PHASES as NODE_PHASES
@@ -57,6 +63,10 @@ __all__ = [
     "JobPolicy",
     "NetworkTopology",
     "Node",
+    "NodeAffinity",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PreferredSchedulingTerm",
     "Queue",
     "QueueState",
     "Resources",

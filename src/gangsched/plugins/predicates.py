@@ -1,7 +1,10 @@
 """predicates: the node filters that do not depend on free resources.
 
-Unschedulable (cordoned) nodes, node selectors, NoSchedule/NoExecute taints without a
-matching toleration, and GPU model constraints. Resource fit (cpu, memory, GPU devices, pod
+Unschedulable (cordoned) nodes, node selectors, required node affinity (Kubernetes'
+NodeAffinity filter: :mod:`gangsched.model.affinity`), NoSchedule/NoExecute taints without a
+matching toleration, and GPU model constraints. A node refused by node affinity is explained
+by the requirement it misses: with one required term, the term's first expression the node
+fails (``node affinity: zone In [a, b]``); with several, the terms together. Resource fit (cpu, memory, GPU devices, pod
 count) is checked by the session for every action, as in Volcano. These masks depend only on the
 template, so each template's full mask is computed once and sliced by row afterwards.
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.TaintTolerationEnable``
@@ -19,6 +22,8 @@ import numpy.typing as npt
 from gangsched._types import BOOL
 from gangsched.config import arg_bool
 from gangsched.framework.extension_points import argument_names
+from gangsched.model.affinity import NodeAffinity
+from gangsched.session.affinity_masks import required_mask, requirement_mask
 from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
@@ -82,6 +87,9 @@ class PredicatesPlugin:
                     "node(s) didn't match Pod's node affinity/selector",
                 )
             )
+        affinity = tmpl.node_affinity
+        if self.node_affinity and affinity is not None and affinity.required:
+            out.extend(self._affinity(ssn, affinity))
         if self.taints:
             tolerations = tmpl.tolerations
             untolerated = self._part(
@@ -99,6 +107,23 @@ class PredicatesPlugin:
                 )
             )
         self._cache[tmpl.shape] = out
+        return out
+
+    def _affinity(self, ssn: Session, affinity: NodeAffinity) -> list[tuple[BOOL, str]]:
+        """The required terms' rejections: one per expression of a single term (a node is
+        named by the first it fails), or one for several terms together."""
+        a = ssn.arrays
+        prefix = "node(s) didn't match Pod's node affinity: "
+        if len(affinity.required) > 1:
+            mask = self._part(("affinity", affinity), lambda: ~required_mask(a, affinity))
+            return [(mask, prefix + affinity.describe_required())]
+        term = affinity.required[0]
+        out: list[tuple[BOOL, str]] = []
+        for field, reqs in ((False, term.match_expressions), (True, term.match_fields)):
+            for req in reqs:
+                key = ("requirement", field, req)
+                mask = self._part(key, lambda r=req, f=field: ~requirement_mask(a, r, field=f))
+                out.append((mask, prefix + req.describe()))
         return out
 
     def _part(self, key: tuple[object, ...], make: Callable[[], BOOL]) -> BOOL:

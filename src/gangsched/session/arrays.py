@@ -33,7 +33,15 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
-from gangsched.model import OCCUPYING_PHASES, Node, Taint, Task, TaskPhase, Toleration
+from gangsched.model import (
+    OCCUPYING_PHASES,
+    Node,
+    NodeAffinity,
+    Taint,
+    Task,
+    TaskPhase,
+    Toleration,
+)
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.units import CPU, GPU, MEMORY, PODS, ResourceSpec
@@ -531,9 +539,12 @@ class TaskTemplate:
     best_effort: bool
     priority: int
     key: tuple[object, ...] = field(repr=False)
-    #: What node feasibility and shape-only scores depend on: request, GPU request, selector
-    #: and tolerations (not the job, role or priority). Equal shapes share one evaluation.
+    #: What node feasibility and shape-only scores depend on: request, GPU request, selector,
+    #: tolerations and node affinity (not the job, role or priority). Equal shapes share one
+    #: evaluation.
     shape: tuple[object, ...] = field(repr=False, default=())
+    #: The tasks' node affinity (None: none).
+    node_affinity: NodeAffinity | None = None
 
 
 def template_key(task: Task) -> tuple[object, ...]:
@@ -547,6 +558,7 @@ def template_key(task: Task) -> tuple[object, ...]:
         task.tolerations,
         task.priority,
         task.preemptable,
+        task.node_affinity,
     )
 
 
@@ -594,7 +606,8 @@ def build_templates(
                 best_effort=first.best_effort,
                 priority=first.priority,
                 key=key,
-                shape=key[2:6],
+                shape=(*key[2:6], key[8]),
+                node_affinity=first.node_affinity,
             )
         )
     return templates, template_of
