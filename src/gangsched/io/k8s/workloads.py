@@ -240,6 +240,7 @@ class WorkloadReader:
             "preemptable": preempt,
             "node_selector": FrozenDict(info.node_selector),
             "tolerations": info.tolerations,
+            "node_affinity": info.node_affinity,
             "preemption_policy": self._preemption_policy(info),
         }
 
