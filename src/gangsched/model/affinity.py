@@ -195,7 +195,9 @@ class NodeSelectorTerm:
         for key in ("match_expressions", "match_fields"):
             parts.append(
                 tuple(
-                    NodeSelectorRequirement.from_dict(x, kind=kind, name=name, field=f"{field}.{key}[{i}]")
+                    NodeSelectorRequirement.from_dict(
+                        x, kind=kind, name=name, field=f"{field}.{key}[{i}]"
+                    )
                     for i, x in enumerate(_list(m.get(key), kind, name, f"{field}.{key}"))
                 )
             )

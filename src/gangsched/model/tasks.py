@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from gangsched._frozen import FrozenDict, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.limits import MAX_QUANTITY
-from gangsched.model.affinity import NodeAffinity
 from gangsched.model import fields as check
+from gangsched.model.affinity import NodeAffinity
 from gangsched.model.enums import (
     MAX_GPUS_PER_NODE,
     NODE_PHASES,

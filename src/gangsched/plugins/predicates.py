@@ -4,9 +4,10 @@ Unschedulable (cordoned) nodes, node selectors, required node affinity (Kubernet
 NodeAffinity filter: :mod:`gangsched.model.affinity`), NoSchedule/NoExecute taints without a
 matching toleration, and GPU model constraints. A node refused by node affinity is explained
 by the requirement it misses: with one required term, the term's first expression the node
-fails (``node affinity: zone In [a, b]``); with several, the terms together. Resource fit (cpu, memory, GPU devices, pod
-count) is checked by the session for every action, as in Volcano. These masks depend only on the
-template, so each template's full mask is computed once and sliced by row afterwards.
+fails (``node affinity: zone In [a, b]``); with several, the terms together. Resource fit
+(cpu, memory, GPU devices, pod count) is checked by the session for every action, as in
+Volcano. These masks depend only on the template, so each template's full mask is computed
+once and sliced by row afterwards.
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.TaintTolerationEnable``
 (both default true).
 """
@@ -22,9 +23,9 @@ import numpy.typing as npt
 from gangsched._types import BOOL
 from gangsched.config import arg_bool
 from gangsched.framework.extension_points import argument_names
-from gangsched.model.affinity import NodeAffinity
+from gangsched.model.affinity import NodeAffinity, NodeSelectorRequirement
 from gangsched.session.affinity_masks import required_mask, requirement_mask
-from gangsched.session.arrays import TaskTemplate
+from gangsched.session.arrays import ClusterArrays, TaskTemplate
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -121,10 +122,16 @@ class PredicatesPlugin:
         out: list[tuple[BOOL, str]] = []
         for field, reqs in ((False, term.match_expressions), (True, term.match_fields)):
             for req in reqs:
-                key = ("requirement", field, req)
-                mask = self._part(key, lambda r=req, f=field: ~requirement_mask(a, r, field=f))
-                out.append((mask, prefix + req.describe()))
+                out.append((self._miss(a, req, field), prefix + req.describe()))
         return out
+
+    def _miss(self, a: ClusterArrays, req: NodeSelectorRequirement, field: bool) -> BOOL:
+        """Nodes missing one requirement (shared by every shape that has it)."""
+        key = ("requirement", field, req)
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = ~requirement_mask(a, req, field=field)
+        return found
 
     def _part(self, key: tuple[object, ...], make: Callable[[], BOOL]) -> BOOL:
         """One filter's mask, shared by every shape with the same selector, tolerations or

@@ -17,7 +17,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 
-from gangsched.config import Config
+from gangsched.config import Config, arg_bool
 from gangsched.decisions import Decisions
 from gangsched.model import OCCUPYING_PHASES, TaskPhase, TopologyMode
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
@@ -38,6 +38,7 @@ __all__ = [
     "check_evictions",
     "check_gang_atomicity",
     "check_known_objects",
+    "check_node_affinity",
     "check_queue_capability",
     "check_reasons",
     "check_schedulable_nodes",
@@ -472,6 +473,35 @@ def check_schedulable_nodes(snapshot: Snapshot, decisions: Decisions) -> None:
                 )
 
 
+def check_node_affinity(snapshot: Snapshot, decisions: Decisions) -> None:
+    """Nothing new is bound or reserved on a node its task's required node affinity keeps
+    out (no required term matches the node's labels and name)."""
+    for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
+        for d in items:
+            t = snapshot.task_index.get(d.task)
+            n = snapshot.node_index.get(d.node)
+            if t is None or n is None:
+                continue
+            affinity = snapshot.tasks[t].node_affinity
+            node = snapshot.nodes[n]
+            if affinity is not None and not affinity.allows(node.name, node.labels):
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} to node {d.node!r}, which its node affinity "
+                    f"keeps out ({affinity.describe_required()})"
+                )
+
+
+def _node_affinity_in_force(config: Config) -> bool:
+    """Whether ``config`` runs the predicates plugin with its node-affinity filter on."""
+    for tier in config.tiers:
+        for p in tier.plugins:
+            if p.name == "predicates" and p.enabled("predicate"):
+                return arg_bool(
+                    p.arguments, "predicate.NodeAffinityEnable", True, plugin="predicates"
+                )
+    return False
+
+
 def check_reasons(snapshot: Snapshot, decisions: Decisions) -> None:
     """Every Pending task that was neither bound nor reserved has a reason."""
     placed = {b.task for b in decisions.binds} | {p.task for p in decisions.pipelined}
@@ -548,6 +578,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_evictions,
     check_consolidation,
     check_schedulable_nodes,
+    check_node_affinity,
     check_reasons,
 )
 
@@ -565,9 +596,12 @@ def check_all(snapshot: Snapshot, decisions: Decisions, *, hierarchical: bool = 
 def check_cycle(snapshot: Snapshot, decisions: Decisions, config: Config) -> None:
     """:func:`check_all` for a cycle run under ``config``: only the rules some configured
     plugin enforces. Gang atomicity needs ``gang``; queue capability needs ``proportion`` or
-    ``capacity``, and binds along every ancestor only under hierarchical ``capacity``."""
+    ``capacity``, and binds along every ancestor only under hierarchical ``capacity``; node
+    affinity needs ``predicates`` with its node-affinity filter."""
     rules = rules_in_force(config)
     for check in ALL_CHECKS:
+        if check is check_node_affinity and not _node_affinity_in_force(config):
+            continue
         if check is check_gang_atomicity and not rules.gang:
             continue
         if check is check_queue_capability:

@@ -3,9 +3,9 @@
 
 The manifest's camelCase paths map onto the record's fields::
 
-    requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[i]  -> required[i]
-    preferredDuringSchedulingIgnoredDuringExecution[i]                   -> preferred[i]
-    matchExpressions / matchFields                                       -> match_expressions / match_fields
+    requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[i] -> required[i]
+    preferredDuringSchedulingIgnoredDuringExecution[i]                  -> preferred[i]
+    matchExpressions, matchFields -> match_expressions, match_fields
 
 and an invalid expression is refused with the manifest's own path. A GPU task's model
 constraint (``nvidia.com/gpu.product In [...]`` in the single required term) is kept as the
@@ -46,7 +46,10 @@ def _term(raw: object, ref: Ref, path: str) -> object:
     unknown = sorted(str(k) for k in raw if k not in known)
     if unknown:
         raise ref.error(path, f"unknown field(s) {', '.join(unknown)}")
-    return {"match_expressions": raw.get("matchExpressions"), "match_fields": raw.get("matchFields")}
+    return {
+        "match_expressions": raw.get("matchExpressions"),
+        "match_fields": raw.get("matchFields"),
+    }
 
 
 def read_node_affinity(
@@ -82,7 +85,10 @@ def read_node_affinity(
         if not isinstance(preferred, list):
             raise ref.error(ppath, f"expected a list, got {type(preferred).__name__}")
         doc["preferred"] = [
-            {"weight": p.get("weight"), "preference": _term(p.get("preference"), ref, f"{ppath}[{i}].preference")}
+            {
+                "weight": p.get("weight"),
+                "preference": _term(p.get("preference"), ref, f"{ppath}[{i}].preference"),
+            }
             if isinstance(p, Mapping)
             else p
             for i, p in enumerate(preferred)
@@ -106,9 +112,7 @@ def _take_models(aff: NodeAffinity, gpu_label: str) -> tuple[NodeAffinity, tuple
     """Move an ``In`` on ``gpu_label`` out of the single required term."""
     term = aff.required[0]
     found = [
-        e
-        for e in term.match_expressions
-        if e.key == gpu_label and e.operator == "In" and e.values
+        e for e in term.match_expressions if e.key == gpu_label and e.operator == "In" and e.values
     ]
     if len(found) != 1:
         return aff, ()
@@ -148,7 +152,9 @@ def node_affinity_manifest(
     if gpu_models:
         model = NodeSelectorRequirement(key=gpu_label, operator="In", values=gpu_models)
         required = [
-            NodeSelectorTerm(match_expressions=(*t.match_expressions, model), match_fields=t.match_fields)
+            NodeSelectorTerm(
+                match_expressions=(*t.match_expressions, model), match_fields=t.match_fields
+            )
             for t in required
         ] or [NodeSelectorTerm(match_expressions=(model,))]
     if not required and not preferred:
