@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gangsched as gs
@@ -26,7 +26,7 @@ from gangsched.model.affinity import (
     PreferredSchedulingTerm,
 )
 from gangsched.session.affinity_masks import preferred_sum, required_mask, requirement_mask
-from gangsched.testing import InvariantViolation, check_cycle, check_node_affinity
+from gangsched.testing import InvariantViolation, check_cycle, check_node_affinity, reference
 from gangsched.testing.strategies import snapshots
 
 # ---------------------------------------------------------------------------------------------
@@ -599,8 +599,8 @@ _ALL_ACTIONS = Config.from_dict(
 
 
 @st.composite
-def snapshots_with_affinity(draw: st.DrawFn) -> gs.Snapshot:
-    base = draw(snapshots(max_nodes=4, max_jobs=4, max_tasks_per_job=3))
+def snapshots_with_affinity(draw: st.DrawFn, *, topology: bool = True) -> gs.Snapshot:
+    base = draw(snapshots(max_nodes=4, max_jobs=4, max_tasks_per_job=3, topology=topology))
     doc = base.to_dict()
     zones = ("a", "b", "c")
     for n in doc["nodes"]:
@@ -649,3 +649,36 @@ def test_the_checker_catches_a_bind_outside_the_affinity() -> None:
     )
     with pytest.raises(InvariantViolation, match=r"node affinity keeps out \(zone In \[b\]\)"):
         check_node_affinity(snap, moved)
+
+
+@st.composite
+def preference_clusters(draw: st.DrawFn) -> gs.Snapshot:
+    """Equal nodes with drawn labels and pending gangs with drawn affinity: where the
+    tasks land is decided by the affinity and the spread."""
+    nodes = draw(labelled_nodes())
+    names = [n["name"] for n in nodes]
+    jobs, tasks = [], []
+    for j in range(draw(st.integers(1, 4))):
+        jobs.append({"name": f"j{j}", "min_available": 1, "phase": "Inqueue"})
+        aff = draw(st.none() | affinities(names))
+        for i in range(draw(st.integers(1, 3))):
+            t: dict[str, Any] = {"name": f"j{j}-{i}", "job": f"j{j}", "request": {"cpu": 3}}
+            if aff is not None:
+                t["node_affinity"] = aff.to_dict()
+            tasks.append(t)
+    return gs.Snapshot.from_dict(
+        {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
+    )
+
+
+@settings(max_examples=80)
+@given(snapshots_with_affinity(topology=False) | preference_clusters())
+def test_the_plain_reference_scheduler_agrees(snap: gs.Snapshot) -> None:
+    """The reference scheduler (Python loops over tasks and nodes, the records' own rules)
+    binds the same tasks to the same nodes under Volcano's default configuration."""
+    fast = gs.schedule(snap, Config.default())
+    plain = reference.schedule(snap, Config.default())
+    assert [(b.task, b.node, b.gpu_indices) for b in fast.binds] == [
+        (b.task, b.node, b.gpu_indices) for b in plain.binds
+    ]
+    assert [(p.task, p.node) for p in fast.pipelined] == [(p.task, p.node) for p in plain.pipelined]
