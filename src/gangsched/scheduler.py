@@ -33,6 +33,7 @@ from gangsched.plugins.drf import DrfPlugin
 from gangsched.plugins.fgd_scores import SCORE_PLUGINS
 from gangsched.plugins.gang import GangPlugin
 from gangsched.plugins.network_topology import NetworkTopologyAwarePlugin
+from gangsched.plugins.nodegroup import NodeGroupPlugin
 from gangsched.plugins.nodeorder import NodeOrderPlugin
 from gangsched.plugins.overcommit import OvercommitPlugin
 from gangsched.plugins.predicates import PredicatesPlugin
@@ -62,6 +63,7 @@ def default_registry() -> Registry:
         OvercommitPlugin,
         SlaPlugin,
         NetworkTopologyAwarePlugin,
+        NodeGroupPlugin,
     ):
         reg.register_plugin(cls.name, cls)
     for name, factory in SCORE_PLUGINS.items():

@@ -37,6 +37,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gpu-packing",
     "bestfit",
     "fgd",
+    "nodegroup",
 )
 
 UNIMPLEMENTED_ACTIONS: Mapping[str, str] = MappingProxyType(
@@ -69,8 +70,6 @@ UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
         "cdp": "cooldown protection of preemptable pods is not applied; they may be evicted "
         "as soon as they start",
         "rescheduling": "the descheduling of running pods by node usage is not done",
-        "nodegroup": "queue-to-node-group affinity is not honoured; every queue may use every "
-        "node (use node selectors or taints on the tasks instead)",
         "resource-strategy-fit": "per-resource scoring strategies are not applied; use "
         "binpack or nodeorder weights",
     }

@@ -9,7 +9,7 @@ from typing import Any
 
 from gangsched.errors import SnapshotError
 from gangsched.io.k8s import GROUP_NAME_KEYS, POLICIES_KEY, TASK_SPEC_LABEL, qualify, split_name
-from gangsched.io.k8s.affinity import node_affinity_manifest
+from gangsched.io.k8s.affinity import node_affinity_manifest, node_group_affinity_manifest
 from gangsched.io.k8s.fields import dns_label_problem, dns_subdomain_problem
 from gangsched.io.k8s.kinds import (
     GPU_INDICES_KEY,
@@ -178,6 +178,8 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             qspec["guarantee"] = {"resource": _quantities(q.guarantee)}
         if q.parent is not None:
             qspec["parent"] = q.parent
+        if q.node_group_affinity is not None:
+            qspec["affinity"] = node_group_affinity_manifest(q.node_group_affinity)
         out.append(
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from gangsched.model.affinity import (
     NodeAffinity,
+    NodeGroupAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PreferredSchedulingTerm,
@@ -64,6 +65,7 @@ __all__ = [
     "NetworkTopology",
     "Node",
     "NodeAffinity",
+    "NodeGroupAffinity",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "PreferredSchedulingTerm",

@@ -36,6 +36,7 @@ __all__ = [
     "NODE_NAME_FIELD",
     "NODE_SELECTOR_OPERATORS",
     "NodeAffinity",
+    "NodeGroupAffinity",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "PreferredSchedulingTerm",
@@ -345,3 +346,55 @@ def _is(value: object, cls: type, kind: str, name: str, field: str) -> None:
             name=name,
             field=field,
         )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodeGroupAffinity:
+    """A queue's affinity to node groups (Volcano's Queue ``spec.affinity``): nodes carry
+    their group in the ``volcano.sh/nodegroup-name`` label. ``required`` and ``preferred``
+    (in order of preference) are ``nodeGroupAffinity``'s lists, ``anti_required`` and
+    ``anti_preferred`` ``nodeGroupAntiAffinity``'s. Read by the ``nodegroup`` plugin; a queue
+    with an affinity whose four lists are all empty counts as having none, but still stops
+    inheriting one from its ancestors."""
+
+    required: tuple[str, ...] = ()
+    preferred: tuple[str, ...] = ()
+    anti_required: tuple[str, ...] = ()
+    anti_preferred: tuple[str, ...] = ()
+
+    def check(self, *, kind: str, name: str, field: str) -> None:
+        for attr in ("required", "preferred", "anti_required", "anti_preferred"):
+            value = getattr(self, attr)
+            if not isinstance(value, tuple):
+                raise SnapshotError(
+                    f"expected a list of group names, got {type(value).__name__}",
+                    kind=kind,
+                    name=name,
+                    field=f"{field}.{attr}",
+                )
+            for i, group in enumerate(value):
+                if not isinstance(group, str) or not group:
+                    raise SnapshotError(
+                        f"expected a non-empty group name, got {group!r}",
+                        kind=kind,
+                        name=name,
+                        field=f"{field}.{attr}[{i}]",
+                    )
+
+    @property
+    def empty(self) -> bool:
+        return not (self.required or self.preferred or self.anti_required or self.anti_preferred)
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            attr: list(getattr(self, attr))
+            for attr in ("required", "preferred", "anti_required", "anti_preferred")
+            if getattr(self, attr)
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, *, kind: str, name: str, field: str) -> NodeGroupAffinity:
+        keys = frozenset({"required", "preferred", "anti_required", "anti_preferred"})
+        m = _mapping(d, keys, kind, name, field)
+        lists = {k: tuple(_list(m.get(k), kind, name, f"{field}.{k}")) for k in keys}
+        return cls(**lists)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Set
 
 from gangsched.config import Config, arg_bool
 from gangsched.decisions import Decisions
-from gangsched.model import OCCUPYING_PHASES, TaskPhase, TopologyMode
+from gangsched.model import OCCUPYING_PHASES, NodeGroupAffinity, TaskPhase, TopologyMode
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.gate import rules_in_force
@@ -39,6 +39,7 @@ __all__ = [
     "check_gang_atomicity",
     "check_known_objects",
     "check_node_affinity",
+    "check_node_groups",
     "check_queue_capability",
     "check_reasons",
     "check_schedulable_nodes",
@@ -491,6 +492,63 @@ def check_node_affinity(snapshot: Snapshot, decisions: Decisions) -> None:
                 )
 
 
+def check_node_groups(snapshot: Snapshot, decisions: Decisions, config: Config) -> None:
+    """Under the ``nodegroup`` plugin, nothing new lands on a node whose group
+    (``volcano.sh/nodegroup-name``) the task's queue may not use: Volcano's rule, restated
+    here over the records (a node without a group only for a queue without an affinity and
+    ``strict: false``; a group in the required or preferred list and not anti-required, or
+    anti-preferred). With ``enableHierarchy`` a queue without an affinity takes its nearest
+    ancestor's (a queue without a parent hangs under ``root``)."""
+    option = config.plugin("nodegroup")
+    if option is None:
+        return
+    strict = arg_bool(option.arguments, "strict", True, plugin="nodegroup")
+    queues = {q.name: q for q in snapshot.queues}
+
+    def affinity(name: str) -> NodeGroupAffinity | None:
+        seen: set[str] = set()
+        while name not in seen:
+            seen.add(name)
+            q = queues[name]
+            if q.node_group_affinity is not None or not option.hierarchy:
+                return q.node_group_affinity
+            parent = q.parent if q.parent is not None else ("root" if name != "root" else None)
+            if parent is None or parent not in queues:
+                return None
+            name = parent
+        return None
+
+    for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
+        for d in items:
+            t = snapshot.task_index.get(d.task)
+            n = snapshot.node_index.get(d.node)
+            if t is None or n is None:
+                continue
+            job = snapshot.jobs[snapshot.job_index[snapshot.tasks[t].job]]
+            aff = affinity(job.queue)
+            group = snapshot.nodes[n].labels.get("volcano.sh/nodegroup-name")
+            lists = (
+                (aff.required, aff.preferred, aff.anti_required, aff.anti_preferred)
+                if aff is not None
+                else ((), (), (), ())
+            )
+            unset = not any(lists)
+            if group is None:
+                ok = unset and not strict
+            elif unset:
+                ok = False
+            else:
+                req, pref, anti_req, anti_pref = lists
+                ok = ((group in req or group in pref) and group not in anti_req) or (
+                    group in anti_pref
+                )
+            if not ok:
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} to node {d.node!r} (node group {group!r}), "
+                    f"which queue {job.queue!r} may not use"
+                )
+
+
 def _node_affinity_in_force(config: Config) -> bool:
     """Whether ``config`` runs the predicates plugin with its node-affinity filter on."""
     for tier in config.tiers:
@@ -597,8 +655,10 @@ def check_cycle(snapshot: Snapshot, decisions: Decisions, config: Config) -> Non
     """:func:`check_all` for a cycle run under ``config``: only the rules some configured
     plugin enforces. Gang atomicity needs ``gang``; queue capability needs ``proportion`` or
     ``capacity``, and binds along every ancestor only under hierarchical ``capacity``; node
-    affinity needs ``predicates`` with its node-affinity filter."""
+    affinity needs ``predicates`` with its node-affinity filter; node groups
+    (:func:`check_node_groups`) need ``nodegroup``."""
     rules = rules_in_force(config)
+    check_node_groups(snapshot, decisions, config)
     for check in ALL_CHECKS:
         if check is check_node_affinity and not _node_affinity_in_force(config):
             continue

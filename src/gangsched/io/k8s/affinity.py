@@ -19,9 +19,19 @@ from typing import Any
 
 from gangsched.errors import SnapshotError
 from gangsched.io.k8s.fields import Ref
-from gangsched.model.affinity import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm
+from gangsched.model.affinity import (
+    NodeAffinity,
+    NodeGroupAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+)
 
-__all__ = ["node_affinity_manifest", "read_node_affinity"]
+__all__ = [
+    "node_affinity_manifest",
+    "node_group_affinity_manifest",
+    "read_node_affinity",
+    "read_node_group_affinity",
+]
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
 _PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
@@ -166,4 +176,43 @@ def node_affinity_manifest(
         out[_PREFERRED] = [
             {"weight": p.weight, "preference": _term_manifest(p.preference)} for p in preferred
         ]
+    return out
+
+
+def read_node_group_affinity(spec: Mapping[str, Any], ref: Ref, path: str) -> NodeGroupAffinity:
+    """A Queue's ``spec.affinity`` (``nodeGroupAffinity`` and ``nodeGroupAntiAffinity``, each
+    with required and preferred lists of group names)."""
+    apath = f"{path}.affinity"
+    body = spec.get("affinity")
+    if not isinstance(body, Mapping):
+        raise ref.error(apath, f"expected a mapping, got {type(body).__name__}")
+    lists: dict[str, tuple[str, ...]] = {}
+    for key, prefix in (("nodeGroupAffinity", ""), ("nodeGroupAntiAffinity", "anti_")):
+        part = body.get(key)
+        if part is None:
+            continue
+        ppath = f"{apath}.{key}"
+        if not isinstance(part, Mapping):
+            raise ref.error(ppath, f"expected a mapping, got {type(part).__name__}")
+        for field, ours in ((_REQUIRED, "required"), (_PREFERRED, "preferred")):
+            raw = part.get(field)
+            if raw is None:
+                continue
+            if not isinstance(raw, list) or not all(isinstance(g, str) and g for g in raw):
+                raise ref.error(f"{ppath}.{field}", "expected a list of node group names")
+            lists[prefix + ours] = tuple(raw)
+    return NodeGroupAffinity(**lists)
+
+
+def node_group_affinity_manifest(aff: NodeGroupAffinity) -> dict[str, Any]:
+    """A Queue's ``spec.affinity`` for ``aff``."""
+    out: dict[str, Any] = {}
+    for key, prefix in (("nodeGroupAffinity", ""), ("nodeGroupAntiAffinity", "anti_")):
+        part = {
+            field: list(getattr(aff, prefix + ours))
+            for field, ours in ((_REQUIRED, "required"), (_PREFERRED, "preferred"))
+            if getattr(aff, prefix + ours)
+        }
+        if part:
+            out[key] = part
     return out

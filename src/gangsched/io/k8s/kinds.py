@@ -14,7 +14,7 @@ from typing import Any
 
 import re2
 
-from gangsched.io.k8s.affinity import read_node_affinity
+from gangsched.io.k8s.affinity import read_node_affinity, read_node_group_affinity
 from gangsched.io.k8s.fields import (
     Ref,
     annotation_bool,
@@ -220,6 +220,8 @@ def read_queue(obj: Mapping[str, Any], ref: Ref) -> QueueDraft:
     parent = get_str(spec, "parent", ref, "spec")
     if parent is not None:
         kwargs["parent"] = parent
+    if spec.get("affinity") is not None:
+        kwargs["node_group_affinity"] = read_node_group_affinity(spec, ref, "spec")
     state = get_str(status, "state", ref, "status") or get_str(spec, "state", ref, "spec")
     if state is not None:
         if state in _QUEUE_STATES:
