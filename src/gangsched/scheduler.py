@@ -40,6 +40,7 @@ from gangsched.plugins.predicates import PredicatesPlugin
 from gangsched.plugins.priority import PriorityPlugin
 from gangsched.plugins.proportion import ProportionPlugin
 from gangsched.plugins.sla import SlaPlugin
+from gangsched.plugins.task_topology import TaskTopologyPlugin
 from gangsched.session.close import close_session
 from gangsched.session.close import nondeterministic_options as nondeterministic_options
 from gangsched.session.core import Session
@@ -64,6 +65,7 @@ def default_registry() -> Registry:
         SlaPlugin,
         NetworkTopologyAwarePlugin,
         NodeGroupPlugin,
+        TaskTopologyPlugin,
     ):
         reg.register_plugin(cls.name, cls)
     for name, factory in SCORE_PLUGINS.items():

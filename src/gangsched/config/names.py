@@ -38,6 +38,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "bestfit",
     "fgd",
     "nodegroup",
+    "task-topology",
 )
 
 UNIMPLEMENTED_ACTIONS: Mapping[str, str] = MappingProxyType(
@@ -55,8 +56,6 @@ UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
         "action; what is lost is vGPU memory isolation (HAMi), MIG and other device kinds",
         "numaaware": "NUMA and CPU-manager topology policies are not checked; CPU and memory "
         "fit per node only",
-        "task-topology": "affinity and anti-affinity buckets between a job's tasks are not "
-        "honoured; to keep a gang together use its network topology (hypernode tiers)",
         "tdm": "time-division multiplexing of revocable nodes is not modelled; revocable-zone "
         "nodes are used as ordinary nodes at all times",
         "pdb": "gangsched does this job another way: PodDisruptionBudgets (policy/v1 manifests, "

@@ -9,7 +9,11 @@ from typing import Any
 
 from gangsched.errors import SnapshotError
 from gangsched.io.k8s import GROUP_NAME_KEYS, POLICIES_KEY, TASK_SPEC_LABEL, qualify, split_name
-from gangsched.io.k8s.affinity import node_affinity_manifest, node_group_affinity_manifest
+from gangsched.io.k8s.affinity import (
+    node_affinity_manifest,
+    node_group_affinity_manifest,
+    task_topology_annotations,
+)
 from gangsched.io.k8s.fields import dns_label_problem, dns_subdomain_problem
 from gangsched.io.k8s.kinds import (
     GPU_INDICES_KEY,
@@ -212,6 +216,8 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             "namespace": ns,
             "annotations": {PREEMPTABLE_KEY: "true" if j.preemptable else "false"},
         }
+        if j.task_topology is not None:
+            meta["annotations"].update(task_topology_annotations(j.task_topology))
         items = [f"{p.event}:{p.action}" for p in j.policies] + [
             f"{role}/{p.event}:{p.action}" for role, ps in j.role_policies.items() for p in ps
         ]

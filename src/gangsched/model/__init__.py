@@ -35,6 +35,7 @@ from gangsched.model.affinity import (
     NodeSelectorRequirement,
     NodeSelectorTerm,
     PreferredSchedulingTerm,
+    TaskTopology,
 )
 from gangsched.model.enums import MAX_DEVICE_MILLI as MAX_DEVICE_MILLI
 from gangsched.model.enums import MAX_GPUS_PER_NODE as MAX_GPUS_PER_NODE
@@ -75,6 +76,7 @@ __all__ = [
     "Taint",
     "Task",
     "TaskPhase",
+    "TaskTopology",
     "Toleration",
     "TopologyMode",
 ]

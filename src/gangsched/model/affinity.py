@@ -40,6 +40,7 @@ __all__ = [
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
     "PreferredSchedulingTerm",
+    "TaskTopology",
     "parse_int64",
 ]
 
@@ -398,3 +399,79 @@ class NodeGroupAffinity:
         m = _mapping(d, keys, kind, name, field)
         lists = {k: tuple(_list(m.get(k), kind, name, f"{field}.{k}")) for k in keys}
         return cls(**lists)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskTopology:
+    """Volcano's task topology of one job (the ``task-topology`` plugin): groups of roles to
+    keep together (``affinity``) or apart (``anti_affinity``), and an order of roles
+    (``task_order``, first = placed first). A group of one role is that role's self-affinity
+    (its replicas together) or self-anti-affinity (its replicas apart). Read from the
+    PodGroup's (or Volcano Job's) annotations ``volcano.sh/task-topology-affinity``,
+    ``volcano.sh/task-topology-anti-affinity`` (groups ``;``-separated, roles
+    ``,``-separated) and ``volcano.sh/task-topology-task-order``."""
+
+    affinity: tuple[tuple[str, ...], ...] = ()
+    anti_affinity: tuple[tuple[str, ...], ...] = ()
+    task_order: tuple[str, ...] = ()
+
+    def check(self, *, kind: str, name: str, field: str) -> None:
+        for attr in ("affinity", "anti_affinity"):
+            groups = getattr(self, attr)
+            if not isinstance(groups, tuple):
+                raise SnapshotError(
+                    "expected a list of role groups", kind=kind, name=name, field=f"{field}.{attr}"
+                )
+            for i, group in enumerate(groups):
+                _roles(group, kind, name, f"{field}.{attr}[{i}]")
+        _roles(self.task_order, kind, name, f"{field}.task_order", allow_empty=True)
+
+    @property
+    def roles(self) -> frozenset[str]:
+        """Every role the topology names."""
+        named = {r for g in (*self.affinity, *self.anti_affinity) for r in g}
+        return frozenset(named | set(self.task_order))
+
+    def to_dict(self) -> dict[str, object]:
+        out: dict[str, object] = {}
+        if self.affinity:
+            out["affinity"] = [list(g) for g in self.affinity]
+        if self.anti_affinity:
+            out["anti_affinity"] = [list(g) for g in self.anti_affinity]
+        if self.task_order:
+            out["task_order"] = list(self.task_order)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: object, *, kind: str, name: str, field: str) -> TaskTopology:
+        m = _mapping(d, frozenset({"affinity", "anti_affinity", "task_order"}), kind, name, field)
+        groups = {
+            k: tuple(
+                tuple(_list(g, kind, name, f"{field}.{k}[{i}]"))
+                for i, g in enumerate(_list(m.get(k), kind, name, f"{field}.{k}"))
+            )
+            for k in ("affinity", "anti_affinity")
+        }
+        order = tuple(_list(m.get("task_order"), kind, name, f"{field}.task_order"))
+        return cls(
+            affinity=groups["affinity"], anti_affinity=groups["anti_affinity"], task_order=order
+        )
+
+
+def _roles(group: object, kind: str, name: str, field: str, *, allow_empty: bool = False) -> None:
+    if not isinstance(group, tuple) or (not group and not allow_empty):
+        raise SnapshotError("expected a non-empty list of roles", kind=kind, name=name, field=field)
+    seen: set[str] = set()
+    for i, role in enumerate(group):
+        if not isinstance(role, str) or not role:
+            raise SnapshotError(
+                f"expected a non-empty role name, got {role!r}",
+                kind=kind,
+                name=name,
+                field=f"{field}[{i}]",
+            )
+        if role in seen:
+            raise SnapshotError(
+                f"role {role!r} named twice", kind=kind, name=name, field=f"{field}[{i}]"
+            )
+        seen.add(role)

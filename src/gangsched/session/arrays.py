@@ -567,18 +567,23 @@ def build_templates(
     requests: I64,
     task_indices: list[int],
     known: Mapping[int, tuple[object, ...]] | None = None,
+    split: Mapping[int, int] | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
     its first task's row. ``known``: the :func:`template_key` of some, from an earlier cycle.
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
-    index (-1 for tasks not given).
+    index (-1 for tasks not given). ``split``: per task, a group its template keeps apart
+    from otherwise identical tasks of the job (the task-topology buckets).
     """
     groups: dict[tuple[object, ...], list[int]] = {}
     tasks = snapshot.tasks
     for t in task_indices:
-        key = known.get(t) if known is not None else None
+        if split is not None and t in split:
+            key: tuple[object, ...] | None = (*template_key(tasks[t]), ("bucket", split[t]))
+        else:
+            key = known.get(t) if known is not None else None
         groups.setdefault(template_key(tasks[t]) if key is None else key, []).append(t)
     # The first members' rows in one gather (read-only: a template's row is a view of it).
     rows = requests[[members[0] for members in groups.values()]]

@@ -18,19 +18,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangsched.errors import SnapshotError
-from gangsched.io.k8s.fields import Ref
+from gangsched.io.k8s.fields import Ref, meta_value
 from gangsched.model.affinity import (
     NodeAffinity,
     NodeGroupAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
+    TaskTopology,
 )
 
 __all__ = [
+    "TOPOLOGY_AFFINITY_KEY",
+    "TOPOLOGY_ANTI_AFFINITY_KEY",
+    "TOPOLOGY_ORDER_KEY",
     "node_affinity_manifest",
     "node_group_affinity_manifest",
     "read_node_affinity",
     "read_node_group_affinity",
+    "read_task_topology",
+    "task_topology_annotations",
 ]
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -215,4 +221,62 @@ def node_group_affinity_manifest(aff: NodeGroupAffinity) -> dict[str, Any]:
         }
         if part:
             out[key] = part
+    return out
+
+
+#: The PodGroup (or Volcano Job) annotations of the task-topology plugin.
+TOPOLOGY_AFFINITY_KEY = "volcano.sh/task-topology-affinity"
+TOPOLOGY_ANTI_AFFINITY_KEY = "volcano.sh/task-topology-anti-affinity"
+TOPOLOGY_ORDER_KEY = "volcano.sh/task-topology-task-order"
+
+
+def _groups(text: str) -> tuple[tuple[str, ...], ...]:
+    out = []
+    for part in text.split(";"):
+        roles = tuple(r.strip() for r in part.split(",") if r.strip())
+        if roles:
+            out.append(roles)
+    return tuple(out)
+
+
+def read_task_topology(meta: Mapping[str, Any], ref: Ref, path: str) -> TaskTopology | None:
+    """A job's task topology from the annotations of its metadata (at ``path``): groups
+    ``;``-separated, roles ``,``-separated; None when none of the three is set."""
+    found = {key: meta_value(meta, key, ref, path) for key in _TOPOLOGY_KEYS}
+    if all(v is None for v in found.values()):
+        return None
+    aff = found[TOPOLOGY_AFFINITY_KEY]
+    anti = found[TOPOLOGY_ANTI_AFFINITY_KEY]
+    order = found[TOPOLOGY_ORDER_KEY]
+    topo = TaskTopology(
+        affinity=_groups(aff[0]) if aff else (),
+        anti_affinity=_groups(anti[0]) if anti else (),
+        task_order=tuple(r.strip() for r in order[0].split(",") if r.strip()) if order else (),
+    )
+    try:
+        topo.check(kind="", name="", field="")
+    except SnapshotError as exc:
+        key = {
+            ".affinity": TOPOLOGY_AFFINITY_KEY,
+            ".anti_affinity": TOPOLOGY_ANTI_AFFINITY_KEY,
+            ".task_order": TOPOLOGY_ORDER_KEY,
+        }
+        which = next(v for k, v in key.items() if exc.field.startswith(k))
+        where = found[which]
+        raise ref.error(where[1] if where else path, exc.detail) from None
+    return topo
+
+
+_TOPOLOGY_KEYS = (TOPOLOGY_AFFINITY_KEY, TOPOLOGY_ANTI_AFFINITY_KEY, TOPOLOGY_ORDER_KEY)
+
+
+def task_topology_annotations(topo: TaskTopology) -> dict[str, str]:
+    """The annotations that :func:`read_task_topology` reads back as ``topo``."""
+    out: dict[str, str] = {}
+    if topo.affinity:
+        out[TOPOLOGY_AFFINITY_KEY] = ";".join(",".join(g) for g in topo.affinity)
+    if topo.anti_affinity:
+        out[TOPOLOGY_ANTI_AFFINITY_KEY] = ";".join(",".join(g) for g in topo.anti_affinity)
+    if topo.task_order:
+        out[TOPOLOGY_ORDER_KEY] = ",".join(topo.task_order)
     return out

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangsched._frozen import FrozenDict
+from gangsched.io.k8s.affinity import read_task_topology
 from gangsched.io.k8s.fields import (
     Ref,
     check_dns_label,
@@ -364,6 +365,7 @@ class WorkloadReader:
             "policies": policies,
             "role_policies": FrozenDict(role_policies),
             "creation": creation_seconds(meta, ref),
+            "task_topology": read_task_topology(meta, ref, "metadata"),
         }
         origin = JobOrigin(
             ref=ref,
