@@ -682,3 +682,32 @@ def test_the_plain_reference_scheduler_agrees(snap: gs.Snapshot) -> None:
         (b.task, b.node, b.gpu_indices) for b in plain.binds
     ]
     assert [(p.task, p.node) for p in fast.pipelined] == [(p.task, p.node) for p in plain.pipelined]
+
+
+# ---------------------------------------------------------------------------------------------
+# The exact placers get the required terms as node masks
+
+
+@pytest.mark.parametrize("placer", ["greedy", "cpsat"])
+def test_exact_placers_honour_required_affinity(placer: str) -> None:
+    from gangsched.placement import GreedyPlacer
+    from gangsched.placement.cpsat import CpSatPlacer
+
+    chosen = (
+        GreedyPlacer() if placer == "greedy" else CpSatPlacer(time_limit_s=5.0, workers=1, seed=0)
+    )
+    nodes = [node(f"n{i}", cpu=4, zone="a" if i < 2 else "b") for i in range(4)]
+    tasks = [task(f"j-{i}", required([expr("zone", "In", "b")]), cpu=2) for i in range(4)]
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": nodes,
+            "queues": [{"name": "default"}],
+            "jobs": [{"name": "j", "min_available": 4, "phase": "Inqueue"}],
+            "tasks": tasks,
+        }
+    )
+    d = gs.schedule(snap, placer=chosen)
+    assert sorted(binds(d).values()) == ["n2", "n2", "n3", "n3"]
+    info = d.placements.get("j")
+    if placer == "cpsat" and info is not None:
+        assert info.status in ("OPTIMAL", "FEASIBLE")
