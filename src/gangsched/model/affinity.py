@@ -70,6 +70,9 @@ class NodeSelectorRequirement:
     operator: str
     values: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _tuple_fields(self, "values")
+
     def check(self, *, kind: str, name: str, field: str, on_field: bool = False) -> None:
         """Refuse what Kubernetes refuses, naming ``field``."""
 
@@ -159,6 +162,9 @@ class NodeSelectorTerm:
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
     match_fields: tuple[NodeSelectorRequirement, ...] = ()
 
+    def __post_init__(self) -> None:
+        _tuple_fields(self, "match_expressions", "match_fields")
+
     def check(self, *, kind: str, name: str, field: str) -> None:
         if not self.match_expressions and not self.match_fields:
             raise SnapshotError(
@@ -247,6 +253,9 @@ class NodeAffinity:
     required: tuple[NodeSelectorTerm, ...] = ()
     preferred: tuple[PreferredSchedulingTerm, ...] = ()
 
+    def __post_init__(self) -> None:
+        _tuple_fields(self, "required", "preferred")
+
     def check(self, *, kind: str, name: str, field: str) -> None:
         """Refuse a malformed requirement, naming ``kind`` ``name`` and the path below
         ``field``."""
@@ -311,6 +320,14 @@ class NodeAffinity:
         return cls(required=required, preferred=preferred)
 
 
+def _tuple_fields(record: object, *attrs: str) -> None:
+    """Lists given for tuple fields become tuples (the records stay hashable)."""
+    for attr in attrs:
+        value = getattr(record, attr)
+        if isinstance(value, list):
+            object.__setattr__(record, attr, tuple(value))
+
+
 def _mapping(
     d: object, keys: frozenset[str], kind: str, name: str, field: str
 ) -> Mapping[str, Any]:
@@ -363,6 +380,9 @@ class NodeGroupAffinity:
     anti_required: tuple[str, ...] = ()
     anti_preferred: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        _tuple_fields(self, "required", "preferred", "anti_required", "anti_preferred")
+
     def check(self, *, kind: str, name: str, field: str) -> None:
         for attr in ("required", "preferred", "anti_required", "anti_preferred"):
             value = getattr(self, attr)
@@ -414,6 +434,14 @@ class TaskTopology:
     affinity: tuple[tuple[str, ...], ...] = ()
     anti_affinity: tuple[tuple[str, ...], ...] = ()
     task_order: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _tuple_fields(self, "task_order")
+        for attr in ("affinity", "anti_affinity"):
+            groups = getattr(self, attr)
+            if isinstance(groups, list | tuple):
+                fixed = tuple(tuple(g) if isinstance(g, list) else g for g in groups)
+                object.__setattr__(self, attr, fixed)
 
     def check(self, *, kind: str, name: str, field: str) -> None:
         for attr in ("affinity", "anti_affinity"):
