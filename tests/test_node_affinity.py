@@ -711,3 +711,54 @@ def test_exact_placers_honour_required_affinity(placer: str) -> None:
     info = d.placements.get("j")
     if placer == "cpsat" and info is not None:
         assert info.status in ("OPTIMAL", "FEASIBLE")
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluations carried to the next cycle
+
+
+def test_a_relabelled_node_stops_the_carry_of_preferred_scores() -> None:
+    """Preferred scores are normalised by the best node: when labels change, the scores of
+    unchanged nodes change too, so a carried evaluation would mix two scales (here it would
+    pick n1, whose record changed, over n3)."""
+    from gangsched.scheduler import run_cycle
+
+    def pref(key: str, weight: int, *values: str) -> dict[str, Any]:
+        op = "In" if values else "Exists"
+        return {"weight": weight, "preference": {"match_expressions": [expr(key, op, *values)]}}
+
+    aff = {"preferred": [pref("zone", 10, "b"), pref("ssd", 90), pref("fast", 15)]}
+
+    def snap(ssd: bool, cpu1: int) -> gs.Snapshot:
+        labels: list[dict[str, str]] = [
+            {"zone": "a"},
+            {"zone": "b"},
+            {"zone": "a"},
+            {"zone": "a", "fast": "1"},
+        ]
+        if ssd:
+            labels[0]["ssd"] = "1"
+        nodes = [node(f"n{i}", cpu=cpu1 if i == 1 else 8, **lab) for i, lab in enumerate(labels)]
+        return snapshot(nodes, task("j-0", aff))
+
+    cfg = Config.from_dict(
+        {
+            "actions": ["allocate"],
+            "tiers": [
+                [
+                    {"name": "predicates"},
+                    {
+                        "name": "nodeorder",
+                        "arguments": {"leastrequested.weight": 0, "balancedresource.weight": 0},
+                    },
+                ]
+            ],
+        }
+    )
+    _, first = run_cycle(snap(True, 8), cfg)
+    second = snap(False, 9)  # n0 loses its ssd label, n1 grows
+    carried, ssn = run_cycle(second, cfg, previous=first)
+    fresh = gs.schedule(second, cfg)
+    assert binds(fresh) == {"j-0": "n3"}
+    assert binds(carried) == binds(fresh)
+    assert ssn.evaluator.carried == 0
