@@ -33,12 +33,14 @@ from gangsched.plugins.drf import DrfPlugin
 from gangsched.plugins.fgd_scores import SCORE_PLUGINS
 from gangsched.plugins.gang import GangPlugin
 from gangsched.plugins.network_topology import NetworkTopologyAwarePlugin
+from gangsched.plugins.nodegroup import NodeGroupPlugin
 from gangsched.plugins.nodeorder import NodeOrderPlugin
 from gangsched.plugins.overcommit import OvercommitPlugin
 from gangsched.plugins.predicates import PredicatesPlugin
 from gangsched.plugins.priority import PriorityPlugin
 from gangsched.plugins.proportion import ProportionPlugin
 from gangsched.plugins.sla import SlaPlugin
+from gangsched.plugins.task_topology import TaskTopologyPlugin
 from gangsched.session.close import close_session
 from gangsched.session.close import nondeterministic_options as nondeterministic_options
 from gangsched.session.core import Session
@@ -62,6 +64,8 @@ def default_registry() -> Registry:
         OvercommitPlugin,
         SlaPlugin,
         NetworkTopologyAwarePlugin,
+        NodeGroupPlugin,
+        TaskTopologyPlugin,
     ):
         reg.register_plugin(cls.name, cls)
     for name, factory in SCORE_PLUGINS.items():

@@ -20,7 +20,6 @@ SKIPPED = (
     "pdb",
     "deviceshare",
     "numaaware",
-    "task-topology",
     "tdm",
     "usage",
     "resourcequota",
@@ -54,6 +53,7 @@ def test_production_config_loads_with_one_warning_per_skipped_plugin() -> None:
         "proportion",
         "nodeorder",
         "binpack",
+        "task-topology",
     )
     # the tier only the extender filled is gone; the others keep their order and options
     assert len(config.tiers) == 2

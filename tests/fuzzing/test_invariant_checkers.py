@@ -386,7 +386,7 @@ def test_checkers_import_without_hypothesis() -> None:
         "sys.modules['hypothesis'] = None\n"  # any import of hypothesis now fails
         "from gangsched.testing import check_all, InvariantViolation, ALL_CHECKS\n"
         "import gangsched.testing as t\n"
-        "assert len(ALL_CHECKS) == 9 and callable(check_all)\n"
+        "assert len(ALL_CHECKS) == 10 and callable(check_all)\n"
         "try:\n"
         "    t.SchedulerMachine\n"
         "except ImportError:\n"

@@ -92,6 +92,7 @@ PUBLIC_NAMES: dict[str, tuple[str, ...]] = {
         "check_evictions",
         "check_gang_atomicity",
         "check_known_objects",
+        "check_node_affinity",
         "check_queue_capability",
         "check_reasons",
         "check_schedulable_nodes",

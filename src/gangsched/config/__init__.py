@@ -29,7 +29,7 @@ Every error is a :class:`~gangsched.errors.ConfigError` whose ``field`` is the p
 offending value, ``tiers[1].plugins[2].name`` for instance.
 
 Volcano plugins gangsched knows of but does not implement (:data:`UNIMPLEMENTED_PLUGINS`:
-``deviceshare``, ``numaaware``, ``task-topology``, ``tdm``, ``pdb``, ``usage``,
+``deviceshare``, ``numaaware``, ``tdm``, ``pdb``, ``usage``,
 ``resourcequota``, ``extender``, ...) do not make a production configuration unusable: the
 constructors leave them out, warn once per plugin with an
 :class:`~gangsched.errors.UnimplementedPluginWarning` that says what is lost, and list them in

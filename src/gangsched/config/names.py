@@ -37,6 +37,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gpu-packing",
     "bestfit",
     "fgd",
+    "nodegroup",
+    "task-topology",
 )
 
 UNIMPLEMENTED_ACTIONS: Mapping[str, str] = MappingProxyType(
@@ -54,8 +56,6 @@ UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
         "action; what is lost is vGPU memory isolation (HAMi), MIG and other device kinds",
         "numaaware": "NUMA and CPU-manager topology policies are not checked; CPU and memory "
         "fit per node only",
-        "task-topology": "affinity and anti-affinity buckets between a job's tasks are not "
-        "honoured; to keep a gang together use its network topology (hypernode tiers)",
         "tdm": "time-division multiplexing of revocable nodes is not modelled; revocable-zone "
         "nodes are used as ordinary nodes at all times",
         "pdb": "gangsched does this job another way: PodDisruptionBudgets (policy/v1 manifests, "
@@ -69,8 +69,6 @@ UNIMPLEMENTED_PLUGINS: Mapping[str, str] = MappingProxyType(
         "cdp": "cooldown protection of preemptable pods is not applied; they may be evicted "
         "as soon as they start",
         "rescheduling": "the descheduling of running pods by node usage is not done",
-        "nodegroup": "queue-to-node-group affinity is not honoured; every queue may use every "
-        "node (use node selectors or taints on the tasks instead)",
         "resource-strategy-fit": "per-resource scoring strategies are not applied; use "
         "binpack or nodeorder weights",
     }

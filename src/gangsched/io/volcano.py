@@ -9,6 +9,11 @@ from typing import Any
 
 from gangsched.errors import SnapshotError
 from gangsched.io.k8s import GROUP_NAME_KEYS, POLICIES_KEY, TASK_SPEC_LABEL, qualify, split_name
+from gangsched.io.k8s.affinity import (
+    node_affinity_manifest,
+    node_group_affinity_manifest,
+    task_topology_annotations,
+)
 from gangsched.io.k8s.fields import dns_label_problem, dns_subdomain_problem
 from gangsched.io.k8s.kinds import (
     GPU_INDICES_KEY,
@@ -117,7 +122,9 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
     Loading the result gives an equal snapshot for every snapshot that came from manifests.
     Not representable, and so changed on the way: a GPU model given without the
     ``nvidia.com/gpu.product`` label (the label is added), per-device ``milli`` other than
-    1000, a share that is not a whole percent, and the node of a Pipelined task.
+    1000, a share that is not a whole percent, the node of a Pipelined task, and GPU models of
+    a task whose node affinity has several required terms (the model is written into each
+    term, and read back as node affinity).
 
     Raises
     ------
@@ -175,6 +182,8 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             qspec["guarantee"] = {"resource": _quantities(q.guarantee)}
         if q.parent is not None:
             qspec["parent"] = q.parent
+        if q.node_group_affinity is not None:
+            qspec["affinity"] = node_group_affinity_manifest(q.node_group_affinity)
         out.append(
             {
                 "apiVersion": "scheduling.volcano.sh/v1beta1",
@@ -207,6 +216,8 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             "namespace": ns,
             "annotations": {PREEMPTABLE_KEY: "true" if j.preemptable else "false"},
         }
+        if j.task_topology is not None:
+            meta["annotations"].update(task_topology_annotations(j.task_topology))
         items = [f"{p.event}:{p.action}" for p in j.policies] + [
             f"{role}/{p.event}:{p.action}" for role, ps in j.role_policies.items() for p in ps
         ]
@@ -278,19 +289,10 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             tspec["nodeSelector"] = dict(t.node_selector)
         if t.tolerations:
             tspec["tolerations"] = [tol.to_dict() for tol in t.tolerations]
-        if t.gpu_request is not None and t.gpu_request.models:
-            expr = {
-                "key": GPU_PRODUCT_LABEL,
-                "operator": "In",
-                "values": list(t.gpu_request.models),
-            }
-            tspec["affinity"] = {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": [expr]}]
-                    }
-                }
-            }
+        models = t.gpu_request.models if t.gpu_request is not None else ()
+        node_affinity = node_affinity_manifest(t.node_affinity, models, GPU_PRODUCT_LABEL)
+        if node_affinity is not None:
+            tspec["affinity"] = {"nodeAffinity": node_affinity}
         out.append(
             {
                 "apiVersion": "v1",

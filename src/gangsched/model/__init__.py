@@ -29,6 +29,14 @@ is their public face.
 
 from __future__ import annotations
 
+from gangsched.model.affinity import (
+    NodeAffinity,
+    NodeGroupAffinity,
+    NodeSelectorRequirement,
+    NodeSelectorTerm,
+    PreferredSchedulingTerm,
+    TaskTopology,
+)
 from gangsched.model.enums import MAX_DEVICE_MILLI as MAX_DEVICE_MILLI
 from gangsched.model.enums import MAX_GPUS_PER_NODE as MAX_GPUS_PER_NODE
 from gangsched.model.enums import NODE_PHASES as NODE_PHASES
@@ -57,12 +65,18 @@ __all__ = [
     "JobPolicy",
     "NetworkTopology",
     "Node",
+    "NodeAffinity",
+    "NodeGroupAffinity",
+    "NodeSelectorRequirement",
+    "NodeSelectorTerm",
+    "PreferredSchedulingTerm",
     "Queue",
     "QueueState",
     "Resources",
     "Taint",
     "Task",
     "TaskPhase",
+    "TaskTopology",
     "Toleration",
     "TopologyMode",
 ]

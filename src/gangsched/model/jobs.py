@@ -9,6 +9,7 @@ from typing import Any, cast
 from gangsched._frozen import FrozenDict, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.model import fields as check
+from gangsched.model.affinity import TaskTopology
 from gangsched.model.enums import POLICY_ACTIONS, POLICY_EVENTS, JobPhase, TopologyMode
 from gangsched.model.fields import Resources
 
@@ -137,6 +138,9 @@ class Job:
     walltime: int | None = None
     #: Seconds: the job may make preempt or reclaim evict only once ``age`` reaches it.
     preemption_delay: int = 0
+    #: Volcano's task topology (:class:`~gangsched.model.affinity.TaskTopology`): roles kept
+    #: together or apart by the ``task-topology`` plugin.
+    task_topology: TaskTopology | None = None
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "job")
@@ -212,6 +216,15 @@ class Job:
                 "walltime",
                 check.integer(self.walltime, kind="job", name=name, field="walltime", minimum=0),
             )
+        if self.task_topology is not None:
+            if not isinstance(self.task_topology, TaskTopology):
+                raise SnapshotError(
+                    f"expected a TaskTopology, got {type(self.task_topology).__name__}",
+                    kind="job",
+                    name=name,
+                    field="task_topology",
+                )
+            self.task_topology.check(kind="job", name=name, field="task_topology")
 
     @classmethod
     def from_dict(cls, d: object, *, where: str = "") -> Job:
@@ -264,6 +277,11 @@ class Job:
             age=m.get("age", 0),
             walltime=m.get("walltime"),
             preemption_delay=m.get("preemption_delay", 0),
+            task_topology=None
+            if m.get("task_topology") is None
+            else TaskTopology.from_dict(
+                m["task_topology"], kind="job", name=name, field="task_topology"
+            ),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -292,6 +310,8 @@ class Job:
             out["walltime"] = self.walltime
         if self.preemption_delay:
             out["preemption_delay"] = self.preemption_delay
+        if self.task_topology is not None:
+            out["task_topology"] = self.task_topology.to_dict()
         return out
 
 
@@ -340,6 +360,7 @@ _JOB_KEYS = frozenset(
         "age",
         "walltime",
         "preemption_delay",
+        "task_topology",
     }
 )
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gangsched.errors import SnapshotError
 from gangsched.model import fields as check
+from gangsched.model.affinity import NodeGroupAffinity
 from gangsched.model.enums import QueueState
 from gangsched.model.fields import Resources
 from gangsched.units import CPU, MEMORY, PODS
@@ -29,6 +30,9 @@ class Queue:
     #: Kueue's ``lendingLimit``: at most this much of the queue's unused deserved share is
     #: lent to other queues (capacity plugin); a resource it does not name is lent in full.
     lending_limit: Resources | None = None
+    #: Volcano's ``spec.affinity``: which node groups (``volcano.sh/nodegroup-name``) the
+    #: queue's tasks may use or prefer (the ``nodegroup`` plugin).
+    node_group_affinity: NodeGroupAffinity | None = None
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "queue")
@@ -49,6 +53,15 @@ class Queue:
         )
         check.boolean(self.reclaimable, kind="queue", name=name, field="reclaimable")
         check.integer_field(self, "priority", kind="queue", name=name)
+        if self.node_group_affinity is not None:
+            if not isinstance(self.node_group_affinity, NodeGroupAffinity):
+                raise SnapshotError(
+                    f"expected a NodeGroupAffinity, got {type(self.node_group_affinity).__name__}",
+                    kind="queue",
+                    name=name,
+                    field="node_group_affinity",
+                )
+            self.node_group_affinity.check(kind="queue", name=name, field="node_group_affinity")
 
     def capability_limits(self, *, flat: bool = True) -> dict[str, int]:
         """The capability as enforced: resource → the most this queue may hold.
@@ -81,6 +94,11 @@ class Queue:
             reclaimable=m.get("reclaimable", True),
             priority=m.get("priority", 0),
             lending_limit=m.get("lending_limit"),
+            node_group_affinity=None
+            if m.get("node_group_affinity") is None
+            else NodeGroupAffinity.from_dict(
+                m["node_group_affinity"], kind="queue", name=name, field="node_group_affinity"
+            ),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -94,6 +112,8 @@ class Queue:
         out.update(state=self.state.value, reclaimable=self.reclaimable, priority=self.priority)
         if self.lending_limit is not None:
             out["lending_limit"] = self.lending_limit.to_dict()
+        if self.node_group_affinity is not None:
+            out["node_group_affinity"] = self.node_group_affinity.to_dict()
         return out
 
 
@@ -109,5 +129,6 @@ _QUEUE_KEYS = frozenset(
         "reclaimable",
         "priority",
         "lending_limit",
+        "node_group_affinity",
     }
 )

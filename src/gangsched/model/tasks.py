@@ -8,6 +8,7 @@ from gangsched._frozen import FrozenDict, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.limits import MAX_QUANTITY
 from gangsched.model import fields as check
+from gangsched.model.affinity import NodeAffinity
 from gangsched.model.enums import (
     MAX_GPUS_PER_NODE,
     NODE_PHASES,
@@ -98,6 +99,9 @@ class Task:
     #: ``"PreemptLowerPriority"`` or ``"Never"`` (Kubernetes' ``preemptionPolicy``): a Never
     #: task keeps its priority for ordering but never makes preempt or reclaim evict.
     preemption_policy: str = "PreemptLowerPriority"
+    #: Kubernetes' ``affinity.nodeAffinity`` (:mod:`gangsched.model.affinity`): required terms
+    #: filter nodes (the ``predicates`` plugin), preferred terms score them (``nodeorder``).
+    node_affinity: NodeAffinity | None = None
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "task")
@@ -177,6 +181,15 @@ class Task:
                 name=name,
                 field="preemption_policy",
             )
+        if self.node_affinity is not None:
+            if not isinstance(self.node_affinity, NodeAffinity):
+                raise SnapshotError(
+                    f"expected a NodeAffinity, got {type(self.node_affinity).__name__}",
+                    kind="task",
+                    name=name,
+                    field="node_affinity",
+                )
+            self.node_affinity.check(kind="task", name=name, field="node_affinity")
 
     @property
     def best_effort(self) -> bool:
@@ -231,6 +244,11 @@ class Task:
             node_selector=check.or_empty(m.get("node_selector")),
             tolerations=tuple(tols),
             preemption_policy=m.get("preemption_policy", PREEMPT_LOWER_PRIORITY),
+            node_affinity=None
+            if m.get("node_affinity") is None
+            else NodeAffinity.from_dict(
+                m["node_affinity"], kind="task", name=name, field="node_affinity"
+            ),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -255,6 +273,8 @@ class Task:
         )
         if self.preemption_policy != PREEMPT_LOWER_PRIORITY:
             out["preemption_policy"] = self.preemption_policy
+        if self.node_affinity is not None:
+            out["node_affinity"] = self.node_affinity.to_dict()
         return out
 
 
@@ -273,6 +293,7 @@ _TASK_KEYS = frozenset(
         "node_selector",
         "tolerations",
         "preemption_policy",
+        "node_affinity",
     }
 )
 

@@ -5,8 +5,16 @@
 * ``mostrequested.weight`` (0): mean of ``requested · 100 // allocatable``;
 * ``balancedresource.weight`` (1): ``(1 − std(requested_r / allocatable_r)) · 100`` over cpu,
   memory and, for GPU tasks, nvidia.com/gpu;
-* ``tainttoleration.weight`` (3): fewer untolerated PreferNoSchedule taints is better,
-  normalised over the nodes as kube does.
+* ``tainttoleration.weight`` (3): kube's TaintToleration: fewer untolerated
+  PreferNoSchedule taints is better, ``100 − 100 · count // most`` (integer division, as kube
+  normalises: ``most`` is the largest count on a node; 100 everywhere when no node has one);
+* ``nodeaffinity.weight`` (2): kube's NodeAffinity: the summed weights of the preferred node
+  affinity terms a node matches, ``100 · sum // most`` (0 everywhere for a task without
+  preferred terms).
+
+Kube normalises these two over the nodes that passed the filters; here over every node, so the
+figures are fixed per task shape for the whole cycle (the same order among nodes, a scale that
+can differ when the best-matching nodes are filtered out).
 
 ``requested`` is the node's current use plus this task, with kube's non-zero defaults
 (100m cpu, 200Mi memory) for a task that requests none. Integer division as in kube.
@@ -28,6 +36,7 @@ import numpy.typing as npt
 
 from gangsched._types import F64, I64
 from gangsched.config.args import arg_weight
+from gangsched.session.affinity_masks import preferred_sum
 from gangsched.session.arrays import TaskTemplate
 
 if TYPE_CHECKING:
@@ -36,11 +45,16 @@ if TYPE_CHECKING:
 DEFAULT_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
 #: The scores computed here; each is weighted by its ``<score>.weight`` argument.
-_SCORES = ("balancedresource", "leastrequested", "mostrequested", "tainttoleration")
+_SCORES = (
+    "balancedresource",
+    "leastrequested",
+    "mostrequested",
+    "nodeaffinity",
+    "tainttoleration",
+)
 #: Volcano's other scores (not modelled): their weights are checked, not used.
 _UNMODELLED = (
     "imagelocality",
-    "nodeaffinity",
     "podaffinity",
     "podtopologyspread",
     "selectorspread",
@@ -63,9 +77,11 @@ class NodeOrderPlugin:
         self.most = w("mostrequested.weight", 0.0)
         self.balanced = w("balancedresource.weight", 1.0)
         self.taint = w("tainttoleration.weight", 3.0)
+        self.affinity = w("nodeaffinity.weight", 2.0)
         for score in _UNMODELLED:
             w(f"{score}.weight", 0.0)
         self._taint_scores: dict[tuple[object, ...], F64] = {}
+        self._affinity_scores: dict[object, F64] = {}
         self._cols: _Columns | None = None
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:
@@ -103,6 +119,8 @@ class NodeOrderPlugin:
             score += spread
         if self.taint and ssn.arrays.soft_taints:
             score += self.taint * self._taint(ssn, tmpl)[sel]
+        if self.affinity and tmpl.node_affinity is not None and tmpl.node_affinity.preferred:
+            score += self.affinity * self._preferred(ssn, tmpl)[sel]
         return score
 
     def _columns(self, ssn: Session) -> _Columns:
@@ -146,6 +164,8 @@ class NodeOrderPlugin:
             score += self.balanced * (1.0 - math.sqrt(_variance(fracs))) * 100.0
         if self.taint and a.soft_taints:
             score += self.taint * float(self._taint(ssn, tmpl)[i])
+        if self.affinity and tmpl.node_affinity is not None and tmpl.node_affinity.preferred:
+            score += self.affinity * float(self._preferred(ssn, tmpl)[i])
         return score
 
     def _taint(self, ssn: Session, tmpl: TaskTemplate) -> F64:
@@ -153,8 +173,24 @@ class NodeOrderPlugin:
         if found is None:
             counts = ssn.arrays.soft_untolerated_count(tmpl.tolerations)
             top = int(counts.max()) if counts.size else 0
-            found = (100.0 - counts * 100.0 / top) if top else np.full(counts.size, 100.0)
+            found = (
+                (100 - counts * 100 // top).astype(np.float64)
+                if top
+                else np.full(counts.size, 100.0)
+            )
             self._taint_scores[tmpl.shape] = found
+        return found
+
+    def _preferred(self, ssn: Session, tmpl: TaskTemplate) -> F64:
+        """kube's NodeAffinity score of every node, normalised to 0..100."""
+        affinity = tmpl.node_affinity
+        found = self._affinity_scores.get(affinity)
+        if found is None:
+            assert affinity is not None
+            raw = preferred_sum(ssn.arrays, affinity)
+            top = int(raw.max()) if raw.size else 0
+            found = (raw * 100 // top).astype(np.float64) if top else np.zeros(raw.size)
+            self._affinity_scores[affinity] = found
         return found
 
 

@@ -1,9 +1,13 @@
 """predicates: the node filters that do not depend on free resources.
 
-Unschedulable (cordoned) nodes, node selectors, NoSchedule/NoExecute taints without a
-matching toleration, and GPU model constraints. Resource fit (cpu, memory, GPU devices, pod
-count) is checked by the session for every action, as in Volcano. These masks depend only on the
-template, so each template's full mask is computed once and sliced by row afterwards.
+Unschedulable (cordoned) nodes, node selectors, required node affinity (Kubernetes'
+NodeAffinity filter: :mod:`gangsched.model.affinity`), NoSchedule/NoExecute taints without a
+matching toleration, and GPU model constraints. A node refused by node affinity is explained
+by the requirement it misses: with one required term, the term's first expression the node
+fails (``node affinity: zone In [a, b]``); with several, the terms together. Resource fit
+(cpu, memory, GPU devices, pod count) is checked by the session for every action, as in
+Volcano. These masks depend only on the template, so each template's full mask is computed
+once and sliced by row afterwards.
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.TaintTolerationEnable``
 (both default true).
 """
@@ -19,7 +23,9 @@ import numpy.typing as npt
 from gangsched._types import BOOL
 from gangsched.config import arg_bool
 from gangsched.framework.extension_points import argument_names
-from gangsched.session.arrays import TaskTemplate
+from gangsched.model.affinity import NodeAffinity, NodeSelectorRequirement
+from gangsched.session.affinity_masks import required_mask, requirement_mask
+from gangsched.session.arrays import ClusterArrays, TaskTemplate
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -82,6 +88,9 @@ class PredicatesPlugin:
                     "node(s) didn't match Pod's node affinity/selector",
                 )
             )
+        affinity = tmpl.node_affinity
+        if self.node_affinity and affinity is not None and affinity.required:
+            out.extend(self._affinity(ssn, affinity))
         if self.taints:
             tolerations = tmpl.tolerations
             untolerated = self._part(
@@ -100,6 +109,29 @@ class PredicatesPlugin:
             )
         self._cache[tmpl.shape] = out
         return out
+
+    def _affinity(self, ssn: Session, affinity: NodeAffinity) -> list[tuple[BOOL, str]]:
+        """The required terms' rejections: one per expression of a single term (a node is
+        named by the first it fails), or one for several terms together."""
+        a = ssn.arrays
+        prefix = "node(s) didn't match Pod's node affinity: "
+        if len(affinity.required) > 1:
+            mask = self._part(("affinity", affinity), lambda: ~required_mask(a, affinity))
+            return [(mask, prefix + affinity.describe_required())]
+        term = affinity.required[0]
+        out: list[tuple[BOOL, str]] = []
+        for field, reqs in ((False, term.match_expressions), (True, term.match_fields)):
+            for req in reqs:
+                out.append((self._miss(a, req, field), prefix + req.describe()))
+        return out
+
+    def _miss(self, a: ClusterArrays, req: NodeSelectorRequirement, field: bool) -> BOOL:
+        """Nodes missing one requirement (shared by every shape that has it)."""
+        key = ("requirement", field, req)
+        found = self._parts.get(key)
+        if found is None:
+            found = self._parts[key] = ~requirement_mask(a, req, field=field)
+        return found
 
     def _part(self, key: tuple[object, ...], make: Callable[[], BOOL]) -> BOOL:
         """One filter's mask, shared by every shape with the same selector, tolerations or

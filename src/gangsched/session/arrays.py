@@ -33,7 +33,15 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
-from gangsched.model import OCCUPYING_PHASES, Node, Taint, Task, TaskPhase, Toleration
+from gangsched.model import (
+    OCCUPYING_PHASES,
+    Node,
+    NodeAffinity,
+    Taint,
+    Task,
+    TaskPhase,
+    Toleration,
+)
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.units import CPU, GPU, MEMORY, PODS, ResourceSpec
@@ -531,9 +539,12 @@ class TaskTemplate:
     best_effort: bool
     priority: int
     key: tuple[object, ...] = field(repr=False)
-    #: What node feasibility and shape-only scores depend on: request, GPU request, selector
-    #: and tolerations (not the job, role or priority). Equal shapes share one evaluation.
+    #: What node feasibility and shape-only scores depend on: request, GPU request, selector,
+    #: tolerations and node affinity (not the job, role or priority). Equal shapes share one
+    #: evaluation.
     shape: tuple[object, ...] = field(repr=False, default=())
+    #: The tasks' node affinity (None: none).
+    node_affinity: NodeAffinity | None = None
 
 
 def template_key(task: Task) -> tuple[object, ...]:
@@ -547,6 +558,7 @@ def template_key(task: Task) -> tuple[object, ...]:
         task.tolerations,
         task.priority,
         task.preemptable,
+        task.node_affinity,
     )
 
 
@@ -555,18 +567,23 @@ def build_templates(
     requests: I64,
     task_indices: list[int],
     known: Mapping[int, tuple[object, ...]] | None = None,
+    split: Mapping[int, int] | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
     its first task's row. ``known``: the :func:`template_key` of some, from an earlier cycle.
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
-    index (-1 for tasks not given).
+    index (-1 for tasks not given). ``split``: per task, a group its template keeps apart
+    from otherwise identical tasks of the job (the task-topology buckets).
     """
     groups: dict[tuple[object, ...], list[int]] = {}
     tasks = snapshot.tasks
     for t in task_indices:
-        key = known.get(t) if known is not None else None
+        if split is not None and t in split:
+            key: tuple[object, ...] | None = (*template_key(tasks[t]), ("bucket", split[t]))
+        else:
+            key = known.get(t) if known is not None else None
         groups.setdefault(template_key(tasks[t]) if key is None else key, []).append(t)
     # The first members' rows in one gather (read-only: a template's row is a view of it).
     rows = requests[[members[0] for members in groups.values()]]
@@ -594,7 +611,8 @@ def build_templates(
                 best_effort=first.best_effort,
                 priority=first.priority,
                 key=key,
-                shape=key[2:6],
+                shape=(*key[2:6], key[8]),
+                node_affinity=first.node_affinity,
             )
         )
     return templates, template_of

@@ -54,6 +54,7 @@ from gangsched.session.task_states import (
     job_counters,
     task_columns,
 )
+from gangsched.session.task_topology import build_buckets
 from gangsched.units import PODS
 
 __all__ = [
@@ -167,7 +168,11 @@ class Session(Occupancy):
             keys = {t: tmpl.key for tmpl in previous.templates for t in tmpl.tasks}
             src = cols.source.tolist()
             known = {t: keys[src[t]] for t in pending if src[t] in keys}
-        templates, template_of = build_templates(snapshot, cols.req, pending, known)
+        split = None
+        if config.plugin("task-topology") is not None:
+            buckets = build_buckets(snapshot)
+            split = {t: b for jb in buckets.values() for t, b in jb.bucket_of.items()}
+        templates, template_of = build_templates(snapshot, cols.req, pending, known, split)
         ssn = cls(
             snapshot=snapshot,
             config=config,

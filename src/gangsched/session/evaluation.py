@@ -348,16 +348,26 @@ def _same_ground(old: Session, new: Session) -> bool:
 
 def _changed_records(old: Session, new: Session) -> BOOL | None:
     """Nodes whose record differs between the two sessions' snapshots; None when a node was
-    renamed or its taints changed (then nothing carries)."""
+    renamed or its taints changed, or its labels changed while a template prefers nodes by
+    label (preferred node affinity is normalised over every node): then nothing carries."""
     before, after = old.snapshot.nodes, new.snapshot.nodes
     changed = np.zeros(len(after), dtype=np.bool_)
     if before is after:
         return changed
+    prefers: bool | None = None
     for i, (x, y) in enumerate(zip(before, after, strict=True)):
         if x is y or x == y:
             continue
         if x.name != y.name or x.taints != y.taints:
             return None
+        if x.labels != y.labels:
+            if prefers is None:
+                prefers = any(
+                    t.node_affinity is not None and bool(t.node_affinity.preferred)
+                    for t in new.templates
+                )
+            if prefers:
+                return None
         changed[i] = True
     return changed
 

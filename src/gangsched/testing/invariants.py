@@ -17,9 +17,9 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Set
 
-from gangsched.config import Config
+from gangsched.config import Config, arg_bool
 from gangsched.decisions import Decisions
-from gangsched.model import OCCUPYING_PHASES, TaskPhase, TopologyMode
+from gangsched.model import OCCUPYING_PHASES, NodeGroupAffinity, TaskPhase, TopologyMode
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.gate import rules_in_force
@@ -38,6 +38,8 @@ __all__ = [
     "check_evictions",
     "check_gang_atomicity",
     "check_known_objects",
+    "check_node_affinity",
+    "check_node_groups",
     "check_queue_capability",
     "check_reasons",
     "check_schedulable_nodes",
@@ -472,6 +474,92 @@ def check_schedulable_nodes(snapshot: Snapshot, decisions: Decisions) -> None:
                 )
 
 
+def check_node_affinity(snapshot: Snapshot, decisions: Decisions) -> None:
+    """Nothing new is bound or reserved on a node its task's required node affinity keeps
+    out (no required term matches the node's labels and name)."""
+    for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
+        for d in items:
+            t = snapshot.task_index.get(d.task)
+            n = snapshot.node_index.get(d.node)
+            if t is None or n is None:
+                continue
+            affinity = snapshot.tasks[t].node_affinity
+            node = snapshot.nodes[n]
+            if affinity is not None and not affinity.allows(node.name, node.labels):
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} to node {d.node!r}, which its node affinity "
+                    f"keeps out ({affinity.describe_required()})"
+                )
+
+
+def check_node_groups(snapshot: Snapshot, decisions: Decisions, config: Config) -> None:
+    """Under the ``nodegroup`` plugin, nothing new lands on a node whose group
+    (``volcano.sh/nodegroup-name``) the task's queue may not use: Volcano's rule, restated
+    here over the records (a node without a group only for a queue without an affinity and
+    ``strict: false``; a group in the required or preferred list and not anti-required, or
+    anti-preferred). With ``enableHierarchy`` a queue without an affinity takes its nearest
+    ancestor's (a queue without a parent hangs under ``root``)."""
+    option = config.plugin("nodegroup")
+    if option is None:
+        return
+    strict = arg_bool(option.arguments, "strict", True, plugin="nodegroup")
+    queues = {q.name: q for q in snapshot.queues}
+
+    def affinity(name: str) -> NodeGroupAffinity | None:
+        seen: set[str] = set()
+        while name not in seen:
+            seen.add(name)
+            q = queues[name]
+            if q.node_group_affinity is not None or not option.hierarchy:
+                return q.node_group_affinity
+            parent = q.parent if q.parent is not None else ("root" if name != "root" else None)
+            if parent is None or parent not in queues:
+                return None
+            name = parent
+        return None
+
+    for kind, items in (("bound", decisions.binds), ("pipelined", decisions.pipelined)):
+        for d in items:
+            t = snapshot.task_index.get(d.task)
+            n = snapshot.node_index.get(d.node)
+            if t is None or n is None:
+                continue
+            job = snapshot.jobs[snapshot.job_index[snapshot.tasks[t].job]]
+            aff = affinity(job.queue)
+            group = snapshot.nodes[n].labels.get("volcano.sh/nodegroup-name")
+            lists = (
+                (aff.required, aff.preferred, aff.anti_required, aff.anti_preferred)
+                if aff is not None
+                else ((), (), (), ())
+            )
+            unset = not any(lists)
+            if group is None:
+                ok = unset and not strict
+            elif unset:
+                ok = False
+            else:
+                req, pref, anti_req, anti_pref = lists
+                ok = ((group in req or group in pref) and group not in anti_req) or (
+                    group in anti_pref
+                )
+            if not ok:
+                raise InvariantViolation(
+                    f"task {d.task!r}: {kind} to node {d.node!r} (node group {group!r}), "
+                    f"which queue {job.queue!r} may not use"
+                )
+
+
+def _node_affinity_in_force(config: Config) -> bool:
+    """Whether ``config`` runs the predicates plugin with its node-affinity filter on."""
+    for tier in config.tiers:
+        for p in tier.plugins:
+            if p.name == "predicates" and p.enabled("predicate"):
+                return arg_bool(
+                    p.arguments, "predicate.NodeAffinityEnable", True, plugin="predicates"
+                )
+    return False
+
+
 def check_reasons(snapshot: Snapshot, decisions: Decisions) -> None:
     """Every Pending task that was neither bound nor reserved has a reason."""
     placed = {b.task for b in decisions.binds} | {p.task for p in decisions.pipelined}
@@ -548,6 +636,7 @@ ALL_CHECKS: tuple[Check, ...] = (
     check_evictions,
     check_consolidation,
     check_schedulable_nodes,
+    check_node_affinity,
     check_reasons,
 )
 
@@ -565,9 +654,14 @@ def check_all(snapshot: Snapshot, decisions: Decisions, *, hierarchical: bool = 
 def check_cycle(snapshot: Snapshot, decisions: Decisions, config: Config) -> None:
     """:func:`check_all` for a cycle run under ``config``: only the rules some configured
     plugin enforces. Gang atomicity needs ``gang``; queue capability needs ``proportion`` or
-    ``capacity``, and binds along every ancestor only under hierarchical ``capacity``."""
+    ``capacity``, and binds along every ancestor only under hierarchical ``capacity``; node
+    affinity needs ``predicates`` with its node-affinity filter; node groups
+    (:func:`check_node_groups`) need ``nodegroup``."""
     rules = rules_in_force(config)
+    check_node_groups(snapshot, decisions, config)
     for check in ALL_CHECKS:
+        if check is check_node_affinity and not _node_affinity_in_force(config):
+            continue
         if check is check_gang_atomicity and not rules.gang:
             continue
         if check is check_queue_capability:

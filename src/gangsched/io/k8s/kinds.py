@@ -14,6 +14,7 @@ from typing import Any
 
 import re2
 
+from gangsched.io.k8s.affinity import read_node_affinity, read_node_group_affinity
 from gangsched.io.k8s.fields import (
     Ref,
     annotation_bool,
@@ -36,6 +37,7 @@ from gangsched.model import (
     PREEMPTION_POLICIES,
     JobPolicy,
     NetworkTopology,
+    NodeAffinity,
     Resources,
     Taint,
     Toleration,
@@ -218,6 +220,8 @@ def read_queue(obj: Mapping[str, Any], ref: Ref) -> QueueDraft:
     parent = get_str(spec, "parent", ref, "spec")
     if parent is not None:
         kwargs["parent"] = parent
+    if spec.get("affinity") is not None:
+        kwargs["node_group_affinity"] = read_node_group_affinity(spec, ref, "spec")
     state = get_str(status, "state", ref, "status") or get_str(spec, "state", ref, "spec")
     if state is not None:
         if state in _QUEUE_STATES:
@@ -435,36 +439,8 @@ class PodSpecInfo:
     preemption_policy: str | None = None
     #: The pod's (or template's) labels, set by the caller that reads the metadata.
     labels: Mapping[str, str] = field(default_factory=dict)
-
-
-def _gpu_models(affinity: Mapping[str, Any], ref: Ref, path: str) -> tuple[str, ...]:
-    """GPU models from required node affinity that is exactly one term with one expression
-    ``nvidia.com/gpu.product In [...]``; empty for anything else."""
-    node_aff = get_map(affinity, "nodeAffinity", ref, path)
-    required = get_map(
-        node_aff, "requiredDuringSchedulingIgnoredDuringExecution", ref, f"{path}.nodeAffinity"
-    )
-    terms = required.get("nodeSelectorTerms")
-    if node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or not isinstance(
-        terms, list
-    ):
-        return ()
-    if len(terms) != 1 or not isinstance(terms[0], Mapping) or terms[0].get("matchFields"):
-        return ()
-    exprs = terms[0].get("matchExpressions")
-    if not isinstance(exprs, list) or len(exprs) != 1 or not isinstance(exprs[0], Mapping):
-        return ()
-    e = exprs[0]
-    values = e.get("values")
-    if e.get("key") != GPU_PRODUCT_LABEL or e.get("operator") != "In" or not values:
-        return ()
-    if not isinstance(values, list) or not all(isinstance(v, str) and v for v in values):
-        raise ref.error(
-            f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-            ".nodeSelectorTerms[0].matchExpressions[0].values",
-            "expected a list of GPU model names",
-        )
-    return tuple(values)
+    #: ``affinity.nodeAffinity`` (without a GPU model constraint, kept in ``gpu_models``).
+    node_affinity: NodeAffinity | None = None
 
 
 def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
@@ -506,16 +482,12 @@ def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
             )
         )
     affinity = get_map(spec, "affinity", ref, path)
-    models = _gpu_models(affinity, ref, f"{path}.affinity")
-    for key in ("nodeAffinity", "podAffinity", "podAntiAffinity"):
-        if affinity.get(key) is not None and not (key == "nodeAffinity" and models):
-            notes.append(
-                (
-                    f"{path}.affinity.{key}",
-                    "not modelled (nodeSelector is, and node affinity on "
-                    f"{GPU_PRODUCT_LABEL} In [...] alone)",
-                )
-            )
+    node_affinity, models = read_node_affinity(
+        affinity, ref, f"{path}.affinity", gpu_label=GPU_PRODUCT_LABEL, gpu_task=devices > 0
+    )
+    for key in ("podAffinity", "podAntiAffinity"):
+        if affinity.get(key) is not None:
+            notes.append((f"{path}.affinity.{key}", "not modelled"))
     if spec.get("topologySpreadConstraints"):
         notes.append((f"{path}.topologySpreadConstraints", "not modelled"))
     return PodSpecInfo(
@@ -533,6 +505,7 @@ def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
         subdomain=get_str(spec, "subdomain", ref, path, "") or "",
         notes=notes,
         preemption_policy=read_preemption_policy(spec, ref, path),
+        node_affinity=node_affinity,
     )
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from gangsched._frozen import FrozenDict
+from gangsched.io.k8s.affinity import read_task_topology
 from gangsched.io.k8s.fields import (
     Ref,
     creation_seconds,
@@ -71,6 +72,9 @@ class PodReader(WorkloadReader):
             draft.origin = replace(draft.origin, podgroup=ref.name)
             if phase is not None:
                 draft.kwargs["phase"] = phase
+            topology = read_task_topology(meta, ref, "metadata")
+            if topology is not None:
+                draft.kwargs["task_topology"] = topology
             self._merge_kueue(draft, meta, ref)
             self.by_object[("podgroup", ref.namespace, ref.name)] = owner
             return
@@ -96,6 +100,7 @@ class PodReader(WorkloadReader):
             "preemptable": preemptable(meta, ref, True),
             "network_topology": topo,
             "creation": creation_seconds(meta, ref),
+            "task_topology": read_task_topology(meta, ref, "metadata"),
         }
         if spec.get("minResources") is not None:
             kwargs["min_resources"] = Resources(resource_map(spec, "minResources", ref, "spec"))

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from gangsched._frozen import FrozenDict
+from gangsched.io.k8s.affinity import read_task_topology
 from gangsched.io.k8s.fields import (
     Ref,
     check_dns_label,
@@ -240,6 +241,7 @@ class WorkloadReader:
             "preemptable": preempt,
             "node_selector": FrozenDict(info.node_selector),
             "tolerations": info.tolerations,
+            "node_affinity": info.node_affinity,
             "preemption_policy": self._preemption_policy(info),
         }
 
@@ -363,6 +365,7 @@ class WorkloadReader:
             "policies": policies,
             "role_policies": FrozenDict(role_policies),
             "creation": creation_seconds(meta, ref),
+            "task_topology": read_task_topology(meta, ref, "metadata"),
         }
         origin = JobOrigin(
             ref=ref,

@@ -163,6 +163,7 @@ class _Cycle(_Rules):
             x.tolerations,
             x.priority,
             x.preemptable,
+            x.node_affinity,
         )
 
     def vote(self, j: int) -> bool:

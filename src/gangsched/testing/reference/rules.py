@@ -148,6 +148,12 @@ class _Rules(_State):
         )
         if affinity and any(node.labels.get(k) != v for k, v in task.node_selector.items()):
             return False
+        if (
+            affinity
+            and task.node_affinity is not None
+            and not task.node_affinity.allows(node.name, node.labels)
+        ):
+            return False
         if arg_bool(opt.arguments, "predicate.TaintTolerationEnable", True, plugin="predicates"):
             for taint in node.taints:
                 if taint.effect != "PreferNoSchedule" and not any(
@@ -196,6 +202,7 @@ class _Rules(_State):
                 if o.name == "nodeorder":
                     keys = [("leastrequested", 1.0), ("mostrequested", 0.0)]
                     keys += [("balancedresource", 1.0), ("tainttoleration", 3.0)]
+                    keys += [("nodeaffinity", 2.0)]
                     w = {k: arg_float(args, f"{k}.weight", d, plugin=o.name) for k, d in keys}
                     self.scorers.append(("nodeorder", w))
                 elif o.name == "binpack":
@@ -248,8 +255,14 @@ class _Rules(_State):
             std = math.sqrt(sum((f - mean) * (f - mean) for f in fracs) / len(fracs))
             score += w["balancedresource"] * (1.0 - std) * 100.0
         if w["tainttoleration"] and self.soft_taints:
-            mine = (100.0 - self.untolerated(t, n) * 100.0 / top) if top else 100.0
+            mine = float(100 - self.untolerated(t, n) * 100 // top) if top else 100.0
             score += w["tainttoleration"] * mine
+        aff = self.snap.tasks[t].node_affinity
+        if w["nodeaffinity"] and aff is not None and aff.preferred:
+            nodes = self.snap.nodes
+            most = max(aff.preference(x.name, x.labels) for x in nodes)
+            mine = aff.preference(nodes[n].name, nodes[n].labels)
+            score += w["nodeaffinity"] * float(mine * 100 // most if most else 0)
         return score
 
     def binpack(self, w: dict[str, float], t: int, n: int) -> float:
