@@ -45,6 +45,7 @@ API_MODULES = (
     "gangsched.testing.reference",
     "gangsched.testing.strategies",
     "gangsched.testing.hostile",
+    "gangsched.testing.hostile.streams",
 )
 
 _DIRECTIVE = re.compile(r"^::: ([\w.]+)\s*$", re.MULTILINE)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import gangsched as gs
-from gangsched.testing.hostile.events_cli import stream_configs
+from gangsched.testing.hostile.streams import stream_configs
 from gangsched.testing.invariants import check_cycle
 
 

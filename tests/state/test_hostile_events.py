@@ -1,4 +1,4 @@
-"""The hostile fuzzer's event streams (``gangsched.testing.hostile.events_cli``) find nothing.
+"""The hostile fuzzer's event streams (``gangsched.testing.hostile.streams``) find nothing.
 
 Each stream feeds a :class:`~gangsched.ClusterState` operations drawn against it: references
 out of order, removals under live references, phase changes in every order, stale, foreign
@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from gangsched.state import ClusterState
 from gangsched.testing.hostile import DrawChooser, RandomChooser
-from gangsched.testing.hostile.events_cli import (
+from gangsched.testing.hostile.streams import (
     STREAM_CONFIGS,
     replay,
     run_stream,

@@ -11,8 +11,7 @@ cost growing with the square of the tasks of a node.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -276,19 +275,28 @@ def _one_node_gang(n: int) -> tuple[gs.ClusterState, Decisions]:
     return state, decisions
 
 
-def test_apply_of_a_gang_on_one_node_costs_what_it_touches() -> None:
-    """1,900 binds to one node: each node is checked once with its final tasks (it took
-    about 2 s when every bind re-checked the node's tasks so far; now milliseconds)."""
-    timings = []
+def test_apply_of_a_gang_on_one_node_costs_what_it_touches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """1,900 binds to one node: the node is checked once with its final tasks, so the work is
+    the node's tasks read once (binds re-checking the node's tasks so far read 1.8 M task
+    records, about 2 s). Counted, not timed: the count is what the cost follows."""
+    from gangsched.state import _batch
+
+    read: list[int] = []
+    original = _batch.check_node_tasks
+
+    def counting(node: object, tasks: Sequence[object]) -> None:
+        read.append(len(tasks))
+        original(node, tasks)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_batch, "check_node_tasks", counting)
     for n in (475, 1900):
+        read.clear()
         state, decisions = _one_node_gang(n)
-        start = time.process_time()
         state.apply(decisions)
-        timings.append(time.process_time() - start)
         assert len(state.tasks_on("n0")) == n
-    small, big = timings
-    # Linear: 4x the binds cost about 4x (a quadratic apply costs 16x); generous for noise.
-    assert big < max(10 * small, 0.05), timings
+        assert read == [n], (n, len(read), sum(read))
 
 
 # --------------------------------------------------------------------------------------------

@@ -14,12 +14,11 @@ it touches against the rules :class:`~gangsched.model.snapshot.Snapshot` checks 
 :class:`SnapshotError`, naming the object and the field) *before* it changes anything, so a
 refused operation leaves the state as it was. Batches (a job with its tasks, a cycle's
 decisions) are checked whole — each node they touch once, with its final tasks — then made
-(``_batch``); ``sync`` checks the snapshot against the state's limits first. Costs follow what the
-operation touches: a task update re-checks the node it sits
-on (its few tasks), a queue update walks its parent chain and, on a re-parent, its subtree;
-per-resource totals (:func:`~gangsched.model.check_totals`) are kept as running sums. A
-hypernode operation re-checks the topology (nodes and hypernodes, no tasks): topology changes
-are rare and global.
+(``_batch``); ``sync`` checks the snapshot against the state's limits first. Costs follow what
+the operation touches: a task update re-checks the node it sits on (its few tasks), a queue
+update walks its parent chain and, on a re-parent, its subtree; per-resource totals
+(:func:`~gangsched.model.check_totals`) are kept as running sums. A hypernode operation
+re-checks the topology (nodes and hypernodes, no tasks): topology changes are rare and global.
 
 Rule 2: :meth:`ClusterState.snapshot` shares what did not change. Per kind, the record tuple
 and its name index are cached and rebuilt (C-speed ``tuple(dict.values())``) only when a record

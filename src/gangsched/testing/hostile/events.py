@@ -347,46 +347,62 @@ def _squeeze_or_reserve(c: Chooser, st: ClusterState) -> tuple[str, Callable[[],
             q = dataclasses.replace(old, capability=_any({"cpu": f"{cap}m"}))
             return f"squeeze {name} to {cap}m", lambda: st.update_queue(q)
     pending = [t.name for t in st.tasks.values() if t.phase is TaskPhase.PENDING]
-    if pending and st.nodes and c.chance(0.5):
-        # A re-list showing a job's pending tasks reserved on one node (no GPUs), and maybe
-        # its queue's capability lowered under them: one sync.
-        job = st.tasks[_pick(c, pending)].job
-        if c.chance(0.5):  # the job with the most pending tasks
-            count: dict[str, int] = {}
-            for waiting in pending:
-                owner = st.tasks[waiting].job
-                count[owner] = count.get(owner, 0) + 1
-            job = max(sorted(count), key=lambda j: count[j])
-        node = _pick(c, st.nodes)
-        doc: dict[str, Any] = st.to_dict()
-        reserved = 0
-        for t in doc["tasks"]:
-            if (
-                t["job"] == job
-                and t.get("phase", "Pending") == "Pending"
-                and not t.get("gpu_request")
-            ):
-                t.update(phase="Pipelined", node=node)
-                reserved += st.tasks[t["name"]].request.get("cpu", 0)
-        if reserved and c.chance(0.5):
-            for j in doc["jobs"]:
-                if j["name"] == job:  # admitted, ready with one task bound
-                    j.update(phase="Inqueue", min_available=1)
-            queue = st.jobs[job].queue
-            for q in doc["queues"]:
-                if q["name"] == queue:
-                    q["capability"] = {"cpu": f"{max(1, reserved // 2)}m"}
-        try:
-            target = Snapshot.from_dict(doc, limits=st.limits)
-        except GangschedError:
-            target = st.snapshot()
-        return f"sync reserving {job} on {node}", lambda: st.sync(target)
+    if st.nodes and st.queues and c.chance(0.5):
+        return _relist_reserved(c, st, pending)
     name = _pick(c, [*pending, "zz"])
     node = _pick(c, [*st.nodes, "n9"])
     return (
         f"reserve {name} on {node}",
         lambda: st.set_task_phase(name, TaskPhase.PIPELINED, node=node),
     )
+
+
+def _relist_reserved(
+    c: Chooser, st: ClusterState, pending: list[str]
+) -> tuple[str, Callable[[], object]]:
+    """A re-list (one sync) showing a job's tasks reserved on one node — the pending ones of a
+    job of the state, or a new job's — and maybe its queue's capability cut inside them (the
+    job admitted, ready with one task bound)."""
+    doc: dict[str, Any] = st.to_dict()
+    node = _pick(c, st.nodes)
+    free = [j for j in _JOBS if j not in st.jobs]
+    reserved = 0
+    if free and (not pending or c.chance(0.5)):
+        job, queue = _pick(c, free), _pick(c, st.queues)
+        doc["jobs"].append({"name": job, "queue": queue, "min_available": 2})
+        for k in range(2 + c.below(2)):
+            cpu = 1000 * (1 + c.below(2))
+            doc["tasks"].append(
+                {"name": f"{job}-{k}", "job": job, "request": {"cpu": f"{cpu}m"},
+                 "phase": "Pipelined", "node": node}
+            )  # fmt: skip
+            reserved += cpu
+    else:
+        jobs = sorted({st.tasks[t].job for t in pending})
+        job = _pick(c, jobs) if jobs else _pick(c, _JOBS)
+        for t in doc["tasks"]:
+            waiting = t["job"] == job and t.get("phase", "Pending") == "Pending"
+            if waiting and not t.get("gpu_request"):
+                t.update(phase="Pipelined", node=node)
+                reserved += st.tasks[t["name"]].request.get("cpu", 0)
+    if reserved and c.chance(0.6):
+        for j in doc["jobs"]:
+            if j["name"] == job:
+                j.update(phase="Inqueue", min_available=1)
+                queue = j.get("queue", "default")
+        others = sum(
+            t.request.get("cpu", 0)
+            for t in st.tasks.values()
+            if t.phase in NODE_PHASES and t.job in st.jobs and st.jobs[t.job].queue == queue
+        )  # what the queue holds besides: the cut falls inside the reservations
+        for q in doc["queues"]:
+            if q["name"] == queue:
+                q["capability"] = {"cpu": f"{max(1, others + reserved // 2)}m"}
+    try:
+        target = Snapshot.from_dict(doc, limits=st.limits)
+    except GangschedError:
+        target = st.snapshot()
+    return f"sync reserving {job} on {node}", lambda: st.sync(target)
 
 
 def _made_up(c: Chooser, st: ClusterState) -> Decisions:

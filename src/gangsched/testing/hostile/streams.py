@@ -2,7 +2,7 @@
 
 Command line::
 
-    python -m gangsched.testing.hostile.events_cli --streams 2000 --steps 60 --seed 1
+    python -m gangsched.testing.hostile.streams --streams 2000 --steps 60 --seed 1
 
 prints the figures and every broken promise (category, stream, step, the operation and the
 operations before it); ``--replay SEED:INDEX`` runs one stream again. The status is 1 when a
@@ -38,8 +38,10 @@ __all__ = [
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line: run seeded streams (or replay one) and print the figures; 1 when a
+    stream broke a promise."""
     parser = argparse.ArgumentParser(
-        prog="python -m gangsched.testing.hostile.events_cli",
+        prog="python -m gangsched.testing.hostile.streams",
         description="Hostile event streams against ClusterState.",
     )
     parser.add_argument("--streams", type=int, default=200)
