@@ -85,6 +85,13 @@ def default_registry() -> Registry:
 def _given_or_default(config: Config | None, registry: Registry | None) -> tuple[Config, Registry]:
     """The config and registry a cycle uses: those given, else :meth:`Config.default`
     (Volcano's default) and :func:`default_registry`."""
+    for value, cls, name in ((config, Config, "config"), (registry, Registry, "registry")):
+        if value is not None and not isinstance(value, cls):
+            raise ConfigError(
+                f"expected a {cls.__name__} or None, got {type(value).__name__}",
+                kind="schedule",
+                field=name,
+            )
     return (
         Config.default() if config is None else config,
         default_registry() if registry is None else registry,

@@ -380,3 +380,13 @@ def test_cli_table_has_no_warning_when_deterministic(
     assert main(["schedule", *_cli_inputs(tmp_path, **{"placer.workers": 1})]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("BINDS (1)") and "WARNING" not in out and err == ""
+
+
+@pytest.mark.parametrize("field", ["config", "registry"])
+@pytest.mark.parametrize("junk", [{"actions": ["allocate"]}, "allocate", 3, object()])
+def test_schedule_refuses_a_config_or_registry_of_the_wrong_type(field: str, junk: object) -> None:
+    """A dict, a string or any other object where a Config or Registry belongs is a
+    ConfigError naming the argument, not an AttributeError from inside the cycle."""
+    snap = gs.Snapshot.from_dict({"nodes": [], "queues": [{"name": "default"}]})
+    with pytest.raises(gs.ConfigError, match=field):
+        gs.schedule(snap, **{field: junk})  # type: ignore[arg-type]
