@@ -35,6 +35,7 @@ import numpy.typing as npt
 from .._types import I64
 from ..decisions import PlacementInfo
 from ..fit import device_free, node_free
+from ..gang import pending_best_effort_of_role
 from ..gate import hard_domain
 from ..placement.greedy import GreedyPlacer
 from ..placement.problem import (
@@ -155,6 +156,7 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
     if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
         for role, need in rec.min_task_member.items():
             left = need - ssn.count_states(job, PIPELINED_OR_READY, role)
+            left -= pending_best_effort_of_role(ssn, job, role)
             for k, tm in enumerate(templates):
                 if tm.role == role and left > 0:
                     take = min(left, int(counts[k]))
