@@ -20,6 +20,7 @@ from .actions.allocate import AllocateAction
 from .actions.backfill import BackfillAction
 from .actions.consolidate import ConsolidateAction
 from .actions.enqueue import EnqueueAction
+from .actions.gang_eviction import GangPreemptAction, GangReclaimAction
 from .actions.preempt import PreemptAction
 from .actions.reclaim import ReclaimAction
 from .config import Config
@@ -73,6 +74,8 @@ def default_registry() -> Registry:
         PreemptAction,
         ReclaimAction,
         ConsolidateAction,
+        GangPreemptAction,
+        GangReclaimAction,
     ):
         reg.register_action(action.name, action)
     return reg

@@ -18,7 +18,11 @@ the search (:mod:`._victim_search`) only combines the answers. The rules:
    tasks (allocated, bound, running, succeeded; not pending best-effort ones) at or above
    ``min_available`` and every role at or above its minimum.
 5. **Whole job** (:func:`may_go_whole`): a job may lose every running task only when all of
-   them are candidates and it holds no reservation or fresh allocation.
+   them are candidates and it holds no reservation or fresh allocation — and only in an
+   action that evicts whole gangs (:func:`whole_gangs`): ``gangpreempt`` and ``gangreclaim``
+   (Volcano's gang-aware eviction actions, ``allowWholeBundle`` true by default), or
+   ``preempt`` / ``reclaim`` configured with ``allowWholeBundle: true``. ``preempt`` and
+   ``reclaim`` otherwise take only tasks above a gang's minimum, as Volcano's do.
 
 A victim set never contains part of a gang below its minimum. The ``gang`` plugin's
 ``preemptable`` / ``reclaimable`` answers permit every candidate (so its tier decides, as in
@@ -40,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._types import BOOL, I64
+from ..config import arg_bool
 from ..cycle import in_states
 from ..gang import FRESH_STATES, RUNNING_STATES, may_go_whole, needed_tasks, spare_tasks
 from ..model import PREEMPT_NEVER, JobPhase, TopologyMode
@@ -70,6 +75,8 @@ __all__ = [
     "RUNNING_STATES",
     "SHARE_GUARD",
     "TOPOLOGY",
+    "WHOLE_BUNDLE",
+    "WHOLE_GANG_ACTIONS",
     "Refusal",
     "Scope",
     "best_node",
@@ -89,6 +96,7 @@ __all__ = [
     "preempt_candidates",
     "preemptors",
     "spare_tasks",
+    "whole_gangs",
 ]
 
 
@@ -121,7 +129,8 @@ class Scope:
     victims allowed by the action's hard rules (or an empty array and the refusal);
     ``baseline(ssn)`` records what the rule needs from before any move, and
     ``admissible(ssn, job, victims, baseline)`` checks the session state after a trial move;
-    ``reason(ssn, job, victim)`` is the eviction's reason text.
+    ``reason(ssn, job, victim)`` is the eviction's reason text; ``whole`` whether a victim
+    job may go whole (rule 5; :func:`whole_gangs`).
     """
 
     action: str
@@ -131,6 +140,7 @@ class Scope:
     baseline: Callable[[Session], Any]
     admissible: Callable[[Session, int, Sequence[int], Any], Refusal | None]
     reason: Callable[[Session, int, int], str]
+    whole: bool = False
 
 
 def no_rule(ssn: Session, job: int, victims: Sequence[int], baseline: Any) -> Refusal | None:
@@ -292,15 +302,31 @@ def domains(ssn: Session, job: int) -> list[BOOL | None]:
     return [mask for mask in masks if bool(np.all(mask[placed_nodes]))]
 
 
-def gang_allowed(ssn: Session, candidates: I64) -> I64:
-    """Candidates the bundle rule could ever take: jobs that may go whole, or that have a
-    surplus among them (:func:`may_go_whole`, :func:`spare_tasks`)."""
+def whole_gangs(ssn: Session, action: str) -> bool:
+    """Whether ``action`` may evict a gang whole (rule 5): its ``allowWholeBundle`` argument,
+    true by default for ``gangpreempt`` / ``gangreclaim`` and false for ``preempt`` /
+    ``reclaim``."""
+    default = action in WHOLE_GANG_ACTIONS
+    return arg_bool(
+        ssn.config.action_arguments(action), WHOLE_BUNDLE, default, plugin=action, kind="action"
+    )
+
+
+#: The actions that evict whole gangs unless told otherwise (Volcano's gang-aware eviction).
+WHOLE_GANG_ACTIONS = ("gangpreempt", "gangreclaim")
+#: The argument that lets a victim job go whole (Volcano's gangpreempt / gangreclaim name).
+WHOLE_BUNDLE = "allowWholeBundle"
+
+
+def gang_allowed(ssn: Session, candidates: I64, *, whole: bool = True) -> I64:
+    """Candidates the bundle rule could ever take: jobs that may go whole (when ``whole``), or
+    that have a surplus among them (:func:`may_go_whole`, :func:`spare_tasks`)."""
     keep = np.zeros(candidates.size, dtype=np.bool_)
     jobs = ssn.task_job[candidates]
     for v in np.unique(jobs).tolist():
         mine = jobs == v
         tasks = candidates[mine].tolist()
-        keep[mine] = may_go_whole(ssn, v, tasks) or bool(spare_tasks(ssn, v, tasks))
+        keep[mine] = (whole and may_go_whole(ssn, v, tasks)) or bool(spare_tasks(ssn, v, tasks))
     out: I64 = candidates[keep]
     return out
 

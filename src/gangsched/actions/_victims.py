@@ -57,6 +57,8 @@ from ._victim_rules import QUEUE_OVERUSED as QUEUE_OVERUSED
 from ._victim_rules import RUNNING_STATES as RUNNING_STATES
 from ._victim_rules import SHARE_GUARD as SHARE_GUARD
 from ._victim_rules import TOPOLOGY as TOPOLOGY
+from ._victim_rules import WHOLE_BUNDLE as WHOLE_BUNDLE
+from ._victim_rules import WHOLE_GANG_ACTIONS as WHOLE_GANG_ACTIONS
 from ._victim_rules import Refusal as Refusal
 from ._victim_rules import Scope as Scope
 from ._victim_rules import claimants as claimants
@@ -74,6 +76,7 @@ from ._victim_rules import policy_refusal as policy_refusal
 from ._victim_rules import preempt_candidates as preempt_candidates
 from ._victim_rules import preemptors as preemptors
 from ._victim_rules import spare_tasks as spare_tasks
+from ._victim_rules import whole_gangs as whole_gangs
 from ._victim_search import PAIR_LIMIT as PAIR_LIMIT
 from ._victim_search import preempt_job as preempt_job
 

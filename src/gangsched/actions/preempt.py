@@ -12,8 +12,10 @@ tasks of *other* jobs of the *same* queue whose job priority is strictly lower t
 preemptor's (this action owns that rule; the ``priority`` plugin permits what it leaves), with
 ``preemptable`` set on the task and on its job (``_victims.evictable``); the ``preemptable``
 plugin point narrows them (tier by tier, the first tier with an answer decides). Victims are
-chosen as whole-job or surplus bundles by the shared gang-aware search, and evicted only if the
-whole claim is then pipelined; the claim is reserved, never bound in this cycle.
+chosen as surplus bundles by the shared gang-aware search (a gang gives only tasks above its
+minimum, as Volcano's gang plugin allows; with ``allowWholeBundle: true``, or as
+``gangpreempt``, a gang that may go whole is a bundle too), and evicted only if the whole claim
+is then pipelined; the claim is reserved, never bound in this cycle.
 
 *Inside a job.* Then every admitted, valid job of the queue with pending tasks, in job order,
 lets its pending tasks (task order; best-effort tasks excluded) evict running or bound tasks of
@@ -46,6 +48,7 @@ other jobs).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -273,6 +276,7 @@ def _within_job(ssn: Session, job: int) -> v.Refusal | None:
 class PreemptAction(ConfiguredAction):
     name = "preempt"
     known_arguments = (
+        v.WHOLE_BUNDLE,
         "enableTopologyAwarePreemption",
         "maxCandidateNodesAbsolute",
         "minCandidateNodesAbsolute",
@@ -282,6 +286,7 @@ class PreemptAction(ConfiguredAction):
     )
 
     def execute(self, ssn: Session) -> None:
+        scope = replace(SCOPE, action=self.name, whole=v.whole_gangs(ssn, self.name))
         v.realise_reservations(ssn)
         starving = v._preemptors(ssn)
         inside = within_job_jobs(ssn)
@@ -295,11 +300,11 @@ class PreemptAction(ConfiguredAction):
             for j in jobs:
                 claim = v.current_claim(ssn, j)
                 if claim:
-                    refusal = SCOPE.gate(ssn, j) or v._preempt_job(ssn, SCOPE, j, claim)
-                    v.note_refusal(ssn, j, SCOPE.action, refusal)
+                    refusal = scope.gate(ssn, j) or v._preempt_job(ssn, scope, j, claim)
+                    v.note_refusal(ssn, j, scope.action, refusal)
             claimed = set(jobs)
             for j in within:
                 refusal = _within_job(ssn, j)
                 # A preemptor of the pass above keeps that pass's explanation.
                 if refusal is not None and j not in claimed:
-                    v.note_refusal(ssn, j, SCOPE.action, refusal)
+                    v.note_refusal(ssn, j, scope.action, refusal)

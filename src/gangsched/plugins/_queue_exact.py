@@ -159,11 +159,11 @@ def exact_level(
     return out
 
 
-def as_floats(exact: Exact) -> F64:
-    """The exact amounts as float64 (for shares and reports)."""
-    out: F64 = np.array([[float(x) for x in row] for row in exact], dtype=np.float64).reshape(
-        len(exact), -1
-    )
+def as_floats(exact: Exact, n_resources: int) -> F64:
+    """The exact amounts as float64 (for shares and reports), ``(n_queues, n_resources)``."""
+    out: F64 = np.zeros((len(exact), n_resources), dtype=np.float64)
+    for q, row in enumerate(exact):
+        out[q] = [float(x) for x in row]
     return out
 
 
@@ -184,5 +184,7 @@ def floor_limits(exact: Exact, real_capability: F64) -> I64:
             lim = math.ceil(bound + _EPS) - 1
             out_row.append(max(min(lim, MAX_TOTAL), 0))
         rows.append(out_row)
-    out: I64 = np.array(rows, dtype=np.int64).reshape(len(exact), -1)
+    out: I64 = np.zeros(real_capability.shape, dtype=np.int64)
+    for q, limits in enumerate(rows):
+        out[q] = limits
     return out

@@ -101,7 +101,8 @@ def water_fill(
     ``(n_queues, n_resources)`` float64 deserved amounts.
     """
     part = np.ones(weights.size, dtype=np.bool_) if participating is None else participating
-    return as_floats(exact_water_fill(total, weights, request, guarantee, real_capability, part))
+    exact = exact_water_fill(total, weights, request, guarantee, real_capability, part)
+    return as_floats(exact, total.size)
 
 
 def volcano_rounds(
@@ -198,7 +199,7 @@ class ProportionPlugin(QueueShares):
         weights = np.array([q.weight for q in snap.queues], dtype=np.float64)
         self.request = request
         exact = exact_water_fill(total, weights, request, guarantee, self.real_capability, has_jobs)
-        self.deserved = as_floats(exact)
+        self.deserved = as_floats(exact, total.size)
         self.deserved_amounts = to_amounts(self.deserved)
         # deserved ≤ realCapability except where a guarantee is above the capability (floored
         # there, as Volcano does); the capability stays a ceiling even then. Whole units,
