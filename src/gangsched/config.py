@@ -335,9 +335,12 @@ class Config:
                 entries.append(entry)
             tiers.append({"plugins": entries})
         doc: dict[str, object] = {"actions": ", ".join(self.actions), "tiers": tiers}
-        configurations = naming_extensions(self.configurations, self.actions)
-        if configurations is None:
-            configurations = {name: _thaw(args) for name, args in self.configurations.items()}
+        named = naming_extensions(self.configurations, self.actions)
+        configurations: dict[str, object] = (
+            {name: _thaw(args) for name, args in self.configurations.items()}
+            if named is None
+            else dict(named)
+        )
         if configurations:
             doc["configurations"] = [
                 {"name": name, "arguments": args} for name, args in configurations.items()

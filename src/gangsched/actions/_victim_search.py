@@ -319,7 +319,7 @@ class _Search:
         by_job: dict[int, list[int]] = {}
         for t in victims.tolist():
             by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
-        ranked = []
+        ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
         for v, tasks in by_job.items():
             tasks.sort(key=self.victim_key)
             on_useful = [t for t in tasks if useful[ssn.task_node[t]]]

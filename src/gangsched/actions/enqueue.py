@@ -223,8 +223,8 @@ class ShapeCheck:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.preempt = ssn.config.has_action("preempt")
-        self.reclaim = ssn.config.has_action("reclaim")
+        self.preempt = any(ssn.config.has_action(a) for a in _PREEMPT_ACTIONS)
+        self.reclaim = any(ssn.config.has_action(a) for a in ("reclaim", "gangreclaim"))
         self._cache: dict[tuple[Any, ...], str | None] = {}
 
     # ------------------------------------------------------------------ gang bookkeeping

@@ -31,11 +31,11 @@ class GangPreemptAction(PreemptAction):
     """``preempt`` with whole-gang victims (``allowWholeBundle`` true unless set false)."""
 
     name = "gangpreempt"
-    known_arguments = (*PreemptAction.known_arguments, MAX_DOMAINS)
+    known_arguments: tuple[str, ...] = (*PreemptAction.known_arguments, MAX_DOMAINS)
 
 
 class GangReclaimAction(ReclaimAction):
     """``reclaim`` with whole-gang victims (``allowWholeBundle`` true unless set false)."""
 
     name = "gangreclaim"
-    known_arguments = (*ReclaimAction.known_arguments, MAX_DOMAINS)
+    known_arguments: tuple[str, ...] = (*ReclaimAction.known_arguments, MAX_DOMAINS)

@@ -275,7 +275,7 @@ def _within_job(ssn: Session, job: int) -> v.Refusal | None:
 
 class PreemptAction(ConfiguredAction):
     name = "preempt"
-    known_arguments = (
+    known_arguments: tuple[str, ...] = (
         v.WHOLE_BUNDLE,
         "enableTopologyAwarePreemption",
         "maxCandidateNodesAbsolute",

@@ -258,7 +258,7 @@ def _capped(ceiling: int) -> Any:
 
 class ReclaimAction(ConfiguredAction):
     name = "reclaim"
-    known_arguments = (PREDICATE_ERROR_CACHE, v.WHOLE_BUNDLE, "fairShareGuard")
+    known_arguments: tuple[str, ...] = (PREDICATE_ERROR_CACHE, v.WHOLE_BUNDLE, SHARE_GUARD_ARG)
 
     def execute(self, ssn: Session) -> None:
         run(ssn, self.name)
