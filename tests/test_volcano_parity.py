@@ -406,3 +406,30 @@ def test_capacity_reclaim_evicts_exactly_the_pod_holding_the_missing_gpu() -> No
     d = gs.schedule(s, Config.from_volcano_yaml(CAPACITY_RECLAIM))
     assert [e.task for e in d.evictions] == ["v-2"]
     assert [(p.task, p.node) for p in d.pipelined] == [("r1-0", "n0")]
+
+
+# -- pinned: later Volcano where this library follows it -----------------------------------
+
+
+def test_reclaim_counts_the_nodes_idle_room_and_evicts_only_what_the_claim_needs() -> None:
+    # Volcano before v1.14 evicted reclaim victims one by one until they alone covered the
+    # request, ignoring what the node had idle (and kept the evictions when the reclaimer
+    # still did not fit). Since v1.14 (and here) the node's idle room counts: 2 cpu are idle,
+    # the claim asks 3, one 2-cpu victim is enough.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "r"}, {"name": "v"}],
+        jobs=[_job("v", "v"), _job("r1", "r", "Inqueue")],
+        tasks=[_task(f"v-{i}", {"cpu": 2, "memory": "1Gi"}, "n0") for i in range(3)]
+        + [_task("r1-0", {"cpu": 3, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "reclaim", "backfill"))
+    assert len(d.evictions) == 1 and [p.task for p in d.pipelined] == ["r1-0"]
+
+
+def test_a_gang_at_its_minimum_is_no_victim_even_when_the_gang_tier_gives_none() -> None:
+    # Volcano before v1.11 let the next tier choose victims alone when the gang plugin's tier
+    # returned none, so preempt could take a gang below minAvailable; since 7976b63e2 (v1.11)
+    # the tier that answers decides, and the gang rule holds whatever the tiers.
+    d = gs.schedule(_gang_at_minimum(), config("enqueue", "allocate", "preempt", "backfill"))
+    assert d.evictions == ()

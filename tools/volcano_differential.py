@@ -4,8 +4,8 @@ Random small clusters (homogeneous and mixed nodes, queues with weights, capabil
 guarantees, gangs with role minimums, priorities, best-effort tasks, running work to preempt)
 are scheduled for one cycle by gangsched and by a command that runs one session of Volcano on
 the same snapshot (``GANGSCHED_VOLCANO_ORACLE``: the path of that command; it reads
-``{"snapshot": ..., "conf": ...}`` on standard input and prints per-job outcomes). Volcano is
-run several times (its node choice among equal scores and its map order vary); a cluster
+``{"snapshot": ..., "conf": ...}`` on standard input and prints per-job outcomes), with the
+later Volcano fixes of :data:`FIXES` applied. Volcano is run several times (its node choice among equal scores and its map order vary); a cluster
 diverges only when gangsched's per-job outcome — tasks bound, tasks reserved, tasks evicted,
 phase after the cycle — matches none of Volcano's runs.
 
@@ -60,6 +60,10 @@ CONFIGS: dict[str, str] = {
     "default": 'actions: "enqueue, allocate, backfill"\n' + _TIERS,
     "preemption": 'actions: "enqueue, allocate, preempt, reclaim, backfill"\n' + _TIERS,
 }
+
+#: Fixes of later Volcano the oracle applies: nodeorder and predicates both added each placed
+#: pod to the node map, so pods counted twice in the node scores (fixed in 9167045b7, v1.8.0).
+FIXES = ("-fix", "nodeorder-addpod")
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano").
 VERDICTS: dict[str, str] = {}
@@ -186,7 +190,7 @@ def volcano_outcomes(
     """Volcano's per-job outcome in each of ``repeat`` runs."""
     envelope = json.dumps({"snapshot": snapshot, "conf": conf})
     out = subprocess.run(
-        [oracle, "-repeat", str(repeat), "-runs", "-tie-break", "first"],
+        [oracle, "-repeat", str(repeat), "-runs", "-tie-break", "first", *FIXES],
         input=envelope,
         capture_output=True,
         text=True,

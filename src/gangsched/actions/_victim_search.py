@@ -192,6 +192,7 @@ class _Search:
         self.claim = claim
         self.name = ssn.snapshot.jobs[job].name
         self.need = ssn.task_req[claim].sum(axis=0)
+        self.claim_req = ssn.task_req[claim]
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
         self._keys: dict[int, tuple[Any, ...]] = {}
@@ -320,6 +321,7 @@ class _Search:
         for t in victims.tolist():
             by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
         ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
+        idle = ssn.future_idle() if not self.scope.whole else None
         for v, tasks in by_job.items():
             tasks.sort(key=self.victim_key)
             on_useful = [t for t in tasks if useful[ssn.task_node[t]]]
@@ -330,10 +332,13 @@ class _Search:
             key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
             if not self.scope.whole:
                 # evicting only on the claim's nodes: one surplus bundle per node, as Volcano
-                # asks the gang rule about one node's tasks at a time
+                # asks the gang rule about one node's tasks at a time; a node where no claimed
+                # task could fit even with the bundle gone is left out (a cheap bound)
                 for n in sorted({int(ssn.task_node[t]) for t in on_useful}):
                     here = self._surplus(v, [t for t in on_useful if ssn.task_node[t] == n])
-                    if here:
+                    assert idle is not None
+                    room = idle[n] + ssn.task_req[list(here)].sum(axis=0) if here else idle[n]
+                    if here and bool(np.any(np.all(self.claim_req <= room, axis=1))):
                         ranked.append(((*key, n), v, here, ()))
                 continue
             surplus = self._surplus(v, on_useful)
