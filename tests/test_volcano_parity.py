@@ -433,3 +433,22 @@ def test_a_gang_at_its_minimum_is_no_victim_even_when_the_gang_tier_gives_none()
     # the tier that answers decides, and the gang rule holds whatever the tiers.
     d = gs.schedule(_gang_at_minimum(), config("enqueue", "allocate", "preempt", "backfill"))
     assert d.evictions == ()
+
+
+def test_preempt_evicts_until_the_queue_may_take_the_claim() -> None:
+    # Volcano before v1.9 reserved a preemptor once it fitted the node, without asking its
+    # queue (only "not overused"); since af5c56308 (v1.9) the queue's allocatable must pass
+    # too, as here: q holds 6 cpu against a capability of 4, so the 2-cpu claim needs 4 cpu of
+    # lower-priority work gone although the node has room for it already.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 16, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "q", "capability": {"cpu": 4}}],
+        jobs=[
+            {"name": "low", "queue": "q", "min_available": 1, "priority": 0, "phase": "Running"},
+            {"name": "high", "queue": "q", "min_available": 1, "priority": 5, "phase": "Inqueue"},
+        ],
+        tasks=[_task(f"low-{i}", {"cpu": 2, "memory": "1Gi"}, "n0") for i in range(3)]
+        + [_task("high-0", {"cpu": 2, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "preempt", "backfill"))
+    assert len(d.evictions) == 2 and [p.task for p in d.pipelined] == ["high-0"]

@@ -5,9 +5,10 @@ guarantees, gangs with role minimums, priorities, best-effort tasks, running wor
 are scheduled for one cycle by gangsched and by a command that runs one session of Volcano on
 the same snapshot (``GANGSCHED_VOLCANO_ORACLE``: the path of that command; it reads
 ``{"snapshot": ..., "conf": ...}`` on standard input and prints per-job outcomes), with the
-later Volcano fixes of :data:`FIXES` applied. Volcano is run several times (its node choice among equal scores and its map order vary); a cluster
-diverges only when gangsched's per-job outcome — tasks bound, tasks reserved, tasks evicted,
-phase after the cycle — matches none of Volcano's runs.
+later Volcano fixes of :data:`FIXES` applied. Volcano is run several times (its node choice
+among equal scores and its map order vary); a cluster diverges only when gangsched's per-job
+outcome — tasks bound, tasks reserved, tasks evicted, phase after the cycle — matches none of
+Volcano's runs.
 
 Both sides read the same ``volcano-scheduler.conf`` text (gangsched through
 :meth:`gangsched.config.Config.from_volcano_yaml`). Each diverging cluster is put in a class
@@ -65,8 +66,33 @@ CONFIGS: dict[str, str] = {
 #: pod to the node map, so pods counted twice in the node scores (fixed in 9167045b7, v1.8.0).
 FIXES = ("-fix", "nodeorder-addpod")
 
-#: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano").
-VERDICTS: dict[str, str] = {}
+_V19 = (
+    "later Volcano: preempt reserves a task only when its queue's allocatable passes "
+    "(af5c56308, v1.9.0); this build reserves past a queue's capability or share"
+)
+_V114 = (
+    "later Volcano: reclaim evicts inside a statement, counts node idle and commits only a "
+    "pipelined job (reworked in v1.14.0); this build evicts task by task and keeps them"
+)
+_SCORE = (
+    "open: node choice — nodeorder's balancedresource score is not truncated to a whole "
+    "number as kube-scheduler does, so near ties pick another node"
+)
+
+#: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
+#: names the cause found in the sampled clusters of the class and the Volcano change that
+#: gangsched follows; the test that pins the newer behaviour is in tests/test_volcano_parity.py.
+VERDICTS: dict[str, str] = {
+    "volcano breaks a gang below minAvailable (tier walk)": (
+        "later Volcano: the tier that answers decides (7976b63e2, v1.11.0)"
+    ),
+    "pipelined: gangsched<volcano": _V19,
+    "evicted: gangsched>volcano": _V19,
+    "evicted: gangsched<volcano": _V114,
+    "pipelined: gangsched>volcano": _V114,
+    "bound: gangsched>volcano": _SCORE,
+    "bound: gangsched<volcano": _SCORE,
+}
 
 #: Per job: (bound, pipelined, evicted, phase).
 Outcome = dict[str, tuple[int, int, int, str]]
