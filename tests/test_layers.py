@@ -67,6 +67,7 @@ LAYERS: dict[str, int] = {
     "_config_names": 3,
     "_config_plugins": 3,
     "_config_yaml": 3,
+    "_config_volcano": 3,
     "registry": 4,
     "statement": 4,
     "session": 4,

@@ -20,9 +20,8 @@ from .actions.allocate import AllocateAction
 from .actions.backfill import BackfillAction
 from .actions.consolidate import ConsolidateAction
 from .actions.enqueue import EnqueueAction
-from .actions.gang_eviction import GangPreemptAction, GangReclaimAction
-from .actions.preempt import PreemptAction
-from .actions.reclaim import ReclaimAction
+from .actions.preempt import GangPreemptAction, PreemptAction
+from .actions.reclaim import GangReclaimAction, ReclaimAction
 from .config import Config
 from .decisions import Decisions
 from .errors import ConfigError

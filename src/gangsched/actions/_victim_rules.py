@@ -63,6 +63,7 @@ __all__ = [
     "GANG_WOULD_BREAK",
     "I64",
     "INSUFFICIENT",
+    "MAX_DOMAINS",
     "NOT_PREEMPTABLE",
     "NO_FAIR_SHARE",
     "NO_LOWER_PRIORITY",
@@ -316,6 +317,8 @@ def whole_gangs(ssn: Session, action: str) -> bool:
 WHOLE_GANG_ACTIONS = ("gangpreempt", "gangreclaim")
 #: The argument that lets a victim job go whole (Volcano's gangpreempt / gangreclaim name).
 WHOLE_BUNDLE = "allowWholeBundle"
+#: Volcano's cap on the hypernode domains gangpreempt / gangreclaim scan (accepted, not read).
+MAX_DOMAINS = "maxDomains"
 
 
 def gang_allowed(ssn: Session, candidates: I64, *, whole: bool = True) -> I64:

@@ -45,6 +45,7 @@ from ._victim_rules import DISRUPTION_BUDGET as DISRUPTION_BUDGET
 from ._victim_rules import FRESH_STATES as FRESH_STATES
 from ._victim_rules import GANG_WOULD_BREAK as GANG_WOULD_BREAK
 from ._victim_rules import INSUFFICIENT as INSUFFICIENT
+from ._victim_rules import MAX_DOMAINS as MAX_DOMAINS
 from ._victim_rules import NO_FAIR_SHARE as NO_FAIR_SHARE
 from ._victim_rules import NO_LOWER_PRIORITY as NO_LOWER_PRIORITY
 from ._victim_rules import NO_VICTIMS as NO_VICTIMS

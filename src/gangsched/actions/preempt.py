@@ -65,7 +65,7 @@ from ._gang_placement import hard_domain
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["SCOPE", "PreemptAction", "within_job_jobs"]
+__all__ = ["SCOPE", "GangPreemptAction", "PreemptAction", "within_job_jobs"]
 
 
 def _candidates(ssn: Session, job: int) -> tuple[I64, v.Refusal | None]:
@@ -308,3 +308,14 @@ class PreemptAction(ConfiguredAction):
                 # A preemptor of the pass above keeps that pass's explanation.
                 if refusal is not None and j not in claimed:
                     v.note_refusal(ssn, j, scope.action, refusal)
+
+
+class GangPreemptAction(PreemptAction):
+    """``gangpreempt`` (Volcano v1.15's gang-aware preempt): ``preempt`` whose victims may be
+    whole gangs — a job's surplus or, when it may go whole, the whole job, anywhere the claim
+    can use — unless ``allowWholeBundle`` is set false. Who may evict, the candidates, the
+    search and the all-or-nothing commit are preempt's. ``maxDomains`` (how many hypernode
+    domains Volcano scans) is accepted and not read: every allowed domain is tried."""
+
+    name = "gangpreempt"
+    known_arguments: tuple[str, ...] = (*PreemptAction.known_arguments, v.MAX_DOMAINS)

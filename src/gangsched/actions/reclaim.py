@@ -264,4 +264,13 @@ class ReclaimAction(ConfiguredAction):
         run(ssn, self.name)
 
 
-__all__ = ["SCOPE", "ReclaimAction", "exposed_claim", "queue_shares", "run"]
+class GangReclaimAction(ReclaimAction):
+    """``gangreclaim`` (Volcano v1.15's gang-aware reclaim): ``reclaim`` whose victims may be
+    whole gangs unless ``allowWholeBundle`` is set false; the rest is reclaim's (``maxDomains``
+    accepted and not read, as for ``gangpreempt``)."""
+
+    name = "gangreclaim"
+    known_arguments: tuple[str, ...] = (*ReclaimAction.known_arguments, v.MAX_DOMAINS)
+
+
+__all__ = ["SCOPE", "GangReclaimAction", "ReclaimAction", "exposed_claim", "queue_shares", "run"]
