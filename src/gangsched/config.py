@@ -213,7 +213,9 @@ class Config:
 
     @classmethod
     def default(cls) -> Config:
-        """Volcano's built-in configuration (used when no configuration file is given)."""
+        """Volcano's built-in actions and tiers (used when no configuration file is given),
+        with gangsched's defaults for its extensions (the enqueue shape check on; read from
+        Volcano's YAML the same text leaves it off: :meth:`from_volcano_yaml`)."""
         return cls(
             actions=("enqueue", "allocate", "backfill"),
             tiers=(
