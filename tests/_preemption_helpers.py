@@ -17,11 +17,20 @@ TIERS: list[list[dict[str, Any]]] = [
 ]
 
 
-def config(*actions: str, tiers: list[list[dict[str, Any]]] | None = None) -> Config:
+def config(
+    *actions: str, tiers: list[list[dict[str, Any]]] | None = None, whole: bool = True
+) -> Config:
+    """A configuration of ``actions`` (default: every Volcano action but allocate's variants)
+    over ``tiers``. With ``whole`` (the default here), ``preempt`` and ``reclaim`` may evict a
+    gang whole (``allowWholeBundle: true``, the bundle search these tests exercise); without
+    it they take only tasks above a gang's minimum, as Volcano's do."""
+    listed = list(actions or ("enqueue", "allocate", "preempt", "reclaim", "backfill"))
+    whole_args = {a: {"allowWholeBundle": True} for a in ("preempt", "reclaim") if a in listed}
     return Config.from_dict(
         {
-            "actions": list(actions or ("enqueue", "allocate", "preempt", "reclaim", "backfill")),
+            "actions": listed,
             "tiers": tiers or TIERS,
+            **({"configurations": whole_args} if whole and whole_args else {}),
         }
     )
 

@@ -18,8 +18,8 @@ from gangsched.actions.allocate import AllocateAction
 from gangsched.actions.backfill import BackfillAction
 from gangsched.actions.consolidate import ConsolidateAction
 from gangsched.actions.enqueue import EnqueueAction
-from gangsched.actions.preempt import PreemptAction
-from gangsched.actions.reclaim import ReclaimAction
+from gangsched.actions.preempt import GangPreemptAction, PreemptAction
+from gangsched.actions.reclaim import GangReclaimAction, ReclaimAction
 from gangsched.config import Config
 from gangsched.decisions import Decisions
 from gangsched.errors import ConfigError
@@ -77,6 +77,8 @@ def default_registry() -> Registry:
         PreemptAction,
         ReclaimAction,
         ConsolidateAction,
+        GangPreemptAction,
+        GangReclaimAction,
     ):
         reg.register_action(action.name, action)
     return reg

@@ -114,8 +114,18 @@ def _one(plugin: object, **extra: object) -> dict[str, object]:
 
 
 def test_default_equals_volcano_builtin() -> None:
+    # The same actions and plugins; read from Volcano's YAML, enqueue's shape check (a
+    # gangsched extension, on in gangsched's own default) is off, as in Volcano.
     config = Config.default()
-    assert config == Config.from_volcano_yaml(VOLCANO_DEFAULT)
+    volcano = Config.from_volcano_yaml(VOLCANO_DEFAULT)
+    assert volcano.configurations == {"enqueue": {"shapeCheckEnable": False}}
+    assert config == Config(
+        actions=volcano.actions, tiers=volcano.tiers
+    ) and config == Config.from_volcano_yaml(
+        VOLCANO_DEFAULT
+        + "configurations:\n- name: enqueue\n  arguments:\n    shapeCheckEnable: true\n"
+    )
+    assert Config.from_volcano_yaml(config.to_volcano_yaml()) == config
     assert config.actions == ("enqueue", "allocate", "backfill")
     assert [t.names for t in config.tiers] == [
         ("priority", "gang", "conformance"),
@@ -199,7 +209,7 @@ def test_yaml_round_trip_of_helm_style() -> None:
 
 def test_yaml_metrics_section_is_ignored() -> None:
     text = VOLCANO_DEFAULT + "metrics:\n  address: http://prom:9090\n"
-    assert Config.from_volcano_yaml(text) == Config.default()
+    assert Config.from_volcano_yaml(text) == Config.from_volcano_yaml(VOLCANO_DEFAULT)
 
 
 def test_yaml_switch_accepts_yaml_booleans_only() -> None:

@@ -144,9 +144,10 @@ def test_nodeorder_checks_every_declared_weight(score: str) -> None:
                 "minCandidateNodesPercentage",
                 "predicateErrorCacheEnable",
                 "topologyAwarePreemptWorkerNum",
+                "allowWholeBundle",
             },
         ),
-        (ReclaimAction, {"predicateErrorCacheEnable"}),
+        (ReclaimAction, {"predicateErrorCacheEnable", "allowWholeBundle", "fairShareGuard"}),
     ],
     ids=lambda a: getattr(a, "name", ""),
 )

@@ -188,10 +188,12 @@ def test_the_shuffle_action_is_skipped_with_a_warning() -> None:
     assert config.actions == ("enqueue", "allocate", "backfill")
     assert config.ignored_actions == ("shuffle",)
     assert caught[0].message.action == "shuffle"  # type: ignore[union-attr]
+    # read from Volcano's YAML: enqueue without gangsched's shape check, as in Volcano
     assert config == gs.Config.from_dict(
         {
             "actions": ["enqueue", "allocate", "backfill"],
             "tiers": [[{"name": "priority"}, {"name": "gang"}]],
+            "configurations": {"enqueue": {"shapeCheckEnable": False}},
         }
     )
 

@@ -219,9 +219,11 @@ def test_node_failure_can_fail_the_jobs_instead() -> None:
 # ---------------------------------------------------------------------------- evictions
 
 
+# gangpreempt: the one-task jobs here run at their minimum, which preempt (as Volcano's) never
+# takes; the gang-aware action evicts them whole.
 PREEMPT = gs.Config.from_dict(
     {
-        "actions": ["allocate", "preempt"],
+        "actions": ["allocate", "gangpreempt"],
         "tiers": [[{"name": "priority"}, {"name": "gang"}], [{"name": "predicates"}]],
     }
 )

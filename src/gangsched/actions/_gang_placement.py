@@ -46,6 +46,7 @@ from gangsched.placement.problem import (
 from gangsched.session.core import PIPELINED_OR_READY
 from gangsched.session.fit import device_free, node_free
 from gangsched.session.gate import hard_domain
+from gangsched.session.rules.gang import pending_best_effort_of_role
 
 if TYPE_CHECKING:
     from gangsched.session.arrays import ClusterArrays
@@ -155,6 +156,7 @@ def _gang_input(ssn: Session, job: int, tasks: list[int]) -> _GangInput | str:
     if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
         for role, need in rec.min_task_member.items():
             left = need - ssn.count_states(job, PIPELINED_OR_READY, role)
+            left -= pending_best_effort_of_role(ssn, job, role)
             for k, tm in enumerate(templates):
                 if tm.role == role and left > 0:
                     take = min(left, int(counts[k]))

@@ -51,7 +51,13 @@ import numpy.typing as npt
 
 from gangsched._types import I64
 from gangsched.actions._base import ConfiguredAction
-from gangsched.actions.victims.rules import evictable, may_go_whole, preempt_candidates, spare_tasks
+from gangsched.actions.victims.rules import (
+    evictable,
+    may_go_whole,
+    preempt_candidates,
+    spare_tasks,
+    whole_gangs,
+)
 from gangsched.config import arg_bool
 from gangsched.model import JobPhase, QueueState
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
@@ -67,6 +73,9 @@ if TYPE_CHECKING:
     from gangsched.session.core import Session
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
+
+#: The actions whose victims preemption-aware admission counts.
+_PREEMPT_ACTIONS = ("preempt", "gangpreempt")
 
 
 class EnqueueAction(ConfiguredAction):
@@ -137,7 +146,7 @@ class EnqueueAction(ConfiguredAction):
 def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
     """What ``j`` may preempt when counting it as available turns the refused vote into an
     admission, else None (the first refusal's reason stays)."""
-    if not ssn.config.has_action("preempt"):
+    if not any(ssn.config.has_action(a) for a in _PREEMPT_ACTIONS):
         return None
     freed, freed_quota = preemptable_resources(ssn, j)
     need = ssn.vector(ssn.snapshot.jobs[j].min_resources) > 0
@@ -166,8 +175,9 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
     The victims are the preempt action's candidates for ``j`` (running or bound tasks of
     other jobs of its queue with a strictly lower job priority, ``preemptable`` on the task and
     the job) narrowed by the ``preemptable`` plugins; per victim job, every candidate when the
-    job may go whole, else its gang surplus (``victims.rules.evictable``, ``may_go_whole`` and
-    ``spare_tasks``, the owners of those rules). A queue charge,
+    job may go whole and a configured preempt action evicts whole gangs, else its gang surplus
+    (``victims.rules.evictable``, ``may_go_whole``, ``whole_gangs`` and ``spare_tasks``, the owners
+    of those rules). A queue charge,
     so a fractional GPU on a device that cannot be shared counts less than it frees on its
     node: an estimate that errs on the side of refusing."""
     n_res = len(ssn.arrays.spec)
@@ -179,6 +189,7 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
     victims = np.asarray(ssn.points.preemptable(j, allowed), dtype=np.int64)
     if victims.size == 0:
         return freed, quota
+    whole = any(ssn.config.has_action(a) and whole_gangs(ssn, a) for a in _PREEMPT_ACTIONS)
     jobs = ssn.task_job[victims]
     order = np.argsort(jobs, kind="stable")
     victims = victims[order]
@@ -186,7 +197,7 @@ def preemptable_resources(ssn: Session, j: int) -> tuple[I64, I64]:
     for group in np.split(victims, starts[1:]):
         vj = int(ssn.task_job[group[0]])
         tasks = group.tolist()
-        if not may_go_whole(ssn, vj, tasks):
+        if not (whole and may_go_whole(ssn, vj, tasks)):
             tasks.sort(key=ssn.victim_key)
             tasks = spare_tasks(ssn, vj, tasks)
         if not tasks:
@@ -218,8 +229,8 @@ class ShapeCheck:
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
-        self.preempt = ssn.config.has_action("preempt")
-        self.reclaim = ssn.config.has_action("reclaim")
+        self.preempt = any(ssn.config.has_action(a) for a in _PREEMPT_ACTIONS)
+        self.reclaim = any(ssn.config.has_action(a) for a in ("reclaim", "gangreclaim"))
         self._cache: dict[tuple[Any, ...], str | None] = {}
 
     # ------------------------------------------------------------------ gang bookkeeping

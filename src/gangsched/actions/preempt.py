@@ -12,8 +12,10 @@ tasks of *other* jobs of the *same* queue whose job priority is strictly lower t
 preemptor's (this action owns that rule; the ``priority`` plugin permits what it leaves), with
 ``preemptable`` set on the task and on its job (``victims.rules.evictable``); the ``preemptable``
 plugin point narrows them (tier by tier, the first tier with an answer decides). Victims are
-chosen as whole-job or surplus bundles by the shared gang-aware search, and evicted only if the
-whole claim is then pipelined; the claim is reserved, never bound in this cycle.
+chosen as surplus bundles by the shared gang-aware search (a gang gives only tasks above its
+minimum, as Volcano's gang plugin allows; with ``allowWholeBundle: true``, or as
+``gangpreempt``, a gang that may go whole is a bundle too), and evicted only if the whole claim
+is then pipelined; the claim is reserved, never bound in this cycle.
 
 *Inside a job.* Then every admitted, valid job of the queue with pending tasks, in job order,
 lets its pending tasks (task order; best-effort tasks excluded) evict running or bound tasks of
@@ -46,6 +48,7 @@ other jobs).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -63,7 +66,7 @@ from gangsched.session.task_states import in_states
 if TYPE_CHECKING:
     from gangsched.session.core import Session
 
-__all__ = ["SCOPE", "PreemptAction", "within_job_jobs"]
+__all__ = ["SCOPE", "GangPreemptAction", "PreemptAction", "within_job_jobs"]
 
 
 def _candidates(ssn: Session, job: int) -> tuple[I64, v.VictimRefusal | None]:
@@ -273,7 +276,8 @@ def _within_job(ssn: Session, job: int) -> v.VictimRefusal | None:
 
 class PreemptAction(ConfiguredAction):
     name = "preempt"
-    known_arguments = (
+    known_arguments: tuple[str, ...] = (
+        v.WHOLE_BUNDLE,
         "enableTopologyAwarePreemption",
         "maxCandidateNodesAbsolute",
         "minCandidateNodesAbsolute",
@@ -283,6 +287,7 @@ class PreemptAction(ConfiguredAction):
     )
 
     def execute(self, ssn: Session) -> None:
+        scope = replace(SCOPE, action=self.name, whole=v.whole_gangs(ssn, self.name))
         loop.realise_reservations(ssn)
         starving = v.preemptors(ssn)
         inside = within_job_jobs(ssn)
@@ -296,11 +301,22 @@ class PreemptAction(ConfiguredAction):
             for j in jobs:
                 claim = v.current_claim(ssn, j)
                 if claim:
-                    refusal = SCOPE.gate(ssn, j) or search.preempt_job(ssn, SCOPE, j, claim)
-                    v.note_refusal(ssn, j, SCOPE.action, refusal)
+                    refusal = scope.gate(ssn, j) or search.preempt_job(ssn, scope, j, claim)
+                    v.note_refusal(ssn, j, scope.action, refusal)
             claimed = set(jobs)
             for j in within:
                 refusal = _within_job(ssn, j)
                 # A preemptor of the pass above keeps that pass's explanation.
                 if refusal is not None and j not in claimed:
-                    v.note_refusal(ssn, j, SCOPE.action, refusal)
+                    v.note_refusal(ssn, j, scope.action, refusal)
+
+
+class GangPreemptAction(PreemptAction):
+    """``gangpreempt`` (Volcano v1.15's gang-aware preempt): ``preempt`` whose victims may be
+    whole gangs — a job's surplus or, when it may go whole, the whole job, anywhere the claim
+    can use — unless ``allowWholeBundle`` is set false. Who may evict, the candidates, the
+    search and the all-or-nothing commit are preempt's. ``maxDomains`` (how many hypernode
+    domains Volcano scans) is accepted and not read: every allowed domain is tried."""
+
+    name = "gangpreempt"
+    known_arguments: tuple[str, ...] = (*PreemptAction.known_arguments, v.MAX_DOMAINS)

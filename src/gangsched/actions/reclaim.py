@@ -68,6 +68,7 @@ from gangsched._types import F64, I64
 from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from gangsched.actions.victims import loop, search
 from gangsched.actions.victims import rules as v
+from gangsched.config import arg_bool
 from gangsched.model import QueueState
 from gangsched.session.core import TaskState
 from gangsched.session.task_states import in_states
@@ -197,6 +198,13 @@ def exposed_claim(ssn: Session, job: int) -> str | None:
     return None
 
 
+#: The argument that switches rule 2 (the reclaimer's claim must not be exposed after the move)
+#: off: a gangsched extension, on by default and off in a configuration read from Volcano's
+#: YAML, whose ``preemptive`` admits a reclaimer within its deserved share on one requested
+#: resource whatever the others.
+SHARE_GUARD_ARG = "fairShareGuard"
+
+
 def _admissible(
     ssn: Session, job: int, victims: Sequence[int], before: Any
 ) -> v.VictimRefusal | None:
@@ -227,19 +235,24 @@ SCOPE = v.Scope(
 )
 
 
-def run(ssn: Session) -> None:
+def run(ssn: Session, action: str = "reclaim") -> None:
     """Reclaim for every starving job, in queue order then job order (``victims.loop.run``, with
-    the ``preemptive`` check and the victim queues tried by priority, lowest first)."""
+    the ``preemptive`` check and the victim queues tried by priority, lowest first), as
+    ``action`` (``reclaim`` or ``gangreclaim``: whether a victim gang may go whole,
+    :func:`~gangsched.actions.victims.rules.whole_gangs`)."""
+    base = replace(SCOPE, action=action, whole=v.whole_gangs(ssn, action))
+    if not arg_bool(ssn.config.action_arguments(action), SHARE_GUARD_ARG, True, plugin=action):
+        base = replace(base, admissible=v.no_rule)
     loop.realise_reservations(ssn)
     for j, claim in v.claimants(ssn):
         refusal = _gate(ssn, j) or _preemptive(ssn, j, claim)
         if refusal is None:
             for ceiling in _priority_levels(ssn, j):
-                scope = SCOPE if ceiling is None else replace(SCOPE, candidates=_capped(ceiling))
+                scope = base if ceiling is None else replace(base, candidates=_capped(ceiling))
                 refusal = search.preempt_job(ssn, scope, j, claim)
                 if refusal is None:
                     break
-        v.note_refusal(ssn, j, SCOPE.action, refusal)
+        v.note_refusal(ssn, j, base.action, refusal)
 
 
 def _capped(ceiling: int) -> Any:
@@ -251,10 +264,19 @@ def _capped(ceiling: int) -> Any:
 
 class ReclaimAction(ConfiguredAction):
     name = "reclaim"
-    known_arguments = (PREDICATE_ERROR_CACHE,)
+    known_arguments: tuple[str, ...] = (PREDICATE_ERROR_CACHE, v.WHOLE_BUNDLE, SHARE_GUARD_ARG)
 
     def execute(self, ssn: Session) -> None:
-        run(ssn)
+        run(ssn, self.name)
 
 
-__all__ = ["SCOPE", "ReclaimAction", "exposed_claim", "queue_shares", "run"]
+class GangReclaimAction(ReclaimAction):
+    """``gangreclaim`` (Volcano v1.15's gang-aware reclaim): ``reclaim`` whose victims may be
+    whole gangs unless ``allowWholeBundle`` is set false; the rest is reclaim's (``maxDomains``
+    accepted and not read, as for ``gangpreempt``)."""
+
+    name = "gangreclaim"
+    known_arguments: tuple[str, ...] = (*ReclaimAction.known_arguments, v.MAX_DOMAINS)
+
+
+__all__ = ["SCOPE", "GangReclaimAction", "ReclaimAction", "exposed_claim", "queue_shares", "run"]

@@ -84,6 +84,7 @@ from gangsched.config.tiers import (
     _skip_unimplemented,
     _skip_unimplemented_actions,
 )
+from gangsched.config.volcano import as_volcano_reads, naming_extensions, without_defaults
 from gangsched.config.volcano_yaml import dump_volcano_yaml, load_volcano_yaml
 from gangsched.limits import DEFAULT_LIMITS, Limits
 
@@ -177,7 +178,7 @@ class Config:
             if key in frozen:
                 raise _err(f"configurations.{key}", "action configured twice")
             frozen[key] = _freeze_args(args, f"configurations.{key}")
-        object.__setattr__(self, "configurations", FrozenArgs(frozen))
+        object.__setattr__(self, "configurations", FrozenArgs(without_defaults(frozen)))
         for attr, kind in (("ignored_plugins", "plugin"), ("ignored_actions", "action")):
             names = getattr(self, attr)
             if isinstance(names, str) or not isinstance(names, Sequence):
@@ -212,7 +213,9 @@ class Config:
 
     @classmethod
     def default(cls) -> Config:
-        """Volcano's built-in configuration (used when no configuration file is given)."""
+        """Volcano's built-in actions and tiers (used when no configuration file is given),
+        with gangsched's defaults for its extensions (the enqueue shape check on; read from
+        Volcano's YAML the same text leaves it off: :meth:`from_volcano_yaml`)."""
         return cls(
             actions=("enqueue", "allocate", "backfill"),
             tiers=(
@@ -294,8 +297,12 @@ class Config:
         The ``metrics`` section Volcano also accepts is read and ignored. YAML syntax errors
         and repeated keys raise :class:`ConfigError` with the line and column. Plugins
         gangsched does not implement are handled as in :meth:`from_dict` (``strict``).
+
+        The configuration schedules as Volcano would: a gangsched extension that changes
+        decisions and is on by default (the enqueue shape check, ``shapeCheckEnable``) is off
+        unless the text sets it (:mod:`gangsched.config.volcano`).
         """
-        data = load_volcano_yaml(text)
+        data = as_volcano_reads(load_volcano_yaml(text), limits.max_actions)
         return cls.from_dict(data, plugins=plugins, actions=actions, limits=limits, strict=strict)
 
     # -- output ----------------------------------------------------------------------------
@@ -313,7 +320,9 @@ class Config:
         return out
 
     def to_volcano_yaml(self) -> str:
-        """Volcano's own text format; ``Config.from_volcano_yaml(c.to_volcano_yaml()) == c``."""
+        """Volcano's own text format; ``Config.from_volcano_yaml(c.to_volcano_yaml()) == c``
+        (every gangsched extension on by default is named, so that reading the text back
+        keeps it on)."""
         tiers: list[dict[str, object]] = []
         for tier in self.tiers:
             entries: list[dict[str, object]] = []
@@ -328,10 +337,15 @@ class Config:
                 entries.append(entry)
             tiers.append({"plugins": entries})
         doc: dict[str, object] = {"actions": ", ".join(self.actions), "tiers": tiers}
-        if self.configurations:
+        named = naming_extensions(self.configurations, self.actions)
+        configurations: dict[str, object] = (
+            {name: _thaw(args) for name, args in self.configurations.items()}
+            if named is None
+            else dict(named)
+        )
+        if configurations:
             doc["configurations"] = [
-                {"name": name, "arguments": _thaw(args)}
-                for name, args in self.configurations.items()
+                {"name": name, "arguments": args} for name, args in configurations.items()
             ]
         return dump_volcano_yaml(doc)
 

@@ -16,6 +16,8 @@ BUILTIN_ACTIONS: tuple[str, ...] = (
     "preempt",
     "reclaim",
     "consolidate",
+    "gangpreempt",
+    "gangreclaim",
 )
 
 BUILTIN_PLUGINS: tuple[str, ...] = (

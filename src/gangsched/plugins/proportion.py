@@ -53,6 +53,7 @@ import numpy.typing as npt
 from gangsched._types import BOOL, F64
 from gangsched.framework.combine import Vote
 from gangsched.model import QueueState
+from gangsched.plugins._exact_shares import as_floats, exact_water_fill, floor_limits
 from gangsched.plugins._queue_amounts import (
     EPS,
     SLACK,
@@ -100,12 +101,8 @@ def water_fill(
     ``(n_queues, n_resources)`` float64 deserved amounts.
     """
     part = np.ones(weights.size, dtype=np.bool_) if participating is None else participating
-    deserved = volcano_rounds(total, weights, request, guarantee, real_capability, part)
-    over = deserved[part].sum(axis=0) > total + EPS
-    if over.any():
-        level = level_fill(total, weights, request, guarantee, real_capability, part)
-        deserved[:, over] = level[:, over]
-    return deserved
+    exact = exact_water_fill(total, weights, request, guarantee, real_capability, part)
+    return as_floats(exact, total.size)
 
 
 def volcano_rounds(
@@ -201,13 +198,13 @@ class ProportionPlugin(QueueShares):
         self.real_capability = np.minimum(real, capability)
         weights = np.array([q.weight for q in snap.queues], dtype=np.float64)
         self.request = request
-        self.deserved = water_fill(
-            total, weights, request, guarantee, self.real_capability, participating=has_jobs
-        )
+        exact = exact_water_fill(total, weights, request, guarantee, self.real_capability, has_jobs)
+        self.deserved = as_floats(exact, total.size)
         self.deserved_amounts = to_amounts(self.deserved)
         # deserved ≤ realCapability except where a guarantee is above the capability (floored
-        # there, as Volcano does); the capability stays a ceiling even then
-        self._limit = np.minimum(self.deserved, self.real_capability)
+        # there, as Volcano does); the capability stays a ceiling even then. Whole units,
+        # rounded down from the exact amounts: the admission test compares exactly.
+        self._limit = floor_limits(exact, self.real_capability)
         self._inv = inverse(self.deserved, pods)
         self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
 
@@ -250,8 +247,8 @@ class ProportionPlugin(QueueShares):
             return False
         dims = tmpl.request > 0
         dims[self._pods] = False
-        alloc = ssn.queue_allocated[queue].astype(np.float64)
-        return fits(alloc, tmpl.request, self._limit[queue], dims)
+        alloc = ssn.queue_allocated[queue]
+        return bool(np.all(alloc[dims] + tmpl.request[dims] <= self._limit[queue][dims]))
 
     def allocatable_reason(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> str | None:
         """Why :meth:`allocatable` refuses (None when it does not), in the words that follow

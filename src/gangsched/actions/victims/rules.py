@@ -18,7 +18,11 @@ the search (:mod:`.search`) only combines the answers. The rules:
    tasks (allocated, bound, running, succeeded; not pending best-effort ones) at or above
    ``min_available`` and every role at or above its minimum.
 5. **Whole job** (:func:`may_go_whole`): a job may lose every running task only when all of
-   them are candidates and it holds no reservation or fresh allocation.
+   them are candidates and it holds no reservation or fresh allocation — and only in an
+   action that evicts whole gangs (:func:`whole_gangs`): ``gangpreempt`` and ``gangreclaim``
+   (Volcano's gang-aware eviction actions, ``allowWholeBundle`` true by default), or
+   ``preempt`` / ``reclaim`` configured with ``allowWholeBundle: true``. ``preempt`` and
+   ``reclaim`` otherwise take only tasks above a gang's minimum, as Volcano's do.
 
 A victim set never contains part of a gang below its minimum. The ``gang`` plugin's
 ``preemptable`` / ``reclaimable`` answers permit every candidate (so its tier decides, as in
@@ -40,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
+from gangsched.config import arg_bool
 from gangsched.model import PREEMPT_NEVER, JobPhase, TopologyMode
 from gangsched.model.topology import Topology, build_topology
 from gangsched.session.core import HOLDING_STATES, TaskState
@@ -64,6 +69,7 @@ __all__ = [
     "GANG_WOULD_BREAK",
     "I64",
     "INSUFFICIENT",
+    "MAX_DOMAINS",
     "NOT_PREEMPTABLE",
     "NO_FAIR_SHARE",
     "NO_LOWER_PRIORITY",
@@ -76,6 +82,8 @@ __all__ = [
     "RUNNING_STATES",
     "SHARE_GUARD",
     "TOPOLOGY",
+    "WHOLE_BUNDLE",
+    "WHOLE_GANG_ACTIONS",
     "Scope",
     "VictimRefusal",
     "best_node",
@@ -95,6 +103,7 @@ __all__ = [
     "preempt_candidates",
     "preemptors",
     "spare_tasks",
+    "whole_gangs",
 ]
 
 
@@ -127,7 +136,8 @@ class Scope:
     victims allowed by the action's hard rules (or an empty array and the refusal);
     ``baseline(ssn)`` records what the rule needs from before any move, and
     ``admissible(ssn, job, victims, baseline)`` checks the session state after a trial move;
-    ``reason(ssn, job, victim)`` is the eviction's reason text.
+    ``reason(ssn, job, victim)`` is the eviction's reason text; ``whole`` whether a victim
+    job may go whole (rule 5; :func:`whole_gangs`).
     """
 
     action: str
@@ -137,6 +147,7 @@ class Scope:
     baseline: Callable[[Session], Any]
     admissible: Callable[[Session, int, Sequence[int], Any], VictimRefusal | None]
     reason: Callable[[Session, int, int], str]
+    whole: bool = False
 
 
 def no_rule(ssn: Session, job: int, victims: Sequence[int], baseline: Any) -> VictimRefusal | None:
@@ -300,15 +311,33 @@ def domains(ssn: Session, job: int) -> list[BOOL | None]:
     return [mask for mask in masks if bool(np.all(mask[placed_nodes]))]
 
 
-def gang_allowed(ssn: Session, candidates: I64) -> I64:
-    """Candidates the bundle rule could ever take: jobs that may go whole, or that have a
-    surplus among them (:func:`may_go_whole`, :func:`spare_tasks`)."""
+def whole_gangs(ssn: Session, action: str) -> bool:
+    """Whether ``action`` may evict a gang whole (rule 5): its ``allowWholeBundle`` argument,
+    true by default for ``gangpreempt`` / ``gangreclaim`` and false for ``preempt`` /
+    ``reclaim``."""
+    default = action in WHOLE_GANG_ACTIONS
+    return arg_bool(
+        ssn.config.action_arguments(action), WHOLE_BUNDLE, default, plugin=action, kind="action"
+    )
+
+
+#: The actions that evict whole gangs unless told otherwise (Volcano's gang-aware eviction).
+WHOLE_GANG_ACTIONS = ("gangpreempt", "gangreclaim")
+#: The argument that lets a victim job go whole (Volcano's gangpreempt / gangreclaim name).
+WHOLE_BUNDLE = "allowWholeBundle"
+#: Volcano's cap on the hypernode domains gangpreempt / gangreclaim scan (accepted, not read).
+MAX_DOMAINS = "maxDomains"
+
+
+def gang_allowed(ssn: Session, candidates: I64, *, whole: bool = True) -> I64:
+    """Candidates the bundle rule could ever take: jobs that may go whole (when ``whole``), or
+    that have a surplus among them (:func:`may_go_whole`, :func:`spare_tasks`)."""
     keep = np.zeros(candidates.size, dtype=np.bool_)
     jobs = ssn.task_job[candidates]
     for v in np.unique(jobs).tolist():
         mine = jobs == v
         tasks = candidates[mine].tolist()
-        keep[mine] = may_go_whole(ssn, v, tasks) or bool(spare_tasks(ssn, v, tasks))
+        keep[mine] = (whole and may_go_whole(ssn, v, tasks)) or bool(spare_tasks(ssn, v, tasks))
     out: I64 = candidates[keep]
     return out
 

@@ -5,12 +5,20 @@ Theory of operation
 The action (a :class:`~gangsched.actions.victims.rules.Scope`) names the candidate victims and its
 hard rules;
 the ``preemptable`` / ``reclaimable`` plugin point then narrows them. Candidates are grouped
-into one *bundle per victim job*: its *surplus*
-(:func:`~gangsched.actions.victims.rules.spare_tasks`, only the
-tasks on nodes the preemptor can use, in victim order) and, when
-:func:`~gangsched.actions.victims.rules.may_go_whole` allows, the *whole* job. Sets are compared by
-a
-lexicographic cost, smaller first:
+into bundles, in one of two modes (``Scope.whole``):
+
+* **whole gangs** (``gangpreempt``, ``gangreclaim``, or ``allowWholeBundle: true``): one
+  bundle per victim job, its *surplus* (:func:`~gangsched.actions.victims.rules.spare_tasks`, only
+  the tasks on
+  nodes the preemptor can use, in victim order) and, when
+  :func:`~gangsched.actions.victims.rules.may_go_whole` allows, the *whole* job; the plugins are
+  asked once;
+* **surplus on the claim's nodes** (``preempt``, ``reclaim``: Volcano's rule): one bundle per
+  victim job and node, the job's surplus among its tasks there; the plugins are asked node by
+  node, no set takes a job below its minimum, and a set is admissible only when every victim
+  is on a node a claimed task is placed on.
+
+Sets are compared by a lexicographic cost, smaller first:
 
 1. the number of jobs hit;
 2. their priorities, highest first (hit the least important work);
@@ -130,7 +138,7 @@ def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> Victi
     search = _Search(ssn, scope, job, claim)
     victims = np.zeros(0, dtype=np.int64)
     if allowed.size:
-        victims = ssn.points.victims(scope.point, job, allowed)
+        victims = _asked(ssn, scope, job, allowed)
     budgeted = disruption.budgets(ssn) is not None
     # With budgets: first only sets that keep every budget, then (none found) any set.
     for keep in (True, False) if budgeted else (False,):
@@ -148,13 +156,34 @@ def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> Victi
     if allowed.size == 0:
         return refusal or (NO_VICTIMS, "no candidate victims")
     if victims.size == 0:
-        if gang_allowed(ssn, allowed).size == 0:
+        if gang_allowed(ssn, allowed, whole=scope.whole).size == 0:
             return (
                 GANG_WOULD_BREAK,
-                "every candidate job runs at its min_available and cannot go whole",
+                "every candidate job runs at its min_available and cannot go whole"
+                if scope.whole
+                else f"every candidate job runs at its min_available ({scope.action} takes "
+                "only tasks above a gang's minimum)",
             )
         return (NOT_PREEMPTABLE, f"no candidate passed the {scope.point} plugins")
     return search.diagnose(allowed, victims)
+
+
+def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> I64:
+    """The candidates the ``preemptable`` / ``reclaimable`` plugins permit. Volcano's preempt
+    and reclaim ask them node by node (a plugin that keeps a running total, as capacity's
+    victim rule does, judges each node's tasks against the queue's whole allocation), so an
+    action that evicts only on the claim's nodes asks per node too; the whole-gang actions ask
+    once for every candidate."""
+    if scope.whole:
+        out: I64 = ssn.points.victims(scope.point, job, allowed)
+        return out
+    nodes = ssn.task_node[allowed]
+    parts = [
+        np.asarray(ssn.points.victims(scope.point, job, allowed[nodes == n]), dtype=np.int64)
+        for n in np.unique(nodes).tolist()
+    ]
+    merged: I64 = np.sort(np.concatenate(parts)) if parts else allowed[:0]
+    return merged
 
 
 class _Search:
@@ -168,6 +197,7 @@ class _Search:
         self.claim = claim
         self.name = ssn.snapshot.jobs[job].name
         self.need = ssn.task_req[claim].sum(axis=0)
+        self.claim_req = ssn.task_req[claim]
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
         self._keys: dict[int, tuple[Any, ...]] = {}
@@ -176,6 +206,8 @@ class _Search:
         self.baseline = scope.baseline(ssn)
         #: Treat the disruption budgets as a rule of admissibility.
         self.keep_budgets = False
+        #: The nodes the last trial placed claimed tasks on.
+        self.claim_nodes: set[int] = set()
 
     # ------------------------------------------------------------------ trials
 
@@ -195,12 +227,15 @@ class _Search:
             if node is None:
                 return False
             stmt.pipeline(t, node, ssn.choose_gpus(t, node, future=True))
+            self.claim_nodes.add(node)
         return bool(ssn.points.job_pipelined(self.job))
 
     def _play(
         self, stmt: Statement, victims: Sequence[int], among: BOOL | None, rule: bool
     ) -> bool:
         ssn = self.ssn
+        if not self.scope.whole and not self._gang_safe(victims):
+            return False
         broken = disruption.would_break(ssn, victims)
         if rule and self.keep_budgets and broken:
             self.last_refusal = (
@@ -209,14 +244,33 @@ class _Search:
             )
             return False
         note = f"; breaks disruption budget(s) {broken}: no victim set keeps them" if broken else ""
+        victim_nodes = {int(ssn.task_node[v]) for v in victims}
         for v in victims:
             stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
+        self.claim_nodes = set()
         if not self._place(stmt, among):
+            return False
+        if rule and not self.scope.whole and not victim_nodes <= self.claim_nodes:
+            # Volcano's preempt and reclaim evict only on the node a claimed task goes to.
+            self.last_refusal = (
+                INSUFFICIENT,
+                "the victims that make room are not on the nodes the claimed tasks would use "
+                f"({self.scope.action} evicts only on those nodes)",
+            )
             return False
         if rule:
             self.last_refusal = self.scope.admissible(ssn, self.job, victims, self.baseline)
             return self.last_refusal is None
         return True
+
+    def _gang_safe(self, victims: Sequence[int]) -> bool:
+        """Every victim job keeps its minimum (bundles of one job on several nodes may add up
+        past its surplus)."""
+        ssn = self.ssn
+        by_job: dict[int, list[int]] = {}
+        for t in victims:
+            by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
+        return all(len(spare_tasks(ssn, j, ts)) == len(ts) for j, ts in by_job.items())
 
     def attempt(self, victims: Sequence[int], among: BOOL | None, *, rule: bool = True) -> bool:
         """Would evicting ``victims`` let the claim be pipelined (inside ``among``; anywhere,
@@ -271,18 +325,30 @@ class _Search:
         by_job: dict[int, list[int]] = {}
         for t in victims.tolist():
             by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
-        ranked = []
+        ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
+        idle = ssn.future_idle() if not self.scope.whole else None
         for v, tasks in by_job.items():
             tasks.sort(key=self.victim_key)
             on_useful = [t for t in tasks if useful[ssn.task_node[t]]]
             if not on_useful:
                 continue
-            whole = tuple(tasks) if may_go_whole(ssn, v, tasks) else ()
+            whole = tuple(tasks) if self.scope.whole and may_go_whole(ssn, v, tasks) else ()
+            rec = ssn.snapshot.jobs[v]
+            key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
+            if not self.scope.whole:
+                # evicting only on the claim's nodes: one surplus bundle per node, as Volcano
+                # asks the gang rule about one node's tasks at a time; a node where no claimed
+                # task could fit even with the bundle gone is left out (a cheap bound)
+                for n in sorted({int(ssn.task_node[t]) for t in on_useful}):
+                    here = self._surplus(v, [t for t in on_useful if ssn.task_node[t] == n])
+                    assert idle is not None
+                    room = idle[n] + ssn.task_req[list(here)].sum(axis=0) if here else idle[n]
+                    if here and bool(np.any(np.all(self.claim_req <= room, axis=1))):
+                        ranked.append(((*key, n), v, here, ()))
+                continue
             surplus = self._surplus(v, on_useful)
             if not surplus and not whole:
                 continue
-            rec = ssn.snapshot.jobs[v]
-            key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
             ranked.append((key, v, surplus, whole))
         ranked.sort(key=lambda item: item[0])
         return [_Bundle(job=v, rank=i, surplus=s, whole=w) for i, (_, v, s, w) in enumerate(ranked)]
@@ -442,7 +508,11 @@ class _Search:
             )
         more = [t for t in allowed.tolist() if useful[ssn.task_node[t]]]
         if len(more) > len(on_useful) and self.attempt(more, None, rule=False):
-            gang_ok = [t for t in gang_allowed(ssn, allowed).tolist() if useful[ssn.task_node[t]]]
+            gang_ok = [
+                t
+                for t in gang_allowed(ssn, allowed, whole=self.scope.whole).tolist()
+                if useful[ssn.task_node[t]]
+            ]
             if not self.attempt(gang_ok, None, rule=False):
                 return (
                     GANG_WOULD_BREAK,

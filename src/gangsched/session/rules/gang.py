@@ -4,7 +4,9 @@ The rules, stated once (the gang plugin, the victim rules and the placement gate
 
 * a job is **ready** when its ready tasks (Allocated, Bound, Running, Succeeded: Volcano's
   ``ReadyTaskNum``) plus its pending best-effort tasks reach ``min_available``, and every role
-  with a minimum has that many ready tasks;
+  with a minimum has that many ready or pending best-effort tasks (Volcano's
+  ``CheckTaskReady``: a best-effort task waits for no resource, so it counts for its role as it
+  counts for the job);
 * it is **pipelined** when the same holds counting reserved (Pipelined) tasks too;
 * **role minimums** (``min_task_member``) count only when they fit inside the job's minimum
   (``min_available >= sum of the role minimums``); otherwise Volcano ignores them, and so does
@@ -75,14 +77,31 @@ def role_minimums(rec: Job) -> Mapping[str, int]:
     return roles
 
 
-def role_shortfall(ssn: Session, job: int, states: Sequence[int]) -> tuple[str, int, int] | None:
+def role_shortfall(
+    ssn: Session, job: int, states: Sequence[int], *, best_effort: bool = False
+) -> tuple[str, int, int] | None:
     """The first role (in the job's order) with fewer tasks in ``states`` than its minimum, as
-    ``(role, have, need)``; None when every role has enough."""
+    ``(role, have, need)``; None when every role has enough. With ``best_effort``, the role's
+    pending best-effort tasks count too (readiness and pipelining count them)."""
     for role, need in role_minimums(ssn.snapshot.jobs[job]).items():
         have = ssn.count_states(job, states, role)
+        if have < need and best_effort:
+            have += pending_best_effort_of_role(ssn, job, role)
         if have < need:
             return role, have, need
     return None
+
+
+def pending_best_effort_of_role(ssn: Session, job: int, role: str) -> int:
+    """The job's pending best-effort tasks of ``role``."""
+    if not ssn.pending_best_effort(job):
+        return 0
+    tasks = ssn.snapshot.tasks
+    return sum(
+        1
+        for t in ssn.job_tasks(job).tolist()
+        if ssn.task_state[t] == TaskState.PENDING and tasks[t].best_effort and tasks[t].role == role
+    )
 
 
 def deficit(ssn: Session, job: int) -> int:
@@ -93,12 +112,18 @@ def deficit(ssn: Session, job: int) -> int:
 
 def is_ready(ssn: Session, job: int) -> bool:
     ready = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
-    return ready >= ssn.job_min[job] and role_shortfall(ssn, job, READY_STATES) is None
+    return (
+        ready >= ssn.job_min[job]
+        and role_shortfall(ssn, job, READY_STATES, best_effort=True) is None
+    )
 
 
 def is_pipelined(ssn: Session, job: int) -> bool:
     have = ssn.count_states(job, PIPELINED_OR_READY) + ssn.pending_best_effort(job)
-    return have >= ssn.job_min[job] and role_shortfall(ssn, job, PIPELINED_OR_READY) is None
+    return (
+        have >= ssn.job_min[job]
+        and role_shortfall(ssn, job, PIPELINED_OR_READY, best_effort=True) is None
+    )
 
 
 def needed_tasks(ssn: Session, job: int) -> list[int]:
@@ -116,7 +141,11 @@ def needed_tasks(ssn: Session, job: int) -> list[int]:
     pending.sort(key=ssn.task_key)
     chosen: list[int] = []
     for role, need in sorted(role_minimums(rec).items()):
-        short = need - ssn.count_states(job, PIPELINED_OR_READY, role)
+        short = (
+            need
+            - ssn.count_states(job, PIPELINED_OR_READY, role)
+            - pending_best_effort_of_role(ssn, job, role)
+        )
         of_role = [t for t in pending if ssn.snapshot.tasks[t].role == role]
         if short > len(of_role):
             return []

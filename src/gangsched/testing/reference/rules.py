@@ -129,8 +129,9 @@ class _Rules(_State):
             return False
         req = self.nominal(t)
         d, a, real = self.deserved[q], self.queue_alloc[q], self.real[q]
+        # within Volcano's tolerance of 0.1 unit
         return all(
-            a[r] + v <= min(d[r], real[r]) + SLACK for r, v in req.items() if v > 0 and r != PODS
+            a[r] + v < min(d[r], real[r]) + EPS for r, v in req.items() if v > 0 and r != PODS
         )
 
     # ------------------------------------------------------------ nodes

@@ -175,15 +175,30 @@ class _State:
             1 for t in self.tasks_of[j] if self.state[t] == "Pending" and tasks[t].best_effort
         )
 
-    def roles_ok(self, j: int, states: tuple[str, ...]) -> bool:
-        job = self.snap.jobs[j]
+    def roles_ok(self, j: int, states: tuple[str, ...], *, best_effort: bool = False) -> bool:
+        """Every role has its minimum of tasks in ``states`` (with ``best_effort``, its
+        pending best-effort tasks count too, as readiness counts them)."""
+        job, tasks = self.snap.jobs[j], self.snap.tasks
+
+        def extra(role: str) -> int:
+            if not best_effort:
+                return 0
+            return sum(
+                1
+                for t in self.tasks_of[j]
+                if self.state[t] == "Pending" and tasks[t].best_effort and tasks[t].role == role
+            )
+
         if not job.min_task_member or job.min_available < sum(job.min_task_member.values()):
             return True
-        return all(self.count(j, states, role) >= n for role, n in job.min_task_member.items())
+        return all(
+            self.count(j, states, role) + extra(role) >= n
+            for role, n in job.min_task_member.items()
+        )
 
     def gang_ready(self, j: int) -> bool:
         have = self.count(j, READY) + self.best_effort_pending(j)
-        return have >= self.snap.jobs[j].min_available and self.roles_ok(j, READY)
+        return have >= self.snap.jobs[j].min_available and self.roles_ok(j, READY, best_effort=True)
 
     def job_ready(self, j: int) -> bool:
         return not self.has("job_ready", "gang") or self.gang_ready(j)
@@ -201,7 +216,9 @@ class _State:
         if not self.has("job_pipelined", "gang"):
             return True
         have = self.count(j, RESERVED) + self.best_effort_pending(j)
-        return have >= self.snap.jobs[j].min_available and self.roles_ok(j, RESERVED)
+        return have >= self.snap.jobs[j].min_available and self.roles_ok(
+            j, RESERVED, best_effort=True
+        )
 
     def job_valid(self, j: int) -> bool:
         if not self.has("job_valid", "gang"):

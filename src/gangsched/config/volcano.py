@@ -1,0 +1,94 @@
+"""Where gangsched's defaults differ from Volcano's, and what reading or writing Volcano's
+``volcano-scheduler.conf`` does about it.
+
+A configuration read from Volcano's YAML schedules as Volcano would: gangsched's extensions
+that change a decision are on only when the text names them (:func:`as_volcano_reads`). A
+configuration written to Volcano's YAML names every such extension it has on
+(:func:`naming_extensions`), so that reading the text back gives the same behaviour and an
+equal :class:`~gangsched.config.Config`: an argument set to gangsched's default is left out of
+a configuration (:func:`without_defaults`), since it schedules alike without it.
+
+The extensions, as ``(action, argument, gangsched's default, Volcano's behaviour)``:
+
+* ``enqueue`` / ``shapeCheckEnable``: gangsched keeps a Pending job out while its minimum gang
+  fits no node's shape; Volcano's enqueue has no such check (a job without ``minResources``
+  is always admitted).
+* ``reclaim`` and ``gangreclaim`` / ``fairShareGuard``: gangsched refuses a reclaim whose
+  claimed tasks the victim queue could reclaim straight back (the reclaimer left above its
+  deserved share on a resource they hold); Volcano's ``preemptive`` admits a reclaimer within
+  its deserved share on one requested resource whatever the others.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gangsched.config.args import FrozenArgs, _thaw
+from gangsched.config.tiers import _parse_actions, _parse_configurations
+from gangsched.errors import ConfigError
+
+__all__ = ["EXTENSIONS", "as_volcano_reads", "naming_extensions", "without_defaults"]
+
+#: ``(action, argument, gangsched's default, the value that behaves like Volcano)``.
+EXTENSIONS: tuple[tuple[str, str, bool, bool], ...] = (
+    ("enqueue", "shapeCheckEnable", True, False),
+    ("reclaim", "fairShareGuard", True, False),
+    ("gangreclaim", "fairShareGuard", True, False),
+)
+
+
+def _with(
+    configurations: Mapping[str, Mapping[str, object]], actions: tuple[str, ...], value_of: int
+) -> dict[str, dict[str, object]] | None:
+    """``configurations`` with every extension of a listed action that is not set given the
+    value at position ``value_of`` of its :data:`EXTENSIONS` entry; None when nothing is added."""
+    out = {name: {k: _thaw(v) for k, v in args.items()} for name, args in configurations.items()}
+    added = False
+    for entry in EXTENSIONS:
+        action, argument = entry[0], entry[1]
+        if action in actions and argument not in out.get(action, {}):
+            out.setdefault(action, {})[argument] = entry[value_of]
+            added = True
+    return out if added else None
+
+
+def as_volcano_reads(data: object, max_actions: int) -> object:
+    """The plain data of a text read from Volcano's YAML with every extension the text leaves
+    unset set to Volcano's behaviour. Data that does not parse is returned as it is (reading
+    it then reports the error)."""
+    if not isinstance(data, Mapping) or "actions" not in data:
+        return data
+    try:
+        actions = _parse_actions(data["actions"], max_actions)
+        configurations = _parse_configurations(data.get("configurations"))
+    except ConfigError:
+        return data
+    volcano = _with(configurations, actions, 3)
+    return data if volcano is None else {**data, "configurations": volcano}
+
+
+def naming_extensions(
+    configurations: Mapping[str, Mapping[str, object]], actions: tuple[str, ...]
+) -> dict[str, dict[str, object]] | None:
+    """The configurations to write to Volcano's YAML: every extension left at gangsched's
+    default is named with that default (None when there is none to name)."""
+    return _with(configurations, actions, 2)
+
+
+def without_defaults(
+    configurations: dict[str, FrozenArgs[object]],
+) -> dict[str, FrozenArgs[object]]:
+    """``configurations`` without the extension arguments set to gangsched's default, and
+    without an empty argument map of an action that has extensions (it schedules as no entry
+    does, and the two must compare equal once written to Volcano's YAML and read back)."""
+    out = dict(configurations)
+    for action, argument, default, _ in EXTENSIONS:
+        args = out.get(action)
+        if args is None:
+            continue
+        rest = {k: v for k, v in args.items() if not (k == argument and v is default)}
+        if not rest:
+            del out[action]
+        elif len(rest) < len(args):
+            out[action] = FrozenArgs(rest)
+    return out

@@ -1,0 +1,96 @@
+"""gangsched against the real Volcano scheduler on random clusters (tools/volcano_differential.py).
+
+The comparison needs a command that runs one session of Volcano on a snapshot; its path is
+read from ``GANGSCHED_VOLCANO_ORACLE`` and the comparison is skipped without it. The cluster
+generator and the divergence classes are checked whatever the environment.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import gangsched as gs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _tool() -> ModuleType:
+    path = ROOT / "tools" / "volcano_differential.py"
+    spec = importlib.util.spec_from_file_location("volcano_differential", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+V = _tool()
+
+#: Clusters per configuration in the default run (the campaign runs 1,000 and more).
+CLUSTERS = 30
+
+
+def test_the_generator_is_deterministic_and_makes_valid_varied_clusters() -> None:
+    assert V.random_cluster(7) == V.random_cluster(7)
+    clusters = [gs.Snapshot.from_dict(V.random_cluster(seed)) for seed in range(60)]
+    assert any(len({n.allocatable for n in s.nodes}) > 1 for s in clusters)  # mixed nodes
+    assert any(len(s.nodes) > 1 and len({n.allocatable for n in s.nodes}) == 1 for s in clusters)
+    assert any(q.capability for s in clusters for q in s.queues)
+    assert any(q.guarantee for s in clusters for q in s.queues)
+    assert any(len({q.weight for q in s.queues}) > 1 for s in clusters)
+    assert any(j.min_task_member for s in clusters for j in s.jobs)
+    assert any(t.best_effort for s in clusters for t in s.tasks)
+    assert any(len({j.priority for j in s.jobs}) > 1 for s in clusters)
+    assert any(t.phase.value == "Running" for s in clusters for t in s.tasks)
+
+
+def test_a_divergence_is_classed_by_the_first_job_and_outcome_that_differ() -> None:
+    ours = {"a": (1, 0, 0, "Running"), "b": (0, 0, 0, "Inqueue")}
+    assert V.divergence_class(ours, {**ours, "b": (0, 1, 0, "Inqueue")}) == (
+        "pipelined: gangsched<volcano"
+    )
+    assert V.divergence_class(ours, {**ours, "a": (1, 0, 0, "Unknown")}) == (
+        "phase: gangsched Running / volcano Unknown"
+    )
+
+
+def test_volcano_taking_a_gang_below_its_minimum_is_its_own_class() -> None:
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi"}}],
+            "queues": [{"name": "default"}],
+            "jobs": [{"name": "g", "queue": "default", "min_available": 2, "phase": "Running"}],
+            "tasks": [
+                {
+                    "name": f"g-{i}",
+                    "job": "g",
+                    "request": {"cpu": 1},
+                    "phase": "Running",
+                    "node": "n0",
+                }
+                for i in range(2)
+            ],
+        }
+    )
+    ours = {"g": (0, 0, 0, "Running")}
+    assert V.divergence_class(ours, {"g": (0, 0, 1, "Unknown")}, s) == V.TIER_WALK
+
+
+@pytest.mark.skipif(
+    not os.environ.get(V.ORACLE_ENV),
+    reason=f"needs the Volcano oracle command: set {V.ORACLE_ENV} to its path",
+)
+@pytest.mark.parametrize("config", sorted(V.CONFIGS))
+def test_every_divergence_from_volcano_has_a_verdict(config: str) -> None:
+    oracle = os.environ[V.ORACLE_ENV]
+    results = V.campaign(oracle, {config: V.CONFIGS[config]}, CLUSTERS, seed=11)
+    res = results[config]
+    assert res.clusters + res.skipped == CLUSTERS
+    unjudged = {cls: res.examples[cls] for cls in res.classes if cls not in V.VERDICTS}
+    assert not unjudged, V.table(results)

@@ -1,0 +1,454 @@
+"""Decisions that must match Volcano's on small clusters where gangsched once differed: role
+minimums met by best-effort tasks, the exact deserved boundary, gang-safe victims in preempt
+and reclaim (whole gangs only under gangpreempt / gangreclaim or the documented option), the
+enqueue shape check of a configuration read from Volcano's YAML, and capacity's per-dimension
+reclaim."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+import gangsched as gs
+from gangsched.config import Config
+from gangsched.plugins._exact_shares import exact_water_fill
+
+GI = 2**30
+
+TIERS: list[list[dict[str, Any]]] = [
+    [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+    [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+]
+
+
+def config(*actions: str, **configurations: dict[str, object]) -> Config:
+    return Config.from_dict(
+        {
+            "actions": list(actions),
+            "tiers": TIERS,
+            **({"configurations": configurations} if configurations else {}),
+        }
+    )
+
+
+def snap(**parts: Any) -> gs.Snapshot:
+    return gs.Snapshot.from_dict({"hypernodes": [], "queues": [{"name": "default"}], **parts})
+
+
+# -- best-effort tasks count for their role ----------------------------------------------------
+
+
+def test_role_minimum_met_by_a_pending_best_effort_task_binds_it() -> None:
+    # Volcano's CheckTaskReady counts a pending task with an empty request for its role.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi", "pods": 110}}],
+        jobs=[
+            {
+                "name": "j",
+                "queue": "default",
+                "min_available": 1,
+                "min_task_member": {"master": 0, "worker": 1},
+                "phase": "Inqueue",
+            }
+        ],
+        tasks=[{"name": "j-w0", "job": "j", "role": "worker", "request": {}}],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    assert [(b.task, b.node) for b in d.binds] == [("j-w0", "n0")]
+    assert d.jobs["j"].phase == "Running"
+
+
+def test_best_effort_task_of_another_role_does_not_meet_a_role_minimum() -> None:
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi", "pods": 110}}],
+        jobs=[
+            {
+                "name": "j",
+                "queue": "default",
+                "min_available": 1,
+                "min_task_member": {"worker": 1},
+                "phase": "Inqueue",
+            }
+        ],
+        tasks=[{"name": "j-m0", "job": "j", "role": "master", "request": {}}],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    assert d.binds == ()
+
+
+# -- the deserved boundary ---------------------------------------------------------------------
+
+
+def test_deserved_amounts_are_exact_for_whole_inputs() -> None:
+    # 36Gi between weights 2, 5, 1, 3 asking 8, 6, 20, 16Gi: the third deserves exactly 6Gi.
+    d = exact_water_fill(
+        np.array([36.0 * GI]),
+        np.array([2.0, 5.0, 1.0, 3.0]),
+        np.array([[8.0 * GI], [6.0 * GI], [20.0 * GI], [16.0 * GI]]),
+        np.zeros((4, 1)),
+        np.full((4, 1), np.inf),
+        np.ones(4, dtype=np.bool_),
+    )
+    assert d[2][0] == Fraction(6 * GI)
+    assert sum(row[0] for row in d) <= 36 * GI
+
+
+def test_a_task_that_brings_its_queue_exactly_to_deserved_is_admitted() -> None:
+    def job(name: str, queue: str, phase: str = "Running") -> dict[str, Any]:
+        return {"name": name, "queue": queue, "min_available": 1, "phase": phase}
+
+    def task(name: str, gi: int, node: str | None = None) -> dict[str, Any]:
+        t: dict[str, Any] = {"name": f"{name}-0", "job": name, "request": {"memory": f"{gi}Gi"}}
+        if node:
+            t.update(phase="Running", node=node)
+        return t
+
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 64, "memory": "36Gi", "pods": 110}}],
+        queues=[
+            {"name": "a", "weight": 2},
+            {"name": "b", "weight": 5},
+            {"name": "c", "weight": 1},
+            {"name": "d", "weight": 3},
+        ],
+        jobs=[
+            job("a1", "a"),
+            job("b1", "b"),
+            job("c1", "c"),
+            job("d1", "d"),
+            job("c2", "c", "Inqueue"),
+            job("c3", "c", "Inqueue"),
+        ],
+        tasks=[
+            task("a1", 8, "n0"),
+            task("b1", 6, "n0"),
+            task("c1", 5, "n0"),
+            task("d1", 16, "n0"),
+            task("c2", 1),
+            task("c3", 14),
+        ],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    assert [b.task for b in d.binds] == ["c2-0"]
+    assert d.queues["c"].deserved["memory"] == 6 * GI
+
+
+# -- gang-safe victims in preempt and reclaim; whole gangs under gangpreempt / gangreclaim ---
+
+GPU = "nvidia.com/gpu"
+
+
+def _gpu_node(name: str = "n0", gpus: int = 4) -> dict[str, Any]:
+    return {
+        "name": name,
+        "allocatable": {"cpu": 32, "memory": "256Gi", "pods": 110},
+        "gpus": {"count": gpus, "model": "A100"},
+    }
+
+
+def _gang_at_minimum(low_min: int = 2, queue_high: str = "default", high: int = 2) -> gs.Snapshot:
+    """A gang 'low' (priority 1) running 2 GPU tasks on a 4-GPU node with ``min_available``
+    ``low_min``; a gang 'high' (priority 10, ``queue_high``) waits for ``high`` × 2 GPUs."""
+    queues = [{"name": "default"}] + ([{"name": queue_high}] if queue_high != "default" else [])
+    return snap(
+        nodes=[_gpu_node()],
+        queues=queues,
+        jobs=[
+            {
+                "name": "low",
+                "queue": "default",
+                "min_available": low_min,
+                "priority": 1,
+                "phase": "Running",
+            },
+            {
+                "name": "high",
+                "queue": queue_high,
+                "min_available": high,
+                "priority": 10,
+                "phase": "Inqueue",
+            },
+        ],
+        tasks=[
+            {
+                "name": f"low-{i}",
+                "job": "low",
+                "request": {"cpu": 1, GPU: 2},
+                "phase": "Running",
+                "node": "n0",
+                "gpu_indices": [2 * i, 2 * i + 1],
+            }
+            for i in range(2)
+        ]
+        + [
+            {"name": f"high-{i}", "job": "high", "request": {"cpu": 1, GPU: 2}} for i in range(high)
+        ],
+    )
+
+
+def _evicted(d: gs.Decisions) -> list[str]:
+    return sorted(e.task for e in d.evictions)
+
+
+def test_preempt_leaves_a_gang_running_at_its_minimum() -> None:
+    # Volcano's gang plugin lets preempt take only tasks above minAvailable.
+    d = gs.schedule(_gang_at_minimum(), config("enqueue", "allocate", "preempt", "backfill"))
+    assert d.evictions == () and d.pipelined == ()
+    assert d.preemption_reasons["high"].startswith("preempt:")
+
+
+def test_preempt_takes_a_gangs_surplus() -> None:
+    # min_available 0 would be no gang; with min 1 the low job has one task of surplus only,
+    # which frees 2 of the 4 GPUs the claim needs: nothing goes.
+    d = gs.schedule(_gang_at_minimum(1), config("enqueue", "allocate", "preempt", "backfill"))
+    assert d.evictions == ()
+
+
+def test_gangpreempt_evicts_a_gang_at_its_minimum_whole() -> None:
+    d = gs.schedule(_gang_at_minimum(), config("enqueue", "allocate", "gangpreempt", "backfill"))
+    assert _evicted(d) == ["low-0", "low-1"]
+    assert sorted(p.task for p in d.pipelined) == ["high-0", "high-1"]
+    assert d.jobs["high"].message.startswith("gangpreempt:")
+
+
+def test_allow_whole_bundle_switches_whole_gangs_on_for_preempt_and_off_for_gangpreempt() -> None:
+    s = _gang_at_minimum()
+    on = config("enqueue", "allocate", "preempt", "backfill", preempt={"allowWholeBundle": True})
+    off = config(
+        "enqueue", "allocate", "gangpreempt", "backfill", gangpreempt={"allowWholeBundle": False}
+    )
+    assert _evicted(gs.schedule(s, on)) == ["low-0", "low-1"]
+    assert gs.schedule(s, off).evictions == ()
+
+
+def test_reclaim_leaves_a_gang_at_its_minimum_and_gangreclaim_takes_it_whole() -> None:
+    # 'other' deserves half the GPUs; its one 2-GPU task is within that
+    s = _gang_at_minimum(queue_high="other", high=1)
+    assert gs.schedule(s, config("enqueue", "allocate", "reclaim", "backfill")).evictions == ()
+    d = gs.schedule(s, config("enqueue", "allocate", "gangreclaim", "backfill"))
+    assert _evicted(d) == ["low-0", "low-1"]
+    assert [p.task for p in d.pipelined] == ["high-0"]
+
+
+def test_preempt_takes_surplus_only_on_the_node_the_claim_goes_to() -> None:
+    # 'low' (min 1) runs one task on each of two nodes; the claim fits on either node once
+    # that node's task goes. Volcano evicts on one node only; so does preempt.
+    s = snap(
+        nodes=[_gpu_node("n0", 2), _gpu_node("n1", 2)],
+        jobs=[
+            {
+                "name": "low",
+                "queue": "default",
+                "min_available": 1,
+                "priority": 1,
+                "phase": "Running",
+            },
+            {
+                "name": "high",
+                "queue": "default",
+                "min_available": 1,
+                "priority": 10,
+                "phase": "Inqueue",
+            },
+        ],
+        tasks=[
+            {
+                "name": "low-0",
+                "job": "low",
+                "request": {"cpu": 1, GPU: 2},
+                "phase": "Running",
+                "node": "n0",
+                "gpu_indices": [0, 1],
+            },
+            {
+                "name": "low-1",
+                "job": "low",
+                "request": {"cpu": 1, GPU: 2},
+                "phase": "Running",
+                "node": "n1",
+                "gpu_indices": [0, 1],
+            },
+            {"name": "high-0", "job": "high", "request": {"cpu": 1, GPU: 2}},
+        ],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "preempt", "backfill"))
+    assert len(d.evictions) == 1 and len(d.pipelined) == 1
+    assert s.task(d.evictions[0].task).node == d.pipelined[0].node
+
+
+# -- the enqueue shape check of a configuration read from Volcano's YAML -----------------------
+
+VOLCANO_DEFAULT = """actions: "enqueue, allocate, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def _two_podgroups_no_nodes() -> gs.Snapshot:
+    # Volcano's enqueue test: two podgroups without minResources and no nodes both go Inqueue.
+    return snap(
+        nodes=[],
+        jobs=[
+            {"name": "pg1", "queue": "default", "min_available": 1},
+            {"name": "pg2", "queue": "default", "min_available": 1},
+        ],
+        tasks=[
+            {"name": "pg1-0", "job": "pg1", "request": {"cpu": 1}},
+            {"name": "pg2-0", "job": "pg2", "request": {"cpu": 1}},
+        ],
+    )
+
+
+def test_volcano_yaml_admits_jobs_without_min_resources_whatever_their_shape() -> None:
+    d = gs.schedule(_two_podgroups_no_nodes(), Config.from_volcano_yaml(VOLCANO_DEFAULT))
+    assert {name: s.phase for name, s in d.jobs.items()} == {"pg1": "Inqueue", "pg2": "Inqueue"}
+
+
+def test_the_shape_check_is_gangscheds_default_and_a_volcano_yaml_may_opt_in() -> None:
+    opt_in = VOLCANO_DEFAULT + (
+        "configurations:\n- name: enqueue\n  arguments:\n    shapeCheckEnable: true\n"
+    )
+    for cfg in (Config.default(), Config.from_volcano_yaml(opt_in)):
+        d = gs.schedule(_two_podgroups_no_nodes(), cfg)
+        assert {s.phase for s in d.jobs.values()} == {"Pending"}
+    assert Config.from_volcano_yaml(opt_in) == Config.default()
+
+
+# -- capacity's per-dimension reclaim ----------------------------------------------------------
+
+CAPACITY_RECLAIM = """actions: "enqueue, allocate, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: capacity
+- plugins:
+  - name: drf
+  - name: predicates
+  - name: nodeorder
+"""
+
+
+def _task(name: str, request: dict[str, Any], node: str | None = None, **extra: Any) -> Any:
+    t: dict[str, Any] = {"name": name, "job": name.rsplit("-", 1)[0], "request": request}
+    if node is not None:
+        t.update(phase="Running", node=node, **extra)
+    return t
+
+
+def _job(name: str, queue: str, phase: str = "Running") -> dict[str, Any]:
+    return {"name": name, "queue": queue, "min_available": 1, "phase": phase}
+
+
+def test_capacity_reclaims_within_deserved_on_one_requested_resource() -> None:
+    # r holds 3 of its deserved 4 cpu and 8 of its deserved 4Gi; its pod asks 1 cpu and 1Gi:
+    # cpu comes exactly to deserved, memory stays above. Volcano's preemptive admits it on
+    # cpu, and v (above its deserved cpu, one pod of surplus and more) loses one pod.
+    quota = {"cpu": 4, "memory": "4Gi"}
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "16Gi", "pods": 110}}],
+        queues=[{"name": "r", "deserved": quota}, {"name": "v", "deserved": quota}],
+        jobs=[_job("rmem", "r"), _job("v", "v"), _job("r1", "r", "Inqueue")],
+        tasks=[_task("rmem-0", {"cpu": 3, "memory": "8Gi"}, "n0")]
+        + [_task(f"v-{i}", {"cpu": 1, "memory": "512Mi"}, "n0") for i in range(5)]
+        + [_task("r1-0", {"cpu": 1, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, Config.from_volcano_yaml(CAPACITY_RECLAIM))
+    assert len(d.evictions) == 1 and s.task(d.evictions[0].task).job == "v"
+    assert [p.task for p in d.pipelined] == ["r1-0"]
+    # gangsched's own default keeps its guard: v could reclaim the pod straight back
+    guarded = Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate", "reclaim", "backfill"],
+            "tiers": Config.from_volcano_yaml(CAPACITY_RECLAIM).to_dict()["tiers"],
+        }
+    )
+    d = gs.schedule(s, guarded)
+    assert d.evictions == ()
+    assert d.preemption_reasons["r1"].startswith("reclaim: FairShareGuard")
+
+
+def test_capacity_reclaim_evicts_exactly_the_pod_holding_the_missing_gpu() -> None:
+    # r lacks only a GPU (n0 has a cpu idle). v is above its deserved memory because of a pod
+    # on n1; its GPU pod on n0 is the one that makes room: it goes, and r1 is reserved on n0.
+    quota = {"cpu": 8, "memory": "16Gi", GPU: 1}
+    s = snap(
+        nodes=[
+            {
+                "name": "n0",
+                "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110},
+                "gpus": {"count": 1, "model": "A100"},
+            },
+            {"name": "n1", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}},
+        ],
+        queues=[{"name": "r", "deserved": quota}, {"name": "v", "deserved": quota}],
+        jobs=[_job("v", "v"), _job("r0", "r"), _job("r1", "r", "Inqueue")],
+        tasks=[
+            _task("v-0", {"cpu": 1, "memory": "1Gi"}, "n1", gpu_indices=[]),
+            _task("v-1", {"cpu": 1, "memory": "20Gi"}, "n1", gpu_indices=[]),
+            _task("v-2", {"cpu": 6, "memory": "1Gi", GPU: 1}, "n0", gpu_indices=[0]),
+            _task("r0-0", {"cpu": 1, "memory": "1Gi"}, "n0", gpu_indices=[]),
+            _task("r1-0", {"cpu": 1, "memory": "1Gi", GPU: 1}),
+        ],
+    )
+    d = gs.schedule(s, Config.from_volcano_yaml(CAPACITY_RECLAIM))
+    assert [e.task for e in d.evictions] == ["v-2"]
+    assert [(p.task, p.node) for p in d.pipelined] == [("r1-0", "n0")]
+
+
+# -- pinned: later Volcano where this library follows it -----------------------------------
+
+
+def test_reclaim_counts_the_nodes_idle_room_and_evicts_only_what_the_claim_needs() -> None:
+    # Volcano before v1.14 evicted reclaim victims one by one until they alone covered the
+    # request, ignoring what the node had idle (and kept the evictions when the reclaimer
+    # still did not fit). Since v1.14 (and here) the node's idle room counts: 2 cpu are idle,
+    # the claim asks 3, one 2-cpu victim is enough.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "r"}, {"name": "v"}],
+        jobs=[_job("v", "v"), _job("r1", "r", "Inqueue")],
+        tasks=[_task(f"v-{i}", {"cpu": 2, "memory": "1Gi"}, "n0") for i in range(3)]
+        + [_task("r1-0", {"cpu": 3, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "reclaim", "backfill"))
+    assert len(d.evictions) == 1 and [p.task for p in d.pipelined] == ["r1-0"]
+
+
+def test_a_gang_at_its_minimum_is_no_victim_even_when_the_gang_tier_gives_none() -> None:
+    # Volcano before v1.11 let the next tier choose victims alone when the gang plugin's tier
+    # returned none, so preempt could take a gang below minAvailable; since 7976b63e2 (v1.11)
+    # the tier that answers decides, and the gang rule holds whatever the tiers.
+    d = gs.schedule(_gang_at_minimum(), config("enqueue", "allocate", "preempt", "backfill"))
+    assert d.evictions == ()
+
+
+def test_preempt_evicts_until_the_queue_may_take_the_claim() -> None:
+    # Volcano before v1.9 reserved a preemptor once it fitted the node, without asking its
+    # queue (only "not overused"); since af5c56308 (v1.9) the queue's allocatable must pass
+    # too, as here: q holds 6 cpu against a capability of 4, so the 2-cpu claim needs 4 cpu of
+    # lower-priority work gone although the node has room for it already.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 16, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "q", "capability": {"cpu": 4}}],
+        jobs=[
+            {"name": "low", "queue": "q", "min_available": 1, "priority": 0, "phase": "Running"},
+            {"name": "high", "queue": "q", "min_available": 1, "priority": 5, "phase": "Inqueue"},
+        ],
+        tasks=[_task(f"low-{i}", {"cpu": 2, "memory": "1Gi"}, "n0") for i in range(3)]
+        + [_task("high-0", {"cpu": 2, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "preempt", "backfill"))
+    assert len(d.evictions) == 2 and [p.task for p in d.pipelined] == ["high-0"]
