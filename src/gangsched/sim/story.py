@@ -320,11 +320,14 @@ def _tier(*plugins: PluginOption | str) -> Tier:
     return Tier(plugins=tuple(p if isinstance(p, PluginOption) else PluginOption(name=p) for p in plugins))
 
 
-def scheduler_config(scheduler: str) -> Config:
-    """The configuration of ``scheduler`` (module docstring)."""
+def scheduler_config(scheduler: str, *, priorities: bool = True) -> Config:
+    """The configuration of ``scheduler`` (module docstring). ``priorities=False`` (every job
+    of the trace has the same priority) leaves out ``preempt``, which could evict nothing:
+    its victims must have a strictly lower priority than the job they make room for."""
+    preempt = ("preempt",) if priorities else ()
     if scheduler == "kube-default":
         return Config(
-            actions=("allocate", "preempt"),
+            actions=("allocate", *preempt),
             tiers=(_tier("priority"), _tier("predicates", "nodeorder")),
         )
     if scheduler == "volcano":
@@ -340,7 +343,7 @@ def scheduler_config(scheduler: str) -> Config:
             arguments={"binpack.resources": gpu, f"binpack.resources.{gpu}": 10},
         )
         return Config(
-            actions=("enqueue", "allocate", "preempt", "reclaim", "backfill"),
+            actions=("enqueue", "allocate", *preempt, "backfill"),
             tiers=(
                 _tier("priority", "gang", "conformance"),
                 _tier("drf", "predicates", "capacity", topology, binpack),
@@ -619,7 +622,8 @@ def run_one(
 ) -> StoryRun:
     """Replay ``table`` on ``cluster`` under ``scheduler`` and measure it."""
     st = build_story_trace(table, cluster, scheduler, settings)
-    options = ReplayOptions(config=scheduler_config(scheduler), period=settings.period)
+    config = scheduler_config(scheduler, priorities=bool(st.job_high.any()))
+    options = ReplayOptions(config=config, period=settings.period)
     began = time.perf_counter()
     result = replay(st.trace, options, progress=progress)
     runtime = time.perf_counter() - began
