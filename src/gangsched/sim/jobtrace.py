@@ -57,6 +57,7 @@ __all__ = [
     "pod_sizes",
     "read_cluster_csv",
     "read_jobs",
+    "read_preset",
     "read_queue_weights",
 ]
 

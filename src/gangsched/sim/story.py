@@ -67,6 +67,7 @@ __all__ = [
     "StoryRun",
     "StorySettings",
     "build_story_trace",
+    "format_table",
     "scheduler_config",
     "story_metrics",
     "run_story",
@@ -676,3 +677,119 @@ def _bound(
         progress(scheduler, p)
 
     return report
+
+
+# ------------------------------------------------------------------------------------ the table
+
+#: Rows of the table: (label, how to show one run, which is better: -1 lower, 1 higher, 0 none).
+_LOWER, _HIGHER, _NONE = -1, 1, 0
+
+
+def _hours(seconds: object) -> str:
+    if not isinstance(seconds, int | float):
+        return "-"
+    if seconds >= 86400 * 2:
+        return f"{seconds / 86400:.1f} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds:.0f} s"
+
+
+def _worst_queue(m: Mapping[str, object]) -> float | None:
+    share = m["queue_share"]
+    assert isinstance(share, dict)
+    ratios = [v["used"] / v["deserved"] for v in share.values() if v["deserved"] > 0]
+    return min(ratios) if ratios else None
+
+
+def _value(m: Mapping[str, object], key: str) -> float | None:
+    v = _worst_queue(m) if key == "worst_queue" else m[key]
+    return float(v) if isinstance(v, int | float) else None
+
+
+_ROWS: tuple[tuple[str, str, int], ...] = (
+    ("GPU-hours held idle by half-placed gangs", "gpu_hours_held_idle", _LOWER),
+    ("half-placed gangs at once (peak)", "partial_gangs_peak", _LOWER),
+    ("hours no waiting job could start, half-placed gangs holding GPUs", "deadlock_hours", _LOWER),
+    ("wait p50", "wait_p50_s", _LOWER),
+    ("wait p95", "wait_p95_s", _LOWER),
+    ("job completion time p50", "jct_p50_s", _LOWER),
+    ("job completion time p95", "jct_p95_s", _LOWER),
+    ("GPU utilization (GPU-time of running jobs / offered)", "utilization", _HIGHER),
+    ("fair share: Jain index of used/deserved over queues", "jain", _HIGHER),
+    ("fair share: worst queue's used/deserved", "worst_queue", _HIGHER),
+    ("high-priority jobs: wait p95", "high_priority_wait_p95_s", _LOWER),
+    ("multi-pod gangs inside one node", "gang_in_one_node_pct", _HIGHER),
+    ("multi-pod gangs inside one rack", "gang_in_one_rack_pct", _HIGHER),
+    ("makespan (last job's end)", "makespan_s", _LOWER),
+    ("replay runtime", "runtime_s", _NONE),
+)
+
+
+def _show(key: str, value: float | None, run: StoryRun) -> str:
+    if value is None:
+        if key == "makespan_s":
+            return f"never ({run.unfinished} stuck)"
+        if key == "high_priority_wait_p95_s":
+            return "- (no class)"
+        return "-"
+    if key.endswith("_s") and key != "runtime_s":
+        return _hours(value)
+    if key == "runtime_s":
+        return f"{value:.0f} s"
+    if key == "utilization":
+        return f"{100 * value:.1f} %"
+    if key.endswith("_pct"):
+        return f"{value:.1f} %"
+    if key in ("jain", "worst_queue"):
+        return f"{value:.3f}"
+    if key == "partial_gangs_peak":
+        return f"{value:.0f}"
+    return f"{value:,.1f}"
+
+
+def format_table(runs: Sequence[StoryRun], header: str = "") -> str:
+    """The comparison as text: one row per problem, one column per scheduler; ``*`` marks the
+    best figure of a row, and a last line says where pod-by-pod scheduling does best."""
+    names = [r.scheduler for r in runs]
+    first = runs[0].metrics
+    lines: list[list[str]] = [
+        ["problem", *names],
+        [
+            "jobs (GPU-hours requested)",
+            *(f"{r.metrics['jobs']} ({r.metrics['gpu_hours']:,.0f})" for r in runs),
+        ],
+    ]
+    kube_wins: list[str] = []
+    for label, key, better in _ROWS:
+        values = [_value(r.metrics, key) for r in runs]
+        cells = [_show(key, v, r) for v, r in zip(values, runs, strict=True)]
+        known = [v for v in values if v is not None]
+        if better != _NONE and len(known) == len(values) and len(set(known)) > 1:
+            best = min(known) if better == _LOWER else max(known)
+            cells = [c + (" *" if v == best else "") for c, v in zip(cells, values, strict=True)]
+            if "kube-default" in names and values[names.index("kube-default")] == best:
+                kube_wins.append(label)
+        lines.append([label, *cells])
+    widths = [max(len(row[k]) for row in lines) for k in range(len(lines[0]))]
+    out = [header] if header else []
+    for n, row in enumerate(lines):
+        out.append(
+            "  ".join(
+                cell.ljust(widths[k]) if k == 0 else cell.rjust(widths[k])
+                for k, cell in enumerate(row)
+            ).rstrip()
+        )
+        if n == 0:
+            out.append("-" * len(out[-1]))
+    out.append("* the best of the row.")
+    if "kube-default" in names:
+        out.append(
+            "pod by pod does best on: " + "; ".join(kube_wins)
+            if kube_wins
+            else "pod by pod does best on none of these rows."
+        )
+    del first
+    return "\n".join(out)
