@@ -80,7 +80,12 @@ def test_fgd_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_fgd_demo_reduced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
-    assert main(["fgd", "demo", "--seeds", "42", "--limit", "300", "--out", str(out), "--workers", "1"]) == 0
+    assert (
+        main(
+            ["fgd", "demo", "--seeds", "42", "--limit", "300", "--out", str(out), "--workers", "1"]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     assert "06-FGD" in printed.out and "05-BestFit" in printed.out
     assert (out / "analysis_allo_discrete.csv").is_file()

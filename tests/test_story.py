@@ -226,7 +226,10 @@ def test_a_four_to_one_pair_of_queues(tmp_path: Path) -> None:
         share = runs[name].metrics["queue_share"]
         assert isinstance(share, dict)
         # 8 GPUs for 2000 s, then its last 4 jobs: 2/3 of the node while it waits.
-        assert share == {"a": {"used": 0.6667, "deserved": 0.6667}, "b": {"used": 0.5, "deserved": 0.5}}
+        assert share == {
+            "a": {"used": 0.6667, "deserved": 0.6667},
+            "b": {"used": 0.5, "deserved": 0.5},
+        }
         assert runs[name].metrics["jain"] == 1.0, name
 
 
@@ -262,7 +265,9 @@ def test_the_bare_command_short(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert list(json.loads(capsys.readouterr().out)["schedulers"]) == ["volcano"]
 
 
-def test_the_bare_command_on_another_csv(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_bare_command_on_another_csv(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     trace = tmp_path / "itp.csv"
     trace.write_text(
         "job_id,submission_time,duration,num_gpu\nx,0,100,16\ny,5,50,1\n", encoding="utf-8"

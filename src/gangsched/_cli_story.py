@@ -56,7 +56,9 @@ def add_story_arguments(p: argparse.ArgumentParser) -> None:
         metavar="NODESxGPUS[xCPUS]",
         help=f"identical nodes (default {DEFAULTS['cluster']}; 8 CPU cores per GPU)",
     )
-    g.add_argument("--nodes", default=None, metavar="FILE", help="a node CSV: name,gpus[,cpus][,rack]")
+    g.add_argument(
+        "--nodes", default=None, metavar="FILE", help="a node CSV: name,gpus[,cpus][,rack]"
+    )
     g.add_argument(
         "--rack-size",
         type=int,
@@ -245,7 +247,9 @@ def run_story_cli(args: argparse.Namespace) -> int:
     print(f"replaying {', '.join(schedulers)}: {header}", file=sys.stderr)
     if args.out is None:
         out = Path(tempfile.mkdtemp(prefix=OUT_PREFIX))
-        print(f"writing story.json and the plots to {out}/ (choose with --out DIR)", file=sys.stderr)
+        print(
+            f"writing story.json and the plots to {out}/ (choose with --out DIR)", file=sys.stderr
+        )
     else:
         out = Path(args.out)
     bar = Progress(sys.stderr, "schedulers", unit="run")
@@ -359,7 +363,9 @@ def _plot_shares(runs: Sequence[Any], path: Path) -> str | None:
         for k, q in enumerate(top.tolist()):
             pct_used = 100.0 * s.tenant_used[:, q] / max(run.total_gpus, 1)
             pct_fair = 100.0 * s.tenant_fair[:, q] / max(run.total_gpus, 1)
-            ax.step(hours, pct_used, where="post", color=f"C{k}", linewidth=0.9, label=run.tenants[q])
+            ax.step(
+                hours, pct_used, where="post", color=f"C{k}", linewidth=0.9, label=run.tenants[q]
+            )
             ax.step(hours, pct_fair, where="post", color=f"C{k}", linewidth=0.9, linestyle=":")
         ax.set_ylabel("% of GPUs")
         ax.set_title(f"{run.scheduler} (dotted: deserved)", fontsize=9, loc="left")

@@ -145,9 +145,7 @@ def parse_columns(text: str, base: Columns | None = None) -> Columns:
     merged.update(given)
     for required in ("arrival", "duration"):
         if not merged.get(required):
-            raise ConfigError(
-                f"missing {required}=COLUMN", kind="option", name="--columns"
-            )
+            raise ConfigError(f"missing {required}=COLUMN", kind="option", name="--columns")
     return Columns(**merged)  # type: ignore[arg-type]
 
 
@@ -350,9 +348,7 @@ def read_jobs(path: str | Path | None, columns: Columns, *, text: str | None = N
         per_pod.append(k)
         queue.append(q if q is not None else "default")
         user.append(u or "")
-        priority.append(
-            0 if pr is None else int(_number(source, row, str(columns.priority), pr))
-        )
+        priority.append(0 if pr is None else int(_number(source, row, str(columns.priority), pr)))
         status.append(st or "")
         requested.append(rq_value)
         rows.append(row)
@@ -396,7 +392,9 @@ def read_preset(name: str) -> JobTable:
             name="--preset",
         )
     folder, filename = preset.vendored
-    return read_jobs(f"{folder}/{filename}", preset.columns, text=read_vendored_text(folder, filename))
+    return read_jobs(
+        f"{folder}/{filename}", preset.columns, text=read_vendored_text(folder, filename)
+    )
 
 
 def pod_sizes(gpus: int, pod_gpus: int) -> list[int]:
@@ -467,7 +465,9 @@ def read_cluster_csv(path: str | Path) -> ClusterSpec:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise SnapshotError(f"cannot read: {exc.strerror or exc}", kind="file", name=source) from None
+        raise SnapshotError(
+            f"cannot read: {exc.strerror or exc}", kind="file", name=source
+        ) from None
     reader = csv.DictReader(io.StringIO(text))
     header = [h.strip() for h in reader.fieldnames or []]
     for need in ("name", "gpus"):
@@ -514,12 +514,12 @@ def read_queue_weights(path: str | Path) -> dict[str, float]:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise SnapshotError(f"cannot read: {exc.strerror or exc}", kind="file", name=source) from None
+        raise SnapshotError(
+            f"cannot read: {exc.strerror or exc}", kind="file", name=source
+        ) from None
     rows = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)]
     if len(rows) < 2 or len(rows[0]) < 2:
-        raise SnapshotError(
-            "expected a header and rows of queue,weight", kind="file", name=source
-        )
+        raise SnapshotError("expected a header and rows of queue,weight", kind="file", name=source)
     column = rows[0][1].strip()
     out: dict[str, float] = {}
     for row, cells in enumerate(rows[1:], 1):

@@ -68,9 +68,9 @@ __all__ = [
     "StorySettings",
     "build_story_trace",
     "format_table",
+    "run_story",
     "scheduler_config",
     "story_metrics",
-    "run_story",
 ]
 
 I64 = npt.NDArray[np.int64]
@@ -125,7 +125,9 @@ class StorySettings:
 
     def __post_init__(self) -> None:
         if self.pod_gpus is not None and self.pod_gpus < 1:
-            raise ConfigError(f"must be >= 1, got {self.pod_gpus}", kind="option", name="--pod-gpus")
+            raise ConfigError(
+                f"must be >= 1, got {self.pod_gpus}", kind="option", name="--pod-gpus"
+            )
         if not 0 <= self.high_priority_pct <= 100:
             raise ConfigError(
                 f"must be in 0..100, got {self.high_priority_pct:g}",
@@ -221,7 +223,9 @@ def build_story_trace(
     nodes = tuple(
         Node(
             name=name,
-            allocatable={CPU: cpus * 1000, MEMORY: max(gpus, 1) * cluster.memory_per_gpu_gib * GIB},
+            allocatable=Resources(
+                {CPU: cpus * 1000, MEMORY: max(gpus, 1) * cluster.memory_per_gpu_gib * GIB}
+            ),
             gpus=Gpus(count=gpus) if gpus else None,
         )
         for name, gpus, cpus in zip(cluster.names, cluster.gpus, cluster.cpus, strict=True)
@@ -318,7 +322,9 @@ def build_story_trace(
 
 
 def _tier(*plugins: PluginOption | str) -> Tier:
-    return Tier(plugins=tuple(p if isinstance(p, PluginOption) else PluginOption(name=p) for p in plugins))
+    return Tier(
+        plugins=tuple(p if isinstance(p, PluginOption) else PluginOption(name=p) for p in plugins)
+    )
 
 
 def scheduler_config(scheduler: str, *, priorities: bool = True) -> Config:
@@ -337,7 +343,10 @@ def scheduler_config(scheduler: str, *, priorities: bool = True) -> Config:
         gpu = GPU
         topology = PluginOption(
             name="network-topology-aware",
-            arguments={"hypernode.binpack.resources": gpu, f"hypernode.binpack.resources.{gpu}": 10},
+            arguments={
+                "hypernode.binpack.resources": gpu,
+                f"hypernode.binpack.resources.{gpu}": 10,
+            },
         )
         binpack = PluginOption(
             name="binpack",
@@ -400,9 +409,12 @@ def story_metrics(
     jobs = st.trace.jobs
     n_jobs = len(jobs)
     task_job = np.repeat(np.arange(n_jobs), [len(tj.tasks) for tj in jobs])
-    job_gpu = np.array(
-        [sum(t.gpu_request.count for t in tj.tasks if t.gpu_request) for tj in jobs], np.int64
-    ) * 1000
+    job_gpu = (
+        np.array(
+            [sum(t.gpu_request.count for t in tj.tasks if t.gpu_request) for tj in jobs], np.int64
+        )
+        * 1000
+    )
     q = len(st.tenants)
     tenant = st.job_tenant
     total = float(result.total_gpu)
@@ -560,9 +572,10 @@ def story_metrics(
             ratios.append(u / d)
     r = np.asarray(ratios)
     jain = float(r.sum() ** 2 / (r.size * (r**2).sum())) if r.size and (r**2).sum() > 0 else None
-    requested = float(sum(
-        (job_gpu[j] / 1000.0) * float(jobs[j].duration or 0.0) for j in range(n_jobs)
-    )) / 3600.0
+    requested = (
+        float(sum((job_gpu[j] / 1000.0) * float(jobs[j].duration or 0.0) for j in range(n_jobs)))
+        / 3600.0
+    )
     metrics: dict[str, object] = {
         "jobs": n_jobs,
         "gpu_hours": round(requested, 1),
@@ -579,7 +592,9 @@ def story_metrics(
         "high_priority_wait_p95_s": _round(_pct(wait[high], 95)) if high.any() else None,
         "gang_in_one_node_pct": round(100.0 * in_node / multi, 1) if multi else None,
         "gang_in_one_rack_pct": round(100.0 * in_rack / multi, 1) if multi else None,
-        "makespan_s": None if unfinished else _round(float(np.nanmax(result.job_end)) if n_jobs else 0.0),
+        "makespan_s": None
+        if unfinished
+        else _round(float(np.nanmax(result.job_end)) if n_jobs else 0.0),
         "runtime_s": round(runtime_s, 1),
     }
     series = Series(
