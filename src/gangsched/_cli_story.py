@@ -355,11 +355,13 @@ def _plot_shares(runs: Sequence[Any], path: Path) -> str | None:
         return _SKIPPED
     fig, axes = plt.subplots(len(runs), 1, figsize=(8, 2.2 * len(runs) + 0.6), sharex=True, dpi=110)
     axes = np.atleast_1d(axes)
+    # The same four queues in every panel: those deserving the most GPU-time in the first run.
+    first = runs[0].series
+    w = np.append(np.diff(first.time), 0.0)
+    top = np.argsort(-(first.tenant_fair * w[:, None]).sum(axis=0), kind="stable")[:4]
     for ax, run in zip(axes, runs, strict=True):
         s = run.series
         hours = s.time / 3600.0
-        w = np.append(np.diff(s.time), 0.0)
-        top = np.argsort(-(s.tenant_fair * w[:, None]).sum(axis=0), kind="stable")[:4]
         for k, q in enumerate(top.tolist()):
             pct_used = 100.0 * s.tenant_used[:, q] / max(run.total_gpus, 1)
             pct_fair = 100.0 * s.tenant_fair[:, q] / max(run.total_gpus, 1)
