@@ -89,6 +89,7 @@ LAYERS: dict[str, int] = {
     "cli": 7,
     "_cli_schedule": 7,
     "_cli_replay": 7,
+    "_cli_story": 7,
     "_cli_explain": 7,
     "_cli_common": 7,
     "_cli_progress": 7,
