@@ -238,10 +238,14 @@ def run_story_cli(args: argparse.Namespace) -> int:
     )
     if args.workers < 1:
         raise ConfigError("must be >= 1", kind="option", name="--workers")
+    from .config import Config
+    from .sim.replay import ReplayOptions
+
+    ReplayOptions(config=Config.default(), period=args.period)  # a bad --period, before any work
     load = offered_load(table, cluster.total_gpus)
     header = (
         f"{label}: {len(table)} jobs over {float(table.arrival[-1]) / 3600:.1f} h of arrivals, "
-        f"{len(set(table.queue))} queues; {cluster.label} ({cluster.total_gpus} GPUs); offered "
+        f"{len(set(table.queue))} queue(s); {cluster.label} ({cluster.total_gpus} GPUs); offered "
         f"load {load:.2f}; pods of {args.pod_gpus} GPU(s); a cycle every {args.period:g} s"
     )
     print(f"replaying {', '.join(schedulers)}: {header}", file=sys.stderr)
