@@ -56,7 +56,8 @@ dist: $(BIN)/.installed
 	$(BIN)/twine check --strict $(DIST)/*
 
 # The built wheel with no extras, in a venv of its own: the version, the help, one cycle on
-# the example snapshot and a short run of the main job (no plot without matplotlib).
+# the example snapshot, a short FGD demo and a short run of the main job (no plot without
+# matplotlib).
 SMOKE_VENV := .venv-smoke
 smoke: dist
 	rm -rf $(SMOKE_VENV)
@@ -65,7 +66,9 @@ smoke: dist
 	$(SMOKE_VENV)/bin/gangsched --version
 	$(SMOKE_VENV)/bin/python -m gangsched --help > /dev/null
 	$(SMOKE_VENV)/bin/gangsched schedule -f examples/snapshot.yaml > /dev/null
-	$(SMOKE_VENV)/bin/gangsched --seeds 42 --limit 300 --workers 1 --out $(SMOKE_VENV)/demo > /dev/null
+	$(SMOKE_VENV)/bin/gangsched fgd demo --seeds 42 --limit 300 --workers 1 --out $(SMOKE_VENV)/demo > /dev/null
+	$(SMOKE_VENV)/bin/gangsched --jobs 100 --cluster 4x8 --workers 1 --out $(SMOKE_VENV)/story > /dev/null
+	test -s $(SMOKE_VENV)/story/story.json
 	test -s $(SMOKE_VENV)/demo/analysis_allo_discrete.csv
 
 # The oldest supported versions (ci/minimum.txt) in a venv of their own, then the test suite.

@@ -1,4 +1,4 @@
-"""Command line: ``gangsched fgd``, ``gangsched fgd compare`` and the bare ``gangsched``."""
+"""Command line: ``gangsched fgd``, ``gangsched fgd compare`` and ``gangsched fgd demo``."""
 
 from __future__ import annotations
 
@@ -78,9 +78,14 @@ def test_fgd_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         main(["fgd", "--policy", "nope", "--out", "x"])
 
 
-def test_bare_command_reduced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fgd_demo_reduced(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "demo"
-    assert main(["--seeds", "42", "--limit", "300", "--out", str(out), "--workers", "1"]) == 0
+    assert (
+        main(
+            ["fgd", "demo", "--seeds", "42", "--limit", "300", "--out", str(out), "--workers", "1"]
+        )
+        == 0
+    )
     printed = capsys.readouterr()
     assert "06-FGD" in printed.out and "05-BestFit" in printed.out
     assert (out / "analysis_allo_discrete.csv").is_file()

@@ -89,7 +89,7 @@ def test_demo_writes_only_where_asked_and_notes_go_to_stderr(
     import tempfile
 
     monkeypatch.setattr(tempfile, "tempdir", None)
-    assert cli.main(["--seeds", "42", "--limit", "200", "--workers", "1"]) == 0
+    assert cli.main(["fgd", "demo", "--seeds", "42", "--limit", "200", "--workers", "1"]) == 0
     printed = capsys.readouterr()
     assert not (tmp_path / "gangsched-out").exists()
     (made,) = (tmp_path / "tmp").iterdir()

@@ -30,9 +30,11 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return status, out, err
 
 
-def test_default_run_is_still_the_fgd_demo() -> None:
+def test_default_run_is_the_scheduler_comparison_and_fgd_demo_a_subcommand() -> None:
     args = build_parser().parse_args([])
-    assert args.handler.__name__ == "_run_demo"
+    assert args.handler.__name__ == "run_story_cli"
+    args = build_parser().parse_args(["fgd", "demo"])
+    assert args.fgd_command == "demo" and args.seeds == "42-44" and args.out is None
 
 
 def test_schedule_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -411,7 +411,8 @@ def test_cli_errors_are_one_line_for_every_subcommand(
         ["fgd", "--seeds", "x", "--out", str(tmp_path / "o")],
         ["replay", "--nodes", str(tmp_path / "missing.csv")],
         ["replay", "--config", deep_file, "--limit", "5"],
-        ["--seeds", "0-100000000"],  # the default run
+        ["fgd", "demo", "--seeds", "0-100000000"],
+        ["--cluster", "0x8"],  # the default run
     ]
     for argv in cases:
         status, _, err = run(capsys, *argv)
@@ -425,13 +426,13 @@ def test_cli_internal_error_is_reported_with_a_hint(
     def broken(args: object) -> int:
         raise KeyError("surprise")
 
-    monkeypatch.setattr(cli, "_run_demo", broken)
-    status, _, err = run(capsys, "--limit", "1")
+    monkeypatch.setattr(cli, "run_story_cli", broken)
+    status, _, err = run(capsys, "--jobs", "1")
     assert status == 1
     line = one_error_line(err, "gangsched: internal error: KeyError: 'surprise'")
     assert "GANGSCHED_DEBUG=1" in line
     monkeypatch.setenv("GANGSCHED_DEBUG", "1")
-    status, _, err = run(capsys, "--limit", "1")
+    status, _, err = run(capsys, "--jobs", "1")
     assert status == 1 and "Traceback" in err and "raise KeyError" in err
 
 

@@ -1,4 +1,6 @@
-"""Command line: ``gangsched`` (built-in FGD demo), ``gangsched fgd`` and ``gangsched fgd compare``,
+"""Command line: ``gangsched`` (the scheduler comparison, in :mod:`gangsched.cli.story`),
+``gangsched fgd``, ``gangsched fgd demo`` (the FGD study on the built-in trace) and
+``gangsched fgd compare``,
 ``gangsched schedule`` and ``gangsched get`` (in :mod:`gangsched.cli.schedule`),
 ``gangsched replay`` (in :mod:`gangsched.cli.replay`).
 
@@ -26,6 +28,7 @@ from gangsched.cli.explain import add_explain_parser
 from gangsched.cli.progress import Progress
 from gangsched.cli.replay import add_replay_parser
 from gangsched.cli.schedule import add_get_parser, add_schedule_parser
+from gangsched.cli.story import add_story_arguments, run_story_cli
 from gangsched.errors import GangschedError, UnimplementedPluginWarning
 from gangsched.fragmentation import PAPER_POLICIES, POLICIES
 
@@ -140,6 +143,28 @@ def _add_fgd_parser(subparsers: argparse._SubParsersAction) -> None:  # type: ig
     )
     c.add_argument("--bound-seeds", default="42-44", help="seeds of the limit (42-44)")
     c.add_argument("--arrived", type=int, default=100, help="arrived %% of the limit (100)")
+    d = sub.add_parser(
+        "demo",
+        help="the study on the built-in openb trace under BestFit and FGD, against the paper",
+        description="Replay the FGD study on the built-in openb trace under BestFit and FGD "
+        "and compare with the paper's numbers; writes the tables and a plot.",
+    )
+    d.add_argument("--seeds", default=DEMO_SEEDS, help=f"seeds ({DEMO_SEEDS})")
+    d.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
+    d.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="where the demo writes its tables and plot (default: a new temporary folder, "
+        "announced on stderr)",
+    )
+    d.add_argument("--workers", type=int, default=_default_workers(), help="worker processes")
+    d.add_argument(
+        "--bound",
+        action="store_true",
+        help="also compute the placement limit (bound and offline packing) of the first seed's "
+        "arrivals at 80-120 %% and draw it in the plot (slower: about a minute)",
+    )
     p.set_defaults(handler=_run_fgd)
 
 
@@ -148,6 +173,8 @@ def _run_fgd(args: argparse.Namespace) -> int:
     from gangsched.sim.fgd import discrete_tables, parse_seeds, run_grid, write_tables
     from gangsched.sim.fgd.compare import compare_tables, format_comparison, read_allo_table
 
+    if args.fgd_command == "demo":
+        return _run_demo(args)
     if args.fgd_command == "compare":
         from gangsched.sim.fgd.compare import table_workloads
 
@@ -345,35 +372,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gangsched",
         description="gangsched: gang scheduling and GPU placement as a library. Without a "
-        "subcommand, replays the FGD fragmentation study on the built-in openb trace under "
-        "BestFit and FGD and compares with the paper's numbers.",
+        "subcommand, replays a multi-tenant GPU job trace (by default a bundled window of "
+        "Microsoft's Philly trace) under three schedulers: kube-default (pod by pod), volcano "
+        "(Volcano's default configuration) and gangsched (gangs, fair share, topology), and "
+        "prints what each does about half-placed gangs, waiting, fair share and placement.",
     )
     from gangsched import __version__
 
     parser.add_argument("--version", action="version", version=f"gangsched {__version__}")
-    parser.add_argument("--seeds", default=DEMO_SEEDS, help=argparse.SUPPRESS)
-    parser.add_argument("--limit", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--out",
-        default=None,
-        metavar="DIR",
-        help="where the demo writes its tables and plot (default: a new temporary folder, "
-        "announced on stderr)",
-    )
-    parser.add_argument("--workers", type=int, default=_default_workers(), help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--bound",
-        action="store_true",
-        help="also compute the placement limit (bound and offline packing) of the first seed's "
-        "arrivals at 80-120 %% and draw it in the plot (slower: about a minute)",
-    )
+    add_story_arguments(parser)
     subparsers = parser.add_subparsers(dest="command")
     _add_fgd_parser(subparsers)
     add_schedule_parser(subparsers)
     add_get_parser(subparsers)
     add_explain_parser(subparsers)
     add_replay_parser(subparsers)
-    parser.set_defaults(handler=_run_demo)
+    parser.set_defaults(handler=run_story_cli)
     return parser
 
 

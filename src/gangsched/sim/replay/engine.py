@@ -33,6 +33,9 @@ F64 = npt.NDArray[np.float64]
 
 END, RELEASE, FAIL, RECOVER, ARRIVE, CYCLE = range(6)
 
+# Kinds of the allocation log (ReplayResult.log_kind), in the order the engine did them.
+LOG_ARRIVE, LOG_HOLD, LOG_FREE, LOG_START, LOG_RESTART, LOG_END = range(6)
+
 # Task states inside the engine.
 _WAITING, _PENDING, _RUNNING, _RELEASING, _GONE = range(5)
 
@@ -149,6 +152,9 @@ class Engine:
             self.cap_cpu.copy(), self.model_idx, self.terms, self.typical
         )
         self.rows: dict[str, list[object]] = {key: [] for key in _ROW_KEYS}
+        # (time, kind, job or task, node, milli-GPU held): what happened to whom, in order.
+        self.log: list[tuple[float, int, int, int, int]] = []
+        self.now = 0.0
 
     def push(self, time: float, kind: int, payload: int, epoch: int = 0) -> None:
         heapq.heappush(self.heap, (time, kind, self.seq, payload, epoch))
@@ -212,6 +218,7 @@ class Engine:
             self.task_first_node[t] = node
         self.queue_alloc[self.job_queue[self.task_job[t]]] += charge * len(gpus)
         self.dirty_nodes.add(node)
+        self.log.append((self.now, LOG_HOLD, t, node, charge * len(gpus)))
 
     def _free(self, t: int) -> None:
         node = int(self.task_node[t])
@@ -222,6 +229,7 @@ class Engine:
         for g in gpus:
             self.dev_used[node, g] -= charge
         self.queue_alloc[self.job_queue[self.task_job[t]]] -= charge * len(gpus)
+        self.log.append((self.now, LOG_FREE, t, node, charge * len(gpus)))
         self.task_node[t] = -1
         self.task_gpus[t] = ()
         self.task_record[t] = None
@@ -253,6 +261,7 @@ class Engine:
         order.insert(k, j)
         self.n_arrived += 1
         self.arrived_gpu += int(self.job_gpu[j])
+        self.log.append((self.now, LOG_ARRIVE, j, -1, 0))
         self.dirty = True
 
     def _name(self, j: int) -> str:
@@ -275,6 +284,7 @@ class Engine:
             self.state.update_task(rec)
 
     def _start(self, j: int, time: float) -> None:
+        self.log.append((time, LOG_START, j, -1, 0))
         self.job_started[j] = True
         self.n_started += 1
         self.job_state[j] = JobState.RUNNING
@@ -298,6 +308,7 @@ class Engine:
         if self.job_started[j]:
             self.n_started -= 1
             self.job_started[j] = False
+        self.log.append((time, LOG_END, j, -1, 0))
         self.job_state[j] = state
         self.job_end[j] = time
         self.job_running_tasks[j] = 0
@@ -319,6 +330,7 @@ class Engine:
         if self.job_started[j]:
             self.n_started -= 1
             self.job_started[j] = False
+        self.log.append((self.now, LOG_RESTART, j, -1, 0))
         self.job_state[j] = JobState.QUEUED
         self.job_running_tasks[j] = 0
         self.job_phase[j] = self.trace.jobs[j].job.phase
@@ -341,6 +353,7 @@ class Engine:
 
     def apply_event(self, time: float, kind: int, payload: int, epoch: int) -> None:
         self.n_events += 1
+        self.now = time
         if kind == ARRIVE:
             self._arrive(payload)
         elif kind == END:
@@ -408,6 +421,7 @@ class Engine:
 
     def apply(self, out: Decisions, time: float) -> None:
         """Apply one cycle's decisions (module docstring)."""
+        self.now = time
         touched: set[int] = set()
         for b in out.binds:
             t = self.task_index.get(b.task)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -58,6 +58,16 @@ class ReplayResult:
     max_device_used: int  # largest milli-GPU held on one device at any step
     events: int
     cycles: int
+    # The allocation log, one entry per thing that happened, in the order it happened:
+    # ``log_kind`` 0 a job arrived, 1 a task was bound (holds ``log_milli`` milli-GPU on node
+    # ``log_node``), 2 a task freed what it held, 3 a job started, 4 a job goes back to the
+    # queue (restart), 5 a job left (done, failed or dropped); ``log_who`` is the job's index
+    # (in trace order) or the task's (the trace's tasks in job order).
+    log_time: F64 | None = None
+    log_kind: I64 | None = None
+    log_who: I64 | None = None
+    log_node: I64 | None = None
+    log_milli: I64 | None = None
 
     @property
     def queueing_delay(self) -> F64:
@@ -194,7 +204,25 @@ def collect(self: Engine) -> ReplayResult:
         max_device_used=self.max_device,
         events=self.n_events,
         cycles=self.n_cycles,
+        **_log_arrays(self.log),
     )
+
+
+def _log_arrays(log: list[tuple[float, int, int, int, int]]) -> dict[str, npt.NDArray[Any]]:
+    """The engine's allocation log as the ``log_*`` arrays of :class:`ReplayResult`."""
+    if not log:
+        return {
+            "log_time": np.zeros(0),
+            **{k: np.zeros(0, np.int64) for k in ("log_kind", "log_who", "log_node", "log_milli")},
+        }
+    time, kind, who, node, milli = zip(*log, strict=True)
+    return {
+        "log_time": np.asarray(time, dtype=np.float64),
+        "log_kind": np.asarray(kind, dtype=np.int64),
+        "log_who": np.asarray(who, dtype=np.int64),
+        "log_node": np.asarray(node, dtype=np.int64),
+        "log_milli": np.asarray(milli, dtype=np.int64),
+    }
 
 
 def output_dir(path: str | Path) -> Path:
