@@ -203,11 +203,12 @@ def test_least_requested_prefers_the_emptier_node_with_hand_computed_scores() ->
     s = _score_cluster()
     # least requested: n0 cpu (4000-3000)·100//4000 = 25, mem (8-1)·100//8 = 87 → (25+87)//2 = 56
     #                  n1 cpu 75, mem 87 → 81
-    # balanced: n0 fractions .75/.125 → std .3125 → 68.75; n1 .25/.125 → std .0625 → 93.75
+    # balanced: n0 fractions .75/.125 → std .3125 → ⌊68.75⌋ = 68; n1 .25/.125 → std .0625 →
+    # ⌊93.75⌋ = 93 (kube truncates the score to a whole number)
     ex = explain(s, "web-0", GANG_ONLY)
     by = {n.node: n for n in ex.nodes}
-    assert by["n0"].scores["nodeorder"] == pytest.approx(56 + 68.75)
-    assert by["n1"].scores["nodeorder"] == pytest.approx(81 + 93.75)
+    assert by["n0"].scores["nodeorder"] == 56 + 68
+    assert by["n1"].scores["nodeorder"] == 81 + 93
     assert ex.best == "n1"
     assert [(b.task, b.node) for b in schedule(s, GANG_ONLY).binds] == [("web-0", "n1")]
 

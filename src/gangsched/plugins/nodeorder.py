@@ -3,8 +3,8 @@
 * ``leastrequested.weight`` (1): mean over cpu and memory of
   ``(allocatable − requested) · 100 // allocatable`` (kube's LeastAllocated);
 * ``mostrequested.weight`` (0): mean of ``requested · 100 // allocatable``;
-* ``balancedresource.weight`` (1): ``(1 − std(requested_r / allocatable_r)) · 100`` over cpu,
-  memory and, for GPU tasks, nvidia.com/gpu;
+* ``balancedresource.weight`` (1): ``⌊(1 − std(requested_r / allocatable_r)) · 100⌋`` over
+  cpu, memory and, for GPU tasks, nvidia.com/gpu (kube truncates it to a whole number);
 * ``tainttoleration.weight`` (3): kube's TaintToleration: fewer untolerated
   PreferNoSchedule taints is better, ``100 − 100 · count // most`` (integer division, as kube
   normalises: ``most`` is the largest count on a node; 100 everywhere when no node has one);
@@ -114,8 +114,9 @@ class NodeOrderPlugin:
                 fracs.append(gfrac)
             spread = np.sqrt(_variance(fracs))
             np.subtract(1.0, spread, out=spread)
-            spread *= self.balanced
             spread *= 100.0
+            np.floor(spread, out=spread)  # kube truncates the score to a whole number
+            spread *= self.balanced
             score += spread
         if self.taint and ssn.arrays.soft_taints:
             score += self.taint * self._taint(ssn, tmpl)[sel]
@@ -161,7 +162,7 @@ class NodeOrderPlugin:
                 galloc = alloc_row[g]
                 after = used_row[g] + request[g]
                 fracs.append(min(after / max(galloc, 1), 1.0) if galloc > 0 else 0.0)
-            score += self.balanced * (1.0 - math.sqrt(_variance(fracs))) * 100.0
+            score += math.floor((1.0 - math.sqrt(_variance(fracs))) * 100.0) * self.balanced
         if self.taint and a.soft_taints:
             score += self.taint * float(self._taint(ssn, tmpl)[i])
         if self.affinity and tmpl.node_affinity is not None and tmpl.node_affinity.preferred:

@@ -254,7 +254,7 @@ class _Rules(_State):
                 fracs.append(min((used[GPU] + req[GPU]) / g_alloc, 1.0) if g_alloc > 0 else 0.0)
             mean = sum(fracs) / len(fracs)
             std = math.sqrt(sum((f - mean) * (f - mean) for f in fracs) / len(fracs))
-            score += w["balancedresource"] * (1.0 - std) * 100.0
+            score += math.floor((1.0 - std) * 100.0) * w["balancedresource"]
         if w["tainttoleration"] and self.soft_taints:
             mine = float(100 - self.untolerated(t, n) * 100 // top) if top else 100.0
             score += w["tainttoleration"] * mine
