@@ -75,8 +75,10 @@ _V114 = (
     "pipelined job (reworked in v1.14.0); this build evicts task by task and keeps them"
 )
 _SCORE = (
-    "open: node choice — nodeorder's balancedresource score is not truncated to a whole "
-    "number as kube-scheduler does, so near ties pick another node"
+    "open: order of a ready job's elastic tasks — Volcano pushes a job back once it is ready "
+    "and places its tasks beyond the minimum in the job and queue order of that moment; "
+    "gangsched placed another queue's gang first (seed 430; the balanced-score truncation "
+    "that explained the rest is fixed)"
 )
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
