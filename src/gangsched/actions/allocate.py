@@ -263,18 +263,22 @@ class AllocateAction(ConfiguredAction):
 
         The built-in queue plugins judge a template by its request and the queues' holdings:
         without a queue hierarchy, by the holdings of ``q`` alone, so an answer holds for any
-        template of the same request in the queue until the queue's allocation changes
-        (``Session.queue_changes``); under a hierarchy, until any placement or eviction
-        (``Session.changed``). The tasks and jobs of a waiting queue are not asked and worded
-        one by one. With a plugin from elsewhere on the point, every task is asked."""
+        template of the same request in the queue until the change log names a change of the
+        queue's allocation; under a hierarchy, until it names any change. The tasks and jobs
+        of a waiting queue are not asked and worded one by one. With a plugin from elsewhere
+        on the point, every task is asked."""
         key = (q, tmpl.request.tobytes()) if self._shared else None
-        stamp = len(ssn.changed) if ssn.gate.rules.hierarchical else ssn.queue_changes[q]
+        log = ssn.changes
         known = self._verdicts.get(key) if key is not None else None
-        if known is not None and known[0] == stamp:
+        if known is not None and not (
+            log.changed_since(known[0])
+            if ssn.gate.rules.hierarchical
+            else log.queue_changed_since(q, known[0])
+        ):
             return known[1]
         why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
         if key is not None:
-            self._verdicts[key] = (stamp, why)
+            self._verdicts[key] = (log.end, why)
         return why
 
     def _allocate_job(
