@@ -49,12 +49,12 @@ import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
 
-__all__ = ["ChangeLog", "Rows", "changed_nodes"]
+__all__ = ["ChangeLog", "changed_nodes"]
 
-Rows = npt.NDArray[np.intp]
+_Rows = npt.NDArray[np.intp]
 
 #: What :meth:`ChangeLog.nodes_since` answers when no node changed (never written to).
-_NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
+_NO_ROWS: _Rows = np.zeros(0, dtype=np.intp)
 _NO_ROWS.flags.writeable = False
 
 
@@ -163,7 +163,7 @@ class ChangeLog:
         """Whether anything was logged at or after ``cursor``."""
         return self.end != cursor
 
-    def nodes_since(self, cursor: int) -> Rows:
+    def nodes_since(self, cursor: int) -> _Rows:
         """The node rows with an entry at or after ``cursor``, ascending, each once."""
         grown = self.end - cursor
         if grown <= 0:
@@ -186,14 +186,14 @@ class ChangeLog:
         """Whether ``queue``'s allocation changed at or after ``cursor``."""
         return self._queue_at[queue] >= cursor
 
-    def queues_since(self, cursor: int) -> Rows:
+    def queues_since(self, cursor: int) -> _Rows:
         return np.flatnonzero(np.asarray(self._queue_at, dtype=np.int64) >= cursor)
 
     def job_changed_since(self, job: int, cursor: int) -> bool:
         """Whether ``job``'s task counters changed at or after ``cursor``."""
         return self._job_at[job] >= cursor
 
-    def jobs_since(self, cursor: int) -> Rows:
+    def jobs_since(self, cursor: int) -> _Rows:
         return np.flatnonzero(np.asarray(self._job_at, dtype=np.int64) >= cursor)
 
     def fingerprint(self, occupancy: Sequence[I64]) -> bytes:
