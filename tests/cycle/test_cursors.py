@@ -23,7 +23,7 @@ from gangsched.actions._gang_placement import _ground, place_job
 from gangsched.placement import GreedyPlacer
 from gangsched.plugins._gpu_common import ViewCache, _view
 from gangsched.plugins.nodeorder import _Columns
-from gangsched.scheduler import open_session
+from gangsched.scheduler import open_session, run_cycle
 from gangsched.session.core import Session
 from gangsched.session.evaluation import Evaluator
 from gangsched.session.fit import FullView, device_free, node_free, resource_fit
@@ -256,9 +256,10 @@ def test_evaluations_carried_into_the_next_cycle_equal_fresh_ones(seed: int) -> 
 
 
 def _queue_cluster(hierarchy: bool) -> tuple[gs.Snapshot, gs.Config]:
-    """Twelve one-CPU tasks of three jobs in a queue capped at four CPUs."""
+    """Twelve one-CPU tasks of three jobs in a queue capped at three CPUs (an odd cap: a
+    verdict read a step stale would hold across the placement that fills the queue)."""
     queues: list[dict[str, Any]] = [{"name": "root"}] if hierarchy else []
-    capped: dict[str, Any] = {"name": "capped", "capability": {"cpu": 4}}
+    capped: dict[str, Any] = {"name": "capped", "capability": {"cpu": 3}}
     if hierarchy:
         capped["parent"] = "root"
     queues.append(capped)
@@ -291,14 +292,17 @@ def _queue_cluster(hierarchy: bool) -> tuple[gs.Snapshot, gs.Config]:
 
 @pytest.mark.parametrize("hierarchy", [False, True])
 def test_a_queue_verdict_moves_with_the_queue_allocation(hierarchy: bool) -> None:
+    """Three tasks fill the queue; the verdict "it takes a task of this request" must not
+    outlive the placement that filled it: no task is proposed past the capability (the gate
+    would refuse it) and every waiting task is told why by the queue."""
     snap, config = _queue_cluster(hierarchy)
-    d = gs.schedule(snap, config)
-    assert len(d.binds) == 4
-    out = d.to_dict()
-    assert not out.get("refusals")
-    waiting = [t for t in (f"j{j}-{k}" for j in range(3) for k in range(4)) if t not in
-               {b.task for b in d.binds}]  # fmt: skip
-    assert len(waiting) == 8
+    d, ssn = run_cycle(snap, config)
+    assert len(d.binds) == 3
+    assert ssn.refusals == []
+    placed = {b.task for b in d.binds}
+    waiting = [t for t in range(len(snap.tasks)) if snap.tasks[t].name not in placed]
+    assert len(waiting) == 9
+    assert all("queue 'capped' cannot take" in ssn.task_reasons[t] for t in waiting)
 
 
 def test_a_failed_gang_is_tried_again_once_the_occupancy_moved() -> None:

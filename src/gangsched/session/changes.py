@@ -10,7 +10,8 @@ A view kept incrementally — per-template evaluations, the shared free view, a 
 columns — remembers the cursor of its last refresh and asks what changed since:
 
 * :meth:`ChangeLog.nodes_since` — the node rows with an entry at or after the cursor (sorted,
-  each once);
+  each once, read-only); :meth:`ChangeLog.node_since` — the node of the one entry since, as a
+  plain ``int``, for the usual refresh after one placement;
 * :meth:`ChangeLog.changed_since` — whether anything at all changed (the cheap "nothing
   changed": one comparison);
 * :meth:`ChangeLog.queue_changed_since`, :meth:`ChangeLog.queues_since`,
@@ -74,6 +75,7 @@ class ChangeLog:
         "_job_at",
         "_node_at",
         "_queue_at",
+        "_single",
         "base",
         "cutoff",
         "end",
@@ -106,6 +108,7 @@ class ChangeLog:
         self._job_at: list[int] = [-1] * n_jobs
         self._continued = False
         self._fingerprint: tuple[int, bytes] | None = None
+        self._single: dict[int, _Rows] = {}  # node -> its one-row answer (read-only)
 
     # ---------------------------------------------------------------- opening
 
@@ -172,12 +175,28 @@ class ChangeLog:
         if start >= 0 and grown <= self.cutoff:
             entries = self._entries
             if grown == 1:
-                node = entries[-1]
-                return np.array((node,), dtype=np.intp) if node >= 0 else _NO_ROWS
+                return self._one_row(entries[-1])
             fresh = set(entries[start:])
             fresh.discard(-1)
             return np.array(sorted(fresh), dtype=np.intp)
         return np.flatnonzero(self._node_at >= cursor)
+
+    def node_since(self, cursor: int) -> int:
+        """The node of the one entry logged since ``cursor`` — the usual question after one
+        placement, answered without an array — or -1 when there is none, more than one, or
+        it names no node (ask :meth:`nodes_since` then)."""
+        if self.end - cursor != 1 or cursor < self.base:
+            return -1
+        return self._entries[-1]
+
+    def _one_row(self, node: int) -> _Rows:
+        if node < 0:
+            return _NO_ROWS
+        rows = self._single.get(node)
+        if rows is None:
+            rows = self._single[node] = np.array((node,), dtype=np.intp)
+            rows.flags.writeable = False
+        return rows
 
     def node_changed_since(self, node: int, cursor: int) -> bool:
         return bool(self._node_at[node] >= cursor)

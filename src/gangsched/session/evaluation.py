@@ -126,12 +126,17 @@ class Evaluator:
             ev = self._evals[key] = self._first(tmpl)
             return ev
         log = ssn.changes
-        if not log.changed_since(ev.cursor):
+        cursor = ev.cursor
+        if not log.changed_since(cursor):
             return ev
-        rows = log.nodes_since(ev.cursor)
         ev.cursor = log.end
+        node = log.node_since(cursor)
+        if node >= 0:  # the usual refresh after one placement: plain numbers
+            self._refresh_one(ev, tmpl, node)
+            return ev
+        rows = log.nodes_since(cursor)
         if rows.size <= 1:
-            if rows.size:  # the usual refresh after one placement: plain numbers
+            if rows.size:
                 self._refresh_one(ev, tmpl, int(rows[0]))
             return ev
         ok = ssn.points.predicate_ok(tmpl, rows)
