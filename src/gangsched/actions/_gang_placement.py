@@ -43,7 +43,7 @@ from gangsched.placement.problem import (
     Status,
 )
 from gangsched.session.core import PIPELINED_OR_READY
-from gangsched.session.fit import device_free, node_free
+from gangsched.session.fit import device_free, node_free, occupancy_columns
 from gangsched.session.gate import hard_domain
 
 if TYPE_CHECKING:
@@ -316,16 +316,7 @@ def _failure_key(
         id(snap.nodes),
         id(snap.hypernodes),
         ssn.arrays.spec.names,
-        ssn.changes.fingerprint(
-            (
-                ssn.used,
-                ssn.releasing,
-                ssn.pipelined,
-                ssn.gpu_used,
-                ssn.gpu_releasing,
-                ssn.gpu_pipelined,
-            )
-        ),
+        ssn.changes.fingerprint(occupancy_columns(ssn)),
     )
 
 

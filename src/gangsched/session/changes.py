@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
+from gangsched.model.nodes import Node
 
 __all__ = ["ChangeLog", "changed_nodes"]
 
@@ -232,8 +233,8 @@ class ChangeLog:
 
 
 def changed_nodes(
-    before: Sequence[object],
-    after: Sequence[object],
+    before: Sequence[Node],
+    after: Sequence[Node],
     occupancy_before: Sequence[I64],
     occupancy_after: Sequence[I64],
     gpu_node: I64,
@@ -249,9 +250,9 @@ def changed_nodes(
         for i, (x, y) in enumerate(zip(before, after, strict=True)):
             if x is y or x == y:
                 continue
-            if getattr(x, "name", None) != getattr(y, "name", None):
+            if x.name != y.name:
                 return None
-            taints = taints or getattr(x, "taints", None) != getattr(y, "taints", None)
+            taints = taints or x.taints != y.taints
             records[i] = True
     rows: BOOL = records.copy()
     for old, new in zip(occupancy_before[:3], occupancy_after[:3], strict=True):

@@ -44,7 +44,14 @@ from gangsched.model.snapshot import Snapshot
 from gangsched.session.arrays import TaskTemplate, build_cluster_arrays, build_templates
 from gangsched.session.changes import ChangeLog, changed_nodes
 from gangsched.session.evaluation import Evaluation, Evaluator
-from gangsched.session.fit import Occupancy, choose_devices, fits_node, future_idle, idle
+from gangsched.session.fit import (
+    Occupancy,
+    choose_devices,
+    fits_node,
+    future_idle,
+    idle,
+    occupancy_columns,
+)
 from gangsched.session.gate import Gate, Refusal
 from gangsched.session.statement import Op
 from gangsched.session.task_states import (
@@ -72,17 +79,6 @@ __all__ = [
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 
 
-def _occupancy(ssn: Session) -> tuple[I64, ...]:
-    return (
-        ssn.used,
-        ssn.releasing,
-        ssn.pipelined,
-        ssn.gpu_used,
-        ssn.gpu_releasing,
-        ssn.gpu_pipelined,
-    )
-
-
 def _continue_log(old: Session, new: Session) -> None:
     """Continue ``old``'s change log in ``new`` when both sessions have the same nodes (names
     and order, resource columns, GPU devices), logging the nodes whose record or occupancy
@@ -97,7 +93,11 @@ def _continue_log(old: Session, new: Session) -> None:
     if len(old.snapshot.nodes) != len(new.snapshot.nodes):
         return
     found = changed_nodes(
-        old.snapshot.nodes, new.snapshot.nodes, _occupancy(old), _occupancy(new), b.gpu_node
+        old.snapshot.nodes,
+        new.snapshot.nodes,
+        occupancy_columns(old),
+        occupancy_columns(new),
+        b.gpu_node,
     )
     if found is not None:
         stale, records, taints = found

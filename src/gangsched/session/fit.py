@@ -37,6 +37,7 @@ __all__ = [
     "gpu_need",
     "idle",
     "node_free",
+    "occupancy_columns",
     "resource_fit",
 ]
 
@@ -56,6 +57,19 @@ class Occupancy:
     gpu_used: I64
     gpu_releasing: I64
     gpu_pipelined: I64
+
+
+def occupancy_columns(occ: Occupancy) -> tuple[I64, I64, I64, I64, I64, I64]:
+    """What the nodes hold, release and reserve, per node then per device: the columns whose
+    equality is equality of occupancy."""
+    return (
+        occ.used,
+        occ.releasing,
+        occ.pipelined,
+        occ.gpu_used,
+        occ.gpu_releasing,
+        occ.gpu_pipelined,
+    )
 
 
 def idle(occ: Occupancy) -> I64:
