@@ -85,8 +85,8 @@ NAMED: tuple[tuple[str, str, str, str], ...] = (
     (
         "changes:one-entry-is-the-first",
         "one entry since the cursor: the first of the log is answered",
-        "node = entries[-1]",
-        "node = entries[0]",
+        "return self._one_row(entries[-1])",
+        "return self._one_row(entries[0])",
     ),
     (
         "changes:opening-logs-no-node",

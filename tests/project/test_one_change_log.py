@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -163,3 +164,40 @@ def test_the_check_covers_the_incremental_views() -> None:
         "state/_core.py",
     ):
         assert rel in checked
+
+
+def test_the_cursor_sweep_mutates_every_question_a_view_asks() -> None:
+    """``tools/mutate_cursors.py`` makes an ignored and a stale mutant of every cursor question
+    in the core (so a new view cannot join without its mutants)."""
+    import importlib.util
+
+    root = SRC.parents[1]
+    spec = importlib.util.spec_from_file_location(
+        "mutate_cursors", root / "tools" / "mutate_cursors.py"
+    )
+    assert spec is not None and spec.loader is not None
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(tool)
+    finally:
+        del sys.modules[spec.name]
+    found = tool.mutants(SRC.parent)
+    sites = {m.id.rsplit(":", 1)[0] for m in found if m.module != OWNER}
+    asked = 0
+    for path in _core_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in tool.QUESTIONS
+            ):
+                asked += 1
+    kinds = {m.id.rsplit(":", 1)[1] for m in found}
+    assert {"ignored", "stale"} <= kinds
+    assert asked >= 15
+    questions = [s for s in sites if not s.endswith(":fingerprint")]
+    assert len(questions) == asked, (sorted(questions), asked)
+    for site in questions:
+        ids = {m.id for m in found}
+        assert f"{site}:ignored" in ids and f"{site}:stale" in ids, site
