@@ -47,6 +47,7 @@ LAYERS: dict[str, int] = {
     # L2: the columns a cycle works on, the fit rule, the decisions and the FGD measure.
     "session.arrays": 2,
     "session.fit": 2,
+    "session.changes": 2,
     "session.task_states": 2,
     "decisions": 2,
     "fragmentation.*": 2,

@@ -207,7 +207,7 @@ def test_the_shared_full_view_fits_as_the_direct_rule_after_placements(seed: int
     from gangsched.session.statement import Statement
 
     ssn = open_session(gs.Snapshot.from_dict(_gpu_cluster(seed)))
-    view = FullView.build(ssn, len(ssn.changed))
+    view = FullView.build(ssn, ssn.changes)
     rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
     rng = np.random.default_rng(seed)
     for _ in range(6):
@@ -218,7 +218,7 @@ def test_the_shared_full_view_fits_as_the_direct_rule_after_placements(seed: int
             stmt = Statement(ssn)
             stmt.allocate(t, node, ssn.choose_gpus(t, node, future=False))
             stmt.commit()
-        view.refresh(ssn, ssn.changed)
+        view.refresh(ssn)
         for other in ssn.templates:
             direct = resource_fit(ssn, other, rows)
             shared = resource_fit(ssn, other, rows, None, view)

@@ -24,7 +24,6 @@ placed.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
@@ -44,7 +43,7 @@ from gangsched.placement.problem import (
     Status,
 )
 from gangsched.session.core import PIPELINED_OR_READY
-from gangsched.session.fit import device_free, node_free
+from gangsched.session.fit import device_free, node_free, occupancy_columns
 from gangsched.session.gate import hard_domain
 from gangsched.session.rules.gang import pending_best_effort_of_role
 
@@ -75,18 +74,18 @@ def _gpu_free(ssn: Session, future: bool) -> I64:
 
 def _ground(ssn: Session, future: bool) -> tuple[I64, I64]:
     """The free rows (:func:`~gangsched.session.fit.node_free`) and padded free device rows of every
-    node, worked out again only after a placement or eviction (logged in ``Session.changed``):
-    the gangs tried one after another on the same occupancy share them. Read-only."""
-    stamp = len(ssn.changed)
+    node, worked out again only after a change (the session's change log): the gangs tried one
+    after another on the same occupancy share them. Read-only."""
+    log = ssn.changes
     known = ssn.cache.gang_ground.get(future)
-    if known is not None and known[0] == stamp:
+    if known is not None and not log.changed_since(known[0]):
         return known[1], known[2]
     free = node_free(ssn, future=future)
     devices = np.maximum(device_free(ssn, future=future), 0)
     padded: I64 = np.concatenate((np.zeros(1, dtype=np.int64), devices))[_slots(ssn.arrays)]
     free.flags.writeable = False
     padded.flags.writeable = False
-    ssn.cache.gang_ground[future] = (stamp, free, padded)
+    ssn.cache.gang_ground[future] = (log.end, free, padded)
     return free, padded
 
 
@@ -304,7 +303,7 @@ def _failure_key(
     The greedy placer is deterministic, and its problem is built from the job's records and
     its tasks' states and nodes, the node records and topology, and the occupancy: the key
     holds the records by identity (the session that made an entry keeps them alive) and the
-    occupancy by digest."""
+    occupancy by its fingerprint (:meth:`~gangsched.session.changes.ChangeLog.fingerprint`)."""
     if type(placer) is not GreedyPlacer or not ssn.points.shape_only:
         return None
     snap = ssn.snapshot
@@ -319,30 +318,8 @@ def _failure_key(
         id(snap.nodes),
         id(snap.hypernodes),
         ssn.arrays.spec.names,
-        _occupancy_digest(ssn),
+        ssn.changes.fingerprint(occupancy_columns(ssn)),
     )
-
-
-def _occupancy_digest(ssn: Session) -> bytes:
-    """A digest of what the nodes and devices hold, release and reserve; worked out again
-    only after a placement or eviction (logged in ``Session.changed``)."""
-    stamp = len(ssn.changed)
-    known = ssn.cache.occupancy_digest
-    if known is not None and known[0] == stamp:
-        return known[1]
-    occupancy = hashlib.blake2b(digest_size=16)
-    for column in (
-        ssn.used,
-        ssn.releasing,
-        ssn.pipelined,
-        ssn.gpu_used,
-        ssn.gpu_releasing,
-        ssn.gpu_pipelined,
-    ):
-        occupancy.update(column.tobytes())
-    digest = occupancy.digest()
-    ssn.cache.occupancy_digest = (stamp, digest)
-    return digest
 
 
 def note_placement(ssn: Session, job: int, placer: object, result: PlacementResult) -> None:

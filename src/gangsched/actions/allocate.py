@@ -41,6 +41,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -91,6 +92,27 @@ def overused_reason(ssn: Session, queue: int) -> str:
         if names[c] != PODS
     ]
     return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """What one run of the action keeps while it runs (never on the action object, which the
+    cycle's repeats of the action share)."""
+
+    placer: Placer
+    #: Whether every gang goes through the placer, not only topology-aware jobs.
+    place_all: bool
+    #: Whether the ``allocatable`` point is served by built-in plugins only (their verdicts
+    #: depend on a template's request and the queues' holdings alone).
+    shared: bool
+    #: ``(queue, request)`` -> ``(change-log cursor, why it refuses or None)``.
+    verdicts: dict[tuple[int, bytes], tuple[int, str | None]] = field(default_factory=dict)
+    #: Per job, the joint placer's plan.
+    joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = field(default_factory=dict)
+
+    def as_gang(self, ssn: Session, j: int) -> bool:
+        """Whether job ``j`` is placed whole by the placer rather than task by task."""
+        return ssn.snapshot.jobs[j].network_topology is not None or self.place_all
 
 
 class AllocateAction(ConfiguredAction):
@@ -193,16 +215,14 @@ class AllocateAction(ConfiguredAction):
         admission.commit()
         for heap in per_queue.values():
             heapq.heapify(heap)
-        self.placer, self.place_all = self._placer(ssn)
-        self._shared = ssn.points.built_in("allocatable")
-        self._verdicts: dict[tuple[int, bytes], tuple[int, str | None]] = {}
-        ssn.placers.append(self.placer)  # see Decisions.nondeterministic
-        self.joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = {}
-        if getattr(self.placer, "joint", False):
-            self.joint = place_jobs_jointly(
+        placer, place_all = self._placer(ssn)
+        run = _Run(placer, place_all, shared=ssn.points.built_in("allocatable"))
+        ssn.placers.append(placer)  # see Decisions.nondeterministic
+        if getattr(placer, "joint", False):
+            run.joint = place_jobs_jointly(
                 ssn,
-                [(j, list(worklist[j])) for j in sorted(worklist) if self._as_gang(ssn, j)],
-                self.placer,
+                [(j, list(worklist[j])) for j in sorted(worklist) if run.as_gang(ssn, j)],
+                placer,
             )
         failed: dict[int, set[int]] = {}
         # A queue's order key moves only when that queue allocates (proportion, capacity,
@@ -236,7 +256,9 @@ class AllocateAction(ConfiguredAction):
             if not per_queue[q]:
                 del per_queue[q]
             stmt = Statement(ssn)
-            again = self._allocate_job(ssn, stmt, j, q, worklist[j], failed.setdefault(j, set()))
+            again = self._allocate_job(
+                ssn, run, stmt, j, q, worklist[j], failed.setdefault(j, set())
+            )
             if ssn.points.job_ready(j):
                 stmt.commit()
             elif ssn.points.job_pipelined(j):
@@ -254,34 +276,42 @@ class AllocateAction(ConfiguredAction):
         # those resources meanwhile: fitting now requires fitting once releases finish).
         realise_reservations(ssn)
 
-    def _as_gang(self, ssn: Session, j: int) -> bool:
-        """Whether job ``j`` is placed whole by the placer rather than task by task."""
-        return ssn.snapshot.jobs[j].network_topology is not None or self.place_all
-
-    def _refusal(self, ssn: Session, q: int, tmpl: TaskTemplate) -> str | None:
+    @staticmethod
+    def _refusal(ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> str | None:
         """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it.
 
         The built-in queue plugins judge a template by its request and the queues' holdings:
         without a queue hierarchy, by the holdings of ``q`` alone, so an answer holds for any
-        template of the same request in the queue until the queue's allocation changes
-        (``Session.queue_changes``); under a hierarchy, until any placement or eviction
-        (``Session.changed``). The tasks and jobs of a waiting queue are not asked and worded
-        one by one. With a plugin from elsewhere on the point, every task is asked."""
-        key = (q, tmpl.request.tobytes()) if self._shared else None
-        stamp = len(ssn.changed) if ssn.gate.rules.hierarchical else ssn.queue_changes[q]
-        known = self._verdicts.get(key) if key is not None else None
-        if known is not None and known[0] == stamp:
+        template of the same request in the queue until the change log names a change of the
+        queue's allocation; under a hierarchy, until it names any change. The tasks and jobs
+        of a waiting queue are not asked and worded one by one. With a plugin from elsewhere
+        on the point, every task is asked."""
+        key = (q, tmpl.request.tobytes()) if run.shared else None
+        log = ssn.changes
+        known = run.verdicts.get(key) if key is not None else None
+        if known is not None and not (
+            log.changed_since(known[0])
+            if ssn.gate.rules.hierarchical
+            else log.queue_changed_since(q, known[0])
+        ):
             return known[1]
         why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
         if key is not None:
-            self._verdicts[key] = (stamp, why)
+            run.verdicts[key] = (log.end, why)
         return why
 
     def _allocate_job(
-        self, ssn: Session, stmt: Statement, j: int, q: int, tasks: deque[int], failed: set[int]
+        self,
+        ssn: Session,
+        run: _Run,
+        stmt: Statement,
+        j: int,
+        q: int,
+        tasks: deque[int],
+        failed: set[int],
     ) -> bool:
-        if self._as_gang(ssn, j):
-            return self._allocate_gang(ssn, stmt, j, q, tasks)
+        if run.as_gang(ssn, j):
+            return self._allocate_gang(ssn, run, stmt, j, q, tasks)
         need_all = int(ssn.job_min[j]) >= len(ssn.job_tasks(j))
         while tasks:
             t = tasks.popleft()
@@ -291,7 +321,7 @@ class AllocateAction(ConfiguredAction):
             if tmpl.index in failed:
                 ssn.task_reasons.setdefault(t, ssn.task_reasons.get(tmpl.tasks[0], ""))
                 continue
-            why = self._refusal(ssn, q, tmpl)
+            why = self._refusal(ssn, run, q, tmpl)
             if why is not None:
                 ssn.task_reasons[t] = why
                 continue
@@ -313,22 +343,22 @@ class AllocateAction(ConfiguredAction):
         return False
 
     def _allocate_gang(
-        self, ssn: Session, stmt: Statement, j: int, q: int, tasks: deque[int]
+        self, ssn: Session, run: _Run, stmt: Statement, j: int, q: int, tasks: deque[int]
     ) -> bool:
         """Place the job's gang through the placer; push it back while elastic tasks remain."""
         pending = [t for t in tasks if ssn.task_state[t] == TaskState.PENDING]
         tasks.clear()
         if not pending:
             return False
-        planned = self.joint.pop(j, None)
-        result = planned if planned is not None else place_job(ssn, j, pending, self.placer)
+        planned = run.joint.pop(j, None)
+        result = planned if planned is not None else place_job(ssn, j, pending, run.placer)
         if isinstance(result, str):
             for t in pending:
                 ssn.task_reasons[t] = result
             return False
         for t, node, gpus, pipelined in result:
             tmpl = ssn.templates[int(ssn.template_of[t])]
-            refused = self._refusal(ssn, q, tmpl)
+            refused = self._refusal(ssn, run, q, tmpl)
             if refused is not None:
                 ssn.task_reasons[t] = refused
                 break

@@ -49,6 +49,23 @@ Contracts
   ``exposed`` says why a reclaimer's claimed task could be reclaimed back (per tier);
   ``preemptive`` why a queue may not reclaim for a claim (first refusal); ``reason_notes``
   adds per-job notes to the decisions' reasons (merged, first note per job wins).
+
+What changed: the change log
+----------------------------
+Every point receives the session, and ``ssn.changes`` (a
+:class:`~gangsched.session.changes.ChangeLog`) is part of this contract: a plugin that keeps a
+view per node, queue or job keeps the log's cursor (``ssn.changes.end``) of its last read and
+asks, at its next call, what changed since — ``nodes_since(cursor)`` (the node rows to re-read),
+``changed_since(cursor)`` (the cheap "nothing changed"), ``queue_changed_since`` /
+``queues_since``, ``job_changed_since`` / ``jobs_since``. Every placement, reservation,
+eviction and undo is logged before ``on_allocate`` / ``on_deallocate`` is told, so a view read
+through the log is current at every call. A view may outlive its session: the next cycle of a
+``ClusterState`` continues the log when the nodes are the same (the nodes whose record or
+occupancy moved in between are entries), so a cursor kept with its ``lineage`` stays valid;
+``ssn.changes.knows(lineage, cursor)`` says whether it is, and a view starts afresh when it is
+not. The package's own incremental views (evaluations, nodeorder's columns, the GPU scorers'
+views) read the log the same way, and a test checks that nothing else decides what to
+recompute.
 """
 
 from __future__ import annotations
@@ -64,6 +81,7 @@ import numpy.typing as npt
 from gangsched._types import BOOL, F64, I64
 from gangsched.framework.combine import Vote
 from gangsched.session.arrays import TaskTemplate
+from gangsched.session.changes import ChangeLog
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -72,6 +90,7 @@ __all__ = [
     "EXTENSION_POINTS",
     "AllocatablePlugin",
     "AllocatableReasonPlugin",
+    "ChangeLog",
     "ExposedPlugin",
     "ExtensionPoint",
     "FairSharePlugin",

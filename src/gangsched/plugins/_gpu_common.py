@@ -207,19 +207,17 @@ class RowLists:
 
 class ViewCache:
     """The kernels' view (now, not ``future``) of every node of one session, kept current on
-    the nodes whose ``node_version`` moved since the last read, so a read of a few rows is a
-    gather (or a list read, :meth:`lists`). Rows refreshed are read from the session's change
-    log when it grew a little, from the versions otherwise; another session starts it afresh.
+    the nodes the session's change log names since the last read (its cursor), so a read of a
+    few rows is a gather (or a list read, :meth:`lists`); another session starts it afresh.
     ``on_rows(ssn, rows, view)`` is told every refresh (every row for a new session), with the
     view of those rows."""
 
     __slots__ = (
         "_all",
+        "_cursor",
         "_lists",
-        "_log",
         "_on_rows",
         "_pods",
-        "_seen",
         "_ssn",
         "_tasks",
         "_templates",
@@ -230,8 +228,7 @@ class ViewCache:
         self._ssn: Session | None = None
         self._all: _View | None = None
         self._lists: RowLists | None = None
-        self._seen: I64 = np.zeros(0, dtype=np.int64)
-        self._log = 0
+        self._cursor = 0  # the change log's cursor at the last read
         self._pods: dict[object, PodRequest | None] = {}
         self._tasks: dict[tuple[int, int, int, int, tuple[str, ...]], PodRequest | None] = {}
         self._templates: dict[int, PodRequest | None] = {}  # by template index
@@ -242,23 +239,17 @@ class ViewCache:
         if self._ssn is not ssn or self._all is None:
             rows: Rows = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
             self._all = _view(ssn, rows)
-            self._ssn, self._seen, self._log = ssn, ssn.node_version.copy(), len(ssn.changed)
+            self._ssn, self._cursor = ssn, ssn.changes.end
             self._lists = RowLists.of(self._all)
             self._pods, self._tasks, self._templates = {}, {}, {}
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, self._all)
             return rows
-        changed = ssn.changed
-        grown = len(changed) - self._log
-        if grown == 0:  # nothing changed since the last call
+        log = ssn.changes
+        if not log.changed_since(self._cursor):  # nothing changed since the last call
             return _NO_ROWS
-        if grown == 1:
-            rows = np.array(changed[-1:], dtype=np.intp)
-        elif grown <= 16:
-            rows = np.array(sorted(set(changed[self._log :])), dtype=np.intp)
-        else:
-            rows = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
-        self._log = len(changed)
+        rows = log.nodes_since(self._cursor)
+        self._cursor = log.end
         full, lists = self._all, self._lists
         assert lists is not None and full is not None
         if rows.size == 1:  # one node (a placement's refresh): scalar arithmetic, written in
@@ -268,7 +259,6 @@ class ViewCache:
             full.free_mem[row] = mem
             full.gpu_free[row] = 0
             full.gpu_free[row, : len(dev)] = dev
-            self._seen[row] = ssn.node_version[row]
             lists.put(row, cpu, mem, dev[: len(lists.devices[row])])
             if self._on_rows is not None:
                 # the row's part of the kept view (read, not kept)
@@ -287,7 +277,6 @@ class ViewCache:
             full.free_mem[rows] = part.free_mem
             full.gpu_free[rows] = 0
             full.gpu_free[rows, : part.gpu_free.shape[1]] = part.gpu_free
-            self._seen[rows] = ssn.node_version[rows]
             lists.write(rows, part)
             if self._on_rows is not None:
                 self._on_rows(ssn, rows, part)

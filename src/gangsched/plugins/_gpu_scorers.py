@@ -45,6 +45,7 @@ from gangsched.plugins._gpu_common import (
     _weight,
 )
 from gangsched.session.arrays import TaskTemplate
+from gangsched.session.changes import ChangeLog
 from gangsched.session.task_states import in_states
 
 if TYPE_CHECKING:
@@ -95,7 +96,7 @@ class RandomPlugin(SharedDeviceChoice):
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: Rows) -> F64:
         key = f"{ssn.snapshot.jobs[tmpl.job].name}/{tmpl.role}"
-        u = _uniform(self.seed, key, rows.astype(np.int64), ssn.node_version[rows])
+        u = _uniform(self.seed, key, rows.astype(np.int64), ssn.changes.node_changes[rows])
         return u * (100.0 * self.weight)
 
     def choose_device(
@@ -104,7 +105,7 @@ class RandomPlugin(SharedDeviceChoice):
         room = np.flatnonzero(view.gpu_free[0] >= pod.gpu_milli)
         if room.size == 0:
             return None
-        version = np.full(room.size, int(ssn.node_version[node]), dtype=np.int64)
+        version = np.full(room.size, int(ssn.changes.node_changes[node]), dtype=np.int64)
         u = _uniform(self.seed, ssn.snapshot.tasks[task].name, room.astype(np.int64), version)
         return (int(room[int(np.argmax(u))]),)
 
@@ -247,7 +248,8 @@ class GpuClusteringPlugin(_KernelScorer):
         super().__init__(arguments)
         self._tag: I64 = np.zeros(0, dtype=np.int64)  # (n_tasks,) -1 without GPUs
         self._counts: I64 = np.zeros((0, N_AFFINITY), dtype=np.int64)  # (n_nodes, 9)
-        self._seen: I64 = np.zeros(0, dtype=np.int64)  # (n_nodes,) node_version last counted
+        self._log: ChangeLog | None = None  # the change log of the session counted
+        self._cursor = 0  # its cursor at the last count
 
     def on_session_open(self, ssn: Session) -> None:
         tags = []
@@ -257,7 +259,7 @@ class GpuClusteringPlugin(_KernelScorer):
         self._tag = np.array(tags, dtype=np.int64)
         n = ssn.arrays.n_nodes
         self._counts = np.zeros((n, N_AFFINITY), dtype=np.int64)
-        self._seen = ssn.node_version.copy()
+        self._log, self._cursor = ssn.changes, ssn.changes.end
         self._count(ssn, np.arange(n, dtype=np.intp))
 
     def _count(self, ssn: Session, rows: Rows) -> None:
@@ -270,12 +272,14 @@ class GpuClusteringPlugin(_KernelScorer):
 
     def affinity(self, ssn: Session) -> I64:
         """``(n_nodes, 9)`` GPU tasks on each node by shape, current with the session."""
-        if self._seen.shape != ssn.node_version.shape:
+        log = ssn.changes
+        if self._log is not log:
             self.on_session_open(ssn)
-        stale = np.flatnonzero(self._seen != ssn.node_version).astype(np.intp)
-        if stale.size:
-            self._count(ssn, stale)
-            self._seen[stale] = ssn.node_version[stale]
+        elif log.changed_since(self._cursor):
+            stale = log.nodes_since(self._cursor)
+            self._cursor = log.end
+            if stale.size:
+                self._count(ssn, stale)
         return self._counts
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:

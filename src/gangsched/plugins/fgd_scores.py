@@ -19,8 +19,8 @@ free CPU and memory (now, and not eating into reservations), per-device free mil
 1000 per device (padding slots 0) and the node's GPU model index. A node without GPUs gets an
 extra model index that no request accepts.
 
-Two policies keep per-node state, refreshed incrementally: a node is recomputed only when its
-``ssn.node_version`` moved since the plugin last looked at it.
+Two policies keep per-node state, refreshed incrementally: a node is recomputed only when the
+session's change log names it since the plugin last looked (its cursor).
 
 * ``gpu-clustering`` counts the GPU tasks held on each node by shape (shared, 1, 2, ... 8
   whole devices) from the session's task arrays.
@@ -36,8 +36,9 @@ and ``threshold`` for ``fgd``. Unknown keys and values out of range are a
 :class:`~gangsched.errors.ConfigError`.
 
 ``random`` draws from a counter-based hash of (``seed``, the job and role of the template, the
-node, the node's version in the session): the same snapshot and seed give the same choice, and a
-node that changed during the cycle gets a fresh draw. Its device choice hashes the task's name
+node, how many times the node changed in the session: ``ssn.changes.node_changes``): the same
+snapshot and seed give the same choice, and a node that changed during the cycle gets a fresh
+draw. Its device choice hashes the task's name
 the same way.
 
 What the plugins do not model: a task asking for several fractional devices (``count > 1`` with

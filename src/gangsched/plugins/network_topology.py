@@ -55,6 +55,7 @@ from gangsched.model.topology import Topology, build_topology
 from gangsched.placement.problem import HypernodeOrder
 from gangsched.plugins._resource_weights import resource_weight_arguments, resource_weights
 from gangsched.session.arrays import TaskTemplate
+from gangsched.session.changes import ChangeLog
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -144,7 +145,8 @@ class NetworkTopologyAwarePlugin:
                 name=self.name,
                 field="arguments",
             )
-        self._cache_key = -1
+        self._log: ChangeLog | None = None  # the change log the totals follow
+        self._cursor = 0  # its cursor when they were summed
         self._used: list[npt.NDArray[np.int64]] = []
         self._alloc: list[npt.NDArray[np.int64]] = []
 
@@ -161,14 +163,14 @@ class NetworkTopologyAwarePlugin:
         return HypernodeOrder(weights=w, gpu_weight=gpu, scale=100.0 * self.weight)
 
     def _totals(self, ssn: Session) -> None:
-        key = int(ssn.node_version.sum())
-        if key == self._cache_key and self._used:
+        log = ssn.changes
+        if self._log is log and not log.changed_since(self._cursor) and self._used:
             return
         topo = session_topology(ssn)
         ranks = range(1, topo.top_tier + 1)  # the cluster-wide top domain included
         self._used = [topo.aggregate(t, ssn.used) for t in ranks]
         self._alloc = [topo.aggregate(t, ssn.arrays.allocatable) for t in ranks]
-        self._cache_key = key
+        self._log, self._cursor = log, log.end
 
     def node_score(
         self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]

@@ -38,6 +38,7 @@ from gangsched._types import F64, I64
 from gangsched.config.args import arg_weight
 from gangsched.session.affinity_masks import preferred_sum
 from gangsched.session.arrays import TaskTemplate
+from gangsched.session.changes import ChangeLog
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -205,12 +206,12 @@ _EXACT_DIVISOR = (1 << 53) // 101
 class _Columns:
     """Per node, what the scores read of cpu and memory (rows 0 and 1 of each table) and of
     the GPU column, as contiguous columns: allocatable and its safe divisor (never below 1)
-    do not move in a session; use and idle follow ``Session.changed``."""
+    do not move in a session; use and idle follow the session's change log."""
 
     n: int
     used: I64  # the session's ``used`` table these columns mirror
-    changed: list[int]  # the session's change log
-    seen: int  # length of ``changed`` at the last refresh
+    log: ChangeLog  # the session's change log
+    cursor: int  # the log's cursor at the last refresh
     gpu_column: int
     alloc: I64  # (2, n)
     safe: I64  # (2, n) max(allocatable, 1)
@@ -234,8 +235,8 @@ class _Columns:
         return cls(
             n=a.n_nodes,
             used=ssn.used,
-            changed=ssn.changed,
-            seen=len(ssn.changed),
+            log=ssn.changes,
+            cursor=ssn.changes.end,
             gpu_column=g,
             alloc=alloc,
             safe=safe,
@@ -250,16 +251,15 @@ class _Columns:
         )
 
     def mirrors(self, ssn: Session) -> bool:
-        return (
-            self.used is ssn.used and self.changed is ssn.changed and self.seen <= len(ssn.changed)
-        )
+        return self.used is ssn.used and self.log is ssn.changes
 
     def catch_up(self, ssn: Session) -> None:
-        """Re-read the nodes logged since the last refresh."""
-        if len(self.changed) == self.seen:
+        """Re-read the nodes the change log names since the last refresh."""
+        log = self.log
+        if not log.changed_since(self.cursor):
             return
-        rows = np.unique(np.asarray(self.changed[self.seen :], dtype=np.intp))
-        self.seen = len(self.changed)
+        rows = log.nodes_since(self.cursor)
+        self.cursor = log.end
         self.use[:, rows] = ssn.used[rows, :2].T
         self.idle[:, rows] = self.alloc[:, rows] - self.use[:, rows]
         self.gpu_use[rows] = ssn.used[rows, self.gpu_column]

@@ -13,8 +13,10 @@ state and
 answers questions about it; the work is done by the modules that own each rule:
 
 * ``ssn.points`` — the dispatcher, the one place the tiers of plugins are walked;
-* :mod:`gangsched.session.evaluation` — per-template predicates, fit and scores, refreshed by node
-  version (``ssn.evaluate``, ``ssn.best_node``, ``ssn.fit_error``);
+* :mod:`gangsched.session.changes` — the change log (``ssn.changes``): what changed since a
+  cursor, which every incremental view reads;
+* :mod:`gangsched.session.evaluation` — per-template predicates, fit and scores, refreshed on the
+  nodes the change log names (``ssn.evaluate``, ``ssn.best_node``, ``ssn.fit_error``);
 * :mod:`gangsched.session.fit` — the node fit rule (resources, pods, GPU devices);
 * :class:`~gangsched.session.statement.Statement` — the only way to change the state (through the
 gate,
@@ -40,8 +42,16 @@ from gangsched.model import JobPhase
 from gangsched.model.gpu_charge import device_take
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.arrays import TaskTemplate, build_cluster_arrays, build_templates
+from gangsched.session.changes import ChangeLog, changed_nodes
 from gangsched.session.evaluation import Evaluation, Evaluator
-from gangsched.session.fit import Occupancy, choose_devices, fits_node, future_idle, idle
+from gangsched.session.fit import (
+    Occupancy,
+    choose_devices,
+    fits_node,
+    future_idle,
+    idle,
+    occupancy_columns,
+)
 from gangsched.session.gate import Gate, Refusal
 from gangsched.session.statement import Op
 from gangsched.session.task_states import (
@@ -70,11 +80,38 @@ __all__ = [
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 
 
+def _continue_log(old: Session, new: Session) -> None:
+    """Continue ``old``'s change log in ``new`` when both sessions have the same nodes (names
+    and order, resource columns, GPU devices), logging the nodes whose record or occupancy
+    differs (:meth:`~gangsched.session.changes.ChangeLog.continue_from`)."""
+    a, b = old.arrays, new.arrays
+    if a is not b and (
+        a.node_names != b.node_names
+        or a.spec.names != b.spec.names
+        or not np.array_equal(a.gpu_node, b.gpu_node)  # the same devices on the same nodes
+    ):
+        return
+    if len(old.snapshot.nodes) != len(new.snapshot.nodes):
+        return
+    found = changed_nodes(
+        old.snapshot.nodes,
+        new.snapshot.nodes,
+        occupancy_columns(old),
+        occupancy_columns(new),
+        b.gpu_node,
+    )
+    if found is not None:
+        stale, records, taints = found
+        new.changes.continue_from(old.changes, stale, records, taints=taints)
+
+
 @dataclass(slots=True, eq=False)
 class Session(Occupancy):
     snapshot: Snapshot
     config: Config
-    node_version: I64
+    #: What changed in this cycle, read through cursors (:mod:`gangsched.session.changes`);
+    #: written by :mod:`gangsched.session.ledger` alone.
+    changes: ChangeLog
     task_state: npt.NDArray[np.int8]
     task_node: I64
     task_gpus: list[tuple[int, ...]]
@@ -120,10 +157,6 @@ class Session(Occupancy):
     refusals: list[Refusal] = field(default_factory=list)
     #: Per-session caches of plugins and actions (typed; never outputs).
     cache: CycleCache = field(default_factory=CycleCache)
-    #: Nodes in the order they changed (with ``node_version``: what evaluations refresh).
-    changed: list[int] = field(default_factory=list)
-    #: Per queue, how many times its allocation changed this session (``_ledger`` counts).
-    queue_changes: list[int] = field(default_factory=list)
     #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
     #: queue statuses (an equal status is the same record: ``_close.close_session``) and
     #: failed greedy gang placements (``actions._gang_placement.place_job``).
@@ -183,7 +216,7 @@ class Session(Occupancy):
             gpu_used=arrays.gpu_used.copy(),
             gpu_releasing=arrays.gpu_releasing.copy(),
             gpu_pipelined=arrays.gpu_pipelined.copy(),
-            node_version=np.zeros(arrays.n_nodes, dtype=np.int64),
+            changes=ChangeLog(arrays.n_nodes, len(snapshot.queues), len(snapshot.jobs)),
             task_state=cols.state,
             task_node=cols.node,
             task_gpus=cols.gpus,
@@ -200,7 +233,8 @@ class Session(Occupancy):
             template_of=template_of,
         )
         ssn.registry = registry
-        ssn.queue_changes = [0] * len(snapshot.queues)
+        if previous is not None:
+            _continue_log(previous, ssn)
         ssn.gate = Gate(ssn)
         ssn.evaluator = Evaluator(ssn)
         opened = [

@@ -1,12 +1,12 @@
-"""Per-template predicates, resource fit and scores on every node, refreshed by node version.
+"""Per-template predicates, resource fit and scores on every node, refreshed from the change log.
 
 An :class:`Evaluation` holds, for one task template (or one task shape, when every row plugin
 is ``shape_only``), the predicate mask, the fit now and later (:mod:`gangsched.session.fit`) and the
 summed ``node_score`` of every node, plus the two "best" vectors (score where the template
 passes and fits, ``-inf`` elsewhere) that make picking a node one ``argmax``. Every change to a
-node bumps ``Session.node_version[node]`` and appends the node to ``Session.changed``;
-:meth:`Evaluator.evaluate` recomputes only the rows whose version moved since the template was
-last evaluated (read from the change log when it is short, from the versions otherwise).
+node is an entry of the session's change log (:mod:`gangsched.session.changes`); an evaluation
+keeps the cursor of its last refresh, and :meth:`Evaluator.evaluate` recomputes only the rows
+the log names since that cursor.
 
 Ties between equally scored nodes go to the lowest node index (the snapshot's node order);
 Volcano breaks them at random.
@@ -33,7 +33,7 @@ __all__ = ["Evaluation", "Evaluator"]
 
 @dataclass(slots=True, eq=False)
 class Evaluation:
-    versions: I64  # (n_nodes,) node_version at the last refresh
+    cursor: int  # the change log's cursor at the last refresh
     ok: BOOL  # (n_nodes,) plugin predicates pass
     fit_idle: BOOL  # (n_nodes,) resources fit now
     fit_future: BOOL  # (n_nodes,) resources fit once releasing tasks are gone
@@ -42,14 +42,12 @@ class Evaluation:
     best_idle: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
     best_future: F64 = field(default_factory=lambda: np.zeros(0))  # (n_nodes,)
     gpu_need: I64 | None = None  # (n_nodes,) milli-GPU charged per device on each node
-    seen: int = 0  # length of Session.changed at the last refresh
     # Why each node refuses the template (a code into Evaluator's words, -1: it fits), and the
-    # node versions they were computed at; filled by the first fit_error.
+    # change log's cursor when they were last refreshed; filled by the first fit_error.
     reasons: I64 | None = None
-    reason_versions: I64 | None = None
-    # The last fit_error over every node (a function of ``reasons`` alone) and the length of
-    # Session.changed when it was last found to hold: no node changed since, so no reason
-    # moved.
+    reason_cursor: int = 0
+    # The last fit_error over every node (a function of ``reasons`` alone) and the change
+    # log's cursor when it was last found to hold: nothing changed since, so no reason moved.
     error: tuple[int, str] | None = None
 
 
@@ -82,32 +80,33 @@ class Evaluator:
         ``shape_only`` in both sessions, the configuration and the registry's factories (as
         they were when each session opened) are the same, the nodes are the same (names,
         order, resource columns, number of GPU devices each) and no node's taints changed (a
-        plugin may normalise over the cluster's taints). A row is refreshed when its node's
-        record (capacity, labels, devices, cordon) or occupancy differs from the end of the
-        previous session, or when it changed there after the evaluation last read it; every
-        other row keeps its values, which are what a fresh evaluation computes (the same
-        inputs, the same arithmetic)."""
+        plugin may normalise over the cluster's taints). The session's change log continues the
+        previous one (:meth:`~gangsched.session.changes.ChangeLog.continue_from`), so an
+        evaluation keeps its cursor: a row is refreshed when its node's record (capacity,
+        labels, devices, cordon) or occupancy differs from the end of the previous session,
+        or when it changed there after the evaluation last read it; every other row keeps its
+        values, which are what a fresh evaluation computes (the same inputs, the same
+        arithmetic)."""
         ssn, old = self._ssn, previous._ssn
-        same = self._factories == previous._factories and _same_ground(old, ssn)
-        records = _changed_records(old, ssn) if same else None
-        if records is None:
+        log = ssn.changes
+        if log.lineage is not old.changes.lineage or log.taints_changed:
+            return 0  # another ground: the log did not continue, or taints moved
+        if self._factories != previous._factories or not _same_ground(old, ssn):
+            return 0
+        if log.records_changed.any() and _relabelled_under_preference(old, ssn):
             return 0
         self.same_ground = True
-        stale = records | _occupancy_changed(old, ssn)
+        records = log.records_changed.any()
         wanted: dict[object, TaskTemplate] = {("shape", t.shape): t for t in ssn.templates}
         taken = 0
         for key, ev in previous._evals.items():
             tmpl = wanted.get(key)
             if tmpl is None:
                 continue
-            rows = stale | (ev.versions != old.node_version)
-            ev.versions = np.where(rows, -1, 0).astype(np.int64)
-            ev.seen = _READ_VERSIONS
+            # Its cursors stay: the continued log names what changed since, the nodes whose
+            # record or occupancy moved between the sessions included.
             ev.error = None
-            if ev.reason_versions is not None:
-                again = stale | (ev.reason_versions != old.node_version)
-                ev.reason_versions = np.where(again, -1, 0).astype(np.int64)
-            if ev.gpu_need is not None and records.any():
+            if ev.gpu_need is not None and records:
                 ev.gpu_need = gpu_need(ssn.arrays, tmpl)
             self._evals[key] = ev
             taken += 1
@@ -128,21 +127,20 @@ class Evaluator:
         if ev is None:
             ev = self._evals[key] = self._first(tmpl)
             return ev
-        # Few changes since the last refresh: read them from the log, not all versions.
-        changed = ssn.changed
-        if len(changed) - ev.seen <= max(16, ssn.arrays.n_nodes // 64):
-            fresh = set(changed[ev.seen :])
-            ev.seen = len(changed)
-            if len(fresh) == 1:  # the usual refresh after one placement: plain numbers
-                self._refresh_one(ev, tmpl, fresh.pop())
-                return ev
-            rows = np.array(sorted(fresh), dtype=np.intp)
-        else:
-            rows = np.flatnonzero(ev.versions != ssn.node_version).astype(np.intp)
-            ev.seen = len(changed)
-        if rows.size == 0:
+        log = ssn.changes
+        cursor = ev.cursor
+        if not log.changed_since(cursor):
             return ev
-        ev.versions[rows] = ssn.node_version[rows]
+        ev.cursor = log.end
+        node = log.node_since(cursor)
+        if node >= 0:  # the usual refresh after one placement: plain numbers
+            self._refresh_one(ev, tmpl, node)
+            return ev
+        rows = log.nodes_since(cursor)
+        if rows.size <= 1:
+            if rows.size:
+                self._refresh_one(ev, tmpl, int(rows[0]))
+            return ev
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
@@ -158,16 +156,15 @@ class Evaluator:
         ssn = self._ssn
         view = ssn.cache.fit_view
         if view is None:
-            view = ssn.cache.fit_view = FullView.build(ssn, len(ssn.changed))
+            view = ssn.cache.fit_view = FullView.build(ssn, ssn.changes)
         else:
-            view.refresh(ssn, ssn.changed)
+            view.refresh(ssn)
         return view
 
     def _refresh_one(self, ev: Evaluation, tmpl: TaskTemplate, i: int) -> None:
         """:meth:`evaluate`'s refresh of node ``i`` alone: the same answers, as scalars."""
         ssn = self._ssn
         row = np.array([i], dtype=np.intp)
-        ev.versions[i] = ssn.node_version[i]
         ok = ssn.points.predicate_ok_one(tmpl, row)
         fit_idle, fit_future = fit_one(ssn, tmpl, i, ev.gpu_need)
         score = ssn.points.node_score_one(tmpl, row)
@@ -190,7 +187,7 @@ class Evaluator:
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, m_all, view)
         score = ssn.points.node_score(tmpl, rows)
         return Evaluation(
-            versions=ssn.node_version.copy(),
+            cursor=ssn.changes.end,
             ok=ok,
             fit_idle=fit_idle,
             fit_future=fit_future,
@@ -198,7 +195,6 @@ class Evaluator:
             best_idle=np.where(ok & fit_idle, score, -np.inf),
             best_future=np.where(ok & fit_future, score, -np.inf),
             gpu_need=m_all,
-            seen=len(ssn.changed),
         )
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
@@ -225,23 +221,26 @@ class Evaluator:
         node's reason is the first that applies: outside ``among`` (the allowed topology
         domain), a predicate's word (tier order), then the first resource short once releases
         finish (pods, then each resource; GPU devices count with the GPU column). Per-node
-        reasons are kept with the template's evaluation and refreshed by node version."""
+        reasons are kept with the template's evaluation and refreshed on the nodes the change
+        log names."""
         ev = self.evaluate(tmpl)
         ssn = self._ssn
-        stamp = len(ssn.changed)
-        if among is None and ev.error is not None and ev.error[0] == stamp:
+        log = ssn.changes
+        stamp = log.end
+        if among is None and ev.error is not None and not log.changed_since(ev.error[0]):
             return ev.error[1]
         n = ssn.arrays.n_nodes
-        if ev.reasons is None or ev.reason_versions is None:
+        if ev.reasons is None:
             ev.reasons = np.full(n, -1, dtype=np.int64)
-            ev.reason_versions = np.full(n, -1, dtype=np.int64)
-        rows = np.flatnonzero(ev.reason_versions != ssn.node_version).astype(np.intp)
+            rows = np.arange(n, dtype=np.intp)
+        else:
+            rows = log.nodes_since(ev.reason_cursor)
+        ev.reason_cursor = stamp
         kept = among is None and ev.error is not None  # its wording holds if no code moved
         if rows.size:
             codes = self._reason_rows(tmpl, rows, ev.gpu_need)
             kept = kept and bool(np.array_equal(codes, ev.reasons[rows]))
             ev.reasons[rows] = codes
-            ev.reason_versions[rows] = ssn.node_version[rows]
         if kept and ev.error is not None:
             ev.error = (stamp, ev.error[1])
             return ev.error[1]
@@ -326,70 +325,23 @@ class Evaluator:
         return short, devices_ok
 
 
-#: ``Evaluation.seen`` of a carried evaluation: far behind any change log, so the next refresh
-#: compares versions.
-_READ_VERSIONS = -(1 << 62)
-
-
 def _same_ground(old: Session, new: Session) -> bool:
-    if not (old.points.shape_only and new.points.shape_only):
-        return False
-    if old.config is not new.config and old.config != new.config:
-        return False
-    a, b = old.arrays, new.arrays
-    if a is not b and (
-        a.node_names != b.node_names
-        or a.spec.names != b.spec.names
-        or not np.array_equal(a.gpu_node, b.gpu_node)  # the same devices on the same nodes
-    ):
-        return False
-    return len(old.snapshot.nodes) == len(new.snapshot.nodes)
-
-
-def _changed_records(old: Session, new: Session) -> BOOL | None:
-    """Nodes whose record differs between the two sessions' snapshots; None when a node was
-    renamed or its taints changed, or its labels changed while a template prefers nodes by
-    label (preferred node affinity is normalised over every node): then nothing carries."""
-    before, after = old.snapshot.nodes, new.snapshot.nodes
-    changed = np.zeros(len(after), dtype=np.bool_)
-    if before is after:
-        return changed
-    prefers: bool | None = None
-    for i, (x, y) in enumerate(zip(before, after, strict=True)):
-        if x is y or x == y:
-            continue
-        if x.name != y.name or x.taints != y.taints:
-            return None
-        if x.labels != y.labels:
-            if prefers is None:
-                prefers = any(
-                    t.node_affinity is not None and bool(t.node_affinity.preferred)
-                    for t in new.templates
-                )
-            if prefers:
-                return None
-        changed[i] = True
-    return changed
-
-
-def _occupancy_changed(old: Session, new: Session) -> BOOL:
-    """Nodes whose occupancy (used, releasing, reserved; per node and per device) differs
-    between the end of ``old`` and the start of ``new``."""
-    rows: BOOL = (
-        (old.used != new.used).any(axis=1)
-        | (old.releasing != new.releasing).any(axis=1)
-        | (old.pipelined != new.pipelined).any(axis=1)
-    )
-    devices = (
-        (old.gpu_used != new.gpu_used)
-        | (old.gpu_releasing != new.gpu_releasing)
-        | (old.gpu_pipelined != new.gpu_pipelined)
-    )
-    if devices.any():
-        gpu_node = new.arrays.gpu_node
-        rows |= np.bincount(gpu_node[devices], minlength=rows.size) > 0
-    return rows
+    """Whether both sessions keep the ``shape_only`` contract under one configuration."""
+    shape_only = old.points.shape_only and new.points.shape_only
+    return shape_only and (old.config is new.config or old.config == new.config)
 
 
 def _by_count(part: tuple[int, str]) -> tuple[int, str]:
     return -part[0], part[1]
+
+
+def _relabelled_under_preference(old: Session, new: Session) -> bool:
+    """Whether a node's labels changed between the sessions while a template prefers nodes by
+    label: preferred node affinity is normalised over every node, so every row may move."""
+    before, after = old.snapshot.nodes, new.snapshot.nodes
+    rows = np.flatnonzero(new.changes.records_changed).tolist()
+    if not any(before[i].labels != after[i].labels for i in rows):
+        return False
+    return any(
+        t.node_affinity is not None and bool(t.node_affinity.preferred) for t in new.templates
+    )

@@ -16,7 +16,6 @@ for every caller.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -25,6 +24,7 @@ import numpy.typing as npt
 from gangsched._types import BOOL, I64
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.arrays import ClusterArrays, TaskTemplate
+from gangsched.session.changes import ChangeLog
 
 __all__ = [
     "FullView",
@@ -37,6 +37,7 @@ __all__ = [
     "gpu_need",
     "idle",
     "node_free",
+    "occupancy_columns",
     "resource_fit",
 ]
 
@@ -56,6 +57,19 @@ class Occupancy:
     gpu_used: I64
     gpu_releasing: I64
     gpu_pipelined: I64
+
+
+def occupancy_columns(occ: Occupancy) -> tuple[I64, I64, I64, I64, I64, I64]:
+    """What the nodes hold, release and reserve, per node then per device: the columns whose
+    equality is equality of occupancy."""
+    return (
+        occ.used,
+        occ.releasing,
+        occ.pipelined,
+        occ.gpu_used,
+        occ.gpu_releasing,
+        occ.gpu_pipelined,
+    )
 
 
 def idle(occ: Occupancy) -> I64:
@@ -85,11 +99,12 @@ def gpu_need(arrays: ClusterArrays, tmpl: TaskTemplate) -> I64:
 @dataclass(slots=True)
 class FullView:
     """Every node's free resources (now and later) and free milli-GPU per device slot, kept
-    current from a change log: what a fit over all nodes reads, whatever the template, so
-    that many templates evaluated on the same occupancy share it. Device slots are a
-    ``(n_nodes, most devices)`` table; padding slots (``real`` False) never count."""
+    current from the session's change log: what a fit over all nodes reads, whatever the
+    template, so that many templates evaluated on the same occupancy share it. Device slots are
+    a ``(n_nodes, most devices)`` table; padding slots (``real`` False) never count."""
 
-    seen: int  # length of the change log at the last refresh
+    log: ChangeLog  # the change log it follows
+    cursor: int  # the log's cursor at the last refresh
     free: I64
     later: I64
     real: BOOL
@@ -99,26 +114,24 @@ class FullView:
     #: Per GPU take (a template's ``gpu_milli``): each node's devices with room for it now
     #: (and later), and later alone; brought up to date when asked for.
     rooms: dict[int, _Room] = field(default_factory=dict)
-    #: The change log of the last refresh (what a room behind it re-reads).
-    log: Sequence[int] = ()
 
     @classmethod
-    def build(cls, occ: Occupancy, seen: int) -> FullView:
+    def build(cls, occ: Occupancy, log: ChangeLog) -> FullView:
         a = occ.arrays
         slot = np.arange(a.max_gpus)
         real = slot < a.gpu_count[:, None]
         index = np.where(real, a.gpu_offset[:-1][:, None] + slot, 0)
         free, later = (np.asfortranarray(t) for t in _free_rows(occ, _ALL))  # by column
         dev_free, dev_later = _device_rows(occ, index, _ALL)
-        return cls(seen, free, later, real, index, dev_free, dev_later)
+        return cls(log, log.end, free, later, real, index, dev_free, dev_later)
 
-    def refresh(self, occ: Occupancy, changed: Sequence[int]) -> None:
-        """Re-read the nodes logged in ``changed`` since the last refresh."""
-        if len(changed) == self.seen:
+    def refresh(self, occ: Occupancy) -> None:
+        """Re-read the nodes the change log names since the last refresh."""
+        log = self.log
+        if not log.changed_since(self.cursor):
             return
-        rows = np.unique(np.asarray(changed[self.seen :], dtype=np.intp))
-        self.seen = len(changed)
-        self.log = changed
+        rows = log.nodes_since(self.cursor)
+        self.cursor = log.end
         self.free[rows], self.later[rows] = _free_rows(occ, rows)
         self.dev_free[rows], self.dev_later[rows] = _device_rows(occ, self.index[rows], rows)
 
@@ -129,10 +142,12 @@ class FullView:
         if found is None:
             need = np.maximum(device_take(milli, a.gpu_capacity, a.gpu_sharing), 1)[:, None]
             now, later = self._room(need, _ALL)
-            found = self.rooms[milli] = _Room(need, now, later, self.seen)
-        elif found.seen != self.seen:
-            rows = np.unique(np.asarray(self.log[found.seen : self.seen], dtype=np.intp))
-            found.seen = self.seen
+            found = self.rooms[milli] = _Room(need, now, later, self.cursor)
+        elif found.cursor != self.cursor:
+            # the rows changed since the room's refresh (read from the view's tables: rows
+            # changed after the view's own refresh read the view as it is)
+            rows = self.log.nodes_since(found.cursor)
+            found.cursor = self.cursor
             found.now[rows], found.later[rows] = self._room(found.need[rows], rows)
         return found.now, found.later
 
@@ -147,12 +162,12 @@ class FullView:
 class _Room:
     """:meth:`FullView.room` of one GPU take: each node's need per device (at least 1
     milli-GPU, as a column) and its devices with room now and later, as of the view's
-    ``seen``."""
+    ``cursor``."""
 
     need: I64
     now: I64
     later: I64
-    seen: int
+    cursor: int
 
 
 def _free_rows(occ: Occupancy, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:

@@ -4,9 +4,11 @@ Only :class:`~gangsched.session.statement.Statement` and its consolidation subcl
 ``realise_reservations`` (a carried reservation is taken off its node while its gang is tried
 for binding, and put back when the gang is not bound): every other module reads the session.
 Each operation keeps the
-node rows, the device rows, the job and queue allocations, the per-state counters and the node
-versions (so cached evaluations refresh the node) consistent, and tells the plugins through the
-``on_allocate`` / ``on_deallocate`` events. Resources are int64, so undo is exact arithmetic.
+node rows, the device rows, the job and queue allocations and the per-state counters
+consistent, logs itself in the session's change log (:mod:`gangsched.session.changes`: the node,
+job and queue it touched; this module is the log's only writer, so every incremental view
+refreshes what it touched), and tells the plugins through the ``on_allocate`` /
+``on_deallocate`` events. Resources are int64, so undo is exact arithmetic.
 """
 
 from __future__ import annotations
@@ -30,16 +32,15 @@ def place(ssn: Session, task: int, node: int, gpus: tuple[int, ...], *, pipeline
         ssn.pipelined[node] += row
         if dev:
             ssn.gpu_pipelined[dev] += per_device
-        set_state(ssn, task, TaskState.PIPELINED)
+        _set_state(ssn, task, TaskState.PIPELINED)
     else:
         ssn.used[node] += row
         if dev:
             ssn.gpu_used[dev] += per_device
-        set_state(ssn, task, TaskState.ALLOCATED)
+        _set_state(ssn, task, TaskState.ALLOCATED)
     ssn.task_node[task] = node
     ssn.task_gpus[task] = gpus
-    _charge(ssn, task, 1)
-    _bump(ssn, node)
+    _charge(ssn, task, 1, node)
     ssn.points.on_allocate(task)
 
 
@@ -55,11 +56,10 @@ def unplace(ssn: Session, task: int) -> None:
     else:
         ssn.used[node] -= row
         ssn.gpu_used[dev] -= per_device
-    _charge(ssn, task, -1)
-    set_state(ssn, task, TaskState.PENDING)
+    _set_state(ssn, task, TaskState.PENDING)
     ssn.task_node[task] = -1
     ssn.task_gpus[task] = ()
-    _bump(ssn, node)
+    _charge(ssn, task, -1, node)
     ssn.points.on_deallocate(task)
 
 
@@ -69,9 +69,8 @@ def evict(ssn: Session, task: int) -> None:
     per_device = ssn.device_milli(task, node)
     ssn.releasing[node] += row
     ssn.gpu_releasing[ssn.arrays.device_index(node, ssn.task_gpus[task])] += per_device
-    _charge(ssn, task, -1)
-    set_state(ssn, task, TaskState.RELEASING)
-    _bump(ssn, node)
+    _set_state(ssn, task, TaskState.RELEASING)
+    _charge(ssn, task, -1, node)
     ssn.points.on_deallocate(task)
 
 
@@ -81,14 +80,19 @@ def unevict(ssn: Session, task: int, prev_state: int) -> None:
     per_device = ssn.device_milli(task, node)
     ssn.releasing[node] -= row
     ssn.gpu_releasing[ssn.arrays.device_index(node, ssn.task_gpus[task])] -= per_device
-    _charge(ssn, task, 1)
-    set_state(ssn, task, prev_state)
-    _bump(ssn, node)
+    _set_state(ssn, task, prev_state)
+    _charge(ssn, task, 1, node)
     ssn.points.on_allocate(task)
 
 
 def set_state(ssn: Session, task: int, state: int) -> None:
-    """Move ``task`` to ``state``, keeping the job and role counters."""
+    """Move ``task`` to ``state``, keeping the job and role counters (a change of its job
+    alone: no node, no queue allocation moves)."""
+    _set_state(ssn, task, state)
+    ssn.changes.note(-1, int(ssn.task_job[task]), -1)
+
+
+def _set_state(ssn: Session, task: int, state: int) -> None:
     old = int(ssn.task_state[task])
     j = int(ssn.task_job[task])
     ssn.job_count[j, old] -= 1
@@ -99,11 +103,12 @@ def set_state(ssn: Session, task: int, state: int) -> None:
     ssn.task_state[task] = state
 
 
-def _charge(ssn: Session, task: int, sign: int) -> None:
-    """Add (``sign`` 1) or take back (-1) what ``task`` charges its job and queue."""
+def _charge(ssn: Session, task: int, sign: int, node: int) -> None:
+    """Add (``sign`` 1) or take back (-1) what ``task`` charges its job and queue, and log
+    the operation: ``node``, the job and the queue changed."""
     j = int(ssn.task_job[task])
     q = int(ssn.job_queue[j])
-    ssn.queue_changes[q] += 1
+    ssn.changes.note(node, j, q)
     if sign > 0:
         ssn.job_allocated[j] += ssn.task_req[task]
         ssn.queue_allocated[q] += ssn.task_req[task]
@@ -127,9 +132,3 @@ def _device_index(ssn: Session, task: int, node: int, gpus: tuple[int, ...]) -> 
             field="gpu_indices",
         )
     return ssn.arrays.device_index(node, gpus)
-
-
-def _bump(ssn: Session, node: int) -> None:
-    """Mark ``node`` changed: every template re-evaluates it on its next use."""
-    ssn.node_version[node] += 1
-    ssn.changed.append(node)

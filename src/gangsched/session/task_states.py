@@ -198,10 +198,8 @@ class CycleCache:
     task_priority: I64 | None = None
     #: actions.victims: per-task and per-job preemptable flags.
     evictable: tuple[BOOL, BOOL] | None = None
-    #: actions._gang_placement: ``(length of Session.changed, digest)`` of the occupancy.
-    occupancy_digest: tuple[int, bytes] | None = None
-    #: actions._gang_placement: per ``future``, ``(length of Session.changed, free rows,
-    #: padded free device rows)`` of every node, read-only.
+    #: actions._gang_placement: per ``future``, ``(change log cursor, free rows, padded free
+    #: device rows)`` of every node, read-only.
     gang_ground: dict[bool, tuple[int, I64, I64]] = field(default_factory=dict)
     #: gangsched.session.evaluation: every node's free rows for first evaluations
     #: (``fit.FullView``).

@@ -1,0 +1,358 @@
+"""Mutation check of the change log's cursors: every misread cursor must fail at least one test.
+
+Every incremental view of the package keeps a cursor into the session's change log
+(:mod:`gangsched.session.changes`) and asks what changed since. This tool finds, with
+:mod:`ast`, every such question asked outside the log's own module and makes two mutants of
+each:
+
+* **ignored** — the question answers "nothing changed": ``changed_since(c)`` and
+  ``queue_changed_since(q, c)`` become ``False``, ``nodes_since(c)`` the empty answer
+  (``nodes_since(log.end)``), ``fingerprint(...)`` a constant;
+* **stale** — the cursor is read one step stale (one entry past what the view read):
+  ``c`` becomes ``c + 1``, so the latest change before it is missed.
+
+Plus :data:`NAMED` mutants of the log itself (its cut-off policy and its continuation across
+cycles). Each mutant is applied to a *copy* of the source tree (``src/`` copied to a temporary
+directory put first on ``PYTHONPATH``; the working tree is never written), and the tests of
+:data:`TESTS` run against it with ``-x``. A mutant is *killed* when a test fails (or the run
+errors or times out), *survived* when every test passes. The unmutated copy runs first and must
+pass.
+
+Usage::
+
+    python tools/mutate_cursors.py                 # every mutant, 2 workers
+    python tools/mutate_cursors.py --list          # list the mutants, run nothing
+    python tools/mutate_cursors.py --only evaluation
+    python tools/mutate_cursors.py --json out.json --workers 2 --timeout 300
+
+A mutant listed in :data:`EQUIVALENT` is one no test can kill (it behaves as the code does, for
+the reason given there); it is still run, and reported as *equivalent* if it survives (as
+*killed* if it does not: then the explanation is wrong and should go).
+
+Exit status: 0 when every mutant is killed or equivalent, 1 when some other survived (listed),
+2 on a bad baseline.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OWNER = "session/changes.py"
+
+#: The log's questions that take a cursor, and the position of the cursor among their
+#: arguments.
+QUESTIONS: dict[str, int] = {
+    "changed_since": 0,
+    "node_since": 0,
+    "nodes_since": 0,
+    "queue_changed_since": 1,
+    "queues_since": 0,
+    "job_changed_since": 1,
+    "jobs_since": 0,
+    "node_changed_since": 1,
+}
+#: Questions answered by a boolean ("ignored": ``False``); the others by rows.
+BOOLEAN = {"changed_since", "queue_changed_since", "job_changed_since", "node_changed_since"}
+
+#: Named mutants of the log itself: (id, description, old text, new text) in
+#: :data:`OWNER`; the old text must occur exactly once.
+NAMED: tuple[tuple[str, str, str, str], ...] = (
+    (
+        "changes:vector-compare-off-by-one",
+        "the vector answer misses entries at the cursor itself",
+        "return np.flatnonzero(self._node_at >= cursor)",
+        "return np.flatnonzero(self._node_at > cursor)",
+    ),
+    (
+        "changes:slice-off-by-one",
+        "the log-slice answer misses the first entry since the cursor",
+        "fresh = set(entries[start:])",
+        "fresh = set(entries[start + 1 :])",
+    ),
+    (
+        "changes:one-entry-is-the-first",
+        "one entry since the cursor: the first of the log is answered",
+        "return self._one_row(entries[-1])",
+        "return self._one_row(entries[0])",
+    ),
+    (
+        "changes:opening-logs-no-node",
+        "a continued log logs no node whose record or occupancy moved between cycles",
+        "for node in np.flatnonzero(stale).tolist():",
+        "for node in np.flatnonzero(stale & False).tolist():",
+    ),
+    (
+        "changes:queue-not-logged",
+        "a change of a queue's allocation is not logged",
+        "            self._queue_at[queue] = at\n",
+        "            pass\n",
+    ),
+)
+
+#: Mutants no test can kill, and why.
+EQUIVALENT: dict[str, str] = {
+    "session/evaluation:Evaluator.evaluate:node_since:ignored": (
+        "node_since is the one-entry shortcut: answering -1 sends the refresh to nodes_since, "
+        "which names the same node (the same answers, through the vector path)"
+    ),
+}
+
+#: The tests run against each mutant (fast ones first: ``-x`` stops at the first failure).
+TESTS: tuple[str, ...] = (
+    "tests/cycle/test_cursors.py",
+    "tests/plugins/test_incremental_plugin_example.py",
+    "tests/cycle/test_evaluation_carry.py",
+    "tests/cycle/test_attack_one_row_paths.py",
+    "tests/state/test_state_incremental.py",
+    "tests/cycle/test_hostile_dispatch_carry.py",
+    "tests/sim/test_fgd_general_engine.py",
+)
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    module: str
+    line: int
+    description: str
+    start: int  # byte offsets in the module's source
+    end: int
+    replacement: bytes
+
+    def apply(self, source: bytes) -> bytes:
+        return source[: self.start] + self.replacement + source[self.end :]
+
+
+@dataclass
+class Result:
+    id: str
+    line: int
+    description: str
+    fate: str  # "killed", "survived", "equivalent", "timeout", "error"
+    by: str  # the first failing test, or why
+    seconds: float
+
+
+class _Source:
+    def __init__(self, text: bytes) -> None:
+        self.text = text
+        self.starts = [0]
+        for line in text.split(b"\n"):
+            self.starts.append(self.starts[-1] + len(line) + 1)
+
+    def span(self, node: ast.AST) -> tuple[int, int]:
+        line, col = node.lineno, node.col_offset  # type: ignore[attr-defined]
+        end_line, end_col = node.end_lineno, node.end_col_offset  # type: ignore[attr-defined]
+        return self.starts[line - 1] + col, self.starts[end_line - 1] + end_col
+
+    def seg(self, node: ast.AST) -> bytes:
+        a, b = self.span(node)
+        return self.text[a:b]
+
+
+def _function_of(tree: ast.Module, line: int) -> str:
+    """The innermost function (``Class.method``) holding ``line``."""
+    best = ""
+    stack: list[tuple[ast.AST, str]] = [(tree, "")]
+    while stack:
+        node, prefix = stack.pop()
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                end = child.end_lineno or child.lineno
+                if child.lineno <= line <= end:
+                    if isinstance(child, ast.FunctionDef):
+                        best = name
+                    stack.append((child, name + "."))
+    return best or "<module>"
+
+
+def _site_mutants(module: str, text: bytes) -> list[Mutant]:
+    src = _Source(text)
+    tree = ast.parse(text)
+    out: list[Mutant] = []
+    seen: dict[str, int] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        question = node.func.attr
+        where = f"{module.removesuffix('.py')}:{_function_of(tree, node.lineno)}:{question}"
+        seen[where] = seen.get(where, 0) + 1
+        if seen[where] > 1:
+            where += f"#{seen[where]}"
+        a, b = src.span(node)
+        receiver = src.seg(node.func.value)
+        if question == "fingerprint":
+            out.append(
+                Mutant(
+                    f"{where}:ignored", module, node.lineno, "the occupancy is not told apart",
+                    a, b, b'b""',
+                )
+            )  # fmt: skip
+            continue
+        at = QUESTIONS.get(question)
+        if at is None or len(node.args) <= at:
+            continue
+        ignored = (
+            b"False"
+            if question in BOOLEAN
+            else receiver + b"." + question.encode() + b"(" + receiver + b".end)"
+        )
+        out.append(
+            Mutant(
+                f"{where}:ignored", module, node.lineno, f"{question} answers nothing changed",
+                a, b, ignored,
+            )
+        )  # fmt: skip
+        ca, cb = src.span(node.args[at])
+        out.append(
+            Mutant(
+                f"{where}:stale", module, node.lineno, f"{question} reads its cursor a step stale",
+                ca, cb, b"(" + src.seg(node.args[at]) + b") + 1",
+            )
+        )  # fmt: skip
+    return out
+
+
+def _named_mutants(src_root: Path) -> list[Mutant]:
+    text = (src_root / "gangsched" / OWNER).read_bytes()
+    out = []
+    for ident, what, old, new in NAMED:
+        count = text.count(old.encode())
+        if count != 1:
+            raise SystemExit(f"{OWNER}: {old!r} occurs {count} times (expected once): update NAMED")
+        a = text.index(old.encode())
+        line = text[:a].count(b"\n") + 1
+        out.append(Mutant(ident, OWNER, line, what, a, a + len(old.encode()), new.encode()))
+    return out
+
+
+def mutants(src_root: Path) -> list[Mutant]:
+    """Every mutant: each cursor question outside the log's module, then :data:`NAMED`."""
+    out: list[Mutant] = []
+    package = src_root / "gangsched"
+    for path in sorted(package.rglob("*.py")):
+        module = path.relative_to(package).as_posix()
+        if module == OWNER:
+            continue
+        text = path.read_bytes()
+        if b"changes" not in text and b"log" not in text:
+            continue
+        out.extend(_site_mutants(module, text))
+    out.sort(key=lambda m: (m.module, m.line, m.id))
+    return out + _named_mutants(src_root)
+
+
+def _first_failure(output: str) -> str:
+    for pattern in (r"^FAILED (\S+)", r"^ERROR (\S+)", r"^E\s+(\w+Error.*)$"):
+        m = re.search(pattern, output, flags=re.M)
+        if m:
+            return m.group(1).split(" - ")[0]
+    tail = [line for line in output.strip().splitlines() if line.strip()]
+    return tail[-1] if tail else "no output"
+
+
+def _run(src_copy: Path, tests: list[str], timeout: float, root: Path) -> tuple[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(src_copy) + os.pathsep + env.get("PYTHONPATH", "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env.setdefault("HYPOTHESIS_PROFILE", "default")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    try:
+        done = subprocess.run(
+            cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return "timeout", f"no result within {timeout:.0f} s"
+    if done.returncode == 0:
+        return "survived", ""
+    if done.returncode in (1, 2):
+        return "killed", _first_failure(done.stdout + done.stderr)
+    return "error", f"pytest exit {done.returncode}: {_first_failure(done.stdout + done.stderr)}"
+
+
+def _copy_tree(src_root: Path, into: Path) -> Path:
+    dest = into / "src"
+    shutil.copytree(src_root, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="tree holding src/ and tests/")
+    parser.add_argument(
+        "--only", nargs="*", default=[], help="run only mutants whose id contains one of these"
+    )
+    parser.add_argument("--list", action="store_true", help="list the mutants and stop")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    parser.add_argument("--json", type=Path, help="write the results here")
+    parser.add_argument("--tests", nargs="*", default=list(TESTS))
+    args = parser.parse_args(argv)
+    root = args.root.resolve()
+    src_root = root / "src"
+    found = [m for m in mutants(src_root) if not args.only or any(o in m.id for o in args.only)]
+    if args.list:
+        for m in found:
+            print(f"{m.id:64} {m.module}:{m.line}  {m.description}")
+        print(f"{len(found)} mutants")
+        return 0
+    tests = [t for t in args.tests if (root / t).exists()]
+    with tempfile.TemporaryDirectory(prefix="mutate-cursors-") as tmp:
+        base = _copy_tree(src_root, Path(tmp) / "base")
+        fate, why = _run(base, tests, args.timeout, root)
+        if fate != "survived":
+            print(f"baseline fails ({fate}: {why}); nothing to judge", file=sys.stderr)
+            return 2
+        workers = [_copy_tree(src_root, Path(tmp) / f"w{i}") for i in range(args.workers)]
+        free = list(workers)
+        originals = {m.module: (src_root / "gangsched" / m.module).read_bytes() for m in found}
+
+        def judge(m: Mutant) -> Result:
+            copy = free.pop()
+            target = copy / "gangsched" / m.module
+            try:
+                target.write_bytes(m.apply(originals[m.module]))
+                t0 = time.perf_counter()
+                fate, by = _run(copy, tests, args.timeout, root)
+                took = time.perf_counter() - t0
+            finally:
+                target.write_bytes(originals[m.module])
+                free.append(copy)
+            if fate == "survived" and m.id in EQUIVALENT:
+                fate, by = "equivalent", EQUIVALENT[m.id]
+            r = Result(m.id, m.line, m.description, fate, by, round(took, 1))
+            print(f"{fate:9} {m.id:64} {by}", flush=True)
+            return r
+
+        with ThreadPoolExecutor(max_workers=args.workers) as pool:
+            results = list(pool.map(judge, found))
+    survived = [r for r in results if r.fate == "survived"]
+    same = [r for r in results if r.fate == "equivalent"]
+    killed = len(results) - len(survived) - len(same)
+    print(
+        f"\n{len(results)} mutants: {killed} killed, {len(same)} equivalent, "
+        f"{len(survived)} survived"
+    )
+    for r in survived:
+        print(f"  survived: {r.id} (line {r.line}): {r.description}")
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
