@@ -138,7 +138,7 @@ def test_the_three_configurations() -> None:
     assert scheduler_config("kube-default", priorities=False).actions == ("allocate",)
     assert scheduler_config("volcano") == gs.Config.default()
     ours = scheduler_config("gangsched")
-    assert ours.actions == ("enqueue", "allocate", "gangpreempt", "backfill")
+    assert ours.actions == ("enqueue", "allocate", "gangpreempt", "reclaim", "backfill")
     assert {"gang", "capacity", "network-topology-aware", "binpack"} <= set(ours.plugin_names)
     with pytest.raises(ConfigError):
         scheduler_config("slurm")

@@ -20,8 +20,10 @@ The same arrivals (a :class:`~gangsched.sim.jobtrace.JobTable`) on the same clus
     proportion, nodeorder``) with one queue per tenant, weighted.
 ``gangsched``
     Gangs with a soft topology (one node, else one rack, else anywhere), fair share with
-    whole-gang preemption: ``enqueue, allocate, gangpreempt, backfill`` (a high-priority gang
-    may evict a lower-priority gang whole, which Volcano's ``preempt`` never does); ``priority,
+    whole-gang preemption and reclaim: ``enqueue, allocate, gangpreempt, reclaim, backfill``
+    (a high-priority gang may evict a lower-priority gang whole, which Volcano's ``preempt``
+    never does; ``reclaim`` takes back what a queue borrowed beyond its share, a gang's
+    surplus only); ``priority,
     gang, conformance`` then ``drf, predicates, capacity, network-topology-aware, binpack``
     (binpack and the hypernode scores weigh GPUs, so jobs fill nodes and racks and leave whole
     ones free for the next gang).
@@ -364,7 +366,7 @@ def scheduler_config(scheduler: str, *, priorities: bool = True) -> Config:
             arguments={"binpack.resources": gpu, f"binpack.resources.{gpu}": 10},
         )
         return Config(
-            actions=("enqueue", "allocate", *preempt, "backfill"),
+            actions=("enqueue", "allocate", *preempt, "reclaim", "backfill"),
             tiers=(
                 _tier("priority", "gang", "conformance"),
                 _tier("drf", "predicates", "capacity", topology, binpack),
