@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from _builders import gpu_node
 from gangsched.actions._gang_placement import place_job, session_topology
 from gangsched.errors import ConfigError
 from gangsched.model.snapshot import Snapshot
@@ -24,11 +25,7 @@ def _cluster(
     jobs: list[dict[str, Any]], tasks: list[dict[str, Any]], racks: int = 4, per_rack: int = 4
 ) -> Snapshot:
     nodes = [
-        {
-            "name": f"r{r}n{i}",
-            "allocatable": {"cpu": 32, "memory": "256Gi", "pods": 110},
-            "gpus": {"count": 8, "model": "H100"},
-        }
+        gpu_node(f"r{r}n{i}", cpu=32, pods=110, model="H100")
         for r in range(racks)
         for i in range(per_rack)
     ]

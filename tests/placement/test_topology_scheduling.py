@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 import gangsched as gs
+from _builders import gpu_node
 from gangsched.config import Config
 from gangsched.placement import CpSatPlacer, GreedyPlacer
 from gangsched.testing.invariants import check_capacity, check_gang_atomicity
@@ -19,11 +20,7 @@ def cluster(
 ) -> gs.Snapshot:
     """2 spines x 4 racks x 8 nodes x 8 GPUs."""
     nodes = [
-        {
-            "name": f"s{s}r{r}n{n}",
-            "allocatable": {"cpu": 64, "memory": "512Gi"},
-            "gpus": {"count": 8, "model": "H100"},
-        }
+        gpu_node(f"s{s}r{r}n{n}", memory="512Gi", model="H100")
         for s in range(2)
         for r in range(4)
         for n in range(8)

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 import gangsched as gs
+from _builders import gpu_node
 from gangsched.config import BUILTIN_PLUGINS, Config
 from gangsched.fragmentation import POLICIES
 from gangsched.testing.invariants import check_cycle
@@ -19,13 +20,11 @@ SCORERS = sorted(set(POLICIES) & set(BUILTIN_PLUGINS))
 
 
 def _cpu_node(name: str) -> dict[str, Any]:
-    return {"name": name, "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}
+    return gpu_node(name, gpus=None, cpu=8, memory="32Gi", pods=110)
 
 
 def _gpu_node(name: str) -> dict[str, Any]:
-    node = _cpu_node(name)
-    node["gpus"] = {"count": 2, "model": "A100"}
-    return node
+    return gpu_node(name, gpus=2, cpu=8, memory="32Gi", pods=110)
 
 
 def _job(name: str, request: dict[str, Any], n: int = 1) -> tuple[dict[str, Any], list[Any]]:
