@@ -25,7 +25,7 @@ from benchmarks._templates_data import templates_cluster_dict
 from gangsched import Config, Snapshot, schedule
 from gangsched.scheduler import open_session
 
-#: The issue's target: a cycle within this many floors.
+#: The target: a cycle within this many floors.
 TARGET_FLOORS = 10
 
 
