@@ -277,9 +277,20 @@ class _Search:
         past its surplus)."""
         ssn = self.ssn
         by_job: dict[int, list[int]] = {}
-        for t in victims:
-            by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
-        return all(len(spare_tasks(ssn, j, ts)) == len(ts) for j, ts in by_job.items())
+        jobs = ssn.task_job[np.asarray(victims, dtype=np.int64)].tolist()
+        for t, j in zip(victims, jobs, strict=True):
+            by_job.setdefault(j, []).append(int(t))
+        known = self._room.safe if self._room is not None else None
+        for j, ts in by_job.items():
+            key = (j, tuple(ts))
+            safe = known.get(key) if known is not None else None
+            if safe is None:
+                safe = len(spare_tasks(ssn, j, ts)) == len(ts)
+                if known is not None:
+                    known[key] = safe
+            if not safe:
+                return False
+        return True
 
     def attempt(self, victims: Sequence[int], among: BOOL | None, *, rule: bool = True) -> bool:
         """Would evicting ``victims`` let the claim be pipelined (inside ``among``; anywhere,
@@ -586,6 +597,8 @@ class _Room:
                 req[:, gpu_col] = tmpl.gpu_count * gpu_need(ssn.arrays, tmpl)
             self.kinds.append((c, req, self._held(self.room, req, c)))
         self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
+        #: Whether a job keeps its minimum without these tasks (the search's occupancy).
+        self.safe: dict[tuple[int, tuple[int, ...]], bool] = {}
 
     @staticmethod
     def _held(room: I64, req: I64, cap: int) -> I64:
