@@ -298,9 +298,31 @@ class _Search:
         if not rule and self._room is not None and not self._room.may_fit(victims, among):
             return False
         relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
+        if self._room is not None:
+            if not rule:
+                return self._trial(victims, among, relax)
+            self._room.release()
         stmt = Statement(self.ssn, relax=relax)
         try:
             return self._play(stmt, victims, among, rule)
+        finally:
+            stmt.discard()
+
+    def _trial(self, victims: Sequence[int], among: BOOL | None, relax: frozenset[Rule]) -> bool:
+        """:meth:`attempt` on placement alone, inside a search: the evictions stay between
+        trials (only the difference to the next set is played), the placements are undone."""
+        if not self.scope.whole and not self._gang_safe(victims):
+            return False
+        assert self._room is not None
+        self._room.hold(victims, f"{self.scope.action} trial", self.name)
+        stmt = Statement(self.ssn, relax=relax)
+        try:
+            self.claim_nodes = set()
+            if self._place(stmt, among):
+                return True
+            if self.first_refused:
+                self._room.note_refused(victims)
+            return False
         finally:
             stmt.discard()
 
@@ -413,11 +435,12 @@ class _Search:
 
         Sets are built and minimised on placement alone; the action's after-move rule is
         checked on the minimised set (fewer victims can only help the rule of reclaim)."""
-        self._room = _Room(self.ssn, self.claim, self.queue)
+        room = self._room = _Room(self.ssn, self.claim, self.queue)
         try:
             return self._search(victims, among)
         finally:
             self._room = None
+            room.release()
 
     def _search(self, victims: I64, among: BOOL | None) -> _Plan | None:
         if self.attempt([], among):
@@ -599,6 +622,8 @@ class _Room:
         self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
         #: Whether a job keeps its minimum without these tasks (the search's occupancy).
         self.safe: dict[tuple[int, tuple[int, ...]], bool] = {}
+        #: The evictions kept between placement-only trials.
+        self.held: Statement | None = None
 
     @staticmethod
     def _held(room: I64, req: I64, cap: int) -> I64:
@@ -617,6 +642,24 @@ class _Room:
             ]
             kept = self._sums[id(among)] = (among, sums)
         return kept[1]
+
+    def hold(self, victims: Sequence[int], reason: str, preemptor: str) -> None:
+        """Make the evictions held between trials exactly ``victims``."""
+        if self.held is None:
+            self.held = Statement(self.ssn)
+        wanted = {int(v) for v in victims}
+        for t in [op.task for op in reversed(self.held.ops) if op.task not in wanted]:
+            self.held.restore(t)
+        evicted = {op.task for op in self.held.ops}
+        for v in victims:
+            if int(v) not in evicted:
+                self.held.evict(int(v), reason, preemptor)
+
+    def release(self) -> None:
+        """Undo the evictions held between trials."""
+        if self.held is not None:
+            self.held.discard()
+            self.held = None
 
     def rows(self, tasks: I64) -> I64:
         """Each task's row as its node is charged (:meth:`Session.row_on`), read once."""
