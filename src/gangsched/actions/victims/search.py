@@ -285,6 +285,8 @@ class _Search:
             key = (j, tuple(ts))
             safe = known.get(key) if known is not None else None
             if safe is None:
+                if self._room is not None:
+                    self._room.restore_job(j)  # judged on the search's occupancy
                 safe = len(spare_tasks(ssn, j, ts)) == len(ts)
                 if known is not None:
                     known[key] = safe
@@ -295,8 +297,6 @@ class _Search:
     def attempt(self, victims: Sequence[int], among: BOOL | None, *, rule: bool = True) -> bool:
         """Would evicting ``victims`` let the claim be pipelined (inside ``among``; anywhere,
         topology ignored, when ``among`` is None)?"""
-        if not rule and self._room is not None and not self._room.may_fit(victims, among):
-            return False
         relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
         if self._room is not None:
             if not rule:
@@ -314,6 +314,8 @@ class _Search:
         if not self.scope.whole and not self._gang_safe(victims):
             return False
         assert self._room is not None
+        if not self._room.may_fit(victims, among):
+            return False
         self._room.hold(victims, f"{self.scope.action} trial", self.name)
         stmt = Statement(self.ssn, relax=relax)
         try:
@@ -654,6 +656,13 @@ class _Room:
         for v in victims:
             if int(v) not in evicted:
                 self.held.evict(int(v), reason, preemptor)
+
+    def restore_job(self, job: int) -> None:
+        """Undo the held evictions of ``job``'s tasks."""
+        if self.held is not None:
+            task_job = self.ssn.task_job
+            for t in [op.task for op in reversed(self.held.ops) if task_job[op.task] == job]:
+                self.held.restore(t)
 
     def release(self) -> None:
         """Undo the evictions held between trials."""
