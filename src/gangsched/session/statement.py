@@ -105,6 +105,17 @@ class Statement:
         _ledger.evict(self.ssn, task)
         self.ops.append(Op(OpKind.EVICT, task, node, gpus, prev, reason, preemptor))
 
+    def restore(self, task: int) -> None:
+        """Undo this statement's eviction of ``task`` alone (the others stay)."""
+        self._check_open()
+        for i in range(len(self.ops) - 1, -1, -1):
+            op = self.ops[i]
+            if op.kind is OpKind.EVICT and op.task == task:
+                _ledger.unevict(self.ssn, task, op.prev_state)
+                del self.ops[i]
+                return
+        raise RuntimeError(f"task {task} was not evicted by this statement")
+
     def admit(self, job: int) -> None:
         """Move a Pending ``job`` to Inqueue (admitted: its tasks may be placed)."""
         self._check_open()

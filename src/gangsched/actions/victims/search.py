@@ -93,6 +93,7 @@ from gangsched.actions.victims.rules import (
     policy_refusal,
     spare_tasks,
 )
+from gangsched.session.fit import gpu_need
 from gangsched.session.gate import Rule
 from gangsched.session.rules import disruption
 from gangsched.session.statement import Statement
@@ -208,14 +209,20 @@ class _Search:
         self.keep_budgets = False
         #: The nodes the last trial placed claimed tasks on.
         self.claim_nodes: set[int] = set()
+        #: While a search runs on one occupancy: the room bound of :meth:`_may_fit`.
+        self._room: _Room | None = None
+        #: Whether the last trial's queue refused its first claimed task.
+        self.first_refused = False
 
     # ------------------------------------------------------------------ trials
 
     def _place(self, stmt: Statement, among: BOOL | None) -> bool:
         ssn = self.ssn
-        for t in self.claim:
+        self.first_refused = False
+        for i, t in enumerate(self.claim):
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if not ssn.points.allocatable(self.queue, tmpl):
+                self.first_refused = i == 0
                 queue = ssn.snapshot.queues[self.queue].name
                 self.blocked = (
                     BEYOND_DESERVED,
@@ -249,6 +256,8 @@ class _Search:
             stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
         self.claim_nodes = set()
         if not self._place(stmt, among):
+            if self.first_refused and self._room is not None:
+                self._room.note_refused(victims)
             return False
         if rule and not self.scope.whole and not victim_nodes <= self.claim_nodes:
             # Volcano's preempt and reclaim evict only on the node a claimed task goes to.
@@ -268,17 +277,54 @@ class _Search:
         past its surplus)."""
         ssn = self.ssn
         by_job: dict[int, list[int]] = {}
-        for t in victims:
-            by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
-        return all(len(spare_tasks(ssn, j, ts)) == len(ts) for j, ts in by_job.items())
+        jobs = ssn.task_job[np.asarray(victims, dtype=np.int64)].tolist()
+        for t, j in zip(victims, jobs, strict=True):
+            by_job.setdefault(j, []).append(int(t))
+        known = self._room.safe if self._room is not None else None
+        for j, ts in by_job.items():
+            key = (j, tuple(ts))
+            safe = known.get(key) if known is not None else None
+            if safe is None:
+                if self._room is not None:
+                    self._room.restore_job(j)  # judged on the search's occupancy
+                safe = len(spare_tasks(ssn, j, ts)) == len(ts)
+                if known is not None:
+                    known[key] = safe
+            if not safe:
+                return False
+        return True
 
     def attempt(self, victims: Sequence[int], among: BOOL | None, *, rule: bool = True) -> bool:
         """Would evicting ``victims`` let the claim be pipelined (inside ``among``; anywhere,
         topology ignored, when ``among`` is None)?"""
         relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
+        if self._room is not None:
+            if not rule:
+                return self._trial(victims, among, relax)
+            self._room.release()
         stmt = Statement(self.ssn, relax=relax)
         try:
             return self._play(stmt, victims, among, rule)
+        finally:
+            stmt.discard()
+
+    def _trial(self, victims: Sequence[int], among: BOOL | None, relax: frozenset[Rule]) -> bool:
+        """:meth:`attempt` on placement alone, inside a search: the evictions stay between
+        trials (only the difference to the next set is played), the placements are undone."""
+        if not self.scope.whole and not self._gang_safe(victims):
+            return False
+        assert self._room is not None
+        if not self._room.may_fit(victims, among):
+            return False
+        self._room.hold(victims, f"{self.scope.action} trial", self.name)
+        stmt = Statement(self.ssn, relax=relax)
+        try:
+            self.claim_nodes = set()
+            if self._place(stmt, among):
+                return True
+            if self.first_refused:
+                self._room.note_refused(victims)
+            return False
         finally:
             stmt.discard()
 
@@ -391,6 +437,14 @@ class _Search:
 
         Sets are built and minimised on placement alone; the action's after-move rule is
         checked on the minimised set (fewer victims can only help the rule of reclaim)."""
+        room = self._room = _Room(self.ssn, self.claim, self.queue)
+        try:
+            return self._search(victims, among)
+        finally:
+            self._room = None
+            room.release()
+
+    def _search(self, victims: I64, among: BOOL | None) -> _Plan | None:
         if self.attempt([], among):
             return _Plan((), among, self.cost(()))
         bundles = self.bundles(victims, self.useful_nodes(among))
@@ -527,3 +581,134 @@ class _Search:
             INSUFFICIENT,
             f"even evicting every candidate would not make room for {n} task(s)",
         )
+
+
+class _Room:
+    """A bound on what a trial can place, read without playing it.
+
+    A trial whose first claimed task its queue refuses places nothing (see ``refused``).
+    A claimed task is pipelined only onto a node whose room once releases finish (allocatable
+    − used − pipelined + releasing) holds its request in every resource, and each one placed
+    takes that request from the node's room. So a trial can succeed only when, for every
+    template of the claim, the nodes (inside ``among``) hold at least as many of its tasks as
+    the claim has, counted on the room after the victims' release alone. Evicting adds each
+    victim's row to its node's room; every other node keeps the room it has now."""
+
+    def __init__(self, ssn: Session, claim: list[int], queue: int) -> None:
+        self.ssn = ssn
+        self.queue = queue
+        self.room = ssn.future_idle()
+        # The built-in queue plugins judge a template by its request and the holdings of its
+        # queue alone (without a queue hierarchy), and take it while holdings + request stay
+        # within a limit: a trial whose first claimed task is refused with F freed from the
+        # queue is refused with anything freed from it that is at most F in every resource.
+        self.by_holdings = ssn.points.built_in("allocatable") and not ssn.gate.rules.hierarchical
+        self.refused: list[I64] = []
+        n_tasks = ssn.task_req.shape[0]
+        self.rows_of = np.zeros_like(ssn.task_req)
+        self.known = np.zeros(n_tasks, dtype=np.bool_)
+        counts: dict[int, int] = {}
+        for t in claim:
+            k = int(ssn.template_of[t])
+            counts[k] = counts.get(k, 0) + 1
+        gpu_col = ssn.arrays.spec.gpu_column
+        n = ssn.arrays.n_nodes
+        #: Per template: (tasks claimed, request per node, tasks each node holds now).
+        self.kinds: list[tuple[int, I64, I64]] = []
+        for k, c in sorted(counts.items()):
+            tmpl = ssn.templates[k]
+            req = np.repeat(np.asarray(tmpl.request, dtype=np.int64)[None, :], n, axis=0)
+            if tmpl.gpu_count:
+                req[:, gpu_col] = tmpl.gpu_count * gpu_need(ssn.arrays, tmpl)
+            self.kinds.append((c, req, self._held(self.room, req, c)))
+        self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
+        #: Whether a job keeps its minimum without these tasks (the search's occupancy).
+        self.safe: dict[tuple[int, tuple[int, ...]], bool] = {}
+        #: The evictions kept between placement-only trials.
+        self.held: Statement | None = None
+
+    @staticmethod
+    def _held(room: I64, req: I64, cap: int) -> I64:
+        """How many requests of ``req`` each row of ``room`` holds (at most ``cap``)."""
+        safe = np.where(req > 0, req, 1)
+        per = np.where(req > 0, room // safe, cap)
+        held = np.minimum(per.min(axis=1), cap)
+        out: I64 = np.where((room < 0).any(axis=1), 0, np.maximum(held, 0))
+        return out
+
+    def _base(self, among: BOOL | None) -> list[int]:
+        kept = self._sums.get(id(among))
+        if kept is None or kept[0] is not among:
+            sums = [
+                int(held.sum() if among is None else held[among].sum()) for _, _, held in self.kinds
+            ]
+            kept = self._sums[id(among)] = (among, sums)
+        return kept[1]
+
+    def hold(self, victims: Sequence[int], reason: str, preemptor: str) -> None:
+        """Make the evictions held between trials exactly ``victims``."""
+        if self.held is None:
+            self.held = Statement(self.ssn)
+        wanted = {int(v) for v in victims}
+        for t in [op.task for op in reversed(self.held.ops) if op.task not in wanted]:
+            self.held.restore(t)
+        evicted = {op.task for op in self.held.ops}
+        for v in victims:
+            if int(v) not in evicted:
+                self.held.evict(int(v), reason, preemptor)
+
+    def restore_job(self, job: int) -> None:
+        """Undo the held evictions of ``job``'s tasks."""
+        if self.held is not None:
+            task_job = self.ssn.task_job
+            for t in [op.task for op in reversed(self.held.ops) if task_job[op.task] == job]:
+                self.held.restore(t)
+
+    def release(self) -> None:
+        """Undo the evictions held between trials."""
+        if self.held is not None:
+            self.held.discard()
+            self.held = None
+
+    def rows(self, tasks: I64) -> I64:
+        """Each task's row as its node is charged (:meth:`Session.row_on`), read once."""
+        ssn = self.ssn
+        missing = tasks[~self.known[tasks]]
+        for t in np.unique(missing).tolist():
+            self.rows_of[t] = ssn.row_on(t, int(ssn.task_node[t]))
+            self.known[t] = True
+        out: I64 = self.rows_of[tasks]
+        return out
+
+    def freed(self, tasks: I64) -> I64:
+        """What evicting ``tasks`` takes from the holdings of the claim's queue."""
+        ssn = self.ssn
+        mine = tasks[ssn.job_queue[ssn.task_job[tasks]] == self.queue]
+        out: I64 = ssn.task_req[mine].sum(axis=0)
+        return out
+
+    def note_refused(self, victims: Sequence[int]) -> None:
+        """The queue refused the claim's first task once ``victims`` were evicted."""
+        if self.by_holdings:
+            self.refused.append(self.freed(np.asarray(victims, dtype=np.int64)))
+
+    def may_fit(self, victims: Sequence[int], among: BOOL | None) -> bool:
+        """False only when no trial evicting ``victims`` can place the whole claim."""
+        ssn = self.ssn
+        tasks = np.asarray(victims, dtype=np.int64)
+        if self.refused:
+            freed = self.freed(tasks)
+            if bool(np.all(freed <= np.asarray(self.refused), axis=1).any()):
+                return False
+        nodes, where = np.unique(ssn.task_node[tasks], return_inverse=True)
+        room = np.zeros((nodes.size, self.room.shape[1]), dtype=np.int64)
+        np.add.at(room, where, self.rows(tasks))
+        if among is not None:
+            inside = among[nodes]
+            nodes, room = nodes[inside], room[inside]
+        room += self.room[nodes]
+        for (c, req, held), base in zip(self.kinds, self._base(among), strict=True):
+            total = base - int(held[nodes].sum()) + int(self._held(room, req[nodes], c).sum())
+            if total < c:
+                return False
+        return True
