@@ -35,19 +35,16 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _mutation_runner import judge_all, summarize  # noqa: E402
 
 #: Rule functions (``Class.method`` for methods), by module path under ``src/gangsched``.
 RULES: dict[str, tuple[str, ...]] = {
@@ -347,16 +344,6 @@ class Mutant:
         return source[: self.start] + self.replacement + source[self.end :]
 
 
-@dataclass
-class Result:
-    id: str
-    line: int
-    description: str
-    fate: str  # "killed", "survived", "timeout", "error"
-    by: str  # the first failing test, or why
-    seconds: float
-
-
 class _Source:
     def __init__(self, text: bytes) -> None:
         self.text = text
@@ -576,40 +563,6 @@ def mutants(src_root: Path) -> list[Mutant]:
     return out
 
 
-def _first_failure(output: str) -> str:
-    for pattern in (r"^FAILED (\S+)", r"^ERROR (\S+)", r"^E\s+(\w+Error.*)$"):
-        m = re.search(pattern, output, flags=re.M)
-        if m:
-            return m.group(1).split(" - ")[0]
-    tail = [line for line in output.strip().splitlines() if line.strip()]
-    return tail[-1] if tail else "no output"
-
-
-def _run(src_copy: Path, tests: list[str], timeout: float, root: Path) -> tuple[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(src_copy) + os.pathsep + env.get("PYTHONPATH", "")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.setdefault("HYPOTHESIS_PROFILE", "default")
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
-    try:
-        done = subprocess.run(
-            cmd, cwd=root, env=env, capture_output=True, text=True, timeout=timeout, check=False
-        )
-    except subprocess.TimeoutExpired:
-        return "timeout", f"no result within {timeout:.0f} s"
-    if done.returncode == 0:
-        return "survived", ""
-    if done.returncode in (1, 2):
-        return "killed", _first_failure(done.stdout + done.stderr)
-    return "error", f"pytest exit {done.returncode}: {_first_failure(done.stdout + done.stderr)}"
-
-
-def _copy_tree(src_root: Path, into: Path) -> Path:
-    dest = into / "src"
-    shutil.copytree(src_root, dest, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    return dest
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=ROOT, help="tree holding src/ and tests/")
@@ -637,47 +590,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(found)} mutants")
         return 0
     tests = [t for t in args.tests if (root / t).exists()]
-    with tempfile.TemporaryDirectory(prefix="mutate-victims-") as tmp:
-        base = _copy_tree(src_root, Path(tmp) / "base")
-        fate, why = _run(base, tests, args.timeout, root)
-        if fate != "survived":
-            print(f"baseline fails ({fate}: {why}); nothing to judge", file=sys.stderr)
-            return 2
-        workers = [_copy_tree(src_root, Path(tmp) / f"w{i}") for i in range(args.workers)]
-        free = list(workers)
-        originals = {m.module: (src_root / "gangsched" / m.module).read_bytes() for m in found}
-
-        def judge(m: Mutant) -> Result:
-            copy = free.pop()
-            target = copy / "gangsched" / m.module
-            try:
-                target.write_bytes(m.apply(originals[m.module]))
-                t0 = time.perf_counter()
-                fate, by = _run(copy, tests, args.timeout, root)
-                took = time.perf_counter() - t0
-            finally:
-                target.write_bytes(originals[m.module])
-                free.append(copy)
-            if fate == "survived" and m.id in EQUIVALENT:
-                fate, by = "equivalent", EQUIVALENT[m.id]
-            r = Result(m.id, m.line, m.description, fate, by, round(took, 1))
-            print(f"{fate:9} {m.id:55} {by}", flush=True)
-            return r
-
-        with ThreadPoolExecutor(max_workers=args.workers) as pool:
-            results = list(pool.map(judge, found))
-    survived = [r for r in results if r.fate == "survived"]
-    same = [r for r in results if r.fate == "equivalent"]
-    killed = len(results) - len(survived) - len(same)
-    print(
-        f"\n{len(results)} mutants: {killed} killed, {len(same)} equivalent, "
-        f"{len(survived)} survived"
+    results = judge_all(
+        found,
+        root=root,
+        tests=tests,
+        workers=args.workers,
+        timeout=args.timeout,
+        equivalent=EQUIVALENT,
+        prefix="mutate-victims-",
+        width=55,
     )
-    for r in survived:
-        print(f"  survived: {r.id} (line {r.line}): {r.description}")
-    if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1) + "\n")
-    return 1 if survived else 0
+    if results is None:
+        return 2
+    return summarize(results, args.json)
 
 
 if __name__ == "__main__":
