@@ -129,8 +129,8 @@ UNDO: tuple[tuple[str, str, str, str, str], ...] = (
         "statement:lift-undo-reversed",
         "lifted reservations are given back newest first",
         "session/statement.py",
-        "        for op in self.ops:\n            if op.kind is OpKind.LIFT",
-        "        for op in reversed(self.ops):\n            if op.kind is OpKind.LIFT",
+        "        for op in self._lifted:\n",
+        "        for op in reversed(self._lifted):\n",
     ),
     (
         "statement:kept-not-bound",

@@ -65,7 +65,7 @@ class Op:
 class Statement:
     """Operations recorded against ``ssn``; nothing is a decision until :meth:`commit`."""
 
-    __slots__ = ("_bind_kept", "_done", "_phases", "ops", "relax", "ssn")
+    __slots__ = ("_bind_kept", "_done", "_lifted", "_phases", "ops", "relax", "ssn")
 
     def __init__(self, ssn: Session, *, relax: frozenset[Rule] = frozenset()) -> None:
         self.ssn = ssn
@@ -74,6 +74,8 @@ class Statement:
         self._phases: list[tuple[int, JobPhase]] = []
         #: Jobs whose kept allocations this statement's commit binds too (:meth:`bind_kept`).
         self._bind_kept: list[int] = []
+        #: The lift operations among ``ops``, in the order lifted (:meth:`lift`).
+        self._lifted: list[Op] = []
         self._done = False
         #: Rules a what-if trial leaves out (``Rule.TOPOLOGY``: "would it fit anywhere?",
         #: asked to explain a refusal; ``Rule.CAPABILITY``: the enqueue shape check, which
@@ -191,7 +193,9 @@ class Statement:
         node = int(ssn.task_node[task])
         gpus = ssn.task_gpus[task]
         _ledger.unplace(ssn, task)
-        self.ops.append(Op(OpKind.LIFT, task, node, gpus))
+        op = Op(OpKind.LIFT, task, node, gpus)
+        self.ops.append(op)
+        self._lifted.append(op)
 
     def bind_kept(self, job: int) -> None:
         """Have :meth:`commit` bind as well the allocations an earlier statement kept for
@@ -237,8 +241,8 @@ class Statement:
         """Close the statement: every lifted task not placed again goes back to its
         reservation, in the order lifted."""
         ssn = self.ssn
-        for op in self.ops:
-            if op.kind is OpKind.LIFT and ssn.task_state[op.task] == TaskState.PENDING:
+        for op in self._lifted:
+            if ssn.task_state[op.task] == TaskState.PENDING:
                 _ledger.place(ssn, op.task, op.node, op.gpus, pipelined=True)
         self._done = True
 
@@ -272,7 +276,9 @@ class Statement:
             self.discard()
             return False
         ssn = self.ssn
-        decided = [op for op in self.ops if op.kind is not OpKind.LIFT]
+        decided = (
+            [op for op in self.ops if op.kind is not OpKind.LIFT] if self._lifted else self.ops
+        )
         promoted: list[Op] = []
         if binding and self._bind_kept:
             jobs = set(self._bind_kept)
