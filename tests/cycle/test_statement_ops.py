@@ -300,3 +300,30 @@ def test_realised_reservations_bind_through_one_statement_per_job() -> None:
     assert not ssn.pipelined.any() and np.array_equal(ssn.used[0], before["pipelined"][0])
     with pytest.raises(RuntimeError, match="realised already"):
         ssn.messages.reservations.mark()
+
+
+def test_realising_a_reservation_binds_what_allocate_kept_for_the_same_job() -> None:
+    """A gang of two: one task carried as a reservation, one pending. ``allocate`` places the
+    pending one but only keeps it (the gang is not ready on a reservation); the realisation
+    then binds the reservation and, in the same commit, the kept task: the whole gang."""
+    reserved = {
+        "name": "r-0",
+        "job": "r",
+        "request": {"cpu": 1, GPU: 1},
+        "phase": "Pipelined",
+        "node": "n0",
+        "gpu_indices": [0],
+    }
+    s = snap(
+        [node("n0", gpus=4)],
+        [job("r", 2, phase="Inqueue")],
+        [reserved, *pending("r", 1, start=1)],
+    )
+    cfg = config("allocate")
+    d = gs.schedule(s, cfg)
+    assert sorted(b.task for b in d.binds) == ["r-0", "r-1"]
+    assert d.pipelined == ()
+    ssn = open_session(s, cfg)
+    default_registry().make_action("allocate", {}).execute(ssn)
+    names = [(op.kind, ssn.snapshot.tasks[op.task].name) for op in ssn.committed]
+    assert names == [(OpKind.ALLOCATE, "r-0"), (OpKind.ALLOCATE, "r-1")] and ssn.kept == []
