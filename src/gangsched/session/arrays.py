@@ -559,6 +559,19 @@ def template_key(task: Task) -> tuple[object, ...]:
         task.priority,
         task.preemptable,
         task.node_affinity,
+        # What other pods' constraints read of it, and its own pod constraints: tasks that
+        # differ here get their own template (the pod-constraint mask is per template).
+        *(
+            (
+                task.namespace,
+                task.labels,
+                task.pod_affinity,
+                task.pod_anti_affinity,
+                *task.topology_spread,
+            )
+            if task.labels or task.pod_constrained or task.namespace != "default"
+            else ()
+        ),
     )
 
 

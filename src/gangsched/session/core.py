@@ -53,6 +53,7 @@ from gangsched.session.fit import (
     occupancy_columns,
 )
 from gangsched.session.gate import Gate, Refusal
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.statement import Op
 from gangsched.session.task_states import (
     HOLDING_STATES,
@@ -309,9 +310,15 @@ class Session(Occupancy):
         return self.evaluator.evaluate(tmpl)
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
+        rules = pod_rules(self)  # pod (anti-)affinity and spread: a mask on top, if any
+        if rules is not None and rules.concerns(tmpl):
+            return rules.best_node(tmpl, among)
         return self.evaluator.best_node(tmpl, among)
 
     def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
+        rules = pod_rules(self)
+        if rules is not None and rules.concerns(tmpl):
+            return rules.fit_error(tmpl, among)
         return self.evaluator.fit_error(tmpl, among)
 
     def fits(self, task: int, node: int, *, future: bool, gpus: tuple[int, ...] = ()) -> bool:
