@@ -307,10 +307,14 @@ class Session(Occupancy):
         return future_idle(self)
 
     def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
-        return self.evaluator.evaluate(tmpl)
+        ev = self.evaluator.evaluate(tmpl)
+        rules = pod_rules(self)  # pod (anti-)affinity and spread: a mask on top, if any
+        if rules is not None and rules.concerns(tmpl):
+            return rules.restrict(tmpl, ev)
+        return ev
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
-        rules = pod_rules(self)  # pod (anti-)affinity and spread: a mask on top, if any
+        rules = pod_rules(self)
         if rules is not None and rules.concerns(tmpl):
             return rules.best_node(tmpl, among)
         return self.evaluator.best_node(tmpl, among)

@@ -3,10 +3,12 @@
 These constraints read where *other pods* are, so their answer for a node moves whenever a
 pod lands anywhere in the node's domain — not only when the node itself changes. They are
 therefore not part of a template's cached evaluation (:mod:`gangsched.session.evaluation`);
-they are a mask (and a score) worked out on demand and applied on top of it by
-:meth:`PodRules.best_node` and :meth:`PodRules.fit_error`, which the session's
-``best_node`` / ``fit_error`` call for a template the rules concern, and by the placement
-gate (:mod:`gangsched.session.gate`) for every placement.
+they are a mask (and a score) worked out on demand and applied on top of it: the session's
+``evaluate`` / ``best_node`` / ``fit_error`` hand a template the rules concern to
+:meth:`PodRules.restrict`, :meth:`PodRules.best_node` and :meth:`PodRules.fit_error` (so
+every action — allocate, backfill, preempt, reclaim, the gang placers' masks — reads the
+masked answer), and the placement gate (:mod:`gangsched.session.gate`) checks every
+placement.
 
 Counts
 ------
@@ -50,7 +52,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -61,6 +63,7 @@ from gangsched.model.pod_affinity import LabelSelector, PodAffinityTerm, Topolog
 from gangsched.model.tasks import Task
 from gangsched.session.affinity_masks import required_mask
 from gangsched.session.arrays import TaskTemplate
+from gangsched.session.evaluation import Evaluation
 from gangsched.session.task_states import TaskState, in_states
 
 if TYPE_CHECKING:
@@ -559,7 +562,7 @@ class PodRules:
             among = mask if among is None else among & mask
         if not rules.scored and not rules.soft_spread:
             return ssn.evaluator.best_node(tmpl, among)
-        ev = ssn.evaluate(tmpl)
+        ev = ssn.evaluator.evaluate(tmpl)
         base = ev.ok if among is None else ev.ok & among
         for fit, pipelined in ((ev.fit_idle, False), (ev.fit_future, True)):
             where = base & fit
@@ -568,6 +571,25 @@ class PodRules:
                 total = ev.score if extra is None else ev.score + extra
                 return int(np.argmax(np.where(where, total, -np.inf))), pipelined
         return -1, False
+
+    def restrict(self, tmpl: TaskTemplate, ev: Evaluation) -> Evaluation:
+        """:meth:`Session.evaluate` for a template the rules concern: the template's cached
+        evaluation with the pod filters' mask applied to ``ok`` and the two "best" vectors
+        (a new record; the cached one is left as it is)."""
+        rules = self.of(tmpl)
+        if rules is None or not rules.filters:
+            return ev
+        mask = self.mask(rules)
+        if mask.all():
+            return ev
+        return replace(
+            ev,
+            ok=ev.ok & mask,
+            best_idle=np.where(mask, ev.best_idle, -np.inf),
+            best_future=np.where(mask, ev.best_future, -np.inf),
+            reasons=None,
+            error=None,
+        )
 
     def fit_error(self, tmpl: TaskTemplate, among: BOOL | None) -> str:
         """:meth:`Session.fit_error` for a template the rules concern: nodes that pass every
@@ -578,7 +600,7 @@ class PodRules:
         rules = self.of(tmpl)
         if rules is None or not rules.filters:
             return base
-        ev = ssn.evaluate(tmpl)
+        ev = ssn.evaluator.evaluate(tmpl)
         passing = ev.ok & ev.fit_future
         if among is not None:
             passing = passing & among
