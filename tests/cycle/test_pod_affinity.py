@@ -549,3 +549,33 @@ def test_the_checker_catches_each_broken_rule() -> None:
     )
     with pytest.raises(InvariantViolation, match="skew 2 > maxSkew 1"):
         check_pod_constraints(s, bad)
+
+
+def test_pod_affinity_score_follows_its_nodeorder_weight() -> None:
+    # b holds the db pod, so a is less loaded: with podaffinity.weight 0 the resource scores
+    # pick a; with Volcano's default (2) the preferred term's 100 points pick b.
+    nodes = [node("a", zone="z1"), node("b", zone="z2")]
+    db = running("db-0", "db", "b", labels={"app": "db"})
+    pref = {"preferred": [{"weight": 1, "term": term("zone", app="db")}]}
+    s = snap(
+        nodes,
+        [job("db", 1, phase="Running"), job("app", 1)],
+        [db, *tasks("app", 1, pod_affinity=pref)],
+    )
+
+    def config(weight: float) -> Config:
+        return Config.from_dict(
+            {
+                "actions": ["allocate"],
+                "tiers": [
+                    [{"name": "gang"}],
+                    [
+                        {"name": "predicates"},
+                        {"name": "nodeorder", "arguments": {"podaffinity.weight": weight}},
+                    ],
+                ],
+            }
+        )
+
+    assert placed(run(s, config(0))) == {"app-0": "a"}
+    assert placed(run(s, config(2))) == {"app-0": "b"}

@@ -44,7 +44,8 @@ node carries that label.
 
 Scores (the preferred terms and ``ScheduleAnyway``) are Kubernetes' InterPodAffinity and
 PodTopologySpread scores, normalised to 0..100 over the nodes where the task passes and
-weighted by ``nodeorder``'s ``podaffinity.weight`` and ``podtopologyspread.weight``.
+weighted by ``nodeorder``'s ``podaffinity.weight`` and ``podtopologyspread.weight`` (2 each,
+Volcano's defaults); without ``nodeorder`` they are not scored.
 """
 
 from __future__ import annotations
@@ -58,11 +59,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from gangsched._types import BOOL, F64, I64
-from gangsched.config import arg_bool, arg_float
+from gangsched.config import arg_bool
+from gangsched.config.args import arg_weight
 from gangsched.model.pod_affinity import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
 from gangsched.model.tasks import Task
 from gangsched.session.affinity_masks import required_mask
-from gangsched.session.arrays import TaskTemplate
+from gangsched.session.arrays import TaskTemplate, pod_label_keys
 from gangsched.session.evaluation import Evaluation
 from gangsched.session.task_states import TaskState, in_states
 
@@ -174,7 +176,7 @@ class _TemplateRules:
 class PodRules:
     """The pod constraints of one session (built once, when first asked)."""
 
-    def __init__(self, ssn: Session) -> None:
+    def __init__(self, ssn: Session, read: tuple[str, ...]) -> None:
         self.ssn = ssn
         snap = ssn.snapshot
         cfg = ssn.config
@@ -190,24 +192,28 @@ class PodRules:
         self.filter_spread = pred is not None and arg_bool(
             pred.arguments, "predicate.PodTopologySpreadEnable", True, plugin="predicates"
         )
+        # Volcano's defaults: 2 each.
         self.affinity_weight = (
             0.0
             if order is None
-            else arg_float(order.arguments, "podaffinity.weight", 1.0, plugin="nodeorder")
+            else arg_weight(order.arguments, "podaffinity.weight", 2.0, plugin="nodeorder")
         )
         self.spread_weight = (
             0.0
             if order is None
-            else arg_float(order.arguments, "podtopologyspread.weight", 1.0, plugin="nodeorder")
+            else arg_weight(order.arguments, "podtopologyspread.weight", 2.0, plugin="nodeorder")
         )
-        # Pods by identity: (namespace, labels).
-        ident: dict[tuple[str, object], int] = {}
+        # Pods by identity: their namespace and their values of the label keys selectors
+        # read (``read``); pods differing only in other labels are one identity.
+        ident: dict[tuple[str, tuple[str | None, ...]], int] = {}
         of = np.empty(len(snap.tasks), dtype=np.int64)
         for i, t in enumerate(snap.tasks):
-            of[i] = ident.setdefault((t.namespace, t.labels), len(ident))
+            labels = t.labels
+            seen = tuple(labels.get(k) for k in read)
+            of[i] = ident.setdefault((t.namespace, seen), len(ident))
         self.idents: list[tuple[str, Mapping[str, str]]] = [
-            (ns, labels)  # type: ignore[misc]
-            for ns, labels in ident
+            (ns, {k: v for k, v in zip(read, seen, strict=True) if v is not None})
+            for ns, seen in ident
         ]
         self.ident_of = of
         # Terms carried by pods, by (term, resolved namespaces): the carriers.
@@ -649,9 +655,10 @@ def pod_rules(ssn: Session) -> PodRules | None:
         return None
     if isinstance(found, PodRules):
         return found
-    if not any(t.pod_constrained for t in ssn.snapshot.tasks):
+    read = pod_label_keys(ssn.snapshot)
+    if read is None:
         cache.pod_rules = False
         return None
-    rules = PodRules(ssn)
+    rules = PodRules(ssn, read)
     cache.pod_rules = rules
     return rules
