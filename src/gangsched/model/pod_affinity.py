@@ -34,6 +34,7 @@ from gangsched.errors import SnapshotError
 
 __all__ = [
     "LABEL_SELECTOR_OPERATORS",
+    "ROLE_LABEL",
     "UNSATISFIABLE_ACTIONS",
     "LabelSelector",
     "LabelSelectorRequirement",
@@ -45,6 +46,9 @@ __all__ = [
 
 #: Operators of a label selector's expression, in Kubernetes' spelling.
 LABEL_SELECTOR_OPERATORS = ("In", "NotIn", "Exists", "DoesNotExist")
+#: The pod label that names a task's role (Volcano's job controller sets it on every pod of
+#: a task): selectors see a task's role under this key (:attr:`Task.pod_labels`).
+ROLE_LABEL = "volcano.sh/task-spec"
 #: ``when_unsatisfiable`` of a spread constraint: a filter, or a score.
 UNSATISFIABLE_ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
 

@@ -19,7 +19,7 @@ from gangsched.model.enums import (
 )
 from gangsched.model.fields import Resources
 from gangsched.model.nodes import Toleration
-from gangsched.model.pod_affinity import PodAffinity, TopologySpreadConstraint
+from gangsched.model.pod_affinity import ROLE_LABEL, PodAffinity, TopologySpreadConstraint
 from gangsched.units import PODS, parse_quantity
 
 # --------------------------------------------------------------------------------------------
@@ -242,6 +242,13 @@ class Task:
                     field=f"topology_spread[{i}]",
                 )
             c.check(kind="task", name=name, field=f"topology_spread[{i}]")
+
+    @property
+    def pod_labels(self) -> Mapping[str, str]:
+        """The labels selectors see: ``labels`` and the role as ``volcano.sh/task-spec``."""
+        if not self.role:
+            return self.labels
+        return {**self.labels, ROLE_LABEL: self.role}
 
     @property
     def pod_constrained(self) -> bool:

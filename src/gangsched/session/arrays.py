@@ -590,7 +590,7 @@ def pod_key(task: Task, read: tuple[str, ...]) -> tuple[object, ...]:
     """What pod constraints see of ``task``: its namespace, its values of the label keys
     selectors read (``read``), and its own constraints. Tasks that differ here get their own
     template, as the pod-constraint mask is worked out per template."""
-    labels = task.labels
+    labels = task.pod_labels
     return (
         task.namespace,
         tuple(labels.get(k) for k in read),

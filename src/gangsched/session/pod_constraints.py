@@ -208,7 +208,7 @@ class PodRules:
         ident: dict[tuple[str, tuple[str | None, ...]], int] = {}
         of = np.empty(len(snap.tasks), dtype=np.int64)
         for i, t in enumerate(snap.tasks):
-            labels = t.labels
+            labels = t.pod_labels
             seen = tuple(labels.get(k) for k in read)
             of[i] = ident.setdefault((t.namespace, seen), len(ident))
         self.idents: list[tuple[str, Mapping[str, str]]] = [
@@ -322,7 +322,7 @@ class PodRules:
         return out
 
     def _build(self, task: Task) -> _TemplateRules | None:
-        ns, labels = task.namespace, task.labels
+        ns, labels = task.namespace, task.pod_labels
         aff: list[tuple[PodAffinityTerm, _Counter]] = []
         anti: list[tuple[PodAffinityTerm, _Counter]] = []
         carried: list[tuple[PodAffinityTerm, _Counter]] = []
@@ -391,7 +391,7 @@ class PodRules:
             codes = counter.codes[eligible]
             domains = np.zeros(counter.n_domains, dtype=np.bool_)
             domains[codes[codes >= 0]] = True
-            mine = sel is not None and sel.matches(task.labels)
+            mine = sel is not None and sel.matches(task.pod_labels)
             out.append(_Spread(c, counter, mine, domains))
         return out
 

@@ -569,7 +569,7 @@ def _check_pod_affinity(
             spaces = term.namespaces_for(p.namespace)
             for q, m in others:
                 if read(m, term.topology_key) == value and term.matches(
-                    spaces, q.namespace, q.labels
+                    spaces, q.namespace, q.pod_labels
                 ):
                     raise InvariantViolation(
                         f"task {p.name!r} on node {node.name!r}: anti-affinity with pod "
@@ -582,7 +582,7 @@ def _check_pod_affinity(
             value = read(m, term.topology_key)
             if value is None or read(node, term.topology_key) != value:
                 continue
-            if term.matches(term.namespaces_for(q.namespace), p.namespace, p.labels):
+            if term.matches(term.namespaces_for(q.namespace), p.namespace, p.pod_labels):
                 raise InvariantViolation(
                     f"task {p.name!r} on node {node.name!r}: pod {q.name!r}'s anti-affinity "
                     f"covers topology {term.topology_key}={value}"
@@ -597,10 +597,12 @@ def _check_pod_affinity(
                 f"task {p.name!r} on node {node.name!r}: pod affinity needs topology key "
                 f"{t.topology_key!r}, which the node lacks"
             )
-    if all(t.matches(ns, p.namespace, p.labels) for t, ns in resolved):
+    if all(t.matches(ns, p.namespace, p.pod_labels) for t, ns in resolved):
         return
     friends = [
-        (q, m) for q, m in others if all(t.matches(ns, q.namespace, q.labels) for t, ns in resolved)
+        (q, m)
+        for q, m in others
+        if all(t.matches(ns, q.namespace, q.pod_labels) for t, ns in resolved)
     ]
     for t, _ in resolved:
         value = read(node, t.topology_key)
@@ -653,7 +655,7 @@ def _check_spread(
             if q.name in releasing or not eligible(m):
                 continue
             v = read(m, c.topology_key)
-            if v is None or not c.matches(q.namespace, ns, q.labels):
+            if v is None or not c.matches(q.namespace, ns, q.pod_labels):
                 continue
             count[v] += 1
             if q.name in new and q.name not in mine:
