@@ -119,10 +119,9 @@ def test_pod_constraints_are_read_scheduled_and_written_back(workload: Any) -> N
         assert t.labels["app"] == "web"
         assert t.pod_anti_affinity is not None
         term = t.pod_anti_affinity.required[0]
-        assert (term.topology_key, dict(term.label_selector.match_labels)) == (
-            "rack",
-            {"app": "web"},
-        )  # type: ignore[union-attr]
+        assert term.label_selector is not None
+        assert term.topology_key == "rack"
+        assert dict(term.label_selector.match_labels) == {"app": "web"}
         assert t.pod_affinity is not None
         pref = t.pod_affinity.preferred[0]
         assert (pref.weight, pref.term.namespaces) == (50, ("data",))
