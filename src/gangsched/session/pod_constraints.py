@@ -54,7 +54,7 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -173,6 +173,31 @@ class _TemplateRules:
         return bool(self.affinity or self.anti or self.carried or self.spread)
 
 
+class _TermIndex:
+    """Carried terms by one ``(key, value)`` pair their selector requires, so a pod is checked
+    only against the terms that could match it (and those whose selector requires no pair)."""
+
+    def __init__(self, keys: list[tuple[Any, ...]]) -> None:
+        self.keys = keys
+        self.by_pair: dict[tuple[str, str], list[int]] = {}
+        self.scan: list[int] = []
+        for i, key in enumerate(keys):
+            sel = key[0].label_selector
+            if sel is None:
+                continue  # matches no pod
+            if sel.match_labels:
+                self.by_pair.setdefault(min(sel.match_labels.items()), []).append(i)
+            else:
+                self.scan.append(i)
+
+    def candidates(self, labels: Mapping[str, str]) -> list[tuple[Any, ...]]:
+        """The terms that may match a pod with ``labels``, in their first order."""
+        found = set(self.scan)
+        for pair in labels.items():
+            found.update(self.by_pair.get(pair, ()))
+        return [self.keys[i] for i in sorted(found)]
+
+
 class PodRules:
     """The pod constraints of one session (built once, when first asked)."""
 
@@ -240,6 +265,14 @@ class PodRules:
             prior = self.soft_carriers.get(key)
             arr = np.array(v, dtype=np.int64)
             self.soft_carriers[key] = arr if prior is None else np.union1d(prior, arr)
+        # Indexes by one (key, value) pair a selector requires: the identities carrying each
+        # pair, and the carried terms requiring it (the others are scanned).
+        self._with_label: dict[tuple[str, str], list[int]] = {}
+        for i, (_, labels) in enumerate(self.idents):
+            for pair in labels.items():
+                self._with_label.setdefault(pair, []).append(i)
+        self._anti_terms = _TermIndex(list(self.anti_carriers))
+        self._soft_terms = _TermIndex(list(self.soft_carriers))
         self._rules: dict[int, _TemplateRules | None] = {}
         self._matches: dict[tuple[_Match, ...], BOOL] = {}
         self._counters: dict[tuple[object, ...], _Counter] = {}
@@ -268,20 +301,27 @@ class PodRules:
         return out
 
     def _matching(self, preds: tuple[_Match, ...]) -> BOOL:
-        """Per pod identity, whether it meets every predicate."""
+        """Per pod identity, whether it meets every predicate (only the identities carrying a
+        label pair a predicate requires are checked)."""
         found = self._matches.get(preds)
-        if found is None:
-            found = np.array(
-                [
-                    all(
-                        sel is not None and ns in spaces and sel.matches(labels)
-                        for sel, spaces in preds
-                    )
-                    for ns, labels in self.idents
-                ],
-                dtype=np.bool_,
+        if found is not None:
+            return found
+        found = np.zeros(len(self.idents), dtype=np.bool_)
+        pool: list[int] | None = None
+        for sel, _ in preds:
+            if sel is None:
+                self._matches[preds] = found
+                return found
+            if sel.match_labels:
+                ids = self._with_label.get(min(sel.match_labels.items()), [])
+                if pool is None or len(ids) < len(pool):
+                    pool = ids
+        for i in range(len(self.idents)) if pool is None else pool:
+            ns, labels = self.idents[i]
+            found[i] = all(
+                sel is not None and ns in spaces and sel.matches(labels) for sel, spaces in preds
             )
-            self._matches[preds] = found
+        self._matches[preds] = found
         return found
 
     def _counter(
@@ -342,7 +382,8 @@ class PodRules:
                 for t in task.pod_anti_affinity.required:
                     pred = ((t.label_selector, t.namespaces_for(ns)),)
                     anti.append((t, self._matched(pred, t.topology_key)))
-            for (t, spaces), carriers in self.anti_carriers.items():
+            for t, spaces in self._anti_terms.candidates(labels):
+                carriers = self.anti_carriers[(t, spaces)]
                 if t.matches(spaces, ns, labels):
                     key = ("carry", t, spaces)
                     c = self._counter(key, carriers, t.topology_key, _AFFINITY_STATES)
@@ -355,7 +396,8 @@ class PodRules:
                 for w in group.preferred:
                     pred = ((w.term.label_selector, w.term.namespaces_for(ns)),)
                     scored.append((self._matched(pred, w.term.topology_key), mult * w.weight))
-            for (t, spaces, weight), carriers in self.soft_carriers.items():
+            for t, spaces, weight in self._soft_terms.candidates(labels):
+                carriers = self.soft_carriers[(t, spaces, weight)]
                 if t.matches(spaces, ns, labels):
                     soft_key = ("carry-soft", t, spaces, weight)
                     c = self._counter(soft_key, carriers, t.topology_key, _AFFINITY_STATES)
