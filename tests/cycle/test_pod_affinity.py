@@ -579,3 +579,76 @@ def test_pod_affinity_score_follows_its_nodeorder_weight() -> None:
 
     assert placed(run(s, config(0))) == {"app-0": "a"}
     assert placed(run(s, config(2))) == {"app-0": "b"}
+
+
+def test_required_affinity_needs_one_pod_matching_all_its_terms() -> None:
+    # Two terms on the same zone: a pod with app=db and a pod with tier=cache in z1 do not
+    # make it (neither matches both); one pod with both labels in z2 does.
+    nodes = [node("a", zone="z1"), node("b", zone="z1"), node("c", zone="z2"), node("d", zone="z2")]
+    aff = {"required": [term("zone", app="db"), term("zone", tier="cache")]}
+    others = [
+        running("db-0", "db", "a", labels={"app": "db"}),
+        running("cache-0", "db", "b", labels={"tier": "cache"}),
+    ]
+    s = snap(
+        nodes,
+        [job("db", 2, phase="Running"), job("x", 1)],
+        [*others, *tasks("x", 1, pod_affinity=aff)],
+    )
+    assert placed(run(s)) == {}
+    both = running("both-0", "both", "d", labels={"app": "db", "tier": "cache"})
+    s = snap(
+        nodes,
+        [job("db", 2, phase="Running"), job("both", 1, phase="Running"), job("x", 1)],
+        [*others, both, *tasks("x", 1, pod_affinity=aff)],
+    )
+    assert placed(run(s))["x-0"] in {"c", "d"}
+
+
+def test_anti_affinity_and_affinity_together_pick_the_one_rack_left() -> None:
+    # With a db in r1 and r2 and a web in r1: affine to db, anti-affine to web -> r2 only.
+    db = [
+        running("db-0", "db", "n0", labels={"app": "db"}),
+        running("db-1", "db", "n2", labels={"app": "db"}),
+    ]
+    web = running("web-0", "web", "n1", labels={"app": "web"})
+    spec = {
+        "pod_affinity": {"required": [term("rack", app="db")]},
+        "pod_anti_affinity": {"required": [term("rack", app="web")]},
+    }
+    s = snap(
+        RACKS,
+        [job("db", 2, phase="Running"), job("web", 1, phase="Running"), job("x", 1)],
+        [*db, web, *tasks("x", 1, **spec)],
+    )
+    assert placed(run(s)) == {"x-0": "n2"}
+
+
+def test_a_gang_without_constraints_is_kept_out_by_a_running_pods_anti_affinity_under_a_placer() -> (
+    None
+):
+    config = Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate", "backfill"],
+            "configurations": {"allocate": {"placer": "cpsat"}},
+            "tiers": [
+                [{"name": "priority"}, {"name": "gang"}],
+                [{"name": "predicates"}, {"name": "nodeorder"}],
+            ],
+        }
+    )
+    guard = running(
+        "guard-0",
+        "guard",
+        "n0",
+        labels={"app": "g"},
+        pod_anti_affinity={"required": [term("rack", app="web")]},
+    )
+    s = snap(
+        RACKS,
+        [job("guard", 1, phase="Running"), job("web", 2)],
+        [guard, *tasks("web", 2, labels={"app": "web"})],
+    )
+    d = run(s, config)
+    assert set(placed(d).values()) <= {"n2", "n3"} and len(placed(d)) == 2
+    assert d.placements["web"].status == "GREEDY"

@@ -609,7 +609,8 @@ def _check_pod_affinity(
         if not any(read(m, t.topology_key) == value for _, m in friends):
             raise InvariantViolation(
                 f"task {p.name!r} on node {node.name!r}: pod affinity: no pod matching "
-                f"{t.describe()} on topology {t.topology_key}={value}"
+                f"{'no pod' if t.label_selector is None else t.label_selector.describe()} "
+                f"on topology {t.topology_key}={value}"
             )
 
 
