@@ -624,9 +624,7 @@ def test_anti_affinity_and_affinity_together_pick_the_one_rack_left() -> None:
     assert placed(run(s)) == {"x-0": "n2"}
 
 
-def test_a_gang_without_constraints_is_kept_out_by_a_running_pods_anti_affinity_under_a_placer() -> (
-    None
-):
+def test_a_running_pods_anti_affinity_sends_a_placer_gang_one_by_one() -> None:
     config = Config.from_dict(
         {
             "actions": ["enqueue", "allocate", "backfill"],
