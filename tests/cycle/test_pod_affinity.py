@@ -650,3 +650,56 @@ def test_a_running_pods_anti_affinity_sends_a_placer_gang_one_by_one() -> None:
     d = run(s, config)
     assert set(placed(d).values()) <= {"n2", "n3"} and len(placed(d)) == 2
     assert d.placements["web"].status == "GREEDY"
+
+
+def test_counts_read_through_the_change_log_equal_counts_made_afresh() -> None:
+    from gangsched.session.arrays import pod_label_keys
+    from gangsched.session.pod_constraints import PodRules
+    from gangsched.session.statement import Statement
+
+    anti = {
+        "required": [term("rack", app="web")],
+        "preferred": [{"weight": 3, "term": term("zone", app="web")}],
+    }
+    spread = [
+        {"max_skew": 1, "topology_key": "zone", "label_selector": {"match_labels": {"app": "web"}}}
+    ]
+    nodes = [node(f"n{i}", rack=f"r{i // 2}", zone=f"z{i // 4}") for i in range(8)]
+    old = [running(f"old-{i}", "old", f"n{2 * i}", labels={"app": "web"}) for i in range(2)]
+    s = snap(
+        nodes,
+        [job("old", 2, phase="Running"), job("web", 3, 1)],
+        [
+            *old,
+            *tasks("web", 3, labels={"app": "web"}, pod_anti_affinity=anti, topology_spread=spread),
+        ],
+    )
+    ssn = open_session(s, CONFIG)
+    rules = pod_rules(ssn)
+    assert rules is not None
+    tmpl = next(t for t in ssn.templates if s.tasks[t.tasks[0]].job == "web")
+    tr = rules.of(tmpl)
+    assert tr is not None
+    rules.mask(tr)  # every counter read once
+
+    def fresh_equal() -> None:
+        again = PodRules(ssn, pod_label_keys(s) or ())
+        other = again.of(tmpl)
+        assert other is not None
+        mine = [c for _, c in (*tr.anti, *tr.carried)] + [sp.counter for sp in tr.spread]
+        mine += [c for c, _ in tr.scored]
+        theirs = [c for _, c in (*other.anti, *other.carried)] + [sp.counter for sp in other.spread]
+        theirs += [c for c, _ in other.scored]
+        for a, b in zip(mine, theirs, strict=True):
+            assert a.read(ssn).tolist() == b.read(ssn).tolist()
+
+    stmt = Statement(ssn)
+    web = [s.task_index[f"web-{i}"] for i in range(3)]
+    assert stmt.allocate(web[0], s.node_index["n5"], ())
+    fresh_equal()
+    stmt.evict(s.task_index["old-0"], "test")
+    fresh_equal()
+    assert stmt.pipeline(web[1], s.node_index["n7"], ())
+    fresh_equal()
+    stmt.discard()
+    fresh_equal()

@@ -16,10 +16,10 @@ A *counter* counts the pods of one kind per domain of one topology key: the pods
 term's selector and namespaces, or the pods *carrying* a required anti-affinity term (for the
 rule that a running pod's anti-affinity keeps matching pods out of its domain). It holds the
 tasks it may count (fixed for the cycle: labels and terms do not change) and their jobs, and
-keeps its counts with the change log's cursor of its last count: it counts again — one
-``bincount`` over its own tasks — only when the log names a change to one of those jobs
-since. A cycle's cost therefore grows with the placements of the constrained jobs times their
-own pods, never with the square of all pods; a task no constraint concerns costs one lookup.
+keeps its counts, the domain each of its tasks is counted in, and the change log's cursor of
+its last read: a read moves only the tasks of the jobs the log names since that cursor (those
+whose state or node may have moved), so its cost follows what changed, never the number of
+pods it counts; a task no constraint concerns costs one lookup.
 
 Rules (Kubernetes' InterPodAffinity and PodTopologySpread filters)
 ------------------------------------------------------------------
@@ -111,33 +111,60 @@ class _Counter:
     eligible: BOOL | None  # (n_nodes,) nodes whose pods count (None: every node)
     cursor: int | None = None
     counts: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Per task of ``tasks``, the domain it is counted in (-1: not counted).
+    counted: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: ``tasks`` positions grouped by job (``by_job``) and each group's job (``group_jobs``).
+    by_job: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    group_jobs: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    def _domains(self, ssn: Session, tasks: I64) -> I64:
+        """The domain each of ``tasks`` counts in now (-1: not counted)."""
+        nodes = ssn.task_node[tasks]
+        on = in_states(ssn.task_state[tasks], self.states) & (nodes >= 0)
+        if self.eligible is not None:
+            on &= self.eligible[np.maximum(nodes, 0)]
+        out: I64 = np.where(on, self.codes[np.maximum(nodes, 0)], -1)
+        return out
 
     def read(self, ssn: Session) -> I64:
+        """The counts per domain, brought up to date: the first read counts every task; a
+        later one moves only the tasks of the jobs the change log names since its cursor."""
         log = ssn.changes
-        if self.cursor is not None:
-            if not log.changed_since(self.cursor):
-                return self.counts
-            jobs = log.jobs_since(self.cursor)
-            if not self.jobs[jobs].any():
-                self.cursor = log.end
-                return self.counts
+        if self.cursor is None:
+            self.cursor = log.end
+            self.counted = self._domains(ssn, self.tasks)
+            hit = self.counted[self.counted >= 0]
+            self.counts = np.bincount(hit, minlength=self.n_domains).astype(np.int64)
+            jobs = ssn.task_job[self.tasks]
+            self.by_job = np.argsort(jobs, kind="stable").astype(np.int64)
+            self.group_jobs = jobs[self.by_job]
+            return self.counts
+        if not log.changed_since(self.cursor):
+            return self.counts
+        changed = log.jobs_since(self.cursor)
         self.cursor = log.end
-        nodes = ssn.task_node[self.tasks]
-        on = in_states(ssn.task_state[self.tasks], self.states) & (nodes >= 0)
-        where = nodes[on]
-        if self.eligible is not None:
-            where = where[self.eligible[where]]
-        codes = self.codes[where]
-        self.counts = np.bincount(codes[codes >= 0], minlength=self.n_domains).astype(np.int64)
+        changed = changed[self.jobs[changed]]
+        if not changed.size:
+            return self.counts
+        lo = np.searchsorted(self.group_jobs, changed, side="left")
+        hi = np.searchsorted(self.group_jobs, changed, side="right")
+        where = np.concatenate(
+            [self.by_job[a:b] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+        )
+        old = self.counted[where]
+        new = self._domains(ssn, self.tasks[where])
+        moved = old != new
+        if moved.any():
+            old, new = old[moved], new[moved]
+            np.subtract.at(self.counts, old[old >= 0], 1)
+            np.add.at(self.counts, new[new >= 0], 1)
+            self.counted[where[moved]] = new
         return self.counts
 
     def one_in(self, ssn: Session, code: int) -> int:
         """A counted task in domain ``code`` (for explanations), or -1."""
-        nodes = ssn.task_node[self.tasks]
-        on = in_states(ssn.task_state[self.tasks], self.states) & (nodes >= 0)
-        if self.eligible is not None:
-            on &= self.eligible[np.maximum(nodes, 0)]
-        hit = np.flatnonzero(on & (self.codes[np.maximum(nodes, 0)] == code))
+        self.read(ssn)
+        hit = np.flatnonzero(self.counted == code)
         return int(self.tasks[hit[0]]) if hit.size else -1
 
 
