@@ -521,12 +521,10 @@ class PodRules:
             lacking = has_keys & ~exist
 
         def key_words(node: int) -> str:
-            labels = ssn.snapshot.nodes[node].labels
             key = next(
                 (t.topology_key for t, c in rules.affinity if c.codes[node] < 0),
                 rules.affinity[0][0].topology_key,
             )
-            del labels
             return f"pod affinity: node lacks topology key {key}"
 
         def none_words(node: int) -> str:
