@@ -154,3 +154,22 @@ def test_pod_constraints_hold_in_every_decision(snapshot: gs.Snapshot) -> None:
     decisions = check_deterministic(lambda s: schedule(s, CONFIG), snapshot)
     check_cycle(snapshot, decisions, CONFIG)
     check_pod_constraints(snapshot, decisions)
+
+
+@settings(
+    max_examples=max(10, EXAMPLES // 5),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(snapshot=clusters())
+def test_cluster_state_cycles_match_fresh_cycles(snapshot: gs.Snapshot) -> None:
+    # The sessions a ClusterState chains (templates, evaluations carried) decide as a fresh
+    # cycle on the same snapshot does, pod constraints included.
+    from gangsched.state import ClusterState
+
+    state = ClusterState(snapshot)
+    for _ in range(3):
+        decisions = state.schedule(CONFIG)
+        fresh = schedule(gs.Snapshot.from_dict(state.snapshot().to_dict()), CONFIG)
+        assert decisions.to_dict() == fresh.to_dict()
+        state.apply(decisions)
