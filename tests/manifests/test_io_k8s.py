@@ -214,12 +214,18 @@ def test_namespaced_objects_get_qualified_names() -> None:
 
 def test_unknown_spec_fields_and_unmodelled_features_are_reported() -> None:
     job = vcjob("j", preemptable=False)
-    job["spec"]["tasks"][0]["template"]["spec"]["affinity"] = {"podAntiAffinity": {}}
+    term = {"topologyKey": "zone", "labelSelector": {}, "namespaceSelector": {}}
+    job["spec"]["tasks"][0]["template"]["spec"]["affinity"] = {
+        "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+    }
     job["spec"]["policies"] = [{"exitCode": 3, "action": "RestartJob"}]
     c = load_objects([node("n0"), job])
     fields = {i.field for i in c.ignored}
     assert "spec.preemptable" in fields
-    assert "spec.tasks[0].template.spec.affinity.podAntiAffinity" in fields
+    assert (
+        "spec.tasks[0].template.spec.affinity.podAntiAffinity."
+        "requiredDuringSchedulingIgnoredDuringExecution[0].namespaceSelector"
+    ) in fields
     assert "spec.policies[0].exitCode" in fields
 
 

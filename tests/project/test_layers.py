@@ -119,6 +119,7 @@ CYCLE_EDGES: dict[tuple[str, str], str] = {
     ): "type: plugin factories annotate the session they open on",
     ("session.statement", "session.core"): "type: the Statement annotates the session it mutates",
     ("session.ledger", "session.core"): "type: the placement ledger annotates its session",
+    ("session.pod_constraints", "session.core"): "type: the pod rules annotate their session",
     ("session.gate", "session.core"): "deferred: the gate reads the session's holding states",
     (
         "model.snapshot",

@@ -44,8 +44,10 @@ from gangsched.placement.problem import (
 )
 from gangsched.session.core import PIPELINED_OR_READY
 from gangsched.session.fit import device_free, node_free, occupancy_columns
-from gangsched.session.gate import hard_domain
+from gangsched.session.gate import hard_cover, hard_domain
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.rules.gang import pending_best_effort_of_role
+from gangsched.session.statement import Statement
 
 if TYPE_CHECKING:
     from gangsched.session.arrays import ClusterArrays
@@ -243,6 +245,8 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     Returns the assignments ``(task, node, gpu_indices, pipelined)`` (task order within each
     template, nodes ascending) or, when the gang cannot be placed, the reason in words.
     """
+    if _pod_constrained(ssn, tasks):
+        return _place_one_by_one(ssn, job, tasks, placer)
     key = _failure_key(ssn, job, tasks, placer)
     if key is not None:
         known = ssn.records.get(key)
@@ -275,6 +279,81 @@ def place_job(ssn: Session, job: int, tasks: list[int], placer: _Placer) -> list
     if key is not None:
         ssn.records[key] = (last, ssn.placements[job])
     return last
+
+
+def _pod_constrained(ssn: Session, tasks: list[int]) -> bool:
+    """Whether pod affinity, anti-affinity or spread concerns any of ``tasks``: the placers'
+    problems cannot say it (their masks are fixed while a gang is placed), so such a gang is
+    placed one task at a time instead."""
+    rules = pod_rules(ssn)
+    if rules is None:
+        return False
+    seen: set[int] = set()
+    for ti in ssn.template_of[tasks].tolist():
+        if ti >= 0 and ti not in seen:
+            seen.add(ti)
+            if rules.concerns(ssn.templates[ti]):
+                return True
+    return False
+
+
+def _place_one_by_one(
+    ssn: Session, job: int, tasks: list[int], placer: _Placer
+) -> list[Assignment] | str:
+    """A gang under pod constraints, placed greedily one task at a time on a trial statement
+    (undone before returning): each task goes to the session's best node for it, where the
+    constraints are read with the gang's earlier tasks in place, inside the job's hard
+    topology domain once it has one. Enough tasks for the gang's size (and each role's
+    minimum) must land, else nothing does. The exact placers are not asked: their answer
+    could not be claimed optimal (nor even valid) under these constraints; the job's
+    placement record says ``GREEDY`` with ``fallback`` set."""
+    g = _gang_input(ssn, job, tasks)
+    if isinstance(g, str):
+        return g
+    ssn.placements[job] = PlacementInfo(
+        placer=str(getattr(placer, "name", type(placer).__name__)),
+        status=Status.GREEDY.value,
+        gap=None,
+        fallback=type(placer) is not GreedyPlacer,
+    )
+    want = dict(zip(g.tmpl_ids, g.min_counts.tolist(), strict=True))
+    # Tasks a role minimum needs go first, then the rest in the order given.
+    order = sorted(
+        range(len(tasks)),
+        key=lambda i: (want.get(int(ssn.template_of[tasks[i]]), 0) <= 0, i),
+    )
+    stmt = Statement(ssn)
+    out: list[Assignment] = []
+    got: dict[int, int] = {}
+    last = ""
+    try:
+        for i in order:
+            if len(out) >= g.size and all(got.get(k, 0) >= v for k, v in want.items()):
+                break
+            t = tasks[i]
+            ti = int(ssn.template_of[t])
+            tmpl = ssn.templates[ti]
+            domain = hard_domain(ssn, job)
+            if isinstance(domain, str):
+                return domain
+            among = domain if domain is not None else hard_cover(ssn, job)
+            node, pipelined = ssn.best_node(tmpl, among)
+            if node < 0:
+                last = ssn.fit_error(tmpl, among)
+                continue
+            gpus = ssn.choose_gpus(t, node, future=pipelined)
+            placed = (stmt.pipeline if pipelined else stmt.allocate)(t, node, gpus)
+            if not placed:
+                last = f"task {ssn.snapshot.tasks[t].name!r} could not be placed on its node"
+                continue
+            out.append((t, node, gpus, pipelined))
+            got[ti] = got.get(ti, 0) + 1
+    finally:
+        stmt.discard()
+    if len(out) < g.size or any(got.get(k, 0) < v for k, v in want.items()):
+        name = ssn.snapshot.jobs[job].name
+        return f"gang {name!r}: {len(out)}/{g.size} tasks placed under pod constraints: {last}"
+    return out
 
 
 def _same_later(ssn: Session, placer: _Placer, evals: list[Evaluation]) -> bool:
@@ -343,6 +422,8 @@ def place_jobs_jointly(
 ) -> dict[int, list[Assignment]]:
     """One placement of several gangs on what is idle now (joint mode): the placer chooses
     which gangs to place, all or nothing each. Returns assignments per placed job."""
+    # A gang under pod constraints is left to place_job (placed one task at a time).
+    work = [(job, tasks) for job, tasks in work if not _pod_constrained(ssn, tasks)]
     inputs = [g for job, tasks in work if not isinstance(g := _gang_input(ssn, job, tasks), str)]
     if not inputs:
         return {}

@@ -12,7 +12,9 @@ from gangsched.io.k8s import GROUP_NAME_KEYS, POLICIES_KEY, TASK_SPEC_LABEL, qua
 from gangsched.io.k8s.affinity import (
     node_affinity_manifest,
     node_group_affinity_manifest,
+    pod_affinity_manifest,
     task_topology_annotations,
+    topology_spread_manifest,
 )
 from gangsched.io.k8s.fields import dns_label_problem, dns_subdomain_problem
 from gangsched.io.k8s.kinds import (
@@ -122,9 +124,10 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
     Loading the result gives an equal snapshot for every snapshot that came from manifests.
     Not representable, and so changed on the way: a GPU model given without the
     ``nvidia.com/gpu.product`` label (the label is added), per-device ``milli`` other than
-    1000, a share that is not a whole percent, the node of a Pipelined task, and GPU models of
+    1000, a share that is not a whole percent, the node of a Pipelined task, GPU models of
     a task whose node affinity has several required terms (the model is written into each
-    term, and read back as node affinity).
+    term, and read back as node affinity), and a task's ``namespace`` (a Pod's namespace is
+    the one of its name; a task with a role gains the role's label).
 
     Raises
     ------
@@ -268,8 +271,8 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
         if t.gpu_indices:
             annotations[GPU_INDICES_KEY] = ",".join(str(i) for i in t.gpu_indices)
         tmeta: dict[str, Any] = {"name": name, "namespace": ns, "annotations": annotations}
-        if t.role:
-            tmeta["labels"] = {TASK_SPEC_LABEL: t.role}
+        if t.role or t.labels:
+            tmeta["labels"] = {**t.labels, **({TASK_SPEC_LABEL: t.role} if t.role else {})}
         if deleting:
             tmeta["deletionTimestamp"] = _timestamp(0)
         container: dict[str, Any] = {"name": "main", "image": "none"}
@@ -291,8 +294,17 @@ def dump_manifests(snapshot: Snapshot) -> list[dict[str, Any]]:
             tspec["tolerations"] = [tol.to_dict() for tol in t.tolerations]
         models = t.gpu_request.models if t.gpu_request is not None else ()
         node_affinity = node_affinity_manifest(t.node_affinity, models, GPU_PRODUCT_LABEL)
+        affinity: dict[str, Any] = {}
         if node_affinity is not None:
-            tspec["affinity"] = {"nodeAffinity": node_affinity}
+            affinity["nodeAffinity"] = node_affinity
+        if t.pod_affinity is not None:
+            affinity["podAffinity"] = pod_affinity_manifest(t.pod_affinity)
+        if t.pod_anti_affinity is not None:
+            affinity["podAntiAffinity"] = pod_affinity_manifest(t.pod_anti_affinity)
+        if affinity:
+            tspec["affinity"] = affinity
+        if t.topology_spread:
+            tspec["topologySpreadConstraints"] = topology_spread_manifest(t.topology_spread)
         out.append(
             {
                 "apiVersion": "v1",

@@ -50,6 +50,14 @@ from gangsched.model.enums import JobPhase, QueueState, TaskPhase, TopologyMode
 from gangsched.model.fields import Resources
 from gangsched.model.jobs import DisruptionBudget, Job, JobPolicy, NetworkTopology
 from gangsched.model.nodes import Gpus, HyperNode, Node, Taint, Toleration
+from gangsched.model.pod_affinity import (
+    LabelSelector,
+    LabelSelectorRequirement,
+    PodAffinity,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+    WeightedPodAffinityTerm,
+)
 from gangsched.model.queues import Queue
 from gangsched.model.tasks import GpuRequest, Task
 from gangsched.model.tasks import quantity as quantity
@@ -63,12 +71,16 @@ __all__ = [
     "Job",
     "JobPhase",
     "JobPolicy",
+    "LabelSelector",
+    "LabelSelectorRequirement",
     "NetworkTopology",
     "Node",
     "NodeAffinity",
     "NodeGroupAffinity",
     "NodeSelectorRequirement",
     "NodeSelectorTerm",
+    "PodAffinity",
+    "PodAffinityTerm",
     "PreferredSchedulingTerm",
     "Queue",
     "QueueState",
@@ -79,4 +91,6 @@ __all__ = [
     "TaskTopology",
     "Toleration",
     "TopologyMode",
+    "TopologySpreadConstraint",
+    "WeightedPodAffinityTerm",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from gangsched._frozen import FrozenDict, plain_fields
@@ -18,6 +19,7 @@ from gangsched.model.enums import (
 )
 from gangsched.model.fields import Resources
 from gangsched.model.nodes import Toleration
+from gangsched.model.pod_affinity import ROLE_LABEL, PodAffinity, TopologySpreadConstraint
 from gangsched.units import PODS, parse_quantity
 
 # --------------------------------------------------------------------------------------------
@@ -102,6 +104,14 @@ class Task:
     #: Kubernetes' ``affinity.nodeAffinity`` (:mod:`gangsched.model.affinity`): required terms
     #: filter nodes (the ``predicates`` plugin), preferred terms score them (``nodeorder``).
     node_affinity: NodeAffinity | None = None
+    #: The pod's labels (what other pods' selectors read) and namespace.
+    labels: FrozenDict[str, str] = field(default_factory=FrozenDict)
+    namespace: str = "default"
+    #: Kubernetes' ``affinity.podAffinity`` / ``podAntiAffinity`` and
+    #: ``topologySpreadConstraints`` (:mod:`gangsched.model.pod_affinity`).
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "task")
@@ -190,6 +200,64 @@ class Task:
                     field="node_affinity",
                 )
             self.node_affinity.check(kind="task", name=name, field="node_affinity")
+        check.assign(
+            self, "labels", check.str_map(self.labels, kind="task", name=name, field="labels")
+        )
+        if not isinstance(self.namespace, str) or not self.namespace:
+            raise SnapshotError(
+                f"expected a non-empty namespace, got {self.namespace!r}",
+                kind="task",
+                name=name,
+                field="namespace",
+            )
+        for attr in ("pod_affinity", "pod_anti_affinity"):
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            if not isinstance(value, PodAffinity):
+                raise SnapshotError(
+                    f"expected a PodAffinity, got {type(value).__name__}",
+                    kind="task",
+                    name=name,
+                    field=attr,
+                )
+            value.check(kind="task", name=name, field=attr)
+        spread = self.topology_spread
+        if isinstance(spread, list):
+            spread = tuple(spread)
+            check.assign(self, "topology_spread", spread)
+        if not isinstance(spread, tuple):
+            raise SnapshotError(
+                "expected a list of topology spread constraints",
+                kind="task",
+                name=name,
+                field="topology_spread",
+            )
+        for i, c in enumerate(spread):
+            if not isinstance(c, TopologySpreadConstraint):
+                raise SnapshotError(
+                    f"expected a TopologySpreadConstraint, got {type(c).__name__}",
+                    kind="task",
+                    name=name,
+                    field=f"topology_spread[{i}]",
+                )
+            c.check(kind="task", name=name, field=f"topology_spread[{i}]")
+
+    @property
+    def pod_labels(self) -> Mapping[str, str]:
+        """The labels selectors see: ``labels`` and the role as ``volcano.sh/task-spec``."""
+        if not self.role:
+            return self.labels
+        return {**self.labels, ROLE_LABEL: self.role}
+
+    @property
+    def pod_constrained(self) -> bool:
+        """Whether the task carries pod affinity, anti-affinity or spread constraints."""
+        return (
+            self.pod_affinity is not None
+            or self.pod_anti_affinity is not None
+            or bool(self.topology_spread)
+        )
 
     @property
     def best_effort(self) -> bool:
@@ -249,6 +317,23 @@ class Task:
             else NodeAffinity.from_dict(
                 m["node_affinity"], kind="task", name=name, field="node_affinity"
             ),
+            labels=check.or_empty(m.get("labels")),
+            namespace=m.get("namespace", "default"),
+            pod_affinity=_pod_affinity(m, name, "pod_affinity"),
+            pod_anti_affinity=_pod_affinity(m, name, "pod_anti_affinity"),
+            topology_spread=tuple(
+                TopologySpreadConstraint.from_dict(
+                    c, kind="task", name=name, field=f"topology_spread[{i}]"
+                )
+                for i, c in enumerate(
+                    check.sequence(
+                        m.get("topology_spread") or (),
+                        kind="task",
+                        name=name,
+                        field="topology_spread",
+                    )
+                )
+            ),
         )
 
     def to_dict(self) -> dict[str, object]:
@@ -275,7 +360,24 @@ class Task:
             out["preemption_policy"] = self.preemption_policy
         if self.node_affinity is not None:
             out["node_affinity"] = self.node_affinity.to_dict()
+        if self.labels:
+            out["labels"] = dict(self.labels)
+        if self.namespace != "default":
+            out["namespace"] = self.namespace
+        if self.pod_affinity is not None:
+            out["pod_affinity"] = self.pod_affinity.to_dict()
+        if self.pod_anti_affinity is not None:
+            out["pod_anti_affinity"] = self.pod_anti_affinity.to_dict()
+        if self.topology_spread:
+            out["topology_spread"] = [c.to_dict() for c in self.topology_spread]
         return out
+
+
+def _pod_affinity(m: Mapping[str, object], name: str, key: str) -> PodAffinity | None:
+    value = m.get(key)
+    return (
+        None if value is None else PodAffinity.from_dict(value, kind="task", name=name, field=key)
+    )
 
 
 _TASK_KEYS = frozenset(
@@ -294,6 +396,11 @@ _TASK_KEYS = frozenset(
         "tolerations",
         "preemption_policy",
         "node_affinity",
+        "labels",
+        "namespace",
+        "pod_affinity",
+        "pod_anti_affinity",
+        "topology_spread",
     }
 )
 

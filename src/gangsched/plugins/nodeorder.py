@@ -12,9 +12,14 @@
   affinity terms a node matches, ``100 · sum // most`` (0 everywhere for a task without
   preferred terms).
 
-Kube normalises these two over the nodes that passed the filters; here over every node, so the
-figures are fixed per task shape for the whole cycle (the same order among nodes, a scale that
-can differ when the best-matching nodes are filtered out).
+``podaffinity.weight`` (2) and ``podtopologyspread.weight`` (2) weigh kube's InterPodAffinity
+and PodTopologySpread scores; they read where other pods are, so they are added on top of the
+cached scores when a node is picked (:mod:`gangsched.session.pod_constraints`), normalised
+over the nodes where the task passes and fits.
+
+Kube normalises the taint and node-affinity scores over the nodes that passed the filters;
+here over every node, so the figures are fixed per task shape for the whole cycle (the same
+order among nodes, a scale that can differ when the best-matching nodes are filtered out).
 
 ``requested`` is the node's current use plus this task, with kube's non-zero defaults
 (100m cpu, 200Mi memory) for a task that requests none. Integer division as in kube.
@@ -53,7 +58,9 @@ _SCORES = (
     "nodeaffinity",
     "tainttoleration",
 )
-#: Volcano's other scores (not modelled): their weights are checked, not used.
+#: Volcano's other scores: their weights are checked here; ``podaffinity`` and
+#: ``podtopologyspread`` are applied by :mod:`gangsched.session.pod_constraints`, the others
+#: are not modelled.
 _UNMODELLED = (
     "imagelocality",
     "podaffinity",

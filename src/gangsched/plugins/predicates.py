@@ -9,7 +9,10 @@ fails (``node affinity: zone In [a, b]``); with several, the terms together. Res
 Volcano. These masks depend only on the template, so each template's full mask is computed
 once and sliced by row afterwards.
 Arguments (Volcano's): ``predicate.NodeAffinityEnable``, ``predicate.TaintTolerationEnable``
-(both default true).
+(both default true). ``predicate.PodAffinityEnable`` and ``predicate.PodTopologySpreadEnable``
+(default true) switch the pod affinity / anti-affinity and the topology spread filters, which
+read where other pods are and so are applied on top of these cached masks
+(:mod:`gangsched.session.pod_constraints`).
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ class PredicatesPlugin:
             # Read here: node affinity / selector and taints.
             "NodeAffinityEnable",
             "TaintTolerationEnable",
-            # Volcano's other switches and settings (its other filters are not modelled).
+            # Read by gangsched.session.pod_constraints: PodAffinityEnable,
+            # PodTopologySpreadEnable. Volcano's other switches and settings (its other
+            # filters are not modelled).
             "CacheEnable",
             "DiskPressureEnable",
             "DynamicResourceAllocationEnable",

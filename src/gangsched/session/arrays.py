@@ -562,6 +562,44 @@ def template_key(task: Task) -> tuple[object, ...]:
     )
 
 
+def pod_label_keys(snapshot: Snapshot) -> tuple[str, ...] | None:
+    """The pod label keys some pod affinity, anti-affinity or spread selector of the snapshot
+    reads (sorted), or None when no task carries such a constraint."""
+    keys: set[str] = set()
+    found = False
+    for t in snapshot.tasks:
+        if not t.pod_constrained:
+            continue
+        found = True
+        terms = [
+            term
+            for group in (t.pod_affinity, t.pod_anti_affinity)
+            if group is not None
+            for term in (*group.required, *(w.term for w in group.preferred))
+        ]
+        selectors = [term.label_selector for term in terms]
+        selectors += [c.label_selector for c in t.topology_spread]
+        for sel in selectors:
+            if sel is not None:
+                keys.update(sel.match_labels)
+                keys.update(r.key for r in sel.match_expressions)
+    return tuple(sorted(keys)) if found else None
+
+
+def pod_key(task: Task, read: tuple[str, ...]) -> tuple[object, ...]:
+    """What pod constraints see of ``task``: its namespace, its values of the label keys
+    selectors read (``read``), and its own constraints. Tasks that differ here get their own
+    template, as the pod-constraint mask is worked out per template."""
+    labels = task.pod_labels
+    return (
+        task.namespace,
+        tuple(labels.get(k) for k in read),
+        task.pod_affinity,
+        task.pod_anti_affinity,
+        task.topology_spread,
+    )
+
+
 def build_templates(
     snapshot: Snapshot,
     requests: I64,
@@ -579,12 +617,19 @@ def build_templates(
     """
     groups: dict[tuple[object, ...], list[int]] = {}
     tasks = snapshot.tasks
+    read = pod_label_keys(snapshot)
+    if read is not None:
+        known = None  # keys of an earlier cycle may lack the pod part
     for t in task_indices:
         if split is not None and t in split:
             key: tuple[object, ...] | None = (*template_key(tasks[t]), ("bucket", split[t]))
         else:
             key = known.get(t) if known is not None else None
-        groups.setdefault(template_key(tasks[t]) if key is None else key, []).append(t)
+        if key is None:
+            key = template_key(tasks[t])
+        if read is not None:
+            key = (*key, pod_key(tasks[t], read))
+        groups.setdefault(key, []).append(t)
     # The first members' rows in one gather (read-only: a template's row is a view of it).
     rows = requests[[members[0] for members in groups.values()]]
     rows.flags.writeable = False

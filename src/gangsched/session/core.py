@@ -54,6 +54,7 @@ from gangsched.session.fit import (
 )
 from gangsched.session.gate import Gate, Refusal
 from gangsched.session.messages import CycleMessages
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.statement import Op
 from gangsched.session.task_states import (
     HOLDING_STATES,
@@ -306,12 +307,22 @@ class Session(Occupancy):
         return future_idle(self)
 
     def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
-        return self.evaluator.evaluate(tmpl)
+        ev = self.evaluator.evaluate(tmpl)
+        rules = pod_rules(self)  # pod (anti-)affinity and spread: a mask on top, if any
+        if rules is not None and rules.concerns(tmpl):
+            return rules.restrict(tmpl, ev)
+        return ev
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
+        rules = pod_rules(self)
+        if rules is not None and rules.concerns(tmpl):
+            return rules.best_node(tmpl, among)
         return self.evaluator.best_node(tmpl, among)
 
     def fit_error(self, tmpl: TaskTemplate, among: BOOL | None = None) -> str:
+        rules = pod_rules(self)
+        if rules is not None and rules.concerns(tmpl):
+            return rules.fit_error(tmpl, among)
         return self.evaluator.fit_error(tmpl, among)
 
     def fits(self, task: int, node: int, *, future: bool, gpus: tuple[int, ...] = ()) -> bool:

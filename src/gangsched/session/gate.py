@@ -17,6 +17,9 @@ then asks the gate about each operation, and refuses one that breaks a hard rule
 * **hard topology**: a hard-topology job's task — best-effort ones included — goes only inside
   the one allowed domain that holds its other placed tasks (:func:`hard_domain`), and while it
   holds none, inside some allowed domain (:func:`hard_cover`);
+* **pod constraints**: the task's required pod affinity and anti-affinity, the required
+  anti-affinity of the pods already placed, and its ``DoNotSchedule`` topology spread hold
+  on the node (:mod:`gangsched.session.pod_constraints`);
 * **gang** (at ``commit``/``keep``): a job given binds is ready, a job given only reservations
   is ready or pipelined (the configured ``job_ready`` / ``job_pipelined`` votes) — otherwise
   the whole statement is undone.
@@ -41,6 +44,7 @@ import numpy.typing as npt
 from gangsched.config import Config
 from gangsched.model import TopologyMode
 from gangsched.model.topology import build_topology
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.task_states import in_states
 from gangsched.units import PODS
 
@@ -68,6 +72,7 @@ class Rule(enum.Enum):
     NODE_FIT = "node-fit"
     CAPABILITY = "capability"
     TOPOLOGY = "topology"
+    POD_CONSTRAINT = "pod-constraint"
     GANG = "gang"
 
 
@@ -267,6 +272,11 @@ class Gate:
                 )
         if relax and Rule.TOPOLOGY in relax:
             return None
+        rules = pod_rules(ssn)
+        if rules is not None:
+            broken = rules.refusal(task, node)
+            if broken is not None:
+                return Refusal(Rule.POD_CONSTRAINT, f"task {name!r}: node {node_name!r}: {broken}")
         domain = hard_domain(ssn, j)
         if domain is None:
             domain = hard_cover(ssn, j)

@@ -206,6 +206,9 @@ class CycleCache:
     fit_view: FullView | None = None
     #: actions.consolidate: template index of each moved task's shape.
     move_templates: dict[tuple[object, ...], int] = field(default_factory=dict)
+    #: gangsched.session.pod_constraints.pod_rules: the session's pod rules (``PodRules``),
+    #: False when no task carries a pod constraint (unset until asked).
+    pod_rules: object = _UNSET
 
     @staticmethod
     def unset(value: object) -> bool:

@@ -21,7 +21,10 @@ from gangsched.config import Config, arg_bool
 from gangsched.decisions import Decisions
 from gangsched.model import OCCUPYING_PHASES, NodeGroupAffinity, TaskPhase, TopologyMode
 from gangsched.model.gpu_charge import device_take, queue_gpu_charge
+from gangsched.model.nodes import Node
+from gangsched.model.pod_affinity import TopologySpreadConstraint
 from gangsched.model.snapshot import Snapshot
+from gangsched.model.tasks import Task
 from gangsched.session.gate import rules_in_force
 from gangsched.session.rules.disruption import desired_count
 from gangsched.units import GPU, PODS
@@ -40,6 +43,7 @@ __all__ = [
     "check_known_objects",
     "check_node_affinity",
     "check_node_groups",
+    "check_pod_constraints",
     "check_queue_capability",
     "check_reasons",
     "check_schedulable_nodes",
@@ -492,6 +496,189 @@ def check_node_affinity(snapshot: Snapshot, decisions: Decisions) -> None:
                 )
 
 
+_HOSTNAME = "kubernetes.io/hostname"
+
+
+def _domain_reader(snapshot: Snapshot) -> Callable[[Node, str], str | None]:
+    """A node's value of a topology key (the node's name for ``kubernetes.io/hostname`` when
+    no node carries that label)."""
+    named = any(_HOSTNAME in n.labels for n in snapshot.nodes)
+
+    def read(node: Node, key: str) -> str | None:
+        if key == _HOSTNAME and not named:
+            return node.name
+        return node.labels.get(key)
+
+    return read
+
+
+def check_pod_constraints(
+    snapshot: Snapshot, decisions: Decisions, *, affinity: bool = True, spread: bool = True
+) -> None:
+    """Every task newly bound or reserved meets, in the cluster the decisions leave (the
+    snapshot's pods on nodes, releasing and evicted ones included, plus the decisions'
+    placements):
+
+    * its required pod anti-affinity: no other pod its term matches in the node's domain;
+    * the required anti-affinity of every other pod: none whose term matches it shares that
+      term's domain;
+    * its required pod affinity: the node carries every term's key, and each domain holds
+      another pod matching all the terms — or the task matches them itself (the first of a
+      group);
+    * (``spread``) its ``DoNotSchedule`` spread constraints, when the decisions evict
+      nothing: for each domain holding one of the group's new pods (tasks with the same
+      constraint, namespace and node filters), the matching pods there, less the new ones
+      placed there without the constraint, exceed the emptiest eligible domain by at most
+      ``max_skew``. Pods placed one after another meet this whatever their order.
+    """
+    read = _domain_reader(snapshot)
+    nodes = {n.name: n for n in snapshot.nodes}
+    where: dict[str, str] = {}
+    for t in snapshot.tasks:
+        if t.node is not None and t.phase in OCCUPYING_PHASES | {TaskPhase.PIPELINED}:
+            where[t.name] = t.node
+    new: dict[str, str] = {}
+    for items in (decisions.binds, decisions.pipelined):
+        for d in items:
+            at = snapshot.task_index.get(d.task)
+            if at is None or d.node not in nodes:
+                continue
+            t = snapshot.tasks[at]
+            if t.phase is TaskPhase.PENDING:
+                new[d.task] = d.node
+            where[d.task] = d.node
+    tasks = {t.name: t for t in snapshot.tasks}
+    placed = [(tasks[name], nodes[node]) for name, node in where.items() if name in tasks]
+    if affinity:
+        for name, node_name in sorted(new.items()):
+            _check_pod_affinity(tasks[name], nodes[node_name], placed, read)
+    if spread and not decisions.evictions:
+        releasing = {t.name for t in snapshot.tasks if t.phase is TaskPhase.RELEASING}
+        _check_spread(snapshot, new, placed, releasing, read)
+
+
+def _check_pod_affinity(
+    p: Task, node: Node, placed: list[tuple[Task, Node]], read: Callable[[Node, str], str | None]
+) -> None:
+    others = [(q, m) for q, m in placed if q.name != p.name]
+    if p.pod_anti_affinity is not None:
+        for term in p.pod_anti_affinity.required:
+            value = read(node, term.topology_key)
+            if value is None:
+                continue
+            spaces = term.namespaces_for(p.namespace)
+            for q, m in others:
+                if read(m, term.topology_key) == value and term.matches(
+                    spaces, q.namespace, q.pod_labels
+                ):
+                    raise InvariantViolation(
+                        f"task {p.name!r} on node {node.name!r}: anti-affinity with pod "
+                        f"{q.name!r} on topology {term.topology_key}={value}"
+                    )
+    for q, m in others:
+        if q.pod_anti_affinity is None:
+            continue
+        for term in q.pod_anti_affinity.required:
+            value = read(m, term.topology_key)
+            if value is None or read(node, term.topology_key) != value:
+                continue
+            if term.matches(term.namespaces_for(q.namespace), p.namespace, p.pod_labels):
+                raise InvariantViolation(
+                    f"task {p.name!r} on node {node.name!r}: pod {q.name!r}'s anti-affinity "
+                    f"covers topology {term.topology_key}={value}"
+                )
+    if p.pod_affinity is None or not p.pod_affinity.required:
+        return
+    terms = p.pod_affinity.required
+    resolved = [(t, t.namespaces_for(p.namespace)) for t in terms]
+    for t, _ in resolved:
+        if read(node, t.topology_key) is None:
+            raise InvariantViolation(
+                f"task {p.name!r} on node {node.name!r}: pod affinity needs topology key "
+                f"{t.topology_key!r}, which the node lacks"
+            )
+    if all(t.matches(ns, p.namespace, p.pod_labels) for t, ns in resolved):
+        return
+    friends = [
+        (q, m)
+        for q, m in others
+        if all(t.matches(ns, q.namespace, q.pod_labels) for t, ns in resolved)
+    ]
+    for t, _ in resolved:
+        value = read(node, t.topology_key)
+        if not any(read(m, t.topology_key) == value for _, m in friends):
+            raise InvariantViolation(
+                f"task {p.name!r} on node {node.name!r}: pod affinity: no pod matching "
+                f"{'no pod' if t.label_selector is None else t.label_selector.describe()} "
+                f"on topology {t.topology_key}={value}"
+            )
+
+
+def _check_spread(
+    snapshot: Snapshot,
+    new: Mapping[str, str],
+    placed: list[tuple[Task, Node]],
+    releasing: Set[str],
+    read: Callable[[Node, str], str | None],
+) -> None:
+    tasks = {t.name: t for t in snapshot.tasks}
+    groups: dict[tuple[object, ...], list[str]] = defaultdict(list)
+    what: dict[tuple[object, ...], tuple[str, TopologySpreadConstraint, tuple[str, ...]]] = {}
+    for name in sorted(new):
+        p = tasks[name]
+        hard = tuple(c for c in p.topology_spread if c.hard)
+        for c in hard:
+            keys = tuple(sorted({h.topology_key for h in hard}))
+            group: tuple[object, ...] = (p.namespace, c, p.node_selector, p.node_affinity, keys)
+            groups[group].append(name)
+            what[group] = (p.namespace, c, keys)
+    by_node = {n.name: n for n in snapshot.nodes}
+    for group, members in groups.items():
+        ns, c, keys = what[group]
+        first = tasks[members[0]]
+
+        def eligible(n: Node, first: Task = first, keys: tuple[str, ...] = keys) -> bool:
+            if any(n.labels.get(k) != v for k, v in first.node_selector.items()):
+                return False
+            if first.node_affinity is not None and not first.node_affinity.allows(n.name, n.labels):
+                return False
+            return all(read(n, k) is not None for k in keys)
+
+        domains = {
+            v for n in snapshot.nodes if eligible(n) and (v := read(n, c.topology_key)) is not None
+        }
+        if not domains:
+            continue
+        count = dict.fromkeys(domains, 0)
+        loose = dict.fromkeys(domains, 0)
+        mine = set(members)
+        for q, m in placed:
+            if q.name in releasing or not eligible(m):
+                continue
+            v = read(m, c.topology_key)
+            if v is None or not c.matches(q.namespace, ns, q.pod_labels):
+                continue
+            count[v] += 1
+            if q.name in new and q.name not in mine:
+                loose[v] += 1
+        low = min(count.values())
+        if c.min_domains is not None and len(domains) < c.min_domains:
+            low = 0
+        for name in members:
+            v = read(by_node[new[name]], c.topology_key)
+            if v is None:
+                raise InvariantViolation(
+                    f"task {name!r}: topology spread needs key {c.topology_key!r}, which node "
+                    f"{new[name]!r} lacks"
+                )
+            skew = count.get(v, 0) - loose.get(v, 0) - low
+            if skew > c.max_skew:
+                raise InvariantViolation(
+                    f"task {name!r} on node {new[name]!r}: topology spread: "
+                    f"{c.topology_key} skew {skew} > maxSkew {c.max_skew}"
+                )
+
+
 def check_node_groups(snapshot: Snapshot, decisions: Decisions, config: Config) -> None:
     """Under the ``nodegroup`` plugin, nothing new lands on a node whose group
     (``volcano.sh/nodegroup-name``) the task's queue may not use: Volcano's rule, restated
@@ -558,6 +745,21 @@ def _node_affinity_in_force(config: Config) -> bool:
                     p.arguments, "predicate.NodeAffinityEnable", True, plugin="predicates"
                 )
     return False
+
+
+def _pod_filters_in_force(config: Config) -> tuple[bool, bool]:
+    """Whether ``config`` runs the predicates plugin with its pod-affinity and its
+    topology-spread filters on."""
+    for tier in config.tiers:
+        for p in tier.plugins:
+            if p.name == "predicates" and p.enabled("predicate"):
+                return (
+                    arg_bool(p.arguments, "predicate.PodAffinityEnable", True, plugin="predicates"),
+                    arg_bool(
+                        p.arguments, "predicate.PodTopologySpreadEnable", True, plugin="predicates"
+                    ),
+                )
+    return False, False
 
 
 def check_reasons(snapshot: Snapshot, decisions: Decisions) -> None:
@@ -659,6 +861,9 @@ def check_cycle(snapshot: Snapshot, decisions: Decisions, config: Config) -> Non
     (:func:`check_node_groups`) need ``nodegroup``."""
     rules = rules_in_force(config)
     check_node_groups(snapshot, decisions, config)
+    affinity, spread = _pod_filters_in_force(config)
+    if affinity or spread:
+        check_pod_constraints(snapshot, decisions, affinity=affinity, spread=spread)
     for check in ALL_CHECKS:
         if check is check_node_affinity and not _node_affinity_in_force(config):
             continue

@@ -10,6 +10,13 @@ The manifest's camelCase paths map onto the record's fields::
 and an invalid expression is refused with the manifest's own path. A GPU task's model
 constraint (``nvidia.com/gpu.product In [...]`` in the single required term) is kept as the
 task's GPU models, as before; the rest of the affinity stays node affinity.
+
+``podAffinity`` / ``podAntiAffinity`` (``labelSelector``, ``topologyKey``, ``namespaces``;
+weighted ``podAffinityTerm`` for preferred terms) and ``topologySpreadConstraints``
+(``maxSkew``, ``topologyKey``, ``whenUnsatisfiable``, ``labelSelector``, ``minDomains``) are
+read into :mod:`gangsched.model.pod_affinity` records the same way; ``namespaceSelector``,
+``matchLabelKeys``, ``mismatchLabelKeys``, ``nodeAffinityPolicy`` and ``nodeTaintsPolicy``
+are read but not modelled (a note says so).
 """
 
 from __future__ import annotations
@@ -26,6 +33,12 @@ from gangsched.model.affinity import (
     NodeSelectorTerm,
     TaskTopology,
 )
+from gangsched.model.pod_affinity import (
+    LabelSelector,
+    PodAffinity,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+)
 
 __all__ = [
     "TOPOLOGY_AFFINITY_KEY",
@@ -33,10 +46,14 @@ __all__ = [
     "TOPOLOGY_ORDER_KEY",
     "node_affinity_manifest",
     "node_group_affinity_manifest",
+    "pod_affinity_manifest",
     "read_node_affinity",
     "read_node_group_affinity",
+    "read_pod_affinity",
     "read_task_topology",
+    "read_topology_spread",
     "task_topology_annotations",
+    "topology_spread_manifest",
 ]
 
 _REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -279,4 +296,216 @@ def task_topology_annotations(topo: TaskTopology) -> dict[str, str]:
         out[TOPOLOGY_ANTI_AFFINITY_KEY] = ";".join(",".join(g) for g in topo.anti_affinity)
     if topo.task_order:
         out[TOPOLOGY_ORDER_KEY] = ",".join(topo.task_order)
+    return out
+
+
+# ------------------------------------------------------------------------------------------
+# Pod affinity, pod anti-affinity and topology spread
+
+#: Record paths -> manifest paths, in the order they are replaced.
+_POD_PATHS = (
+    (".term", ".podAffinityTerm"),
+    ("required[", f"{_REQUIRED}["),
+    ("preferred[", f"{_PREFERRED}["),
+    ("label_selector", "labelSelector"),
+    ("match_labels", "matchLabels"),
+    ("match_expressions", "matchExpressions"),
+    ("topology_key", "topologyKey"),
+    ("max_skew", "maxSkew"),
+    ("when_unsatisfiable", "whenUnsatisfiable"),
+    ("min_domains", "minDomains"),
+)
+_TERM_KEYS = ("labelSelector", "topologyKey", "namespaces")
+#: Fields of a term or constraint that are read but not modelled: (field, what is kept).
+_TERM_NOTES = {
+    "namespaceSelector": "not modelled: the term looks in its namespaces (or the pod's own)",
+    "matchLabelKeys": "not modelled: the selector is used as written",
+    "mismatchLabelKeys": "not modelled: the selector is used as written",
+}
+_SPREAD_KEYS = ("maxSkew", "topologyKey", "whenUnsatisfiable", "labelSelector", "minDomains")
+_SPREAD_NOTES = {
+    "matchLabelKeys": "not modelled: the selector is used as written",
+    "nodeAffinityPolicy": "not modelled: the pod's node affinity and selector are honoured",
+    "nodeTaintsPolicy": "not modelled: node taints are ignored when counting domains",
+}
+
+
+def _pod_manifest_path(field: str) -> str:
+    for ours, theirs in _POD_PATHS:
+        field = field.replace(ours, theirs)
+    return field
+
+
+def _selector_doc(raw: object, ref: Ref, path: str) -> object:
+    if raw is None or not isinstance(raw, Mapping):
+        return raw
+    unknown = sorted(str(k) for k in raw if k not in ("matchLabels", "matchExpressions"))
+    if unknown:
+        raise ref.error(path, f"unknown field(s) {', '.join(unknown)}")
+    return {
+        "match_labels": raw.get("matchLabels"),
+        "match_expressions": raw.get("matchExpressions"),
+    }
+
+
+def _term_doc(raw: object, ref: Ref, path: str, notes: list[tuple[str, str]]) -> object:
+    if not isinstance(raw, Mapping):
+        return raw
+    unknown = sorted(str(k) for k in raw if k not in _TERM_KEYS and k not in _TERM_NOTES)
+    if unknown:
+        raise ref.error(path, f"unknown field(s) {', '.join(unknown)}")
+    notes.extend((f"{path}.{k}", why) for k, why in _TERM_NOTES.items() if raw.get(k) is not None)
+    out: dict[str, Any] = {"topology_key": raw.get("topologyKey")}
+    if raw.get("labelSelector") is not None:
+        out["label_selector"] = _selector_doc(raw["labelSelector"], ref, f"{path}.labelSelector")
+    if raw.get("namespaces") is not None:
+        out["namespaces"] = raw["namespaces"]
+    return out
+
+
+def read_pod_affinity(
+    affinity: Mapping[str, Any], ref: Ref, path: str
+) -> tuple[PodAffinity | None, PodAffinity | None, list[tuple[str, str]]]:
+    """A pod spec's ``affinity.podAffinity`` and ``affinity.podAntiAffinity`` (at ``path``),
+    with notes on fields read but not modelled. Raises
+    :class:`~gangsched.errors.SnapshotError` naming the manifest path."""
+    notes: list[tuple[str, str]] = []
+    out: list[PodAffinity | None] = []
+    for key in ("podAffinity", "podAntiAffinity"):
+        body = affinity.get(key)
+        kpath = f"{path}.{key}"
+        if body is None:
+            out.append(None)
+            continue
+        if not isinstance(body, Mapping):
+            raise ref.error(kpath, f"expected a mapping, got {type(body).__name__}")
+        unknown = sorted(str(k) for k in body if k not in (_REQUIRED, _PREFERRED))
+        if unknown:
+            raise ref.error(kpath, f"unknown field(s) {', '.join(unknown)}")
+        doc: dict[str, Any] = {}
+        required = body.get(_REQUIRED)
+        if required is not None:
+            if not isinstance(required, list):
+                raise ref.error(f"{kpath}.{_REQUIRED}", "expected a list of terms")
+            doc["required"] = [
+                _term_doc(t, ref, f"{kpath}.{_REQUIRED}[{i}]", notes)
+                for i, t in enumerate(required)
+            ]
+        preferred = body.get(_PREFERRED)
+        if preferred is not None:
+            if not isinstance(preferred, list):
+                raise ref.error(f"{kpath}.{_PREFERRED}", "expected a list of weighted terms")
+            doc["preferred"] = [
+                {
+                    "weight": p.get("weight"),
+                    "term": _term_doc(
+                        p.get("podAffinityTerm"),
+                        ref,
+                        f"{kpath}.{_PREFERRED}[{i}].podAffinityTerm",
+                        notes,
+                    ),
+                }
+                if isinstance(p, Mapping)
+                else p
+                for i, p in enumerate(preferred)
+            ]
+        if not doc.get("required") and not doc.get("preferred"):
+            out.append(None)  # an empty podAffinity asks for nothing
+            continue
+        try:
+            aff = PodAffinity.from_dict(doc, kind="", name="", field="")
+            aff.check(kind="", name="", field="")
+        except SnapshotError as exc:
+            raise ref.error(f"{kpath}{_pod_manifest_path(exc.field)}", exc.detail) from None
+        out.append(aff)
+    return out[0], out[1], notes
+
+
+def read_topology_spread(
+    spec: Mapping[str, Any], ref: Ref, path: str
+) -> tuple[tuple[TopologySpreadConstraint, ...], list[tuple[str, str]]]:
+    """A pod spec's ``topologySpreadConstraints``, with notes on fields not modelled."""
+    raw = spec.get("topologySpreadConstraints")
+    spath = f"{path}.topologySpreadConstraints"
+    if raw is None:
+        return (), []
+    if not isinstance(raw, list):
+        raise ref.error(spath, f"expected a list, got {type(raw).__name__}")
+    notes: list[tuple[str, str]] = []
+    out: list[TopologySpreadConstraint] = []
+    for i, c in enumerate(raw):
+        cpath = f"{spath}[{i}]"
+        if not isinstance(c, Mapping):
+            raise ref.error(cpath, f"expected a mapping, got {type(c).__name__}")
+        unknown = sorted(str(k) for k in c if k not in _SPREAD_KEYS and k not in _SPREAD_NOTES)
+        if unknown:
+            raise ref.error(cpath, f"unknown field(s) {', '.join(unknown)}")
+        notes.extend(
+            (f"{cpath}.{k}", why) for k, why in _SPREAD_NOTES.items() if c.get(k) is not None
+        )
+        doc: dict[str, Any] = {
+            "max_skew": c.get("maxSkew"),
+            "topology_key": c.get("topologyKey"),
+            "when_unsatisfiable": c.get("whenUnsatisfiable", "DoNotSchedule"),
+        }
+        if c.get("labelSelector") is not None:
+            doc["label_selector"] = _selector_doc(c["labelSelector"], ref, f"{cpath}.labelSelector")
+        if c.get("minDomains") is not None:
+            doc["min_domains"] = c["minDomains"]
+        try:
+            constraint = TopologySpreadConstraint.from_dict(doc, kind="", name="", field="")
+            constraint.check(kind="", name="", field="")
+        except SnapshotError as exc:
+            raise ref.error(f"{cpath}{_pod_manifest_path(exc.field)}", exc.detail) from None
+        out.append(constraint)
+    return tuple(out), notes
+
+
+def _selector_manifest(sel: LabelSelector) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if sel.match_labels:
+        out["matchLabels"] = dict(sel.match_labels)
+    if sel.match_expressions:
+        out["matchExpressions"] = [r.to_dict() for r in sel.match_expressions]
+    return out
+
+
+def _pod_term_manifest(term: PodAffinityTerm) -> dict[str, Any]:
+    out: dict[str, Any] = {"topologyKey": term.topology_key}
+    if term.label_selector is not None:
+        out["labelSelector"] = _selector_manifest(term.label_selector)
+    if term.namespaces:
+        out["namespaces"] = list(term.namespaces)
+    return out
+
+
+def pod_affinity_manifest(aff: PodAffinity) -> dict[str, Any]:
+    """A pod spec's ``podAffinity`` (or ``podAntiAffinity``) for ``aff``."""
+    out: dict[str, Any] = {}
+    if aff.required:
+        out[_REQUIRED] = [_pod_term_manifest(t) for t in aff.required]
+    if aff.preferred:
+        out[_PREFERRED] = [
+            {"weight": p.weight, "podAffinityTerm": _pod_term_manifest(p.term)}
+            for p in aff.preferred
+        ]
+    return out
+
+
+def topology_spread_manifest(
+    constraints: tuple[TopologySpreadConstraint, ...],
+) -> list[dict[str, Any]]:
+    """A pod spec's ``topologySpreadConstraints``."""
+    out = []
+    for c in constraints:
+        item: dict[str, Any] = {
+            "maxSkew": c.max_skew,
+            "topologyKey": c.topology_key,
+            "whenUnsatisfiable": c.when_unsatisfiable,
+        }
+        if c.label_selector is not None:
+            item["labelSelector"] = _selector_manifest(c.label_selector)
+        if c.min_domains is not None:
+            item["minDomains"] = c.min_domains
+        out.append(item)
     return out

@@ -14,7 +14,12 @@ from typing import Any
 
 import re2
 
-from gangsched.io.k8s.affinity import read_node_affinity, read_node_group_affinity
+from gangsched.io.k8s.affinity import (
+    read_node_affinity,
+    read_node_group_affinity,
+    read_pod_affinity,
+    read_topology_spread,
+)
 from gangsched.io.k8s.fields import (
     Ref,
     annotation_bool,
@@ -43,6 +48,7 @@ from gangsched.model import (
     Toleration,
     TopologyMode,
 )
+from gangsched.model.pod_affinity import PodAffinity, TopologySpreadConstraint
 from gangsched.units import GPU
 
 __all__ = [
@@ -441,6 +447,10 @@ class PodSpecInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     #: ``affinity.nodeAffinity`` (without a GPU model constraint, kept in ``gpu_models``).
     node_affinity: NodeAffinity | None = None
+    #: ``affinity.podAffinity`` / ``podAntiAffinity`` and ``topologySpreadConstraints``.
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+    topology_spread: tuple[TopologySpreadConstraint, ...] = ()
 
 
 def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
@@ -485,11 +495,10 @@ def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
     node_affinity, models = read_node_affinity(
         affinity, ref, f"{path}.affinity", gpu_label=GPU_PRODUCT_LABEL, gpu_task=devices > 0
     )
-    for key in ("podAffinity", "podAntiAffinity"):
-        if affinity.get(key) is not None:
-            notes.append((f"{path}.affinity.{key}", "not modelled"))
-    if spec.get("topologySpreadConstraints"):
-        notes.append((f"{path}.topologySpreadConstraints", "not modelled"))
+    pod_aff, pod_anti, more = read_pod_affinity(affinity, ref, f"{path}.affinity")
+    spread, spread_notes = read_topology_spread(spec, ref, path)
+    notes.extend(more)
+    notes.extend(spread_notes)
     return PodSpecInfo(
         request=request,
         gpu_count=devices,
@@ -506,6 +515,9 @@ def read_pod_spec(spec: Mapping[str, Any], ref: Ref, path: str) -> PodSpecInfo:
         notes=notes,
         preemption_policy=read_preemption_policy(spec, ref, path),
         node_affinity=node_affinity,
+        pod_affinity=pod_aff,
+        pod_anti_affinity=pod_anti,
+        topology_spread=spread,
     )
 
 

@@ -44,7 +44,7 @@ from gangsched.io.k8s.records import (
     JobOrigin,
     qualify,
 )
-from gangsched.io.k8s.workloads import WorkloadReader, task_draft
+from gangsched.io.k8s.workloads import WorkloadReader, task_draft, task_labels
 from gangsched.model import OCCUPYING_PHASES, JobPolicy, Resources, TaskPhase
 
 __all__ = ["PodReader"]
@@ -200,6 +200,7 @@ class PodReader(WorkloadReader):
         )
         kwargs["phase"] = phase
         kwargs["node"] = node
+        kwargs["labels"] = task_labels(labels, role)
         found_idx = meta_value(meta, GPU_INDICES_KEY, ref)
         if found_idx is not None and kwargs["gpu_request"] is not None:
             text, path = found_idx

@@ -31,6 +31,7 @@ from gangsched.io.k8s.kinds import (
 from gangsched.io.k8s.kueue import collect_annotations
 from gangsched.io.k8s.records import (
     PYTORCH_DEFAULT_PORT,
+    TASK_SPEC_LABEL,
     Ignored,
     JobDraft,
     JobOrigin,
@@ -38,6 +39,7 @@ from gangsched.io.k8s.records import (
     TaskDraft,
     TaskGroup,
     qualify,
+    split_name,
 )
 from gangsched.limits import Limits
 from gangsched.model import PREEMPT_LOWER_PRIORITY, GpuRequest, JobPolicy, Resources
@@ -243,6 +245,11 @@ class WorkloadReader:
             "tolerations": info.tolerations,
             "node_affinity": info.node_affinity,
             "preemption_policy": self._preemption_policy(info),
+            "labels": task_labels(info.labels, role),
+            "namespace": split_name(name)[0],
+            "pod_affinity": info.pod_affinity,
+            "pod_anti_affinity": info.pod_anti_affinity,
+            "topology_spread": info.topology_spread,
         }
 
     def _preemption_policy(self, info: PodSpecInfo) -> str:
@@ -458,6 +465,14 @@ def _pytorch_port(spec: Mapping[str, Any], default: int) -> int:
                 if isinstance(port, int) and not isinstance(port, bool):
                     return port
     return default
+
+
+def task_labels(labels: Mapping[str, str], role: str) -> FrozenDict[str, str]:
+    """A pod's labels as its task keeps them: the role's ``volcano.sh/task-spec`` label is
+    the task's role (:attr:`~gangsched.model.Task.pod_labels` gives it back)."""
+    if role and labels.get(TASK_SPEC_LABEL) == role:
+        return FrozenDict({k: v for k, v in labels.items() if k != TASK_SPEC_LABEL})
+    return FrozenDict(labels)
 
 
 def task_draft(
