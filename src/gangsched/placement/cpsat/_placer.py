@@ -120,6 +120,7 @@ class CpSatPlacer(_Joint):
             fallback=result.fallback,
             solve_time=elapsed,
             limit="" if proven and budget.limit != "wall" else budget.limit,
+            work=budget.spent,
         )
 
     def _place_sequential(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:
