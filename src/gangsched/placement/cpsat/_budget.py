@@ -53,7 +53,10 @@ class _Budget:
         return self.work - OVERRUN_PER_ITEM * size
 
     def charge(self, used: float) -> None:
-        """Record ``used`` deterministic time of one solve against the call's budget."""
+        """Record ``used`` deterministic time of one solve against the call's budget, rounded
+        to 1e-9: the solver's figure can differ in its last bit from run to run, and what is
+        left of the budget sets the limits of the later solves."""
+        used = round(used, 9)
         self.spent += used
         if self.work is not None:
             self.work -= used
