@@ -186,7 +186,9 @@ class _Search:
                 h = sum(c * hint[v.index] for v, c in terms)
             last = i == len(levels) - 1
             if last and n_fixed is not None and vs.waste_lb is not None and (h is None or h > lb):
-                w_lb = vs.waste_lb(n_fixed)  # a knapsack bound, computed when needed
+                # a knapsack bound, computed when needed (and only until it reaches the
+                # hint, which then closes the level)
+                w_lb = vs.waste_lb(n_fixed, h)
                 if w_lb < 2**61:  # (no n_fixed nodes reaching the needs: cannot happen)
                     lb = max(lb, w_lb)
             if h is not None and h <= lb:
