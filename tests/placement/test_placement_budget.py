@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -146,3 +147,24 @@ def test_work_stays_inside_any_budget_on_random_problems(
     assert _same(res, again)
     if res.limit == "work" and len(problem.gangs) == 1 and not joint:
         assert res.status is not Status.OPTIMAL
+
+
+@settings(max_examples=40)
+@given(
+    groups=st.lists(st.integers(0, 6), max_size=40),
+    data=st.data(),
+    floats=st.booleans(),
+)
+def test_group_sum_equals_add_at(groups: list[int], data: st.DataObject, floats: bool) -> None:
+    from gangsched.placement._common import group_sum
+
+    n, k = len(groups), data.draw(st.integers(1, 3))
+    big = st.integers(0, 2**40)
+    rows = data.draw(st.lists(st.lists(big, min_size=k, max_size=k), min_size=n, max_size=n))
+    vals = np.array(rows, dtype=np.float64 if floats else np.int64).reshape(n, k)
+    g = np.array(groups, dtype=np.int64)
+    for v in (vals, vals[:, 0]):
+        want = np.zeros((7, *v.shape[1:]), dtype=v.dtype)
+        np.add.at(want, g, v)
+        got = group_sum(g, v, 7)
+        assert got.dtype == want.dtype and np.array_equal(got, want)
