@@ -47,7 +47,7 @@ def solver_work() -> Iterator[list[float]]:
         seen.append(float(self.response_proto.deterministic_time))
         return status
 
-    cp_model.CpSolver.solve = counting  # type: ignore[method-assign]
+    cp_model.CpSolver.solve = counting  # type: ignore[method-assign, assignment]
     try:
         yield seen
     finally:
