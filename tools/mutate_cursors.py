@@ -12,17 +12,20 @@ each:
   ``c`` becomes ``c + 1``, so the latest change before it is missed.
 
 Plus :data:`NAMED` mutants of the log itself (its cut-off policy and its continuation across
-cycles). Each mutant is applied to a *copy* of the source tree (``src/`` copied to a temporary
-directory put first on ``PYTHONPATH``; the working tree is never written), and the tests of
-:data:`TESTS` run against it with ``-x``. A mutant is *killed* when a test fails (or the run
-errors or times out), *survived* when every test passes. The unmutated copy runs first and must
-pass.
+cycles), and :data:`UNDO` mutants of the statement's undo — the one undo of every change a
+cycle makes, whose skipped or misordered steps must fail a test of :data:`UNDO_TESTS` just as
+a misread cursor must fail one of :data:`TESTS`. Each mutant is applied to a *copy* of the
+source tree (``src/`` copied to a temporary directory put first on ``PYTHONPATH``; the working
+tree is never written), and the tests of its group run against it with ``-x``. A mutant is
+*killed* when a test fails (or the run errors or times out), *survived* when every test
+passes. The unmutated copy runs first and must pass.
 
 Usage::
 
     python tools/mutate_cursors.py                 # every mutant, 2 workers
     python tools/mutate_cursors.py --list          # list the mutants, run nothing
     python tools/mutate_cursors.py --only evaluation
+    python tools/mutate_cursors.py --only statement: ledger:   # the undo mutants
     python tools/mutate_cursors.py --json out.json --workers 2 --timeout 300
 
 A mutant listed in :data:`EQUIVALENT` is one no test can kill (it behaves as the code does, for
@@ -44,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _mutation_runner import judge_all, summarize  # noqa: E402
+from _mutation_runner import Result, judge_all, summarize  # noqa: E402
 
 OWNER = "session/changes.py"
 
@@ -96,6 +99,62 @@ NAMED: tuple[tuple[str, str, str, str], ...] = (
         "            self._queue_at[queue] = at\n",
         "            pass\n",
     ),
+)
+
+#: Mutants of the statement's undo: (id, description, module, old text, new text); the old
+#: text must occur exactly once in the module.
+UNDO: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "statement:move-undo-skipped",
+        "a discarded move leaves the task reserved on its new node",
+        "session/statement.py",
+        "            _ledger.unmove(ssn, op.task, op.origin.node, op.origin.gpus)\n",
+        "            pass\n",
+    ),
+    (
+        "statement:move-undone-as-a-placement",
+        "a discarded move takes the reservation back but leaves the task off its old node",
+        "session/statement.py",
+        "            _ledger.unmove(ssn, op.task, op.origin.node, op.origin.gpus)\n",
+        "            _ledger.unplace(ssn, op.task)\n",
+    ),
+    (
+        "statement:lift-undo-skipped",
+        "a lifted reservation that was not bound is not given back",
+        "session/statement.py",
+        "                _ledger.place(ssn, op.task, op.node, op.gpus, pipelined=True)\n",
+        "                pass\n",
+    ),
+    (
+        "statement:lift-undo-reversed",
+        "lifted reservations are given back newest first",
+        "session/statement.py",
+        "        for op in self._lifted:\n",
+        "        for op in reversed(self._lifted):\n",
+    ),
+    (
+        "statement:kept-not-bound",
+        "a commit that binds realised reservations leaves the job's kept allocations kept",
+        "session/statement.py",
+        "        if binding and self._bind_kept:",
+        "        if False:",
+    ),
+    (
+        "ledger:unmove-not-back-on-node",
+        "the undo of a move leaves the task Releasing on no node",
+        "session/ledger.py",
+        "    ssn.task_node[task] = node\n    ssn.task_gpus[task] = gpus\n    _set_state(",
+        "    _set_state(",
+    ),
+)
+
+#: The tests run against each :data:`UNDO` mutant.
+UNDO_TESTS: tuple[str, ...] = (
+    "tests/cycle/test_statement_ops.py",
+    "tests/cycle/test_gate.py",
+    "tests/preemption/test_consolidation.py",
+    "tests/preemption/test_disruption_machine.py",
+    "tests/cycle/test_scheduler_scenarios.py",
 )
 
 #: Mutants no test can kill, and why.
@@ -226,6 +285,20 @@ def _named_mutants(src_root: Path) -> list[Mutant]:
     return out
 
 
+def undo_mutants(src_root: Path) -> list[Mutant]:
+    """The :data:`UNDO` mutants of the statement's undo."""
+    out = []
+    for ident, what, module, old, new in UNDO:
+        text = (src_root / "gangsched" / module).read_bytes()
+        count = text.count(old.encode())
+        if count != 1:
+            raise SystemExit(f"{module}: {old!r} occurs {count} times (expected once): update UNDO")
+        a = text.index(old.encode())
+        line = text[:a].count(b"\n") + 1
+        out.append(Mutant(ident, module, line, what, a, a + len(old.encode()), new.encode()))
+    return out
+
+
 def mutants(src_root: Path) -> list[Mutant]:
     """Every mutant: each cursor question outside the log's module, then :data:`NAMED`."""
     out: list[Mutant] = []
@@ -252,29 +325,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--tests", nargs="*", default=list(TESTS))
+    parser.add_argument("--tests", nargs="*", help=f"instead of {TESTS} (and {UNDO_TESTS})")
     args = parser.parse_args(argv)
     root = args.root.resolve()
     src_root = root / "src"
-    found = [m for m in mutants(src_root) if not args.only or any(o in m.id for o in args.only)]
+    groups = [(mutants(src_root), TESTS), (undo_mutants(src_root), UNDO_TESTS)]
+    chosen = [
+        ([m for m in found if not args.only or any(o in m.id for o in args.only)], tests)
+        for found, tests in groups
+    ]
     if args.list:
-        for m in found:
-            print(f"{m.id:64} {m.module}:{m.line}  {m.description}")
-        print(f"{len(found)} mutants")
+        for found, _ in chosen:
+            for m in found:
+                print(f"{m.id:64} {m.module}:{m.line}  {m.description}")
+        print(f"{sum(len(found) for found, _ in chosen)} mutants")
         return 0
-    tests = [t for t in args.tests if (root / t).exists()]
-    results = judge_all(
-        found,
-        root=root,
-        tests=tests,
-        workers=args.workers,
-        timeout=args.timeout,
-        equivalent=EQUIVALENT,
-        prefix="mutate-cursors-",
-        width=64,
-    )
-    if results is None:
-        return 2
+    results: list[Result] = []
+    for found, tests in chosen:
+        if not found:
+            continue
+        listed = args.tests if args.tests is not None else tests
+        judged = judge_all(
+            found,
+            root=root,
+            tests=[t for t in listed if (root / t).exists()],
+            workers=args.workers,
+            timeout=args.timeout,
+            equivalent=EQUIVALENT,
+            prefix="mutate-cursors-",
+            width=64,
+        )
+        if judged is None:
+            return 2
+        results += judged
     return summarize(results, args.json)
 
 

@@ -15,7 +15,6 @@ import pytest
 import gangsched as gs
 from _preemption_helpers import GPU, config, job, node, pending, running, snap
 from gangsched.scheduler import open_session
-from gangsched.session import ledger as _ledger
 from gangsched.session.gate import Rule, rules_in_force
 from gangsched.session.statement import Statement
 from gangsched.testing.invariants import check_cycle
@@ -153,8 +152,9 @@ def test_a_carried_reservation_is_not_bound_in_a_queue_over_its_capability() -> 
     )
     cfg = config(tiers=[list(CAPACITY_TIERS[0]), CAPACITY_TIERS[1]])
     ssn = open_session(s, cfg)
-    _ledger.unplace(ssn, 0)
-    assert Statement(ssn).allocate(0, 0, (0,)) is False
+    stmt = Statement(ssn)
+    stmt.lift(0)
+    assert stmt.allocate(0, 0, (0,)) is False
     assert ssn.refusals[0].rule is Rule.CAPABILITY
     d = gs.schedule(s, cfg)
     assert d.binds == () and "reservation not bound" in d.task_reasons["r-0"]

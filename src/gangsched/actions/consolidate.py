@@ -34,6 +34,11 @@ counting the
   claimed task passes its queue's ``allocatable`` check, and the job is ``job_pipelined``;
   a hard-topology claim stays inside one allowed domain (lowest tier first).
 
+Each trial is one :class:`~gangsched.session.statement.Statement`: the moved tasks are
+evicted, the claim reserved, and each moved task reserved on its new node
+(:meth:`~gangsched.session.statement.Statement.move`); a trial that does not pass, and every
+trial but the chosen set's, is undone by the statement's own undo.
+
 The search is greedy, checked by the trial placements above: starting from no move, each step
 tries the movable units (a surplus task or a whole job) on the nodes where one claimed task
 lacks the least room, at most :data:`CANDIDATES_PER_STEP` of them, and keeps the one that
@@ -69,11 +74,9 @@ from gangsched.actions.victims.rules import BOOL, I64
 from gangsched.config import arg_int
 from gangsched.errors import ConfigError
 from gangsched.model import TopologyMode
-from gangsched.session import ledger as _ledger
 from gangsched.session.arrays import TaskTemplate, build_templates, template_key
-from gangsched.session.core import TaskState
 from gangsched.session.rules import disruption
-from gangsched.session.statement import OpKind, Statement
+from gangsched.session.statement import Statement
 from gangsched.session.task_states import in_states
 
 if TYPE_CHECKING:
@@ -115,41 +118,6 @@ class _Trial:
     ok: bool
     placed: int  # claimed tasks placed
     where: dict[int, int]  # moved task → its new node
-
-
-class _Moves(Statement):
-    """A statement that may evict a task and then reserve the same task elsewhere (a move);
-    its undo puts the task back on its old node before un-evicting it."""
-
-    __slots__ = ()
-
-    @property
-    def finished(self) -> bool:
-        return self._done
-
-    def move(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
-        """Reserve ``task``, evicted in this statement, on ``node``: the placement passes the
-        same checks as any reservation of a pending task (the evicted task is off its node
-        for good here, so it is judged as the pending pod it becomes). Whether it did."""
-        ssn = self.ssn
-        _ledger.set_state(ssn, task, TaskState.PENDING)
-        if self.attempt(task, node, gpus, pipelined=True) is None:
-            return True
-        _ledger.set_state(ssn, task, TaskState.RELEASING)
-        return False
-
-    def discard(self) -> None:
-        self._check_open()
-        ssn = self.ssn
-        for op in reversed(self.ops):
-            if op.kind is OpKind.EVICT:
-                ssn.task_node[op.task] = op.node
-                ssn.task_gpus[op.task] = op.gpus
-                _ledger.unevict(ssn, op.task, op.prev_state)
-            else:
-                _ledger.unplace(ssn, op.task)
-        self.ops.clear()
-        self._done = True
 
 
 def _template(ssn: Session, task: int) -> TaskTemplate:
@@ -339,7 +307,7 @@ class _Search:
         if not commit:
             self.trials += 1
         old = {t: int(ssn.task_node[t]) for t in moved}
-        stmt = _Moves(ssn)
+        stmt = Statement(ssn)
         plan = self._plan if commit else {}
         try:
             names = ssn.arrays.node_names

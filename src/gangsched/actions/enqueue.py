@@ -153,12 +153,8 @@ def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
     if not freed[need].any():
         return None
     refusal = ssn.job_reasons.get(j)
-    holder = ssn.preemption_freed
-    holder[j] = (freed, freed_quota)
-    try:
+    with ssn.messages.freed_by_preemption.counting(j, freed, freed_quota):
         ok = bool(ssn.points.job_enqueueable(j))
-    finally:
-        del holder[j]
     if ok:
         return freed
     if refusal is not None:

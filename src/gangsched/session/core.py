@@ -53,6 +53,7 @@ from gangsched.session.fit import (
     occupancy_columns,
 )
 from gangsched.session.gate import Gate, Refusal
+from gangsched.session.messages import CycleMessages
 from gangsched.session.statement import Op
 from gangsched.session.task_states import (
     HOLDING_STATES,
@@ -148,10 +149,9 @@ class Session(Occupancy):
     holds: list[tuple[int, tuple[int, ...], int | None]] = field(default_factory=list)
     #: Per job, per action: why it did not preempt or reclaim (or what it evicted).
     preemption_reasons: dict[int, dict[str, str]] = field(default_factory=dict)
-    #: Per job: what it could free by preemption (enqueue's admission counts it).
-    preemption_freed: dict[int, tuple[I64, I64]] = field(default_factory=dict)
-    #: Whether carried reservations were realised already (once per session).
-    reservations_realised: bool = False
+    #: Messages between the actions of this cycle, each with one writer
+    #: (:mod:`gangsched.session.messages`).
+    messages: CycleMessages = field(default_factory=CycleMessages)
     #: Operations the placement gate refused, in words (an action proposed a placement that
     #: breaks a hard rule: see :mod:`gangsched.session.gate`).
     refusals: list[Refusal] = field(default_factory=list)
@@ -333,8 +333,15 @@ class Session(Occupancy):
 
     # ---------------------------------------------------------------- bookkeeping
 
-    def record(self, ops: Sequence[Op], *, committed: bool) -> None:
+    def record(self, ops: Sequence[Op], *, committed: bool, promoted: Sequence[Op] = ()) -> None:
+        """File the operations of a finished statement as decisions (``committed``) or kept
+        reservations; ``promoted``: kept operations that become decisions after them. The
+        statement's ending is the only caller, and this the only writer of ``committed``
+        and ``kept``."""
         (self.committed if committed else self.kept).extend(ops)
+        if promoted:
+            self.kept[:] = [op for op in self.kept if op not in promoted]
+            self.committed.extend(promoted)
 
     # ---------------------------------------------------------------- job counters
 
@@ -392,9 +399,9 @@ class Session(Occupancy):
         action counts them while it votes on the job's admission (zeros otherwise): the
         ``job_enqueueable`` votes count them as available. ``quota``: only the part that lowers
         its queue's allocation beyond the victims' elastic amounts. The enqueue action owns the
-        count and sets ``preemption_freed[job] = (freed, freed_quota)``."""
-        got = self.preemption_freed.get(job)
+        count: the cycle's ``freed_by_preemption`` message
+        (:class:`~gangsched.session.messages.FreedByPreemption`)."""
+        got = self.messages.freed_by_preemption.of(job, quota=quota)
         if got is None:
             return np.zeros(len(self.arrays.spec), dtype=np.int64)
-        out: I64 = got[1] if quota else got[0]
-        return out
+        return got

@@ -1,9 +1,7 @@
 """The session's bookkeeping of one placement, eviction or state change, and its exact undo.
 
-Only :class:`~gangsched.session.statement.Statement` and its consolidation subclass call these, and
-``realise_reservations`` (a carried reservation is taken off its node while its gang is tried
-for binding, and put back when the gang is not bound): every other module reads the session.
-Each operation keeps the
+Only :class:`~gangsched.session.statement.Statement` calls these (its operations and their
+undo): every other module reads the session. Each operation keeps the
 node rows, the device rows, the job and queue allocations and the per-state counters
 consistent, logs itself in the session's change log (:mod:`gangsched.session.changes`: the node,
 job and queue it touched; this module is the log's only writer, so every incremental view
@@ -21,7 +19,7 @@ from gangsched.session.task_states import TaskState
 if TYPE_CHECKING:
     from gangsched.session.core import Session
 
-__all__ = ["evict", "place", "set_state", "unevict", "unplace"]
+__all__ = ["evict", "place", "set_state", "unevict", "unmove", "unplace"]
 
 
 def place(ssn: Session, task: int, node: int, gpus: tuple[int, ...], *, pipelined: bool) -> None:
@@ -61,6 +59,16 @@ def unplace(ssn: Session, task: int) -> None:
     ssn.task_gpus[task] = ()
     _charge(ssn, task, -1, node)
     ssn.points.on_deallocate(task)
+
+
+def unmove(ssn: Session, task: int, node: int, gpus: tuple[int, ...]) -> None:
+    """Take back the reservation of a moved task: it is ``Releasing`` on ``node`` (devices
+    ``gpus``), where its eviction left it, again. The reservation's removal is logged; the
+    state move back is its job's change, logged with it."""
+    unplace(ssn, task)
+    ssn.task_node[task] = node
+    ssn.task_gpus[task] = gpus
+    _set_state(ssn, task, TaskState.RELEASING)
 
 
 def evict(ssn: Session, task: int) -> None:

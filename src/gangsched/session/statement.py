@@ -1,4 +1,9 @@
-"""A transaction over the session: allocate / pipeline / evict / admit with an undo log.
+"""A transaction over the session: allocate / pipeline / evict / move / lift / admit with an
+undo log.
+
+The statement is the only writer of placements, evictions and reservations: every change of
+a task's place or state in a cycle is one of its operations, and its undo is the statement's
+own (:mod:`gangsched.session.ledger` does the bookkeeping of each; nothing else calls it).
 
 Every placement passes the gate (:mod:`gangsched.session.gate`): an operation that breaks a hard
 rule
@@ -7,7 +12,11 @@ that would leave a gang partial is undone instead of committed.
 
 A gang is tried inside one statement; ``commit()`` makes its operations decisions,
 ``discard()`` undoes them in reverse so every session array is restored exactly (resources are
-int64, so undo is exact arithmetic, not approximate).
+int64, so undo is exact arithmetic, not approximate). Two operations serve the actions that
+change what is already placed: :meth:`Statement.move` reserves a task this statement evicted
+on another node (consolidation), and :meth:`Statement.lift` takes a carried reservation off
+its node while its gang is tried for binding there (the realisation of reservations); a lifted
+task not placed again goes back to its reservation when the statement ends.
 """
 
 from __future__ import annotations
@@ -16,9 +25,10 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gangsched.model import JobPhase
+from gangsched.model import JobPhase, TaskPhase
 from gangsched.session import ledger as _ledger
 from gangsched.session.gate import Rule
+from gangsched.session.task_states import TaskState
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -33,6 +43,9 @@ class OpKind(enum.StrEnum):
     ALLOCATE = enum.auto()
     PIPELINE = enum.auto()
     EVICT = enum.auto()
+    #: A carried reservation taken off its node while the statement is open: never a
+    #: decision (:meth:`Statement.lift`).
+    LIFT = enum.auto()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,24 +57,37 @@ class Op:
     prev_state: int = 0
     reason: str = ""
     preemptor: str = ""
+    #: For the reservation of a moved task (:meth:`Statement.move`): its eviction, whose node
+    #: and devices the undo puts it back on.
+    origin: Op | None = None
 
 
 class Statement:
     """Operations recorded against ``ssn``; nothing is a decision until :meth:`commit`."""
 
-    __slots__ = ("_done", "_phases", "ops", "relax", "ssn")
+    __slots__ = ("_bind_kept", "_done", "_lifted", "_phases", "ops", "relax", "ssn")
 
     def __init__(self, ssn: Session, *, relax: frozenset[Rule] = frozenset()) -> None:
         self.ssn = ssn
         self.ops: list[Op] = []
         #: ``(job, phase before)`` of every job this statement admitted, for undo.
         self._phases: list[tuple[int, JobPhase]] = []
+        #: Jobs whose kept allocations this statement's commit binds too (:meth:`bind_kept`).
+        self._bind_kept: list[int] = []
+        #: The lift operations among ``ops``, in the order lifted (:meth:`lift`).
+        self._lifted: list[Op] = []
         self._done = False
         #: Rules a what-if trial leaves out (``Rule.TOPOLOGY``: "would it fit anywhere?",
         #: asked to explain a refusal; ``Rule.CAPABILITY``: the enqueue shape check, which
         #: asks whether the gang fits the cluster at all). Such a statement can only be
         #: discarded, never committed or kept.
         self.relax = relax
+
+    @property
+    def finished(self) -> bool:
+        """Whether the statement was committed, kept or discarded (it takes no more
+        operations then)."""
+        return self._done
 
     def _check_open(self) -> None:
         if self._done:
@@ -105,16 +131,79 @@ class Statement:
         _ledger.evict(self.ssn, task)
         self.ops.append(Op(OpKind.EVICT, task, node, gpus, prev, reason, preemptor))
 
+    def _last_op(self, task: int) -> int:
+        """The index of this statement's newest operation on ``task``, or -1."""
+        for i in range(len(self.ops) - 1, -1, -1):
+            if self.ops[i].task == task:
+                return i
+        return -1
+
+    def _eviction(self, task: int) -> int:
+        """The index of this statement's eviction of ``task``, which must be its newest
+        operation on the task (a moved task cannot be moved or restored again)."""
+        i = self._last_op(task)
+        if i < 0 or self.ops[i].kind is not OpKind.EVICT:
+            name = self.ssn.snapshot.tasks[task].name
+            what = "was not evicted" if i < 0 else "was placed again since its eviction"
+            raise RuntimeError(f"task {name!r} {what} by this statement")
+        return i
+
     def restore(self, task: int) -> None:
         """Undo this statement's eviction of ``task`` alone (the others stay)."""
         self._check_open()
-        for i in range(len(self.ops) - 1, -1, -1):
-            op = self.ops[i]
-            if op.kind is OpKind.EVICT and op.task == task:
-                _ledger.unevict(self.ssn, task, op.prev_state)
-                del self.ops[i]
-                return
-        raise RuntimeError(f"task {task} was not evicted by this statement")
+        i = self._eviction(task)
+        _ledger.unevict(self.ssn, task, self.ops[i].prev_state)
+        del self.ops[i]
+
+    def move(self, task: int, node: int, gpus: tuple[int, ...]) -> bool:
+        """Reserve ``task``, which this statement evicted, on ``node`` (devices ``gpus``): a
+        move, two decisions about one task (its eviction, and a reservation elsewhere for the
+        pod that replaces it). The reservation passes the gate as any reservation of a pending
+        task would (off its node for good, the task is judged as the pending pod it becomes);
+        a refused move changes nothing. Undone, the task is back ``Releasing`` on its node.
+        Returns whether it moved."""
+        self._check_open()
+        origin = self.ops[self._eviction(task)]
+        ssn = self.ssn
+        _ledger.set_state(ssn, task, TaskState.PENDING)
+        why = ssn.gate.refuse(task, node, gpus, pipelined=True, relax=self.relax)
+        if why is not None:
+            _ledger.set_state(ssn, task, TaskState.RELEASING)
+            return False
+        _ledger.place(ssn, task, node, gpus, pipelined=True)
+        self.ops.append(Op(OpKind.PIPELINE, task, node, gpus, origin=origin))
+        return True
+
+    def lift(self, task: int) -> None:
+        """Take ``task``'s reservation (a ``Pipelined`` task carried from an earlier cycle,
+        with its node and devices) off its node while this statement is open, so that binding
+        it, or another task of its gang, there does not find the room taken by the
+        reservation. Meanwhile the task is pending: :meth:`allocate` or :meth:`attempt` may
+        place it. When the statement ends — committed, kept or discarded — each lifted task
+        it has not placed goes back to its reservation, in the order lifted. A lift is never
+        a decision."""
+        self._check_open()
+        ssn = self.ssn
+        if (
+            ssn.task_state[task] != TaskState.PIPELINED
+            or ssn.snapshot.tasks[task].phase is not TaskPhase.PIPELINED
+        ):
+            name = ssn.snapshot.tasks[task].name
+            raise RuntimeError(f"task {name!r} holds no reservation carried into this cycle")
+        node = int(ssn.task_node[task])
+        gpus = ssn.task_gpus[task]
+        _ledger.unplace(ssn, task)
+        op = Op(OpKind.LIFT, task, node, gpus)
+        self.ops.append(op)
+        self._lifted.append(op)
+
+    def bind_kept(self, job: int) -> None:
+        """Have :meth:`commit` bind as well the allocations an earlier statement kept for
+        ``job`` (not ready then; with this statement's binds it is): they become decisions of
+        this commit, recorded after its own operations, and are no longer kept. Without a
+        commit nothing changes."""
+        self._check_open()
+        self._bind_kept.append(job)
 
     def admit(self, job: int) -> None:
         """Move a Pending ``job`` to Inqueue (admitted: its tasks may be placed)."""
@@ -126,17 +215,35 @@ class Statement:
         self.ssn.job_phase[job] = JobPhase.INQUEUE
 
     def discard(self) -> None:
-        """Undo every operation, newest first."""
+        """Undo every operation, newest first; then the lifted reservations go back."""
         self._check_open()
         for job, before in reversed(self._phases):
             self.ssn.job_phase[job] = before
         self._phases.clear()
         for op in reversed(self.ops):
-            if op.kind is OpKind.EVICT:
-                _ledger.unevict(self.ssn, op.task, op.prev_state)
-            else:
-                _ledger.unplace(self.ssn, op.task)
+            self._undo(op)
+        self._end()
         self.ops.clear()
+
+    def _undo(self, op: Op) -> None:
+        """The exact undo of one operation (a lift is undone by :meth:`_end`)."""
+        ssn = self.ssn
+        if op.kind is OpKind.EVICT:
+            _ledger.unevict(ssn, op.task, op.prev_state)
+        elif op.kind is OpKind.LIFT:
+            pass
+        elif op.origin is not None:
+            _ledger.unmove(ssn, op.task, op.origin.node, op.origin.gpus)
+        else:
+            _ledger.unplace(ssn, op.task)
+
+    def _end(self) -> None:
+        """Close the statement: every lifted task not placed again goes back to its
+        reservation, in the order lifted."""
+        ssn = self.ssn
+        for op in self._lifted:
+            if ssn.task_state[op.task] == TaskState.PENDING:
+                _ledger.place(ssn, op.task, op.node, op.gpus, pipelined=True)
         self._done = True
 
     def _gang_refusal(self, *, binding: bool) -> Refusal | None:
@@ -168,6 +275,18 @@ class Statement:
             self.ssn.refusals.append(why)
             self.discard()
             return False
-        self.ssn.record(self.ops, committed=binding)
-        self._done = True
+        ssn = self.ssn
+        decided = (
+            [op for op in self.ops if op.kind is not OpKind.LIFT] if self._lifted else self.ops
+        )
+        promoted: list[Op] = []
+        if binding and self._bind_kept:
+            jobs = set(self._bind_kept)
+            promoted = [
+                op
+                for op in ssn.kept
+                if op.kind is OpKind.ALLOCATE and int(ssn.task_job[op.task]) in jobs
+            ]
+        ssn.record(decided, committed=binding, promoted=promoted)
+        self._end()
         return True

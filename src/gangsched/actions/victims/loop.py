@@ -12,7 +12,6 @@ from gangsched.actions._gang_placement import hard_domain
 from gangsched.actions.victims.rules import Scope, claimants, note_refusal
 from gangsched.actions.victims.search import preempt_job
 from gangsched.model import TaskPhase
-from gangsched.session import ledger as _ledger
 from gangsched.session.core import TaskState
 from gangsched.session.gate import Rule
 from gangsched.session.statement import OpKind, Statement
@@ -37,11 +36,17 @@ def realise_reservations(ssn: Session) -> None:
     made in an earlier cycle. Per job, the reserved tasks whose node now has their resources
     idle — without eating into anyone else's reservation — are bound there, if that makes the
     job ready (together with what ``allocate`` placed for it in this cycle, which is then bound
-    as well); the others keep their reservation. Runs once per session.
+    as well); the others keep their reservation. Runs once per session (the cycle's
+    ``reservations`` message says whether it ran).
+
+    One statement per job: its reservations are lifted off their nodes
+    (:meth:`~gangsched.session.statement.Statement.lift`), each is bound where it was reserved
+    if the gate admits it, and the statement is committed (binding the job's kept allocations
+    too) or discarded; the reservations not bound go back either way.
     """
-    if ssn.reservations_realised:
+    if ssn.messages.reservations.done:
         return
-    ssn.reservations_realised = True
+    ssn.messages.reservations.mark()
     carried: dict[int, list[int]] = {}
     for t, task in enumerate(ssn.snapshot.tasks):
         if task.phase is TaskPhase.PIPELINED and ssn.task_state[t] == TaskState.PIPELINED:
@@ -55,35 +60,25 @@ def realise_reservations(ssn: Session) -> None:
             for t in tasks:
                 ssn.task_reasons[t] = f"reservation not bound: {domain}"
             continue
-        spots = {t: (int(ssn.task_node[t]), ssn.task_gpus[t]) for t in tasks}
-        for t in tasks:
-            _ledger.unplace(ssn, t)
         stmt = Statement(ssn)
         for t in tasks:
-            node, gpus = spots[t]
+            stmt.lift(t)
+        for op in list(stmt.ops):
             # The gate's own answer: a reservation whose node is not idle yet, or whose queue
             # is over its capability, is kept, not refused.
-            why = stmt.attempt(t, node, gpus, pipelined=False)
+            why = stmt.attempt(op.task, op.node, op.gpus, pipelined=False)
             if why is not None and why.rule is Rule.CAPABILITY:
-                ssn.task_reasons[t] = f"reservation not bound: {why}"
+                ssn.task_reasons[op.task] = f"reservation not bound: {why}"
+        bound = [op.task for op in stmt.ops if op.kind is OpKind.ALLOCATE]
         kept = [t for t in tasks if ssn.task_state[t] == TaskState.PENDING]
-        over = ssn.gate.over_with_kept([op.task for op in stmt.ops], kept)
+        over = ssn.gate.over_with_kept(bound, kept)
         if over is not None:
             for t in tasks:
                 ssn.task_reasons[t] = f"reservation not bound: {over}"
-        if stmt.ops and over is None and ssn.points.job_ready(j):
-            stmt.commit()
+        if bound and over is None and ssn.points.job_ready(j):
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
             # readiness now: they become binds too, or the job would be bound in part.
-            mine = [
-                op for op in ssn.kept if op.kind is OpKind.ALLOCATE and ssn.task_job[op.task] == j
-            ]
-            if mine:
-                ssn.kept[:] = [op for op in ssn.kept if op not in mine]
-                ssn.committed.extend(mine)
+            stmt.bind_kept(j)
+            stmt.commit()
         else:
             stmt.discard()
-        for t in tasks:
-            if ssn.task_state[t] == TaskState.PENDING:
-                node, gpus = spots[t]
-                _ledger.place(ssn, t, node, gpus, pipelined=True)
