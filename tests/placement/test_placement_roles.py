@@ -94,6 +94,29 @@ def test_waste_bound_is_below_every_set_of_n_items_reaching_the_needs() -> None:
         assert waste_bound(caps[:1], needs[:1], emp, n) == (min(single) if single else 2**62)
 
 
+def test_waste_bound_is_exact_on_like_items_and_stops_only_at_or_above_stop() -> None:
+    # many like items (few values, few emptiness levels): the bound takes them in pieces of
+    # 1, 2, 4, ... and must still be the exact single-row optimum
+    rng = np.random.default_rng(11)
+    for _ in range(60):
+        k = int(rng.integers(3, 11))
+        caps = rng.choice([0, 1, 2], size=(2, k)).astype(np.int64)
+        emp = rng.choice([0, 50], size=k).astype(np.int64)
+        needs = [int(rng.integers(1, 2 * k)), int(rng.integers(1, 2 * k))]
+        n = int(rng.integers(1, k + 1))
+        single = [
+            int(emp[list(s)].sum())
+            for s in combinations(range(k), n)
+            if caps[0, list(s)].sum() >= needs[0]
+        ]
+        assert waste_bound(caps[:1], needs[:1], emp, n) == (min(single) if single else 2**62)
+        full = waste_bound(caps, needs, emp, n)
+        for stop in (0, 25, 50, 100, 2**62):
+            cut = waste_bound(caps, needs, emp, n, stop)
+            assert cut <= full
+            assert cut == full if full < stop else cut >= stop
+
+
 def test_waste_bound_scales_large_needs_down_and_stays_below() -> None:
     caps = np.array([[8000, 8000, 8000, 7000]], dtype=np.int64)
     emp = np.array([10, 20, 30, 5], dtype=np.int64)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -218,6 +219,26 @@ def first_rank(problem: PlacementProblem, gang: GangRequest) -> int:
     return 1 if follows_hypernode_order(problem, gang) else 0
 
 
+def group_sum(groups: npt.NDArray[np.int64], values: npt.NDArray[Any], n_groups: int) -> Any:
+    """Per group the sum of the rows of ``values`` (``(n,)`` or ``(n, k)``; ``groups`` ``(n,)``
+    in ``[0, n_groups)``): what ``np.add.at`` into zeros gives, without its slow unbuffered
+    loop. Integers are summed exactly (a cumulative sum over the rows sorted by group); floats
+    by one ``bincount`` per column, which adds in row order as ``np.add.at`` does."""
+    flat = values.ndim == 1
+    vals = values[:, None] if flat else values
+    if np.issubdtype(vals.dtype, np.floating):
+        out = np.empty((n_groups, vals.shape[1]), dtype=vals.dtype)
+        for j in range(vals.shape[1]):
+            out[:, j] = np.bincount(groups, weights=vals[:, j], minlength=n_groups)
+    else:
+        order = np.argsort(groups, kind="stable")
+        cum = np.zeros((groups.size + 1, vals.shape[1]), dtype=vals.dtype)
+        np.cumsum(vals[order], axis=0, out=cum[1:])
+        ends = np.searchsorted(groups[order], np.arange(n_groups + 1))
+        out = cum[ends[1:]] - cum[ends[:-1]]
+    return out[:, 0] if flat else out
+
+
 def domain_order(
     problem: PlacementProblem, view: GangView, tier: int, need: I64, free: I64, gpu_free: I64
 ) -> npt.NDArray[np.intp]:
@@ -238,8 +259,7 @@ def domain_order(
         groups = topo.domain_of[tier - 1]
         n_groups = topo.n_domains(tier)
     sel = usable & (groups >= 0)
-    qsum = np.zeros((n_groups, view.q.shape[0]), dtype=np.int64)
-    np.add.at(qsum, groups[sel], view.q[:, sel].T)
+    qsum = group_sum(groups[sel], view.q[:, sel].T, n_groups)
     assert gang.min_counts is not None
     ok = (qsum >= gang.min_counts[None, :]).all(axis=1) & (
         np.minimum(qsum, gang.counts[None, :]).sum(axis=1) >= gang.size
@@ -269,10 +289,8 @@ def domain_order(
     f_all = np.concatenate(f_cols, axis=1)
     d_all = np.concatenate(demand)
     in_any = groups >= 0
-    a_dom = np.zeros((n_groups, a_all.shape[1]), dtype=np.float64)
-    f_dom = np.zeros_like(a_dom)
-    np.add.at(a_dom, groups[in_any], a_all[in_any])
-    np.add.at(f_dom, groups[in_any], f_all[in_any])
+    a_dom = group_sum(groups[in_any], a_all[in_any].astype(np.float64), n_groups)
+    f_dom = group_sum(groups[in_any], f_all[in_any].astype(np.float64), n_groups)
     if a_dom.shape[1]:
         frac = np.where(a_dom > 0, (a_dom - f_dom + d_all) / np.maximum(a_dom, 1.0), 0.0)
         score = frac.mean(axis=1)
@@ -335,12 +353,10 @@ def _room_covers_demand(
     cols = np.flatnonzero(res > 0)
     ok = np.ones(n_groups, dtype=np.bool_)
     if cols.size:
-        room = np.zeros((n_groups, cols.size), dtype=np.int64)
-        np.add.at(room, groups[sel], np.maximum(free[sel][:, cols], 0))
+        room = group_sum(groups[sel], np.maximum(free[sel][:, cols], 0), n_groups)
         ok &= (room >= res[cols]).all(axis=1)
     if (gpu > 0).any():
-        g_room = np.zeros(n_groups, dtype=np.int64)
-        np.add.at(g_room, groups[sel], np.maximum(gpu_free[sel], 0).sum(axis=1))
+        g_room = group_sum(groups[sel], np.maximum(gpu_free[sel], 0).sum(axis=1), n_groups)
         ok &= g_room >= gpu
     return ok
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from gangsched.placement._common import GangView, demand_floor, split_target
+from gangsched.placement._common import GangView, demand_floor, group_sum, split_target
 from gangsched.placement.problem import PlacementProblem
 
 I64 = npt.NDArray[np.int64]
@@ -71,8 +71,7 @@ def build_relaxation(
             uniq, inv = np.unique(ids[usable], return_inverse=True)
             inv = inv.reshape(-1)
             k = uniq.size
-            qsum = np.zeros((k, view.gang.n_templates), dtype=np.int64)
-            np.add.at(qsum, inv, view.q[:, usable].T)
+            qsum = group_sum(inv, view.q[:, usable].T, k)
             gang = view.gang
             assert gang.min_counts is not None
             ok = (qsum >= gang.min_counts[None, :]).all(axis=1) & (
@@ -82,8 +81,7 @@ def build_relaxation(
             groups[usable] = inv
             res, gpu = demand_floor(view, groups, k, usable)
             fl = np.column_stack([np.tile(res, (k, 1)), gpu]).astype(np.int64)
-            r_use = np.zeros((k, room_node.shape[1]), dtype=np.int64)
-            np.add.at(r_use, inv, room_node[usable])
+            r_use = group_sum(inv, room_node[usable], k)
             ok &= (fl <= r_use).all(axis=1)
             for i in np.flatnonzero(ok).tolist():
                 d = int(uniq[i])

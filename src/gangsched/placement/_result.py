@@ -72,7 +72,10 @@ class PlacementResult:
     says the greedy answer is returned) or GREEDY (the heuristic answered). ``limit`` names
     the budget that cut the search short: ``"work"`` (the deterministic budget: the answer
     is still the same on every run), ``"wall"`` (the wall-clock budget: the answer depends on
-    the machine's speed) or ``""`` (none).
+    the machine's speed) or ``""`` (none); a proven answer keeps the limit that cut a step
+    the proof did not need. ``work`` is the deterministic time the solver
+    reported over every solve of the call (CP-SAT's ``deterministic_time``, summed; 0 for
+    placers that do not solve); it never exceeds the call's deterministic budget.
     """
 
     gangs: tuple[GangPlacement, ...]
@@ -81,6 +84,7 @@ class PlacementResult:
     fallback: bool = False
     solve_time: float = 0.0
     limit: str = ""
+    work: float = 0.0
 
     @property
     def placed_weight(self) -> int:

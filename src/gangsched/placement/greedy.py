@@ -39,6 +39,7 @@ from gangsched.placement._common import (
     domain_order,
     first_rank,
     gang_view,
+    group_sum,
     infeasible_reason,
     pack_node,
     split_target,
@@ -165,10 +166,8 @@ def _fill_level(
     groups = topo.nest_group(tier - 1)[nodes]
     uniq, inv = np.unique(groups, return_inverse=True)
     inv = inv.reshape(-1)
-    qsum = np.zeros((uniq.size, rem.size), dtype=np.int64)
-    np.add.at(qsum, inv, view.q[:, nodes].T)
-    empt = np.zeros(uniq.size, dtype=np.int64)
-    np.add.at(empt, inv, problem.emptiness[view.index][nodes])
+    qsum = group_sum(inv, view.q[:, nodes].T, uniq.size)
+    empt = group_sum(inv, problem.emptiness[view.index][nodes], uniq.size)
     slices = gang.slice_size if gang.slice_size and tier - 1 >= view.slice_rank else 0
     open_ = qsum.sum(axis=1) > 0
     placed = np.zeros_like(rem)

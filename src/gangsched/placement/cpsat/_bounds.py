@@ -121,31 +121,47 @@ def _fewest_in_domains(per_domain: list[tuple[I64, list[int]]]) -> int:
 WASTE_SCALE = 1024
 
 
-def waste_bound(caps: I64, needs: list[int], emp: I64, n: int) -> int:
+def waste_bound(caps: I64, needs: list[int], emp: I64, n: int, stop: int | None = None) -> int:
     """A lower bound on the summed emptiness of exactly ``n`` of the items (nodes) when they
     must reach every row's need (``caps`` ``(rows, items)``, see :func:`node_rows`): per row
     the least emptiness of ``n`` items whose values reach the need (a knapsack with a
     cardinality, by dynamic programming over the items), the most over the rows. A row with
     a large need is solved on values divided by their common divisor, or by a larger unit
     (values rounded up, the need down: a relaxation). ``2**62`` when no ``n`` items reach
-    some row."""
+    some row. With ``stop``, the rows are worked through cheapest first and the search ends
+    once the bound reaches ``stop``: the answer is then at least ``stop`` (and still a lower
+    bound); below ``stop`` it is the full bound."""
     inf = np.int64(2**62)
     if n <= 0 or n > caps.shape[1]:
         return int(inf) if n > caps.shape[1] else 0
     best = 0
+    scaled: list[tuple[int, I64]] = []
     for row, need in zip(caps, needs, strict=True):
         cap = np.clip(row, 0, None)
         unit = math.gcd(need, *cap.tolist()) or 1  # exact when the values share a unit
         if need // unit > WASTE_SCALE:
             unit = need // WASTE_SCALE
-        cap = -(-cap // unit)
-        want = need // unit
+        scaled.append((need // unit, -(-cap // unit)))
+    if stop is not None:
+        scaled.sort(key=lambda r: r[0])  # the cheapest tables first
+    for want, cap in scaled:
+        if stop is not None and best >= stop:
+            break
         f = np.full((n + 1, want + 1), inf, dtype=np.int64)
         f[0, 0] = 0
         cols = np.arange(want + 1)
-        for a, e in zip(cap.tolist(), emp.tolist(), strict=True):
-            prev = f[:-1, np.maximum(cols - a, 0)]
-            f[1:] = np.minimum(f[1:], np.minimum(prev + e, inf))
+        # like items (same value, same emptiness) are taken as pieces of 1, 2, 4, … of them:
+        # every count up to the items there are (at most n) is a sum of distinct pieces, so
+        # the table is the one item by item, at a fraction of the steps on like nodes
+        kinds, times = np.unique(np.stack([cap, emp]), axis=1, return_counts=True)
+        for (a, e), c in zip(kinds.T.tolist(), np.minimum(times, n).tolist(), strict=True):
+            k = 1
+            while c > 0:
+                k = min(k, c)
+                prev = f[:-k, np.maximum(cols - k * a, 0)]
+                f[k:] = np.minimum(f[k:], np.minimum(prev + k * e, inf))
+                c -= k
+                k *= 2
         best = max(best, int(f[n, want]))
     return best
 

@@ -221,8 +221,11 @@ def _build_single(
     vs.level_lbs.append(0)
     if n_t > 1:
 
-        def waste_lb(n: int) -> int:
-            return min(waste_bound(caps, needs, emp[nd], n) for nd, caps, needs in rows_of.values())
+        def waste_lb(n: int, stop: int | None = None) -> int:
+            # each domain's bound may stop at ``stop``: the least of them is exact below it
+            return min(
+                waste_bound(caps, needs, emp[nd], n, stop) for nd, caps, needs in rows_of.values()
+            )
 
         vs.waste_lb = waste_lb
     # the emptiness of the nodes that can take a replica (a unit without cells stays unused)

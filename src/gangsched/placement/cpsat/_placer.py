@@ -112,14 +112,16 @@ class CpSatPlacer(_Joint):
         elapsed = now() - start
         if deadline is not None and elapsed >= self.time_limit_s:  # type: ignore[operator]
             budget.limit = "wall"
-        proven = result.status in (Status.OPTIMAL, Status.INFEASIBLE)
+        # a proven answer keeps the limit that cut a step it did not need (the joint
+        # placement of each gang once the weight is proven, a bound reached anyway)
         return PlacementResult(
             gangs=result.gangs,
             status=result.status,
             gap=result.gap,
             fallback=result.fallback,
             solve_time=elapsed,
-            limit="" if proven and budget.limit != "wall" else budget.limit,
+            limit=budget.limit,
+            work=budget.spent,
         )
 
     def _place_sequential(self, problem: PlacementProblem, budget: _Budget) -> PlacementResult:

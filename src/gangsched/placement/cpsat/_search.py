@@ -68,6 +68,12 @@ def _greedy_or_infeasible(
     return GangPlacement(gang=name, placed=False, reason=reason), Status.INFEASIBLE, 0.0, False
 
 
+def _size(model: cp_model.CpModel) -> int:
+    """Variables and constraints of ``model`` (what a solve's overrun scales with)."""
+    proto = model.proto
+    return len(proto.variables) + len(proto.constraints)
+
+
 class _Search:
     """Solving and the single-gang search of :class:`~gangsched.placement.cpsat.CpSatPlacer`
     (its settings are documented there)."""
@@ -101,8 +107,13 @@ class _Search:
         solver = cp_model.CpSolver()
         if budget.past_deadline():  # the wall budget is spent: no solve at all
             return solver, int(cp_model.UNKNOWN)
-        if budget.work is not None and budget.work < 1e-6:  # no work left: answer at once
-            budget.limit = budget.limit or "work"
+        limit = budget.allowance(_size(model))
+        own_cap = cap is not None and (limit is None or cap < limit)
+        if own_cap:
+            limit = cap
+        if limit is not None and limit < 1e-6:  # the budget cannot afford it: no solve
+            if not own_cap:
+                budget.limit = budget.limit or "work"
             return solver, int(cp_model.UNKNOWN)
         prm = solver.parameters
         if budget.deadline is not None:
@@ -114,25 +125,21 @@ class _Search:
         prm.cp_model_probing_level = 0
         prm.symmetry_level = 0
         prm.linearization_level = linearization
-        if budget.work is not None:
-            prm.max_deterministic_time = budget.work
-        if cap is not None:
-            prm.max_deterministic_time = min(cap, budget.work if budget.work is not None else cap)
+        if limit is not None:
+            prm.max_deterministic_time = limit
         prm.log_search_progress = self.log
         if self.log:
             solver.log_callback = _log.info
         status = solver.solve(model)
         used = float(solver.response_proto.deterministic_time)
-        if budget.work is not None:
-            budget.work -= used
-        # a solve stopped by its own cap is no cut of the call's budgets
-        capped = cap is not None and used >= 0.99 * cap
-        if budget.work is not None and budget.work <= 1e-9:
-            capped = False
-        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN) and not capped:
-            # which limit stopped the solve: the work budget if it is spent, else the clock
-            spent = budget.work is not None and budget.work <= 1e-9
-            if not spent and budget.deadline is not None:
+        budget.charge(used)
+        if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
+            # which limit stopped the solve: its deterministic limit when it reached it (no
+            # cut of the call's budget when that was the solve's own cap), else the clock
+            if limit is not None and used >= 0.99 * limit:
+                if not own_cap and budget.limit != "wall":
+                    budget.limit = "work"
+            elif budget.deadline is not None:
                 budget.limit = "wall"
             elif budget.limit != "wall":
                 budget.limit = "work"
@@ -179,7 +186,9 @@ class _Search:
                 h = sum(c * hint[v.index] for v, c in terms)
             last = i == len(levels) - 1
             if last and n_fixed is not None and vs.waste_lb is not None and (h is None or h > lb):
-                w_lb = vs.waste_lb(n_fixed)  # a knapsack bound, computed when needed
+                # a knapsack bound, computed when needed (and only until it reaches the
+                # hint, which then closes the level)
+                w_lb = vs.waste_lb(n_fixed, h)
                 if w_lb < 2**61:  # (no n_fixed nodes reaching the needs: cannot happen)
                     lb = max(lb, w_lb)
             if h is not None and h <= lb:
@@ -228,23 +237,24 @@ class _Search:
     def _hint_is_solution(self, model: cp_model.CpModel, budget: _Budget) -> bool:
         """Whether the model's hint (completed on the variables it leaves out) satisfies the
         model: one solve with the hinted variables fixed."""
-        if budget.past_deadline() or (budget.work is not None and budget.work < 1e-3):
+        # everything is fixed and nothing presolved: the check loads the model and
+        # propagates once, which the solver counts as (next to) no deterministic time, so
+        # it needs no overrun margin
+        limit = budget.work
+        if budget.past_deadline() or (limit is not None and limit < 1e-3):
             return False  # no budget left even for this check: the hint stays unproven
         solver = cp_model.CpSolver()
         prm = solver.parameters
         prm.fix_variables_to_their_hinted_value = True
         prm.num_workers = 1
         prm.random_seed = self.seed
-        prm.max_deterministic_time = (
-            0.2 if budget.work is None else min(0.2, max(budget.work, 1e-6))
-        )
+        prm.max_deterministic_time = 0.2 if limit is None else min(0.2, limit)
         prm.cp_model_presolve = False  # everything hinted is fixed: nothing to presolve
         if budget.deadline is not None:
             prm.max_time_in_seconds = budget.remaining()
         model.clear_objective()  # type: ignore[no-untyped-call]
         st = solver.solve(model)
-        if budget.work is not None:
-            budget.work -= float(solver.response_proto.deterministic_time)
+        budget.charge(float(solver.response_proto.deterministic_time))
         return st in (cp_model.OPTIMAL, cp_model.FEASIBLE)
 
     def _solve_model(

@@ -46,8 +46,9 @@ class _Vars:
     # per level, a lower bound that holds while every earlier level is at its bound's value
     # (a lexicographic lower bound of the model's placements); ``None``: none
     cond_lbs: list[int] | None = None
-    # a lower bound on the emptiness level once the node count is known (``None``: none)
-    waste_lb: Callable[[int], int] | None = None
+    # a lower bound on the emptiness level once the node count is known, which may stop
+    # once it reaches its second argument (``None``: no bound)
+    waste_lb: Callable[[int, int | None], int] | None = None
 
 
 class _HintValues:
