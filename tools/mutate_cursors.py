@@ -115,6 +115,7 @@ TESTS: tuple[str, ...] = (
     "tests/state/test_state_incremental.py",
     "tests/cycle/test_hostile_dispatch_carry.py",
     "tests/sim/test_fgd_general_engine.py",
+    "tests/state/test_state_templates_carry.py",
 )
 
 

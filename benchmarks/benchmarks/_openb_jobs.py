@@ -39,12 +39,14 @@ QUEUES = (("q0", 1), ("q1", 2), ("q2", 3), ("q3", 4), ("q4", 5))
 RACK = 64
 
 
-def _node_dicts(rng: np.random.Generator) -> tuple[list[Any], list[Any], list[Any]]:
+def _node_dicts(
+    rng: np.random.Generator, n_nodes: int | None
+) -> tuple[list[Any], list[Any], list[Any]]:
     table = load_nodes()
     nodes: list[Any] = []
     jobs: list[Any] = []
     tasks: list[Any] = []
-    for i in range(len(table)):
+    for i in range(len(table) if n_nodes is None else min(n_nodes, len(table))):
         name = table.names[i]
         cpu, mem, gpus = int(table.cpu_milli[i]), int(table.memory_mib[i]), int(table.gpu_count[i])
         model = table.model_of(i)
@@ -136,10 +138,13 @@ def _models() -> tuple[str, ...]:
     return tuple(m for m in load_nodes().models if m)
 
 
-def openb_jobs_cluster_dict(n_jobs: int = 5_000, seed: int = 0) -> dict[str, Any]:
-    """The interchange form of the cluster (module docstring)."""
+def openb_jobs_cluster_dict(
+    n_jobs: int = 5_000, seed: int = 0, n_nodes: int | None = None
+) -> dict[str, Any]:
+    """The interchange form of the cluster (module docstring); ``n_nodes``: only the first
+    nodes of the list (all by default)."""
     rng = np.random.default_rng(seed)
-    nodes, run_jobs, run_tasks = _node_dicts(rng)
+    nodes, run_jobs, run_tasks = _node_dicts(rng, n_nodes)
     racks = (len(nodes) + RACK - 1) // RACK
     jobs, tasks = _job_dicts(rng, n_jobs, 0, _models(), racks)
     return {

@@ -483,8 +483,8 @@ def _moved_rows(old: Session, new: Session) -> _Moved | None:
     a, b = old.arrays, new.arrays
     rows = np.flatnonzero(kept)
     occ_old, occ_new = occupancy_columns(old), occupancy_columns(new)
-    for was, now in zip(occ_old[:3], occ_new[:3], strict=True):
-        stale[rows] |= (was[take[rows]] != now[rows]).any(axis=1)
+    for col_was, col_now in zip(occ_old[:3], occ_new[:3], strict=True):
+        stale[rows] |= (col_was[take[rows]] != col_now[rows]).any(axis=1)
     # Devices: kept nodes with as many devices as before, compared device by device (a node
     # whose device count moved has another record, so it is stale already).
     count_old = np.diff(a.gpu_offset)[take]
@@ -499,8 +499,8 @@ def _moved_rows(old: Session, new: Session) -> _Moved | None:
         dev_new = np.repeat(b.gpu_offset[rows], counts) + step
         dev_old = np.repeat(a.gpu_offset[take[rows]], counts) + step
         moved = np.zeros(int(b.gpu_offset[-1]), dtype=np.bool_)
-        for was, now in zip(occ_old[3:], occ_new[3:], strict=True):
-            moved[dev_new] |= was[dev_old] != now[dev_new]
+        for col_was, col_now in zip(occ_old[3:], occ_new[3:], strict=True):
+            moved[dev_new] |= col_was[dev_old] != col_now[dev_new]
         if moved.any():
             stale |= np.bincount(b.gpu_node[moved], minlength=n_new) > 0
     log = new.changes
