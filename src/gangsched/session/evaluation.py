@@ -143,10 +143,12 @@ class Evaluator:
             if tmpl is None:
                 continue
             # Its cursors stay: the continued log names what changed since, the nodes whose
-            # record or occupancy moved between the sessions included.
-            ev.error = None
+            # record or occupancy moved between the sessions included. Its last fit_error
+            # stays too (a function of the per-node reasons, which are refreshed on the same
+            # rows); a node's devices may have changed, so the GPU take is read again (once
+            # per GPU share).
             if ev.gpu_need is not None and records:
-                ev.gpu_need = gpu_need(ssn.arrays, tmpl)
+                ev.gpu_need = self._need(tmpl)
             self._evals[key] = ev
             taken += 1
         self._words = previous._words  # the carried reason codes' words
