@@ -260,7 +260,8 @@ class Evaluator:
         ssn = self._ssn
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
-        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
+        view = self._view() if ssn.arrays.n_nodes > 1 else None  # rows read from the view
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score
@@ -389,8 +390,9 @@ class Evaluator:
 
         for reject, word in ssn.points.rejections(tmpl, rows):
             mark(reject, word)
-        if rows.size == a.n_nodes and rows.size > 1:  # every node: read the shared view
-            short, devices_ok = self._short_all(tmpl, m_all)
+        if a.n_nodes > 1 and rows.size > 1:  # read the shared view
+            every = rows.size == a.n_nodes
+            short, devices_ok = self._short_all(tmpl, m_all, None if every else rows)
         else:
             short, devices_ok = self._short_rows(tmpl, rows, m_all)
         for c, res in enumerate(a.spec.names):
@@ -421,19 +423,24 @@ class Evaluator:
         short = req > node_free(ssn, rows, future=True)
         return list(short.T), devices_ok
 
-    def _short_all(self, tmpl: TaskTemplate, m_all: I64 | None) -> tuple[list[BOOL], BOOL]:
-        """:meth:`_short_rows` of every node, read column by column from the shared view."""
+    def _short_all(
+        self, tmpl: TaskTemplate, m_all: I64 | None, rows: npt.NDArray[np.intp] | None = None
+    ) -> tuple[list[BOOL], BOOL]:
+        """:meth:`_short_rows` of every node (or of ``rows``), read column by column from
+        the shared view."""
         ssn = self._ssn
         a = ssn.arrays
         view = self._view()
+        later = view.later if rows is None else view.later[rows]
         request = tmpl.request.tolist()
-        short = [q > view.later[:, c] for c, q in enumerate(request)]
-        devices_ok = np.ones(a.n_nodes, dtype=np.bool_)
+        short = [q > later[:, c] for c, q in enumerate(request)]
+        devices_ok = np.ones(later.shape[0], dtype=np.bool_)
         if tmpl.gpu_count:
             g = a.spec.gpu_column
             m_eff = gpu_need(a, tmpl) if m_all is None else m_all
-            short[g] = tmpl.gpu_count * m_eff > view.later[:, g]
-            devices_ok = view.room(a, tmpl.gpu_milli)[1] >= tmpl.gpu_count
+            short[g] = tmpl.gpu_count * (m_eff if rows is None else m_eff[rows]) > later[:, g]
+            rooms = view.room(a, tmpl.gpu_milli)[1]
+            devices_ok = (rooms if rows is None else rooms[rows]) >= tmpl.gpu_count
         return short, devices_ok
 
 
