@@ -395,6 +395,17 @@ class Evaluator:
             short, devices_ok = self._short_all(tmpl, m_all, None if every else rows)
         else:
             short, devices_ok = self._short_rows(tmpl, rows, m_all)
+        if rows.size < a.n_nodes:  # a few rows: every column at once
+            g = a.spec.gpu_column
+            short[g] = short[g] | ~devices_ok
+            table = np.column_stack(short)
+            first = table.argmax(axis=1)  # each row's first short column
+            hit = table[np.arange(rows.size), first] & (reason < 0)
+            if hit.any():
+                found = first[hit].tolist()
+                code = {c: self._code(_column_word(a.spec.names, c, g)) for c in sorted(set(found))}
+                reason[hit] = [code[c] for c in found]
+            return reason
         for c, res in enumerate(a.spec.names):
             if res == PODS:
                 mark(short[c], "Too many pods")
@@ -452,6 +463,15 @@ def _same_ground(old: Session, new: Session) -> bool:
 
 def _by_count(part: tuple[int, str]) -> tuple[int, str]:
     return -part[0], part[1]
+
+
+def _column_word(names: tuple[str, ...], c: int, gpu_column: int) -> str:
+    """The reason word of a node short of resource column ``c`` (as the per-column marks of
+    :meth:`Evaluator._reason_rows` word it)."""
+    res = names[c]
+    if res == PODS and c != gpu_column:
+        return "Too many pods"
+    return f"Insufficient {res}"
 
 
 def _prefers_by_label(ssn: Session) -> bool:
