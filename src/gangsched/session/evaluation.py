@@ -76,13 +76,26 @@ class _Moved:
     # differs from the end of the previous session
     lineage: object  # this session's log's lineage, and its position at the carry: what
     start: int  # this session logged since is read from there
+    # Per cursor of the previous log, the rows now to refresh for what happened up to the
+    # carry (many evaluations were last read at the same cursor).
+    known: dict[int, BOOL] = field(default_factory=dict)
 
     def rows(self, log: ChangeLog, cursor: int) -> npt.NDArray[np.intp]:
         """The rows now that a view read at ``cursor`` of the previous log must refresh to
         be current with ``log`` (a log of :attr:`lineage`)."""
-        before = self.now_of[self.log.nodes_since(cursor)]
-        parts = (before[before >= 0], self.stale, log.nodes_since(self.start))
-        return np.unique(np.concatenate(parts))
+        upto = self.known.get(cursor)
+        if upto is None:
+            before = self.now_of[self.log.nodes_since(cursor)]
+            upto = np.zeros(self.take.size, dtype=np.bool_)
+            upto[before[before >= 0]] = True
+            upto[self.stale] = True
+            self.known[cursor] = upto
+        since = log.nodes_since(self.start)
+        if not since.size:
+            return np.flatnonzero(upto)
+        marked = upto.copy()
+        marked[since] = True
+        return np.flatnonzero(marked)
 
 
 class Evaluator:

@@ -238,18 +238,20 @@ def _fit_all(
     rules). A few rows cost a handful of array operations, like every node."""
     request = tmpl.request.tolist()
     free, later_t = (view.free, view.later) if rows is None else (view.free[rows], view.later[rows])
+    # Every node: column by column (the view's tables are stored so); a few rows: at once.
+    fits = _columns_fit if rows is None else _rows_fit
     if not tmpl.gpu_count:
-        fit_later = _columns_fit(request, later_t)
-        fit_idle = _columns_fit(request, free)
+        fit_later = fits(request, later_t)
+        fit_idle = fits(request, free)
         fit_idle &= fit_later
         return fit_idle, fit_later
     gcol = a.spec.gpu_column
     m_eff = gpu_need(a, tmpl) if m_all is None else m_all
     request[gcol] = 0  # the GPU column is charged per the node's devices, checked below
     charge = tmpl.gpu_count * (m_eff if rows is None else m_eff[rows])
-    fit_idle = _columns_fit(request, free)
+    fit_idle = fits(request, free)
     fit_idle &= charge <= free[:, gcol]
-    fit_later = _columns_fit(request, later_t)
+    fit_later = fits(request, later_t)
     fit_later &= charge <= later_t[:, gcol]
     now, later = view.room(a, tmpl.gpu_milli)
     if rows is not None:
@@ -266,6 +268,12 @@ def _columns_fit(request: list[int], table: I64) -> BOOL:
     ok: BOOL = np.ones(table.shape[0], dtype=np.bool_)
     for c, q in enumerate(request):
         ok &= q <= table[:, c]
+    return ok
+
+
+def _rows_fit(request: list[int], table: I64) -> BOOL:
+    """``(request <= table).all(axis=1)`` of a few rows, in one comparison."""
+    ok: BOOL = (np.array(request, dtype=np.int64) <= table).all(axis=1)
     return ok
 
 
