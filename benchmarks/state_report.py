@@ -10,12 +10,13 @@ prints it as a section. Clusters are ``benchmarks/benchmarks/common.py``'s; the 
 ``bench_cluster_state.Changes`` (cordons and pending-task updates, 10 objects).
 
 A second table (``--generators``, or ``--generator NAME`` for one) times the embedding loop
-on three generators: the benchmark's (``common.cluster_dict``), the heterogeneous one of the
-templates report (``_templates_data.templates_cluster_dict``: a template per job) with the
-same changes, and the openb pending-jobs one (``_openb_jobs.openb_jobs_cluster_dict``: the
-1,213 openb nodes, 5,000 jobs each of its own shape, GPU model selectors) with its stream of
-changes of every kind (``_openb_jobs.StreamChanges``: cordons, a node removed or added back,
-jobs added and finished, tasks reported running).
+on three generators: the benchmark's (``common.cluster_dict``); the heterogeneous one of the
+templates report (``_templates_data.templates_cluster_dict``: a template per job), with the
+same changes and with the stream below; and the openb pending-jobs one
+(``_openb_jobs.openb_jobs_cluster_dict``: the 1,213 openb nodes, 5,000 jobs each of its own
+shape, GPU model selectors) with its stream of changes of every kind
+(``_openb_jobs.StreamChanges``: cordons, a node removed or added back, jobs added and
+finished, tasks reported running).
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def _generators(quick: bool) -> dict[str, tuple[Any, Any]]:
     return {
         "benchmark": (lambda: cluster_dict(*bench), Changes),
         "heterogeneous": (lambda: templates_cluster_dict(*hetero), Changes),
+        "heterogeneous, stream": (lambda: templates_cluster_dict(*hetero), StreamChanges),
         "openb jobs": (openb_jobs_cluster_dict, StreamChanges),
     }
 

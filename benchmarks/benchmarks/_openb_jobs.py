@@ -162,13 +162,12 @@ def openb_jobs_cluster(n_jobs: int = 5_000, seed: int = 0) -> Snapshot:
 
 
 class StreamChanges:
-    """Ten informer changes per :meth:`apply` on ``state`` (a state of
-    :func:`openb_jobs_cluster_dict`'s cluster): three nodes cordoned or uncordoned (toggled),
-    one cordoned node of the middle of the list removed or added back (toggled: the node
-    order moves),
-    two new pending jobs of one task each, two Running jobs finished (removed with their
-    tasks), and two Bound tasks reported Running (or, when none is left, a node
-    uncordon/cordon more)."""
+    """Ten informer changes per :meth:`apply` on ``state`` (made for
+    :func:`openb_jobs_cluster_dict`'s cluster; on another, new jobs go to its queues): three
+    nodes cordoned or uncordoned (toggled), one cordoned node of the middle of the list
+    removed or added back (toggled: the node order moves), two new pending jobs of one task
+    each, two Running jobs of the generator finished (removed with their tasks; none once
+    they are all gone), and two Bound tasks reported Running (fewer when fewer are Bound)."""
 
     def __init__(self, state: ClusterState, seed: int = 1) -> None:
         self.state = state
@@ -202,7 +201,10 @@ class StreamChanges:
             state.add_node(self.spare)
         jobs, tasks = _job_dicts(self.rng, 2, self.next_job, _models(), self.racks)
         self.next_job += 2
+        queues = list(state.queues)
         for job in jobs:
+            if job["queue"] not in state.queues:  # another generator's cluster: its queues
+                job["queue"] = queues[int(job["queue"][1:]) % len(queues)]
             state.add_job(
                 Job.from_dict(job), [Task.from_dict(t) for t in tasks if t["job"] == job["name"]]
             )

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from benchmarks._openb_jobs import openb_jobs_cluster_dict
 
 CONFIG = Config.default()
+#: The opt-in soak (``GANGSCHED_SOAK=1``) draws many more examples, at random.
+SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
 KINDS = ("cordon", "uncordon", "remove", "add", "add_job", "finish", "bind", "run")
 
 
@@ -107,7 +110,7 @@ _CHANGES = st.lists(
 )
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=300 if SOAK else 20, deadline=None)
 @given(
     n_nodes=st.integers(6, 20),
     n_jobs=st.integers(4, 30),
