@@ -273,7 +273,7 @@ def _columns_fit(request: list[int], table: I64) -> BOOL:
 
 def _rows_fit(request: list[int], table: I64) -> BOOL:
     """``(request <= table).all(axis=1)`` of a few rows, in one comparison."""
-    ok: BOOL = (np.array(request, dtype=np.int64) <= table).all(axis=1)
+    ok: BOOL = np.asarray((np.array(request, dtype=np.int64) <= table).all(axis=1))
     return ok
 
 
