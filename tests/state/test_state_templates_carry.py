@@ -226,3 +226,38 @@ def test_no_carry_over_a_node_set_change_when_a_template_prefers_by_label() -> N
     out = state.schedule(CONFIG)
     assert _last(state).evaluator.carried == 0
     assert _canon(out) == _fresh(state)
+
+
+def test_a_device_move_under_an_equal_node_total_is_refreshed_over_a_node_set_change() -> None:
+    """A task moved to another device of its node leaves the node's totals as they were but
+    frees a whole device: a template waiting for one must see it after the node set
+    changed (the rows are compared device by device)."""
+    gpus = {"count": 2, "milli": 1000, "model": "A", "sharing": True}
+    data = {
+        "nodes": [
+            {"name": "g0", "allocatable": {"cpu": 16, "memory": "64Gi"}, "gpus": gpus},
+            {"name": "c1", "allocatable": {"cpu": 16, "memory": "64Gi"}},
+            {"name": "c2", "allocatable": {"cpu": 16, "memory": "64Gi"}},
+        ],
+        "queues": [{"name": "q", "weight": 1}],
+        "jobs": [
+            {"name": "run", "queue": "q", "min_available": 1, "phase": "Running"},
+            {"name": "want", "queue": "q", "min_available": 1, "phase": "Inqueue"},
+        ],
+        "tasks": [
+            {"name": "a", "job": "run", "phase": "Running", "node": "g0", "request": {"cpu": 1},
+             "gpu_request": {"count": 1, "milli": 500}, "gpu_indices": [0]},
+            {"name": "b", "job": "run", "phase": "Running", "node": "g0", "request": {"cpu": 1},
+             "gpu_request": {"count": 1, "milli": 300}, "gpu_indices": [1]},
+            {"name": "w", "job": "want", "request": {"cpu": 1},
+             "gpu_request": {"count": 1, "milli": 1000}},
+        ],
+    }  # fmt: skip
+    state = ClusterState(Snapshot.from_dict(data))
+    assert not state.schedule(CONFIG).binds  # no whole device free yet
+    state.update_task(dataclasses.replace(state.tasks["a"], gpu_indices=(1,)))
+    state.remove_node("c2")
+    out = state.schedule(CONFIG)
+    assert _last(state).evaluator.carried > 0
+    assert [(b.task, b.node) for b in out.binds] == [("w", "g0")]
+    assert _canon(out) == _fresh(state)
