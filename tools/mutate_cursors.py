@@ -175,6 +175,7 @@ TESTS: tuple[str, ...] = (
     "tests/cycle/test_hostile_dispatch_carry.py",
     "tests/sim/test_fgd_general_engine.py",
     "tests/cycle/test_pod_affinity.py",
+    "tests/state/test_state_templates_carry.py",
 )
 
 

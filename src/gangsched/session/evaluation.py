@@ -22,7 +22,16 @@ import numpy.typing as npt
 
 from gangsched._types import BOOL, F64, I64
 from gangsched.session.arrays import TaskTemplate
-from gangsched.session.fit import FullView, device_free, fit_one, gpu_need, node_free, resource_fit
+from gangsched.session.changes import ChangeLog
+from gangsched.session.fit import (
+    FullView,
+    device_free,
+    fit_one,
+    gpu_need,
+    node_free,
+    occupancy_columns,
+    resource_fit,
+)
 from gangsched.units import PODS
 
 if TYPE_CHECKING:
@@ -49,6 +58,44 @@ class Evaluation:
     # The last fit_error over every node (a function of ``reasons`` alone) and the change
     # log's cursor when it was last found to hold: nothing changed since, so no reason moved.
     error: tuple[int, str] | None = None
+    # Set when the evaluation was carried over a change of the node set: its rows are still
+    # the previous session's, and its cursors that session's log's (settled on first use).
+    moved: _Moved | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _Moved:
+    """How the rows of a previous session's evaluations become this session's after the node
+    set changed (nodes added, removed, renamed or reordered), shared by every evaluation
+    carried then."""
+
+    log: ChangeLog  # the previous session's log, which the evaluations' cursors belong to
+    take: npt.NDArray[np.intp]  # per node now, its previous row (0 for a new node)
+    now_of: npt.NDArray[np.intp]  # per previous row, its row now (-1: the node is gone)
+    stale: npt.NDArray[np.intp]  # rows of new nodes and of nodes whose record or occupancy
+    # differs from the end of the previous session
+    lineage: object  # this session's log's lineage, and its position at the carry: what
+    start: int  # this session logged since is read from there
+    # Per cursor of the previous log, the rows now to refresh for what happened up to the
+    # carry (many evaluations were last read at the same cursor).
+    known: dict[int, BOOL] = field(default_factory=dict)
+
+    def rows(self, log: ChangeLog, cursor: int) -> npt.NDArray[np.intp]:
+        """The rows now that a view read at ``cursor`` of the previous log must refresh to
+        be current with ``log`` (a log of :attr:`lineage`)."""
+        upto = self.known.get(cursor)
+        if upto is None:
+            before = self.now_of[self.log.nodes_since(cursor)]
+            upto = np.zeros(self.take.size, dtype=np.bool_)
+            upto[before[before >= 0]] = True
+            upto[self.stale] = True
+            self.known[cursor] = upto
+        since = log.nodes_since(self.start)
+        if not since.size:
+            return np.flatnonzero(upto)
+        marked = upto.copy()
+        marked[since] = True
+        return np.flatnonzero(marked)
 
 
 class Evaluator:
@@ -89,6 +136,11 @@ class Evaluator:
         arithmetic)."""
         ssn, old = self._ssn, previous._ssn
         log = ssn.changes
+        if (
+            log.lineage is not old.changes.lineage
+            and old.arrays.node_names != ssn.arrays.node_names
+        ):
+            return self._carry_moved(previous)
         if log.lineage is not old.changes.lineage or log.taints_changed:
             return 0  # another ground: the log did not continue, or taints moved
         if self._factories != previous._factories or not _same_ground(old, ssn):
@@ -104,16 +156,85 @@ class Evaluator:
             if tmpl is None:
                 continue
             # Its cursors stay: the continued log names what changed since, the nodes whose
-            # record or occupancy moved between the sessions included.
-            ev.error = None
+            # record or occupancy moved between the sessions included. Its last fit_error
+            # stays too (a function of the per-node reasons, which are refreshed on the same
+            # rows); a node's devices may have changed, so the GPU take is read again (once
+            # per GPU share).
             if ev.gpu_need is not None and records:
-                ev.gpu_need = gpu_need(ssn.arrays, tmpl)
+                ev.gpu_need = self._need(tmpl)
             self._evals[key] = ev
             taken += 1
         self._words = previous._words  # the carried reason codes' words
         previous._evals = {}  # moved, not shared: the previous session is finished
         self.carried = taken
         return taken
+
+    def _carry_moved(self, previous: Evaluator) -> int:
+        """:meth:`carry` when the node set changed (nodes added, removed, renamed or
+        reordered): the log starts a new lineage, so each evaluation taken over keeps the
+        previous log and a map of rows (:class:`_Moved`) and is settled when first used: its
+        rows gathered into this session's order, and refreshed on the new nodes, the nodes
+        whose record or occupancy differs from the end of the previous session and the nodes
+        changed since its cursors (in the previous session, then in this one).
+
+        Valid under the same conditions as :meth:`carry`, and when the nodes' taints did not
+        change (no node added or removed with taints, no kept node's taints changed), the
+        resource columns are the same and no template prefers nodes by label (preferred
+        node affinity and taint scores are normalised over every node)."""
+        ssn, old = self._ssn, previous._ssn
+        if self._factories != previous._factories or not _same_ground(old, ssn):
+            return 0
+        if old.arrays.spec.names != ssn.arrays.spec.names or _prefers_by_label(ssn):
+            return 0
+        moved = _moved_rows(old, ssn)
+        if moved is None:
+            return 0
+        wanted = {("shape", t.shape) for t in ssn.templates}
+        taken = 0
+        for key, ev in previous._evals.items():
+            if key not in wanted or ev.moved is not None:
+                continue  # not wanted, or moved twice before any use: evaluated afresh
+            ev.moved = moved
+            ev.error = None  # counts over another node set
+            self._evals[key] = ev
+            taken += 1
+        self._words = previous._words
+        previous._evals = {}
+        self.carried = taken
+        return taken
+
+    def _settle(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved) -> None:
+        """Bring an evaluation carried over a change of the node set into this session's rows
+        (:meth:`_carry_moved`), current with the log."""
+        ssn = self._ssn
+        log = ssn.changes
+        ev.moved = None
+        take = moved.take
+        rows = moved.rows(log, ev.cursor)
+        ev.cursor = log.end
+        ev.ok, ev.fit_idle, ev.fit_future = ev.ok[take], ev.fit_idle[take], ev.fit_future[take]
+        ev.score, ev.best_idle, ev.best_future = (
+            ev.score[take],
+            ev.best_idle[take],
+            ev.best_future[take],
+        )
+        if tmpl.gpu_count:
+            ev.gpu_need = self._need(tmpl)
+        if rows.size:
+            self._refresh_rows(ev, tmpl, rows)
+        if ev.reasons is not None:
+            rows = moved.rows(log, ev.reason_cursor)
+            ev.reason_cursor = log.end
+            ev.reasons = ev.reasons[take]
+            if rows.size:
+                ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
+
+    def _need(self, tmpl: TaskTemplate) -> I64:
+        """:func:`gpu_need` of ``tmpl``, shared by the templates of its GPU share."""
+        m_all = self._needs.get(tmpl.gpu_milli)
+        if m_all is None:
+            m_all = self._needs[tmpl.gpu_milli] = gpu_need(self._ssn.arrays, tmpl)
+        return m_all
 
     def _key(self, tmpl: TaskTemplate) -> object:
         return ("shape", tmpl.shape) if self._ssn.points.shape_only else tmpl.index
@@ -126,6 +247,9 @@ class Evaluator:
         ev = self._evals.get(key)
         if ev is None:
             ev = self._evals[key] = self._first(tmpl)
+            return ev
+        if ev.moved is not None:
+            self._settle(ev, tmpl, ev.moved)
             return ev
         log = ssn.changes
         cursor = ev.cursor
@@ -141,15 +265,21 @@ class Evaluator:
             if rows.size:
                 self._refresh_one(ev, tmpl, int(rows[0]))
             return ev
+        self._refresh_rows(ev, tmpl, rows)
+        return ev
+
+    def _refresh_rows(self, ev: Evaluation, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> None:
+        """:meth:`evaluate`'s refresh of the nodes ``rows``, vectorized."""
+        ssn = self._ssn
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
-        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need)
+        view = self._view() if ssn.arrays.n_nodes > 1 else None  # rows read from the view
+        fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score
         ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
-        return ev
 
     def _view(self) -> FullView:
         """The session's view of every node's free resources, current with its change log."""
@@ -177,11 +307,7 @@ class Evaluator:
         ssn = self._ssn
         n = ssn.arrays.n_nodes
         rows = np.arange(n, dtype=np.intp)
-        m_all = None
-        if tmpl.gpu_count:
-            m_all = self._needs.get(tmpl.gpu_milli)
-            if m_all is None:
-                m_all = self._needs[tmpl.gpu_milli] = gpu_need(ssn.arrays, tmpl)
+        m_all = self._need(tmpl) if tmpl.gpu_count else None
         ok = ssn.points.predicate_ok(tmpl, rows)
         view = self._view() if n > 1 else None  # all nodes, read from the shared view
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, m_all, view)
@@ -277,10 +403,22 @@ class Evaluator:
 
         for reject, word in ssn.points.rejections(tmpl, rows):
             mark(reject, word)
-        if rows.size == a.n_nodes and rows.size > 1:  # every node: read the shared view
-            short, devices_ok = self._short_all(tmpl, m_all)
+        if a.n_nodes > 1 and rows.size > 1:  # read the shared view
+            every = rows.size == a.n_nodes
+            short, devices_ok = self._short_all(tmpl, m_all, None if every else rows)
         else:
             short, devices_ok = self._short_rows(tmpl, rows, m_all)
+        if rows.size < a.n_nodes:  # a few rows: every column at once
+            g = a.spec.gpu_column
+            short[g] = short[g] | ~devices_ok
+            table = np.column_stack(short)
+            first = table.argmax(axis=1)  # each row's first short column
+            hit = table[np.arange(rows.size), first] & (reason < 0)
+            if hit.any():
+                found = first[hit].tolist()
+                code = {c: self._code(_column_word(a.spec.names, c, g)) for c in sorted(set(found))}
+                reason[hit] = [code[c] for c in found]
+            return reason
         for c, res in enumerate(a.spec.names):
             if res == PODS:
                 mark(short[c], "Too many pods")
@@ -309,19 +447,24 @@ class Evaluator:
         short = req > node_free(ssn, rows, future=True)
         return list(short.T), devices_ok
 
-    def _short_all(self, tmpl: TaskTemplate, m_all: I64 | None) -> tuple[list[BOOL], BOOL]:
-        """:meth:`_short_rows` of every node, read column by column from the shared view."""
+    def _short_all(
+        self, tmpl: TaskTemplate, m_all: I64 | None, rows: npt.NDArray[np.intp] | None = None
+    ) -> tuple[list[BOOL], BOOL]:
+        """:meth:`_short_rows` of every node (or of ``rows``), read column by column from
+        the shared view."""
         ssn = self._ssn
         a = ssn.arrays
         view = self._view()
+        later = view.later if rows is None else view.later[rows]
         request = tmpl.request.tolist()
-        short = [q > view.later[:, c] for c, q in enumerate(request)]
-        devices_ok = np.ones(a.n_nodes, dtype=np.bool_)
+        short = [q > later[:, c] for c, q in enumerate(request)]
+        devices_ok = np.ones(later.shape[0], dtype=np.bool_)
         if tmpl.gpu_count:
             g = a.spec.gpu_column
             m_eff = gpu_need(a, tmpl) if m_all is None else m_all
-            short[g] = tmpl.gpu_count * m_eff > view.later[:, g]
-            devices_ok = view.room(a, tmpl.gpu_milli)[1] >= tmpl.gpu_count
+            short[g] = tmpl.gpu_count * (m_eff if rows is None else m_eff[rows]) > later[:, g]
+            rooms = view.room(a, tmpl.gpu_milli)[1]
+            devices_ok = (rooms if rows is None else rooms[rows]) >= tmpl.gpu_count
         return short, devices_ok
 
 
@@ -333,6 +476,84 @@ def _same_ground(old: Session, new: Session) -> bool:
 
 def _by_count(part: tuple[int, str]) -> tuple[int, str]:
     return -part[0], part[1]
+
+
+def _column_word(names: tuple[str, ...], c: int, gpu_column: int) -> str:
+    """The reason word of a node short of resource column ``c`` (as the per-column marks of
+    :meth:`Evaluator._reason_rows` word it)."""
+    res = names[c]
+    if res == PODS and c != gpu_column:
+        return "Too many pods"
+    return f"Insufficient {res}"
+
+
+def _prefers_by_label(ssn: Session) -> bool:
+    """Whether a template of ``ssn`` prefers nodes by label (a score normalised over every
+    node's labels)."""
+    return any(
+        t.node_affinity is not None and bool(t.node_affinity.preferred) for t in ssn.templates
+    )
+
+
+def _moved_rows(old: Session, new: Session) -> _Moved | None:
+    """The map from ``old``'s node rows to ``new``'s (by name), and the rows of ``new`` to
+    refresh whatever a view read in ``old``: new nodes, and nodes whose record or occupancy
+    differs from the end of ``old``. None when the nodes' taints changed (a node with taints
+    came or went, or a kept node's taints changed)."""
+    before, after = old.snapshot.nodes, new.snapshot.nodes
+    row_of = old.snapshot.node_index
+    n_new = len(after)
+    take = np.zeros(n_new, dtype=np.intp)
+    kept = np.zeros(n_new, dtype=np.bool_)
+    stale = np.zeros(n_new, dtype=np.bool_)
+    now_of = np.full(len(before), -1, dtype=np.intp)
+    for i, node in enumerate(after):
+        j = row_of.get(node.name)
+        if j is None:
+            if node.taints:
+                return None
+            stale[i] = True
+            continue
+        take[i], kept[i], now_of[j] = j, True, i
+        was = before[j]
+        if was is not node and was != node:
+            if was.taints != node.taints:
+                return None
+            stale[i] = True
+    if any(before[j].taints for j in np.flatnonzero(now_of < 0).tolist()):
+        return None
+    a, b = old.arrays, new.arrays
+    rows = np.flatnonzero(kept)
+    occ_old, occ_new = occupancy_columns(old), occupancy_columns(new)
+    for col_was, col_now in zip(occ_old[:3], occ_new[:3], strict=True):
+        stale[rows] |= (col_was[take[rows]] != col_now[rows]).any(axis=1)
+    # Devices: kept nodes with as many devices as before, compared device by device (a node
+    # whose device count moved has another record, so it is stale already).
+    count_old = np.diff(a.gpu_offset)[take]
+    count_new = np.diff(b.gpu_offset)
+    same = kept & ~stale & (count_new == count_old) & (count_new > 0)
+    if same.any():
+        rows = np.flatnonzero(same)
+        counts = count_new[rows]
+        step = np.arange(int(counts.sum()), dtype=np.intp) - np.repeat(
+            np.cumsum(counts) - counts, counts
+        )
+        dev_new = np.repeat(b.gpu_offset[rows], counts) + step
+        dev_old = np.repeat(a.gpu_offset[take[rows]], counts) + step
+        moved = np.zeros(int(b.gpu_offset[-1]), dtype=np.bool_)
+        for col_was, col_now in zip(occ_old[3:], occ_new[3:], strict=True):
+            moved[dev_new] |= col_was[dev_old] != col_now[dev_new]
+        if moved.any():
+            stale |= np.bincount(b.gpu_node[moved], minlength=n_new) > 0
+    log = new.changes
+    return _Moved(
+        log=old.changes,
+        take=take,
+        now_of=now_of,
+        stale=np.flatnonzero(stale),
+        lineage=log.lineage,
+        start=log.end,
+    )
 
 
 def _relabelled_under_preference(old: Session, new: Session) -> bool:

@@ -191,12 +191,14 @@ def resource_fit(
 ) -> tuple[BOOL, BOOL]:
     """``(fits now, fits later)`` of ``tmpl`` on ``rows``. ``m_all``: :func:`gpu_need`,
     when the caller keeps it; ``view``: a current :class:`FullView`, read when ``rows`` are
-    all the nodes in order."""
+    all the nodes in order, or a few rows of them."""
+    a = occ.arrays
+    if view is not None and rows.size > 1:
+        if rows.size == a.n_nodes:
+            return _fit_all(a, tmpl, view, m_all)
+        return _fit_all(a, tmpl, view, m_all, rows)
     if rows.size <= _FEW:  # the usual refresh after a placement or a few: plain ints
         return _fit_few(occ, tmpl, rows, m_all)
-    a = occ.arrays
-    if view is not None and rows.size == a.n_nodes:
-        return _fit_all(a, tmpl, view, m_all)
     free = a.allocatable[rows] - occ.used[rows]
     later = free + occ.releasing[rows] - occ.pipelined[rows]
     m_eff = np.zeros(0, dtype=np.int64)
@@ -226,24 +228,34 @@ def resource_fit(
 
 
 def _fit_all(
-    a: ClusterArrays, tmpl: TaskTemplate, view: FullView, m_all: I64 | None
+    a: ClusterArrays,
+    tmpl: TaskTemplate,
+    view: FullView,
+    m_all: I64 | None,
+    rows: npt.NDArray[np.intp] | None = None,
 ) -> tuple[BOOL, BOOL]:
-    """:func:`resource_fit` of every node, read from ``view`` (the same rules)."""
+    """:func:`resource_fit` of every node (or of ``rows``), read from ``view`` (the same
+    rules). A few rows cost a handful of array operations, like every node."""
     request = tmpl.request.tolist()
+    free, later_t = (view.free, view.later) if rows is None else (view.free[rows], view.later[rows])
+    # Every node: column by column (the view's tables are stored so); a few rows: at once.
+    fits = _columns_fit if rows is None else _rows_fit
     if not tmpl.gpu_count:
-        fit_later = _columns_fit(request, view.later)
-        fit_idle = _columns_fit(request, view.free)
+        fit_later = fits(request, later_t)
+        fit_idle = fits(request, free)
         fit_idle &= fit_later
         return fit_idle, fit_later
     gcol = a.spec.gpu_column
     m_eff = gpu_need(a, tmpl) if m_all is None else m_all
     request[gcol] = 0  # the GPU column is charged per the node's devices, checked below
-    charge = tmpl.gpu_count * m_eff
-    fit_idle = _columns_fit(request, view.free)
-    fit_idle &= charge <= view.free[:, gcol]
-    fit_later = _columns_fit(request, view.later)
-    fit_later &= charge <= view.later[:, gcol]
+    charge = tmpl.gpu_count * (m_eff if rows is None else m_eff[rows])
+    fit_idle = fits(request, free)
+    fit_idle &= charge <= free[:, gcol]
+    fit_later = fits(request, later_t)
+    fit_later &= charge <= later_t[:, gcol]
     now, later = view.room(a, tmpl.gpu_milli)
+    if rows is not None:
+        now, later = now[rows], later[rows]
     fit_idle &= now >= tmpl.gpu_count
     fit_later &= later >= tmpl.gpu_count
     fit_idle &= fit_later
@@ -256,6 +268,12 @@ def _columns_fit(request: list[int], table: I64) -> BOOL:
     ok: BOOL = np.ones(table.shape[0], dtype=np.bool_)
     for c, q in enumerate(request):
         ok &= q <= table[:, c]
+    return ok
+
+
+def _rows_fit(request: list[int], table: I64) -> BOOL:
+    """``(request <= table).all(axis=1)`` of a few rows, in one comparison."""
+    ok: BOOL = np.asarray((np.array(request, dtype=np.int64) <= table).all(axis=1))
     return ok
 
 
