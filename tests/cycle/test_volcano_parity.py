@@ -452,3 +452,51 @@ def test_preempt_evicts_until_the_queue_may_take_the_claim() -> None:
     )
     d = gs.schedule(s, config("enqueue", "allocate", "preempt", "backfill"))
     assert len(d.evictions) == 2 and [p.task for p in d.pipelined] == ["high-0"]
+
+
+# -- nodeorder counts best-effort pods as kube does ---------------------------------------------
+
+
+def _best_effort_on_n0(pending: dict[str, Any]) -> gs.Snapshot:
+    """Two equal nodes; n0 runs ten pods that request nothing."""
+    nodes = [
+        {"name": f"n{i}", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}
+        for i in range(2)
+    ]
+    return snap(
+        nodes=nodes,
+        jobs=[_job("be", "default"), _job("p", "default", "Inqueue")],
+        tasks=[_task(f"be-{i}", {}, "n0") for i in range(10)] + [_task("p-0", pending)],
+    )
+
+
+def test_least_requested_counts_the_nodes_best_effort_pods_at_kubes_defaults() -> None:
+    # kube's LeastAllocated reads the node's NonZeroRequested: each pod there that requests no
+    # cpu (memory) counts as 100m (200Mi); Volcano's nodeorder scores through it, so ten
+    # best-effort pods make n0 the fuller node: cpu (8000-1000-2000)·100//8000 = 62, memory
+    # (32768-2000-2048)·100//32768 = 87 → 74, against n1's 75 and 93 → 84. BalancedAllocation
+    # reads plain requests: .25 / .0625 on both → 90. (Counted as nothing, the nodes tie and
+    # the first is taken: the divergence from Volcano that this pins.)
+    s = _best_effort_on_n0({"cpu": 2, "memory": "2Gi"})
+    ex = gs.explain(s, "p-0", config("enqueue", "allocate", "backfill"))
+    scores = {n.node: n.scores["nodeorder"] for n in ex.nodes}
+    assert scores == {"n0": 74 + 90, "n1": 84 + 90}
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    assert [(b.task, b.node) for b in d.binds] == [("p-0", "n1")]
+
+
+def test_balanced_resource_reads_a_best_effort_tasks_plain_request() -> None:
+    # kube's BalancedAllocation uses the plain requests (useRequested): a task that requests
+    # nothing leaves the node's balance as it is. n1 holds 4 cpu and 4Gi: fractions .5 and
+    # .125, std .1875 → 81 (with the defaults added it would be ⌊80.9⌋ = 80).
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        jobs=[_job("r", "default"), _job("p", "default", "Inqueue")],
+        tasks=[_task("r-0", {"cpu": 4, "memory": "4Gi"}, "n0"), _task("p-0", {})],
+    )
+    weights = {"leastrequested.weight": 0, "balancedresource.weight": 1}
+    cfg = Config.from_dict(
+        {"actions": ["allocate"], "tiers": [[{"name": "nodeorder", "arguments": weights}]]}
+    )
+    ex = gs.explain(s, "p-0", cfg)
+    assert [n.scores["nodeorder"] for n in ex.nodes] == [81]
