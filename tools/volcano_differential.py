@@ -129,7 +129,9 @@ VERDICTS: dict[str, str] = {
 Outcome = dict[str, tuple[Any, ...]]
 
 #: Configurations compared on where tasks go as well: node affinity and task topology mostly
-#: move tasks between nodes without changing how many are bound.
+#: move tasks between nodes without changing how many are bound. Best-effort tasks are left
+#: out of it: Volcano's backfill puts them on the first node that passes the predicates in Go
+#: map order, a random node.
 PLACEMENTS = frozenset({"affinity", "affinity-preemption", "task-topology"})
 
 
@@ -335,8 +337,10 @@ def gangsched_outcome(snapshot: gs.Snapshot, config: Config, placements: bool = 
     piped: Counter[str] = Counter(job_of[p.task] for p in d.pipelined)
     gone: Counter[str] = Counter(job_of[e.task] for e in d.evictions)
     nodes: dict[str, list[str]] = {}
+    best_effort = {t.name for t in snapshot.tasks if t.best_effort}
     for b in d.binds:
-        nodes.setdefault(job_of[b.task], []).append(b.node)
+        if b.task not in best_effort:
+            nodes.setdefault(job_of[b.task], []).append(b.node)
     return {
         j.name: (bound[j.name], piped[j.name], gone[j.name], d.jobs[j.name].phase)
         + ((tuple(sorted(nodes.get(j.name, ()))),) if placements else ())
@@ -411,11 +415,17 @@ def volcano_outcomes(
         raise OracleFailed(last[:200])
     result = json.loads(out.stdout)
     runs = result.get("runs") or [result]
+    best_effort = {
+        t["name"]
+        for t in snapshot["tasks"]
+        if not any(t.get("request") or {}) and not t.get("gpu_request")
+    }
     out_runs: list[Outcome] = []
     for run in runs:
         nodes: dict[str, list[str]] = {}
         for b in run.get("binds") or []:
-            nodes.setdefault(b["job"], []).append(b["node"])
+            if b["task"] not in best_effort:
+                nodes.setdefault(b["job"], []).append(b["node"])
         out_runs.append(
             {
                 name: (j["bound"], j["pipelined"], j["evicted"], j["phase"])
