@@ -222,7 +222,9 @@ def _add_node_affinity(rng: random.Random, data: dict[str, Any]) -> None:
 
 
 def _add_task_topology(rng: random.Random, data: dict[str, Any]) -> None:
-    """Per job, maybe a task topology over its roles: together, apart, and an order."""
+    """Per job, maybe a task topology over its roles: together, apart, and an order. A role
+    is never both self-affine and self-anti-affine (a contradiction that Volcano and gangsched
+    resolve differently; see docs/volcano.md)."""
     roles: dict[str, list[str]] = {}
     for task in data["tasks"]:
         if task["role"] not in roles.setdefault(task["job"], []):
@@ -233,6 +235,8 @@ def _add_task_topology(rng: random.Random, data: dict[str, Any]) -> None:
             continue
         topology: dict[str, Any] = {}
         kind = rng.randrange(4)
+        if kind == 2 and len(mine) == 1:
+            kind = rng.choice([0, 1])
         if kind in (0, 2):
             topology["affinity"] = [sorted(mine)] if len(mine) > 1 else [mine]
         if kind in (1, 2) or (kind == 3 and len(mine) == 1):
