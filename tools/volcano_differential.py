@@ -107,6 +107,11 @@ LATER: dict[str, str] = {
         "order reads the share just allocated (a684cd848, v1.10.0); this build pushed it back "
         "before, with the share of before, and a ready job's queue came again"
     ),
+    "nodeaffinity-normalize": (
+        "later Volcano: nodeorder's NodeAffinity score is normalised to 0-100 over the nodes "
+        "scored, as kube's (375da74fc, v1.16.0); this build added the raw sum of the matched "
+        "preferred weights"
+    ),
 }
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
@@ -389,7 +394,7 @@ def oracle_features(oracle: str) -> frozenset[str]:
         name for name in LATER if _run_oracle(oracle, ["-fix", name], envelope).returncode == 0
     ]
     found.update(later)
-    if len(later) == len(LATER):
+    if "allocate-queue-order" in later:  # the extended harness
         found.add("task_topology")
     return frozenset(found)
 
