@@ -127,6 +127,7 @@ VERDICTS: dict[str, str] = {
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
+    f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
 }
 
 #: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
@@ -565,14 +566,18 @@ def _later_change(
     placements: bool,
 ) -> str | None:
     """``later: NAME`` for the first emulated later upstream change under which Volcano
-    decides as gangsched did, else None."""
-    for name in later:
+    decides as gangsched did, else ``later: NAME+NAME...`` when all of them together do,
+    else None."""
+    trials = [(name,) for name in later]
+    if len(later) > 1:
+        trials.append(later)
+    for names in trials:
         try:
-            runs = volcano_outcomes(oracle, plain, conf, repeat, (name,), placements)
+            runs = volcano_outcomes(oracle, plain, conf, repeat, names, placements)
         except OracleFailed:
             continue
         if any(ours == t for t in runs):
-            return f"later: {name}"
+            return "later: " + "+".join(names)
     return None
 
 
