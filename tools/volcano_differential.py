@@ -568,7 +568,7 @@ def _later_change(
     """``later: NAME`` for the first emulated later upstream change under which Volcano
     decides as gangsched did, else ``later: NAME+NAME...`` when all of them together do,
     else None."""
-    trials = [(name,) for name in later]
+    trials: list[tuple[str, ...]] = [(name,) for name in later]
     if len(later) > 1:
         trials.append(later)
     for names in trials:
