@@ -90,10 +90,6 @@ FEATURES: dict[str, tuple[str, ...]] = {
 #: pod to the node map, so pods counted twice in the node scores (fixed in 9167045b7, v1.8.0).
 FIXES = ("-fix", "nodeorder-addpod")
 
-_V19 = (
-    "later Volcano: preempt reserves a task only when its queue's allocatable passes "
-    "(af5c56308, v1.9.0); this build reserves past a queue's capability or share"
-)
 _V114 = (
     "later Volcano: reclaim evicts inside a statement, counts node idle and commits only a "
     "pipelined job (reworked in v1.14.0); this build evicts task by task and keeps them"
@@ -106,6 +102,11 @@ LATER: dict[str, str] = {
         "later Volcano: allocate pushes a queue back after its job's allocation, so the queue "
         "order reads the share just allocated (a684cd848, v1.10.0); this build pushed it back "
         "before, with the share of before, and a ready job's queue came again"
+    ),
+    "preempt-queue-allocatable": (
+        "later Volcano: preempt stops evicting and reserves the preemptor only when its queue "
+        "may take it (ssn.Allocatable), not merely when the queue is not overused (af5c56308, "
+        "v1.9.0)"
     ),
     "nodeaffinity-normalize": (
         "later Volcano: nodeorder's NodeAffinity score is normalised to 0-100 over the nodes "
@@ -120,10 +121,12 @@ LATER: dict[str, str] = {
 #: tests/cycle/test_volcano_parity.py.
 VERDICTS: dict[str, str] = {
     "volcano breaks a gang below minAvailable (tier walk)": (
-        "later Volcano: the tier that answers decides (7976b63e2, v1.11.0)"
+        "gangsched extension (stricter, on in every configuration): a victim must pass the "
+        "priority and gang rules whatever tier answers; Volcano (this build and today's, "
+        "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
+        "victims alone when a first-tier plugin returns none, so a lower-priority job can "
+        "take a gang below its minimum"
     ),
-    "pipelined: gangsched<volcano": _V19,
-    "evicted: gangsched>volcano": _V19,
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
