@@ -42,7 +42,8 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -115,6 +116,10 @@ LATER: dict[str, str] = {
     ),
 }
 
+#: The class of a divergence that disappears when gangsched recomputes every node's scores
+#: for every task (:func:`gangsched_outcome` with ``fresh=True``).
+LAG = "gangsched: task-topology scores of unchanged nodes lag"
+
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
 #: gangsched follows; the test that pins the newer behaviour is in
@@ -129,6 +134,13 @@ VERDICTS: dict[str, str] = {
     ),
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
+    LAG: (
+        "gangsched approximation (documented in plugins/task_topology.py): a node's "
+        "task-topology score, whose last term reads the bucket's remaining request, is "
+        "recomputed when that node changes, so it may lag on the other nodes after a task of "
+        "the bucket is placed; Volcano recomputes every node for every task (gangsched then "
+        "matches Volcano when every score is recomputed)"
+    ),
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
     f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
 }
@@ -343,8 +355,17 @@ def _base_cluster(seed: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------ outcomes
 
 
-def gangsched_outcome(snapshot: gs.Snapshot, config: Config, placements: bool = False) -> Outcome:
-    d = gs.schedule(snapshot, config)
+def gangsched_outcome(
+    snapshot: gs.Snapshot, config: Config, placements: bool = False, *, fresh: bool = False
+) -> Outcome:
+    """gangsched's per-job outcome. ``fresh``: a diagnostic run in which every template's
+    scores are recomputed on every node whenever it is evaluated (no row is kept from an
+    earlier evaluation); its decisions are what the plugins answer on the current state."""
+    if fresh:
+        with _fresh_evaluations():
+            d = gs.schedule(snapshot, config)
+    else:
+        d = gs.schedule(snapshot, config)
     job_of = {t.name: t.job for t in snapshot.tasks}
     bound: Counter[str] = Counter(job_of[b.task] for b in d.binds)
     piped: Counter[str] = Counter(job_of[p.task] for p in d.pipelined)
@@ -359,6 +380,26 @@ def gangsched_outcome(snapshot: gs.Snapshot, config: Config, placements: bool = 
         + ((tuple(sorted(nodes.get(j.name, ()))),) if placements else ())
         for j in snapshot.jobs
     }
+
+
+@contextmanager
+def _fresh_evaluations() -> Iterator[None]:
+    """Within the block, the session's evaluator forgets a template's evaluation before each
+    use, so every row is computed anew (a diagnostic, never the library's behaviour)."""
+    from gangsched.session import evaluation
+
+    cls = evaluation.Evaluator
+    kept = cls.evaluate
+
+    def evaluate(self: Any, tmpl: Any) -> Any:
+        self._evals.pop(self._key(tmpl), None)
+        return kept(self, tmpl)
+
+    cls.evaluate = evaluate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.evaluate = kept  # type: ignore[method-assign]
 
 
 def _run_oracle(oracle: str, args: list[str], envelope: str) -> subprocess.CompletedProcess[str]:
@@ -552,6 +593,12 @@ def campaign(
             symptom = divergence_class(ours, theirs[0], snapshot)
             res.by_symptom[symptom] += 1
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
+            if cls == symptom and "task_topology" in FEATURES.get(name, ()):
+                again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
+                if any(again == t for t in theirs) or _later_change(
+                    oracle, plain, text, repeat, again, later, where
+                ):
+                    cls = LAG
             res.classes[cls] += 1
             res.examples.setdefault(cls, []).append(cluster_seed)
         if progress is not None and (k + 1) % 100 == 0:
