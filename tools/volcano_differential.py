@@ -120,6 +120,11 @@ LATER: dict[str, str] = {
 #: for every task (:func:`gangsched_outcome` with ``fresh=True``).
 LAG = "gangsched: task-topology scores of unchanged nodes lag"
 
+#: Volcano (this 2023 build) reserved a job's best-effort tasks through reclaim or preempt,
+#: evicting for a claim that needs no resources, where gangsched binds them in backfill.
+BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
+
+
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
 #: gangsched follows; the test that pins the newer behaviour is in
@@ -131,6 +136,12 @@ VERDICTS: dict[str, str] = {
         "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
         "victims alone when a first-tier plugin returns none, so a lower-priority job can "
         "take a gang below its minimum"
+    ),
+    BEST_EFFORT_CLAIM: (
+        "later Volcano: a best-effort claim needs no eviction: reclaim counts the node's idle "
+        "room since v1.14.0 (an empty request always fits), and preempt refuses a best-effort "
+        "preemptor against other pods since 59b54cc3c (v1.10.0); this build evicted running "
+        "tasks of another queue and reserved the best-effort tasks"
     ),
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
@@ -505,7 +516,20 @@ TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
 
 def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | None = None) -> str:
     """The class of a divergence: :data:`TIER_WALK` when Volcano's run took a running gang
-    below its minimum, else the first job (by name) and outcome that differ, and which way."""
+    below its minimum, :data:`BEST_EFFORT_CLAIM` when the only difference of some job is that
+    Volcano reserved (by eviction) the best-effort tasks gangsched bound, else the first job
+    (by name) and outcome that differ, and which way."""
+    if snapshot is not None:
+        best_effort: Counter[str] = Counter(
+            t.job for t in snapshot.tasks if t.best_effort and t.phase.value == "Pending"
+        )
+        for name in sorted(ours):
+            mine, other = ours[name], theirs.get(name)
+            if other is None or mine[:4] == other[:4]:
+                continue
+            more = mine[0] - other[0]
+            if 0 < more <= best_effort[name] and other[1] - mine[1] == more:
+                return BEST_EFFORT_CLAIM
     if snapshot is not None:
         running: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")

@@ -161,3 +161,18 @@ def test_every_divergence_from_volcano_has_a_verdict(config: str) -> None:
     assert res.clusters + res.skipped == CLUSTERS
     unjudged = {cls: res.examples[cls] for cls in res.classes if cls not in V.VERDICTS}
     assert not unjudged, V.table(results)
+
+
+def test_a_best_effort_claim_evicts_nothing() -> None:
+    # Campaign cluster 11000057: q0's job j1 has two tasks placed and two best-effort tasks
+    # pending while q1 holds more than its deserved share. Volcano's 2023 reclaim evicted two
+    # running q1 tasks to reserve the best-effort ones; since v1.14.0 reclaim counts the node's
+    # idle room, which an empty request always fits, so nothing is evicted, and backfill binds
+    # them (as here).
+    s = gs.Snapshot.from_dict(V.random_cluster(11000057))
+    d = gs.schedule(s, gs.Config.from_volcano_yaml(V.CONFIGS["preemption"]))
+    assert d.evictions == ()
+    assert {"j1-2", "j1-3"} <= {b.task for b in d.binds}
+    ours = V.gangsched_outcome(s, gs.Config.from_volcano_yaml(V.CONFIGS["preemption"]))
+    theirs = {**ours, "j1": (2, 2, 0, "Running")}
+    assert V.divergence_class(ours, theirs, s) == V.BEST_EFFORT_CLAIM
