@@ -143,6 +143,11 @@ VERDICTS: dict[str, str] = {
         "preemptor against other pods since 59b54cc3c (v1.10.0); this build evicted running "
         "tasks of another queue and reserved the best-effort tasks"
     ),
+    "phase: gangsched Inqueue / volcano Running": (
+        "later Volcano: a PodGroup is Running only once enough pods are scheduled (bound), "
+        "not merely allocated (15a6a5a65, v1.13.0); this build reported Running for a job "
+        "whose only ready task was a best-effort one backfill allocated but did not bind"
+    ),
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
     LAG: (

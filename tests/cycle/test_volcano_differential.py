@@ -176,3 +176,15 @@ def test_a_best_effort_claim_evicts_nothing() -> None:
     ours = V.gangsched_outcome(s, gs.Config.from_volcano_yaml(V.CONFIGS["preemption"]))
     theirs = {**ours, "j1": (2, 2, 0, "Running")}
     assert V.divergence_class(ours, theirs, s) == V.BEST_EFFORT_CLAIM
+
+
+def test_a_job_with_nothing_bound_stays_inqueue() -> None:
+    # Campaign cluster 582 (node affinity): j0's master fits no node (its required affinity
+    # names the full node), its best-effort worker would fit. Volcano's 2023 backfill
+    # allocated the worker without binding it (the gang is not ready) and reported j0
+    # Running; since 15a6a5a65 (v1.13.0) a PodGroup is Running only once enough pods are
+    # scheduled. gangsched binds nothing of j0 and keeps it Inqueue.
+    s = gs.Snapshot.from_dict(V.random_cluster(582, ("node_affinity",)))
+    d = gs.schedule(s, gs.Config.from_volcano_yaml(V.CONFIGS["affinity"]))
+    assert not [b for b in d.binds if b.task.startswith("j0-")]
+    assert d.jobs["j0"].phase == "Inqueue"
