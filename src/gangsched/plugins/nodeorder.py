@@ -247,13 +247,15 @@ class _Columns:
     exact_float: bool  # every divisor below _EXACT_DIVISOR
 
     @classmethod
-    def build(cls, ssn: Session, zero: _ZeroTasks) -> _Columns:
+    def build(cls, ssn: Session, zero: _ZeroTasks | None = None) -> _Columns:
         a = ssn.arrays
         g = a.spec.gpu_column
         alloc = np.ascontiguousarray(a.allocatable[:, :2].T)
         safe = np.maximum(alloc, 1)
         gpu_alloc = a.allocatable[:, g]
         use = np.ascontiguousarray(ssn.used[:, :2].T)
+        if zero is None:
+            zero = _zero_tasks(ssn)
         nz_use = use + zero.per_node(ssn, a.n_nodes)
         return cls(
             n=a.n_nodes,
