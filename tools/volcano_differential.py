@@ -87,6 +87,28 @@ FEATURES: dict[str, tuple[str, ...]] = {
     "task-topology": ("task_topology",),
 }
 
+#: Volcano's tiers with every victim plugin (priority, gang, conformance, drf, proportion) in
+#: the first tier, so their answers are intersected: a diverging cluster under the preemption
+#: actions is run again with these tiers; gangsched matching it means the divergence is the
+#: tier walk (Volcano asks the next tier only when a tier gives no answer, and then that tier
+#: alone), where gangsched applies every victim rule whatever tier answers.
+MERGED_TIERS = """tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: drf
+  - name: proportion
+- plugins:
+  - name: overcommit
+  - name: predicates
+  - name: nodeorder
+  - name: binpack
+"""
+
+#: The class of a divergence that disappears under :data:`MERGED_TIERS`.
+ALL_RULES = "victim rules: gangsched applies them all, Volcano's answering tier alone"
+
 #: Fixes of later Volcano the oracle applies: nodeorder and predicates both added each placed
 #: pod to the node map, so pods counted twice in the node scores (fixed in 9167045b7, v1.8.0).
 FIXES = ("-fix", "nodeorder-addpod")
@@ -130,6 +152,15 @@ BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
 #: gangsched follows; the test that pins the newer behaviour is in
 #: tests/cycle/test_volcano_parity.py.
 VERDICTS: dict[str, str] = {
+    ALL_RULES: (
+        "gangsched extension (stricter, on in every configuration): a victim must pass every "
+        "victim rule (priority, gang, drf, proportion's deserved share) whatever tier "
+        "answers; Volcano (this build and today's Session.Preemptable / Reclaimable) takes "
+        "the first tier with an answer and asks no other, so the gang plugin's surplus is "
+        "reclaimed from a queue at or below its deserved share, and when a first-tier plugin "
+        "answers none the next tier chooses alone (Volcano matches gangsched once all victim "
+        "plugins share one tier)"
+    ),
     "volcano breaks a gang below minAvailable (tier walk)": (
         "gangsched extension (stricter, on in every configuration): a victim must pass the "
         "priority and gang rules whatever tier answers; Volcano (this build and today's, "
@@ -622,6 +653,8 @@ def campaign(
             symptom = divergence_class(ours, theirs[0], snapshot)
             res.by_symptom[symptom] += 1
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
+            if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
+                cls = ALL_RULES
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(
@@ -633,6 +666,21 @@ def campaign(
         if progress is not None and (k + 1) % 100 == 0:
             progress(f"{k + 1} clusters")
     return results
+
+
+def _merged_tiers_match(
+    oracle: str, plain: dict[str, Any], conf: str, repeat: int, ours: Outcome, placements: bool
+) -> bool:
+    """Whether Volcano decides as gangsched did once every victim plugin is in the first tier
+    (only for configurations with preempt or reclaim on Volcano's tiers)."""
+    if not conf.endswith(_TIERS) or not any(a in conf for a in ("preempt", "reclaim")):
+        return False
+    merged = conf[: -len(_TIERS)] + MERGED_TIERS
+    try:
+        runs = volcano_outcomes(oracle, plain, merged, repeat, placements=placements)
+    except OracleFailed:
+        return False
+    return any(ours == t for t in runs)
 
 
 def _later_change(
