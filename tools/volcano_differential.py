@@ -179,6 +179,12 @@ VERDICTS: dict[str, str] = {
         "not merely allocated (15a6a5a65, v1.13.0); this build reported Running for a job "
         "whose only ready task was a best-effort one backfill allocated but did not bind"
     ),
+    "evicted: gangsched>volcano": (
+        "later Volcano: preempt accepts a node where the preemptor fits with no victim "
+        "(util.ValidateVictims, 5939cc189, v1.8.0); this build refused it ('no victims'), so "
+        "a gang whose first task had evicted one could not place the next and its statement "
+        "was discarded (each sampled cluster shows the refusal in Volcano's log)"
+    ),
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
     LAG: (
