@@ -11,14 +11,23 @@ outcome — tasks bound, tasks reserved, tasks evicted, phase after the cycle �
 Volcano's runs.
 
 Both sides read the same ``volcano-scheduler.conf`` text (gangsched through
-:meth:`gangsched.config.Config.from_volcano_yaml`). Each diverging cluster is put in a class
-named after the first job that differs: which outcome differs and which way (``evicted:
-gangsched>volcano``).
+:meth:`gangsched.config.Config.from_volcano_yaml`). A diverging cluster is first run again on
+Volcano with each emulated later upstream change of :data:`LATER` the command offers (``-fix``);
+when gangsched matches that run, the cluster's class is the change (gangsched follows it).
+Otherwise the class is named after the first job that differs: which outcome differs and which
+way (``evicted: gangsched>volcano``).
+
+Configurations whose clusters carry node affinity (required and preferred terms over node
+labels and names) or Volcano's task topology (``task-topology`` plugin, the PodGroup
+annotations) need a command that passes them to Volcano (:func:`oracle_features`); the
+harness in ``volcano-oracle`` before its extension reads neither field of the snapshot (Go's
+JSON decoding drops them without a note), so those rows are skipped, and said so, with it.
 
 Usage::
 
     GANGSCHED_VOLCANO_ORACLE=<path> python tools/volcano_differential.py --clusters 1000
     ... --config default --config preemption --seed 0 --repeat 4 --show 3
+    ... --config affinity --config affinity-preemption --config task-topology
 
 It prints one table row per configuration and class, and exits non-zero when a class is not
 in :data:`VERDICTS`.
@@ -33,7 +42,8 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,49 +66,147 @@ _TIERS = """tiers:
   - name: binpack
 """
 
-#: The configurations compared: Volcano's default actions and the preemption actions.
+_DEFAULT_ACTIONS = 'actions: "enqueue, allocate, backfill"\n'
+_PREEMPTION_ACTIONS = 'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
+
+#: The configurations compared: Volcano's default actions and the preemption actions, on
+#: plain clusters, on clusters whose jobs carry node affinity, and with Volcano's task-topology
+#: plugin on clusters whose jobs carry a task topology (:data:`FEATURES`).
 CONFIGS: dict[str, str] = {
-    "default": 'actions: "enqueue, allocate, backfill"\n' + _TIERS,
-    "preemption": 'actions: "enqueue, allocate, preempt, reclaim, backfill"\n' + _TIERS,
+    "default": _DEFAULT_ACTIONS + _TIERS,
+    "preemption": _PREEMPTION_ACTIONS + _TIERS,
+    "affinity": _DEFAULT_ACTIONS + _TIERS,
+    "affinity-preemption": _PREEMPTION_ACTIONS + _TIERS,
+    "task-topology": _DEFAULT_ACTIONS + _TIERS + "  - name: task-topology\n",
 }
+
+#: What the generator adds to the clusters of a configuration (see :func:`random_cluster`).
+FEATURES: dict[str, tuple[str, ...]] = {
+    "affinity": ("node_affinity",),
+    "affinity-preemption": ("node_affinity",),
+    "task-topology": ("task_topology",),
+}
+
+#: Volcano's tiers with every victim plugin (priority, gang, conformance, drf, proportion) in
+#: the first tier, so their answers are intersected: a diverging cluster under the preemption
+#: actions is run again with these tiers; gangsched matching it means the divergence is the
+#: tier walk (Volcano asks the next tier only when a tier gives no answer, and then that tier
+#: alone), where gangsched applies every victim rule whatever tier answers.
+MERGED_TIERS = """tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+  - name: drf
+  - name: proportion
+- plugins:
+  - name: overcommit
+  - name: predicates
+  - name: nodeorder
+  - name: binpack
+"""
+
+#: The class of a divergence that disappears under :data:`MERGED_TIERS`.
+ALL_RULES = "victim rules: gangsched applies them all, Volcano's answering tier alone"
 
 #: Fixes of later Volcano the oracle applies: nodeorder and predicates both added each placed
 #: pod to the node map, so pods counted twice in the node scores (fixed in 9167045b7, v1.8.0).
 FIXES = ("-fix", "nodeorder-addpod")
 
-_V19 = (
-    "later Volcano: preempt reserves a task only when its queue's allocatable passes "
-    "(af5c56308, v1.9.0); this build reserves past a queue's capability or share"
-)
 _V114 = (
     "later Volcano: reclaim evicts inside a statement, counts node idle and commits only a "
     "pipelined job (reworked in v1.14.0); this build evicts task by task and keeps them"
 )
-_SCORE = (
-    "open: order of a ready job's elastic tasks — Volcano pushes a job back once it is ready "
-    "and places its tasks beyond the minimum in the job and queue order of that moment; "
-    "gangsched placed another queue's gang first (seed 430; the balanced-score truncation "
-    "that explained the rest is fixed)"
-)
+#: Later upstream changes the Volcano command can emulate (``-fix NAME``), each with its
+#: verdict: a divergence that disappears under the emulation is that change, which gangsched
+#: follows (the test pinning it is in tests/cycle/test_volcano_parity.py).
+LATER: dict[str, str] = {
+    "allocate-queue-order": (
+        "later Volcano: allocate pushes a queue back after its job's allocation, so the queue "
+        "order reads the share just allocated (a684cd848, v1.10.0); this build pushed it back "
+        "before, with the share of before, and a ready job's queue came again"
+    ),
+    "preempt-queue-allocatable": (
+        "later Volcano: preempt stops evicting and reserves the preemptor only when its queue "
+        "may take it (ssn.Allocatable), not merely when the queue is not overused (af5c56308, "
+        "v1.9.0)"
+    ),
+    "nodeaffinity-normalize": (
+        "later Volcano: nodeorder's NodeAffinity score is normalised to 0-100 over the nodes "
+        "scored, as kube's (375da74fc, v1.16.0); this build added the raw sum of the matched "
+        "preferred weights"
+    ),
+}
+
+#: The class of a divergence that disappears when gangsched recomputes every node's scores
+#: for every task (:func:`gangsched_outcome` with ``fresh=True``).
+LAG = "gangsched: task-topology scores of unchanged nodes lag"
+
+#: Volcano (this 2023 build) reserved a job's best-effort tasks through reclaim or preempt,
+#: evicting for a claim that needs no resources, where gangsched binds them in backfill.
+BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
+
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
 #: gangsched follows; the test that pins the newer behaviour is in
 #: tests/cycle/test_volcano_parity.py.
 VERDICTS: dict[str, str] = {
-    "volcano breaks a gang below minAvailable (tier walk)": (
-        "later Volcano: the tier that answers decides (7976b63e2, v1.11.0)"
+    ALL_RULES: (
+        "gangsched extension (stricter, on in every configuration): a victim must pass every "
+        "victim rule (priority, gang, drf, proportion's deserved share) whatever tier "
+        "answers; Volcano (this build and today's Session.Preemptable / Reclaimable) takes "
+        "the first tier with an answer and asks no other, so the gang plugin's surplus is "
+        "reclaimed from a queue at or below its deserved share, and when a first-tier plugin "
+        "answers none the next tier chooses alone (Volcano matches gangsched once all victim "
+        "plugins share one tier)"
     ),
-    "pipelined: gangsched<volcano": _V19,
-    "evicted: gangsched>volcano": _V19,
+    "volcano breaks a gang below minAvailable (tier walk)": (
+        "gangsched extension (stricter, on in every configuration): a victim must pass the "
+        "priority and gang rules whatever tier answers; Volcano (this build and today's, "
+        "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
+        "victims alone when a first-tier plugin returns none, so a lower-priority job can "
+        "take a gang below its minimum"
+    ),
+    BEST_EFFORT_CLAIM: (
+        "later Volcano: a best-effort claim needs no eviction: reclaim counts the node's idle "
+        "room since v1.14.0 (an empty request always fits), and preempt refuses a best-effort "
+        "preemptor against other pods since 59b54cc3c (v1.10.0); this build evicted running "
+        "tasks of another queue and reserved the best-effort tasks"
+    ),
+    "phase: gangsched Inqueue / volcano Running": (
+        "later Volcano: a PodGroup is Running only once enough pods are scheduled (bound), "
+        "not merely allocated (15a6a5a65, v1.13.0); this build reported Running for a job "
+        "whose only ready task was a best-effort one backfill allocated but did not bind"
+    ),
+    "evicted: gangsched>volcano": (
+        "later Volcano: preempt accepts a node where the preemptor fits with no victim "
+        "(util.ValidateVictims, 5939cc189, v1.8.0); this build refused it ('no victims'), so "
+        "a gang whose first task had evicted one could not place the next and its statement "
+        "was discarded (each sampled cluster shows the refusal in Volcano's log)"
+    ),
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
-    "bound: gangsched>volcano": _SCORE,
-    "bound: gangsched<volcano": _SCORE,
+    LAG: (
+        "gangsched approximation (documented in plugins/task_topology.py): a node's "
+        "task-topology score, whose last term reads the bucket's remaining request, is "
+        "recomputed when that node changes, so it may lag on the other nodes after a task of "
+        "the bucket is placed; Volcano recomputes every node for every task (gangsched then "
+        "matches Volcano when every score is recomputed)"
+    ),
+    **{f"later: {name}": verdict for name, verdict in LATER.items()},
+    f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
 }
 
-#: Per job: (bound, pipelined, evicted, phase).
-Outcome = dict[str, tuple[int, int, int, str]]
+#: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
+#: also the sorted nodes its tasks were bound to.
+Outcome = dict[str, tuple[Any, ...]]
+
+#: Configurations compared on where tasks go as well: node affinity and task topology mostly
+#: move tasks between nodes without changing how many are bound. Best-effort tasks are left
+#: out of it: Volcano's backfill puts them on the first node that passes the predicates in Go
+#: map order, a random node.
+PLACEMENTS = frozenset({"affinity", "affinity-preemption", "task-topology"})
 
 
 # ------------------------------------------------------------------------ random clusters
@@ -115,8 +223,107 @@ def _node(rng: random.Random, i: int, kind: int) -> dict[str, Any]:
     return node
 
 
-def random_cluster(seed: int) -> dict[str, Any]:
-    """One random cluster (snapshot as plain data) from ``seed``."""
+def random_cluster(seed: int, features: tuple[str, ...] = ()) -> dict[str, Any]:
+    """One random cluster (snapshot as plain data) from ``seed``. ``features``:
+    ``"node_affinity"`` (node labels; jobs whose tasks carry required and preferred node
+    affinity terms), ``"task_topology"`` (jobs with a task topology over their roles). The
+    base cluster of a seed is the same whatever the features; they are drawn from their own
+    random stream."""
+    data = _base_cluster(seed)
+    extra = random.Random(f"{seed}:{','.join(features)}")
+    for feature in features:
+        if feature == "node_affinity":
+            _add_node_affinity(extra, data)
+        elif feature == "task_topology":
+            _add_task_topology(extra, data)
+        else:
+            raise ValueError(f"unknown cluster feature {feature!r}")
+    return data
+
+
+_ZONES = ("a", "b", "c")
+
+
+def _term(rng: random.Random, names: list[str]) -> dict[str, Any]:
+    """A node selector term of one or two requirements over the generator's labels, or (now
+    and then) a node name."""
+    if rng.random() < 0.15:
+        op = rng.choice(["In", "NotIn"])
+        return {
+            "match_fields": [
+                {"key": "metadata.name", "operator": op, "values": [rng.choice(names)]}
+            ]
+        }
+    exprs: list[dict[str, Any]] = []
+    for key in rng.sample(["zone", "rank", "ssd"], rng.randint(1, 2)):
+        if key == "zone":
+            op = rng.choice(["In", "NotIn"])
+            values = sorted(rng.sample(_ZONES, rng.randint(1, 2)))
+            exprs.append({"key": key, "operator": op, "values": values})
+        elif key == "rank":
+            op = rng.choice(["Gt", "Lt"])
+            exprs.append({"key": key, "operator": op, "values": [str(rng.randint(1, 4))]})
+        else:
+            exprs.append({"key": key, "operator": rng.choice(["Exists", "DoesNotExist"])})
+    return {"match_expressions": exprs}
+
+
+def _add_node_affinity(rng: random.Random, data: dict[str, Any]) -> None:
+    """Labels on every node (``zone``, ``rank``, sometimes ``ssd``); per job, maybe required
+    terms and maybe weighted preferred terms, the same on each of its tasks (one pod
+    template)."""
+    for node in data["nodes"]:
+        labels = {"zone": rng.choice(_ZONES), "rank": str(rng.randint(1, 5))}
+        if rng.random() < 0.4:
+            labels["ssd"] = "true"
+        node["labels"] = labels
+    names = [n["name"] for n in data["nodes"]]
+    chosen: dict[str, dict[str, Any]] = {}
+    for job in data["jobs"]:
+        affinity: dict[str, Any] = {}
+        if rng.random() < 0.5:
+            affinity["required"] = [_term(rng, names) for _ in range(rng.randint(1, 2))]
+        if rng.random() < 0.6:
+            affinity["preferred"] = [
+                {"weight": rng.randint(1, 100), "preference": _term(rng, names)}
+                for _ in range(rng.randint(1, 2))
+            ]
+        if affinity:
+            chosen[job["name"]] = affinity
+    for task in data["tasks"]:
+        if task["job"] in chosen:
+            task["node_affinity"] = chosen[task["job"]]
+
+
+def _add_task_topology(rng: random.Random, data: dict[str, Any]) -> None:
+    """Per job, maybe a task topology over its roles: together, apart, and an order. A role
+    is never both self-affine and self-anti-affine (a contradiction that Volcano and gangsched
+    resolve differently; see docs/volcano.md)."""
+    roles: dict[str, list[str]] = {}
+    for task in data["tasks"]:
+        if task["role"] not in roles.setdefault(task["job"], []):
+            roles[task["job"]].append(task["role"])
+    for job in data["jobs"]:
+        mine = roles.get(job["name"], [])
+        if not mine or rng.random() < 0.3:
+            continue
+        topology: dict[str, Any] = {}
+        kind = rng.randrange(4)
+        if kind == 2 and len(mine) == 1:
+            kind = rng.choice([0, 1])
+        if kind in (0, 2):
+            topology["affinity"] = [sorted(mine)] if len(mine) > 1 else [mine]
+        if kind in (1, 2) or (kind == 3 and len(mine) == 1):
+            topology["anti_affinity"] = [[rng.choice(mine)]]
+        if len(mine) > 1 and rng.random() < 0.6:
+            order = list(mine)
+            rng.shuffle(order)
+            topology["task_order"] = order
+        if topology:
+            job["task_topology"] = topology
+
+
+def _base_cluster(seed: int) -> dict[str, Any]:
     rng = random.Random(seed)
     n_nodes = rng.randint(1, 4)
     if rng.random() < 0.5:
@@ -201,25 +408,109 @@ def random_cluster(seed: int) -> dict[str, Any]:
 # ------------------------------------------------------------------------ outcomes
 
 
-def gangsched_outcome(snapshot: gs.Snapshot, config: Config) -> Outcome:
-    d = gs.schedule(snapshot, config)
+def gangsched_outcome(
+    snapshot: gs.Snapshot, config: Config, placements: bool = False, *, fresh: bool = False
+) -> Outcome:
+    """gangsched's per-job outcome. ``fresh``: a diagnostic run in which every template's
+    scores are recomputed on every node whenever it is evaluated (no row is kept from an
+    earlier evaluation); its decisions are what the plugins answer on the current state."""
+    if fresh:
+        with _fresh_evaluations():
+            d = gs.schedule(snapshot, config)
+    else:
+        d = gs.schedule(snapshot, config)
     job_of = {t.name: t.job for t in snapshot.tasks}
     bound: Counter[str] = Counter(job_of[b.task] for b in d.binds)
     piped: Counter[str] = Counter(job_of[p.task] for p in d.pipelined)
     gone: Counter[str] = Counter(job_of[e.task] for e in d.evictions)
+    nodes: dict[str, list[str]] = {}
+    best_effort = {t.name for t in snapshot.tasks if t.best_effort}
+    for b in d.binds:
+        if b.task not in best_effort:
+            nodes.setdefault(job_of[b.task], []).append(b.node)
     return {
         j.name: (bound[j.name], piped[j.name], gone[j.name], d.jobs[j.name].phase)
+        + ((tuple(sorted(nodes.get(j.name, ()))),) if placements else ())
         for j in snapshot.jobs
     }
 
 
+@contextmanager
+def _fresh_evaluations() -> Iterator[None]:
+    """Within the block, the session's evaluator forgets a template's evaluation before each
+    use, so every row is computed anew (a diagnostic, never the library's behaviour)."""
+    from gangsched.session import evaluation
+
+    cls = evaluation.Evaluator
+    kept = cls.evaluate
+
+    def evaluate(self: Any, tmpl: Any) -> Any:
+        self._evals.pop(self._key(tmpl), None)
+        return kept(self, tmpl)
+
+    cls.evaluate = evaluate  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        cls.evaluate = kept  # type: ignore[method-assign]
+
+
+def _run_oracle(oracle: str, args: list[str], envelope: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [oracle, *args], input=envelope, capture_output=True, text=True, check=False, timeout=120
+    )
+
+
+def oracle_features(oracle: str) -> frozenset[str]:
+    """What the Volcano command passes to Volcano beyond the base snapshot: ``node_affinity``
+    (a task whose required node affinity no node meets stays pending), ``task_topology`` and
+    the emulations of :data:`LATER` (the command accepts ``-fix`` with their names: the
+    extended harness, which also maps the task topology to the PodGroup's annotations)."""
+    node = {"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi"}, "labels": {"zone": "a"}}
+    term = {"match_expressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+    snapshot = gs.Snapshot.from_dict(
+        {
+            "nodes": [node],
+            "queues": [{"name": "default"}],
+            "jobs": [{"name": "j", "queue": "default", "min_available": 1, "phase": "Inqueue"}],
+            "tasks": [
+                {
+                    "name": "j-0",
+                    "job": "j",
+                    "request": {"cpu": 1},
+                    "node_affinity": {"required": [term]},
+                }
+            ],
+        }
+    ).to_dict()
+    envelope = json.dumps({"snapshot": snapshot, "conf": CONFIGS["default"]})
+    found: set[str] = set()
+    out = _run_oracle(oracle, [], envelope)
+    if out.returncode == 0 and not json.loads(out.stdout).get("binds"):
+        found.add("node_affinity")
+    later = [
+        name for name in LATER if _run_oracle(oracle, ["-fix", name], envelope).returncode == 0
+    ]
+    found.update(later)
+    if "allocate-queue-order" in later:  # the extended harness
+        found.add("task_topology")
+    return frozenset(found)
+
+
 def volcano_outcomes(
-    oracle: str, snapshot: dict[str, Any], conf: str, repeat: int
+    oracle: str,
+    snapshot: dict[str, Any],
+    conf: str,
+    repeat: int,
+    later: tuple[str, ...] = (),
+    placements: bool = False,
 ) -> list[Outcome]:
-    """Volcano's per-job outcome in each of ``repeat`` runs."""
+    """Volcano's per-job outcome in each of ``repeat`` runs (with the emulated later upstream
+    changes ``later``, names of :data:`LATER`)."""
     envelope = json.dumps({"snapshot": snapshot, "conf": conf})
+    fixes = [FIXES[0], ",".join((FIXES[1], *later))]
     out = subprocess.run(
-        [oracle, "-repeat", str(repeat), "-runs", "-tie-break", "first", *FIXES],
+        [oracle, "-repeat", str(repeat), "-runs", "-tie-break", "first", *fixes],
         input=envelope,
         capture_output=True,
         text=True,
@@ -231,13 +522,25 @@ def volcano_outcomes(
         raise OracleFailed(last[:200])
     result = json.loads(out.stdout)
     runs = result.get("runs") or [result]
-    return [
-        {
-            name: (j["bound"], j["pipelined"], j["evicted"], j["phase"])
-            for name, j in run["jobs"].items()
-        }
-        for run in runs
-    ]
+    best_effort = {
+        t["name"]
+        for t in snapshot["tasks"]
+        if not any(t.get("request") or {}) and not t.get("gpu_request")
+    }
+    out_runs: list[Outcome] = []
+    for run in runs:
+        nodes: dict[str, list[str]] = {}
+        for b in run.get("binds") or []:
+            if b["task"] not in best_effort:
+                nodes.setdefault(b["job"], []).append(b["node"])
+        out_runs.append(
+            {
+                name: (j["bound"], j["pipelined"], j["evicted"], j["phase"])
+                + ((tuple(sorted(nodes.get(name, ()))),) if placements else ())
+                for name, j in run["jobs"].items()
+            }
+        )
+    return out_runs
 
 
 class OracleFailed(RuntimeError):
@@ -245,7 +548,7 @@ class OracleFailed(RuntimeError):
     e.g. when guarantees overdraw the pool): the cluster is left out and counted."""
 
 
-_FIELDS = ("bound", "pipelined", "evicted", "phase")
+_FIELDS = ("bound", "pipelined", "evicted", "phase", "nodes")
 
 
 #: Volcano (this 2023 build) evicted part of a gang at or below its minimum: with the gang
@@ -255,7 +558,20 @@ TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
 
 def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | None = None) -> str:
     """The class of a divergence: :data:`TIER_WALK` when Volcano's run took a running gang
-    below its minimum, else the first job (by name) and outcome that differ, and which way."""
+    below its minimum, :data:`BEST_EFFORT_CLAIM` when the only difference of some job is that
+    Volcano reserved (by eviction) the best-effort tasks gangsched bound, else the first job
+    (by name) and outcome that differ, and which way."""
+    if snapshot is not None:
+        best_effort: Counter[str] = Counter(
+            t.job for t in snapshot.tasks if t.best_effort and t.phase.value == "Pending"
+        )
+        for name in sorted(ours):
+            mine, other = ours[name], theirs.get(name)
+            if other is None or mine[:4] == other[:4]:
+                continue
+            more = mine[0] - other[0]
+            if 0 < more <= best_effort[name] and other[1] - mine[1] == more:
+                return BEST_EFFORT_CLAIM
     if snapshot is not None:
         running: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
@@ -272,7 +588,9 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
             if mine[k] != other[k]:
                 if field == "phase":
                     return f"phase: gangsched {mine[k]} / volcano {other[k]}"
-                way = ">" if mine[k] > other[k] else "<"  # type: ignore[operator]
+                if field == "nodes":
+                    return "nodes: same counts, other nodes"
+                way = ">" if mine[k] > other[k] else "<"
                 return f"{field}: gangsched{way}volcano"
     return "jobs differ"
 
@@ -284,6 +602,10 @@ class Result:
     skipped: int = 0
     classes: Counter[str] | None = None
     examples: dict[str, list[int]] | None = None
+    #: Why the configuration was not run (the Volcano command cannot express its clusters).
+    unsupported: str = ""
+    #: Diverging clusters before the attribution to later upstream changes (by symptom).
+    by_symptom: Counter[str] | None = None
 
 
 def campaign(
@@ -297,27 +619,54 @@ def campaign(
 ) -> dict[str, Result]:
     """Run ``clusters`` random clusters under every configuration; per configuration the
     count of diverging clusters, per class, with a few seeds of each."""
-    results = {name: Result(classes=Counter(), examples={}) for name in configs}
+    results = {
+        name: Result(classes=Counter(), examples={}, by_symptom=Counter()) for name in configs
+    }
     parsed = {name: Config.from_volcano_yaml(text) for name, text in configs.items()}
+    offered = oracle_features(oracle)
+    later = tuple(name for name in LATER if name in offered)
+    for name in configs:
+        missing = [f for f in FEATURES.get(name, ()) if f not in offered]
+        if missing:
+            results[
+                name
+            ].unsupported = f"the Volcano command does not pass {', '.join(missing)} to Volcano"
     for k in range(clusters):
         cluster_seed = seed * 1_000_003 + k
-        data = random_cluster(cluster_seed)
-        snapshot = gs.Snapshot.from_dict(data)
-        plain = snapshot.to_dict()
+        built: dict[tuple[str, ...], tuple[gs.Snapshot, dict[str, Any]]] = {}
         for name, text in configs.items():
             res = results[name]
             assert res.classes is not None and res.examples is not None
+            assert res.by_symptom is not None
+            if res.unsupported:
+                continue
+            features = FEATURES.get(name, ())
+            if features not in built:
+                snapshot = gs.Snapshot.from_dict(random_cluster(cluster_seed, features))
+                built[features] = (snapshot, snapshot.to_dict())
+            snapshot, plain = built[features]
+            where = name in PLACEMENTS
             try:
-                theirs = volcano_outcomes(oracle, plain, text, repeat)
+                theirs = volcano_outcomes(oracle, plain, text, repeat, placements=where)
             except OracleFailed:
                 res.skipped += 1
                 continue
             res.clusters += 1
-            ours = gangsched_outcome(snapshot, parsed[name])
+            ours = gangsched_outcome(snapshot, parsed[name], where)
             if any(ours == t for t in theirs):
                 continue
             res.diverged += 1
-            cls = divergence_class(ours, theirs[0], snapshot)
+            symptom = divergence_class(ours, theirs[0], snapshot)
+            res.by_symptom[symptom] += 1
+            cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
+            if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
+                cls = ALL_RULES
+            if cls == symptom and "task_topology" in FEATURES.get(name, ()):
+                again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
+                if any(again == t for t in theirs) or _later_change(
+                    oracle, plain, text, repeat, again, later, where
+                ):
+                    cls = LAG
             res.classes[cls] += 1
             res.examples.setdefault(cls, []).append(cluster_seed)
         if progress is not None and (k + 1) % 100 == 0:
@@ -325,11 +674,54 @@ def campaign(
     return results
 
 
+def _merged_tiers_match(
+    oracle: str, plain: dict[str, Any], conf: str, repeat: int, ours: Outcome, placements: bool
+) -> bool:
+    """Whether Volcano decides as gangsched did once every victim plugin is in the first tier
+    (only for configurations with preempt or reclaim on Volcano's tiers)."""
+    if not conf.endswith(_TIERS) or not any(a in conf for a in ("preempt", "reclaim")):
+        return False
+    merged = conf[: -len(_TIERS)] + MERGED_TIERS
+    try:
+        runs = volcano_outcomes(oracle, plain, merged, repeat, placements=placements)
+    except OracleFailed:
+        return False
+    return any(ours == t for t in runs)
+
+
+def _later_change(
+    oracle: str,
+    plain: dict[str, Any],
+    conf: str,
+    repeat: int,
+    ours: Outcome,
+    later: tuple[str, ...],
+    placements: bool,
+) -> str | None:
+    """``later: NAME`` for the first emulated later upstream change under which Volcano
+    decides as gangsched did, else ``later: NAME+NAME...`` when all of them together do,
+    else None."""
+    trials: list[tuple[str, ...]] = [(name,) for name in later]
+    if len(later) > 1:
+        trials.append(later)
+    for names in trials:
+        try:
+            runs = volcano_outcomes(oracle, plain, conf, repeat, names, placements)
+        except OracleFailed:
+            continue
+        if any(ours == t for t in runs):
+            return "later: " + "+".join(names)
+    return None
+
+
 def table(results: Mapping[str, Result], show: int = 3) -> str:
     lines = ["| configuration | clusters | diverged | class | count | verdict | seeds |"]
     lines.append("|---|---|---|---|---|---|---|")
     for name, res in results.items():
         assert res.classes is not None and res.examples is not None
+        if res.unsupported:
+            lines.append(f"| {name} | 0 | — | not run: {res.unsupported} | — | — | — |")
+            continue
         if res.skipped:
             lines.append(
                 f"| {name} | {res.clusters} | — | (Volcano failed; left out) | {res.skipped} "
@@ -357,7 +749,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--case", type=int, help="print one cluster's snapshot and exit")
     args = p.parse_args(argv)
     if args.case is not None:
-        print(json.dumps(random_cluster(args.case), indent=1))
+        features = FEATURES.get((args.config or ["default"])[0], ())
+        print(json.dumps(random_cluster(args.case, features), indent=1))
         return 0
     oracle = os.environ.get(ORACLE_ENV)
     if not oracle:
@@ -373,6 +766,10 @@ def main(argv: list[str] | None = None) -> int:
         progress=lambda s: print(s, file=sys.stderr, flush=True),
     )
     print(table(results, args.show))
+    for name, res in results.items():
+        if res.by_symptom:
+            symptoms = ", ".join(f"{c} {n}" for c, n in res.by_symptom.most_common())
+            print(f"\n{name}: diverging clusters by symptom, before attribution: {symptoms}")
     unjudged = [
         cls for res in results.values() for cls in (res.classes or {}) if cls not in VERDICTS
     ]

@@ -168,7 +168,7 @@ def _check_plugins(ssn: Session, cache: ViewCache) -> None:
     order = ssn.plugin("nodeorder")
     cols = order._columns(ssn)
     new = _Columns.build(ssn)
-    for name in ("use", "idle", "gpu_use"):
+    for name in ("use", "nz_use", "idle", "gpu_use"):
         assert np.array_equal(getattr(cols, name), getattr(new, name)), name
     clustering = ssn.plugin("gpu-clustering")
     counts = clustering.affinity(ssn).copy()

@@ -201,13 +201,14 @@ def test_binpack_prefers_the_fuller_node_with_hand_computed_scores() -> None:
 
 def test_least_requested_prefers_the_emptier_node_with_hand_computed_scores() -> None:
     s = _score_cluster()
-    # least requested: n0 cpu (4000-3000)·100//4000 = 25, mem (8-1)·100//8 = 87 → (25+87)//2 = 56
+    # least requested: n0 cpu (4000-3000)·100//4000 = 25, mem (8192-1024-200)·100//8192 = 85
+    #                  (busy-0 asks no memory: kube counts it at 200Mi) → (25+85)//2 = 55
     #                  n1 cpu 75, mem 87 → 81
     # balanced: n0 fractions .75/.125 → std .3125 → ⌊68.75⌋ = 68; n1 .25/.125 → std .0625 →
     # ⌊93.75⌋ = 93 (kube truncates the score to a whole number)
     ex = explain(s, "web-0", GANG_ONLY)
     by = {n.node: n for n in ex.nodes}
-    assert by["n0"].scores["nodeorder"] == 56 + 68
+    assert by["n0"].scores["nodeorder"] == 55 + 68
     assert by["n1"].scores["nodeorder"] == 81 + 93
     assert ex.best == "n1"
     assert [(b.task, b.node) for b in schedule(s, GANG_ONLY).binds] == [("web-0", "n1")]

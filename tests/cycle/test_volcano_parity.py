@@ -428,9 +428,11 @@ def test_reclaim_counts_the_nodes_idle_room_and_evicts_only_what_the_claim_needs
 
 
 def test_a_gang_at_its_minimum_is_no_victim_even_when_the_gang_tier_gives_none() -> None:
-    # Volcano before v1.11 let the next tier choose victims alone when the gang plugin's tier
-    # returned none, so preempt could take a gang below minAvailable; since 7976b63e2 (v1.11)
-    # the tier that answers decides, and the gang rule holds whatever the tiers.
+    # The priority plugin offers low's tasks, the gang plugin none (low is at its minimum).
+    # Volcano's 2023 build then intersects the next tier's answer with nothing and evicts
+    # nothing; since 7976b63e2 (v1.11) a tier whose plugin returned none hands over to the
+    # next tier, which chooses alone (drf would take low's tasks). gangsched keeps the gang
+    # rule whatever tier answers: a stricter extension (docs/volcano.md).
     d = gs.schedule(_gang_at_minimum(), config("enqueue", "allocate", "preempt", "backfill"))
     assert d.evictions == ()
 
@@ -452,3 +454,80 @@ def test_preempt_evicts_until_the_queue_may_take_the_claim() -> None:
     )
     d = gs.schedule(s, config("enqueue", "allocate", "preempt", "backfill"))
     assert len(d.evictions) == 2 and [p.task for p in d.pipelined] == ["high-0"]
+
+
+# -- nodeorder counts best-effort pods as kube does ---------------------------------------------
+
+
+def _best_effort_on_n0(pending: dict[str, Any]) -> gs.Snapshot:
+    """Two equal nodes; n0 runs ten pods that request nothing."""
+    nodes = [
+        {"name": f"n{i}", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}
+        for i in range(2)
+    ]
+    return snap(
+        nodes=nodes,
+        jobs=[_job("be", "default"), _job("p", "default", "Inqueue")],
+        tasks=[_task(f"be-{i}", {}, "n0") for i in range(10)] + [_task("p-0", pending)],
+    )
+
+
+def test_least_requested_counts_the_nodes_best_effort_pods_at_kubes_defaults() -> None:
+    # kube's LeastAllocated reads the node's NonZeroRequested: each pod there that requests no
+    # cpu (memory) counts as 100m (200Mi); Volcano's nodeorder scores through it, so ten
+    # best-effort pods make n0 the fuller node: cpu (8000-1000-2000)·100//8000 = 62, memory
+    # (32768-2000-2048)·100//32768 = 87 → 74, against n1's 75 and 93 → 84. BalancedAllocation
+    # reads plain requests: .25 / .0625 on both → 90. (Counted as nothing, the nodes tie and
+    # the first is taken: the divergence from Volcano that this pins.)
+    s = _best_effort_on_n0({"cpu": 2, "memory": "2Gi"})
+    ex = gs.explain(s, "p-0", config("enqueue", "allocate", "backfill"))
+    scores = {n.node: n.scores["nodeorder"] for n in ex.nodes}
+    assert scores == {"n0": 74 + 90, "n1": 84 + 90}
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    assert [(b.task, b.node) for b in d.binds] == [("p-0", "n1")]
+
+
+def test_balanced_resource_reads_a_best_effort_tasks_plain_request() -> None:
+    # kube's BalancedAllocation uses the plain requests (useRequested): a task that requests
+    # nothing leaves the node's balance as it is. n1 holds 4 cpu and 4Gi: fractions .5 and
+    # .125, std .1875 → 81 (with the defaults added it would be ⌊80.9⌋ = 80).
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        jobs=[_job("r", "default"), _job("p", "default", "Inqueue")],
+        tasks=[_task("r-0", {"cpu": 4, "memory": "4Gi"}, "n0"), _task("p-0", {})],
+    )
+    weights = {"leastrequested.weight": 0, "balancedresource.weight": 1}
+    cfg = Config.from_dict(
+        {"actions": ["allocate"], "tiers": [[{"name": "nodeorder", "arguments": weights}]]}
+    )
+    ex = gs.explain(s, "p-0", cfg)
+    assert [n.scores["nodeorder"] for n in ex.nodes] == [81]
+
+
+# -- allocate's queue order after a job's allocation --------------------------------------------
+
+
+def test_a_queue_goes_back_in_line_with_the_share_its_job_just_took() -> None:
+    # Volcano before v1.10 pushed a queue back into allocate's queue order *before* allocating
+    # its job, with the share of before; once the elastic job e was ready (2 of 3 tasks), its
+    # queue q1 came again and e took the last 2-cpu slot. Since a684cd848 (v1.10.0), and here,
+    # the queue goes back after the allocation: q1 (4 of 6 cpu deserved) now comes after q0
+    # (1 of 3), so q0's gang g takes the slot.
+    nodes = [
+        {"name": f"n{i}", "allocatable": {"cpu": 3, "memory": "12Gi", "pods": 110}}
+        for i in range(3)
+    ]
+    s = snap(
+        nodes=nodes,
+        queues=[{"name": "q0"}, {"name": "q1"}],
+        jobs=[
+            _job("r", "q0"),
+            {"name": "e", "queue": "q1", "min_available": 2, "phase": "Inqueue"},
+            _job("g", "q0", "Inqueue"),
+        ],
+        tasks=[_task("r-0", {"cpu": 1, "memory": "1Gi"}, "n2")]
+        + [_task(f"e-{i}", {"cpu": 2, "memory": "1Gi"}) for i in range(3)]
+        + [_task("g-0", {"cpu": 2, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    assert sorted(b.task for b in d.binds) == ["e-0", "e-1", "g-0"]

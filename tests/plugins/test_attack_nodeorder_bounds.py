@@ -1,8 +1,9 @@
 """nodeorder's LeastAllocated and MostAllocated scores at the edges of the amounts a node may
 hold: allocatable around ``2**53 / 101`` (where a float quotient stops being exact) and up to
 the largest supported amount, 2**53, zero requests (kube's defaults) and requests that do not
-fit. Every node's score, as :func:`gangsched.explain` reports it over the whole cluster, is
-kube's integer formula computed here with Python integers."""
+fit, and running pods that request none of a resource (kube's ``NonZeroRequested`` counts them
+at the defaults). Every node's score, as :func:`gangsched.explain` reports it over the whole
+cluster, is kube's integer formula computed here with Python integers."""
 
 from __future__ import annotations
 
@@ -77,6 +78,9 @@ def clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[int, int, int,
         used_cpu = used_mem = 0
         if draw(st.booleans()):
             used_cpu, used_mem = draw(st.integers(0, cpu)), draw(st.integers(0, mem))
+            # kube's NonZeroRequested: a pod on the node that requests none of a resource
+            # counts as the default
+            nz_cpu, nz_mem = used_cpu or DEFAULT_CPU, used_mem or DEFAULT_MEMORY
             tasks.append(
                 {
                     "name": f"r{i}",
@@ -88,7 +92,9 @@ def clusters(draw: st.DrawFn) -> tuple[dict[str, Any], list[tuple[int, int, int,
             )
         want_cpu = req_cpu or DEFAULT_CPU
         want_mem = req_mem or DEFAULT_MEMORY
-        figures.append((cpu, used_cpu + want_cpu, mem, used_mem + want_mem))
+        if not any(t["name"] == f"r{i}" for t in tasks):
+            nz_cpu = nz_mem = 0
+        figures.append((cpu, nz_cpu + want_cpu, mem, nz_mem + want_mem))
     tasks.append(
         {
             "name": "p",
@@ -142,7 +148,8 @@ def test_least_allocated_floors_as_integers_where_floats_would_round_up() -> Non
                 "node": f"n{i}",
             }
         )
-        figures.append((alloc, alloc - rest, 10 << 30, DEFAULT_MEMORY))
+        # memory: the running pod and the pending task both ask none: two defaults
+        figures.append((alloc, alloc - rest, 10 << 30, 2 * DEFAULT_MEMORY))
         assert int(rest * 100.0 / alloc) != rest * 100 // alloc  # a trap indeed
     tasks.append({"name": "p", "job": "pending", "request": {"memory": "0"}, "phase": "Pending"})
     plain = _cluster(nodes, tasks)

@@ -21,8 +21,12 @@ Kube normalises the taint and node-affinity scores over the nodes that passed th
 here over every node, so the figures are fixed per task shape for the whole cycle (the same
 order among nodes, a scale that can differ when the best-matching nodes are filtered out).
 
-``requested`` is the node's current use plus this task, with kube's non-zero defaults
-(100m cpu, 200Mi memory) for a task that requests none. Integer division as in kube.
+For LeastAllocated and MostAllocated, ``requested`` is kube's ``NonZeroRequested``: every
+pod on the node, and this task, counts with kube's non-zero defaults (100m cpu, 200Mi memory)
+for a resource it requests none of (a best-effort pod on a node lowers that node's score).
+BalancedAllocation reads the plain requests of the node's pods and of this task (kube's
+``useRequested``), so a best-effort task's balance is the node's own. Integer division as in
+kube.
 
 Every weight is a finite number in ``[-1e6, 1e6]`` (:data:`~gangsched.limits.MAX_ARG_WEIGHT`),
 so the summed score stays within ``4e8`` in magnitude; anything else is a
@@ -44,6 +48,7 @@ from gangsched.config.args import arg_weight
 from gangsched.session.affinity_masks import preferred_sum
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.changes import ChangeLog
+from gangsched.session.task_states import TaskState, in_states
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -91,6 +96,7 @@ class NodeOrderPlugin:
         self._taint_scores: dict[tuple[object, ...], F64] = {}
         self._affinity_scores: dict[object, F64] = {}
         self._cols: _Columns | None = None
+        self._zero: _ZeroTasks | None = None
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:
         if rows.size == 1:  # the usual refresh after one placement: plain floats are faster
@@ -100,20 +106,23 @@ class NodeOrderPlugin:
         sel: npt.NDArray[np.intp] | slice = slice(None) if whole else rows  # a view, not a copy
         cpu, mem = tmpl.request[:2].tolist()
         want = (cpu or DEFAULT_CPU, mem or DEFAULT_MEMORY)
-        use = [cols.use[c][sel] for c in range(2)]
         score = np.zeros(rows.size)
         if self.least:
             per = [cols.least(c, sel, want[c]) for c in range(2)]
             score += self.least * _halved(per[0] + per[1])
         if self.most:
             alloc, safe = cols.alloc[:, sel], cols.safe[:, sel]
+            nz_use = [cols.nz_use[c][sel] for c in range(2)]
             most = [
-                np.where(alloc[c] > 0, np.minimum(use[c] + want[c], alloc[c]) * 100 // safe[c], 0)
+                np.where(
+                    alloc[c] > 0, np.minimum(nz_use[c] + want[c], alloc[c]) * 100 // safe[c], 0
+                )
                 for c in range(2)
             ]
             score += self.most * _halved(most[0] + most[1])
         if self.balanced:
-            fracs = [_capped((use[c] + want[c]) / cols.safe_f[c][sel]) for c in range(2)]
+            use = [cols.use[c][sel] for c in range(2)]
+            fracs = [_capped((use[c] + (cpu, mem)[c]) / cols.safe_f[c][sel]) for c in range(2)]
             if tmpl.gpu_count:
                 after = cols.gpu_use[sel] + tmpl.request[cols.gpu_column]
                 # 0 where the node has no GPU (a non-negative fraction times 0.0 is 0.0)
@@ -136,10 +145,17 @@ class NodeOrderPlugin:
         """The per-node columns the scores read, current with the session's change log."""
         cols = self._cols
         if cols is None or not cols.mirrors(ssn):
-            cols = self._cols = _Columns.build(ssn)
+            cols = self._cols = _Columns.build(ssn, self._zero_of(ssn))
         else:
             cols.catch_up(ssn)
         return cols
+
+    def _zero_of(self, ssn: Session) -> _ZeroTasks:
+        """The session's tasks that request no cpu or no memory (read once per task table)."""
+        zero = self._zero
+        if zero is None or zero.req is not ssn.task_req:
+            zero = self._zero = _zero_tasks(ssn)
+        return zero
 
     def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
         """:meth:`node_score` of one node: the same arithmetic, in the same order."""
@@ -149,7 +165,8 @@ class NodeOrderPlugin:
         used_row = ssn.used[i].tolist()
         want = (request[0] or DEFAULT_CPU, request[1] or DEFAULT_MEMORY)
         alloc, used = alloc_row[:2], used_row[:2]
-        requested = [u + w for u, w in zip(used, want, strict=True)]
+        extra = self._zero_of(ssn).on(ssn, i)
+        requested = [u + e + w for u, e, w in zip(used, extra, want, strict=True)]
         score = 0.0
         if self.least:
             per = [
@@ -164,7 +181,8 @@ class NodeOrderPlugin:
             ]
             score += self.most * ((per[0] + per[1]) // 2)
         if self.balanced:
-            fracs = [min(rq / max(al, 1), 1.0) for al, rq in zip(alloc, requested, strict=True)]
+            plain = [u + r for u, r in zip(used, request[:2], strict=True)]
+            fracs = [min(rq / max(al, 1), 1.0) for al, rq in zip(alloc, plain, strict=True)]
             if tmpl.gpu_count:
                 g = a.spec.gpu_column
                 galloc = alloc_row[g]
@@ -213,7 +231,9 @@ _EXACT_DIVISOR = (1 << 53) // 101
 class _Columns:
     """Per node, what the scores read of cpu and memory (rows 0 and 1 of each table) and of
     the GPU column, as contiguous columns: allocatable and its safe divisor (never below 1)
-    do not move in a session; use and idle follow the session's change log."""
+    do not move in a session; use and idle follow the session's change log. ``nz_use`` and
+    ``idle`` are kube's ``NonZeroRequested`` view (``use`` plus the non-zero defaults of the
+    node's pods that request no cpu or no memory); ``use`` is the plain one."""
 
     n: int
     used: I64  # the session's ``used`` table these columns mirror
@@ -224,7 +244,9 @@ class _Columns:
     safe: I64  # (2, n) max(allocatable, 1)
     safe_f: F64  # (2, n) the same as floats
     use: I64  # (2, n)
-    idle: I64  # (2, n) allocatable - use
+    nz_use: I64  # (2, n) use + the non-zero defaults of the node's pods
+    idle: I64  # (2, n) allocatable - nz_use
+    zero: _ZeroTasks
     all_on: tuple[bool, bool]  # every node's allocatable > 0, per column
     gpu_on: F64  # (n,) 1.0 where allocatable GPU > 0, else 0.0
     gpu_safe_f: F64  # (n,)
@@ -232,13 +254,16 @@ class _Columns:
     exact_float: bool  # every divisor below _EXACT_DIVISOR
 
     @classmethod
-    def build(cls, ssn: Session) -> _Columns:
+    def build(cls, ssn: Session, zero: _ZeroTasks | None = None) -> _Columns:
         a = ssn.arrays
         g = a.spec.gpu_column
         alloc = np.ascontiguousarray(a.allocatable[:, :2].T)
         safe = np.maximum(alloc, 1)
         gpu_alloc = a.allocatable[:, g]
         use = np.ascontiguousarray(ssn.used[:, :2].T)
+        if zero is None:
+            zero = _zero_tasks(ssn)
+        nz_use = use + zero.per_node(ssn, a.n_nodes)
         return cls(
             n=a.n_nodes,
             used=ssn.used,
@@ -249,7 +274,9 @@ class _Columns:
             safe=safe,
             safe_f=safe.astype(np.float64),
             use=use,
-            idle=alloc - use,
+            nz_use=nz_use,
+            idle=alloc - nz_use,
+            zero=zero,
             all_on=(bool((alloc[0] > 0).all()), bool((alloc[1] > 0).all())),
             gpu_on=(gpu_alloc > 0).astype(np.float64),
             gpu_safe_f=np.maximum(gpu_alloc, 1).astype(np.float64),
@@ -268,7 +295,10 @@ class _Columns:
         rows = log.nodes_since(self.cursor)
         self.cursor = log.end
         self.use[:, rows] = ssn.used[rows, :2].T
-        self.idle[:, rows] = self.alloc[:, rows] - self.use[:, rows]
+        self.nz_use[:, rows] = self.use[:, rows]
+        if self.zero.tasks.size:
+            self.nz_use[:, rows] += self.zero.per_node(ssn, self.n)[:, rows]
+        self.idle[:, rows] = self.alloc[:, rows] - self.nz_use[:, rows]
         self.gpu_use[rows] = ssn.used[rows, self.gpu_column]
 
     def least(self, c: int, sel: npt.NDArray[np.intp] | slice, want: int) -> F64 | I64:
@@ -286,6 +316,58 @@ class _Columns:
             return out_f
         out: I64 = np.where(fits, rest * 100 // self.safe[c][sel], 0)
         return out
+
+
+#: Task states whose request a node's ``used`` holds (and so kube's node info lists).
+_ON_NODE = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskState.RELEASING)
+
+
+@dataclass(slots=True, eq=False)
+class _ZeroTasks:
+    """The session's tasks that request no cpu or no memory (``tasks``), and the non-zero
+    defaults each counts as on a node (``defaults``, (2, k): 100m cpu, 200Mi memory for the
+    resource it requests none of), for kube's ``NonZeroRequested``."""
+
+    req: I64  # the session's task_req these were read from
+    tasks: npt.NDArray[np.intp]
+    defaults: I64
+
+    def nodes(self, ssn: Session) -> I64:
+        """The node each task is on now (its request in the node's ``used``), else -1."""
+        held = in_states(ssn.task_state[self.tasks], _ON_NODE)
+        out: I64 = np.where(held, ssn.task_node[self.tasks], -1)
+        return out
+
+    def per_node(self, ssn: Session, n: int) -> I64:
+        """Per node (2, n): the defaults of the tasks on it now."""
+        out = np.zeros((2, n), dtype=np.int64)
+        if self.tasks.size:
+            node = self.nodes(ssn)
+            on = node >= 0
+            for c in range(2):
+                np.add.at(out[c], node[on], self.defaults[c][on])
+        return out
+
+    def on(self, ssn: Session, i: int) -> tuple[int, int]:
+        """The defaults (cpu, memory) of the tasks on node ``i`` now."""
+        if not self.tasks.size:
+            return (0, 0)
+        here = self.nodes(ssn) == i
+        cpu, mem = self.defaults[:, here].sum(axis=1).tolist()
+        return (int(cpu), int(mem))
+
+
+def _zero_tasks(ssn: Session) -> _ZeroTasks:
+    """:class:`_ZeroTasks` of the session."""
+    req = ssn.task_req[:, :2]
+    tasks = np.flatnonzero((req[:, 0] == 0) | (req[:, 1] == 0))
+    defaults = np.stack(
+        [
+            np.where(req[tasks, 0] == 0, DEFAULT_CPU, 0),
+            np.where(req[tasks, 1] == 0, DEFAULT_MEMORY, 0),
+        ]
+    ).astype(np.int64)
+    return _ZeroTasks(req=ssn.task_req, tasks=tasks, defaults=defaults)
 
 
 def _halved(total: F64 | I64) -> F64 | I64:

@@ -233,7 +233,17 @@ class _Rules(_State):
     def nodeorder(self, w: dict[str, float], t: int, n: int, top: int) -> float:
         req, alloc, used = self.nominal(t), self.alloc[n], self.used[n]
         want = {CPU: req.get(CPU, 0) or DEFAULT_CPU, MEMORY: req.get(MEMORY, 0) or DEFAULT_MEMORY}
-        requested = {r: used[r] + want[r] for r in (CPU, MEMORY)}
+        # kube's NonZeroRequested: the node's pods with their non-zero defaults, then this task
+        on = [
+            self.nominal(x)
+            for x, where in enumerate(self.where)
+            if where == n and self.state[x] in ("Allocated", "Bound", "Running", "Releasing")
+        ]
+        nz_used = {
+            CPU: sum(r.get(CPU, 0) or DEFAULT_CPU for r in on),
+            MEMORY: sum(r.get(MEMORY, 0) or DEFAULT_MEMORY for r in on),
+        }
+        requested = {r: nz_used[r] + want[r] for r in (CPU, MEMORY)}
         score = 0.0
         if w["leastrequested"]:
             parts = [
@@ -248,7 +258,9 @@ class _Rules(_State):
             ]
             score += w["mostrequested"] * ((parts[0] + parts[1]) // 2)
         if w["balancedresource"]:
-            fracs = [min(requested[r] / max(alloc[r], 1), 1.0) for r in (CPU, MEMORY)]
+            # kube's BalancedAllocation reads the plain requests (no non-zero defaults)
+            plain = {r: used[r] + req.get(r, 0) for r in (CPU, MEMORY)}
+            fracs = [min(plain[r] / max(alloc[r], 1), 1.0) for r in (CPU, MEMORY)]
             if self.snap.tasks[t].gpu_request is not None:
                 g_alloc = alloc[GPU]
                 fracs.append(min((used[GPU] + req[GPU]) / g_alloc, 1.0) if g_alloc > 0 else 0.0)
