@@ -11,7 +11,8 @@ the same decisions.
 
 Default run: ``STREAMS`` seeded streams per configuration and a derandomized hypothesis run
 (whose draws shrink a failure). The soak (``GANGSCHED_SOAK=1``) runs
-``GANGSCHED_RETRY_SOAK_STREAMS`` (10,000) seeded streams and prints the figures.
+``GANGSCHED_RETRY_SOAK_STREAMS`` (10,000) seeded streams of ``GANGSCHED_RETRY_SOAK_STEPS``
+events (40) from seed ``GANGSCHED_RETRY_SOAK_SEED`` (10,000) and prints the figures.
 """
 
 from __future__ import annotations
@@ -280,10 +281,15 @@ def test_retry_always_carries_nothing() -> None:
 @pytest.mark.soak
 @pytest.mark.skipif(not SOAK, reason="soak: set GANGSCHED_SOAK=1")
 def test_soak_streams_decide_alike() -> None:
+    steps = int(os.environ.get("GANGSCHED_RETRY_SOAK_STEPS", str(STEPS)))
+    first = int(os.environ.get("GANGSCHED_RETRY_SOAK_SEED", "10000"))
     carried = cycles = 0
-    for seed in range(SOAK_STREAMS):
-        stream = run_seeded(CONFIG_NAMES[seed % len(CONFIG_NAMES)], 10_000 + seed)
+    for seed in range(first, first + SOAK_STREAMS):
+        stream = run_seeded(CONFIG_NAMES[seed % len(CONFIG_NAMES)], seed, steps)
         carried += stream.carried
         cycles += stream.cycles
-    print(f"\n{SOAK_STREAMS} streams, {cycles} cycles compared, {carried} carried job statuses")
+    print(
+        f"\n{SOAK_STREAMS} streams of {steps} events from seed {first}: {cycles} cycles "
+        f"compared, {carried} carried job statuses"
+    )
     assert carried > 0
