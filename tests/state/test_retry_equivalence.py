@@ -263,11 +263,20 @@ def test_drawn_streams_decide_alike(data: st.DataObject, config_name: str) -> No
     stream.run(30)
 
 
-def test_a_carry_that_ignores_freed_room_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("rule", "blind"),
+    [
+        ("gained", lambda then, now, rows, *rest: rows[:0]),  # no node ever gains room
+        ("room_short", lambda *args: True),  # no place ever has room enough
+    ],
+)
+def test_a_carry_that_ignores_freed_room_is_caught(
+    monkeypatch: pytest.MonkeyPatch, rule: str, blind: Callable[..., Any]
+) -> None:
     """The comparison can fail: a retry rule blind to freed room binds differently."""
-    monkeypatch.setattr(allocate_module, "gained", lambda *args: False)
+    monkeypatch.setattr(allocate_module, rule, blind)
     with pytest.raises(AssertionError):
-        for seed in range(40):
+        for seed in range(60):
             run_seeded("no-fair-share", seed)
 
 

@@ -23,7 +23,9 @@ words back, prefixed with :data:`CARRIED` — when all of these hold:
 * and either its queue refuses the template now, or the attempt failed for room alone (the
   queue took every task the attempt asked it for) and no node gained room since the cursor
   in a column the template asks for (or in one where the node was short), nor in a GPU device
-  when the template asks for GPUs.
+  when the template asks for GPUs — or every place the gang may use that holds such a node
+  (the cluster, or a domain of its highest allowed tier under a hard network topology) has
+  room for fewer of its tasks than it still needs (:func:`room_short`).
 
 Why that is exact (the contract in ``docs/scheduling.md``): inside one ``allocate`` run room
 only shrinks (a placement takes, a discarded attempt gives back exactly what it took) and a
@@ -41,17 +43,31 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
 from gangsched.decisions import PlacementInfo
-from gangsched.model import Job, Task
+from gangsched.model import Job, Task, TopologyMode
+from gangsched.model.topology import build_topology
 from gangsched.placement import GreedyPlacer
-from gangsched.session.core import TaskState
+from gangsched.session.core import PIPELINED_OR_READY, TaskState
+from gangsched.session.fit import gpu_need
 
 if TYPE_CHECKING:
+    from gangsched.session.arrays import TaskTemplate
     from gangsched.session.core import Session
 
-__all__ = ["CARRIED", "MEMORY_KEY", "Failure", "Ground", "context_of", "skipping_allowed"]
+__all__ = [
+    "CARRIED",
+    "MEMORY_KEY",
+    "Failure",
+    "Ground",
+    "context_of",
+    "copies_bound",
+    "gained",
+    "room_short",
+    "skipping_allowed",
+]
 
 #: What every carried word starts with (a job's message, its tasks' reasons).
 CARRIED = "carried: "
@@ -63,6 +79,9 @@ MEMORY_KEY: tuple[object, ...] = ("allocate", "failed attempts")
 Ground = tuple[I64, I64, I64, I64]
 
 _RUNS = (TaskState.RUNNING, TaskState.BOUND)
+_MANY = 2**40
+
+Rows = npt.NDArray[np.intp]
 
 
 @dataclass(slots=True, eq=False)
@@ -118,19 +137,59 @@ def runs_nothing(ssn: Session, job: int) -> bool:
     return ssn.count_states(job, _RUNS) == 0
 
 
-def gained(then: Ground, now: Ground, rows: np.ndarray, request: I64, gpu: bool) -> bool:
-    """Whether a node of ``rows`` has more room ``now`` than ``then`` where it matters to a
-    task asking for ``request``: a column it asks for, a column where the node was short
-    (a fit reads every column), a GPU device when it asks for GPUs."""
+def gained(then: Ground, now: Ground, rows: Rows, request: I64, gpu: bool) -> Rows:
+    """The nodes of ``rows`` with more room ``now`` than ``then`` where it matters to a task
+    asking for ``request``: a column it asks for, a column where the node was short (a fit
+    reads every column), a GPU device when it asks for GPUs."""
     if rows.size == 0:
-        return False
+        return rows
     asks: BOOL = request > 0
+    more = np.zeros(rows.size, dtype=np.bool_)
     for k in (0, 1):
         before, after = then[k][rows], now[k][rows]
-        if ((after > before) & (asks | (before < 0))).any():
-            return True
+        more |= ((after > before) & (asks | (before < 0))).any(axis=1)
     if gpu:
         for k in (2, 3):
-            if (now[k][rows] > then[k][rows]).any():
-                return True
-    return False
+            more |= (now[k][rows] > then[k][rows]).any(axis=1)
+    out: Rows = rows[more]
+    return out
+
+
+def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
+    """Per node, at most how many tasks of ``tmpl`` it could take, now or once releases
+    finish, on its own (0 where the template fails a predicate or does not fit once): each
+    task takes its request in every column and ``gpu_count`` devices of at least the
+    template's per-device charge, so no more fit than the room divided by them."""
+    ev = ssn.evaluate(tmpl)
+    later, devices_later = now[1], now[3]
+    request = tmpl.request.copy()
+    request[ssn.arrays.spec.gpu_column] = 0
+    cols = np.flatnonzero(request > 0)
+    bound = np.full(later.shape[0], _MANY, dtype=np.int64)
+    if cols.size:
+        bound = (np.maximum(later[:, cols], 0) // request[cols]).min(axis=1)
+    if tmpl.gpu_count:
+        need = np.maximum(gpu_need(ssn.arrays, tmpl), 1) * tmpl.gpu_count
+        bound = np.minimum(bound, devices_later.sum(axis=1) // need)
+    out: I64 = np.where(ev.ok & ev.fit_future, bound, 0)
+    return out
+
+
+def room_short(ssn: Session, job: int, waiting: int, bound: I64, rows: Rows) -> bool:
+    """Whether every place the gang of ``job`` may use that holds one of ``rows`` has room
+    for fewer tasks than the gang still needs (``bound``: :func:`copies_bound`; ``waiting``:
+    its pending tasks): the whole cluster, or for a hard network topology each domain of its
+    highest allowed tier."""
+    missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
+    missing -= ssn.pending_best_effort(job)
+    size = waiting if missing <= 0 else missing
+    nt = ssn.snapshot.jobs[job].network_topology
+    if nt is None or nt.mode is not TopologyMode.HARD:
+        return int(bound.sum()) < size
+    topo = build_topology(ssn.snapshot)
+    tier = nt.highest_tier_allowed
+    cover = topo.cover(topo.top_tier if tier is None else topo.rank_of(tier))
+    for domain in set(cover[rows].tolist()):
+        if domain >= 0 and int(bound[cover == domain].sum()) >= size:
+            return False
+    return True

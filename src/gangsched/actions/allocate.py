@@ -45,7 +45,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
+from gangsched._types import I64
 from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from gangsched.actions._gang_placement import place_job, place_jobs_jointly, placement_ground
 from gangsched.actions._retry import (
@@ -53,7 +55,9 @@ from gangsched.actions._retry import (
     MEMORY_KEY,
     Failure,
     context_of,
+    copies_bound,
     gained,
+    room_short,
     runs_nothing,
     same_context,
     skipping_allowed,
@@ -71,7 +75,6 @@ from gangsched.session.statement import Statement
 from gangsched.units import PODS, show_amount
 
 if TYPE_CHECKING:
-    from gangsched._types import I64
     from gangsched.session.arrays import TaskTemplate
     from gangsched.session.core import Session
 
@@ -128,7 +131,9 @@ class _Run:
     prior: dict[str, Failure] = field(default_factory=dict)
     memory: dict[str, Failure] = field(default_factory=dict)
     context: tuple[object, ...] = ()
-    gains: dict[tuple[int, int, int], bool] = field(default_factory=dict)
+    gains: dict[tuple[int, int, int], npt.NDArray[np.intp]] = field(default_factory=dict)
+    #: Per template, at most how many of its tasks each node could take (this run's start).
+    bounds: dict[int, I64] = field(default_factory=dict)
 
     def as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""
@@ -252,7 +257,7 @@ class AllocateAction(ConfiguredAction):
             if skip:
                 ti = int(template_of[tasks[0]])
                 if ti >= 0 and all(int(template_of[t]) == ti for t in tasks[1:]):
-                    if self._carry(ssn, run, j, own, ti):
+                    if self._carry(ssn, run, j, own, ti, len(tasks)):
                         continue
                     if runs_nothing(ssn, j):
                         single[j] = (ti, ssn.task_state[own].tobytes())
@@ -333,10 +338,11 @@ class AllocateAction(ConfiguredAction):
         # those resources meanwhile: fitting now requires fitting once releases finish).
         realise_reservations(ssn)
 
-    def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int) -> bool:
+    def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
         """Carry job ``j`` when its last attempt failed and nothing since could help it
         (:mod:`gangsched.actions._retry`): its last words come back, marked carried, and it is
-        not tried. ``own``: its tasks; ``ti``: the one template of its pending tasks."""
+        not tried. ``own``: its tasks; ``ti``: the one template of its ``waiting`` pending
+        tasks."""
         snap = ssn.snapshot
         rec = snap.jobs[j]
         e = run.prior.get(rec.name)
@@ -367,8 +373,14 @@ class AllocateAction(ConfiguredAction):
                 more = run.gains[key] = gained(
                     e.ground, placement_ground(ssn), rows, e.request, e.gpu
                 )
-            if more:
-                return False
+            if more.size:
+                bound = run.bounds.get(ti)
+                if bound is None:
+                    bound = run.bounds[ti] = copies_bound(
+                        ssn, ssn.templates[ti], placement_ground(ssn)
+                    )
+                if not room_short(ssn, j, waiting, bound, more):
+                    return False
         if e.reason is not None:
             ssn.note_job(j, *e.reason)
         reasons = ssn.task_reasons
