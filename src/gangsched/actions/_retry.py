@@ -81,7 +81,7 @@ Ground = tuple[I64, I64, I64, I64]
 _RUNS = (TaskState.RUNNING, TaskState.BOUND)
 _MANY = 2**40
 
-Rows = npt.NDArray[np.intp]
+_NodeRows = npt.NDArray[np.intp]
 
 
 @dataclass(slots=True, eq=False)
@@ -137,7 +137,7 @@ def runs_nothing(ssn: Session, job: int) -> bool:
     return ssn.count_states(job, _RUNS) == 0
 
 
-def gained(then: Ground, now: Ground, rows: Rows, request: I64, gpu: bool) -> Rows:
+def gained(then: Ground, now: Ground, rows: _NodeRows, request: I64, gpu: bool) -> _NodeRows:
     """The nodes of ``rows`` with more room ``now`` than ``then`` where it matters to a task
     asking for ``request``: a column it asks for, a column where the node was short (a fit
     reads every column), a GPU device when it asks for GPUs."""
@@ -151,7 +151,7 @@ def gained(then: Ground, now: Ground, rows: Rows, request: I64, gpu: bool) -> Ro
     if gpu:
         for k in (2, 3):
             more |= (now[k][rows] > then[k][rows]).any(axis=1)
-    out: Rows = rows[more]
+    out: _NodeRows = rows[more]
     return out
 
 
@@ -175,7 +175,7 @@ def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
     return out
 
 
-def room_short(ssn: Session, job: int, waiting: int, bound: I64, rows: Rows) -> bool:
+def room_short(ssn: Session, job: int, waiting: int, bound: I64, rows: _NodeRows) -> bool:
     """Whether every place the gang of ``job`` may use that holds one of ``rows`` has room
     for fewer tasks than the gang still needs (``bound``: :func:`copies_bound`; ``waiting``:
     its pending tasks): the whole cluster, or for a hard network topology each domain of its
