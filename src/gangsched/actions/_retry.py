@@ -25,7 +25,9 @@ words back, prefixed with :data:`CARRIED` — when all of these hold:
   in a column the template asks for (or in one where the node was short), nor in a GPU device
   when the template asks for GPUs — or every place the gang may use that holds such a node
   (the cluster, or a domain of its highest allowed tier under a hard network topology) has
-  room for fewer of its tasks than it still needs (:func:`room_short`).
+  room for fewer of its tasks than it still needs (:func:`room_short`);
+* or, whatever the last attempt's cause, no place the gang may use has room for the tasks it
+  still needs now (:func:`room_short` over every node).
 
 Why that is exact (the contract in ``docs/scheduling.md``): inside one ``allocate`` run room
 only shrinks (a placement takes, a discarded attempt gives back exactly what it took) and a
@@ -175,11 +177,13 @@ def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
     return out
 
 
-def room_short(ssn: Session, job: int, waiting: int, bound: I64, rows: _NodeRows) -> bool:
-    """Whether every place the gang of ``job`` may use that holds one of ``rows`` has room
-    for fewer tasks than the gang still needs (``bound``: :func:`copies_bound`; ``waiting``:
-    its pending tasks): the whole cluster, or for a hard network topology each domain of its
-    highest allowed tier."""
+def room_short(
+    ssn: Session, job: int, waiting: int, bound: I64, rows: _NodeRows | None = None
+) -> bool:
+    """Whether every place the gang of ``job`` may use that holds one of ``rows`` (None:
+    any node) has room for fewer tasks than the gang still needs (``bound``:
+    :func:`copies_bound`; ``waiting``: its pending tasks): the whole cluster, or for a hard
+    network topology each domain of its highest allowed tier."""
     missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
     missing -= ssn.pending_best_effort(job)
     size = waiting if missing <= 0 else missing
@@ -189,7 +193,8 @@ def room_short(ssn: Session, job: int, waiting: int, bound: I64, rows: _NodeRows
     topo = build_topology(ssn.snapshot)
     tier = nt.highest_tier_allowed
     cover = topo.cover(topo.top_tier if tier is None else topo.rank_of(tier))
-    for domain in set(cover[rows].tolist()):
-        if domain >= 0 and int(bound[cover == domain].sum()) >= size:
-            return False
-    return True
+    inside = cover >= 0
+    sums = np.bincount(cover[inside], weights=bound[inside]) if inside.any() else np.zeros(0)
+    domains = cover if rows is None else cover[rows]
+    domains = domains[domains >= 0]
+    return not bool((sums[domains] >= size).any())

@@ -359,21 +359,21 @@ class AllocateAction(ConfiguredAction):
         q = int(ssn.job_queue[j])
         if self._refusal(ssn, run, q, ssn.templates[ti]) is None:
             log = ssn.changes
-            if not e.capacity or not log.knows(e.lineage, e.cursor):
-                return False
-            key = (id(e.ground[0]), e.cursor, ti)
-            more = run.gains.get(key)
-            if more is None:
-                # Only a node that changed and could take one of the tasks now or later may
-                # take more of them than at the failure.
-                rows = log.nodes_since(e.cursor)
-                if rows.size:
-                    ev = ssn.evaluate(ssn.templates[ti])
-                    rows = rows[ev.ok[rows] & ev.fit_future[rows]]
-                more = run.gains[key] = gained(
-                    e.ground, placement_ground(ssn), rows, e.request, e.gpu
-                )
-            if more.size:
+            more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
+            if e.capacity and log.knows(e.lineage, e.cursor):
+                key = (id(e.ground[0]), e.cursor, ti)
+                more = run.gains.get(key)
+                if more is None:
+                    # Only a node that changed and could take one of the tasks now or later
+                    # may take more of them than at the failure.
+                    rows = log.nodes_since(e.cursor)
+                    if rows.size:
+                        ev = ssn.evaluate(ssn.templates[ti])
+                        rows = rows[ev.ok[rows] & ev.fit_future[rows]]
+                    more = run.gains[key] = gained(
+                        e.ground, placement_ground(ssn), rows, e.request, e.gpu
+                    )
+            if more is None or more.size:
                 bound = run.bounds.get(ti)
                 if bound is None:
                     bound = run.bounds[ti] = copies_bound(
