@@ -15,6 +15,12 @@ gang's tasks then get the reason.
 A task template that found no node is not retried for the job (Volcano's predicate error cache);
 when every task is needed for the minimum, the first such failure ends the attempt.
 
+Gang-aware retry (argument ``retry``: ``on-change``, the default, or ``always``): a job
+whose last attempt failed and that nothing since could help is carried — not tried, its last
+words given back marked ``carried:`` — see :mod:`gangsched.actions._retry` and
+``docs/scheduling.md`` ("Retrying waiting jobs"); binds, evictions, reservations and phases are
+those of trying every job.
+
 Jobs still Pending are skipped when ``enqueue`` is configured; otherwise they are treated as
 admitted. Best-effort tasks are left to ``backfill``.
 
