@@ -296,3 +296,127 @@ def test_soak_streams_decide_alike() -> None:
         f"compared, {carried} carried job statuses"
     )
     assert carried > 0
+
+
+def test_a_job_waiting_for_an_affine_pod_is_tried_once_that_pod_lands_elsewhere() -> None:
+    """Pod affinity reads where other pods are: the pod it waits for lands on another node of
+    its rack and no node gains room, yet the job must be tried again (and placed)."""
+    from gangsched.model import LabelSelector, PodAffinity, PodAffinityTerm
+
+    nodes = [
+        {"name": n, "allocatable": {"cpu": 16, "memory": "32Gi"}, "labels": {"rack": "r1"}}
+        for n in ("a", "b")
+    ]
+    snap = Snapshot.from_dict({"nodes": nodes, "queues": [{"name": "q"}]})
+    cfg = {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [_HEAD, [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}]],
+    }
+    states = {r: ClusterState(snap) for r in ("on-change", "always")}
+    configs = {
+        r: Config.from_dict({**cfg, "configurations": {"allocate": {"retry": r}}}) for r in states
+    }
+    near_db = PodAffinity(
+        required=(
+            PodAffinityTerm(
+                topology_key="rack", label_selector=LabelSelector(match_labels={"app": "db"})
+            ),
+        )
+    )
+    app = Task(
+        name="app-0",
+        job="app",
+        request=Resources({"cpu": 2000, "memory": 2**30}),
+        labels={"app": "web"},
+        pod_affinity=near_db,
+    )
+    # the filler and db take room on both nodes, so no node gains room when db lands
+    filler = Task(name="f-0", job="f", request=Resources({"cpu": 14000, "memory": 2**30}))
+    db = Task(name="db-0", job="db", request=Resources({"cpu": 8000}), labels={"app": "db"})
+    decided: dict[str, list[Decisions]] = {r: [] for r in states}
+    for retry, state in states.items():
+        state.add_job(Job(name="app", queue="q", min_available=1, creation=1), [app])
+        state.add_job(Job(name="f", queue="q", min_available=1, creation=0), [filler])
+        for _ in range(2):
+            d = state.schedule(configs[retry])
+            decided[retry].append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+        state.add_job(Job(name="db", queue="q", min_available=1, creation=2), [db])
+        for _ in range(2):
+            d = state.schedule(configs[retry])
+            decided[retry].append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+    placed = [any(b.task == "app-0" for b in d.binds) for d in decided["always"]]
+    assert placed == [False, False, False, True]  # db lands in the third cycle, after app's turn
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
+
+
+def test_a_job_held_by_spread_is_tried_once_a_pod_lands_in_the_other_zone() -> None:
+    """Topology spread reads where other pods are: a matching pod landing in the emptier zone
+    lets a waiting job onto a node that had room all along and gained none, so only trying the
+    job again places it."""
+    from gangsched.model import LabelSelector, TopologySpreadConstraint
+
+    web = {"app": "web"}
+    nodes = [
+        {"name": "a", "allocatable": {"cpu": 16, "memory": "32Gi"}, "labels": {"zone": "z1"}},
+        {"name": "b", "allocatable": {"cpu": 4, "memory": "32Gi"}, "labels": {"zone": "z2"}},
+    ]
+    snap = Snapshot.from_dict({"nodes": nodes, "queues": [{"name": "q"}]})
+    cfg = {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [_HEAD, [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}]],
+    }
+    spread = (
+        TopologySpreadConstraint(
+            max_skew=2, topology_key="zone", label_selector=LabelSelector(match_labels=web)
+        ),
+    )
+
+    def task(name: str, job: str, cpu: int, zone: str | None = None, **kw: Any) -> Task:
+        return Task(
+            name=name,
+            job=job,
+            request=Resources({"cpu": cpu * 1000, "memory": 2**30}),
+            node_selector={"zone": zone} if zone else {},
+            **kw,
+        )
+
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        state = ClusterState(snap)
+        # the shape check off (as in a configuration read from Volcano's YAML): app reaches
+        # allocate and fails there
+        args = {"allocate": {"retry": retry}, "enqueue": {"shapeCheckEnable": False}}
+        config = Config.from_dict({**cfg, "configurations": args})
+        out = decided[retry] = []
+
+        def cycle(state: ClusterState = state, config: Config = config, out: list = out) -> None:
+            d = state.schedule(config)
+            out.append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+
+        # two web pods in z1, two of b's four cpus taken: z1 holds 2, z2 none
+        olds = [task(f"old-{i}", "old", 1, "z1", labels=web) for i in range(2)]
+        state.add_job(Job(name="old", queue="q", min_available=2, creation=0), olds)
+        state.add_job(
+            Job(name="fill", queue="q", min_available=1, creation=1),
+            [task("fill-0", "fill", 2, "z2")],
+        )
+        cycle()
+        # app (4 cpu) may not go to z1 (skew 3 > 2) and does not fit b's two free cpus
+        app = task("app-0", "app", 4, labels=web, topology_spread=spread)
+        state.add_job(Job(name="app", queue="q", min_available=1, creation=2), [app])
+        cycle()
+        # a web pod lands on b (z2 holds 1): z1 is allowed again, a gained no room
+        state.add_job(
+            Job(name="w2", queue="q", min_available=1, creation=3),
+            [task("w2-0", "w2", 2, "z2", labels=web)],
+        )
+        cycle()
+        cycle()
+    placed = [any(b.task == "app-0" for b in d.binds) for d in decided["always"]]
+    assert placed == [False, False, False, True]
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)

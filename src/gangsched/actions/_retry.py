@@ -15,7 +15,8 @@ words back, prefixed with :data:`CARRIED` — when all of these hold:
 * the session may skip at all (:func:`skipping_allowed`): predicates and node scores answer by
   a task's shape (``shape_only``), the ``allocatable``, ``job_ready``, ``job_pipelined`` and
   ``job_valid`` points are served by the package's own plugins (readiness by ``gang`` alone),
-  gangs go through the greedy placer, not the joint one;
+  gangs go through the greedy placer, not the joint one; no task of the snapshot carries a
+  pod (anti-)affinity or topology spread constraint (those read where other pods are);
 * the job's pending tasks share one template and none of its tasks runs;
 * its records (job, every task), its tasks' states, the node, hypernode and queue records,
   the configuration and the resource names are those of the failed attempt, and the change
@@ -54,6 +55,7 @@ from gangsched.model.topology import build_topology
 from gangsched.placement import GreedyPlacer
 from gangsched.session.core import PIPELINED_OR_READY, TaskState
 from gangsched.session.fit import gpu_need
+from gangsched.session.pod_constraints import pod_rules
 
 if TYPE_CHECKING:
     from gangsched.session.arrays import TaskTemplate
@@ -129,6 +131,10 @@ def skipping_allowed(ssn: Session, placer: object, joint: bool) -> bool:
     if joint or type(placer) is not GreedyPlacer or not points.shape_only:
         return False
     if not all(points.built_in(p) for p in ("allocatable", "job_valid", "job_ready")):
+        return False
+    if pod_rules(ssn) is not None:
+        # Pod (anti-)affinity and spread read where other pods are, not only free room: a
+        # pod placed or gone elsewhere can make a job fit with no node gaining room.
         return False
     ready = points.serving("job_ready") + points.serving("job_pipelined")
     return all(getattr(p, "name", None) == "gang" for p in ready)
