@@ -50,8 +50,9 @@ RACK = 64
 
 
 def _p(weights: tuple[float, ...]) -> np.ndarray[Any, Any]:
-    w = np.array(weights, dtype=np.float64)
-    return w / w.sum()
+    w: np.ndarray[Any, Any] = np.array(weights, dtype=np.float64)
+    out: np.ndarray[Any, Any] = w / w.sum()
+    return out
 
 
 def _gpu_request(count: int, milli: int) -> dict[str, int]:
@@ -169,9 +170,7 @@ def openb_preemption_dict(
         j += 1
     return {
         "nodes": nodes,
-        "queues": [
-            {"name": name, "weight": w, "priority": prio} for name, w, prio in TENANTS
-        ],
+        "queues": [{"name": name, "weight": w, "priority": prio} for name, w, prio in TENANTS],
         "jobs": jobs,
         "tasks": tasks,
     }
@@ -181,8 +180,10 @@ def main(argv: list[str] | None = None) -> None:
     n = int((argv if argv is not None else sys.argv[1:])[0])
     d = openb_preemption_dict(n)
     running = sum(1 for t in d["tasks"] if t.get("phase") == "Running")
-    print(f"{len(d['nodes'])} nodes, {len(d['jobs'])} jobs, {running} running tasks, "
-          f"{len(d['tasks']) - running} waiting tasks")
+    print(
+        f"{len(d['nodes'])} nodes, {len(d['jobs'])} jobs, {running} running tasks, "
+        f"{len(d['tasks']) - running} waiting tasks"
+    )
 
 
 if __name__ == "__main__":

@@ -206,6 +206,8 @@ class CycleCache:
     fit_view: FullView | None = None
     #: actions.consolidate: template index of each moved task's shape.
     move_templates: dict[tuple[object, ...], int] = field(default_factory=dict)
+    #: actions.victims.search: what evicting each task gives back (``_Charges``).
+    victim_rows: object | None = None
 
     @staticmethod
     def unset(value: object) -> bool:

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gangsched.actions.victims.rules import (
     BEYOND_DESERVED,
@@ -405,11 +406,14 @@ class _Search:
         ssn = self.ssn
         victims = [t for _, tasks, _ in parts for t in tasks]
         freed = ssn.task_req[victims].sum(axis=0) if victims else np.zeros_like(self.need)
-        excess = float((np.maximum(freed - self.need, 0) * self.inv_total).sum())
         prios = sorted((ssn.snapshot.jobs[b.job].priority for b, _, _ in parts), reverse=True)
         n_whole = sum(1 for _, _, whole in parts if whole)
         ranks = tuple(sorted(b.rank for b, _, _ in parts))
-        return (len(parts), tuple(prios), n_whole, round(excess, 12), len(victims), ranks)
+        return (len(parts), tuple(prios), n_whole, self._excess(freed), len(victims), ranks)
+
+    def _excess(self, freed: I64) -> float:
+        """Resources freed beyond the claim, as a fraction of the cluster (cost item 4)."""
+        return round(float((np.maximum(freed - self.need, 0) * self.inv_total).sum()), 12)
 
     def _fits(self, parts: Sequence[_Part], among: BOOL | None, *, rule: bool = False) -> bool:
         return self.attempt([t for _, tasks, _ in parts for t in tasks], among, rule=rule)
@@ -439,6 +443,10 @@ class _Search:
         checked on the minimised set (fewer victims can only help the rule of reclaim)."""
         room = self._room = _Room(self.ssn, self.claim, self.queue)
         try:
+            # Every trial evicts a subset of ``victims``; when evicting them all leaves too
+            # little room, none can succeed.
+            if not room.fits_sets(victims, np.zeros_like(victims), 1, among)[0]:
+                return None
             return self._search(victims, among)
         finally:
             self._room = None
@@ -450,13 +458,7 @@ class _Search:
         bundles = self.bundles(victims, self.useful_nodes(among))
         if not bundles:
             return None
-        found: list[list[_Part]] = []
-        for b in bundles:
-            part = self._fewest(b, among)
-            if part is not None and self._fits([part], among, rule=True):
-                found.append([part])
-            elif b.whole and self._fits([(b, b.whole, True)], among, rule=True):
-                found.append([(b, b.whole, True)])
+        found = self._singles(bundles, among)
         if not found and len(bundles) <= PAIR_LIMIT:
             for a, b in itertools.combinations(bundles, 2):
                 parts = [self._most(a), self._most(b)]
@@ -465,9 +467,19 @@ class _Search:
                     if self._fits(parts, among, rule=True):
                         found.append(parts)
         if not found:
-            parts = []
-            for b in bundles:
-                parts.append(self._most(b))
+            # bundles are added in rank order until the claim fits: the unions the room bound
+            # rules out are not played, and once a union takes a job below its minimum every
+            # larger one does too
+            most = [self._most(b) for b in bundles]
+            tasks, sets = self._flat([m[1] for m in most])
+            start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
+            parts = most[:start]
+            for part in most[start:]:
+                parts.append(part)
+                if not self.scope.whole and not self._gang_safe(
+                    [t for _, ts, _ in parts for t in ts]
+                ):
+                    return None
                 if self._fits(parts, among):
                     break
             else:
@@ -485,6 +497,59 @@ class _Search:
         if shrunk != best and self._fits(shrunk, among, rule=True):
             best = shrunk
         return _Plan(tuple(best), among, self.cost(best))
+
+    @staticmethod
+    def _flat(sets: Sequence[Sequence[int]]) -> tuple[I64, I64]:
+        """The tasks of ``sets`` in one array, and the index of the set of each."""
+        sizes = np.fromiter((len(x) for x in sets), dtype=np.int64, count=len(sets))
+        tasks = np.fromiter((t for x in sets for t in x), dtype=np.int64, count=int(sizes.sum()))
+        return tasks, np.repeat(np.arange(len(sets), dtype=np.int64), sizes)
+
+    def _singles(self, bundles: list[_Bundle], among: BOOL | None) -> list[list[_Part]]:
+        """Every bundle that makes room alone (its fewest victims, else the whole job), as far
+        as the cheapest of them needs: bundles the room bound rules out are not tried, and the
+        others are tried in the order of a lower bound of their cost, until that bound passes
+        the cheapest set found (costs differ in the bundle's rank, so the cheapest is the one
+        trying every bundle finds)."""
+        assert self._room is not None
+        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        ok = self._room.fits_sets(tasks, sets, len(bundles), among)
+        tried = [b for b, fits in zip(bundles, ok.tolist(), strict=True) if fits]
+        if not tried:
+            return []
+        ssn = self.ssn
+        # the fewest victims are at least the first of the surplus, else the whole job
+        least, at = self._flat([b.surplus[:1] or b.whole for b in tried])
+        freed = np.zeros((len(tried), ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, at, ssn.task_req[least])
+        # the cost's own expression, once per distinct freed row
+        rows, where = np.unique(freed, axis=0, return_inverse=True)
+        excess = np.array([self._excess(r) for r in rows])[where.reshape(-1)]
+        jobs = ssn.snapshot.jobs
+        bounds = [
+            (1, (jobs[b.job].priority,), 0, float(e), 1, (b.rank,))
+            if b.surplus
+            else (1, (jobs[b.job].priority,), 1, float(e), len(b.whole), (b.rank,))
+            for b, e in zip(tried, excess.tolist(), strict=True)
+        ]
+        found: list[list[_Part]] = []
+        best: tuple[Any, ...] | None = None
+        for i in sorted(range(len(tried)), key=bounds.__getitem__):
+            if best is not None and bounds[i] > best:
+                break
+            b = tried[i]
+            part = self._fewest(b, among)
+            if part is not None and self._fits([part], among, rule=True):
+                found.append([part])
+            elif b.whole and self._fits([(b, b.whole, True)], among, rule=True):
+                found.append([(b, b.whole, True)])
+            else:
+                continue
+            cost = self.cost(found[-1])
+            if best is None or cost < best:
+                best = cost
+        found.sort(key=lambda parts: parts[0][0].rank)
+        return found
 
     def _downgrade(self, parts: list[_Part], among: BOOL | None) -> list[_Part]:
         for i in reversed(range(len(parts))):
@@ -583,44 +648,111 @@ class _Search:
         )
 
 
+@dataclass(slots=True, eq=False)
+class _Charges:
+    """What evicting a task gives back, read once per session: its row as its node is
+    charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding) and the milli-GPU
+    it holds on each, and the node they were read for (-1: not read yet)."""
+
+    rows: I64
+    devices: I64
+    milli: I64
+    read_on: I64
+
+    @classmethod
+    def of(cls, ssn: Session) -> _Charges:
+        kept = ssn.cache.victim_rows
+        if isinstance(kept, _Charges):
+            return kept
+        n_tasks = ssn.task_req.shape[0]
+        out = cls(
+            np.zeros_like(ssn.task_req),
+            np.full((n_tasks, max(ssn.arrays.max_gpus, 1)), -1, dtype=np.int64),
+            np.zeros(n_tasks, dtype=np.int64),
+            np.full(n_tasks, -1, dtype=np.int64),
+        )
+        ssn.cache.victim_rows = out
+        return out
+
+    def read(self, ssn: Session, tasks: I64) -> None:
+        nodes = ssn.task_node[tasks]
+        for t in np.unique(tasks[self.read_on[tasks] != nodes]).tolist():
+            node = int(ssn.task_node[t])
+            self.rows[t] = ssn.row_on(t, node)
+            devices = ssn.arrays.device_index(node, ssn.task_gpus[t])
+            self.devices[t] = -1
+            self.devices[t, : len(devices)] = devices
+            self.milli[t] = ssn.device_milli(t, node)
+            self.read_on[t] = node
+
+
+@dataclass(slots=True, eq=False)
+class _Kind:
+    """One template of the claim, for the room bound: how many tasks the claim has of it, its
+    request on each node, and, with GPUs, the devices a task takes and the milli-GPU it needs
+    on each (at least 1)."""
+
+    count: int
+    req: I64  # (n_nodes, n_resources)
+    gpus: int
+    need: I64  # (n_nodes,)
+    slots: I64  # (n_nodes,): device takes each node has room for now
+    held: I64  # (n_nodes,): tasks each node holds now
+
+
 class _Room:
     """A bound on what a trial can place, read without playing it.
 
     A trial whose first claimed task its queue refuses places nothing (see ``refused``).
     A claimed task is pipelined only onto a node whose room once releases finish (allocatable
-    − used − pipelined + releasing) holds its request in every resource, and each one placed
-    takes that request from the node's room. So a trial can succeed only when, for every
-    template of the claim, the nodes (inside ``among``) hold at least as many of its tasks as
-    the claim has, counted on the room after the victims' release alone. Evicting adds each
-    victim's row to its node's room; every other node keeps the room it has now."""
+    − used − pipelined + releasing) holds its request in every resource, and, when it asks for
+    ``g`` GPUs, onto ``g`` devices each with its take free once releases finish; each one
+    placed takes that request from the node's room and its take from each of its devices. So a
+    node holds at most as many tasks of a template as its room holds requests, and at most a
+    ``g``-th of the takes its devices hold; a trial can succeed only when, for every template
+    of the claim, the nodes (inside ``among``) hold at least as many of its tasks as the claim
+    has, counted on the room after the victims' release alone. Evicting adds each victim's row
+    to its node's room and its take to each of its devices; every other node keeps the room it
+    has now. The bound is read for many victim sets at once (:meth:`fits_sets`,
+    :meth:`first_prefix`), one vectorized pass each."""
 
     def __init__(self, ssn: Session, claim: list[int], queue: int) -> None:
         self.ssn = ssn
         self.queue = queue
         self.room = ssn.future_idle()
+        a = ssn.arrays
+        #: Each device's free milli-GPU once releases finish.
+        self.dev_later: I64 = (
+            a.gpu_capacity[a.gpu_node] - ssn.gpu_used + ssn.gpu_releasing - ssn.gpu_pipelined
+        )
+        self.charges = _Charges.of(ssn)
         # The built-in queue plugins judge a template by its request and the holdings of its
         # queue alone (without a queue hierarchy), and take it while holdings + request stay
         # within a limit: a trial whose first claimed task is refused with F freed from the
         # queue is refused with anything freed from it that is at most F in every resource.
         self.by_holdings = ssn.points.built_in("allocatable") and not ssn.gate.rules.hierarchical
         self.refused: list[I64] = []
-        n_tasks = ssn.task_req.shape[0]
-        self.rows_of = np.zeros_like(ssn.task_req)
-        self.known = np.zeros(n_tasks, dtype=np.bool_)
         counts: dict[int, int] = {}
         for t in claim:
             k = int(ssn.template_of[t])
             counts[k] = counts.get(k, 0) + 1
-        gpu_col = ssn.arrays.spec.gpu_column
-        n = ssn.arrays.n_nodes
-        #: Per template: (tasks claimed, request per node, tasks each node holds now).
-        self.kinds: list[tuple[int, I64, I64]] = []
+        gpu_col = a.spec.gpu_column
+        n = a.n_nodes
+        self.kinds: list[_Kind] = []
         for k, c in sorted(counts.items()):
             tmpl = ssn.templates[k]
             req = np.repeat(np.asarray(tmpl.request, dtype=np.int64)[None, :], n, axis=0)
+            need = np.ones(n, dtype=np.int64)
+            slots = np.zeros(n, dtype=np.int64)
             if tmpl.gpu_count:
-                req[:, gpu_col] = tmpl.gpu_count * gpu_need(ssn.arrays, tmpl)
-            self.kinds.append((c, req, self._held(self.room, req, c)))
+                take = gpu_need(a, tmpl)
+                req[:, gpu_col] = tmpl.gpu_count * take
+                need = np.maximum(take, 1)
+                per = np.maximum(self.dev_later // need[a.gpu_node], 0)
+                slots = np.bincount(a.gpu_node, weights=per, minlength=n).astype(np.int64)
+            kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots)
+            kind.held = self._held(kind, self.room, slots)
+            self.kinds.append(kind)
         self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
         #: Whether a job keeps its minimum without these tasks (the search's occupancy).
         self.safe: dict[tuple[int, tuple[int, ...]], bool] = {}
@@ -628,11 +760,16 @@ class _Room:
         self.held: Statement | None = None
 
     @staticmethod
-    def _held(room: I64, req: I64, cap: int) -> I64:
-        """How many requests of ``req`` each row of ``room`` holds (at most ``cap``)."""
+    def _held(kind: _Kind, room: I64, slots: I64, nodes: I64 | None = None) -> I64:
+        """How many tasks of ``kind`` each row of ``room`` (with ``slots`` device takes) holds,
+        at most the claim's count; ``nodes``: the node of each row (default: every node)."""
+        req = kind.req if nodes is None else kind.req[nodes]
+        cap = kind.count
         safe = np.where(req > 0, req, 1)
         per = np.where(req > 0, room // safe, cap)
         held = np.minimum(per.min(axis=1), cap)
+        if kind.gpus:
+            held = np.minimum(held, slots // kind.gpus)
         out: I64 = np.where((room < 0).any(axis=1), 0, np.maximum(held, 0))
         return out
 
@@ -640,7 +777,8 @@ class _Room:
         kept = self._sums.get(id(among))
         if kept is None or kept[0] is not among:
             sums = [
-                int(held.sum() if among is None else held[among].sum()) for _, _, held in self.kinds
+                int(kind.held.sum() if among is None else kind.held[among].sum())
+                for kind in self.kinds
             ]
             kept = self._sums[id(among)] = (among, sums)
         return kept[1]
@@ -670,15 +808,120 @@ class _Room:
             self.held.discard()
             self.held = None
 
-    def rows(self, tasks: I64) -> I64:
-        """Each task's row as its node is charged (:meth:`Session.row_on`), read once."""
+    def _entries(self, tasks: I64, sets: I64, among: BOOL | None) -> tuple[I64, I64, I64, I64, I64]:
+        """What evicting each set gives back, per (set, node) pair in set-major order (nodes
+        outside ``among`` left out): the set, the node, the rows freed, and per (set, device)
+        pair the device, its milli-GPU freed and the index of its (set, node) pair."""
         ssn = self.ssn
-        missing = tasks[~self.known[tasks]]
-        for t in np.unique(missing).tolist():
-            self.rows_of[t] = ssn.row_on(t, int(ssn.task_node[t]))
-            self.known[t] = True
-        out: I64 = self.rows_of[tasks]
+        n = ssn.arrays.n_nodes
+        none = np.zeros(0, dtype=np.int64)
+        if tasks.size == 0:
+            return none, none, np.zeros((0, self.room.shape[1]), dtype=np.int64), none, none
+        self.charges.read(ssn, tasks)
+        key = sets * n + ssn.task_node[tasks]
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        add: I64 = np.add.reduceat(self.charges.rows[tasks][order], starts, axis=0)
+        key = key[starts]
+        if among is not None:
+            inside = among[key % n]
+            key, add = key[inside], add[inside]
+        devices = self.charges.devices[tasks]
+        used = devices >= 0
+        d_dev = devices[used]
+        if d_dev.size == 0 or key.size == 0:
+            return key // n, key % n, add, none, none
+        d_set = np.repeat(sets, used.sum(axis=1))
+        d_milli = np.repeat(self.charges.milli[tasks], used.sum(axis=1))
+        n_dev = self.dev_later.size
+        d_key = d_set * n_dev + d_dev
+        order = np.argsort(d_key, kind="stable")
+        d_key = d_key[order]
+        starts = np.flatnonzero(np.r_[True, d_key[1:] != d_key[:-1]])
+        d_add: I64 = np.add.reduceat(d_milli[order], starts)
+        d_key = d_key[starts]
+        d_dev = d_key % n_dev
+        owner_key = (d_key // n_dev) * n + ssn.arrays.gpu_node[d_dev]
+        at = np.searchsorted(key, owner_key)
+        found = at < key.size
+        found[found] = key[at[found]] == owner_key[found]
+        return key // n, key % n, add, d_dev[found], np.stack([d_add[found], at[found]])
+
+    def _slot_gain(self, kind: _Kind, d_dev: I64, before: I64, after: I64) -> I64:
+        """Device takes of ``kind`` gained on devices ``d_dev`` going from ``before`` to
+        ``after`` milli-GPU freed."""
+        need = kind.need[self.ssn.arrays.gpu_node[d_dev]]
+        base = self.dev_later[d_dev]
+        out: I64 = np.maximum((base + after) // need, 0) - np.maximum((base + before) // need, 0)
         return out
+
+    def fits_sets(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> BOOL:
+        """The room bound for many victim sets at once (set ``s`` is ``tasks[sets == s]``):
+        False only when no trial evicting that set can place the whole claim."""
+        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        room = self.room[e_node] + add
+        ok = np.ones(n_sets, dtype=np.bool_)
+        for kind, base in zip(self.kinds, self._base(among), strict=True):
+            slots = kind.slots[e_node]
+            if kind.gpus and d_dev.size:
+                gain = self._slot_gain(kind, d_dev, np.zeros_like(d_dev), d_info[0])
+                slots = slots + np.bincount(d_info[1], weights=gain, minlength=e_node.size).astype(
+                    np.int64
+                )
+            held = self._held(kind, room, slots, e_node) - kind.held[e_node]
+            ok &= base + np.bincount(e_set, weights=held, minlength=n_sets) >= kind.count
+        return ok
+
+    def first_prefix(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> int:
+        """The smallest ``i`` such that the union of sets ``0..i`` passes the room bound
+        (every smaller union fails it), or ``n_sets`` when none does."""
+        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        # each (set, node) pair's room with the sets before it (on that node) evicted, and with
+        # it; the same per device
+        order = np.lexsort((e_set, e_node))
+        before, after = self._cumulative(e_node, add, order)
+        if d_dev.size:
+            d_order = np.lexsort((e_set[d_info[1]], d_dev))
+            d_before, d_after = self._cumulative(d_dev, d_info[0][:, None], d_order)
+        ok = np.ones(n_sets, dtype=np.bool_)
+        for kind, base in zip(self.kinds, self._base(among), strict=True):
+            gain: npt.NDArray[np.float64] = np.zeros(n_sets, dtype=np.float64)
+            if e_set.size:
+                slots_after = kind.slots[e_node].copy()
+                slots_before = slots_after.copy()
+                if kind.gpus and d_dev.size:
+                    # device takes gained by each pair's sets so far, cumulated along its node
+                    own = self._slot_gain(kind, d_dev, d_before[:, 0], d_after[:, 0])
+                    step = np.bincount(d_info[1], weights=own, minlength=e_node.size)
+                    cum_step = self._cumulative(e_node, step[:, None].astype(np.int64), order)
+                    slots_before += cum_step[0][:, 0]
+                    slots_after += cum_step[1][:, 0]
+                room_b = self.room[e_node] + before
+                room_a = self.room[e_node] + after
+                per = self._held(kind, room_a, slots_after, e_node) - self._held(
+                    kind, room_b, slots_before, e_node
+                )
+                gain = np.bincount(e_set, weights=per, minlength=n_sets).astype(np.float64)
+            ok &= base + np.cumsum(gain) >= kind.count
+        hit = np.flatnonzero(ok)
+        return int(hit[0]) if hit.size else n_sets
+
+    @staticmethod
+    def _cumulative(group: I64, add: I64, order: I64) -> tuple[I64, I64]:
+        """For rows taken in ``order`` (sorted by ``group``, then set), the sum of ``add``
+        over the earlier rows of the same group (``before``) and including the row
+        (``after``), returned in the rows' own order."""
+        g = group[order]
+        a = add[order]
+        cum = np.cumsum(a, axis=0)
+        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else g
+        lengths = np.diff(np.r_[first, g.size])
+        cum -= np.repeat(cum[first] - a[first], lengths, axis=0)
+        after = np.empty_like(cum)
+        after[order] = cum
+        before = after - add
+        return before, after
 
     def freed(self, tasks: I64) -> I64:
         """What evicting ``tasks`` takes from the holdings of the claim's queue."""
@@ -694,21 +937,9 @@ class _Room:
 
     def may_fit(self, victims: Sequence[int], among: BOOL | None) -> bool:
         """False only when no trial evicting ``victims`` can place the whole claim."""
-        ssn = self.ssn
         tasks = np.asarray(victims, dtype=np.int64)
         if self.refused:
             freed = self.freed(tasks)
             if bool(np.all(freed <= np.asarray(self.refused), axis=1).any()):
                 return False
-        nodes, where = np.unique(ssn.task_node[tasks], return_inverse=True)
-        room = np.zeros((nodes.size, self.room.shape[1]), dtype=np.int64)
-        np.add.at(room, where, self.rows(tasks))
-        if among is not None:
-            inside = among[nodes]
-            nodes, room = nodes[inside], room[inside]
-        room += self.room[nodes]
-        for (c, req, held), base in zip(self.kinds, self._base(among), strict=True):
-            total = base - int(held[nodes].sum()) + int(self._held(room, req[nodes], c).sum())
-            if total < c:
-                return False
-        return True
+        return bool(self.fits_sets(tasks, np.zeros_like(tasks), 1, among)[0])
