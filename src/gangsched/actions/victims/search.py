@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -97,6 +97,7 @@ from gangsched.actions.victims.rules import (
 from gangsched.session.fit import gpu_need
 from gangsched.session.gate import Rule
 from gangsched.session.rules import disruption
+from gangsched.session.rules.gang import role_minimums
 from gangsched.session.statement import Statement
 
 if TYPE_CHECKING:
@@ -106,6 +107,10 @@ __all__ = ["PAIR_LIMIT", "preempt_job"]
 
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
+
+#: Built-in plugins whose victim order of a task depends only on the task's and its job's
+#: records, the job's task counters and allocation, and its queue's allocation.
+_JOB_AND_QUEUE_ORDERS = frozenset({"priority", "gang", "drf", "proportion", "sla"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,7 +207,7 @@ class _Search:
         self.claim_req = ssn.task_req[claim]
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
-        self._keys: dict[int, tuple[Any, ...]] = {}
+        self._keys: dict[int, tuple[Any, ...]] = _Charges.of(ssn).victim_keys(ssn)
         self.last_refusal: VictimRefusal | None = None
         self.blocked: VictimRefusal | None = None
         self.baseline = scope.baseline(ssn)
@@ -275,20 +280,35 @@ class _Search:
 
     def _gang_safe(self, victims: Sequence[int]) -> bool:
         """Every victim job keeps its minimum (bundles of one job on several nodes may add up
-        past its surplus)."""
+        past its surplus).
+
+        The gang rule (:func:`~gangsched.actions.victims.rules.spare_tasks`) takes a job's
+        tasks while it keeps ``min_available`` and each role its minimum, so whether it takes
+        them all depends only on how many there are of the job and of each role with a
+        minimum: inside a search the verdict is kept per job and those counts."""
         ssn = self.ssn
-        by_job: dict[int, list[int]] = {}
-        jobs = ssn.task_job[np.asarray(victims, dtype=np.int64)].tolist()
-        for t, j in zip(victims, jobs, strict=True):
-            by_job.setdefault(j, []).append(int(t))
+        tasks = np.asarray(victims, dtype=np.int64)
+        if tasks.size == 0:
+            return True
+        jobs = ssn.task_job[tasks]
+        order = np.argsort(jobs, kind="stable")
+        jobs = jobs[order]
+        starts = _starts(jobs)
+        ends = np.append(starts[1:], jobs.size)
         known = self._room.safe if self._room is not None else None
-        for j, ts in by_job.items():
-            key = (j, tuple(ts))
+        for j, a, b in zip(jobs[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+            mine = tasks[order[a:b]].tolist()
+            roles = role_minimums(ssn.snapshot.jobs[j])
+            if roles:
+                names = [ssn.snapshot.tasks[t].role for t in mine]
+                key = (j, b - a, tuple(names.count(r) for r in roles))
+            else:
+                key = (j, b - a, ())
             safe = known.get(key) if known is not None else None
             if safe is None:
                 if self._room is not None:
                     self._room.restore_job(j)  # judged on the search's occupancy
-                safe = len(spare_tasks(ssn, j, ts)) == len(ts)
+                safe = len(spare_tasks(ssn, j, mine)) == len(mine)
                 if known is not None:
                     known[key] = safe
             if not safe:
@@ -370,13 +390,16 @@ class _Search:
     def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
         ssn = self.ssn
         by_job: dict[int, list[int]] = {}
-        for t in victims.tolist():
-            by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
+        listed = victims.tolist()
+        for t, j in zip(listed, ssn.task_job[victims].tolist(), strict=True):
+            by_job.setdefault(j, []).append(t)
+        node_of = dict(zip(listed, ssn.task_node[victims].tolist(), strict=True))
+        on = dict(zip(listed, useful[ssn.task_node[victims]].tolist(), strict=True))
         ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
-        idle = ssn.future_idle() if not self.scope.whole else None
+        per_node: list[tuple[tuple[Any, ...], int, tuple[int, ...]]] = []
         for v, tasks in by_job.items():
             tasks.sort(key=self.victim_key)
-            on_useful = [t for t in tasks if useful[ssn.task_node[t]]]
+            on_useful = [t for t in tasks if on[t]]
             if not on_useful:
                 continue
             whole = tuple(tasks) if self.scope.whole and may_go_whole(ssn, v, tasks) else ()
@@ -384,19 +407,34 @@ class _Search:
             key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
             if not self.scope.whole:
                 # evicting only on the claim's nodes: one surplus bundle per node, as Volcano
-                # asks the gang rule about one node's tasks at a time; a node where no claimed
-                # task could fit even with the bundle gone is left out (a cheap bound)
-                for n in sorted({int(ssn.task_node[t]) for t in on_useful}):
-                    here = self._surplus(v, [t for t in on_useful if ssn.task_node[t] == n])
-                    assert idle is not None
-                    room = idle[n] + ssn.task_req[list(here)].sum(axis=0) if here else idle[n]
-                    if here and bool(np.any(np.all(self.claim_req <= room, axis=1))):
-                        ranked.append(((*key, n), v, here, ()))
+                # asks the gang rule about one node's tasks at a time
+                nodes: dict[int, list[int]] = {}
+                for t in on_useful:
+                    nodes.setdefault(node_of[t], []).append(t)
+                for n in sorted(nodes):
+                    here = self._surplus(v, nodes[n])
+                    if here:
+                        per_node.append(((*key, n), v, here))
                 continue
             surplus = self._surplus(v, on_useful)
             if not surplus and not whole:
                 continue
             ranked.append((key, v, surplus, whole))
+        if per_node:
+            # a node where no claimed task could fit even with the bundle gone is left out (a
+            # cheap bound), read for every bundle at once
+            tasks_, sets = self._flat([here for _, _, here in per_node])
+            freed = np.zeros((len(per_node), ssn.task_req.shape[1]), dtype=np.int64)
+            np.add.at(freed, sets, ssn.task_req[tasks_])
+            at = np.array([key[-1] for key, _, _ in per_node], dtype=np.int64)
+            room = ssn.future_idle()[at] + freed
+            claimed = np.unique(self.claim_req, axis=0)
+            fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
+            ranked.extend(
+                (key, v, here, ())
+                for (key, v, here), ok in zip(per_node, fits.tolist(), strict=True)
+                if ok
+            )
         ranked.sort(key=lambda item: item[0])
         return [_Bundle(job=v, rank=i, surplus=s, whole=w) for i, (_, v, s, w) in enumerate(ranked)]
 
@@ -648,6 +686,17 @@ class _Search:
         )
 
 
+_NONE: I64 = np.zeros((0, 0), dtype=np.int64)
+
+
+def _starts(keys: I64) -> I64:
+    """Where each run of equal values of the sorted ``keys`` starts."""
+    if keys.size == 0:
+        return keys
+    out: I64 = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    return np.concatenate(([0], out))
+
+
 @dataclass(slots=True, eq=False)
 class _Charges:
     """What evicting a task gives back, read once per session: its row as its node is
@@ -658,6 +707,12 @@ class _Charges:
     devices: I64
     milli: I64
     read_on: I64
+    #: Victim keys kept across searches, and the change log's position when last brought up
+    #: to date (None: never).
+    keys: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    keys_cursor: int | None = None
+    #: Job allocations, job task counters and queue allocations the kept keys were read with.
+    held_by: tuple[I64, I64, I64] = field(default_factory=lambda: (_NONE, _NONE, _NONE))
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
@@ -673,6 +728,48 @@ class _Charges:
         )
         ssn.cache.victim_rows = out
         return out
+
+    def victim_keys(self, ssn: Session) -> dict[int, tuple[Any, ...]]:
+        """The victim keys (:meth:`Session.victim_key`) a search may reuse: kept across
+        searches when every plugin ordering victims is a built-in one whose key is a function of
+        the task's own records, its job's counters and allocation and its queue's allocation
+        (:data:`_JOB_AND_QUEUE_ORDERS`); the keys of tasks whose job or queue changed since are
+        dropped. Otherwise a fresh dictionary for one search."""
+        serving = ssn.points.serving("victim_order")
+        if not (
+            ssn.points.built_in("victim_order")
+            and all(getattr(p, "name", None) in _JOB_AND_QUEUE_ORDERS for p in serving)
+        ):
+            return {}
+        log = ssn.changes
+        if self.keys_cursor is None or not self.keys:
+            self.held_by = (
+                ssn.job_allocated.copy(),
+                ssn.job_count.copy(),
+                ssn.queue_allocated.copy(),
+            )
+        elif log.changed_since(self.keys_cursor):
+            # what a key reads may have been changed and changed back (a trial's evictions):
+            # only jobs and queues whose figures differ from those the keys were read with
+            jobs = log.jobs_since(self.keys_cursor)
+            queues = log.queues_since(self.keys_cursor)
+            job_alloc, job_count, queue_alloc = self.held_by
+            moved = (ssn.job_allocated[jobs] != job_alloc[jobs]).any(axis=1) | (
+                ssn.job_count[jobs] != job_count[jobs]
+            ).any(axis=1)
+            q_moved = (ssn.queue_allocated[queues] != queue_alloc[queues]).any(axis=1)
+            jobs, queues = jobs[moved], queues[q_moved]
+            if jobs.size or queues.size:
+                kept = np.fromiter(self.keys, dtype=np.int64, count=len(self.keys))
+                job = ssn.task_job[kept]
+                stale = np.isin(job, jobs) | np.isin(ssn.job_queue[job], queues)
+                for t in kept[stale].tolist():
+                    del self.keys[t]
+                job_alloc[jobs] = ssn.job_allocated[jobs]
+                job_count[jobs] = ssn.job_count[jobs]
+                queue_alloc[queues] = ssn.queue_allocated[queues]
+        self.keys_cursor = log.end
+        return self.keys
 
     def read(self, ssn: Session, tasks: I64) -> None:
         nodes = ssn.task_node[tasks]
@@ -753,9 +850,10 @@ class _Room:
             kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots)
             kind.held = self._held(kind, self.room, slots)
             self.kinds.append(kind)
+        self.gpu_kinds = any(kind.gpus for kind in self.kinds)
         self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
         #: Whether a job keeps its minimum without these tasks (the search's occupancy).
-        self.safe: dict[tuple[int, tuple[int, ...]], bool] = {}
+        self.safe: dict[tuple[int, int, tuple[int, ...]], bool] = {}
         #: The evictions kept between placement-only trials.
         self.held: Statement | None = None
 
@@ -821,16 +919,18 @@ class _Room:
         key = sets * n + ssn.task_node[tasks]
         order = np.argsort(key, kind="stable")
         key = key[order]
-        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        starts = _starts(key)
         add: I64 = np.add.reduceat(self.charges.rows[tasks][order], starts, axis=0)
         key = key[starts]
         if among is not None:
             inside = among[key % n]
             key, add = key[inside], add[inside]
+        if not self.gpu_kinds or key.size == 0:
+            return key // n, key % n, add, none, none
         devices = self.charges.devices[tasks]
         used = devices >= 0
         d_dev = devices[used]
-        if d_dev.size == 0 or key.size == 0:
+        if d_dev.size == 0:
             return key // n, key % n, add, none, none
         d_set = np.repeat(sets, used.sum(axis=1))
         d_milli = np.repeat(self.charges.milli[tasks], used.sum(axis=1))
@@ -838,7 +938,7 @@ class _Room:
         d_key = d_set * n_dev + d_dev
         order = np.argsort(d_key, kind="stable")
         d_key = d_key[order]
-        starts = np.flatnonzero(np.r_[True, d_key[1:] != d_key[:-1]])
+        starts = _starts(d_key)
         d_add: I64 = np.add.reduceat(d_milli[order], starts)
         d_key = d_key[starts]
         d_dev = d_key % n_dev
@@ -915,8 +1015,8 @@ class _Room:
         g = group[order]
         a = add[order]
         cum = np.cumsum(a, axis=0)
-        first = np.flatnonzero(np.r_[True, g[1:] != g[:-1]]) if g.size else g
-        lengths = np.diff(np.r_[first, g.size])
+        first = _starts(g)
+        lengths = np.diff(np.append(first, g.size))
         cum -= np.repeat(cum[first] - a[first], lengths, axis=0)
         after = np.empty_like(cum)
         after[order] = cum
