@@ -511,6 +511,7 @@ class _Search:
             most = [self._most(b) for b in bundles]
             tasks, sets = self._flat([m[1] for m in most])
             start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
+            start = max(start, self._first_accepted(most, start))
             parts = most[:start]
             for part in most[start:]:
                 parts.append(part)
@@ -553,6 +554,7 @@ class _Search:
         tasks, sets = self._flat([self._most(b)[1] for b in bundles])
         ok = self._room.fits_sets(tasks, sets, len(bundles), among)
         tried = [b for b, fits in zip(bundles, ok.tolist(), strict=True) if fits]
+        tried = self._not_refused(tried)
         if not tried:
             return []
         ssn = self.ssn
@@ -588,6 +590,64 @@ class _Search:
                 best = cost
         found.sort(key=lambda parts: parts[0][0].rank)
         return found
+
+    def _refuses(self, victims: Sequence[int]) -> bool:
+        """Whether the claim's queue refuses its first task once ``victims`` are evicted (the
+        first question of a trial), noted for :meth:`_Room.may_fit`."""
+        room = self._room
+        assert room is not None
+        room.hold(victims, f"{self.scope.action} trial", self.name)
+        tmpl = self.ssn.templates[int(self.ssn.template_of[self.claim[0]])]
+        if self.ssn.points.allocatable(self.queue, tmpl):
+            return False
+        room.note_refused(victims)
+        return True
+
+    def _not_refused(self, bundles: list[_Bundle]) -> list[_Bundle]:
+        """``bundles`` but those whose every trial the claim's queue refuses.
+
+        When the queue judges by its holdings alone (:attr:`_Room.by_holdings`), a refusal
+        with ``F`` freed from the queue stands for anything freeing at most ``F``: the bundle
+        freeing the most is asked first, and a refusal rules out every bundle freeing no more,
+        until one is accepted. A bundle's trials evict no more than its largest set."""
+        room = self._room
+        if room is None or not room.by_holdings or len(bundles) < 2:
+            return bundles
+        ssn = self.ssn
+        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
+        freed = np.zeros((len(bundles), ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, sets[mine], ssn.task_req[tasks[mine]])
+        live = np.ones(len(bundles), dtype=np.bool_)
+        weight = (freed * self.inv_total).sum(axis=1)
+        for i in np.argsort(-weight, kind="stable").tolist():
+            if not live[i]:
+                continue
+            if not self._refuses(self._most(bundles[i])[1]):
+                break
+            live &= ~np.all(freed <= freed[i], axis=1)
+        return [b for b, keep in zip(bundles, live.tolist(), strict=True) if keep]
+
+    def _first_accepted(self, parts: list[_Part], start: int) -> int:
+        """The first ``i >= start`` such that the claim's queue may accept the union of
+        ``parts[0..i]`` (a binary search when it judges by its holdings alone: the unions free
+        ever more from it), or ``start``."""
+        room = self._room
+        if room is None or not room.by_holdings or start >= len(parts):
+            return start
+        lo, hi = start, len(parts) - 1
+        if not self._refuses([t for _, ts, _ in parts[: lo + 1] for t in ts]):
+            return lo
+        # refused at lo; find the first accepted in (lo, hi], or len(parts) when none is
+        if self._refuses([t for _, ts, _ in parts for t in ts]):
+            return len(parts)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self._refuses([t for _, ts, _ in parts[: mid + 1] for t in ts]):
+                lo = mid
+            else:
+                hi = mid
+        return hi
 
     def _downgrade(self, parts: list[_Part], among: BOOL | None) -> list[_Part]:
         for i in reversed(range(len(parts))):
