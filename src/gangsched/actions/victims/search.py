@@ -217,7 +217,7 @@ class _Search:
         self.claim_nodes: set[int] = set()
         #: While a search runs on one occupancy: the room bound of :meth:`_may_fit`.
         self._room: _Room | None = None
-        #: Whether the last trial's queue refused its first claimed task.
+        #: Whether the last trial's queue refused one of its claimed tasks.
         self.first_refused = False
 
     # ------------------------------------------------------------------ trials
@@ -225,10 +225,12 @@ class _Search:
     def _place(self, stmt: Statement, among: BOOL | None) -> bool:
         ssn = self.ssn
         self.first_refused = False
-        for i, t in enumerate(self.claim):
+        for t in self.claim:
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if not ssn.points.allocatable(self.queue, tmpl):
-                self.first_refused = i == 0
+                # claimed tasks charge the queue their request wherever they go, so the
+                # queue's holdings at this task depend on the victims alone
+                self.first_refused = True
                 queue = ssn.snapshot.queues[self.queue].name
                 self.blocked = (
                     BEYOND_DESERVED,
@@ -304,6 +306,19 @@ class _Search:
                 key = (j, b - a, tuple(names.count(r) for r in roles))
             else:
                 key = (j, b - a, ())
+                if self._room is not None:
+                    # without role minimums the rule takes the first ``spare`` tasks of any
+                    # list: asked once with every task of the job, it answers for every count
+                    every = self._room.spare.get(j)
+                    if every is None:
+                        self._room.restore_job(j)
+                        listed = ssn.job_tasks(j).tolist()
+                        every = (len(spare_tasks(ssn, j, listed)), len(listed))
+                        self._room.spare[j] = every
+                    if b - a <= every[1]:
+                        if b - a > every[0]:
+                            return False
+                        continue
             safe = known.get(key) if known is not None else None
             if safe is None:
                 if self._room is not None:
@@ -332,9 +347,11 @@ class _Search:
     def _trial(self, victims: Sequence[int], among: BOOL | None, relax: frozenset[Rule]) -> bool:
         """:meth:`attempt` on placement alone, inside a search: the evictions stay between
         trials (only the difference to the next set is played), the placements are undone."""
+        assert self._room is not None
+        if self._room.refuses(np.asarray(victims, dtype=np.int64)):
+            return False
         if not self.scope.whole and not self._gang_safe(victims):
             return False
-        assert self._room is not None
         if not self._room.may_fit(victims, among):
             return False
         self._room.hold(victims, f"{self.scope.action} trial", self.name)
@@ -860,7 +877,7 @@ class _Kind:
 class _Room:
     """A bound on what a trial can place, read without playing it.
 
-    A trial whose first claimed task its queue refuses places nothing (see ``refused``).
+    A trial in which the queue refuses a claimed task places nothing (see ``refused``).
     A claimed task is pipelined only onto a node whose room once releases finish (allocatable
     − used − pipelined + releasing) holds its request in every resource, and, when it asks for
     ``g`` GPUs, onto ``g`` devices each with its take free once releases finish; each one
@@ -889,6 +906,7 @@ class _Room:
         # queue is refused with anything freed from it that is at most F in every resource.
         self.by_holdings = ssn.points.built_in("allocatable") and not ssn.gate.rules.hierarchical
         self.refused: list[I64] = []
+        self._refused_rows: I64 = np.zeros((0, ssn.task_req.shape[1]), dtype=np.int64)
         counts: dict[int, int] = {}
         for t in claim:
             k = int(ssn.template_of[t])
@@ -914,6 +932,9 @@ class _Room:
         self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
         #: Whether a job keeps its minimum without these tasks (the search's occupancy).
         self.safe: dict[tuple[int, int, tuple[int, ...]], bool] = {}
+        #: Per job without role minimums: how many of its tasks the gang rule lets go, and of
+        #: how many it was asked.
+        self.spare: dict[int, tuple[int, int]] = {}
         #: The evictions kept between placement-only trials.
         self.held: Statement | None = None
 
@@ -1091,15 +1112,22 @@ class _Room:
         return out
 
     def note_refused(self, victims: Sequence[int]) -> None:
-        """The queue refused the claim's first task once ``victims`` were evicted."""
+        """The queue refused a claimed task once ``victims`` were evicted (and the tasks
+        before it placed: what they charge the queue does not depend on the victims)."""
         if self.by_holdings:
             self.refused.append(self.freed(np.asarray(victims, dtype=np.int64)))
+
+    def refuses(self, tasks: I64) -> bool:
+        """Whether a refusal noted before stands for evicting ``tasks``."""
+        if not self.refused:
+            return False
+        if len(self.refused) != self._refused_rows.shape[0]:
+            self._refused_rows = np.asarray(self.refused)
+        return bool(np.all(self.freed(tasks) <= self._refused_rows, axis=1).any())
 
     def may_fit(self, victims: Sequence[int], among: BOOL | None) -> bool:
         """False only when no trial evicting ``victims`` can place the whole claim."""
         tasks = np.asarray(victims, dtype=np.int64)
-        if self.refused:
-            freed = self.freed(tasks)
-            if bool(np.all(freed <= np.asarray(self.refused), axis=1).any()):
-                return False
+        if self.refuses(tasks):
+            return False
         return bool(self.fits_sets(tasks, np.zeros_like(tasks), 1, among)[0])
