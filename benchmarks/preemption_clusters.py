@@ -25,13 +25,31 @@ Nothing is tuned to the victim search: shapes, sizes and tenants are drawn from 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from gangsched.io.openb import load_nodes, load_pods
 
-__all__ = ["TENANTS", "openb_preemption_dict"]
+__all__ = ["GENERATORS", "TENANTS", "VOLCANO_PREEMPTION_YAML", "openb_preemption_dict"]
+
+#: Volcano's default tiers with the preemption actions: the configuration the preemption rows of
+#: ``benchmarks/report.py`` time against the default one.
+VOLCANO_PREEMPTION_YAML = """actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
 
 #: (name, weight, queue priority) of the tenants' queues.
 TENANTS = (
@@ -174,6 +192,25 @@ def openb_preemption_dict(
         "jobs": jobs,
         "tasks": tasks,
     }
+
+
+def _cluster(n_nodes: int) -> dict[str, Any]:
+    # imported here: the benchmark suite's generators live in the asv package
+    from benchmarks.common import cluster_dict
+
+    return cluster_dict(n_nodes, 4 * n_nodes, seed=0)
+
+
+def _openb(n_nodes: int) -> dict[str, Any]:
+    return openb_preemption_dict(n_nodes, seed=0)
+
+
+#: The generators the preemption rows run on, by name: the benchmark's ``cluster_dict`` (four
+#: pending tasks per node) and :func:`openb_preemption_dict`.
+GENERATORS: tuple[tuple[str, Callable[[int], dict[str, Any]]], ...] = (
+    ("cluster_dict", _cluster),
+    ("openb_preemption", _openb),
+)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -212,6 +212,10 @@ class Dispatch:
         """The plugins serving ``point``, in tier order."""
         return tuple(p for tier in self._plugins[point] for p in tier)
 
+    def serving_tiers(self, point: str) -> tuple[tuple[Any, ...], ...]:
+        """The plugins serving ``point``, tier by tier (a tier serving none is empty)."""
+        return self._plugins[point]
+
     @property
     def fair_share(self) -> FairSharePlugin | None:
         """The plugin giving queues their deserved share (proportion, capacity), if any."""

@@ -108,6 +108,10 @@ __all__ = ["PAIR_LIMIT", "preempt_job"]
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
 
+#: Built-in ``preemptable`` / ``reclaimable`` plugins that keep or drop each candidate on its
+#: own (whatever the other candidates asked with it) and never abstain.
+_ONE_BY_ONE_VICTIMS = frozenset({"priority", "gang", "conformance", "drf", "proportion"})
+
 #: Built-in plugins whose victim order of a task depends only on the task's and its job's
 #: records, the job's task counters and allocation, and its queue's allocation.
 _JOB_AND_QUEUE_ORDERS = frozenset({"priority", "gang", "drf", "proportion", "sla"})
@@ -185,12 +189,41 @@ def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> I64:
         out: I64 = ssn.points.victims(scope.point, job, allowed)
         return out
     nodes = ssn.task_node[allowed]
+    tiers = ssn.points.serving_tiers(scope.point)
+    if ssn.points.built_in(scope.point) and all(
+        getattr(p, "name", None) in _ONE_BY_ONE_VICTIMS for tier in tiers for p in tier
+    ):
+        return _asked_by_node(ssn, scope.point, job, allowed, nodes, tiers)
     parts = [
         np.asarray(ssn.points.victims(scope.point, job, allowed[nodes == n]), dtype=np.int64)
         for n in np.unique(nodes).tolist()
     ]
     merged: I64 = np.sort(np.concatenate(parts)) if parts else allowed[:0]
     return merged
+
+
+def _asked_by_node(
+    ssn: Session, point: str, job: int, allowed: I64, nodes: I64, tiers: Sequence[Sequence[Any]]
+) -> I64:
+    """:func:`_asked` node by node, for plugins that judge each candidate on its own and
+    always answer (:data:`_ONE_BY_ONE_VICTIMS`): each is asked once for every candidate, and
+    the tiers are combined per node as asking node by node combines them (the first tier whose
+    plugins all keep some candidate of the node decides for that node, keeping what they all
+    keep)."""
+    answer = np.zeros(allowed.size, dtype=np.bool_)
+    decided = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
+    for tier in tiers:
+        if not tier:
+            continue
+        keep = ~decided[nodes]
+        for plugin in tier:
+            keep &= np.isin(allowed, getattr(plugin, point)(ssn, job, allowed))
+        here = np.zeros_like(decided)
+        here[nodes[keep]] = True
+        answer |= keep
+        decided |= here
+    out: I64 = np.sort(allowed[answer])
+    return out
 
 
 class _Search:
