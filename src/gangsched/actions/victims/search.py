@@ -461,8 +461,19 @@ class _Search:
                 nodes: dict[int, list[int]] = {}
                 for t in on_useful:
                     nodes.setdefault(node_of[t], []).append(t)
+                # without role minimums the gang rule takes the first ``spare`` tasks of any
+                # list: asked once with every task of the job, it answers for each node
+                spare = -1
+                if not role_minimums(rec):
+                    listed = ssn.job_tasks(v).tolist()
+                    spare = len(self._surplus(v, listed))
                 for n in sorted(nodes):
-                    here = self._surplus(v, nodes[n])
+                    mine = nodes[n]
+                    here = (
+                        tuple(mine[:spare])
+                        if spare >= 0 and len(mine) <= len(listed)
+                        else self._surplus(v, mine)
+                    )
                     if here:
                         per_node.append(((*key, n), v, here))
                 continue
@@ -680,20 +691,30 @@ class _Search:
 
     def _first_accepted(self, parts: list[_Part], start: int) -> int:
         """The first ``i >= start`` such that the claim's queue may accept the union of
-        ``parts[0..i]`` (a binary search when it judges by its holdings alone: the unions free
-        ever more from it), or ``start``."""
+        ``parts[0..i]``, or ``len(parts)`` when it refuses them all; ``start`` when the queue
+        does not judge by its holdings alone. The unions free ever more from the queue, so
+        refusals end where acceptance begins: galloping up from ``start`` then bisecting finds
+        it, each probe evicting little more than the one before."""
         room = self._room
         if room is None or not room.by_holdings or start >= len(parts):
             return start
-        lo, hi = start, len(parts) - 1
-        if not self._refuses([t for _, ts, _ in parts[: lo + 1] for t in ts]):
-            return lo
-        # refused at lo; find the first accepted in (lo, hi], or len(parts) when none is
-        if self._refuses([t for _, ts, _ in parts for t in ts]):
-            return len(parts)
-        while hi - lo > 1:
+
+        def refused(i: int) -> bool:
+            return self._refuses([t for _, ts, _ in parts[: i + 1] for t in ts])
+
+        if not refused(start):
+            return start
+        lo, step = start, 1  # refused at lo
+        while True:
+            hi = min(lo + step, len(parts) - 1)
+            if hi == lo:
+                return len(parts)
+            if not refused(hi):
+                break
+            lo, step = hi, step * 2
+        while hi - lo > 1:  # refused at lo, accepted at hi
             mid = (lo + hi) // 2
-            if self._refuses([t for _, ts, _ in parts[: mid + 1] for t in ts]):
+            if refused(mid):
                 lo = mid
             else:
                 hi = mid
