@@ -555,7 +555,7 @@ class _Search:
         if self.attempt([], among):
             return _Plan((), among, self.cost(()))
         bundles = self.bundles(victims, self.useful_nodes(among))
-        if not bundles:
+        if not bundles or self._queue_never_accepts(bundles):
             return None
         found = self._singles(bundles, among)
         if not found and len(bundles) <= PAIR_LIMIT:
@@ -688,6 +688,29 @@ class _Search:
                 break
             live &= ~np.all(freed <= freed[i], axis=1)
         return [b for b, keep in zip(bundles, live.tolist(), strict=True) if keep]
+
+    def _queue_never_accepts(self, bundles: list[_Bundle]) -> bool:
+        """Whether the claim's queue refuses every set Volcano's rule admits (surplus bundles
+        on the claim's nodes only): such a set lies on at most as many nodes as the claim has
+        tasks, so it frees from the queue no more, in each resource, than the bundles on the
+        nodes freeing the most of that resource; one question with every bundle on those nodes
+        answers for all of them when the queue judges by its holdings alone."""
+        room = self._room
+        if self.scope.whole or room is None or not room.by_holdings:
+            return False
+        ssn = self.ssn
+        tasks, _ = self._flat([b.surplus for b in bundles])
+        nodes = ssn.task_node[tasks]
+        mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
+        freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, nodes[mine], ssn.task_req[tasks[mine]])
+        c = len(self.claim)
+        if c >= np.count_nonzero(freed.any(axis=1)):
+            return False  # the question would be every bundle: the search asks it anyway
+        top = np.argsort(-freed, axis=0, kind="stable")[:c]
+        chosen = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
+        chosen[top.reshape(-1)] = True
+        return self._refuses(tasks[chosen[nodes]].tolist())
 
     def _first_accepted(self, parts: list[_Part], start: int) -> int:
         """The first ``i >= start`` such that the claim's queue may accept the union of
