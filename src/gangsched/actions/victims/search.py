@@ -461,19 +461,8 @@ class _Search:
                 nodes: dict[int, list[int]] = {}
                 for t in on_useful:
                     nodes.setdefault(node_of[t], []).append(t)
-                # without role minimums the gang rule takes the first ``spare`` tasks of any
-                # list: asked once with every task of the job, it answers for each node
-                spare = -1
-                if not role_minimums(rec):
-                    listed = ssn.job_tasks(v).tolist()
-                    spare = len(self._surplus(v, listed))
                 for n in sorted(nodes):
-                    mine = nodes[n]
-                    here = (
-                        tuple(mine[:spare])
-                        if spare >= 0 and len(mine) <= len(listed)
-                        else self._surplus(v, mine)
-                    )
+                    here = self._surplus(v, nodes[n])
                     if here:
                         per_node.append(((*key, n), v, here))
                 continue
