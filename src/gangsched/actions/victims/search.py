@@ -497,7 +497,22 @@ class _Search:
         prios = sorted((ssn.snapshot.jobs[b.job].priority for b, _, _ in parts), reverse=True)
         n_whole = sum(1 for _, _, whole in parts if whole)
         ranks = tuple(sorted(b.rank for b, _, _ in parts))
-        return (len(parts), tuple(prios), n_whole, self._excess(freed), len(victims), ranks)
+        return self._order(
+            len(parts), tuple(prios), n_whole, self._excess(freed), len(victims), ranks
+        )
+
+    @staticmethod
+    def _order(
+        n_jobs: int,
+        prios: tuple[int, ...],
+        n_whole: int,
+        excess: float,
+        n_tasks: int,
+        ranks: tuple[int, ...],
+    ) -> tuple[Any, ...]:
+        """A set's cost from its terms, in the order they are compared (see the module
+        docstring); a lower bound of every term is a lower bound of the cost."""
+        return (n_jobs, prios, n_whole, excess, n_tasks, ranks)
 
     def _excess(self, freed: I64) -> float:
         """Resources freed beyond the claim, as a fraction of the cluster (cost item 4)."""
@@ -617,9 +632,9 @@ class _Search:
         excess = np.array([self._excess(r) for r in rows])[where.reshape(-1)]
         jobs = ssn.snapshot.jobs
         bounds = [
-            (1, (jobs[b.job].priority,), 0, float(e), 1, (b.rank,))
+            self._order(1, (jobs[b.job].priority,), 0, float(e), 1, (b.rank,))
             if b.surplus
-            else (1, (jobs[b.job].priority,), 1, float(e), len(b.whole), (b.rank,))
+            else self._order(1, (jobs[b.job].priority,), 1, float(e), len(b.whole), (b.rank,))
             for b, e in zip(tried, excess.tolist(), strict=True)
         ]
         found: list[list[_Part]] = []
