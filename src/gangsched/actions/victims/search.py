@@ -108,14 +108,6 @@ __all__ = ["PAIR_LIMIT", "preempt_job"]
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
 
-#: Built-in ``preemptable`` / ``reclaimable`` plugins that keep or drop each candidate on its
-#: own (whatever the other candidates asked with it) and never abstain.
-_ONE_BY_ONE_VICTIMS = frozenset({"priority", "gang", "conformance", "drf", "proportion"})
-
-#: Built-in plugins whose victim order of a task depends only on the task's and its job's
-#: records, the job's task counters and allocation, and its queue's allocation.
-_JOB_AND_QUEUE_ORDERS = frozenset({"priority", "gang", "drf", "proportion", "sla"})
-
 
 @dataclass(frozen=True, slots=True)
 class _Bundle:
@@ -189,41 +181,15 @@ def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> I64:
         out: I64 = ssn.points.victims(scope.point, job, allowed)
         return out
     nodes = ssn.task_node[allowed]
-    tiers = ssn.points.serving_tiers(scope.point)
-    if ssn.points.built_in(scope.point) and all(
-        getattr(p, "name", None) in _ONE_BY_ONE_VICTIMS for tier in tiers for p in tier
-    ):
-        return _asked_by_node(ssn, scope.point, job, allowed, nodes, tiers)
+    by_node = ssn.points.victims_by_group(scope.point, job, allowed, nodes, ssn.arrays.n_nodes)
+    if by_node is not None:
+        return by_node
     parts = [
         np.asarray(ssn.points.victims(scope.point, job, allowed[nodes == n]), dtype=np.int64)
         for n in np.unique(nodes).tolist()
     ]
     merged: I64 = np.sort(np.concatenate(parts)) if parts else allowed[:0]
     return merged
-
-
-def _asked_by_node(
-    ssn: Session, point: str, job: int, allowed: I64, nodes: I64, tiers: Sequence[Sequence[Any]]
-) -> I64:
-    """:func:`_asked` node by node, for plugins that judge each candidate on its own and
-    always answer (:data:`_ONE_BY_ONE_VICTIMS`): each is asked once for every candidate, and
-    the tiers are combined per node as asking node by node combines them (the first tier whose
-    plugins all keep some candidate of the node decides for that node, keeping what they all
-    keep)."""
-    answer = np.zeros(allowed.size, dtype=np.bool_)
-    decided = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-    for tier in tiers:
-        if not tier:
-            continue
-        keep = ~decided[nodes]
-        for plugin in tier:
-            keep &= np.isin(allowed, getattr(plugin, point)(ssn, job, allowed))
-        here = np.zeros_like(decided)
-        here[nodes[keep]] = True
-        answer |= keep
-        decided |= here
-    out: I64 = np.sort(allowed[answer])
-    return out
 
 
 class _Search:
@@ -890,14 +856,11 @@ class _Charges:
     def victim_keys(self, ssn: Session) -> dict[int, tuple[Any, ...]]:
         """The victim keys (:meth:`Session.victim_key`) a search may reuse: kept across
         searches when every plugin ordering victims is a built-in one whose key is a function of
-        the task's own records, its job's counters and allocation and its queue's allocation
-        (:data:`_JOB_AND_QUEUE_ORDERS`); the keys of tasks whose job or queue changed since are
-        dropped. Otherwise a fresh dictionary for one search."""
-        serving = ssn.points.serving("victim_order")
-        if not (
-            ssn.points.built_in("victim_order")
-            and all(getattr(p, "name", None) in _JOB_AND_QUEUE_ORDERS for p in serving)
-        ):
+        the task's own records, its job's counters and allocation and its queue's allocation;
+        the keys of tasks whose job or queue changed since are
+        dropped (:meth:`Dispatch.victim_order_by_job_and_queue`). Otherwise a fresh dictionary
+        for one search."""
+        if not ssn.points.victim_order_by_job_and_queue():
             return {}
         log = ssn.changes
         if self.keys_cursor is None or not self.keys:
