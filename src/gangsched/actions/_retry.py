@@ -136,8 +136,7 @@ def skipping_allowed(ssn: Session, placer: object, joint: bool) -> bool:
         # Pod (anti-)affinity and spread read where other pods are, not only free room: a
         # pod placed or gone elsewhere can make a job fit with no node gaining room.
         return False
-    ready = points.serving("job_ready") + points.serving("job_pipelined")
-    return all(getattr(p, "name", None) == "gang" for p in ready)
+    return points.served_only_by(("job_ready", "job_pipelined"), frozenset({"gang"}))
 
 
 def runs_nothing(ssn: Session, job: int) -> bool:

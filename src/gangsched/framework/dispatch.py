@@ -215,6 +215,10 @@ class Dispatch:
         follow the rules its docstrings state, so an action may reuse them)."""
         return all(map(builtin, self.serving(point)))
 
+    def served_only_by(self, points: tuple[str, ...], names: frozenset[str]) -> bool:
+        """Whether every plugin serving any of ``points`` is named one of ``names``."""
+        return all(getattr(p, "name", None) in names for q in points for p in self.serving(q))
+
     def serving(self, point: str) -> tuple[Any, ...]:
         """The plugins serving ``point``, in tier order."""
         return tuple(p for tier in self._plugins[point] for p in tier)
