@@ -132,6 +132,7 @@ def test_nodeorder_checks_every_declared_weight(score: str) -> None:
                 "placer.time-limit",
                 "placer.workers",
                 "predicateErrorCacheEnable",
+                "retry",
             },
         ),
         (BackfillAction, {"predicateErrorCacheEnable"}),

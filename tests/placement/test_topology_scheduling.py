@@ -253,10 +253,23 @@ def test_a_gang_tried_again_in_one_cycle_is_worded_for_the_occupancy_it_met() ->
         [{"name": "predicates"}, {"name": "nodeorder"}],
     ]
     once = Config.from_dict({"actions": ["enqueue", "allocate"], "tiers": tiers})
-    twice = Config.from_dict({"actions": ["enqueue", "allocate", "allocate"], "tiers": tiers})
+    # retry: always — gang-aware retry would carry g's first words into the second pass
+    # (p's placement only took room), marked as carried
+    twice = Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate", "allocate"],
+            "tiers": tiers,
+            "configurations": {"allocate": {"retry": "always"}},
+        }
+    )
     first = gs.schedule(snap, once)
     assert [(b.task, b.node) for b in first.binds] == [("p-0", "n1")]
     assert "domain 'h1') holds at most 3 of them" in first.jobs["g"].message
     again = gs.schedule(snap, twice)
     assert [(b.task, b.node) for b in again.binds] == [("p-0", "n1")]
     assert "holds at most 2 of them" in again.jobs["g"].message, again.jobs["g"].message
+    carried = gs.schedule(
+        snap, Config.from_dict({"actions": ["enqueue", "allocate", "allocate"], "tiers": tiers})
+    )
+    assert carried.binds == again.binds
+    assert carried.jobs["g"].message == "carried: " + first.jobs["g"].message

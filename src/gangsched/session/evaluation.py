@@ -522,6 +522,8 @@ def _moved_rows(old: Session, new: Session) -> _Moved | None:
             stale[i] = True
     if any(before[j].taints for j in np.flatnonzero(now_of < 0).tolist()):
         return None
+    if not kept.any():
+        return None  # no node kept (the previous session may have had none): nothing to move
     a, b = old.arrays, new.arrays
     rows = np.flatnonzero(kept)
     occ_old, occ_new = occupancy_columns(old), occupancy_columns(new)
