@@ -290,6 +290,7 @@ EQUIVALENT: dict[str, str] = {
 #: The fast subset of tests run against each mutant (``-x``: the first failure kills it).
 TESTS: tuple[str, ...] = (
     "tests/preemption/test_victim_mutants.py",
+    "tests/preemption/test_victim_search_edges.py",
     "tests/preemption/test_victim_rules.py",
     "tests/preemption/test_disruption_policy.py",
     "tests/preemption/test_disruption_budgets.py",
