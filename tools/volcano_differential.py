@@ -28,6 +28,7 @@ Usage::
     GANGSCHED_VOLCANO_ORACLE=<path> python tools/volcano_differential.py --clusters 1000
     ... --config default --config preemption --seed 0 --repeat 4 --show 3
     ... --config affinity --config affinity-preemption --config task-topology
+    ... --config preemption --cluster 368 --cluster 553   # single clusters, as listed
 
 It prints one table row per configuration and class, and exits non-zero when a class is not
 in :data:`VERDICTS`.
@@ -42,7 +43,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -146,6 +147,11 @@ LAG = "gangsched: task-topology scores of unchanged nodes lag"
 #: evicting for a claim that needs no resources, where gangsched binds them in backfill.
 BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
 
+#: Volcano (this 2023 build) reserved (pipelined) part of a gang and kept it although the gang
+#: stayed below its minimum: its reclaim pipelines a job's tasks one at a time, evicting for
+#: each, and keeps what it did when the job's queue refuses a later task (``allocatable``).
+PARTIAL_GANG = "volcano reclaims for a gang it leaves below minAvailable"
+
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
@@ -167,6 +173,14 @@ VERDICTS: dict[str, str] = {
         "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
         "victims alone when a first-tier plugin returns none, so a lower-priority job can "
         "take a gang below its minimum"
+    ),
+    PARTIAL_GANG: (
+        "later Volcano: reclaim commits a job's evictions and reservations only once the job "
+        "is pipelined (a statement per job, v1.14.0); this build pipelined a gang's tasks one "
+        "at a time, evicting for each, and kept them when the queue's allocatable refused the "
+        "rest (the gang's tasks together exceed its queue's deserved share), so the gang "
+        "stayed below its minimum with its victims gone; gangsched, as v1.14, places the "
+        "claim whole or evicts nothing"
     ),
     BEST_EFFORT_CLAIM: (
         "later Volcano: a best-effort claim needs no eviction: reclaim counts the node's idle "
@@ -551,6 +565,24 @@ class OracleFailed(RuntimeError):
 _FIELDS = ("bound", "pipelined", "evicted", "phase", "nodes")
 
 
+def partial_gang(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str | None:
+    """The first job (by name) that Volcano's run leaves pipelined but below its gang minimum
+    (its running, bound and pipelined tasks together fewer than ``min_available``) where
+    gangsched pipelined none of its tasks, else None. Since v1.14.0 Volcano's reclaim commits
+    a job's evictions and reservations only once the job is pipelined (gang-ready), so such a
+    partial reservation is never kept."""
+    running: Counter[str] = Counter(
+        t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
+    )
+    for job in sorted(snapshot.jobs, key=lambda j: j.name):
+        mine, other = ours.get(job.name), theirs.get(job.name)
+        if mine is None or other is None or not other[1] or mine[1]:
+            continue
+        if running[job.name] + other[0] + other[1] < job.min_available:
+            return job.name
+    return None
+
+
 #: Volcano (this 2023 build) evicted part of a gang at or below its minimum: with the gang
 #: plugin's tier giving no victim, the next tier chose alone (changed in 7976b63e2, v1.11.0).
 TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
@@ -580,6 +612,8 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
             gone = theirs.get(job.name, (0, 0, 0, ""))[2]
             if gone and running[job.name] - gone < job.min_available:
                 return TIER_WALK
+        if partial_gang(ours, theirs, snapshot) is not None:
+            return PARTIAL_GANG
     for name in sorted(ours):
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
@@ -616,9 +650,11 @@ def campaign(
     seed: int = 0,
     repeat: int = 4,
     progress: Callable[[str], None] | None = None,
+    only: Sequence[int] = (),
 ) -> dict[str, Result]:
     """Run ``clusters`` random clusters under every configuration; per configuration the
-    count of diverging clusters, per class, with a few seeds of each."""
+    count of diverging clusters, per class, with a few seeds of each. ``only``: these cluster
+    seeds instead (as the table lists them), ``clusters`` and ``seed`` unread."""
     results = {
         name: Result(classes=Counter(), examples={}, by_symptom=Counter()) for name in configs
     }
@@ -631,8 +667,8 @@ def campaign(
             results[
                 name
             ].unsupported = f"the Volcano command does not pass {', '.join(missing)} to Volcano"
-    for k in range(clusters):
-        cluster_seed = seed * 1_000_003 + k
+    chosen = list(only) or [seed * 1_000_003 + k for k in range(clusters)]
+    for k, cluster_seed in enumerate(chosen):
         built: dict[tuple[str, ...], tuple[gs.Snapshot, dict[str, Any]]] = {}
         for name, text in configs.items():
             res = results[name]
@@ -747,6 +783,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=4)
     p.add_argument("--show", type=int, default=3, help="seeds listed per class")
     p.add_argument("--case", type=int, help="print one cluster's snapshot and exit")
+    p.add_argument(
+        "--cluster",
+        type=int,
+        action="append",
+        default=[],
+        help="run this cluster seed (as the table lists it; repeatable) instead of --clusters",
+    )
     args = p.parse_args(argv)
     if args.case is not None:
         features = FEATURES.get((args.config or ["default"])[0], ())
@@ -764,6 +807,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         repeat=args.repeat,
         progress=lambda s: print(s, file=sys.stderr, flush=True),
+        only=args.cluster,
     )
     print(table(results, args.show))
     for name, res in results.items():
