@@ -210,6 +210,13 @@ VERDICTS: dict[str, str] = {
     ),
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
     f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
+    **{
+        f"{ALL_RULES}; later: {name}": (
+            f"both: {verdict}; and the victim rules (Volcano then matches gangsched once all "
+            "victim plugins share one tier)"
+        )
+        for name, verdict in [*LATER.items(), ("+".join(LATER), "all of them")]
+    },
 }
 
 #: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
@@ -697,6 +704,11 @@ def campaign(
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
             if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
                 cls = ALL_RULES
+            if cls == symptom and _preempting(text):
+                merged = text[: -len(_TIERS)] + MERGED_TIERS
+                both = _later_change(oracle, plain, merged, repeat, ours, later, where)
+                if both is not None:
+                    cls = f"{ALL_RULES}; {both}"
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(
@@ -710,12 +722,17 @@ def campaign(
     return results
 
 
+def _preempting(conf: str) -> bool:
+    """Whether ``conf`` has preempt or reclaim on Volcano's tiers of :data:`CONFIGS`."""
+    return conf.endswith(_TIERS) and any(a in conf for a in ("preempt", "reclaim"))
+
+
 def _merged_tiers_match(
     oracle: str, plain: dict[str, Any], conf: str, repeat: int, ours: Outcome, placements: bool
 ) -> bool:
     """Whether Volcano decides as gangsched did once every victim plugin is in the first tier
     (only for configurations with preempt or reclaim on Volcano's tiers)."""
-    if not conf.endswith(_TIERS) or not any(a in conf for a in ("preempt", "reclaim")):
+    if not _preempting(conf):
         return False
     merged = conf[: -len(_TIERS)] + MERGED_TIERS
     try:
