@@ -151,6 +151,8 @@ BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
 #: stayed below its minimum: its reclaim pipelines a job's tasks one at a time, evicting for
 #: each, and keeps what it did when the job's queue refuses a later task (``allocatable``).
 PARTIAL_GANG = "volcano reclaims for a gang it leaves below minAvailable"
+#: Volcano (this 2023 build) reclaimed for a job already at its minimum (its elastic tasks).
+ELASTIC_CLAIM = "volcano reclaims for a job already at minAvailable"
 
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
@@ -181,6 +183,12 @@ VERDICTS: dict[str, str] = {
         "rest (the gang's tasks together exceed its queue's deserved share), so the gang "
         "stayed below its minimum with its victims gone; gangsched, as v1.14, places the "
         "claim whole or evicts nothing"
+    ),
+    ELASTIC_CLAIM: (
+        "later Volcano: only a starving job (below its minimum) reclaims (a561215e0, "
+        "v1.11.0); this build's reclaim took any job with pending tasks, so a job already "
+        "running or bound at its minimum evicted another queue's tasks for its elastic ones; "
+        "gangsched, as v1.11, claims only up to a job's minimum"
     ),
     BEST_EFFORT_CLAIM: (
         "later Volcano: a best-effort claim needs no eviction: reclaim counts the node's idle "
@@ -590,6 +598,24 @@ def partial_gang(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str |
     return None
 
 
+def elastic_claim(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str | None:
+    """The first job (by name) whose tasks Volcano's run pipelined although as many as its
+    ``min_available`` were running or bound already, where gangsched pipelined none of its
+    tasks, else None. This build's reclaim takes any job with pending tasks as a reclaimer;
+    since a561215e0 (v1.11.0) only a starving job (below its minimum) reclaims, as preempt
+    always chose."""
+    running: Counter[str] = Counter(
+        t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
+    )
+    for job in sorted(snapshot.jobs, key=lambda j: j.name):
+        mine, other = ours.get(job.name), theirs.get(job.name)
+        if mine is None or other is None or not other[1] or mine[1]:
+            continue
+        if running[job.name] + other[0] >= job.min_available:
+            return job.name
+    return None
+
+
 #: Volcano (this 2023 build) evicted part of a gang at or below its minimum: with the gang
 #: plugin's tier giving no victim, the next tier chose alone (changed in 7976b63e2, v1.11.0).
 TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
@@ -621,6 +647,8 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
                 return TIER_WALK
         if partial_gang(ours, theirs, snapshot) is not None:
             return PARTIAL_GANG
+        if elastic_claim(ours, theirs, snapshot) is not None:
+            return ELASTIC_CLAIM
     for name in sorted(ours):
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
