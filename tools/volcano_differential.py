@@ -151,8 +151,8 @@ BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
 #: stayed below its minimum: its reclaim pipelines a job's tasks one at a time, evicting for
 #: each, and keeps what it did when the job's queue refuses a later task (``allocatable``).
 PARTIAL_GANG = "volcano reclaims for a gang it leaves below minAvailable"
-#: Volcano (this 2023 build) reclaimed for a job already at its minimum (its elastic tasks).
-ELASTIC_CLAIM = "volcano reclaims for a job already at minAvailable"
+#: Volcano (this 2023 build) reclaimed for a job's tasks beyond its minimum (elastic tasks).
+ELASTIC_CLAIM = "volcano reclaims beyond a job's minAvailable"
 
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
@@ -185,10 +185,12 @@ VERDICTS: dict[str, str] = {
         "claim whole or evicts nothing"
     ),
     ELASTIC_CLAIM: (
-        "later Volcano: only a starving job (below its minimum) reclaims (a561215e0, "
-        "v1.11.0); this build's reclaim took any job with pending tasks, so a job already "
-        "running or bound at its minimum evicted another queue's tasks for its elastic ones; "
-        "gangsched, as v1.11, claims only up to a job's minimum"
+        "later Volcano: only a starving job reclaims, and only while it is below its minimum "
+        "(a561215e0, v1.11.0); this build's reclaim took any job with pending tasks and "
+        "claimed for each of them, so a job at or past its minimum evicted another queue's "
+        "tasks for its elastic ones; gangsched, as v1.11, claims only up to a job's minimum "
+        "(choosing the tasks that also meet its role minimums, which v1.11 does not read in "
+        "reclaim)"
     ),
     BEST_EFFORT_CLAIM: (
         "later Volcano: a best-effort claim needs no eviction: reclaim counts the node's idle "
@@ -599,19 +601,21 @@ def partial_gang(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str |
 
 
 def elastic_claim(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str | None:
-    """The first job (by name) whose tasks Volcano's run pipelined although as many as its
-    ``min_available`` were running or bound already, where gangsched pipelined none of its
-    tasks, else None. This build's reclaim takes any job with pending tasks as a reclaimer;
-    since a561215e0 (v1.11.0) only a starving job (below its minimum) reclaims, as preempt
-    always chose."""
+    """The first job (by name) for which Volcano's run pipelined more tasks than bring it to
+    its ``min_available`` (counting its running tasks and the tasks the run bound), where
+    gangsched pipelined no more than that, else None. This build's reclaim takes any job with
+    pending tasks as a reclaimer and claims for every pending task; since a561215e0 (v1.11.0)
+    only a starving job reclaims, and only while it is starving (below its minimum), as
+    preempt always chose."""
     running: Counter[str] = Counter(
         t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
     )
     for job in sorted(snapshot.jobs, key=lambda j: j.name):
         mine, other = ours.get(job.name), theirs.get(job.name)
-        if mine is None or other is None or not other[1] or mine[1]:
+        if mine is None or other is None:
             continue
-        if running[job.name] + other[0] >= job.min_available:
+        need = max(0, job.min_available - running[job.name] - other[0])
+        if other[1] > need >= mine[1]:
             return job.name
     return None
 
