@@ -24,7 +24,11 @@ seconds). Everything runs in this one process on the seeded clusters of
 8. many distinct task shapes (``benchmarks/templates_report.py``): one full cycle at 5,000
    nodes with 1,200 distinct pending templates against the floor;
 9. the FGD protocol through the general engine (``benchmarks/fgd_engine_report.py``): pods/s
-   of one allocate cycle against the study's fast path, per policy, same placements.
+   of one allocate cycle against the study's fast path, per policy, same placements;
+10. Volcano's preemption configuration (``enqueue, allocate, preempt, reclaim, backfill`` on
+    Volcano's default tiers) against the default one, on the same snapshot, per (nodes,
+    generator): the benchmark's ``cluster_dict`` and ``benchmarks/preemption_clusters.py``
+    (``--preemption`` runs this table alone).
 """
 
 from __future__ import annotations
@@ -46,10 +50,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import cost_guards
 import fgd_engine_report
 import placement_report
+import preemption_clusters
 import state_report
 import templates_report
 from benchmarks.common import cluster_dict
 from gangsched import Snapshot, schedule
+from gangsched.config import Config
 from gangsched.decisions import Decisions
 from gangsched.scheduler import open_session
 from gangsched.session.arrays import build_cluster_arrays
@@ -220,6 +226,49 @@ def memory(nodes: int, tasks: int) -> tuple[float, float]:
     return per_node, per_task
 
 
+def preemption_rows(sizes: list[int]) -> list[list[str]]:
+    """Per size and generator, interleaved on one snapshot: the default cycle's CPU time, the
+    preemption configuration's, and their ratio."""
+    config = Config.from_volcano_yaml(preemption_clusters.VOLCANO_PREEMPTION_YAML)
+    rows = []
+    for nodes in sizes:
+        for name, build in preemption_clusters.GENERATORS:
+            snap = Snapshot.from_dict(build(nodes))
+
+            def default(s: Snapshot = snap) -> Decisions:
+                return schedule(s)
+
+            def preemption(s: Snapshot = snap) -> Decisions:
+                return schedule(s, config)
+
+            default_t, _ = timed(default)
+            preempt_t, d = timed(preemption)
+            evicted = len(d.evictions)
+            rows.append(
+                [
+                    f"{nodes:,}",
+                    name,
+                    f"{len(snap.tasks):,}",
+                    f"{evicted:,}",
+                    fmt_s(default_t),
+                    fmt_s(preempt_t),
+                    f"{preempt_t / default_t:.1f}x",
+                ]
+            )
+    return rows
+
+
+PREEMPTION_HEADER = [
+    "nodes",
+    "generator",
+    "tasks",
+    "evicted",
+    "default cycle",
+    "preemption cycle",
+    "ratio",
+]
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes only (about 30 s)")
@@ -229,8 +278,17 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="seconds the reference may take on the largest ladder size (default 60; 4 quick)",
     )
+    ap.add_argument(
+        "--preemption", action="store_true", help="only the preemption configuration's table"
+    )
     args = ap.parse_args(argv)
     quick = bool(args.quick)
+    if args.preemption:
+        print("10. Volcano's preemption configuration against the default one (CPU times)\n")
+        table(
+            PREEMPTION_HEADER, preemption_rows([1_000, 2_000] if quick else [1_000, 2_000, 5_000])
+        )
+        return
     budget = args.ref_budget if args.ref_budget is not None else (4.0 if quick else 60.0)
     started = time.perf_counter()
 
@@ -291,6 +349,11 @@ def main(argv: list[str] | None = None) -> None:
     templates_report.section(quick)
     print("9. FGD protocol through the general engine (openb default)\n")
     fgd_engine_report.section(quick)
+    print("10. Volcano's preemption configuration against the default one (CPU times)\n")
+    table(
+        PREEMPTION_HEADER,
+        preemption_rows([1_000, 2_000] if quick else [1_000, 2_000, 5_000]),
+    )
     print(f"Total report time {time.perf_counter() - started:.0f} s (times above are CPU times)")
 
 

@@ -54,7 +54,14 @@ if TYPE_CHECKING:
     from gangsched.session.core import Session
     from gangsched.session.evaluation import Evaluation
 
-__all__ = ["Assignment", "hard_domain", "place_job", "place_jobs_jointly", "session_topology"]
+__all__ = [
+    "Assignment",
+    "hard_domain",
+    "place_job",
+    "place_jobs_jointly",
+    "placement_ground",
+    "session_topology",
+]
 
 Assignment = tuple[int, int, tuple[int, ...], bool]
 
@@ -89,6 +96,15 @@ def _ground(ssn: Session, future: bool) -> tuple[I64, I64]:
     padded.flags.writeable = False
     ssn.cache.gang_ground[future] = (log.end, free, padded)
     return free, padded
+
+
+def placement_ground(ssn: Session) -> tuple[I64, I64, I64, I64]:
+    """Every node's free room now and once releases finish, then its free milli-GPU per
+    device slot now and later: all a fit reads of the occupancy (shared, read-only; the same
+    arrays until the change log names a change)."""
+    free, devices = _ground(ssn, False)
+    later, devices_later = _ground(ssn, True)
+    return free, later, devices, devices_later
 
 
 #: The last arrays whose padded device layout :func:`_slots` worked out, and that layout

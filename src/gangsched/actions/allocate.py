@@ -15,6 +15,12 @@ gang's tasks then get the reason.
 A task template that found no node is not retried for the job (Volcano's predicate error cache);
 when every task is needed for the minimum, the first such failure ends the attempt.
 
+Gang-aware retry (argument ``retry``: ``on-change``, the default, or ``always``): a job
+whose last attempt failed and that nothing since could help is carried — not tried, its last
+words given back marked ``carried:`` — see :mod:`gangsched.actions._retry` and
+``docs/scheduling.md`` ("Retrying waiting jobs"); binds, evictions, reservations and phases are
+those of trying every job.
+
 Jobs still Pending are skipped when ``enqueue`` is configured; otherwise they are treated as
 admitted. Best-effort tasks are left to ``backfill``.
 
@@ -45,9 +51,23 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
+from gangsched._types import I64
 from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
-from gangsched.actions._gang_placement import place_job, place_jobs_jointly
+from gangsched.actions._gang_placement import place_job, place_jobs_jointly, placement_ground
+from gangsched.actions._retry import (
+    CARRIED,
+    MEMORY_KEY,
+    Failure,
+    context_of,
+    copies_bound,
+    gained,
+    room_short,
+    runs_nothing,
+    same_context,
+    skipping_allowed,
+)
 from gangsched.actions.victims.loop import realise_reservations
 from gangsched.config import arg_float, arg_int, arg_str
 from gangsched.errors import ConfigError
@@ -109,6 +129,17 @@ class _Run:
     verdicts: dict[tuple[int, bytes], tuple[int, str | None]] = field(default_factory=dict)
     #: Per job, the joint placer's plan.
     joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = field(default_factory=dict)
+    #: Whether the queue refused a task during the current attempt.
+    refused: bool = False
+    #: Gang-aware retry: the failed attempts remembered from before (job name -> failure),
+    #: those kept for the next cycle, what they share, and "did a node gain room" per
+    #: remembered ground and request (see :mod:`gangsched.actions._retry`).
+    prior: dict[str, Failure] = field(default_factory=dict)
+    memory: dict[str, Failure] = field(default_factory=dict)
+    context: tuple[object, ...] = ()
+    gains: dict[tuple[int, int, int], npt.NDArray[np.intp]] = field(default_factory=dict)
+    #: Per template, at most how many of its tasks each node could take (this run's start).
+    bounds: dict[int, I64] = field(default_factory=dict)
 
     def as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""
@@ -121,9 +152,13 @@ class AllocateAction(ConfiguredAction):
         "placer",
         *argument_names("placer", "deterministic-time", "seed", "time-limit", "workers"),
         PREDICATE_ERROR_CACHE,
+        "retry",
     )
 
     PLACERS = ("greedy", "cpsat", "cpsat-joint")
+    #: ``retry``: ``on-change`` (default) tries a waiting job again only when something it
+    #: could use changed since its last failed attempt; ``always`` tries every waiting job.
+    RETRIES = ("on-change", "always")
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         super().__init__(arguments)
@@ -134,6 +169,14 @@ class AllocateAction(ConfiguredAction):
                 kind="action",
                 name=self.name,
                 field="placer",
+            )
+        self.retry = arg_str(arguments, "retry", "on-change", plugin=self.name, kind="action")
+        if self.retry not in self.RETRIES:
+            raise ConfigError(
+                f"unknown retry {self.retry!r} (known: {', '.join(self.RETRIES)})",
+                kind="action",
+                name=self.name,
+                field="retry",
             )
         self.deterministic_time = arg_float(
             arguments, "placer.deterministic-time", 1.0, plugin=self.name, kind="action"
@@ -195,6 +238,19 @@ class AllocateAction(ConfiguredAction):
         )
         mask = np.zeros(len(ssn.snapshot.tasks), dtype=np.bool_)
         mask[waiting] = True
+        placer, place_all = self._placer(ssn)
+        run = _Run(placer, place_all, shared=ssn.points.built_in("allocatable"))
+        joint = bool(getattr(placer, "joint", False))
+        # Gang-aware retry: a job whose last attempt failed and that nothing since could help
+        # is carried (not tried); ``single`` holds, per job that may be remembered, its one
+        # template and what its tasks were at the start.
+        skip = self.retry == "on-change" and skipping_allowed(ssn, placer, joint)
+        single: dict[int, tuple[int, bytes]] = {}
+        if skip:
+            known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
+            run.prior = known if isinstance(known, dict) else {}
+            run.context = context_of(ssn)
+        template_of = ssn.template_of
         for j in candidates:
             if ssn.job_phase[j] is JobPhase.PENDING:
                 if enqueue_on:
@@ -204,6 +260,13 @@ class AllocateAction(ConfiguredAction):
             tasks: list[int] = own[mask[own]].tolist()
             if not tasks:
                 continue
+            if skip:
+                ti = int(template_of[tasks[0]])
+                if ti >= 0 and all(int(template_of[t]) == ti for t in tasks[1:]):
+                    if self._carry(ssn, run, j, own, ti, len(tasks)):
+                        continue
+                    if runs_nothing(ssn, j):
+                        single[j] = (ti, ssn.task_state[own].tobytes())
             invalid = ssn.points.job_valid(j)
             if invalid is not None:
                 ssn.note_job(j, "NotEnoughTasks", invalid)
@@ -215,10 +278,8 @@ class AllocateAction(ConfiguredAction):
         admission.commit()
         for heap in per_queue.values():
             heapq.heapify(heap)
-        placer, place_all = self._placer(ssn)
-        run = _Run(placer, place_all, shared=ssn.points.built_in("allocatable"))
         ssn.placers.append(placer)  # see Decisions.nondeterministic
-        if getattr(placer, "joint", False):
+        if joint:
             run.joint = place_jobs_jointly(
                 ssn,
                 [(j, list(worklist[j])) for j in sorted(worklist) if run.as_gang(ssn, j)],
@@ -256,6 +317,9 @@ class AllocateAction(ConfiguredAction):
             if not per_queue[q]:
                 del per_queue[q]
             stmt = Statement(ssn)
+            before = single.get(j)
+            ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
+            run.refused = False
             again = self._allocate_job(
                 ssn, run, stmt, j, q, worklist[j], failed.setdefault(j, set())
             )
@@ -267,14 +331,111 @@ class AllocateAction(ConfiguredAction):
                 tried = [op.task for op in stmt.ops]
                 stmt.discard()
                 self._explain_discard(ssn, j, tried)
+                if before is not None and ground is not None:
+                    self._remember(ssn, run, j, before, *ground)
             if again:
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
+        if skip:
+            ssn.records[MEMORY_KEY] = run.memory
         # Reservations carried in the snapshot (Pipelined tasks) bind once their resources are
         # idle, together with what this pass placed for the same job (nobody else could take
         # those resources meanwhile: fitting now requires fitting once releases finish).
         realise_reservations(ssn)
+
+    def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
+        """Carry job ``j`` when its last attempt failed and nothing since could help it
+        (:mod:`gangsched.actions._retry`): its last words come back, marked carried, and it is
+        not tried. ``own``: its tasks; ``ti``: the one template of its ``waiting`` pending
+        tasks."""
+        snap = ssn.snapshot
+        rec = snap.jobs[j]
+        e = run.prior.get(rec.name)
+        if e is None or e.job is not rec or len(e.tasks) != own.size:
+            return False
+        if e.context is not run.context and not same_context(e.context, run.context):
+            return False
+        tasks = snap.tasks
+        for t, was in zip(own.tolist(), e.tasks, strict=True):
+            if tasks[t] is not was:
+                return False
+        if ssn.task_state[own].tobytes() != e.states:
+            return False
+        q = int(ssn.job_queue[j])
+        if self._refusal(ssn, run, q, ssn.templates[ti]) is None:
+            log = ssn.changes
+            more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
+            if e.capacity and log.knows(e.lineage, e.cursor):
+                key = (id(e.ground[0]), e.cursor, ti)
+                more = run.gains.get(key)
+                if more is None:
+                    # Only a node that changed and could take one of the tasks now or later
+                    # may take more of them than at the failure.
+                    rows = log.nodes_since(e.cursor)
+                    if rows.size:
+                        ev = ssn.evaluate(ssn.templates[ti])
+                        rows = rows[ev.ok[rows] & ev.fit_future[rows]]
+                    more = run.gains[key] = gained(
+                        e.ground, placement_ground(ssn), rows, e.request, e.gpu
+                    )
+            if more is None or more.size:
+                bound = run.bounds.get(ti)
+                if bound is None:
+                    bound = run.bounds[ti] = copies_bound(
+                        ssn, ssn.templates[ti], placement_ground(ssn)
+                    )
+                if not room_short(ssn, j, waiting, bound, more):
+                    return False
+        if e.reason is not None:
+            ssn.note_job(j, *e.reason)
+        reasons = ssn.task_reasons
+        for offset, text in e.task_words:
+            reasons[int(own[offset])] = text
+        ssn.unschedulable_jobs.add(j)
+        if e.placement is not None:
+            ssn.placements[j] = e.placement
+        run.memory[rec.name] = e
+        return True
+
+    @staticmethod
+    def _remember(
+        ssn: Session,
+        run: _Run,
+        j: int,
+        before: tuple[int, bytes],
+        cursor: int,
+        ground: tuple[I64, I64, I64, I64],
+    ) -> None:
+        """Remember job ``j``'s failed attempt (taken at ``cursor`` on ``ground``) for a later
+        run, when its tasks are as they were at the run's start."""
+        ti, states = before
+        own = ssn.job_tasks(j)
+        if ssn.task_state[own].tobytes() != states:
+            return
+        snap = ssn.snapshot
+        tmpl = ssn.templates[ti]
+        reason = ssn.job_reasons.get(j)
+        words = []
+        for offset, t in enumerate(own.tolist()):
+            text = ssn.task_reasons.get(t)
+            if text:
+                words.append((offset, CARRIED + text))
+        run.memory[snap.jobs[j].name] = Failure(
+            job=snap.jobs[j],
+            tasks=tuple(snap.tasks[t] for t in own.tolist()),
+            states=states,
+            context=run.context,
+            lineage=ssn.changes.lineage,
+            cursor=cursor,
+            capacity=not run.refused,
+            ground=ground,
+            request=tmpl.request,
+            gpu=bool(tmpl.gpu_count),
+            reason=None if reason is None else (reason[0], CARRIED + reason[1]),
+            task_words=tuple(words),
+            placement=ssn.placements.get(j),
+        )
 
     @staticmethod
     def _refusal(ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> str | None:
@@ -294,10 +455,14 @@ class AllocateAction(ConfiguredAction):
             if ssn.gate.rules.hierarchical
             else log.queue_changed_since(q, known[0])
         ):
+            if known[1] is not None:
+                run.refused = True
             return known[1]
         why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
         if key is not None:
             run.verdicts[key] = (log.end, why)
+        if why is not None:
+            run.refused = True
         return why
 
     def _allocate_job(
@@ -364,6 +529,7 @@ class AllocateAction(ConfiguredAction):
                 break
             why = ssn.gate.refuse(t, node, gpus, pipelined=pipelined)
             if why is not None:  # the plan went stale (an earlier gang took the room)
+                run.refused = True  # not a failure for room alone: never carried
                 ssn.task_reasons[t] = f"the planned placement no longer holds: {why}"
                 break
             (stmt.pipeline if pipelined else stmt.allocate)(t, node, gpus)

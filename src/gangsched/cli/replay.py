@@ -4,6 +4,7 @@ replay of :mod:`gangsched.sim.gang_replay` with a progress line and a summary ta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import sys
 import time
@@ -13,6 +14,7 @@ import numpy as np
 
 from gangsched.cli.common import add_command
 from gangsched.cli.progress import replay_progress
+from gangsched.config import Config
 from gangsched.errors import ConfigError
 from gangsched.fragmentation import POLICIES
 from gangsched.limits import MIN_REPLAY_PERIOD
@@ -59,6 +61,12 @@ def add_replay_parser(subparsers: argparse._SubParsersAction) -> None:  # type: 
     p.add_argument("--config", default=None, help="volcano-scheduler.conf to use instead")
     p.add_argument(
         "--period", type=float, default=60.0, help="scheduling period, replay seconds (60)"
+    )
+    p.add_argument(
+        "--retry",
+        choices=("on-change", "always"),
+        default=None,
+        help="allocate's retry of waiting jobs (default: the configuration's, on-change)",
     )
     p.add_argument("--limit", type=int, default=None, help="replay the first N pods only")
     p.add_argument("--vc-date", default=None, help="Helios day sizing the queues (last day)")
@@ -108,12 +116,20 @@ def _check_period(period: float) -> None:
         )
 
 
+def with_retry(config: Config, retry: str) -> Config:
+    """``config`` with allocate's ``retry`` argument set to ``retry``."""
+    confs = {name: dict(args) for name, args in config.configurations.items()}
+    confs.setdefault("allocate", {})["retry"] = retry
+    return dataclasses.replace(config, configurations=confs)
+
+
 def run_replay(args: argparse.Namespace) -> int:
     from gangsched.io.openb import load_nodes, load_pods
     from gangsched.sim.gang_replay import (
         GangReplaySettings,
         build_gang_trace,
         format_summary,
+        gang_config,
         run_gang_replay,
         write_report,
     )
@@ -139,6 +155,10 @@ def run_replay(args: argparse.Namespace) -> int:
         from gangsched.cli.schedule import read_config
 
         config = read_config(args.config)
+    if args.retry is not None:
+        config = with_retry(
+            config if config is not None else gang_config(derived.trace, args.policy), args.retry
+        )
     print(
         f"{derived.label}; {len(nodes)} nodes, {nodes.total_gpus} GPUs, "
         f"{len(derived.trace.jobs)} jobs",

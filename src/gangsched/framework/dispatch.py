@@ -61,6 +61,13 @@ BOOL = npt.NDArray[np.bool_]
 Chain = tuple[tuple[Callable[..., Any], ...], ...]
 
 _SWITCHED = frozenset(SWITCHED_POINTS)
+
+#: Built-in ``preemptable`` / ``reclaimable`` plugins that keep or drop each candidate on its
+#: own (whatever the other candidates asked with it) and never abstain.
+ONE_BY_ONE_VICTIMS = frozenset({"priority", "gang", "conformance", "drf", "proportion"})
+#: Built-in ``victim_order`` plugins whose key of a task depends only on the task's and its
+#: job's records, the job's task counters and allocation, and its queue's allocation.
+JOB_AND_QUEUE_ORDERS = frozenset({"priority", "gang", "drf", "proportion", "sla"})
 # (plugin type, member) -> None when the member matches its point's Protocol, else why not.
 _CHECKED: dict[tuple[type, str], str | None] = {}
 
@@ -211,6 +218,43 @@ class Dispatch:
     def serving(self, point: str) -> tuple[Any, ...]:
         """The plugins serving ``point``, in tier order."""
         return tuple(p for tier in self._plugins[point] for p in tier)
+
+    def victims_by_group(
+        self, point: str, preemptor: int, candidates: I64, groups: I64, n_groups: int
+    ) -> I64 | None:
+        """:meth:`victims` asked for each group of ``candidates`` on its own (``groups``: the
+        group of each candidate, below ``n_groups``), the answers merged and sorted — worked
+        out by asking each plugin once for every candidate, when every plugin serving ``point``
+        is a built-in one that keeps or drops each candidate on its own and always answers
+        (:data:`ONE_BY_ONE_VICTIMS`): per group, the first tier whose plugins all keep some of
+        its candidates decides, keeping what they all keep. None for any other plugin."""
+        tiers = self._plugins[point]
+        if not all(builtin(p) and p.name in ONE_BY_ONE_VICTIMS for t in tiers for p in t):
+            return None
+        answer = np.zeros(candidates.size, dtype=np.bool_)
+        decided = np.zeros(n_groups, dtype=np.bool_)
+        for tier in tiers:
+            if not tier:
+                continue
+            keep = ~decided[groups]
+            for plugin in tier:
+                keep &= np.isin(
+                    candidates, getattr(plugin, point)(self._ssn, preemptor, candidates)
+                )
+            here = np.zeros_like(decided)
+            here[groups[keep]] = True
+            answer |= keep
+            decided |= here
+        out: I64 = np.sort(candidates[answer])
+        return out
+
+    def victim_order_by_job_and_queue(self) -> bool:
+        """Whether every plugin ordering victims is a built-in one whose key for a task depends
+        only on the task's and its job's records, the job's task counters and allocation and
+        its queue's allocation (:data:`JOB_AND_QUEUE_ORDERS`)."""
+        return all(
+            builtin(p) and p.name in JOB_AND_QUEUE_ORDERS for p in self.serving("victim_order")
+        )
 
     @property
     def fair_share(self) -> FairSharePlugin | None:

@@ -209,6 +209,8 @@ class CycleCache:
     #: gangsched.session.pod_constraints.pod_rules: the session's pod rules (``PodRules``),
     #: False when no task carries a pod constraint (unset until asked).
     pod_rules: object = _UNSET
+    #: actions.victims.search: what evicting each task gives back (``_Charges``).
+    victim_rows: object | None = None
 
     @staticmethod
     def unset(value: object) -> bool:

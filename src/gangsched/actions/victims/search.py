@@ -67,10 +67,11 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gangsched.actions.victims.rules import (
     BEYOND_DESERVED,
@@ -96,6 +97,7 @@ from gangsched.actions.victims.rules import (
 from gangsched.session.fit import gpu_need
 from gangsched.session.gate import Rule
 from gangsched.session.rules import disruption
+from gangsched.session.rules.gang import role_minimums
 from gangsched.session.statement import Statement
 
 if TYPE_CHECKING:
@@ -179,6 +181,9 @@ def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> I64:
         out: I64 = ssn.points.victims(scope.point, job, allowed)
         return out
     nodes = ssn.task_node[allowed]
+    by_node = ssn.points.victims_by_group(scope.point, job, allowed, nodes, ssn.arrays.n_nodes)
+    if by_node is not None:
+        return by_node
     parts = [
         np.asarray(ssn.points.victims(scope.point, job, allowed[nodes == n]), dtype=np.int64)
         for n in np.unique(nodes).tolist()
@@ -201,7 +206,7 @@ class _Search:
         self.claim_req = ssn.task_req[claim]
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
-        self._keys: dict[int, tuple[Any, ...]] = {}
+        self._keys: dict[int, tuple[Any, ...]] = _Charges.of(ssn).victim_keys(ssn)
         self.last_refusal: VictimRefusal | None = None
         self.blocked: VictimRefusal | None = None
         self.baseline = scope.baseline(ssn)
@@ -211,7 +216,7 @@ class _Search:
         self.claim_nodes: set[int] = set()
         #: While a search runs on one occupancy: the room bound of :meth:`_may_fit`.
         self._room: _Room | None = None
-        #: Whether the last trial's queue refused its first claimed task.
+        #: Whether the last trial's queue refused one of its claimed tasks.
         self.first_refused = False
 
     # ------------------------------------------------------------------ trials
@@ -219,10 +224,12 @@ class _Search:
     def _place(self, stmt: Statement, among: BOOL | None) -> bool:
         ssn = self.ssn
         self.first_refused = False
-        for i, t in enumerate(self.claim):
+        for t in self.claim:
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if not ssn.points.allocatable(self.queue, tmpl):
-                self.first_refused = i == 0
+                # claimed tasks charge the queue their request wherever they go, so the
+                # queue's holdings at this task depend on the victims alone
+                self.first_refused = True
                 queue = ssn.snapshot.queues[self.queue].name
                 self.blocked = (
                     BEYOND_DESERVED,
@@ -294,20 +301,48 @@ class _Search:
 
     def _gang_safe(self, victims: Sequence[int]) -> bool:
         """Every victim job keeps its minimum (bundles of one job on several nodes may add up
-        past its surplus)."""
+        past its surplus).
+
+        The gang rule (:func:`~gangsched.actions.victims.rules.spare_tasks`) takes a job's
+        tasks while it keeps ``min_available`` and each role its minimum, so whether it takes
+        them all depends only on how many there are of the job and of each role with a
+        minimum: inside a search the verdict is kept per job and those counts."""
         ssn = self.ssn
-        by_job: dict[int, list[int]] = {}
-        jobs = ssn.task_job[np.asarray(victims, dtype=np.int64)].tolist()
-        for t, j in zip(victims, jobs, strict=True):
-            by_job.setdefault(j, []).append(int(t))
+        tasks = np.asarray(victims, dtype=np.int64)
+        if tasks.size == 0:
+            return True
+        jobs = ssn.task_job[tasks]
+        order = np.argsort(jobs, kind="stable")
+        jobs = jobs[order]
+        starts = _starts(jobs)
+        ends = np.append(starts[1:], jobs.size)
         known = self._room.safe if self._room is not None else None
-        for j, ts in by_job.items():
-            key = (j, tuple(ts))
+        for j, a, b in zip(jobs[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
+            mine = tasks[order[a:b]].tolist()
+            roles = role_minimums(ssn.snapshot.jobs[j])
+            if roles:
+                names = [ssn.snapshot.tasks[t].role for t in mine]
+                key = (j, b - a, tuple(names.count(r) for r in roles))
+            else:
+                key = (j, b - a, ())
+                if self._room is not None:
+                    # without role minimums the rule takes the first ``spare`` tasks of any
+                    # list: asked once with every task of the job, it answers for every count
+                    every = self._room.spare.get(j)
+                    if every is None:
+                        self._room.restore_job(j)
+                        listed = ssn.job_tasks(j).tolist()
+                        every = (len(spare_tasks(ssn, j, listed)), len(listed))
+                        self._room.spare[j] = every
+                    if b - a <= every[1]:
+                        if b - a > every[0]:
+                            return False
+                        continue
             safe = known.get(key) if known is not None else None
             if safe is None:
                 if self._room is not None:
                     self._room.restore_job(j)  # judged on the search's occupancy
-                safe = len(spare_tasks(ssn, j, ts)) == len(ts)
+                safe = len(spare_tasks(ssn, j, mine)) == len(mine)
                 if known is not None:
                     known[key] = safe
             if not safe:
@@ -331,9 +366,11 @@ class _Search:
     def _trial(self, victims: Sequence[int], among: BOOL | None, relax: frozenset[Rule]) -> bool:
         """:meth:`attempt` on placement alone, inside a search: the evictions stay between
         trials (only the difference to the next set is played), the placements are undone."""
+        assert self._room is not None
+        if self._room.refuses(np.asarray(victims, dtype=np.int64)):
+            return False
         if not self.scope.whole and not self._gang_safe(victims):
             return False
-        assert self._room is not None
         if not self._room.may_fit(victims, among):
             return False
         self._room.hold(victims, f"{self.scope.action} trial", self.name)
@@ -389,13 +426,16 @@ class _Search:
     def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
         ssn = self.ssn
         by_job: dict[int, list[int]] = {}
-        for t in victims.tolist():
-            by_job.setdefault(int(ssn.task_job[t]), []).append(int(t))
+        listed = victims.tolist()
+        for t, j in zip(listed, ssn.task_job[victims].tolist(), strict=True):
+            by_job.setdefault(j, []).append(t)
+        node_of = dict(zip(listed, ssn.task_node[victims].tolist(), strict=True))
+        on = dict(zip(listed, useful[ssn.task_node[victims]].tolist(), strict=True))
         ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
-        idle = ssn.future_idle() if not self.scope.whole else None
+        per_node: list[tuple[tuple[Any, ...], int, tuple[int, ...]]] = []
         for v, tasks in by_job.items():
             tasks.sort(key=self.victim_key)
-            on_useful = [t for t in tasks if useful[ssn.task_node[t]]]
+            on_useful = [t for t in tasks if on[t]]
             if not on_useful:
                 continue
             whole = tuple(tasks) if self.scope.whole and may_go_whole(ssn, v, tasks) else ()
@@ -403,19 +443,34 @@ class _Search:
             key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
             if not self.scope.whole:
                 # evicting only on the claim's nodes: one surplus bundle per node, as Volcano
-                # asks the gang rule about one node's tasks at a time; a node where no claimed
-                # task could fit even with the bundle gone is left out (a cheap bound)
-                for n in sorted({int(ssn.task_node[t]) for t in on_useful}):
-                    here = self._surplus(v, [t for t in on_useful if ssn.task_node[t] == n])
-                    assert idle is not None
-                    room = idle[n] + ssn.task_req[list(here)].sum(axis=0) if here else idle[n]
-                    if here and bool(np.any(np.all(self.claim_req <= room, axis=1))):
-                        ranked.append(((*key, n), v, here, ()))
+                # asks the gang rule about one node's tasks at a time
+                nodes: dict[int, list[int]] = {}
+                for t in on_useful:
+                    nodes.setdefault(node_of[t], []).append(t)
+                for n in sorted(nodes):
+                    here = self._surplus(v, nodes[n])
+                    if here:
+                        per_node.append(((*key, n), v, here))
                 continue
             surplus = self._surplus(v, on_useful)
             if not surplus and not whole:
                 continue
             ranked.append((key, v, surplus, whole))
+        if per_node:
+            # a node where no claimed task could fit even with the bundle gone is left out (a
+            # cheap bound), read for every bundle at once
+            tasks_, sets = self._flat([here for _, _, here in per_node])
+            freed = np.zeros((len(per_node), ssn.task_req.shape[1]), dtype=np.int64)
+            np.add.at(freed, sets, ssn.task_req[tasks_])
+            at = np.array([key[-1] for key, _, _ in per_node], dtype=np.int64)
+            room = ssn.future_idle()[at] + freed
+            claimed = np.unique(self.claim_req, axis=0)
+            fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
+            ranked.extend(
+                (key, v, here, ())
+                for (key, v, here), ok in zip(per_node, fits.tolist(), strict=True)
+                if ok
+            )
         ranked.sort(key=lambda item: item[0])
         return [_Bundle(job=v, rank=i, surplus=s, whole=w) for i, (_, v, s, w) in enumerate(ranked)]
 
@@ -425,11 +480,29 @@ class _Search:
         ssn = self.ssn
         victims = [t for _, tasks, _ in parts for t in tasks]
         freed = ssn.task_req[victims].sum(axis=0) if victims else np.zeros_like(self.need)
-        excess = float((np.maximum(freed - self.need, 0) * self.inv_total).sum())
         prios = sorted((ssn.snapshot.jobs[b.job].priority for b, _, _ in parts), reverse=True)
         n_whole = sum(1 for _, _, whole in parts if whole)
         ranks = tuple(sorted(b.rank for b, _, _ in parts))
-        return (len(parts), tuple(prios), n_whole, round(excess, 12), len(victims), ranks)
+        return self._order(
+            len(parts), tuple(prios), n_whole, self._excess(freed), len(victims), ranks
+        )
+
+    @staticmethod
+    def _order(
+        n_jobs: int,
+        prios: tuple[int, ...],
+        n_whole: int,
+        excess: float,
+        n_tasks: int,
+        ranks: tuple[int, ...],
+    ) -> tuple[Any, ...]:
+        """A set's cost from its terms, in the order they are compared (see the module
+        docstring); a lower bound of every term is a lower bound of the cost."""
+        return (n_jobs, prios, n_whole, excess, n_tasks, ranks)
+
+    def _excess(self, freed: I64) -> float:
+        """Resources freed beyond the claim, as a fraction of the cluster (cost item 4)."""
+        return round(float((np.maximum(freed - self.need, 0) * self.inv_total).sum()), 12)
 
     def _fits(self, parts: Sequence[_Part], among: BOOL | None, *, rule: bool = False) -> bool:
         return self.attempt([t for _, tasks, _ in parts for t in tasks], among, rule=rule)
@@ -459,6 +532,10 @@ class _Search:
         checked on the minimised set (fewer victims can only help the rule of reclaim)."""
         room = self._room = _Room(self.ssn, self.claim, self.queue)
         try:
+            # Every trial evicts a subset of ``victims``; when evicting them all leaves too
+            # little room, none can succeed.
+            if not room.fits_sets(victims, np.zeros_like(victims), 1, among)[0]:
+                return None
             return self._search(victims, among)
         finally:
             self._room = None
@@ -468,15 +545,9 @@ class _Search:
         if self.attempt([], among):
             return _Plan((), among, self.cost(()))
         bundles = self.bundles(victims, self.useful_nodes(among))
-        if not bundles:
+        if not bundles or self._queue_never_accepts(bundles):
             return None
-        found: list[list[_Part]] = []
-        for b in bundles:
-            part = self._fewest(b, among)
-            if part is not None and self._fits([part], among, rule=True):
-                found.append([part])
-            elif b.whole and self._fits([(b, b.whole, True)], among, rule=True):
-                found.append([(b, b.whole, True)])
+        found = self._singles(bundles, among)
         if not found and len(bundles) <= PAIR_LIMIT:
             for a, b in itertools.combinations(bundles, 2):
                 parts = [self._most(a), self._most(b)]
@@ -485,9 +556,20 @@ class _Search:
                     if self._fits(parts, among, rule=True):
                         found.append(parts)
         if not found:
-            parts = []
-            for b in bundles:
-                parts.append(self._most(b))
+            # bundles are added in rank order until the claim fits: the unions the room bound
+            # rules out are not played, and once a union takes a job below its minimum every
+            # larger one does too
+            most = [self._most(b) for b in bundles]
+            tasks, sets = self._flat([m[1] for m in most])
+            start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
+            start = max(start, self._first_accepted(most, start))
+            parts = most[:start]
+            for part in most[start:]:
+                parts.append(part)
+                if not self.scope.whole and not self._gang_safe(
+                    [t for _, ts, _ in parts for t in ts]
+                ):
+                    return None
                 if self._fits(parts, among):
                     break
             else:
@@ -505,6 +587,151 @@ class _Search:
         if shrunk != best and self._fits(shrunk, among, rule=True):
             best = shrunk
         return _Plan(tuple(best), among, self.cost(best))
+
+    @staticmethod
+    def _flat(sets: Sequence[Sequence[int]]) -> tuple[I64, I64]:
+        """The tasks of ``sets`` in one array, and the index of the set of each."""
+        sizes = np.fromiter((len(x) for x in sets), dtype=np.int64, count=len(sets))
+        tasks = np.fromiter((t for x in sets for t in x), dtype=np.int64, count=int(sizes.sum()))
+        return tasks, np.repeat(np.arange(len(sets), dtype=np.int64), sizes)
+
+    def _singles(self, bundles: list[_Bundle], among: BOOL | None) -> list[list[_Part]]:
+        """Every bundle that makes room alone (its fewest victims, else the whole job), as far
+        as the cheapest of them needs: bundles the room bound rules out are not tried, and the
+        others are tried in the order of a lower bound of their cost, until that bound passes
+        the cheapest set found (costs differ in the bundle's rank, so the cheapest is the one
+        trying every bundle finds)."""
+        assert self._room is not None
+        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        ok = self._room.fits_sets(tasks, sets, len(bundles), among)
+        tried = [b for b, fits in zip(bundles, ok.tolist(), strict=True) if fits]
+        tried = self._not_refused(tried)
+        if not tried:
+            return []
+        ssn = self.ssn
+        # the fewest victims are at least the first of the surplus, else the whole job
+        least, at = self._flat([b.surplus[:1] or b.whole for b in tried])
+        freed = np.zeros((len(tried), ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, at, ssn.task_req[least])
+        # the cost's own expression, once per distinct freed row
+        rows, where = np.unique(freed, axis=0, return_inverse=True)
+        excess = np.array([self._excess(r) for r in rows])[where.reshape(-1)]
+        jobs = ssn.snapshot.jobs
+        bounds = [
+            self._order(1, (jobs[b.job].priority,), 0, float(e), 1, (b.rank,))
+            if b.surplus
+            else self._order(1, (jobs[b.job].priority,), 1, float(e), len(b.whole), (b.rank,))
+            for b, e in zip(tried, excess.tolist(), strict=True)
+        ]
+        found: list[list[_Part]] = []
+        best: tuple[Any, ...] | None = None
+        for i in sorted(range(len(tried)), key=bounds.__getitem__):
+            if best is not None and bounds[i] > best:
+                break
+            b = tried[i]
+            part = self._fewest(b, among)
+            if part is not None and self._fits([part], among, rule=True):
+                found.append([part])
+            elif b.whole and self._fits([(b, b.whole, True)], among, rule=True):
+                found.append([(b, b.whole, True)])
+            else:
+                continue
+            cost = self.cost(found[-1])
+            if best is None or cost < best:
+                best = cost
+        found.sort(key=lambda parts: parts[0][0].rank)
+        return found
+
+    def _refuses(self, victims: Sequence[int]) -> bool:
+        """Whether the claim's queue refuses its first task once ``victims`` are evicted (the
+        first question of a trial), noted for :meth:`_Room.may_fit`."""
+        room = self._room
+        assert room is not None
+        room.hold(victims, f"{self.scope.action} trial", self.name)
+        tmpl = self.ssn.templates[int(self.ssn.template_of[self.claim[0]])]
+        if self.ssn.points.allocatable(self.queue, tmpl):
+            return False
+        room.note_refused(victims)
+        return True
+
+    def _not_refused(self, bundles: list[_Bundle]) -> list[_Bundle]:
+        """``bundles`` but those whose every trial the claim's queue refuses.
+
+        When the queue judges by its holdings alone (:attr:`_Room.by_holdings`), a refusal
+        with ``F`` freed from the queue stands for anything freeing at most ``F``: the bundle
+        freeing the most is asked first, and a refusal rules out every bundle freeing no more,
+        until one is accepted. A bundle's trials evict no more than its largest set."""
+        room = self._room
+        if room is None or not room.by_holdings or len(bundles) < 2:
+            return bundles
+        ssn = self.ssn
+        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
+        freed = np.zeros((len(bundles), ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, sets[mine], ssn.task_req[tasks[mine]])
+        live = np.ones(len(bundles), dtype=np.bool_)
+        weight = (freed * self.inv_total).sum(axis=1)
+        for i in np.argsort(-weight, kind="stable").tolist():
+            if not live[i]:
+                continue
+            if not self._refuses(self._most(bundles[i])[1]):
+                break
+            live &= ~np.all(freed <= freed[i], axis=1)
+        return [b for b, keep in zip(bundles, live.tolist(), strict=True) if keep]
+
+    def _queue_never_accepts(self, bundles: list[_Bundle]) -> bool:
+        """Whether the claim's queue refuses every set Volcano's rule admits (surplus bundles
+        on the claim's nodes only): such a set lies on at most as many nodes as the claim has
+        tasks, so it frees from the queue no more, in each resource, than the bundles on the
+        nodes freeing the most of that resource; one question with every bundle on those nodes
+        answers for all of them when the queue judges by its holdings alone."""
+        room = self._room
+        if self.scope.whole or room is None or not room.by_holdings:
+            return False
+        ssn = self.ssn
+        tasks, _ = self._flat([b.surplus for b in bundles])
+        nodes = ssn.task_node[tasks]
+        mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
+        freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, nodes[mine], ssn.task_req[tasks[mine]])
+        c = len(self.claim)
+        if c >= np.count_nonzero(freed.any(axis=1)):
+            return False  # the question would be every bundle: the search asks it anyway
+        top = np.argsort(-freed, axis=0, kind="stable")[:c]
+        chosen = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
+        chosen[top.reshape(-1)] = True
+        return self._refuses(tasks[chosen[nodes]].tolist())
+
+    def _first_accepted(self, parts: list[_Part], start: int) -> int:
+        """The first ``i >= start`` such that the claim's queue may accept the union of
+        ``parts[0..i]``, or ``len(parts)`` when it refuses them all; ``start`` when the queue
+        does not judge by its holdings alone. The unions free ever more from the queue, so
+        refusals end where acceptance begins: galloping up from ``start`` then bisecting finds
+        it, each probe evicting little more than the one before."""
+        room = self._room
+        if room is None or not room.by_holdings or start >= len(parts):
+            return start
+
+        def refused(i: int) -> bool:
+            return self._refuses([t for _, ts, _ in parts[: i + 1] for t in ts])
+
+        if not refused(start):
+            return start
+        lo, step = start, 1  # refused at lo
+        while True:
+            hi = min(lo + step, len(parts) - 1)
+            if hi == lo:
+                return len(parts)
+            if not refused(hi):
+                break
+            lo, step = hi, step * 2
+        while hi - lo > 1:  # refused at lo, accepted at hi
+            mid = (lo + hi) // 2
+            if refused(mid):
+                lo = mid
+            else:
+                hi = mid
+        return hi
 
     def _downgrade(self, parts: list[_Part], among: BOOL | None) -> list[_Part]:
         for i in reversed(range(len(parts))):
@@ -603,56 +830,189 @@ class _Search:
         )
 
 
+_NONE: I64 = np.zeros((0, 0), dtype=np.int64)
+
+
+def _starts(keys: I64) -> I64:
+    """Where each run of equal values of the sorted ``keys`` starts."""
+    if keys.size == 0:
+        return keys
+    out: I64 = np.flatnonzero(keys[1:] != keys[:-1]) + 1
+    return np.concatenate(([0], out))
+
+
+@dataclass(slots=True, eq=False)
+class _Charges:
+    """What evicting a task gives back, read once per session: its row as its node is
+    charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding) and the milli-GPU
+    it holds on each, and the node they were read for (-1: not read yet)."""
+
+    rows: I64
+    devices: I64
+    milli: I64
+    read_on: I64
+    #: Victim keys kept across searches, and the change log's position when last brought up
+    #: to date (None: never).
+    keys: dict[int, tuple[Any, ...]] = field(default_factory=dict)
+    keys_cursor: int | None = None
+    #: Job allocations, job task counters and queue allocations the kept keys were read with.
+    held_by: tuple[I64, I64, I64] = field(default_factory=lambda: (_NONE, _NONE, _NONE))
+
+    @classmethod
+    def of(cls, ssn: Session) -> _Charges:
+        kept = ssn.cache.victim_rows
+        if isinstance(kept, _Charges):
+            return kept
+        n_tasks = ssn.task_req.shape[0]
+        out = cls(
+            np.zeros_like(ssn.task_req),
+            np.full((n_tasks, max(ssn.arrays.max_gpus, 1)), -1, dtype=np.int64),
+            np.zeros(n_tasks, dtype=np.int64),
+            np.full(n_tasks, -1, dtype=np.int64),
+        )
+        ssn.cache.victim_rows = out
+        return out
+
+    def victim_keys(self, ssn: Session) -> dict[int, tuple[Any, ...]]:
+        """The victim keys (:meth:`Session.victim_key`) a search may reuse: kept across
+        searches when every plugin ordering victims is a built-in one whose key is a function of
+        the task's own records, its job's counters and allocation and its queue's allocation;
+        the keys of tasks whose job or queue changed since are
+        dropped (:meth:`Dispatch.victim_order_by_job_and_queue`). Otherwise a fresh dictionary
+        for one search."""
+        if not ssn.points.victim_order_by_job_and_queue():
+            return {}
+        log = ssn.changes
+        if self.keys_cursor is None or not self.keys:
+            self.held_by = (
+                ssn.job_allocated.copy(),
+                ssn.job_count.copy(),
+                ssn.queue_allocated.copy(),
+            )
+        elif log.changed_since(self.keys_cursor):
+            # what a key reads may have been changed and changed back (a trial's evictions):
+            # only jobs and queues whose figures differ from those the keys were read with
+            jobs = log.jobs_since(self.keys_cursor)
+            queues = log.queues_since(self.keys_cursor)
+            job_alloc, job_count, queue_alloc = self.held_by
+            moved = (ssn.job_allocated[jobs] != job_alloc[jobs]).any(axis=1) | (
+                ssn.job_count[jobs] != job_count[jobs]
+            ).any(axis=1)
+            q_moved = (ssn.queue_allocated[queues] != queue_alloc[queues]).any(axis=1)
+            jobs, queues = jobs[moved], queues[q_moved]
+            if jobs.size or queues.size:
+                kept = np.fromiter(self.keys, dtype=np.int64, count=len(self.keys))
+                job = ssn.task_job[kept]
+                stale = np.isin(job, jobs) | np.isin(ssn.job_queue[job], queues)
+                for t in kept[stale].tolist():
+                    del self.keys[t]
+                job_alloc[jobs] = ssn.job_allocated[jobs]
+                job_count[jobs] = ssn.job_count[jobs]
+                queue_alloc[queues] = ssn.queue_allocated[queues]
+        self.keys_cursor = log.end
+        return self.keys
+
+    def read(self, ssn: Session, tasks: I64) -> None:
+        nodes = ssn.task_node[tasks]
+        for t in np.unique(tasks[self.read_on[tasks] != nodes]).tolist():
+            node = int(ssn.task_node[t])
+            self.rows[t] = ssn.row_on(t, node)
+            devices = ssn.arrays.device_index(node, ssn.task_gpus[t])
+            self.devices[t] = -1
+            self.devices[t, : len(devices)] = devices
+            self.milli[t] = ssn.device_milli(t, node)
+            self.read_on[t] = node
+
+
+@dataclass(slots=True, eq=False)
+class _Kind:
+    """One template of the claim, for the room bound: how many tasks the claim has of it, its
+    request on each node, and, with GPUs, the devices a task takes and the milli-GPU it needs
+    on each (at least 1)."""
+
+    count: int
+    req: I64  # (n_nodes, n_resources)
+    gpus: int
+    need: I64  # (n_nodes,)
+    slots: I64  # (n_nodes,): device takes each node has room for now
+    held: I64  # (n_nodes,): tasks each node holds now
+
+
 class _Room:
     """A bound on what a trial can place, read without playing it.
 
-    A trial whose first claimed task its queue refuses places nothing (see ``refused``).
+    A trial in which the queue refuses a claimed task places nothing (see ``refused``).
     A claimed task is pipelined only onto a node whose room once releases finish (allocatable
-    − used − pipelined + releasing) holds its request in every resource, and each one placed
-    takes that request from the node's room. So a trial can succeed only when, for every
-    template of the claim, the nodes (inside ``among``) hold at least as many of its tasks as
-    the claim has, counted on the room after the victims' release alone. Evicting adds each
-    victim's row to its node's room; every other node keeps the room it has now."""
+    − used − pipelined + releasing) holds its request in every resource, and, when it asks for
+    ``g`` GPUs, onto ``g`` devices each with its take free once releases finish; each one
+    placed takes that request from the node's room and its take from each of its devices. So a
+    node holds at most as many tasks of a template as its room holds requests, and at most a
+    ``g``-th of the takes its devices hold; a trial can succeed only when, for every template
+    of the claim, the nodes (inside ``among``) hold at least as many of its tasks as the claim
+    has, counted on the room after the victims' release alone. Evicting adds each victim's row
+    to its node's room and its take to each of its devices; every other node keeps the room it
+    has now. The bound is read for many victim sets at once (:meth:`fits_sets`,
+    :meth:`first_prefix`), one vectorized pass each."""
 
     def __init__(self, ssn: Session, claim: list[int], queue: int) -> None:
         self.ssn = ssn
         self.queue = queue
         self.room = ssn.future_idle()
+        a = ssn.arrays
+        #: Each device's free milli-GPU once releases finish.
+        self.dev_later: I64 = (
+            a.gpu_capacity[a.gpu_node] - ssn.gpu_used + ssn.gpu_releasing - ssn.gpu_pipelined
+        )
+        self.charges = _Charges.of(ssn)
         # The built-in queue plugins judge a template by its request and the holdings of its
         # queue alone (without a queue hierarchy), and take it while holdings + request stay
         # within a limit: a trial whose first claimed task is refused with F freed from the
         # queue is refused with anything freed from it that is at most F in every resource.
         self.by_holdings = ssn.points.built_in("allocatable") and not ssn.gate.rules.hierarchical
         self.refused: list[I64] = []
-        n_tasks = ssn.task_req.shape[0]
-        self.rows_of = np.zeros_like(ssn.task_req)
-        self.known = np.zeros(n_tasks, dtype=np.bool_)
+        self._refused_rows: I64 = np.zeros((0, ssn.task_req.shape[1]), dtype=np.int64)
         counts: dict[int, int] = {}
         for t in claim:
             k = int(ssn.template_of[t])
             counts[k] = counts.get(k, 0) + 1
-        gpu_col = ssn.arrays.spec.gpu_column
-        n = ssn.arrays.n_nodes
-        #: Per template: (tasks claimed, request per node, tasks each node holds now).
-        self.kinds: list[tuple[int, I64, I64]] = []
+        gpu_col = a.spec.gpu_column
+        n = a.n_nodes
+        self.kinds: list[_Kind] = []
         for k, c in sorted(counts.items()):
             tmpl = ssn.templates[k]
             req = np.repeat(np.asarray(tmpl.request, dtype=np.int64)[None, :], n, axis=0)
+            need = np.ones(n, dtype=np.int64)
+            slots = np.zeros(n, dtype=np.int64)
             if tmpl.gpu_count:
-                req[:, gpu_col] = tmpl.gpu_count * gpu_need(ssn.arrays, tmpl)
-            self.kinds.append((c, req, self._held(self.room, req, c)))
+                take = gpu_need(a, tmpl)
+                req[:, gpu_col] = tmpl.gpu_count * take
+                need = np.maximum(take, 1)
+                per = np.maximum(self.dev_later // need[a.gpu_node], 0)
+                slots = np.bincount(a.gpu_node, weights=per, minlength=n).astype(np.int64)
+            kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots)
+            kind.held = self._held(kind, self.room, slots)
+            self.kinds.append(kind)
+        self.gpu_kinds = any(kind.gpus for kind in self.kinds)
         self._sums: dict[int, tuple[BOOL | None, list[int]]] = {}
         #: Whether a job keeps its minimum without these tasks (the search's occupancy).
-        self.safe: dict[tuple[int, tuple[int, ...]], bool] = {}
+        self.safe: dict[tuple[int, int, tuple[int, ...]], bool] = {}
+        #: Per job without role minimums: how many of its tasks the gang rule lets go, and of
+        #: how many it was asked.
+        self.spare: dict[int, tuple[int, int]] = {}
         #: The evictions kept between placement-only trials.
         self.held: Statement | None = None
 
     @staticmethod
-    def _held(room: I64, req: I64, cap: int) -> I64:
-        """How many requests of ``req`` each row of ``room`` holds (at most ``cap``)."""
+    def _held(kind: _Kind, room: I64, slots: I64, nodes: I64 | None = None) -> I64:
+        """How many tasks of ``kind`` each row of ``room`` (with ``slots`` device takes) holds,
+        at most the claim's count; ``nodes``: the node of each row (default: every node)."""
+        req = kind.req if nodes is None else kind.req[nodes]
+        cap = kind.count
         safe = np.where(req > 0, req, 1)
         per = np.where(req > 0, room // safe, cap)
         held = np.minimum(per.min(axis=1), cap)
+        if kind.gpus:
+            held = np.minimum(held, slots // kind.gpus)
         out: I64 = np.where((room < 0).any(axis=1), 0, np.maximum(held, 0))
         return out
 
@@ -660,7 +1020,8 @@ class _Room:
         kept = self._sums.get(id(among))
         if kept is None or kept[0] is not among:
             sums = [
-                int(held.sum() if among is None else held[among].sum()) for _, _, held in self.kinds
+                int(kind.held.sum() if among is None else kind.held[among].sum())
+                for kind in self.kinds
             ]
             kept = self._sums[id(among)] = (among, sums)
         return kept[1]
@@ -690,15 +1051,122 @@ class _Room:
             self.held.discard()
             self.held = None
 
-    def rows(self, tasks: I64) -> I64:
-        """Each task's row as its node is charged (:meth:`Session.row_on`), read once."""
+    def _entries(self, tasks: I64, sets: I64, among: BOOL | None) -> tuple[I64, I64, I64, I64, I64]:
+        """What evicting each set gives back, per (set, node) pair in set-major order (nodes
+        outside ``among`` left out): the set, the node, the rows freed, and per (set, device)
+        pair the device, its milli-GPU freed and the index of its (set, node) pair."""
         ssn = self.ssn
-        missing = tasks[~self.known[tasks]]
-        for t in np.unique(missing).tolist():
-            self.rows_of[t] = ssn.row_on(t, int(ssn.task_node[t]))
-            self.known[t] = True
-        out: I64 = self.rows_of[tasks]
+        n = ssn.arrays.n_nodes
+        none = np.zeros(0, dtype=np.int64)
+        if tasks.size == 0:
+            return none, none, np.zeros((0, self.room.shape[1]), dtype=np.int64), none, none
+        self.charges.read(ssn, tasks)
+        key = sets * n + ssn.task_node[tasks]
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = _starts(key)
+        add: I64 = np.add.reduceat(self.charges.rows[tasks][order], starts, axis=0)
+        key = key[starts]
+        if among is not None:
+            inside = among[key % n]
+            key, add = key[inside], add[inside]
+        if not self.gpu_kinds or key.size == 0:
+            return key // n, key % n, add, none, none
+        devices = self.charges.devices[tasks]
+        used = devices >= 0
+        d_dev = devices[used]
+        if d_dev.size == 0:
+            return key // n, key % n, add, none, none
+        d_set = np.repeat(sets, used.sum(axis=1))
+        d_milli = np.repeat(self.charges.milli[tasks], used.sum(axis=1))
+        n_dev = self.dev_later.size
+        d_key = d_set * n_dev + d_dev
+        order = np.argsort(d_key, kind="stable")
+        d_key = d_key[order]
+        starts = _starts(d_key)
+        d_add: I64 = np.add.reduceat(d_milli[order], starts)
+        d_key = d_key[starts]
+        d_dev = d_key % n_dev
+        owner_key = (d_key // n_dev) * n + ssn.arrays.gpu_node[d_dev]
+        at = np.searchsorted(key, owner_key)
+        found = at < key.size
+        found[found] = key[at[found]] == owner_key[found]
+        return key // n, key % n, add, d_dev[found], np.stack([d_add[found], at[found]])
+
+    def _slot_gain(self, kind: _Kind, d_dev: I64, before: I64, after: I64) -> I64:
+        """Device takes of ``kind`` gained on devices ``d_dev`` going from ``before`` to
+        ``after`` milli-GPU freed."""
+        need = kind.need[self.ssn.arrays.gpu_node[d_dev]]
+        base = self.dev_later[d_dev]
+        out: I64 = np.maximum((base + after) // need, 0) - np.maximum((base + before) // need, 0)
         return out
+
+    def fits_sets(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> BOOL:
+        """The room bound for many victim sets at once (set ``s`` is ``tasks[sets == s]``):
+        False only when no trial evicting that set can place the whole claim."""
+        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        room = self.room[e_node] + add
+        ok = np.ones(n_sets, dtype=np.bool_)
+        for kind, base in zip(self.kinds, self._base(among), strict=True):
+            slots = kind.slots[e_node]
+            if kind.gpus and d_dev.size:
+                gain = self._slot_gain(kind, d_dev, np.zeros_like(d_dev), d_info[0])
+                slots = slots + np.bincount(d_info[1], weights=gain, minlength=e_node.size).astype(
+                    np.int64
+                )
+            held = self._held(kind, room, slots, e_node) - kind.held[e_node]
+            ok &= base + np.bincount(e_set, weights=held, minlength=n_sets) >= kind.count
+        return ok
+
+    def first_prefix(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> int:
+        """The smallest ``i`` such that the union of sets ``0..i`` passes the room bound
+        (every smaller union fails it), or ``n_sets`` when none does."""
+        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        # each (set, node) pair's room with the sets before it (on that node) evicted, and with
+        # it; the same per device
+        order = np.lexsort((e_set, e_node))
+        before, after = self._cumulative(e_node, add, order)
+        if d_dev.size:
+            d_order = np.lexsort((e_set[d_info[1]], d_dev))
+            d_before, d_after = self._cumulative(d_dev, d_info[0][:, None], d_order)
+        ok = np.ones(n_sets, dtype=np.bool_)
+        for kind, base in zip(self.kinds, self._base(among), strict=True):
+            gain: npt.NDArray[np.float64] = np.zeros(n_sets, dtype=np.float64)
+            if e_set.size:
+                slots_after = kind.slots[e_node].copy()
+                slots_before = slots_after.copy()
+                if kind.gpus and d_dev.size:
+                    # device takes gained by each pair's sets so far, cumulated along its node
+                    own = self._slot_gain(kind, d_dev, d_before[:, 0], d_after[:, 0])
+                    step = np.bincount(d_info[1], weights=own, minlength=e_node.size)
+                    cum_step = self._cumulative(e_node, step[:, None].astype(np.int64), order)
+                    slots_before += cum_step[0][:, 0]
+                    slots_after += cum_step[1][:, 0]
+                room_b = self.room[e_node] + before
+                room_a = self.room[e_node] + after
+                per = self._held(kind, room_a, slots_after, e_node) - self._held(
+                    kind, room_b, slots_before, e_node
+                )
+                gain = np.bincount(e_set, weights=per, minlength=n_sets).astype(np.float64)
+            ok &= base + np.cumsum(gain) >= kind.count
+        hit = np.flatnonzero(ok)
+        return int(hit[0]) if hit.size else n_sets
+
+    @staticmethod
+    def _cumulative(group: I64, add: I64, order: I64) -> tuple[I64, I64]:
+        """For rows taken in ``order`` (sorted by ``group``, then set), the sum of ``add``
+        over the earlier rows of the same group (``before``) and including the row
+        (``after``), returned in the rows' own order."""
+        g = group[order]
+        a = add[order]
+        cum = np.cumsum(a, axis=0)
+        first = _starts(g)
+        lengths = np.diff(np.append(first, g.size))
+        cum -= np.repeat(cum[first] - a[first], lengths, axis=0)
+        after = np.empty_like(cum)
+        after[order] = cum
+        before = after - add
+        return before, after
 
     def freed(self, tasks: I64) -> I64:
         """What evicting ``tasks`` takes from the holdings of the claim's queue."""
@@ -708,27 +1176,22 @@ class _Room:
         return out
 
     def note_refused(self, victims: Sequence[int]) -> None:
-        """The queue refused the claim's first task once ``victims`` were evicted."""
+        """The queue refused a claimed task once ``victims`` were evicted (and the tasks
+        before it placed: what they charge the queue does not depend on the victims)."""
         if self.by_holdings:
             self.refused.append(self.freed(np.asarray(victims, dtype=np.int64)))
 
+    def refuses(self, tasks: I64) -> bool:
+        """Whether a refusal noted before stands for evicting ``tasks``."""
+        if not self.refused:
+            return False
+        if len(self.refused) != self._refused_rows.shape[0]:
+            self._refused_rows = np.asarray(self.refused)
+        return bool(np.all(self.freed(tasks) <= self._refused_rows, axis=1).any())
+
     def may_fit(self, victims: Sequence[int], among: BOOL | None) -> bool:
         """False only when no trial evicting ``victims`` can place the whole claim."""
-        ssn = self.ssn
         tasks = np.asarray(victims, dtype=np.int64)
-        if self.refused:
-            freed = self.freed(tasks)
-            if bool(np.all(freed <= np.asarray(self.refused), axis=1).any()):
-                return False
-        nodes, where = np.unique(ssn.task_node[tasks], return_inverse=True)
-        room = np.zeros((nodes.size, self.room.shape[1]), dtype=np.int64)
-        np.add.at(room, where, self.rows(tasks))
-        if among is not None:
-            inside = among[nodes]
-            nodes, room = nodes[inside], room[inside]
-        room += self.room[nodes]
-        for (c, req, held), base in zip(self.kinds, self._base(among), strict=True):
-            total = base - int(held[nodes].sum()) + int(self._held(room, req[nodes], c).sum())
-            if total < c:
-                return False
-        return True
+        if self.refuses(tasks):
+            return False
+        return bool(self.fits_sets(tasks, np.zeros_like(tasks), 1, among)[0])

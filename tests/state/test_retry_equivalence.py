@@ -1,0 +1,422 @@
+"""Gang-aware retry against retrying every job: the same binds, evictions, reservations and
+phases after every cycle (the contract in ``docs/scheduling.md``, "Retrying waiting jobs").
+
+Two :class:`~gangsched.ClusterState` receive the same event stream — gangs of one template
+and of two (with and without a hard one-node topology, fractional and whole GPUs), jobs that
+finish, tasks that fail under a running job, evicted tasks that leave, cordons, queue
+weights and capabilities — and run their cycles under one configuration that differs only
+in ``allocate``'s ``retry`` argument (``on-change``, the default, and ``always``). After
+every cycle the decisions must agree, save the words of carried jobs; both states then apply
+the same decisions.
+
+Default run: ``STREAMS`` seeded streams per configuration and a derandomized hypothesis run
+(whose draws shrink a failure). The soak (``GANGSCHED_SOAK=1``) runs
+``GANGSCHED_RETRY_SOAK_STREAMS`` (10,000) seeded streams of ``GANGSCHED_RETRY_SOAK_STEPS``
+events (40) from seed ``GANGSCHED_RETRY_SOAK_SEED`` (10,000) and prints the figures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gangsched.actions.allocate as allocate_module
+from gangsched import Config, Decisions, Snapshot
+from gangsched.actions._retry import CARRIED
+from gangsched.model import (
+    GpuRequest,
+    Job,
+    JobPhase,
+    NetworkTopology,
+    Resources,
+    Task,
+    TaskPhase,
+    TopologyMode,
+)
+from gangsched.state import ClusterState
+
+SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
+STREAMS = 12
+SOAK_STREAMS = int(os.environ.get("GANGSCHED_RETRY_SOAK_STREAMS", "10000"))
+STEPS = 40
+
+_HEAD = [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]
+_CONFIGS: dict[str, dict[str, Any]] = {
+    "default": {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [
+            _HEAD,
+            [{"name": n} for n in ("overcommit", "drf", "predicates", "proportion", "nodeorder")],
+        ],
+    },
+    "preempt": {
+        "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+        "tiers": [
+            _HEAD,
+            [{"name": n} for n in ("drf", "predicates", "proportion", "nodeorder", "binpack")],
+        ],
+    },
+    "no-fair-share": {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [_HEAD, [{"name": n} for n in ("drf", "predicates", "nodeorder", "binpack")]],
+    },
+    "capacity": {
+        "actions": ["enqueue", "allocate", "reclaim", "backfill"],
+        "tiers": [_HEAD, [{"name": n} for n in ("drf", "predicates", "capacity", "nodeorder")]],
+    },
+}
+CONFIG_NAMES = tuple(_CONFIGS)
+
+
+def config(name: str, retry: str) -> Config:
+    data = dict(_CONFIGS[name])
+    data["configurations"] = {"allocate": {"retry": retry}}
+    return Config.from_dict(data)
+
+
+Choose = Callable[[Sequence[Any]], Any]
+
+_NODES = [
+    {"name": "n0", "allocatable": {"cpu": 16, "memory": "64Gi"}, "gpus": {"count": 4}},
+    {"name": "n1", "allocatable": {"cpu": 16, "memory": "64Gi"}, "gpus": {"count": 4}},
+    {
+        "name": "n2",
+        "allocatable": {"cpu": 8, "memory": "32Gi"},
+        "gpus": {"count": 2, "model": "T4"},
+    },
+    {"name": "n3", "allocatable": {"cpu": 8, "memory": "32Gi"}},
+]
+_QUEUES = [{"name": "qa", "weight": 2}, {"name": "qb", "weight": 1}, {"name": "qc", "weight": 1}]
+
+
+def _cluster() -> Snapshot:
+    hypernodes = [{"name": f"h-{n['name']}", "tier": 1, "members": [n["name"]]} for n in _NODES]
+    return Snapshot.from_dict({"nodes": _NODES, "queues": _QUEUES, "hypernodes": hypernodes})
+
+
+class Stream:
+    """Two states fed the same events; :meth:`cycle` compares their decisions."""
+
+    def __init__(self, config_name: str, choose: Choose) -> None:
+        snap = _cluster()
+        self.states = (ClusterState(snap), ClusterState(snap))
+        self.configs = (config(config_name, "on-change"), config(config_name, "always"))
+        self.choose = choose
+        self.n = 0
+        self.cycles = 0
+        self.carried = 0
+
+    def both(self, op: str, *args: Any, **kwargs: Any) -> None:
+        for state in self.states:
+            getattr(state, op)(*args, **kwargs)
+
+    # ------------------------------------------------------------------ events
+
+    def arrive(self) -> None:
+        c = self.choose
+        self.n += 1
+        name = f"j{self.n}"
+        size = c([1, 1, 2, 3, 4, 6])
+        shapes = [self._shape()] if c([True, True, False]) else [self._shape(), self._shape()]
+        topology = c([None, None, NetworkTopology(mode=TopologyMode.HARD, highest_tier_allowed=1)])
+        tasks = []
+        for i in range(size):
+            cpu, gpus, milli = shapes[i % len(shapes)]
+            tasks.append(
+                Task(
+                    name=f"{name}-{i}",
+                    job=name,
+                    role=f"r{i % len(shapes)}",
+                    request=Resources({"cpu": cpu * 1000, "memory": cpu * 2**30}),
+                    gpu_request=GpuRequest(count=gpus, milli=milli) if gpus else None,
+                    priority=c([0, 0, 1]),
+                )
+            )
+        job = Job(
+            name=name,
+            queue=c(["qa", "qb", "qc"]),
+            min_available=c(list(range(1, size + 1))),
+            priority=c([0, 0, 1, 2]),
+            network_topology=topology,
+            creation=self.n,
+        )
+        self.both("add_job", job, tasks)
+
+    def _shape(self) -> tuple[int, int, int]:
+        c = self.choose
+        return c([2, 4, 6, 8]), c([0, 1, 1, 2]), c([1000, 1000, 500])
+
+    def finish(self) -> None:
+        """A job whose tasks all run ends (its tasks and the job leave)."""
+        state = self.states[0]
+        done = [
+            j
+            for j in state.jobs
+            if state.tasks_of(j)
+            and all(t.phase in (TaskPhase.RUNNING, TaskPhase.BOUND) for t in state.tasks_of(j))
+        ]
+        if done:
+            self.both("remove_job", self.choose(done), with_tasks=True)
+
+    def lose(self) -> None:
+        """A running task fails and is re-created Pending (its job restores its minimum)."""
+        state = self.states[0]
+        running = [t.name for t in state.tasks.values() if t.phase is TaskPhase.RUNNING]
+        if running:
+            self.both("set_task_phase", self.choose(running), TaskPhase.PENDING)
+
+    def leave(self) -> None:
+        """Evicted tasks are gone: their jobs queue again from scratch."""
+        state = self.states[0]
+        jobs = sorted({t.job for t in state.tasks.values() if t.phase is TaskPhase.RELEASING})
+        for j in jobs:
+            for t in state.tasks_of(j):
+                if t.phase is not TaskPhase.PENDING:
+                    self.both("set_task_phase", t.name, TaskPhase.PENDING)
+            rec = state.jobs[j]
+            if rec.phase is not JobPhase.PENDING:
+                self.both("update_job", dataclasses.replace(rec, phase=JobPhase.PENDING))
+
+    def cordon(self) -> None:
+        state = self.states[0]
+        name = self.choose(list(state.nodes))
+        self.both("cordon", name, not state.nodes[name].unschedulable)
+
+    def queue(self) -> None:
+        state = self.states[0]
+        name = self.choose(list(state.queues))
+        rec = state.queues[name]
+        cap = self.choose([None, {"cpu": 8000}, {"cpu": 24000, "nvidia.com/gpu": 4000}])
+        new = dataclasses.replace(
+            rec, weight=self.choose([1, 2, 3]), capability=Resources(cap or {})
+        )
+        self.both("update_queue", new)
+
+    def cycle(self) -> Decisions:
+        fast, every = (
+            state.schedule(cfg) for state, cfg in zip(self.states, self.configs, strict=True)
+        )
+        assert_equivalent(fast, every)
+        # ``always`` tries every job: it never carries words.
+        assert not any(s.message.startswith(CARRIED) for s in every.jobs.values())
+        assert not any(text.startswith(CARRIED) for text in every.task_reasons.values())
+        self.carried += sum(s.message.startswith(CARRIED) for s in fast.jobs.values())
+        for state in self.states:
+            state.apply(fast, bound=TaskPhase.RUNNING)
+        self.cycles += 1
+        return fast
+
+    EVENTS = ("arrive", "arrive", "arrive", "arrive", "cycle", "cycle", "cycle", "finish",
+              "lose", "leave", "cordon", "queue")  # fmt: skip
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            getattr(self, self.choose(self.EVENTS))()
+        self.cycle()
+
+
+def assert_equivalent(fast: Decisions, every: Decisions) -> None:
+    """Binds, evictions, reservations, job phases and every count of a job's status agree;
+    a job's words agree unless the gang-aware side carried them."""
+    assert fast.binds == every.binds
+    assert fast.evictions == every.evictions
+    assert fast.pipelined == every.pipelined
+    assert fast.jobs.keys() == every.jobs.keys()
+    for name, status in fast.jobs.items():
+        other = every.jobs[name]
+        if status.message.startswith(CARRIED):
+            status = dataclasses.replace(status, reason=other.reason, message=other.message)
+        assert status == other, name
+    assert fast.queues == every.queues
+
+
+def run_seeded(config_name: str, seed: int, steps: int = STEPS) -> Stream:
+    rng = random.Random(seed)
+    stream = Stream(config_name, lambda options: options[rng.randrange(len(options))])
+    stream.run(steps)
+    return stream
+
+
+@pytest.mark.parametrize("config_name", CONFIG_NAMES)
+def test_seeded_streams_decide_alike(config_name: str) -> None:
+    carried = cycles = 0
+    for seed in range(STREAMS):
+        stream = run_seeded(config_name, seed)
+        carried += stream.carried
+        cycles += stream.cycles
+    assert cycles > STREAMS * 5
+    # Not vacuous: the gang-aware side did carry jobs.
+    assert carried > 0
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data(), config_name=st.sampled_from(CONFIG_NAMES))
+def test_drawn_streams_decide_alike(data: st.DataObject, config_name: str) -> None:
+    stream = Stream(config_name, lambda options: data.draw(st.sampled_from(list(options))))
+    stream.run(30)
+
+
+@pytest.mark.parametrize(
+    ("rule", "blind"),
+    [
+        ("gained", lambda then, now, rows, *rest: rows[:0]),  # no node ever gains room
+        ("room_short", lambda *args: True),  # no place ever has room enough
+    ],
+)
+def test_a_carry_that_ignores_freed_room_is_caught(
+    monkeypatch: pytest.MonkeyPatch, rule: str, blind: Callable[..., Any]
+) -> None:
+    """The comparison can fail: a retry rule blind to freed room binds differently."""
+    monkeypatch.setattr(allocate_module, rule, blind)
+    with pytest.raises(AssertionError):
+        for seed in range(60):
+            run_seeded("no-fair-share", seed)
+
+
+@pytest.mark.soak
+@pytest.mark.no_invariant_hook  # the default run checks the invariants of these cycles
+@pytest.mark.skipif(not SOAK, reason="soak: set GANGSCHED_SOAK=1")
+def test_soak_streams_decide_alike() -> None:
+    steps = int(os.environ.get("GANGSCHED_RETRY_SOAK_STEPS", str(STEPS)))
+    first = int(os.environ.get("GANGSCHED_RETRY_SOAK_SEED", "10000"))
+    carried = cycles = 0
+    for seed in range(first, first + SOAK_STREAMS):
+        stream = run_seeded(CONFIG_NAMES[seed % len(CONFIG_NAMES)], seed, steps)
+        carried += stream.carried
+        cycles += stream.cycles
+    print(
+        f"\n{SOAK_STREAMS} streams of {steps} events from seed {first}: {cycles} cycles "
+        f"compared, {carried} carried job statuses"
+    )
+    assert carried > 0
+
+
+def test_a_job_waiting_for_an_affine_pod_is_tried_once_that_pod_lands_elsewhere() -> None:
+    """Pod affinity reads where other pods are: the pod it waits for lands on another node of
+    its rack and no node gains room, yet the job must be tried again (and placed)."""
+    from gangsched.model import LabelSelector, PodAffinity, PodAffinityTerm
+
+    nodes = [
+        {"name": n, "allocatable": {"cpu": 16, "memory": "32Gi"}, "labels": {"rack": "r1"}}
+        for n in ("a", "b")
+    ]
+    snap = Snapshot.from_dict({"nodes": nodes, "queues": [{"name": "q"}]})
+    cfg = {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [_HEAD, [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}]],
+    }
+    states = {r: ClusterState(snap) for r in ("on-change", "always")}
+    configs = {
+        r: Config.from_dict({**cfg, "configurations": {"allocate": {"retry": r}}}) for r in states
+    }
+    near_db = PodAffinity(
+        required=(
+            PodAffinityTerm(
+                topology_key="rack", label_selector=LabelSelector(match_labels={"app": "db"})
+            ),
+        )
+    )
+    app = Task(
+        name="app-0",
+        job="app",
+        request=Resources({"cpu": 2000, "memory": 2**30}),
+        labels={"app": "web"},
+        pod_affinity=near_db,
+    )
+    # the filler and db take room on both nodes, so no node gains room when db lands
+    filler = Task(name="f-0", job="f", request=Resources({"cpu": 14000, "memory": 2**30}))
+    db = Task(name="db-0", job="db", request=Resources({"cpu": 8000}), labels={"app": "db"})
+    decided: dict[str, list[Decisions]] = {r: [] for r in states}
+    for retry, state in states.items():
+        state.add_job(Job(name="app", queue="q", min_available=1, creation=1), [app])
+        state.add_job(Job(name="f", queue="q", min_available=1, creation=0), [filler])
+        for _ in range(2):
+            d = state.schedule(configs[retry])
+            decided[retry].append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+        state.add_job(Job(name="db", queue="q", min_available=1, creation=2), [db])
+        for _ in range(2):
+            d = state.schedule(configs[retry])
+            decided[retry].append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+    placed = [any(b.task == "app-0" for b in d.binds) for d in decided["always"]]
+    assert placed == [False, False, False, True]  # db lands in the third cycle, after app's turn
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
+
+
+def test_a_job_held_by_spread_is_tried_once_a_pod_lands_in_the_other_zone() -> None:
+    """Topology spread reads where other pods are: a matching pod landing in the emptier zone
+    lets a waiting job onto a node that had room all along and gained none, so only trying the
+    job again places it."""
+    from gangsched.model import LabelSelector, TopologySpreadConstraint
+
+    web = {"app": "web"}
+    nodes = [
+        {"name": "a", "allocatable": {"cpu": 16, "memory": "32Gi"}, "labels": {"zone": "z1"}},
+        {"name": "b", "allocatable": {"cpu": 4, "memory": "32Gi"}, "labels": {"zone": "z2"}},
+    ]
+    snap = Snapshot.from_dict({"nodes": nodes, "queues": [{"name": "q"}]})
+    cfg = {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [_HEAD, [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}]],
+    }
+    spread = (
+        TopologySpreadConstraint(
+            max_skew=2, topology_key="zone", label_selector=LabelSelector(match_labels=web)
+        ),
+    )
+
+    def task(name: str, job: str, cpu: int, zone: str | None = None, **kw: Any) -> Task:
+        return Task(
+            name=name,
+            job=job,
+            request=Resources({"cpu": cpu * 1000, "memory": 2**30}),
+            node_selector={"zone": zone} if zone else {},
+            **kw,
+        )
+
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        state = ClusterState(snap)
+        # the shape check off (as in a configuration read from Volcano's YAML): app reaches
+        # allocate and fails there
+        args = {"allocate": {"retry": retry}, "enqueue": {"shapeCheckEnable": False}}
+        config = Config.from_dict({**cfg, "configurations": args})
+        out = decided[retry] = []
+
+        def cycle(state: ClusterState = state, config: Config = config, out: list = out) -> None:
+            d = state.schedule(config)
+            out.append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+
+        # two web pods in z1, two of b's four cpus taken: z1 holds 2, z2 none
+        olds = [task(f"old-{i}", "old", 1, "z1", labels=web) for i in range(2)]
+        state.add_job(Job(name="old", queue="q", min_available=2, creation=0), olds)
+        state.add_job(
+            Job(name="fill", queue="q", min_available=1, creation=1),
+            [task("fill-0", "fill", 2, "z2")],
+        )
+        cycle()
+        # app (4 cpu) may not go to z1 (skew 3 > 2) and does not fit b's two free cpus
+        app = task("app-0", "app", 4, labels=web, topology_spread=spread)
+        state.add_job(Job(name="app", queue="q", min_available=1, creation=2), [app])
+        cycle()
+        # a web pod lands on b (z2 holds 1): z1 is allowed again, a gained no room
+        state.add_job(
+            Job(name="w2", queue="q", min_available=1, creation=3),
+            [task("w2-0", "w2", 2, "z2", labels=web)],
+        )
+        cycle()
+        cycle()
+    placed = [any(b.task == "app-0" for b in d.binds) for d in decided["always"]]
+    assert placed == [False, False, False, True]
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
