@@ -28,6 +28,7 @@ Usage::
     GANGSCHED_VOLCANO_ORACLE=<path> python tools/volcano_differential.py --clusters 1000
     ... --config default --config preemption --seed 0 --repeat 4 --show 3
     ... --config affinity --config affinity-preemption --config task-topology
+    ... --config preemption --cluster 368 --cluster 553   # single clusters, as listed
 
 It prints one table row per configuration and class, and exits non-zero when a class is not
 in :data:`VERDICTS`.
@@ -42,7 +43,7 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -146,6 +147,13 @@ LAG = "gangsched: task-topology scores of unchanged nodes lag"
 #: evicting for a claim that needs no resources, where gangsched binds them in backfill.
 BEST_EFFORT_CLAIM = "volcano evicts to reserve best-effort tasks"
 
+#: Volcano (this 2023 build) reserved (pipelined) part of a gang and kept it although the gang
+#: stayed below its minimum: its reclaim pipelines a job's tasks one at a time, evicting for
+#: each, and keeps what it did when the job's queue refuses a later task (``allocatable``).
+PARTIAL_GANG = "volcano reclaims for a gang it leaves below minAvailable"
+#: Volcano (this 2023 build) reclaimed for a job's tasks beyond its minimum (elastic tasks).
+ELASTIC_CLAIM = "volcano reclaims beyond a job's minAvailable"
+
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
@@ -167,6 +175,22 @@ VERDICTS: dict[str, str] = {
         "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
         "victims alone when a first-tier plugin returns none, so a lower-priority job can "
         "take a gang below its minimum"
+    ),
+    PARTIAL_GANG: (
+        "later Volcano: reclaim commits a job's evictions and reservations only once the job "
+        "is pipelined (a statement per job, v1.14.0); this build pipelined a gang's tasks one "
+        "at a time, evicting for each, and kept them when the queue's allocatable refused the "
+        "rest (the gang's tasks together exceed its queue's deserved share), so the gang "
+        "stayed below its minimum with its victims gone; gangsched, as v1.14, places the "
+        "claim whole or evicts nothing"
+    ),
+    ELASTIC_CLAIM: (
+        "later Volcano: only a starving job reclaims, and only while it is below its minimum "
+        "(a561215e0, v1.11.0); this build's reclaim took any job with pending tasks and "
+        "claimed for each of them, so a job at or past its minimum evicted another queue's "
+        "tasks for its elastic ones; gangsched, as v1.11, claims only up to a job's minimum "
+        "(choosing the tasks that also meet its role minimums, which v1.11 does not read in "
+        "reclaim)"
     ),
     BEST_EFFORT_CLAIM: (
         "later Volcano: a best-effort claim needs no eviction: reclaim counts the node's idle "
@@ -196,6 +220,13 @@ VERDICTS: dict[str, str] = {
     ),
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
     f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
+    **{
+        f"{ALL_RULES}; later: {name}": (
+            f"both: {verdict}; and the victim rules (Volcano then matches gangsched once all "
+            "victim plugins share one tier)"
+        )
+        for name, verdict in [*LATER.items(), ("+".join(LATER), "all of them")]
+    },
 }
 
 #: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
@@ -551,6 +582,44 @@ class OracleFailed(RuntimeError):
 _FIELDS = ("bound", "pipelined", "evicted", "phase", "nodes")
 
 
+def partial_gang(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str | None:
+    """The first job (by name) that Volcano's run leaves pipelined but below its gang minimum
+    (its running, bound and pipelined tasks together fewer than ``min_available``) where
+    gangsched pipelined none of its tasks, else None. Since v1.14.0 Volcano's reclaim commits
+    a job's evictions and reservations only once the job is pipelined (gang-ready), so such a
+    partial reservation is never kept."""
+    running: Counter[str] = Counter(
+        t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
+    )
+    for job in sorted(snapshot.jobs, key=lambda j: j.name):
+        mine, other = ours.get(job.name), theirs.get(job.name)
+        if mine is None or other is None or not other[1] or mine[1]:
+            continue
+        if running[job.name] + other[0] + other[1] < job.min_available:
+            return job.name
+    return None
+
+
+def elastic_claim(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str | None:
+    """The first job (by name) for which Volcano's run pipelined more tasks than bring it to
+    its ``min_available`` (counting its running tasks and the tasks the run bound), where
+    gangsched pipelined no more than that, else None. This build's reclaim takes any job with
+    pending tasks as a reclaimer and claims for every pending task; since a561215e0 (v1.11.0)
+    only a starving job reclaims, and only while it is starving (below its minimum), as
+    preempt always chose."""
+    running: Counter[str] = Counter(
+        t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
+    )
+    for job in sorted(snapshot.jobs, key=lambda j: j.name):
+        mine, other = ours.get(job.name), theirs.get(job.name)
+        if mine is None or other is None:
+            continue
+        need = max(0, job.min_available - running[job.name] - other[0])
+        if other[1] > need >= mine[1]:
+            return job.name
+    return None
+
+
 #: Volcano (this 2023 build) evicted part of a gang at or below its minimum: with the gang
 #: plugin's tier giving no victim, the next tier chose alone (changed in 7976b63e2, v1.11.0).
 TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
@@ -580,6 +649,10 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
             gone = theirs.get(job.name, (0, 0, 0, ""))[2]
             if gone and running[job.name] - gone < job.min_available:
                 return TIER_WALK
+        if partial_gang(ours, theirs, snapshot) is not None:
+            return PARTIAL_GANG
+        if elastic_claim(ours, theirs, snapshot) is not None:
+            return ELASTIC_CLAIM
     for name in sorted(ours):
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
@@ -616,9 +689,11 @@ def campaign(
     seed: int = 0,
     repeat: int = 4,
     progress: Callable[[str], None] | None = None,
+    only: Sequence[int] = (),
 ) -> dict[str, Result]:
     """Run ``clusters`` random clusters under every configuration; per configuration the
-    count of diverging clusters, per class, with a few seeds of each."""
+    count of diverging clusters, per class, with a few seeds of each. ``only``: these cluster
+    seeds instead (as the table lists them), ``clusters`` and ``seed`` unread."""
     results = {
         name: Result(classes=Counter(), examples={}, by_symptom=Counter()) for name in configs
     }
@@ -631,8 +706,8 @@ def campaign(
             results[
                 name
             ].unsupported = f"the Volcano command does not pass {', '.join(missing)} to Volcano"
-    for k in range(clusters):
-        cluster_seed = seed * 1_000_003 + k
+    chosen = list(only) or [seed * 1_000_003 + k for k in range(clusters)]
+    for k, cluster_seed in enumerate(chosen):
         built: dict[tuple[str, ...], tuple[gs.Snapshot, dict[str, Any]]] = {}
         for name, text in configs.items():
             res = results[name]
@@ -661,6 +736,11 @@ def campaign(
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
             if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
                 cls = ALL_RULES
+            if cls == symptom and _preempting(text):
+                merged = text[: -len(_TIERS)] + MERGED_TIERS
+                both = _later_change(oracle, plain, merged, repeat, ours, later, where)
+                if both is not None:
+                    cls = f"{ALL_RULES}; {both}"
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(
@@ -674,12 +754,17 @@ def campaign(
     return results
 
 
+def _preempting(conf: str) -> bool:
+    """Whether ``conf`` has preempt or reclaim on Volcano's tiers of :data:`CONFIGS`."""
+    return conf.endswith(_TIERS) and any(a in conf for a in ("preempt", "reclaim"))
+
+
 def _merged_tiers_match(
     oracle: str, plain: dict[str, Any], conf: str, repeat: int, ours: Outcome, placements: bool
 ) -> bool:
     """Whether Volcano decides as gangsched did once every victim plugin is in the first tier
     (only for configurations with preempt or reclaim on Volcano's tiers)."""
-    if not conf.endswith(_TIERS) or not any(a in conf for a in ("preempt", "reclaim")):
+    if not _preempting(conf):
         return False
     merged = conf[: -len(_TIERS)] + MERGED_TIERS
     try:
@@ -747,6 +832,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=4)
     p.add_argument("--show", type=int, default=3, help="seeds listed per class")
     p.add_argument("--case", type=int, help="print one cluster's snapshot and exit")
+    p.add_argument(
+        "--cluster",
+        type=int,
+        action="append",
+        default=[],
+        help="run this cluster seed (as the table lists it; repeatable) instead of --clusters",
+    )
     args = p.parse_args(argv)
     if args.case is not None:
         features = FEATURES.get((args.config or ["default"])[0], ())
@@ -764,6 +856,7 @@ def main(argv: list[str] | None = None) -> int:
         seed=args.seed,
         repeat=args.repeat,
         progress=lambda s: print(s, file=sys.stderr, flush=True),
+        only=args.cluster,
     )
     print(table(results, args.show))
     for name, res in results.items():

@@ -188,3 +188,35 @@ def test_a_job_with_nothing_bound_stays_inqueue() -> None:
     d = gs.schedule(s, gs.Config.from_volcano_yaml(V.CONFIGS["affinity"]))
     assert not [b for b in d.binds if b.task.startswith("j0-")]
     assert d.jobs["j0"].phase == "Inqueue"
+
+
+def test_a_gang_whose_claim_exceeds_its_queues_share_reclaims_nothing() -> None:
+    # Campaign cluster 368: j0 (queue q0, two 1-GPU tasks, min_available 2) could take the
+    # GPUs of j1's surplus task (queue q2, above its deserved GPUs), but q0 deserves 1.71 GPUs,
+    # so its queue admits one task of the gang, not two. Volcano's 2023 reclaim evicted j1's
+    # task, pipelined j0's first task and, refused the second, kept both (j0 stays below its
+    # minimum); since v1.14.0 reclaim commits only a pipelined job. gangsched evicts nothing.
+    s = gs.Snapshot.from_dict(V.random_cluster(368))
+    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    d = gs.schedule(s, conf)
+    assert d.evictions == () and d.pipelined == ()
+    ours = V.gangsched_outcome(s, conf)
+    theirs = {**ours, "j0": (0, 1, 0, "Inqueue"), "j1": (0, 0, 1, "Running")}
+    assert V.partial_gang(ours, theirs, s) == "j0"
+    assert V.divergence_class(ours, theirs, s) == V.PARTIAL_GANG
+
+
+def test_a_job_at_its_minimum_reclaims_nothing() -> None:
+    # Campaign cluster 395: j2 (queue q1, min_available 1) has two tasks bound by allocate and
+    # one pending. Volcano's 2023 reclaim took any job with pending tasks and evicted j4's
+    # surplus task (queue q0) for it; since a561215e0 (v1.11.0) only a starving job reclaims.
+    # gangsched claims only up to the minimum: j2 reserves nothing, nothing is evicted.
+    s = gs.Snapshot.from_dict(V.random_cluster(395))
+    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    d = gs.schedule(s, conf)
+    assert d.evictions == () and d.pipelined == ()
+    assert sum(b.task.startswith("j2-") for b in d.binds) == 2
+    ours = V.gangsched_outcome(s, conf)
+    theirs = {**ours, "j2": (2, 1, 0, "Running"), "j4": (0, 0, 1, "Running")}
+    assert V.elastic_claim(ours, theirs, s) == "j2"
+    assert V.divergence_class(ours, theirs, s) == V.ELASTIC_CLAIM

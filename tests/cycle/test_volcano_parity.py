@@ -456,6 +456,30 @@ def test_preempt_evicts_until_the_queue_may_take_the_claim() -> None:
     assert len(d.evictions) == 2 and [p.task for p in d.pipelined] == ["high-0"]
 
 
+def test_preempt_reserves_on_the_node_whose_victims_make_the_queue_room() -> None:
+    # The claim fits the empty n0 already; what it lacks is room in its queue (q holds 6 cpu
+    # against a capability of 4), and the lower-priority work that can go runs on n1. Volcano
+    # (af5c56308, v1.9) walks the nodes in score order: n0 offers no victim, on n1 it evicts
+    # until the queue may take the preemptor and reserves it there. The reservation must go
+    # where the victims were, not to the best-scored node (campaign cluster 687).
+    s = snap(
+        nodes=[
+            {"name": "n0", "allocatable": {"cpu": 16, "memory": "32Gi", "pods": 110}},
+            {"name": "n1", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}},
+        ],
+        queues=[{"name": "q", "capability": {"cpu": 4}}],
+        jobs=[
+            {"name": "low", "queue": "q", "min_available": 1, "priority": 0, "phase": "Running"},
+            {"name": "high", "queue": "q", "min_available": 1, "priority": 5, "phase": "Inqueue"},
+        ],
+        tasks=[_task(f"low-{i}", {"cpu": 2, "memory": "1Gi"}, "n1") for i in range(3)]
+        + [_task("high-0", {"cpu": 2, "memory": "1Gi"})],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "preempt", "backfill"))
+    assert len(d.evictions) == 2
+    assert [(p.task, p.node) for p in d.pipelined] == [("high-0", "n1")]
+
+
 # -- nodeorder counts best-effort pods as kube does ---------------------------------------------
 
 

@@ -262,10 +262,13 @@ class _Search:
         for v in victims:
             stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
         self.claim_nodes = set()
+        placed_from = len(stmt.ops)
         if not self._place(stmt, among):
             if self.first_refused and self._room is not None:
                 self._room.note_refused(victims)
             return False
+        if rule and not self.scope.whole and not victim_nodes <= self.claim_nodes:
+            self._replace_on_victim_nodes(stmt, placed_from, victim_nodes, among)
         if rule and not self.scope.whole and not victim_nodes <= self.claim_nodes:
             # Volcano's preempt and reclaim evict only on the node a claimed task goes to.
             self.last_refusal = (
@@ -278,6 +281,23 @@ class _Search:
             self.last_refusal = self.scope.admissible(ssn, self.job, victims, self.baseline)
             return self.last_refusal is None
         return True
+
+    def _replace_on_victim_nodes(
+        self, stmt: Statement, placed_from: int, victim_nodes: set[int], among: BOOL | None
+    ) -> None:
+        """Place the claim again inside the victims' nodes, its first placement undone (the
+        operations of ``stmt`` from ``placed_from`` on), the evictions kept. When the victims
+        make room in the claimant's queue rather than on a node, the best-scored node may
+        need none of them; Volcano walks the nodes and reserves the preemptor on the node
+        whose victims it evicted."""
+        for op in reversed(stmt.ops[placed_from:]):
+            stmt._undo(op)
+        del stmt.ops[placed_from:]
+        mask = np.zeros(self.ssn.arrays.n_nodes, dtype=np.bool_)
+        mask[sorted(victim_nodes)] = True
+        self.claim_nodes = set()
+        if not self._place(stmt, mask if among is None else mask & among):
+            self.claim_nodes = set()  # not placed whole: the caller's node rule refuses
 
     def _gang_safe(self, victims: Sequence[int]) -> bool:
         """Every victim job keeps its minimum (bundles of one job on several nodes may add up
