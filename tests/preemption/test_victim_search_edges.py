@@ -67,14 +67,14 @@ def test_a_victim_the_queue_needs_gone_is_taken_when_the_claim_goes_to_its_node(
     assert _reserved(d) == {"p-0": "n0"}
 
 
-def test_no_victim_is_taken_off_the_nodes_the_claim_goes_to() -> None:
-    # with the empty n1 beside it, p's task goes to n1 (the least used node), so the task of
-    # low whose eviction the queue needs would be taken on n0, a node p does not use: preempt
-    # as Volcano's never does that, and p waits
+def test_the_claim_goes_to_the_node_of_the_victims_its_queue_needs_gone() -> None:
+    # with the empty n1 beside it, p's task would go to n1 (the least used node), yet what p
+    # lacks is room in its queue, and the task of low whose eviction gives it runs on n0:
+    # preempt as Volcano's (af5c56308, v1.9) evicts it and reserves p where it evicted, never
+    # a victim off the nodes the claim goes to
     d = gs.schedule(_capped(["n0", "n1"]), VOLCANO)
-    assert d.evictions == ()
-    assert d.pipelined == ()
-    assert d.preemption_reasons["p"].startswith(f"preempt: {rules.INSUFFICIENT}: ")
+    assert evicted(d) == {"low-0"}
+    assert _reserved(d) == {"p-0": "n0"}
 
 
 def test_a_gang_spread_over_nodes_never_goes_below_its_minimum() -> None:
