@@ -246,6 +246,10 @@ EQUIVALENT: dict[str, str] = {
         "a queue without a guarantee has an empty one: its floor vector is zero, and running "
         "tasks never hold less than what moves"
     ),
+    "actions/victims/search:_Search._play:cmp-2": (
+        "with the victims' nodes equal to the claim's, `<` places the claim again inside those "
+        "nodes: each task's best node among them is the one it had, so the trial ends the same"
+    ),
     "actions/preempt:within_job_jobs:guard-1": (
         "with no jobs every array is empty and the function returns [] anyway (a shortcut)"
     ),

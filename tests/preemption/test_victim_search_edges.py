@@ -77,6 +77,36 @@ def test_the_claim_goes_to_the_node_of_the_victims_its_queue_needs_gone() -> Non
     assert _reserved(d) == {"p-0": "n0"}
 
 
+def test_no_victim_is_taken_on_a_node_the_claim_cannot_use() -> None:
+    # as above, but p selects n1 by label: low's task on n0 is what the queue needs gone, and
+    # p cannot go where it would be evicted, so nothing is evicted and p waits
+    s = snap(
+        [node("n0", gpus=4, labels={"pool": "a"}), node("n1", gpus=4, labels={"pool": "b"})],
+        [job("low", 1, priority=1), job("p", 1, priority=10)],
+        running("low", [("n0", [0]), ("n0", [1])]) + pending("p", 1, node_selector={"pool": "b"}),
+        queues=[{"name": "default", "capability": {GPU: 2}}],
+    )
+    d = gs.schedule(s, VOLCANO)
+    assert d.evictions == ()
+    assert d.pipelined == ()
+    assert d.preemption_reasons["p"].startswith("preempt: ")
+
+
+def test_no_victim_is_taken_on_a_node_that_cannot_hold_the_whole_claim() -> None:
+    # the queue (capability 4 GPUs) needs one of low's three tasks on n0 gone before p's two
+    # tasks fit in it; the freed GPU lets only one of them onto n0, and preempt evicts only on
+    # the nodes the claim goes to: nothing is evicted, p waits
+    s = snap(
+        [node("n0", gpus=3), node("n1", gpus=4)],
+        [job("low", 2, priority=1), job("p", 2, priority=10)],
+        running("low", [("n0", [i]) for i in range(3)]) + pending("p", 2),
+        queues=[{"name": "default", "capability": {GPU: 4}}],
+    )
+    d = gs.schedule(s, VOLCANO)
+    assert d.evictions == ()
+    assert d.pipelined == ()
+
+
 def test_a_gang_spread_over_nodes_never_goes_below_its_minimum() -> None:
     # a (minimum 2) runs two tasks on each of n0 and n1: each node's pair alone is surplus,
     # but p needs three GPUs, and taking three of a's four tasks would break a's gang

@@ -214,6 +214,21 @@ class Statement:
         self._phases.append((job, before))
         self.ssn.job_phase[job] = JobPhase.INQUEUE
 
+    def mark(self) -> tuple[int, int]:
+        """A point of this statement to go back to with :meth:`undo_to`."""
+        return len(self.ops), len(self._phases)
+
+    def undo_to(self, mark: tuple[int, int]) -> None:
+        """Undo the operations recorded since ``mark``, newest first; the earlier ones stay."""
+        self._check_open()
+        ops, phases = mark
+        for job, before in reversed(self._phases[phases:]):
+            self.ssn.job_phase[job] = before
+        del self._phases[phases:]
+        for op in reversed(self.ops[ops:]):
+            self._undo(op)
+        del self.ops[ops:]
+
     def discard(self) -> None:
         """Undo every operation, newest first; then the lifted reservations go back."""
         self._check_open()

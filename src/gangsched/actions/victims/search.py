@@ -262,7 +262,7 @@ class _Search:
         for v in victims:
             stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
         self.claim_nodes = set()
-        placed_from = len(stmt.ops)
+        placed_from = stmt.mark()
         if not self._place(stmt, among):
             if self.first_refused and self._room is not None:
                 self._room.note_refused(victims)
@@ -283,16 +283,18 @@ class _Search:
         return True
 
     def _replace_on_victim_nodes(
-        self, stmt: Statement, placed_from: int, victim_nodes: set[int], among: BOOL | None
+        self,
+        stmt: Statement,
+        placed_from: tuple[int, int],
+        victim_nodes: set[int],
+        among: BOOL | None,
     ) -> None:
         """Place the claim again inside the victims' nodes, its first placement undone (the
-        operations of ``stmt`` from ``placed_from`` on), the evictions kept. When the victims
+        operations of ``stmt`` since the mark ``placed_from``), the evictions kept. When the victims
         make room in the claimant's queue rather than on a node, the best-scored node may
         need none of them; Volcano walks the nodes and reserves the preemptor on the node
         whose victims it evicted."""
-        for op in reversed(stmt.ops[placed_from:]):
-            stmt._undo(op)
-        del stmt.ops[placed_from:]
+        stmt.undo_to(placed_from)
         mask = np.zeros(self.ssn.arrays.n_nodes, dtype=np.bool_)
         mask[sorted(victim_nodes)] = True
         self.claim_nodes = set()
