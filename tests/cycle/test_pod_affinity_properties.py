@@ -1,5 +1,6 @@
 """Property test: required pod affinity, anti-affinity and DoNotSchedule spread hold in every
-decision of allocate, backfill and preempt, on generated clusters of racks and zones.
+decision of allocate, backfill and preempt, and of reclaim and consolidate on clusters of two
+queues, on generated clusters of racks and zones.
 
 Examples: ``GANGSCHED_EXAMPLES`` (default 150), derandomized by the default profile.
 """
@@ -25,6 +26,22 @@ CONFIG = Config.from_dict(
         "tiers": [
             [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
             [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+        ],
+    }
+)
+
+#: Every action that places a task, on two queues (reclaim moves work between them).
+CONFIG_ALL = Config.from_dict(
+    {
+        "actions": ["enqueue", "allocate", "preempt", "reclaim", "consolidate", "backfill"],
+        "tiers": [
+            [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}],
+            [
+                {"name": "drf"},
+                {"name": "predicates"},
+                {"name": "proportion"},
+                {"name": "nodeorder"},
+            ],
         ],
     }
 )
@@ -73,7 +90,7 @@ def _constraints(draw: st.DrawFn, app: str) -> dict[str, Any]:
 
 
 @st.composite
-def clusters(draw: st.DrawFn) -> gs.Snapshot:
+def clusters(draw: st.DrawFn, queues: tuple[str, ...] = ("default",)) -> gs.Snapshot:
     n_nodes = draw(st.integers(2, 6))
     nodes = []
     for i in range(n_nodes):
@@ -94,7 +111,8 @@ def clusters(draw: st.DrawFn) -> gs.Snapshot:
         app = draw(st.sampled_from(APPS))
         extra = draw(_constraints(app))
         extra.pop("topology_spread", None)
-        jobs.append({"name": name, "queue": "default", "phase": "Running", "priority": 0})
+        queue = draw(st.sampled_from(queues)) if len(queues) > 1 else queues[0]
+        jobs.append({"name": name, "queue": queue, "phase": "Running", "priority": 0})
         for k in range(draw(st.integers(1, 2))):
             tasks.append(
                 {
@@ -114,10 +132,11 @@ def clusters(draw: st.DrawFn) -> gs.Snapshot:
         n = draw(st.integers(1, 4))
         prio = draw(st.integers(0, 2))
         extra = draw(_constraints(app))
+        queue = draw(st.sampled_from(queues)) if len(queues) > 1 else queues[0]
         jobs.append(
             {
                 "name": name,
-                "queue": "default",
+                "queue": queue,
                 "phase": "Inqueue",
                 "min_available": draw(st.integers(1, n)),
                 "priority": prio,
@@ -136,7 +155,12 @@ def clusters(draw: st.DrawFn) -> gs.Snapshot:
             )
     try:
         return gs.Snapshot.from_dict(
-            {"nodes": nodes, "queues": [{"name": "default"}], "jobs": jobs, "tasks": tasks}
+            {
+                "nodes": nodes,
+                "queues": [{"name": q} for q in queues],
+                "jobs": jobs,
+                "tasks": tasks,
+            }
         )
     except gs.SnapshotError:  # running pods over a node's room: draw again
         from hypothesis import reject
@@ -153,6 +177,18 @@ def clusters(draw: st.DrawFn) -> gs.Snapshot:
 def test_pod_constraints_hold_in_every_decision(snapshot: gs.Snapshot) -> None:
     decisions = check_deterministic(lambda s: schedule(s, CONFIG), snapshot)
     check_cycle(snapshot, decisions, CONFIG)
+    check_pod_constraints(snapshot, decisions)
+
+
+@settings(
+    max_examples=max(10, EXAMPLES // 3),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+@given(snapshot=clusters(queues=("qa", "qb")))
+def test_pod_constraints_hold_in_every_decision_of_every_action(snapshot: gs.Snapshot) -> None:
+    decisions = check_deterministic(lambda s: schedule(s, CONFIG_ALL), snapshot)
+    check_cycle(snapshot, decisions, CONFIG_ALL)
     check_pod_constraints(snapshot, decisions)
 
 
