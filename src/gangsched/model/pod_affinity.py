@@ -25,12 +25,12 @@ with a :class:`~gangsched.errors.SnapshotError` naming the task and the field pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from gangsched._frozen import FrozenDict
 from gangsched.errors import SnapshotError
+from gangsched.model.affinity import _is, _list, _mapping, _tuple_fields
 
 __all__ = [
     "LABEL_SELECTOR_OPERATORS",
@@ -57,48 +57,12 @@ def _fail(detail: str, kind: str, name: str, field: str) -> SnapshotError:
     return SnapshotError(detail, kind=kind, name=name, field=field)
 
 
-def _mapping(
-    d: object, keys: frozenset[str], kind: str, name: str, where: str
-) -> Mapping[str, Any]:
-    if not isinstance(d, Mapping):
-        raise _fail(f"expected a mapping, got {type(d).__name__}", kind, name, where)
-    unknown = sorted(str(k) for k in d if k not in keys)
-    if unknown:
-        raise _fail(
-            f"unknown field(s) {', '.join(unknown)} (known: {', '.join(sorted(keys))})",
-            kind,
-            name,
-            where,
-        )
-    return d
-
-
-def _list(value: object, kind: str, name: str, where: str) -> Sequence[Any]:
-    if value is None:
-        return ()
-    if isinstance(value, str | bytes | Mapping) or not isinstance(value, Sequence):
-        raise _fail(f"expected a list, got {type(value).__name__}", kind, name, where)
-    return value
-
-
 def _strings(value: object, kind: str, name: str, where: str) -> tuple[str, ...]:
     items = tuple(_list(value, kind, name, where))
     for i, v in enumerate(items):
         if not isinstance(v, str):
             raise _fail(f"expected a string, got {type(v).__name__}", kind, name, f"{where}[{i}]")
     return items
-
-
-def _is(value: object, cls: type, kind: str, name: str, where: str) -> None:
-    if not isinstance(value, cls):
-        raise _fail(f"expected a {cls.__name__}, got {type(value).__name__}", kind, name, where)
-
-
-def _tuples(record: object, *attrs: str) -> None:
-    for attr in attrs:
-        value = getattr(record, attr)
-        if isinstance(value, list):
-            object.__setattr__(record, attr, tuple(value))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -110,7 +74,7 @@ class LabelSelectorRequirement:
     values: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _tuples(self, "values")
+        _tuple_fields(self, "values")
 
     def check(self, *, kind: str, name: str, field: str) -> None:
         if not isinstance(self.key, str) or not self.key:
@@ -173,7 +137,7 @@ class LabelSelector:
     def __post_init__(self) -> None:
         if isinstance(self.match_labels, dict):
             object.__setattr__(self, "match_labels", FrozenDict(self.match_labels))
-        _tuples(self, "match_expressions")
+        _tuple_fields(self, "match_expressions")
 
     def check(self, *, kind: str, name: str, field: str) -> None:
         labels = self.match_labels
@@ -249,7 +213,7 @@ class PodAffinityTerm:
     namespaces: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        _tuples(self, "namespaces")
+        _tuple_fields(self, "namespaces")
 
     def check(self, *, kind: str, name: str, field: str) -> None:
         _check_key(self.topology_key, kind, name, f"{field}.topology_key")
@@ -342,7 +306,7 @@ class PodAffinity:
     preferred: tuple[WeightedPodAffinityTerm, ...] = ()
 
     def __post_init__(self) -> None:
-        _tuples(self, "required", "preferred")
+        _tuple_fields(self, "required", "preferred")
 
     def check(self, *, kind: str, name: str, field: str) -> None:
         if not isinstance(self.required, tuple) or not isinstance(self.preferred, tuple):
