@@ -231,14 +231,8 @@ class Statement:
 
     def discard(self) -> None:
         """Undo every operation, newest first; then the lifted reservations go back."""
-        self._check_open()
-        for job, before in reversed(self._phases):
-            self.ssn.job_phase[job] = before
-        self._phases.clear()
-        for op in reversed(self.ops):
-            self._undo(op)
+        self.undo_to((0, 0))
         self._end()
-        self.ops.clear()
 
     def _undo(self, op: Op) -> None:
         """The exact undo of one operation (a lift is undone by :meth:`_end`)."""
