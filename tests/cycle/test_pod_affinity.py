@@ -612,7 +612,7 @@ def test_anti_affinity_and_affinity_together_pick_the_one_rack_left() -> None:
         running("db-1", "db", "n2", labels={"app": "db"}),
     ]
     web = running("web-0", "web", "n1", labels={"app": "web"})
-    spec = {
+    spec: dict[str, Any] = {
         "pod_affinity": {"required": [term("rack", app="db")]},
         "pod_anti_affinity": {"required": [term("rack", app="web")]},
     }
