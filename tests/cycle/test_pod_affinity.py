@@ -703,3 +703,33 @@ def test_counts_read_through_the_change_log_equal_counts_made_afresh() -> None:
     fresh_equal()
     stmt.discard()
     fresh_equal()
+
+
+def test_a_trial_that_relaxes_topology_still_keeps_pod_constraints() -> None:
+    # The victim search's "would it fit anywhere?" and enqueue's admission trials leave the
+    # gang's topology rule out, never a pod's own rules: a node the running guard's
+    # anti-affinity keeps the web pod off is refused whatever the trial relaxes.
+    from gangsched.session.gate import Rule
+
+    guard = running(
+        "guard-0",
+        "guard",
+        "n0",
+        labels={"app": "guard"},
+        pod_anti_affinity={"required": [term("rack", app="web")]},
+    )
+    s = snap(
+        RACKS,
+        [job("guard", 1, phase="Running"), job("web", 1)],
+        [guard, *tasks("web", 1, labels={"app": "web"})],
+    )
+    ssn = open_session(s, CONFIG)
+    web, n1, n2 = s.task_index["web-0"], s.node_index["n1"], s.node_index["n2"]
+    for relax in (
+        frozenset(),
+        frozenset({Rule.TOPOLOGY}),
+        frozenset({Rule.TOPOLOGY, Rule.CAPABILITY}),
+    ):
+        why = ssn.gate.refuse(web, n1, (), pipelined=False, relax=relax)
+        assert why is not None and why.rule is Rule.POD_CONSTRAINT, relax
+        assert ssn.gate.refuse(web, n2, (), pipelined=False, relax=relax) is None
