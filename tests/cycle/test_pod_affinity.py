@@ -733,3 +733,24 @@ def test_a_trial_that_relaxes_topology_still_keeps_pod_constraints() -> None:
         why = ssn.gate.refuse(web, n1, (), pipelined=False, relax=relax)
         assert why is not None and why.rule is Rule.POD_CONSTRAINT, relax
         assert ssn.gate.refuse(web, n2, (), pipelined=False, relax=relax) is None
+
+
+def test_a_job_affine_to_pods_placed_in_the_same_cycle_is_admitted_with_them() -> None:
+    # db and web are both Pending; web must share a rack with a db pod. Enqueue's shape
+    # check is about shape: web is admitted in the cycle that places db, and allocate puts it
+    # beside db in that same cycle.
+    s = snap(
+        RACKS,
+        [job("db", 1, creation=0, phase="Pending"), job("web", 1, creation=1, phase="Pending")],
+        [
+            *tasks("db", 1, cpu=8, labels={"app": "db"}),
+            *tasks(
+                "web", 1, labels={"app": "web"}, pod_affinity={"required": [term("rack", app="db")]}
+            ),
+        ],
+    )
+    d = run(s)
+    assert d.jobs["web"].phase in ("Inqueue", "Running"), d.jobs["web"].message
+    where = placed(d)
+    rack = {"n0": "r1", "n1": "r1", "n2": "r2", "n3": "r3"}
+    assert rack[where["web-0"]] == rack[where["db-0"]]
