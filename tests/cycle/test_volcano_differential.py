@@ -124,6 +124,19 @@ def test_a_divergence_is_classed_by_the_first_job_and_outcome_that_differ() -> N
     )
 
 
+def test_the_class_is_the_one_most_volcano_runs_give_whatever_their_order() -> None:
+    # Volcano's runs can disagree with each other (campaign cluster 449 changed class with
+    # the run read first); the class is read from every run: the most frequent, ties by name.
+    ours = {"a": (1, 0, 0, "Running"), "b": (0, 0, 0, "Inqueue")}
+    piped = {**ours, "b": (0, 1, 0, "Inqueue")}
+    phase = {**ours, "a": (1, 0, 0, "Unknown")}
+    bound = {**ours, "b": (1, 0, 0, "Inqueue")}
+    for runs in ([phase, piped, piped], [piped, phase, piped], [piped, piped, phase]):
+        assert V.runs_class(ours, runs) == "pipelined: gangsched<volcano"
+    for runs in ([phase, bound], [bound, phase]):
+        assert V.runs_class(ours, runs) == "bound: gangsched<volcano"
+
+
 def test_volcano_taking_a_gang_below_its_minimum_is_its_own_class() -> None:
     s = gs.Snapshot.from_dict(
         {
@@ -220,3 +233,33 @@ def test_a_job_at_its_minimum_reclaims_nothing() -> None:
     theirs = {**ours, "j2": (2, 1, 0, "Running"), "j4": (0, 0, 1, "Running")}
     assert V.elastic_claim(ours, theirs, s) == "j2"
     assert V.divergence_class(ours, theirs, s) == V.ELASTIC_CLAIM
+
+
+@pytest.mark.parametrize(
+    ("seed", "config", "expected"),
+    [
+        # Volcano's placements (its runs agree on the nodes of every job but best-effort
+        # tasks). gangsched ordered a job whose role minimum only best-effort tasks could not
+        # meet as not ready, where Volcano's gang job order counts tasks, and placed the jobs
+        # in another order.
+        (340, "affinity", {"j0": ("n0", "n2"), "j2": ("n3",), "j3": ("n0", "n3", "n3")}),
+        (340, "task-topology", {"j0": ("n0", "n0"), "j2": ("n0",), "j3": ("n3", "n3", "n3")}),
+        (
+            821,
+            "task-topology",
+            {
+                "j0": ("n0", "n0", "n0"),
+                "j2": ("n3",),
+                "j3": ("n1", "n1", "n1"),
+                "j4": ("n0", "n1", "n3"),
+                "j5": ("n1", "n2", "n3"),
+            },
+        ),
+    ],
+)
+def test_jobs_are_placed_in_volcanos_gang_job_order_by_count(
+    seed: int, config: str, expected: dict[str, tuple[str, ...]]
+) -> None:
+    s = gs.Snapshot.from_dict(V.random_cluster(seed, V.FEATURES[config]))
+    out = V.gangsched_outcome(s, gs.Config.from_volcano_yaml(V.CONFIGS[config]), True)
+    assert {job: o[4] for job, o in out.items() if o[4]} == expected
