@@ -668,6 +668,14 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
     return "jobs differ"
 
 
+def runs_class(ours: Outcome, runs: Sequence[Outcome], snapshot: gs.Snapshot | None = None) -> str:
+    """The class of a divergence read from every Volcano run (its runs can disagree with each
+    other, and so with the class): the class most runs give, ties to the first by name, so
+    the class does not depend on the order in which the runs came back."""
+    votes = Counter(divergence_class(ours, theirs, snapshot) for theirs in runs)
+    return min(votes, key=lambda cls: (-votes[cls], cls))
+
+
 @dataclass
 class Result:
     clusters: int = 0
@@ -731,7 +739,7 @@ def campaign(
             if any(ours == t for t in theirs):
                 continue
             res.diverged += 1
-            symptom = divergence_class(ours, theirs[0], snapshot)
+            symptom = runs_class(ours, theirs, snapshot)
             res.by_symptom[symptom] += 1
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
             if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
