@@ -154,27 +154,29 @@ PARTIAL_GANG = "volcano reclaims for a gang it leaves below minAvailable"
 #: Volcano (this 2023 build) reclaimed for a job's tasks beyond its minimum (elastic tasks).
 ELASTIC_CLAIM = "volcano reclaims beyond a job's minAvailable"
 
+#: Volcano (this 2023 build) evicted and reserved nothing for it: its reclaim evicts task by
+#: task outside a statement and keeps the evictions when the reclaimer is not reserved.
+KEPT_EVICTIONS = "volcano keeps evictions that reserved nothing"
+
+#: gangsched took a running gang below its minimum where this Volcano evicted nothing of it:
+#: in this build a first-tier plugin answering none after another answered some ended the
+#: walk with no victims (``init`` in ``Session.Preemptable`` / ``Reclaimable``); since
+#: 7976b63e2 (v1.11.0) the next tier chooses, as gangsched's walk does.
+WALK_ON_EMPTY = "gangsched breaks a gang below minAvailable (tier walk since v1.11)"
+
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
 #: gangsched follows; the test that pins the newer behaviour is in
 #: tests/cycle/test_volcano_parity.py.
 VERDICTS: dict[str, str] = {
-    ALL_RULES: (
-        "gangsched extension (stricter, on in every configuration): a victim must pass every "
-        "victim rule (priority, gang, drf, proportion's deserved share) whatever tier "
-        "answers; Volcano (this build and today's Session.Preemptable / Reclaimable) takes "
-        "the first tier with an answer and asks no other, so the gang plugin's surplus is "
-        "reclaimed from a queue at or below its deserved share, and when a first-tier plugin "
-        "answers none the next tier chooses alone (Volcano matches gangsched once all victim "
-        "plugins share one tier)"
-    ),
-    "volcano breaks a gang below minAvailable (tier walk)": (
-        "gangsched extension (stricter, on in every configuration): a victim must pass the "
-        "priority and gang rules whatever tier answers; Volcano (this build and today's, "
-        "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
-        "victims alone when a first-tier plugin returns none, so a lower-priority job can "
-        "take a gang below its minimum"
+    KEPT_EVICTIONS: _V114,
+    WALK_ON_EMPTY: (
+        "later Volcano: a first-tier victim plugin answering none sends the walk to the next "
+        "tier even when another first-tier plugin answered some (7976b63e2, v1.11.0: the "
+        "`init` flag of Session.Preemptable / Reclaimable removed); this build then ended the "
+        "walk with no victims, so the next tier's choice that takes a gang below its minimum "
+        "was never made"
     ),
     PARTIAL_GANG: (
         "later Volcano: reclaim commits a job's evictions and reservations only once the job "
@@ -220,14 +222,21 @@ VERDICTS: dict[str, str] = {
     ),
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
     f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
-    **{
-        f"{ALL_RULES}; later: {name}": (
-            f"both: {verdict}; and the victim rules (Volcano then matches gangsched once all "
-            "victim plugins share one tier)"
-        )
-        for name, verdict in [*LATER.items(), ("+".join(LATER), "all of them")]
-    },
 }
+
+
+def verdict_of(cls: str) -> str | None:
+    """The verdict of a class, None when it has none. ``later: NAME; CLASS`` (a divergence
+    that, with the later upstream change NAME emulated, becomes CLASS) has the verdicts of
+    both."""
+    if cls in VERDICTS:
+        return VERDICTS[cls]
+    head, sep, rest = cls.partition("; ")
+    first, second = VERDICTS.get(head), VERDICTS.get(rest)
+    if not sep or first is None or second is None:
+        return None
+    return f"both: {first}; and {second}"
+
 
 #: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
 #: also the sorted nodes its tasks were bound to.
@@ -625,11 +634,24 @@ def elastic_claim(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str 
 TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
 
 
+def _kept_evictions(ours: Outcome, theirs: Outcome) -> bool:
+    """Volcano's run evicted more tasks than gangsched and reserved no task more than it, on
+    any job (evictions that made no reservation)."""
+    more_gone = sum(o[2] for o in theirs.values()) > sum(o[2] for o in ours.values())
+    return more_gone and all(
+        theirs[name][1] <= mine[1] for name, mine in ours.items() if name in theirs
+    )
+
+
 def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | None = None) -> str:
-    """The class of a divergence: :data:`TIER_WALK` when Volcano's run took a running gang
-    below its minimum, :data:`BEST_EFFORT_CLAIM` when the only difference of some job is that
-    Volcano reserved (by eviction) the best-effort tasks gangsched bound, else the first job
-    (by name) and outcome that differ, and which way."""
+    """The class of a divergence: :data:`BEST_EFFORT_CLAIM` when the only difference of some
+    job is that Volcano reserved (by eviction) the best-effort tasks gangsched bound;
+    :data:`KEPT_EVICTIONS` when Volcano evicted more and reserved nothing more;
+    :data:`TIER_WALK` when Volcano's run took a running gang below its minimum and gangsched
+    evicted another number of its tasks; :data:`WALK_ON_EMPTY` when gangsched took one below
+    its minimum with more evictions than Volcano; the reclaim classes of :func:`partial_gang`
+    and :func:`elastic_claim`; else the first job (by name) and outcome that differ, and which
+    way."""
     if snapshot is not None:
         best_effort: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.best_effort and t.phase.value == "Pending"
@@ -645,10 +667,18 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
         running: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
         )
+        if _kept_evictions(ours, theirs):
+            return KEPT_EVICTIONS
         for job in snapshot.jobs:
             gone = theirs.get(job.name, (0, 0, 0, ""))[2]
-            if gone and running[job.name] - gone < job.min_available:
+            mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
+            if gone and running[job.name] - gone < job.min_available and gone != mine_gone:
                 return TIER_WALK
+        for job in snapshot.jobs:
+            gone = theirs.get(job.name, (0, 0, 0, ""))[2]
+            mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
+            if mine_gone > gone and running[job.name] - mine_gone < job.min_available:
+                return WALK_ON_EMPTY
         if partial_gang(ours, theirs, snapshot) is not None:
             return PARTIAL_GANG
         if elastic_claim(ours, theirs, snapshot) is not None:
@@ -742,7 +772,15 @@ def campaign(
             symptom = runs_class(ours, theirs, snapshot)
             res.by_symptom[symptom] += 1
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
-            if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
+            if cls == symptom and verdict_of(symptom) is None:
+                cls = (
+                    _later_residue(oracle, plain, text, repeat, ours, later, where, snapshot) or cls
+                )
+            if (
+                cls == symptom
+                and verdict_of(cls) is None
+                and _merged_tiers_match(oracle, plain, text, repeat, ours, where)
+            ):
                 cls = ALL_RULES
             if cls == symptom and _preempting(text):
                 merged = text[: -len(_TIERS)] + MERGED_TIERS
@@ -807,6 +845,33 @@ def _later_change(
     return None
 
 
+def _later_residue(
+    oracle: str,
+    plain: dict[str, Any],
+    conf: str,
+    repeat: int,
+    ours: Outcome,
+    later: tuple[str, ...],
+    placements: bool,
+    snapshot: gs.Snapshot,
+) -> str | None:
+    """``later: NAME; CLASS`` for the first emulated later change (or all of them together)
+    under which Volcano's runs, though still not gangsched's outcome, give a class with a
+    verdict of its own (two later changes at once), else None."""
+    trials: list[tuple[str, ...]] = [(name,) for name in later]
+    if len(later) > 1:
+        trials.append(later)
+    for names in trials:
+        try:
+            runs = volcano_outcomes(oracle, plain, conf, repeat, names, placements)
+        except OracleFailed:
+            continue
+        rest = runs_class(ours, runs, snapshot)
+        if rest in VERDICTS:
+            return f"later: {'+'.join(names)}; {rest}"
+    return None
+
+
 def table(results: Mapping[str, Result], show: int = 3) -> str:
     lines = ["| configuration | clusters | diverged | class | count | verdict | seeds |"]
     lines.append("|---|---|---|---|---|---|---|")
@@ -824,7 +889,7 @@ def table(results: Mapping[str, Result], show: int = 3) -> str:
             lines.append(f"| {name} | {res.clusters} | 0 | — | 0 | — | — |")
         for cls, count in res.classes.most_common():
             seeds = ", ".join(str(s) for s in res.examples[cls][:show])
-            verdict = VERDICTS.get(cls, "NONE")
+            verdict = verdict_of(cls) or "NONE"
             lines.append(
                 f"| {name} | {res.clusters} | {res.diverged} | {cls} | {count} | {verdict} "
                 f"| {seeds} |"
@@ -872,7 +937,7 @@ def main(argv: list[str] | None = None) -> int:
             symptoms = ", ".join(f"{c} {n}" for c, n in res.by_symptom.most_common())
             print(f"\n{name}: diverging clusters by symptom, before attribution: {symptoms}")
     unjudged = [
-        cls for res in results.values() for cls in (res.classes or {}) if cls not in VERDICTS
+        cls for res in results.values() for cls in (res.classes or {}) if verdict_of(cls) is None
     ]
     return 1 if unjudged else 0
 
