@@ -629,9 +629,12 @@ def elastic_claim(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str 
     return None
 
 
-#: Volcano (this 2023 build) evicted part of a gang at or below its minimum: with the gang
-#: plugin's tier giving no victim, the next tier chose alone (changed in 7976b63e2, v1.11.0).
-TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
+#: Volcano took more tasks of a running gang than gangsched, leaving it below its minimum.
+#: Before gangsched walked the tiers as Volcano (``allVictimRules: false`` in a configuration
+#: read from Volcano's YAML) this was the tier walk; what is left has other causes (which
+#: victims Volcano's node-by-node preempt takes first, this build's reclaim evicting until the
+#: victims alone cover a request) and no verdict.
+TIER_WALK = "volcano takes more of a gang below minAvailable"
 
 
 def _kept_evictions(ours: Outcome, theirs: Outcome) -> bool:
@@ -646,12 +649,12 @@ def _kept_evictions(ours: Outcome, theirs: Outcome) -> bool:
 def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | None = None) -> str:
     """The class of a divergence: :data:`BEST_EFFORT_CLAIM` when the only difference of some
     job is that Volcano reserved (by eviction) the best-effort tasks gangsched bound;
-    :data:`KEPT_EVICTIONS` when Volcano evicted more and reserved nothing more;
-    :data:`TIER_WALK` when Volcano's run took a running gang below its minimum and gangsched
-    evicted another number of its tasks; :data:`WALK_ON_EMPTY` when gangsched took one below
-    its minimum with more evictions than Volcano; the reclaim classes of :func:`partial_gang`
-    and :func:`elastic_claim`; else the first job (by name) and outcome that differ, and which
-    way."""
+    :data:`KEPT_EVICTIONS` when Volcano evicted more and reserved nothing more; the reclaim
+    classes of :func:`partial_gang` and :func:`elastic_claim` (this build's reclaim, which
+    also evicts more); :data:`TIER_WALK` when Volcano's run took a running gang below its
+    minimum and gangsched evicted fewer of its tasks; :data:`WALK_ON_EMPTY` when gangsched
+    took one below its minimum with more evictions than Volcano; else the first job (by name)
+    and outcome that differ, and which way."""
     if snapshot is not None:
         best_effort: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.best_effort and t.phase.value == "Pending"
@@ -663,26 +666,29 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
             more = mine[0] - other[0]
             if 0 < more <= best_effort[name] and other[1] - mine[1] == more:
                 return BEST_EFFORT_CLAIM
+            # or reserved them where gangsched reserved the job's other tasks only
+            if more == 0 and mine[1] > 0 and 0 < other[1] - mine[1] <= best_effort[name]:
+                return BEST_EFFORT_CLAIM
     if snapshot is not None:
         running: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
         )
         if _kept_evictions(ours, theirs):
             return KEPT_EVICTIONS
+        if partial_gang(ours, theirs, snapshot) is not None:
+            return PARTIAL_GANG
+        if elastic_claim(ours, theirs, snapshot) is not None:
+            return ELASTIC_CLAIM
         for job in snapshot.jobs:
             gone = theirs.get(job.name, (0, 0, 0, ""))[2]
             mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
-            if gone and running[job.name] - gone < job.min_available and gone != mine_gone:
+            if gone > mine_gone and running[job.name] - gone < job.min_available:
                 return TIER_WALK
         for job in snapshot.jobs:
             gone = theirs.get(job.name, (0, 0, 0, ""))[2]
             mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
             if mine_gone > gone and running[job.name] - mine_gone < job.min_available:
                 return WALK_ON_EMPTY
-        if partial_gang(ours, theirs, snapshot) is not None:
-            return PARTIAL_GANG
-        if elastic_claim(ours, theirs, snapshot) is not None:
-            return ELASTIC_CLAIM
     for name in sorted(ours):
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
@@ -782,7 +788,7 @@ def campaign(
                 and _merged_tiers_match(oracle, plain, text, repeat, ours, where)
             ):
                 cls = ALL_RULES
-            if cls == symptom and _preempting(text):
+            if cls == symptom and verdict_of(cls) is None and _preempting(text):
                 merged = text[: -len(_TIERS)] + MERGED_TIERS
                 both = _later_change(oracle, plain, merged, repeat, ours, later, where)
                 if both is not None:
