@@ -295,7 +295,7 @@ def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
 ) -> None:
     # Volcano's tier walk is run on every node at once for the built-in victim plugins; with
     # that path switched off it runs node by node, plugin answer by plugin answer, as Volcano.
-    from gangsched.actions.victims import rules
+    from gangsched.framework import dispatch
 
     conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
     evicted = 0
@@ -303,7 +303,7 @@ def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
         s = gs.Snapshot.from_dict(V.random_cluster(seed))
         fast = gs.schedule(s, conf)
         with monkeypatch.context() as m:
-            m.setattr(rules, "ONE_BY_ONE_VICTIMS", frozenset())
+            m.setattr(dispatch, "ONE_BY_ONE_VICTIMS", frozenset())
             plain = gs.schedule(s, conf)
         assert fast.to_dict() == plain.to_dict(), seed
         evicted += bool(fast.evictions)

@@ -61,8 +61,6 @@ import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
 from gangsched.config import arg_bool
-from gangsched.framework.answers import builtin
-from gangsched.framework.dispatch import ONE_BY_ONE_VICTIMS
 from gangsched.model import PREEMPT_NEVER, JobPhase, TopologyMode
 from gangsched.model.topology import Topology, build_topology
 from gangsched.session.core import HOLDING_STATES, READY_STATES, TaskState
@@ -364,148 +362,30 @@ def tier_walk(ssn: Session, action: str) -> bool:
     )
 
 
-def _tiers_serving(ssn: Session, point: str) -> list[list[Any]]:
-    """The plugins serving ``point``, grouped by the configuration's tiers, in tier order."""
-    serving = list(ssn.points.serving(point))
-    out: list[list[Any]] = []
-    for tier in ssn.config.tiers:
-        names = [o.name for o in tier.plugins]
-        here = [p for p in serving if p.name in names]
-        serving = [p for p in serving if p.name not in names]
-        out.append(here)
-    if serving:
-        out.append(serving)
-    return out
-
-
-def _walk_answer(
-    ssn: Session, plugin: Any, point: str, job: int, candidates: I64, per_job: tuple[I64, I64]
-) -> I64 | None:
-    """One plugin's answer in the walk: priority and gang as Volcano's answer (``per_job``:
-    each job's ready tasks and priority), any other plugin its own (None: it abstains)."""
-    ready, prio = per_job
-    if plugin.name == "priority":
-        lower: I64 = candidates[prio[ssn.task_job[candidates]] < prio[job]]
-        return lower
-    if plugin.name == "gang":
-        victim_jobs = ssn.task_job[candidates]
-        spare: I64 = candidates[ready[victim_jobs] > ssn.job_min[victim_jobs]]
-        return spare
-    got = getattr(plugin, point)(ssn, job, candidates)
-    return None if got is None else np.asarray(got, dtype=np.int64)
-
-
 def walk(ssn: Session, point: str, job: int, candidates: I64, nodes: I64) -> tuple[I64, I64]:
     """Volcano's ``Session.Preemptable`` / ``Reclaimable`` asked about each node's
     ``candidates`` on its own (``nodes``: the node of each), as Volcano's preempt and reclaim
-    ask: per node, the victims of the first tier whose plugins all answer some. Returns the
-    sorted victims and, among them, those chosen without the gang plugin's answer (the
-    search applies no gang rule to them)."""
-    tiers = _tiers_serving(ssn, point)
+    ask: per node, the victims of the first tier whose plugins all answer some
+    (:meth:`~gangsched.framework.dispatch.Dispatch.walk_victims`), with ``priority`` and
+    ``gang`` answering as Volcano's plugins do. Returns the sorted victims and, among them,
+    those chosen without the gang plugin's answer (the search applies no gang rule to them)."""
     ready: I64 = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
     prio = np.array([j.priority for j in ssn.snapshot.jobs], dtype=np.int64)
-    if all(builtin(p) and p.name in ONE_BY_ONE_VICTIMS for tier in tiers for p in tier):
-        return _walk_by_mask(ssn, tiers, point, job, candidates, nodes, (ready, prio))
-    victims: list[I64] = []
-    free: list[I64] = []
-    for n in np.unique(nodes).tolist():
-        here, gang = _walk_node(ssn, tiers, point, job, candidates[nodes == n], (ready, prio))
-        victims.append(here)
-        if not gang:
-            free.append(here)
-    none = candidates[:0]
-    out: I64 = np.sort(np.concatenate(victims)) if victims else none
-    loose: I64 = np.sort(np.concatenate(free)) if free else none
-    return out, loose
 
+    def lower_priority(cands: I64) -> I64:
+        lower: I64 = cands[prio[ssn.task_job[cands]] < prio[job]]
+        return lower
 
-def _walk_by_mask(
-    ssn: Session,
-    tiers: list[list[Any]],
-    point: str,
-    job: int,
-    candidates: I64,
-    nodes: I64,
-    per_job: tuple[I64, I64],
-) -> tuple[I64, I64]:
-    """:func:`walk` for plugins that keep or drop each candidate on its own (the built-in
-    ones): each plugin is asked once about every candidate, and the walk runs on every node
-    at once — the same steps, per node, as :func:`_walk_node`."""
-    _, group = np.unique(nodes, return_inverse=True)
-    n = int(group.max()) + 1 if group.size else 0
-    answer = np.zeros(candidates.size, dtype=np.bool_)
-    loose = np.zeros(candidates.size, dtype=np.bool_)
-    decided = np.zeros(n, dtype=np.bool_)
+    def gang_surplus(cands: I64) -> I64:
+        victim_jobs = ssn.task_job[cands]
+        spare: I64 = cands[ready[victim_jobs] > ssn.job_min[victim_jobs]]
+        return spare
 
-    def per_node(mask: BOOL) -> BOOL:
-        hit: BOOL = np.bincount(group[mask], minlength=n) > 0
-        return hit
-
-    for tier in tiers:
-        alive = ~decided  # nodes still walking this tier (no plugin answered none)
-        has = np.zeros(n, dtype=np.bool_)  # the node's victims are not nil
-        gang = np.zeros(n, dtype=np.bool_)
-        cur = np.zeros(candidates.size, dtype=np.bool_)
-        for plugin in tier:
-            got = _walk_answer(ssn, plugin, point, job, candidates, per_job)
-            if got is None:
-                continue
-            keep = np.isin(candidates, got)
-            some = per_node(keep)
-            empty = alive & ~some
-            has &= ~empty
-            alive &= ~empty
-            start = alive & ~has
-            meet = alive & has
-            is_gang = plugin.name == "gang"
-            on_start, on_meet = start[group], meet[group]
-            cur = np.where(on_start, keep, np.where(on_meet, cur & keep, cur))
-            gang = np.where(start, is_gang, np.where(meet, gang | is_gang, gang))
-            has |= start
-            # an empty intersection: the next plugin's answer starts the tier again
-            gone = meet & ~per_node(cur & on_meet)
-            has &= ~gone
-            gang &= ~gone
-        chosen = has & alive
-        on = chosen[group]
-        answer |= cur & on
-        loose |= cur & on & ~gang[group]
-        decided |= chosen
-    out: I64 = np.sort(candidates[answer])
-    free: I64 = np.sort(candidates[loose])
-    return out, free
-
-
-def _walk_node(
-    ssn: Session,
-    tiers: list[list[Any]],
-    point: str,
-    job: int,
-    candidates: I64,
-    per_job: tuple[I64, I64],
-) -> tuple[I64, bool]:
-    """The walk on one node's candidates: its victims, and whether gang's answer chose them."""
-    for tier in tiers:
-        victims: I64 | None = None
-        gang = False
-        for plugin in tier:
-            got = _walk_answer(ssn, plugin, point, job, candidates, per_job)
-            if got is None:
-                continue
-            if got.size == 0:
-                victims = None
-                break
-            if victims is None:
-                victims, gang = got, plugin.name == "gang"
-            else:
-                victims = np.intersect1d(victims, got)
-                gang = gang or plugin.name == "gang"
-                if victims.size == 0:
-                    # today's Volcano: the next plugin's answer starts the tier again
-                    victims, gang = None, False
-        if victims is not None:
-            return np.sort(victims), gang
-    return candidates[:0], False
+    answers = {"priority": lower_priority, "gang": gang_surplus}
+    out: tuple[I64, I64] = ssn.points.walk_victims(
+        point, job, candidates, nodes, answers, marker="gang"
+    )
+    return out
 
 
 def mark_broken(ssn: Session, jobs: Iterable[int]) -> None:
