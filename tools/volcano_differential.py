@@ -158,6 +158,10 @@ ELASTIC_CLAIM = "volcano reclaims beyond a job's minAvailable"
 #: task outside a statement and keeps the evictions when the reclaimer is not reserved.
 KEPT_EVICTIONS = "volcano keeps evictions that reserved nothing"
 
+#: gangsched took more tasks of a running gang than Volcano, leaving it below its minimum (a
+#: symptom; :data:`WALK_ON_EMPTY` once the 2023 walk explains it).
+GANGSCHED_BREAKS = "gangsched takes more of a gang below minAvailable"
+
 #: gangsched took a running gang below its minimum where this Volcano evicted nothing of it:
 #: in this build a first-tier plugin answering none after another answered some ended the
 #: walk with no victims (``init`` in ``Session.Preemptable`` / ``Reclaimable``); since
@@ -449,13 +453,22 @@ def _base_cluster(seed: int) -> dict[str, Any]:
 
 
 def gangsched_outcome(
-    snapshot: gs.Snapshot, config: Config, placements: bool = False, *, fresh: bool = False
+    snapshot: gs.Snapshot,
+    config: Config,
+    placements: bool = False,
+    *,
+    fresh: bool = False,
+    walk_2023: bool = False,
 ) -> Outcome:
     """gangsched's per-job outcome. ``fresh``: a diagnostic run in which every template's
     scores are recomputed on every node whenever it is evaluated (no row is kept from an
-    earlier evaluation); its decisions are what the plugins answer on the current state."""
+    earlier evaluation); its decisions are what the plugins answer on the current state.
+    ``walk_2023``: a diagnostic run whose tier walk is the 2023 build's (:func:`_walk_2023`)."""
     if fresh:
         with _fresh_evaluations():
+            d = gs.schedule(snapshot, config)
+    elif walk_2023:
+        with _walk_2023():
             d = gs.schedule(snapshot, config)
     else:
         d = gs.schedule(snapshot, config)
@@ -493,6 +506,46 @@ def _fresh_evaluations() -> Iterator[None]:
         yield
     finally:
         cls.evaluate = kept  # type: ignore[method-assign]
+
+
+@contextmanager
+def _walk_2023() -> Iterator[None]:
+    """Within the block, the tier walk of ``preempt`` and ``reclaim`` is the 2023 build's
+    (67e339c04): a plugin answering none after another plugin (of any tier) answered some
+    leaves no victims, as the ``init`` flag of its ``Session.Preemptable`` / ``Reclaimable``
+    did (removed in 7976b63e2, v1.11.0). A diagnostic, never the library's behaviour."""
+    import numpy as np
+
+    from gangsched.framework import dispatch
+
+    def group_2023(tiers: Any, candidates: Any, answer: Any, marker: str) -> Any:
+        victims, init, marked = None, False, False
+        for tier in tiers:
+            for plugin in tier:
+                got = answer(plugin, candidates)
+                if got is None:
+                    continue
+                if got.size == 0:
+                    victims = None
+                    break
+                if not init:
+                    victims, init, marked = got, True, plugin.name == marker
+                else:
+                    marked = marked or plugin.name == marker
+                    if victims is not None:
+                        victims = np.intersect1d(victims, got)
+                        victims = victims if victims.size else None
+            if victims is not None:
+                return np.sort(victims), marked
+        return candidates[:0], False
+
+    kept = (dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS)
+    dispatch._walk_group = group_2023
+    dispatch.ONE_BY_ONE_VICTIMS = frozenset()
+    try:
+        yield
+    finally:
+        dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS = kept
 
 
 def _run_oracle(oracle: str, args: list[str], envelope: str) -> subprocess.CompletedProcess[str]:
@@ -652,7 +705,7 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
     :data:`KEPT_EVICTIONS` when Volcano evicted more and reserved nothing more; the reclaim
     classes of :func:`partial_gang` and :func:`elastic_claim` (this build's reclaim, which
     also evicts more); :data:`TIER_WALK` when Volcano's run took a running gang below its
-    minimum and gangsched evicted fewer of its tasks; :data:`WALK_ON_EMPTY` when gangsched
+    minimum and gangsched evicted fewer of its tasks; :data:`GANGSCHED_BREAKS` when gangsched
     took one below its minimum with more evictions than Volcano; else the first job (by name)
     and outcome that differ, and which way."""
     if snapshot is not None:
@@ -688,7 +741,7 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
             gone = theirs.get(job.name, (0, 0, 0, ""))[2]
             mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
             if mine_gone > gone and running[job.name] - mine_gone < job.min_available:
-                return WALK_ON_EMPTY
+                return GANGSCHED_BREAKS
     for name in sorted(ours):
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
@@ -793,6 +846,12 @@ def campaign(
                 both = _later_change(oracle, plain, merged, repeat, ours, later, where)
                 if both is not None:
                     cls = f"{ALL_RULES}; {both}"
+            if cls == symptom and symptom == GANGSCHED_BREAKS:
+                again = gangsched_outcome(snapshot, parsed[name], where, walk_2023=True)
+                if any(again == t for t in theirs) or _later_change(
+                    oracle, plain, text, repeat, again, later, where
+                ):
+                    cls = WALK_ON_EMPTY
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(

@@ -164,8 +164,10 @@ def test_volcano_taking_a_gang_below_its_minimum_is_its_own_class() -> None:
     # Volcano evicted and reserved nothing for it: this build's reclaim kept its evictions
     kept = {"g": (0, 0, 1, "Unknown"), "p": (0, 0, 0, "Inqueue")}
     assert V.divergence_class(ours, kept, s) == V.KEPT_EVICTIONS
-    # gangsched's walk took g below its minimum where this build's walk stopped (v1.11)
-    assert V.divergence_class(walked, ours, s) == V.WALK_ON_EMPTY
+    # gangsched took g below its minimum where Volcano did not: a symptom, which the
+    # campaign names the v1.11 walk only when gangsched with this build's walk agrees
+    assert V.divergence_class(walked, ours, s) == V.GANGSCHED_BREAKS
+    assert V.verdict_of(V.GANGSCHED_BREAKS) is None
     assert V.verdict_of(V.WALK_ON_EMPTY) is not None
     assert V.verdict_of(V.KEPT_EVICTIONS) is not None
 
@@ -308,3 +310,46 @@ def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
         assert fast.to_dict() == plain.to_dict(), seed
         evicted += bool(fast.evictions)
     assert evicted >= 15
+
+
+def test_the_2023_walk_diagnostic_ends_the_walk_where_this_build_did() -> None:
+    # low (priority 1) runs at its minimum; high (priority 2) waits. priority answers low's
+    # tasks, gang none: today's walk hands over to drf, which takes one; this build's walk
+    # (its init flag) ended with no victims.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi"}}],
+            "queues": [{"name": "q"}],
+            "jobs": [
+                {
+                    "name": "low",
+                    "queue": "q",
+                    "min_available": 2,
+                    "priority": 1,
+                    "phase": "Running",
+                },
+                {
+                    "name": "high",
+                    "queue": "q",
+                    "min_available": 1,
+                    "priority": 2,
+                    "phase": "Inqueue",
+                },
+            ],
+            "tasks": [
+                {
+                    "name": f"low-{i}",
+                    "job": "low",
+                    "request": {"cpu": 4},
+                    "phase": "Running",
+                    "node": "n0",
+                }
+                for i in range(2)
+            ]
+            + [{"name": "high-0", "job": "high", "request": {"cpu": 4}}],
+        }
+    )
+    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    assert V.gangsched_outcome(s, conf)["low"][2] == 1
+    assert V.gangsched_outcome(s, conf, walk_2023=True)["low"][2] == 0
+    assert V.gangsched_outcome(s, conf)["low"][2] == 1  # the diagnostic leaves nothing behind
