@@ -332,4 +332,7 @@ class GangPreemptAction(PreemptAction):
     domains Volcano scans) is accepted and not read: every allowed domain is tried."""
 
     name = "gangpreempt"
-    known_arguments: tuple[str, ...] = (*PreemptAction.known_arguments, v.MAX_DOMAINS)
+    known_arguments: tuple[str, ...] = (
+        *(a for a in PreemptAction.known_arguments if a != v.ALL_VICTIM_RULES),
+        v.MAX_DOMAINS,
+    )

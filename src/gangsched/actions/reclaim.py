@@ -291,7 +291,10 @@ class GangReclaimAction(ReclaimAction):
     accepted and not read, as for ``gangpreempt``)."""
 
     name = "gangreclaim"
-    known_arguments: tuple[str, ...] = (*ReclaimAction.known_arguments, v.MAX_DOMAINS)
+    known_arguments: tuple[str, ...] = (
+        *(a for a in ReclaimAction.known_arguments if a != v.ALL_VICTIM_RULES),
+        v.MAX_DOMAINS,
+    )
 
 
 __all__ = ["SCOPE", "GangReclaimAction", "ReclaimAction", "exposed_claim", "queue_shares", "run"]
