@@ -852,6 +852,8 @@ def campaign(
                     oracle, plain, text, repeat, again, later, where
                 ):
                     cls = WALK_ON_EMPTY
+                elif (rest := runs_class(again, theirs, snapshot)) in VERDICTS:
+                    cls = f"{WALK_ON_EMPTY}; {rest}"
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(
