@@ -89,10 +89,13 @@ from gangsched.actions.victims.rules import (
     domains,
     gang_allowed,
     inverse_totals,
+    mark_broken,
     may_go_whole,
     no_rule,
     policy_refusal,
     spare_tasks,
+    tier_walk,
+    walk,
 )
 from gangsched.session.fit import gpu_need
 from gangsched.session.gate import Rule
@@ -141,7 +144,7 @@ def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> Victi
     search = _Search(ssn, scope, job, claim)
     victims = np.zeros(0, dtype=np.int64)
     if allowed.size:
-        victims = _asked(ssn, scope, job, allowed)
+        victims, search.free = _asked(ssn, scope, job, allowed)
     budgeted = disruption.budgets(ssn) is not None
     # With budgets: first only sets that keep every budget, then (none found) any set.
     for keep in (True, False) if budgeted else (False,):
@@ -171,16 +174,26 @@ def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> Victi
     return search.diagnose(allowed, victims)
 
 
-def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> I64:
-    """The candidates the ``preemptable`` / ``reclaimable`` plugins permit. Volcano's preempt
-    and reclaim ask them node by node (a plugin that keeps a running total, as capacity's
-    victim rule does, judges each node's tasks against the queue's whole allocation), so an
-    action that evicts only on the claim's nodes asks per node too; the whole-gang actions ask
-    once for every candidate."""
+def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> tuple[I64, frozenset[int]]:
+    """The candidates the ``preemptable`` / ``reclaimable`` plugins permit, and those of them
+    no gang rule applies to (chosen by a tier without the gang plugin in Volcano's tier walk,
+    :func:`~gangsched.actions.victims.rules.walk`). Volcano's preempt and reclaim ask the
+    plugins node by node (a plugin that keeps a running total, as capacity's victim rule
+    does, judges each node's tasks against the queue's whole allocation), so an action that
+    evicts only on the claim's nodes asks per node too; the whole-gang actions ask once for
+    every candidate."""
     if scope.whole:
         out: I64 = ssn.points.victims(scope.point, job, allowed)
-        return out
+        return out, frozenset()
     nodes = ssn.task_node[allowed]
+    if tier_walk(ssn, scope.action):
+        walked, free = walk(ssn, scope.point, job, allowed, nodes)
+        return walked, frozenset(free.tolist())
+    return _asked_by_node(ssn, scope, job, allowed, nodes), frozenset()
+
+
+def _asked_by_node(ssn: Session, scope: Scope, job: int, allowed: I64, nodes: I64) -> I64:
+    """:func:`_asked` without the walk: the plugin tiers as gangsched combines them."""
     by_node = ssn.points.victims_by_group(scope.point, job, allowed, nodes, ssn.arrays.n_nodes)
     if by_node is not None:
         return by_node
@@ -218,6 +231,8 @@ class _Search:
         self._room: _Room | None = None
         #: Whether the last trial's queue refused one of its claimed tasks.
         self.first_refused = False
+        #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
+        self.free: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ trials
 
@@ -310,6 +325,8 @@ class _Search:
         them all depends only on how many there are of the job and of each role with a
         minimum: inside a search the verdict is kept per job and those counts."""
         ssn = self.ssn
+        if self.free:
+            victims = [t for t in victims if t not in self.free]
         tasks = np.asarray(victims, dtype=np.int64)
         if tasks.size == 0:
             return True
@@ -395,6 +412,8 @@ class _Search:
             stmt.discard()
             return False
         stmt.commit()
+        if self.free:
+            mark_broken(ssn, {b.job for b, _, _ in plan.parts})
         hit = sorted(ssn.snapshot.jobs[b.job].name for b, _, _ in plan.parts)
         by = f"evicting {len(plan.victims)} task(s) of {hit}" if hit else "without evictions"
         if broken:
@@ -423,6 +442,8 @@ class _Search:
         return mask if among is None else mask & among
 
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
+        if self.free and tasks[0] in self.free:
+            return tuple(tasks)  # one node's tasks: the walk chose them all one way
         return tuple(spare_tasks(self.ssn, job, tasks))
 
     def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
