@@ -189,7 +189,7 @@ def test_the_gang_job_order_counts_tasks_in_both_schedulers() -> None:
     # ready, the order falls to creation, and a takes the node's only room. Ordered by full
     # readiness (roles included), b came first and took it.
     snap = Snapshot(
-        nodes=(Node(name="n0", allocatable={CPU: 4, MEMORY: "8Gi"}),),  # type: ignore[arg-type]
+        nodes=(Node(name="n0", allocatable={CPU: 4, MEMORY: "8Gi"}),),
         queues=(Queue(name="default"),),
         jobs=(
             Job(name="a", min_available=1, phase=JobPhase.INQUEUE),
@@ -198,13 +198,13 @@ def test_the_gang_job_order_counts_tasks_in_both_schedulers() -> None:
                 min_available=2,
                 creation=1,
                 phase=JobPhase.INQUEUE,
-                min_task_member={"master": 1, "worker": 1},  # type: ignore[arg-type]
+                min_task_member={"master": 1, "worker": 1},
             ),
         ),
         tasks=(
-            Task(name="a-0", job="a", request={CPU: 4, MEMORY: "1Gi"}),  # type: ignore[arg-type]
+            Task(name="a-0", job="a", request={CPU: 4, MEMORY: "1Gi"}),
             Task(name="a-1", job="a"),
-            Task(name="b-0", job="b", role="master", request={CPU: 4, MEMORY: "1Gi"}),  # type: ignore[arg-type]
+            Task(name="b-0", job="b", role="master", request={CPU: 4, MEMORY: "1Gi"}),
             Task(name="b-1", job="b", role="worker"),
             Task(name="b-2", job="b", role="worker"),
         ),
