@@ -182,7 +182,11 @@ def _check_nodes(
     for future, want in ((False, now), (True, later)):
         room = m.node_free(occ, future=future)
         dev_room = m.device_free(occ, future=future)
+        table = m.device_table(occ, a.device_range[:, None], a.gpu_node, future=future)
+        assert table[:, 0].tolist() == dev_room.tolist()
         for i in range(a.n_nodes):
+            assert m.node_room(occ, i, range(room.shape[1]), future=future) == room[i].tolist()
+            assert m.device_room(occ, i, future=future) == dev_room[a.devices(i)].tolist()
             row = tmpl.request.copy()
             ok = True
             chosen: tuple[int, ...] = ()

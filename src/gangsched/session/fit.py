@@ -18,7 +18,7 @@ generated from it when this module is imported, so they agree by construction.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,12 +37,16 @@ __all__ = [
     "Occupancy",
     "choose_devices",
     "device_free",
+    "device_room",
+    "device_rooms",
+    "device_table",
     "fit_one",
     "fits_node",
     "future_idle",
     "gpu_need",
     "idle",
     "node_free",
+    "node_room",
     "occupancy_columns",
     "resource_fit",
     "shortfalls",
@@ -212,6 +216,22 @@ class _DeviceFree(Protocol):
     ) -> I64: ...
 
 
+class _NodeRoom(Protocol):
+    def __call__(
+        self, occ: Occupancy, node: int, columns: Sequence[int], *, future: bool
+    ) -> list[int]: ...
+
+
+class _DeviceRoom(Protocol):
+    def __call__(self, occ: Occupancy, node: int, *, future: bool) -> list[int]: ...
+
+
+class _DeviceTable(Protocol):
+    def __call__(
+        self, occ: Occupancy, index: I64, rows: npt.NDArray[np.intp] | slice, *, future: bool
+    ) -> I64: ...
+
+
 class _FitOne(Protocol):
     def __call__(
         self, occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None = None
@@ -275,6 +295,9 @@ _view_need: Callable[[ClusterArrays, int], I64] = _made["_view_need"]
 _device_room: Callable[[I64, I64, BOOL, I64], tuple[I64, I64]] = _made["_device_room"]
 _fit_all: _FitAll = _made["_fit_all"]
 device_rooms: Callable[[Occupancy, int], list[tuple[int, int]]] = _made["device_rooms"]
+node_room: _NodeRoom = _made["node_room"]
+device_room: _DeviceRoom = _made["device_room"]
+device_table: _DeviceTable = _made["device_table"]
 fit_one: _FitOne = _made["fit_one"]
 fits_node: _FitsNode = _made["fits_node"]
 choose_devices: _ChooseDevices = _made["choose_devices"]

@@ -132,6 +132,15 @@ def _device_rows(occ, index, rows):
     return dev_free, dev_later
 
 
+def device_table(occ, index, rows, *, future):
+    """Free milli-GPU of the devices ``index`` (a table of flat device indices, one row per
+    node of ``rows``): once releases finish with ``future``, else the smaller of now and
+    later."""
+    dev_free = {dev_free}
+    dev_later = {dev_later}
+    return dev_later if future else np.minimum(dev_free, dev_later)
+
+
 def _arrays_fit(occ, tmpl, rows, m_all):
     """:func:`resource_fit` of ``rows`` read from the occupancy's arrays."""
     a = occ.arrays
@@ -228,6 +237,8 @@ def _scalar(r: FitRule) -> str:
     """Forms over one node, in plain Python ints (a dozen array operations on one row cost
     more than the numbers)."""
     short_later = r.short("q", r.later_of("free", "rl", "pp"))
+    dev_free = r.free_of("cap", "u")
+    dev_later = r.later_of(dev_free, "rl", "pp")
     return f'''
 def device_rooms(occ, node):
     """Free milli-GPU of each device of ``node`` now and once releases finish, as plain ints
@@ -242,6 +253,36 @@ def device_rooms(occ, node):
             occ.gpu_pipelined[span].tolist(),
             strict=True,
         )
+    ]
+
+
+def node_room(occ, node, columns, *, future):
+    """What ``node`` has free in ``columns``, as plain ints: once releases finish with
+    ``future``, else the smaller of now and later (:func:`node_free` of one node)."""
+    alloc = occ.arrays.allocatable[node].tolist()
+    used = occ.used[node].tolist()
+    releasing = occ.releasing[node].tolist()
+    pipelined = occ.pipelined[node].tolist()
+    out = []
+    for c in columns:
+        free = {r.free_of("alloc[c]", "used[c]")}
+        later = {r.later_of("free", "releasing[c]", "pipelined[c]")}
+        out.append(later if future else min(free, later))
+    return out
+
+
+def device_room(occ, node, *, future):
+    """Free milli-GPU of each device of ``node`` as plain ints: once releases finish with
+    ``future``, else the smaller of now and later (:func:`device_free` of one node)."""
+    cap = int(occ.arrays.gpu_capacity[node])
+    span = occ.arrays.devices(node)
+    used = occ.gpu_used[span].tolist()
+    releasing = occ.gpu_releasing[span].tolist()
+    pipelined = occ.gpu_pipelined[span].tolist()
+    if future:
+        return [{dev_later} for u, rl, pp in zip(used, releasing, pipelined, strict=True)]
+    return [
+        min({dev_free}, {dev_later}) for u, rl, pp in zip(used, releasing, pipelined, strict=True)
     ]
 
 
