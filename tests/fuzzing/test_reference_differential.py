@@ -71,7 +71,7 @@ def _filler(draw: st.DrawFn, node: Node, job: str, i: int) -> Task | None:
         job=job,
         request=Resources(request),
         gpu_request=gpu,
-        phase=phase,  # type: ignore[arg-type]  # parsed on construction
+        phase=phase,  # parsed on construction
         node=node.name,
         gpu_indices=indices,
         priority=draw(st.integers(0, 2)),
@@ -167,14 +167,13 @@ def test_library_strategy_agrees(snapshot: Snapshot) -> None:
 
 
 def test_ties_go_to_the_lowest_node_index() -> None:
-    same = [Node(name=f"n{i}", allocatable={CPU: 4, MEMORY: "8Gi"}) for i in range(3)]  # type: ignore[arg-type]
+    same = [Node(name=f"n{i}", allocatable={CPU: 4, MEMORY: "8Gi"}) for i in range(3)]
     snap = Snapshot(
         nodes=(same[2].__class__(name="n-last", allocatable=same[0].allocatable), *same),
         queues=(Queue(name="default"),),
         jobs=(Job(name="j", min_available=2, phase=JobPhase.INQUEUE),),
         tasks=tuple(
-            Task(name=f"j-{i}", job="j", request={CPU: 1, MEMORY: "1Gi"})  # type: ignore[arg-type]
-            for i in range(2)
+            Task(name=f"j-{i}", job="j", request={CPU: 1, MEMORY: "1Gi"}) for i in range(2)
         ),
     )
     fast = _agree(snap, DEFAULT)
