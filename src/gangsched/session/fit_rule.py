@@ -239,6 +239,7 @@ def _scalar(r: FitRule) -> str:
     short_later = r.short("q", r.later_of("free", "rl", "pp"))
     dev_free = r.free_of("cap", "u")
     dev_later = r.later_of(dev_free, "rl", "pp")
+    later_free = r.later_of("free", "rl", "pp")
     return f'''
 def device_rooms(occ, node):
     """Free milli-GPU of each device of ``node`` now and once releases finish, as plain ints
@@ -281,8 +282,9 @@ def device_room(occ, node, *, future):
     pipelined = occ.gpu_pipelined[span].tolist()
     if future:
         return [{dev_later} for u, rl, pp in zip(used, releasing, pipelined, strict=True)]
-    return [
-        min({dev_free}, {dev_later}) for u, rl, pp in zip(used, releasing, pipelined, strict=True)
+    return [  # the smaller of now and later, without a call per device
+        free if (free := {dev_free}) <= (later := {later_free}) else later
+        for u, rl, pp in zip(used, releasing, pipelined, strict=True)
     ]
 
 
