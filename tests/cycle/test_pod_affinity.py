@@ -754,3 +754,21 @@ def test_a_job_affine_to_pods_placed_in_the_same_cycle_is_admitted_with_them() -
     where = placed(d)
     rack = {"n0": "r1", "n1": "r1", "n2": "r2", "n3": "r3"}
     assert rack[where["web-0"]] == rack[where["db-0"]]
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"pod_anti_affinity": {"required": [term("rack", app="db")]}},
+        {"pod_affinity": {"required": [term("rack", app="db")]}},
+        {"topology_spread": [{"max_skew": 1, "topology_key": "rack", "label_selector": {}}]},
+    ],
+    ids=["anti-affinity", "affinity", "spread"],
+)
+def test_pod_constraints_on_a_cluster_without_nodes_leave_the_job_pending(
+    constraint: dict[str, Any],
+) -> None:
+    s = snap([], [job("db", 1)], tasks("db", 1, labels={"app": "db"}, **constraint))
+    d = run(s)
+    assert not d.binds and not d.pipelined
+    assert d.jobs["db"].pending == 1 and d.jobs["db"].message
