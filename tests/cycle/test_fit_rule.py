@@ -47,6 +47,8 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
 MUTANTS = {
     "free": replace(RULE, free="{alloc} - {used} - 1"),
     "later": replace(RULE, later="{free} + {releasing}"),
+    # later is no longer free where nothing is releasing or reserved: no form may skip it
+    "later_shift": replace(RULE, later="{free} + {releasing} - {pipelined} - 1"),
     "fits": replace(RULE, fits="<"),
     "least_take": replace(RULE, least_take=10**9),
     "charge": replace(RULE, charge="{count} * {take} + 1"),
@@ -222,6 +224,14 @@ def test_a_mutated_formula_changes_every_form_alike(
     assert mutant.fit_one is not fit.fit_one
     changed = _answers(mutant, MUTANTS[formula], ssn)
     assert changed != _answers(fit, RULE, ssn)
+
+
+def test_the_idle_device_shortcut_is_generated_only_where_the_rule_allows_it() -> None:
+    assert RULE.later_is_free_when_idle()
+    assert MUTANTS["later"].later_is_free_when_idle()
+    assert not MUTANTS["later_shift"].later_is_free_when_idle()
+    assert "not any(releasing)" in fit_rule.fit_source(RULE)
+    assert "not any(releasing)" not in fit_rule.fit_source(MUTANTS["later_shift"])
 
 
 def test_the_generated_source_is_shown_in_tracebacks() -> None:

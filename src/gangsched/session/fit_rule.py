@@ -61,6 +61,14 @@ class FitRule:
     def charge_of(self, count: str, take: str) -> str:
         return "(" + self.charge.format(count=count, take=take) + ")"
 
+    def later_is_free_when_idle(self) -> bool:
+        """Whether the rule's room later is its room now on a device with nothing releasing
+        and nothing reserved (so a form may skip the later arithmetic there). Checked at
+        negative, zero and large rooms: exact for a ``later`` affine in ``free``, as the
+        rule's is."""
+        later = self.later.format(free="f", releasing="0", pipelined="0")
+        return all(eval(later, {"f": f}) == f for f in (-7, 0, 1, 1000, 2**40))
+
 
 #: The rule :mod:`gangsched.session.fit` is generated from.
 RULE = FitRule()
@@ -240,6 +248,15 @@ def _scalar(r: FitRule) -> str:
     dev_free = r.free_of("cap", "u")
     dev_later = r.later_of(dev_free, "rl", "pp")
     later_free = r.later_of("free", "rl", "pp")
+    # Nothing releasing or reserved on the node's devices: later is free, so the room is
+    # free now (only when the rule says so: FitRule.later_is_free_when_idle).
+    idle = (
+        f"""
+    if not any(releasing) and not any(pipelined):
+        return [{dev_free} for u in used]"""
+        if r.later_is_free_when_idle()
+        else ""
+    )
     return f'''
 def device_rooms(occ, node):
     """Free milli-GPU of each device of ``node`` now and once releases finish, as plain ints
@@ -279,7 +296,7 @@ def device_room(occ, node, *, future):
     span = occ.arrays.devices(node)
     used = occ.gpu_used[span].tolist()
     releasing = occ.gpu_releasing[span].tolist()
-    pipelined = occ.gpu_pipelined[span].tolist()
+    pipelined = occ.gpu_pipelined[span].tolist(){idle}
     if future:
         return [{dev_later} for u, rl, pp in zip(used, releasing, pipelined, strict=True)]
     return [  # the smaller of now and later, without a call per device
