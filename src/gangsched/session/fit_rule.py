@@ -248,6 +248,9 @@ def _scalar(r: FitRule) -> str:
     dev_free = r.free_of("cap", "u")
     dev_later = r.later_of(dev_free, "rl", "pp")
     later_free = r.later_of("free", "rl", "pp")
+    col_free = r.free_of("alloc[c]", "used[c]")
+    col_later = r.later_of(col_free, "releasing[c]", "pipelined[c]")
+    col_later_free = r.later_of("free", "releasing[c]", "pipelined[c]")
     # Nothing releasing or reserved on the node's devices: later is free, so the room is
     # free now (only when the rule says so: FitRule.later_is_free_when_idle).
     idle = (
@@ -281,12 +284,11 @@ def node_room(occ, node, columns, *, future):
     used = occ.used[node].tolist()
     releasing = occ.releasing[node].tolist()
     pipelined = occ.pipelined[node].tolist()
-    out = []
-    for c in columns:
-        free = {r.free_of("alloc[c]", "used[c]")}
-        later = {r.later_of("free", "releasing[c]", "pipelined[c]")}
-        out.append(later if future else min(free, later))
-    return out
+    if future:
+        return [{col_later} for c in columns]
+    return [  # the smaller of now and later, without a call per column
+        free if (free := {col_free}) <= (later := {col_later_free}) else later for c in columns
+    ]
 
 
 def device_room(occ, node, *, future):
