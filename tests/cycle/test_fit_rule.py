@@ -188,7 +188,8 @@ def _check_nodes(
         assert table[:, 0].tolist() == dev_room.tolist()
         for i in range(a.n_nodes):
             assert m.node_room(occ, i, range(room.shape[1]), future=future) == room[i].tolist()
-            assert m.device_room(occ, i, future=future) == dev_room[a.devices(i)].tolist()
+            cap = int(a.gpu_capacity[i])
+            assert m.device_room(occ, i, cap, future=future) == dev_room[a.devices(i)].tolist()
             row = tmpl.request.copy()
             ok = True
             chosen: tuple[int, ...] = ()

@@ -121,7 +121,7 @@ def _row_numbers(ssn: Session, row: int) -> tuple[int, int, list[int]]:
     if not count:
         return cpu, mem, [0] if a.n_devices else []
     cap = int(a.gpu_capacity[row])
-    dev = [x if x > 0 else 0 for x in device_room(ssn, row, future=False)]
+    dev = [x if x > 0 else 0 for x in device_room(ssn, row, cap, future=False)]
     if cap != MILLI:
         dev = [x * MILLI // max(cap, 1) for x in dev]
     return cpu, mem, dev

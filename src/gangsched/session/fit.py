@@ -223,7 +223,7 @@ class _NodeRoom(Protocol):
 
 
 class _DeviceRoom(Protocol):
-    def __call__(self, occ: Occupancy, node: int, *, future: bool) -> list[int]: ...
+    def __call__(self, occ: Occupancy, node: int, cap: int, *, future: bool) -> list[int]: ...
 
 
 class _DeviceTable(Protocol):

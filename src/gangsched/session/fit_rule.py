@@ -291,10 +291,10 @@ def node_room(occ, node, columns, *, future):
     ]
 
 
-def device_room(occ, node, *, future):
-    """Free milli-GPU of each device of ``node`` as plain ints: once releases finish with
-    ``future``, else the smaller of now and later (:func:`device_free` of one node)."""
-    cap = int(occ.arrays.gpu_capacity[node])
+def device_room(occ, node, cap, *, future):
+    """Free milli-GPU of each device of ``node`` (each of ``cap`` milli-GPU) as plain ints:
+    once releases finish with ``future``, else the smaller of now and later
+    (:func:`device_free` of one node)."""
     span = occ.arrays.devices(node)
     used = occ.gpu_used[span].tolist()
     releasing = occ.gpu_releasing[span].tolist()
