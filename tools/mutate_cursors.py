@@ -148,6 +148,89 @@ UNDO: tuple[tuple[str, str, str, str, str], ...] = (
     ),
 )
 
+#: Mutants of what a continuing log carries over for the jobs and queues that did not change
+#: between two cycles, and of the close step that reuses statuses through it: (id,
+#: description, module, old text, new text); run against :data:`TESTS`.
+CARRY: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "changes:carry-every-job",
+        "a continuing log keeps the last position of every job, changed or not",
+        "session/changes.py",
+        "    return [opening if k < 0 else before[k] for k in kept]\n",
+        "    return [before[k] if k >= 0 else -1 for k in kept]\n",
+    ),
+    (
+        "core:jobs-counts-not-compared",
+        "a job whose counts at this opening differ from the last cycle's end is carried",
+        "session/core.py",
+        "        & (new.job_count == old.job_count[at]).all(axis=1)\n",
+        "",
+    ),
+    (
+        "core:jobs-tasks-not-compared",
+        "a job whose task records changed is carried",
+        "session/core.py",
+        "        & (strays == 0)\n",
+        "",
+    ),
+    (
+        "core:job-record-not-compared",
+        "a job whose record changed is carried",
+        "session/core.py",
+        "        if oj >= 0 and o_jobs[oj] is job:",
+        "        if oj >= 0:",
+    ),
+    (
+        "core:queue-allocation-not-compared",
+        "a queue whose allocation differs from the last cycle's end is carried",
+        "session/core.py",
+        "        & (new.queue_allocated == old.queue_allocated[q_at]).all(axis=1)\n",
+        "",
+    ),
+    (
+        "core:queue-jobs-not-compared",
+        "a queue one of whose jobs changed is carried",
+        "session/core.py",
+        "        & ~moved\n",
+        "",
+    ),
+    (
+        "core:queue-record-not-compared",
+        "a queue whose record changed is carried",
+        "session/core.py",
+        "        if oq >= 0 and o_snap.queues[oq] is queue:",
+        "        if oq >= 0:",
+    ),
+    (
+        "close:job-words-not-compared",
+        "a job whose reason changed keeps its last status",
+        "session/close.py",
+        "            or entry[2] != reason\n",
+        "",
+    ),
+    (
+        "close:job-admission-not-compared",
+        "a job admitted (or not) unlike the last cycle keeps its last status",
+        "session/close.py",
+        "            or entry[1] is not phase\n",
+        "",
+    ),
+    (
+        "close:queue-fresh-jobs-ignored",
+        "a queue whose jobs' statuses were worked out again keeps its last status",
+        "session/close.py",
+        "        entry = None if q in changed or dirty[q] else last.get(queue.name)",
+        "        entry = None if q in changed else last.get(queue.name)",
+    ),
+    (
+        "close:queue-shares-not-compared",
+        "a queue whose deserved share moved keeps its last status",
+        "session/close.py",
+        "            and entry[1] == deserved_row\n",
+        "",
+    ),
+)
+
 #: The tests run against each :data:`UNDO` mutant.
 UNDO_TESTS: tuple[str, ...] = (
     "tests/cycle/test_statement_ops.py",
@@ -176,6 +259,7 @@ TESTS: tuple[str, ...] = (
     "tests/sim/test_fgd_general_engine.py",
     "tests/cycle/test_pod_affinity.py",
     "tests/state/test_state_templates_carry.py",
+    "tests/state/test_close_reuse.py",
 )
 
 
@@ -301,6 +385,22 @@ def undo_mutants(src_root: Path) -> list[Mutant]:
     return out
 
 
+def carry_mutants(src_root: Path) -> list[Mutant]:
+    """The :data:`CARRY` mutants."""
+    out = []
+    for ident, what, module, old, new in CARRY:
+        text = (src_root / "gangsched" / module).read_bytes()
+        count = text.count(old.encode())
+        if count != 1:
+            raise SystemExit(
+                f"{module}: {old!r} occurs {count} times (expected once): update CARRY"
+            )
+        a = text.index(old.encode())
+        line = text[:a].count(b"\n") + 1
+        out.append(Mutant(ident, module, line, what, a, a + len(old.encode()), new.encode()))
+    return out
+
+
 def mutants(src_root: Path) -> list[Mutant]:
     """Every mutant: each cursor question outside the log's module, then :data:`NAMED`."""
     out: list[Mutant] = []
@@ -331,7 +431,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     root = args.root.resolve()
     src_root = root / "src"
-    groups = [(mutants(src_root), TESTS), (undo_mutants(src_root), UNDO_TESTS)]
+    groups = [
+        (mutants(src_root) + carry_mutants(src_root), TESTS),
+        (undo_mutants(src_root), UNDO_TESTS),
+    ]
     chosen = [
         ([m for m in found if not args.only or any(o in m.id for o in args.only)], tests)
         for found, tests in groups
