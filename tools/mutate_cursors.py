@@ -181,13 +181,6 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "        if oj >= 0:",
     ),
     (
-        "core:queue-allocation-not-compared",
-        "a queue whose allocation differs from the last cycle's end is carried",
-        "session/core.py",
-        "        & (new.queue_allocated == old.queue_allocated[q_at]).all(axis=1)\n",
-        "",
-    ),
-    (
         "core:queue-jobs-not-compared",
         "a queue one of whose jobs changed is carried",
         "session/core.py",
@@ -242,6 +235,11 @@ UNDO_TESTS: tuple[str, ...] = (
 
 #: Mutants no test can kill, and why.
 EQUIVALENT: dict[str, str] = {
+    "core:queue-jobs-not-compared": (
+        "the close step, the one reader of queue positions across cycles, works a queue's "
+        "status out again whenever one of its jobs' statuses is, and a job that changed "
+        "always is; a job gone from the queue changes its count of jobs, still compared"
+    ),
     "session/evaluation:Evaluator.evaluate:node_since:ignored": (
         "node_since is the one-entry shortcut: answering -1 sends the refresh to nodes_since, "
         "which names the same node (the same answers, through the vector path)"

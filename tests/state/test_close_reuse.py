@@ -180,3 +180,77 @@ def test_the_close_step_keeps_its_statuses_with_the_logs_position() -> None:
     lineage, cursor, made = ssn.records[JOB_STATUSES]
     assert lineage is ssn.changes.lineage and cursor == ssn.changes.end
     assert set(made) == {j.name for j in snap.jobs}
+
+
+def _quiet_cluster() -> dict[str, Any]:
+    """Two admitted jobs on one node: "run" with a task running and one waiting, "wait"
+    with two waiting tasks; cycles of ``enqueue`` alone try neither, so their statuses
+    move only with their records, their tasks and their counts."""
+    return {
+        "nodes": [{"name": "n0", "allocatable": {"cpu": 8, "pods": 10}}],
+        "queues": [{"name": "q0"}, {"name": "q1"}],
+        "jobs": [
+            {"name": "run", "min_available": 2, "phase": "Inqueue", "queue": "q0"},
+            {"name": "wait", "min_available": 2, "phase": "Inqueue", "queue": "q1"},
+        ],
+        "tasks": [
+            {
+                "name": "run-0",
+                "job": "run",
+                "request": {"cpu": 2},
+                "node": "n0",
+                "phase": "Running",
+            },
+            {"name": "run-1", "job": "run", "request": {"cpu": 2}},
+            {"name": "wait-0", "job": "wait", "request": {"cpu": 2}},
+            {"name": "wait-1", "job": "wait", "request": {"cpu": 2}},
+        ],
+    }
+
+
+_ENQUEUE_ONLY = gs.Config.from_dict({"actions": "enqueue", "tiers": [{"plugins": [
+    {"name": "priority"}, {"name": "gang"}]}, {"plugins": [{"name": "proportion"}]}]})  # fmt: skip
+
+
+def test_a_changed_job_record_is_a_change_between_cycles() -> None:
+    state = gs.ClusterState(gs.Snapshot.from_dict(_quiet_cluster()))
+    first = state.schedule(_ENQUEUE_ONLY)
+    assert not first.jobs["run"].ready
+    state.update_job(dataclasses.replace(state.jobs["run"], min_available=1))
+    second = state.schedule(_ENQUEUE_ONLY)
+    assert second.jobs["run"].ready and second.jobs["run"].min_available == 1
+    assert second.jobs["wait"] is first.jobs["wait"]
+    assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)
+
+
+def test_a_task_turned_best_effort_is_a_change_of_its_job() -> None:
+    # A pending best-effort task counts toward readiness: the job's counts per state do not
+    # move, its task record does.
+    state = gs.ClusterState(gs.Snapshot.from_dict(_quiet_cluster()))
+    first = state.schedule(_ENQUEUE_ONLY)
+    assert not first.jobs["run"].ready
+    state.update_task(dataclasses.replace(state.tasks["run-1"], request=gs.model.Resources({})))
+    second = state.schedule(_ENQUEUE_ONLY)
+    assert second.jobs["run"].ready
+    assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)
+
+
+def test_placements_of_the_last_cycle_the_snapshot_lacks_are_a_change_of_the_job() -> None:
+    # A default cycle places "wait"; the binder does not act; a cycle of enqueue alone tries
+    # nothing: the job's counts at its opening differ from those at the last cycle's end.
+    state = gs.ClusterState(gs.Snapshot.from_dict(_quiet_cluster()))
+    first = state.schedule(gs.Config.default())
+    assert first.jobs["wait"].allocated == 2
+    second = state.schedule(_ENQUEUE_ONLY)
+    assert second.jobs["wait"].allocated == 0 and second.jobs["wait"].pending == 2
+    assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)
+
+
+def test_a_closed_queue_whose_jobs_did_not_change_gets_a_new_status() -> None:
+    state = gs.ClusterState(gs.Snapshot.from_dict(_quiet_cluster()))
+    first = state.schedule(_ENQUEUE_ONLY)
+    state.update_queue(dataclasses.replace(state.queues["q1"], state=gs.model.QueueState.CLOSED))
+    second = state.schedule(_ENQUEUE_ONLY)
+    assert second.queues["q1"].state == "Closed" and first.queues["q1"].state == "Open"
+    assert second.queues["q0"] is first.queues["q0"]
+    assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)

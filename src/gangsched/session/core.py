@@ -163,8 +163,7 @@ def _unchanged_jobs(
         (q_old >= 0)
         & ~moved
         & (np.bincount(new.job_queue, minlength=n_q) == o_per_queue[q_at])
-        & (new.queue_allocated == old.queue_allocated[q_at]).all(axis=1)
-    )
+    )  # (its allocation is the sum of its jobs': the same)
     queues = np.where(q_same, q_old, -1)
     return jobs.tolist(), queues.tolist()
 
