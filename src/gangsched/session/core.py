@@ -160,9 +160,7 @@ def _unchanged_jobs(
     moved = np.bincount(new.job_queue[~same], minlength=n_q) > 0
     o_per_queue = np.bincount(old.job_queue, minlength=len(o_snap.queues))
     q_same = (
-        (q_old >= 0)
-        & ~moved
-        & (np.bincount(new.job_queue, minlength=n_q) == o_per_queue[q_at])
+        (q_old >= 0) & ~moved & (np.bincount(new.job_queue, minlength=n_q) == o_per_queue[q_at])
     )  # (its allocation is the sum of its jobs': the same)
     queues = np.where(q_same, q_old, -1)
     return jobs.tolist(), queues.tolist()
