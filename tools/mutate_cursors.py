@@ -184,8 +184,8 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "core:queue-jobs-not-compared",
         "a queue one of whose jobs changed is carried",
         "session/core.py",
-        "        & ~moved\n",
-        "",
+        "(q_old >= 0) & ~moved & (",
+        "(q_old >= 0) & (",
     ),
     (
         "core:queue-record-not-compared",
