@@ -254,3 +254,26 @@ def test_a_closed_queue_whose_jobs_did_not_change_gets_a_new_status() -> None:
     assert second.queues["q1"].state == "Closed" and first.queues["q1"].state == "Open"
     assert second.queues["q0"] is first.queues["q0"]
     assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)
+
+
+def test_a_reservation_realised_last_cycle_is_a_change_of_its_job() -> None:
+    # "res-0" is reserved (Pipelined) on n0, whose room is idle: a default cycle binds it.
+    # The binder does not act, and a cycle of enqueue alone realises nothing: the job holds
+    # the same resources at its opening as at the last cycle's end, in another state.
+    data = _quiet_cluster()
+    data["jobs"].append({"name": "res", "min_available": 1, "phase": "Inqueue", "queue": "q0"})
+    data["tasks"].append(
+        {
+            "name": "res-0",
+            "job": "res",
+            "request": {"cpu": 1},
+            "node": "n0",
+            "phase": "Pipelined",
+        }
+    )
+    state = gs.ClusterState(gs.Snapshot.from_dict(data))
+    first = state.schedule(gs.Config.default())
+    assert first.jobs["res"].allocated == 1 and first.jobs["res"].pipelined == 0
+    second = state.schedule(_ENQUEUE_ONLY)
+    assert second.jobs["res"].pipelined == 1 and second.jobs["res"].allocated == 0
+    assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)
