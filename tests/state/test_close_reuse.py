@@ -56,8 +56,8 @@ def test_each_cycle_equals_a_fresh_one_and_reuses_what_did_not_change() -> None:
     jobs, _ = _same(first, second)
     placed = {state.tasks[op.task].job for op in (*first.binds, *first.pipelined)}
     equal = {n for n, st in second.jobs.items() if st == first.jobs[n]}
-    # (a job tried again, whose trial placements were undone, has entries too: a new record)
-    assert placed and jobs and jobs <= equal - placed
+    # (a job the log names, placed again the same way, keeps its record too)
+    assert placed & jobs and jobs <= equal
     # The binds land: the placed jobs (and their queues) change, the waiting ones do not.
     state.apply(second)
     third = state.schedule(config)
@@ -276,4 +276,41 @@ def test_a_reservation_realised_last_cycle_is_a_change_of_its_job() -> None:
     assert first.jobs["res"].allocated == 1 and first.jobs["res"].pipelined == 0
     second = state.schedule(_ENQUEUE_ONLY)
     assert second.jobs["res"].pipelined == 1 and second.jobs["res"].allocated == 0
+    assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)
+
+
+_BACKFILL_ONLY = gs.Config.from_dict({"actions": "backfill", "tiers": [{"plugins": [
+    {"name": "priority"}, {"name": "gang"}]}, {"plugins": [{"name": "proportion"}]}]})  # fmt: skip
+
+
+def test_a_job_admitted_last_cycle_and_not_now_gets_a_new_status_and_so_does_its_queue() -> None:
+    # enqueue admits "later" in the first cycle (the session's phase, not its record); the
+    # second cycle runs no enqueue: the job is Pending again, with no entry in the log.
+    data = _quiet_cluster()
+    data["jobs"].append({"name": "later", "min_available": 1, "phase": "Pending", "queue": "q1"})
+    data["tasks"].append({"name": "later-0", "job": "later", "request": {"cpu": 1}})
+    state = gs.ClusterState(gs.Snapshot.from_dict(data))
+    first = state.schedule(_ENQUEUE_ONLY)
+    assert first.jobs["later"].phase == "Inqueue" and first.queues["q1"].inqueue == 2
+    second = state.schedule(_BACKFILL_ONLY)
+    assert second.jobs["later"].phase == "Pending" and second.queues["q1"].inqueue == 1
+    assert _canon(second) == _fresh(state, _BACKFILL_ONLY)
+
+
+def test_a_queue_whose_deserved_share_moved_gets_a_new_status() -> None:
+    # q0 asks for more once a job arrives in it: q1's deserved share shrinks, though nothing
+    # of q1 changed.
+    data = _quiet_cluster()
+    data["jobs"][1]["min_available"] = 1
+    for task in data["tasks"][:2]:  # q0 asks for 2 cpu, q1 for 8: q1 deserves 6 of 8
+        task["request"] = {"cpu": 1}
+    data["tasks"] += [{"name": f"wait-{k}", "job": "wait", "request": {"cpu": 2}} for k in (2, 3)]
+    state = gs.ClusterState(gs.Snapshot.from_dict(data))
+    first = state.schedule(_ENQUEUE_ONLY)
+    state.add_job(
+        gs.model.Job(name="more", queue="q0", min_available=1, phase=JobPhase.INQUEUE),
+        [gs.model.Task(name="more-0", job="more", request=gs.model.Resources({"cpu": 4}))],
+    )
+    second = state.schedule(_ENQUEUE_ONLY)
+    assert second.queues["q1"].deserved != first.queues["q1"].deserved
     assert _canon(second) == _fresh(state, _ENQUEUE_ONLY)

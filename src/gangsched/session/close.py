@@ -179,6 +179,20 @@ def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any
     return known[2], set(since.tolist())
 
 
+@dataclass(frozen=True, slots=True)
+class _JobEntry:
+    """A job's status as the close step keeps it for the next cycle, with what it was made
+    of besides the change log's cursor."""
+
+    status: JobStatus
+    job: object  # the job's record
+    phase: JobPhase  # admitted or not, in the session
+    reason: tuple[str, str] | None
+    lost: bool  # unschedulable while it runs
+    row: tuple[int, ...]  # tasks per state
+    best_effort: int  # pending best-effort tasks
+
+
 def _job_statuses(
     ssn: Session, state: npt.NDArray[np.int64]
 ) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_]]:
@@ -192,9 +206,11 @@ def _job_statuses(
     ).reshape(len(snap.jobs), n_states)
     jobs: dict[str, JobStatus] = {}
     # A job the change log names no change of since the last cycle's close, admitted or not
-    # as then and with the same words, has the status it had (records are immutable).
+    # as then and with the same words, has the status it had (records are immutable). One it
+    # names (a trial placement undone is an entry too) has it when what the status is made
+    # of is as then: its record, its tasks per state and its pending best-effort tasks.
     last, changed = _since_last_close(ssn, JOB_STATUSES)
-    made: dict[str, tuple[JobStatus, JobPhase, tuple[str, str] | None, bool]] = {}
+    made: dict[str, _JobEntry] = {}
     fresh = np.zeros(len(snap.jobs), dtype=np.bool_)
     best_effort: list[int] | None = None
     unschedulable = ssn.unschedulable_jobs
@@ -202,22 +218,32 @@ def _job_statuses(
     phases = ssn.job_phase
     for j, job in enumerate(snap.jobs):
         phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
-        entry = None if j in changed else last.get(job.name)
+        entry = last.get(job.name)
+        row: tuple[int, ...] | None = None
+        if entry is not None and j in changed:
+            if best_effort is None:
+                best_effort = _pending_best_effort(ssn)
+            row = tuple(counts[j].tolist())
+            if entry.job is not job or entry.row != row or entry.best_effort != best_effort[j]:
+                entry = None
         # (being unschedulable changes a status only while the job runs: PHASE_RULES)
         if (
             entry is None
-            or entry[1] is not phase
-            or entry[2] != reason
-            or entry[3] != (lost and entry[0].running > 0)
+            or entry.phase is not phase
+            or entry.reason != reason
+            or entry.lost != (lost and entry.status.running > 0)
         ):
             if best_effort is None:
                 best_effort = _pending_best_effort(ssn)
-            row = counts[j].tolist()
+            if row is None:
+                row = tuple(counts[j].tolist())
             status = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
-            entry = (status, phase, reason, lost and status.running > 0)
+            entry = _JobEntry(
+                status, job, phase, reason, lost and status.running > 0, row, best_effort[j]
+            )
             fresh[j] = True
         made[job.name] = entry
-        jobs[job.name] = entry[0]
+        jobs[job.name] = entry.status
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
     return jobs, fresh
