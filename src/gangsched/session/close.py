@@ -211,6 +211,7 @@ def _job_statuses(
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
     last, changed = _since_last_close(ssn, JOB_STATUSES)
     made: dict[str, _JobEntry] = {}
+    built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
     fresh = np.zeros(len(snap.jobs), dtype=np.bool_)
     best_effort: list[int] | None = None
     unschedulable = ssn.unschedulable_jobs
@@ -237,7 +238,11 @@ def _job_statuses(
                 best_effort = _pending_best_effort(ssn)
             if row is None:
                 row = tuple(counts[j].tolist())
-            status = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
+            # jobs of one shape waiting for one reason have one status: made once a cycle
+            given = (row, best_effort[j], job.min_available, phase, lost, reason)
+            status = built.get(given)
+            if status is None:
+                status = built[given] = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
             entry = _JobEntry(
                 status, job, phase, reason, lost and status.running > 0, row, best_effort[j]
             )
