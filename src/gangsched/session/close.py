@@ -196,8 +196,9 @@ class _JobEntry:
 def _job_statuses(
     ssn: Session, state: npt.NDArray[np.int64]
 ) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_]]:
-    """Every job's status, and which jobs' statuses were worked out again (not the last
-    cycle's)."""
+    """Every job's status, and the jobs whose figures a queue's status reads (phase, tasks
+    per state, record) may differ from the last cycle's close: new jobs, jobs the change log
+    names whose record or tasks per state moved, and jobs whose phase did."""
     snap = ssn.snapshot
     # Tasks per (job, state) from one bincount.
     n_states = int(ssn.job_count.shape[1])
@@ -219,7 +220,7 @@ def _job_statuses(
     phases = ssn.job_phase
     for j, job in enumerate(snap.jobs):
         phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
-        entry = last.get(job.name)
+        entry = before = last.get(job.name)
         row: tuple[int, ...] | None = None
         if entry is not None and j in changed:
             if best_effort is None:
@@ -227,6 +228,7 @@ def _job_statuses(
             row = tuple(counts[j].tolist())
             if entry.job is not job or entry.row != row or entry.best_effort != best_effort[j]:
                 entry = None
+                fresh[j] = True
         # (being unschedulable changes a status only while the job runs: PHASE_RULES)
         if (
             entry is None
@@ -246,7 +248,8 @@ def _job_statuses(
             entry = _JobEntry(
                 status, job, phase, reason, lost and status.running > 0, row, best_effort[j]
             )
-            fresh[j] = True
+            if before is None or before.status.phase != status.phase:
+                fresh[j] = True
         made[job.name] = entry
         jobs[job.name] = entry.status
     log = ssn.changes
@@ -328,7 +331,8 @@ def _queue_statuses(
     phase_of: Mapping[str, str],
     fresh: npt.NDArray[np.bool_],
 ) -> dict[str, QueueStatus]:
-    """Every queue's status. ``fresh``: the jobs whose statuses were worked out again."""
+    """Every queue's status. ``fresh``: the jobs whose figures may have moved since the last
+    cycle's close (:func:`_job_statuses`)."""
     snap = ssn.snapshot
     queues: dict[str, QueueStatus] = {}
     pending_req = np.zeros_like(ssn.queue_allocated)
@@ -353,7 +357,7 @@ def _queue_statuses(
     for q, job in zip(ssn.job_queue.tolist(), snap.jobs, strict=True):
         phases_of[q].append(phase_of[job.name])
     # A queue the change log names no change of since the last cycle's close, none of whose
-    # jobs has a status worked out again, has the figures it had then; with the same
+    # jobs' figures moved, has the figures it had then; with the same
     # fair-share figures (the water-filling reads every queue) it has the status it had. Under
     # a hierarchy a queue's figures are its subtree's: every status is worked out again.
     last, changed = _since_last_close(ssn, QUEUE_STATUSES)
