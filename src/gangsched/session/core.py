@@ -217,9 +217,10 @@ class Session(Occupancy):
     refusals: list[Refusal] = field(default_factory=list)
     #: Per-session caches of plugins and actions (typed; never outputs).
     cache: CycleCache = field(default_factory=CycleCache)
-    #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
-    #: queue statuses (an equal status is the same record: ``_close.close_session``) and
-    #: failed greedy gang placements (``actions._gang_placement.place_job``).
+    #: What this cycle leaves for the next, and the last cycle's: job and queue statuses with
+    #: the change log's position they were made at (``session.close``), failed greedy gang
+    #: placements (``actions._gang_placement.place_job``) and failed attempts
+    #: (``actions._retry``).
     records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     prior_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     #: The registry the plugins came from.
