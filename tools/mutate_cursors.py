@@ -230,6 +230,13 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         ":",
     ),
     (
+        "close:cycle-memo-ignores-words",
+        "statuses made this cycle are shared by jobs of one shape whatever their reasons",
+        "session/close.py",
+        "job.min_available, phase, lost, reason)",
+        "job.min_available, phase, lost)",
+    ),
+    (
         "close:queue-fresh-jobs-ignored",
         "a queue whose jobs' statuses were worked out again keeps its last status",
         "session/close.py",
