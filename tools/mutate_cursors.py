@@ -239,6 +239,110 @@ ARRAYS_TESTS: tuple[str, ...] = (
     "tests/state/test_state_templates_carry.py",
 )
 
+#: Mutants of what a continuing log carries over for the jobs and queues that did not change
+#: between two cycles, and of the close step that reuses statuses through it: (id,
+#: description, module, old text, new text); run against :data:`TESTS`.
+CARRY: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "changes:carry-every-job",
+        "a continuing log keeps the last position of every job, changed or not",
+        "session/changes.py",
+        "    return [opening if k < 0 else before[k] for k in kept]\n",
+        "    return [before[k] if k >= 0 else -1 for k in kept]\n",
+    ),
+    (
+        "core:jobs-counts-not-compared",
+        "a job whose counts at this opening differ from the last cycle's end is carried",
+        "session/core.py",
+        "        & (new.job_count == old.job_count[at]).all(axis=1)\n",
+        "",
+    ),
+    (
+        "core:jobs-tasks-not-compared",
+        "a job whose task records changed is carried",
+        "session/core.py",
+        "        & (strays == 0)\n",
+        "",
+    ),
+    (
+        "core:job-record-not-compared",
+        "a job whose record changed is carried",
+        "session/core.py",
+        "        if oj >= 0 and o_jobs[oj] is job:",
+        "        if oj >= 0:",
+    ),
+    (
+        "core:queue-jobs-not-compared",
+        "a queue one of whose jobs changed is carried",
+        "session/core.py",
+        "(q_old >= 0) & ~moved & (",
+        "(q_old >= 0) & (",
+    ),
+    (
+        "core:queue-record-not-compared",
+        "a queue whose record changed is carried",
+        "session/core.py",
+        "        if oq >= 0 and o_snap.queues[oq] is queue:",
+        "        if oq >= 0:",
+    ),
+    (
+        "close:job-words-not-compared",
+        "a job whose reason changed keeps its last status",
+        "session/close.py",
+        "            or entry.reason != reason\n",
+        "",
+    ),
+    (
+        "close:job-admission-not-compared",
+        "a job admitted (or not) unlike the last cycle keeps its last status",
+        "session/close.py",
+        "            or entry.phase is not phase\n",
+        "",
+    ),
+    (
+        "close:changed-job-counts-not-compared",
+        "a job the log names keeps its last status when its tasks per state moved",
+        "session/close.py",
+        " or entry.row != row or ",
+        " or ",
+    ),
+    (
+        "close:changed-job-record-not-compared",
+        "a job the log names keeps its last status when its record changed",
+        "session/close.py",
+        "if entry.job is not job or ",
+        "if ",
+    ),
+    (
+        "close:changed-job-best-effort-not-compared",
+        "a job the log names keeps its last status when its pending best-effort tasks moved",
+        "session/close.py",
+        " or entry.best_effort != best_effort[j]:",
+        ":",
+    ),
+    (
+        "close:cycle-memo-ignores-words",
+        "statuses made this cycle are shared by jobs of one shape whatever their reasons",
+        "session/close.py",
+        "job.min_available, phase, lost, reason)",
+        "job.min_available, phase, lost)",
+    ),
+    (
+        "close:queue-fresh-jobs-ignored",
+        "a queue whose jobs' statuses were worked out again keeps its last status",
+        "session/close.py",
+        "        entry = None if q in changed or dirty[q] else last.get(queue.name)",
+        "        entry = None if q in changed else last.get(queue.name)",
+    ),
+    (
+        "close:queue-shares-not-compared",
+        "a queue whose deserved share moved keeps its last status",
+        "session/close.py",
+        "            and entry[1] == deserved_row\n",
+        "",
+    ),
+)
+
 #: The tests run against each :data:`UNDO` mutant.
 UNDO_TESTS: tuple[str, ...] = (
     "tests/cycle/test_statement_ops.py",
@@ -250,6 +354,11 @@ UNDO_TESTS: tuple[str, ...] = (
 
 #: Mutants no test can kill, and why.
 EQUIVALENT: dict[str, str] = {
+    "core:queue-jobs-not-compared": (
+        "the close step, the one reader of queue positions across cycles, works a queue's "
+        "status out again whenever one of its jobs' statuses is, and a job that changed "
+        "always is; a job gone from the queue changes its count of jobs, still compared"
+    ),
     "session/evaluation:Evaluator.evaluate:node_since:ignored": (
         "node_since is the one-entry shortcut: answering -1 sends the refresh to nodes_since, "
         "which names the same node (the same answers, through the vector path)"
@@ -267,6 +376,7 @@ TESTS: tuple[str, ...] = (
     "tests/sim/test_fgd_general_engine.py",
     "tests/cycle/test_pod_affinity.py",
     "tests/state/test_state_templates_carry.py",
+    "tests/state/test_close_reuse.py",
 )
 
 
@@ -397,6 +507,22 @@ def undo_mutants(
     return out
 
 
+def carry_mutants(src_root: Path) -> list[Mutant]:
+    """The :data:`CARRY` mutants."""
+    out = []
+    for ident, what, module, old, new in CARRY:
+        text = (src_root / "gangsched" / module).read_bytes()
+        count = text.count(old.encode())
+        if count != 1:
+            raise SystemExit(
+                f"{module}: {old!r} occurs {count} times (expected once): update CARRY"
+            )
+        a = text.index(old.encode())
+        line = text[:a].count(b"\n") + 1
+        out.append(Mutant(ident, module, line, what, a, a + len(old.encode()), new.encode()))
+    return out
+
+
 def mutants(src_root: Path) -> list[Mutant]:
     """Every mutant: each cursor question outside the log's module, then :data:`NAMED`."""
     out: list[Mutant] = []
@@ -430,7 +556,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     src_root = root / "src"
     groups = [
-        (mutants(src_root), TESTS),
+        (mutants(src_root) + carry_mutants(src_root), TESTS),
         (undo_mutants(src_root), UNDO_TESTS),
         (undo_mutants(src_root, ARRAYS), ARRAYS_TESTS),
     ]

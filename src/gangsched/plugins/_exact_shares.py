@@ -16,7 +16,7 @@ water level at which the queues hold exactly the total (:func:`exact_level`).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 import numpy as np
@@ -44,33 +44,92 @@ def exact_water_fill(
     """The deserved amounts, exactly: Volcano's rounds, and the exact water level on every
     dimension the rounds overdraw. Shapes as :func:`~gangsched.plugins.proportion.water_fill`."""
     n, r = request.shape
-    tot = [_exact(x) for x in total.tolist()]
-    w = [_exact(x) for x in weights.tolist()]
-    req = [[_exact(x) for x in row] for row in request.tolist()]
-    g = [[_exact(x) for x in row] for row in guarantee.tolist()]
-    # the rounds cap at min(realCapability, request): the request is always finite
-    cap = [
-        [
-            rq if not math.isfinite(rc) else min(rq, _exact(rc))
-            for rq, rc in zip(rr, cr, strict=True)
-        ]
-        for rr, cr in zip(req, real_capability.tolist(), strict=True)
-    ]
     inside = [bool(x) for x in part.tolist()]
-    deserved = exact_rounds(tot, w, req, g, cap, inside)
-    for c in range(r):
-        held = sum((deserved[i][c] for i in range(n) if inside[i]), Fraction(0))
-        if held > tot[c] + _EPS:
-            level = exact_level(
-                tot[c],
-                [w[i] for i in range(n)],
-                [cap[i][c] for i in range(n)],
-                [g[i][c] for i in range(n)],
-                inside,
-            )
-            for i in range(n):
-                deserved[i][c] = level[i]
+    floats = (total.tolist(), weights.tolist(), request.tolist(), guarantee.tolist())
+    rc_rows = real_capability.tolist()
+    if _all_whole(floats, rc_rows):
+        # The usual case: whole amounts and weights, worked in plain integers.
+        t_f, w_f, req_f, g_f = floats
+        tot_i = [int(x) for x in t_f]
+        w_i = [int(x) for x in w_f]
+        req_i = [[int(x) for x in row] for row in req_f]
+        g_i = [[int(x) for x in row] for row in g_f]
+        cap_i = [
+            [
+                rq if not math.isfinite(rc) else min(rq, int(rc))
+                for rq, rc in zip(rr, cr, strict=True)
+            ]
+            for rr, cr in zip(req_i, rc_rows, strict=True)
+        ]
+        den, nums = _whole_rounds(tot_i, w_i, req_i, g_i, cap_i, inside)
+        over = [
+            c
+            for c in range(r)
+            if 10 * sum(nums[i][c] for i in range(n) if inside[i]) > (10 * tot_i[c] + 1) * den
+        ]
+        deserved = [[Fraction(x, den) for x in row] for row in nums]
+        if not over:
+            return deserved
+        tot = [Fraction(x) for x in tot_i]
+        w = [Fraction(x) for x in w_i]
+        g = [[Fraction(x) for x in row] for row in g_i]
+        cap = [[Fraction(x) for x in row] for row in cap_i]
+    else:
+        tot = [_exact(x) for x in floats[0]]
+        w = [_exact(x) for x in floats[1]]
+        req = [[_exact(x) for x in row] for row in floats[2]]
+        g = [[_exact(x) for x in row] for row in floats[3]]
+        # the rounds cap at min(realCapability, request): the request is always finite
+        cap = [
+            [
+                rq if not math.isfinite(rc) else min(rq, _exact(rc))
+                for rq, rc in zip(rr, cr, strict=True)
+            ]
+            for rr, cr in zip(req, rc_rows, strict=True)
+        ]
+        deserved = exact_rounds(tot, w, req, g, cap, inside)
+        over = [
+            c
+            for c in range(r)
+            if sum((deserved[i][c] for i in range(n) if inside[i]), Fraction(0)) > tot[c] + _EPS
+        ]
+    for c in over:
+        level = exact_level(
+            tot[c],
+            [w[i] for i in range(n)],
+            [cap[i][c] for i in range(n)],
+            [g[i][c] for i in range(n)],
+            inside,
+        )
+        for i in range(n):
+            deserved[i][c] = level[i]
     return deserved
+
+
+def _all_whole(
+    floats: tuple[list[float], list[float], list[list[float]], list[list[float]]],
+    real_capability: list[list[float]],
+) -> bool:
+    """Whether every amount and weight is a whole number (realCapabilities may be ``inf``)."""
+    total, weights, request, guarantee = floats
+    if not all(x.is_integer() for x in total) or not all(x.is_integer() for x in weights):
+        return False
+    for rows in (request, guarantee):
+        for row in rows:
+            if not all(x.is_integer() for x in row):
+                return False
+    for row in real_capability:
+        for x in row:
+            if not (x.is_integer() or x == math.inf):
+                return False
+    return True
+
+
+def _common_denominator(values: Iterable[Fraction]) -> int:
+    out = 1
+    for v in values:
+        out = math.lcm(out, v.denominator)
+    return out
 
 
 def exact_rounds(
@@ -81,37 +140,100 @@ def exact_rounds(
     cap: Sequence[Sequence[Fraction]],
     part: Sequence[bool],
 ) -> Exact:
-    """Volcano's rounds (see :func:`~gangsched.plugins.proportion.volcano_rounds`), exactly."""
+    """Volcano's rounds (see :func:`~gangsched.plugins.proportion.volcano_rounds`), exactly:
+    the amounts as integers over their common denominator, the weights as integers in the same
+    ratios, then :func:`_whole_rounds`."""
+    base = _common_denominator(
+        [*total, *(x for rows in (request, guarantee, cap) for row in rows for x in row)]
+    )
+    w_scale = _common_denominator(weights)
+
+    def whole(rows: Sequence[Sequence[Fraction]]) -> list[list[int]]:
+        return [[int(x * base) for x in row] for row in rows]
+
+    den, nums = _whole_rounds(
+        [int(x * base) for x in total],
+        [int(x * w_scale) for x in weights],
+        whole(request),
+        whole(guarantee),
+        whole(cap),
+        part,
+        unit=base,
+    )
+    return [[Fraction(x, den * base) for x in row] for row in nums]
+
+
+def _whole_rounds(
+    total: Sequence[int],
+    weights: Sequence[int],
+    request: Sequence[Sequence[int]],
+    guarantee: Sequence[Sequence[int]],
+    cap: Sequence[Sequence[int]],
+    part: Sequence[bool],
+    *,
+    unit: int = 1,
+) -> tuple[int, list[list[int]]]:
+    """Volcano's rounds on whole amounts and weights, exactly: ``(den, nums)`` with each
+    queue's deserved amount ``nums[i][c] / den``.
+
+    Every amount ``x`` is held as the integer ``x·den``: a round multiplies ``den`` by the
+    active weights' sum, so its grants ``remaining · w / Σw`` are whole too, and the
+    comparisons are those of the fractions (``|a − b| < 1/10`` is ``10·|a·den − b·den| <
+    den``) — the numbers :class:`fractions.Fraction` arithmetic gives, without normalising
+    every intermediate. ``unit``: the inputs are counted in ``1/unit`` (Volcano's tolerance of
+    a tenth is of a whole amount)."""
     n, r = len(weights), len(total)
-    zero = Fraction(0)
-    deserved: Exact = [[zero] * r for _ in range(n)]
-    remaining = [Fraction(x) for x in total]
+    den = 1
+    deserved = [[0] * r for _ in range(n)]
+    remaining = list(total)
     meet = [not p for p in part]
     for _ in range(8 * n + 64):
         active = [i for i in range(n) if not meet[i]]
-        w_total = sum((weights[i] for i in active), Fraction(0))
+        w_total = sum(weights[i] for i in active)
         if w_total <= 0:
             break
-        gained = [zero] * r
+        # Everything over den · Σw from here: old amounts scale by Σw, a grant is remaining · w.
+        den *= w_total
+        tenth = den * unit  # |a − b| < 1/10 is 10·|a·den − b·den| < den · unit
+        deserved = [[x * w_total for x in row] for row in deserved]
+        gained = [0] * r
         for i in active:
             old = deserved[i]
-            new = [
-                max(min(old[c] + remaining[c] * weights[i] / w_total, cap[i][c]), guarantee[i][c])
-                for c in range(r)
-            ]
-            satisfied = all(
-                request[i][c] < new[c] or abs(request[i][c] - new[c]) < _EPS for c in range(r)
-            )
+            wi = weights[i]
+            ci, gi, ri = cap[i], guarantee[i], request[i]
+            new = []
+            for c in range(r):
+                x = old[c] + remaining[c] * wi
+                top = ci[c] * den
+                if top < x:
+                    x = top
+                floor = gi[c] * den
+                if x < floor:
+                    x = floor
+                new.append(x)
+            satisfied = True
+            for c in range(r):
+                want = ri[c] * den
+                if not (want < new[c] or 10 * abs(want - new[c]) < tenth):
+                    satisfied = False
+                    break
             if satisfied or new == old:
                 meet[i] = True
             for c in range(r):
                 gained[c] += new[c] - old[c]
             deserved[i] = new
-        left = [max(remaining[c] - gained[c], zero) for c in range(r)]
-        if all(x < _EPS for x in left) or left == remaining:
+        scaled = [x * w_total for x in remaining]
+        left = [max(scaled[c] - gained[c], 0) for c in range(r)]
+        if all(10 * x < tenth for x in left) or left == scaled:
             break
         remaining = left
-    return deserved
+        # Keep the numbers small: divide out what den and every amount share.
+        common = math.gcd(den, *remaining, *(x for row in deserved for x in row))
+        if common > 1:
+            den //= common
+            remaining = [x // common for x in remaining]
+            deserved = [[x // common for x in row] for row in deserved]
+    return den, deserved
 
 
 def exact_level(
@@ -180,8 +302,14 @@ def floor_limits(exact: Exact, real_capability: F64) -> I64:
     for row, caps in zip(exact, real_capability.tolist(), strict=True):
         out_row = []
         for d, rc in zip(row, caps, strict=True):
-            bound = d if not math.isfinite(rc) else min(d, Fraction(rc))
-            lim = math.ceil(bound + _EPS) - 1
+            a, b = d.numerator, d.denominator
+            if rc.is_integer() and int(rc) * b < a:
+                lim = int(rc)  # a whole ceiling below deserved: ⌈rc + 1/10⌉ − 1 = rc
+            else:
+                if math.isfinite(rc) and not rc.is_integer() and Fraction(rc) < d:
+                    a, b = Fraction(rc).as_integer_ratio()
+                # ⌈a/b + 1/10⌉ − 1 in integers: ⌈(10a + b) / 10b⌉ − 1
+                lim = -(-(10 * a + b) // (10 * b)) - 1
             out_row.append(max(min(lim, MAX_TOTAL), 0))
         rows.append(out_row)
     out: I64 = np.zeros(real_capability.shape, dtype=np.int64)

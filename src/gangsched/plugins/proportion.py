@@ -205,6 +205,8 @@ class ProportionPlugin(QueueShares):
         # there, as Volcano does); the capability stays a ceiling even then. Whole units,
         # rounded down from the exact amounts: the admission test compares exactly.
         self._limit = floor_limits(exact, self.real_capability)
+        self._limit_rows: list[list[int]] = self._limit.tolist()
+        self._asks: dict[bytes, tuple[tuple[int, int], ...]] = {}
         self._inv = inverse(self.deserved, pods)
         self.shares = share_of(ssn.queue_allocated.astype(np.float64), self._inv)
 
@@ -245,10 +247,18 @@ class ProportionPlugin(QueueShares):
     def allocatable(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> bool:
         if ssn.snapshot.queues[queue].state is not QueueState.OPEN:
             return False
-        dims = tmpl.request > 0
-        dims[self._pods] = False
-        alloc = ssn.queue_allocated[queue]
-        return bool(np.all(alloc[dims] + tmpl.request[dims] <= self._limit[queue][dims]))
+        # The columns the template asks for (pods aside) and its amounts, as plain ints: a
+        # few columns, compared exactly (amounts below 2**53, limits up to 2**60).
+        key = tmpl.request.tobytes()
+        asks = self._asks.get(key)
+        if asks is None:
+            pods = self._pods
+            asks = self._asks[key] = tuple(
+                (c, r) for c, r in enumerate(tmpl.request.tolist()) if r > 0 and c != pods
+            )
+        alloc = ssn.queue_allocated[queue].tolist()
+        limit = self._limit_rows[queue]
+        return all(alloc[c] + r <= limit[c] for c, r in asks)
 
     def allocatable_reason(self, ssn: Session, queue: int, tmpl: TaskTemplate) -> str | None:
         """Why :meth:`allocatable` refuses (None when it does not), in the words that follow

@@ -28,7 +28,9 @@ Across cycles
 A session opened with the previous session of the same cluster (``ClusterState`` does so)
 *continues* that session's log when the nodes are the same (names and order, resource columns,
 GPU devices): positions go on where the previous log stopped, the session's opening is one
-entry that marks every job and queue changed, and every node whose record (capacity, labels,
+entry that marks every job and queue changed (but a job whose record, tasks and counters are
+those of the end of the previous session, and a queue whose record and allocation are and
+whose jobs all are, keep their last positions), and every node whose record (capacity, labels,
 taints, devices, cordon) or occupancy differs from the end of the previous session is one
 entry too. A cursor taken in the previous session (or any earlier one of the same
 :attr:`ChangeLog.lineage`) is therefore valid here and answers exactly what a view kept then
@@ -114,14 +116,24 @@ class ChangeLog:
     # ---------------------------------------------------------------- opening
 
     def continue_from(
-        self, previous: ChangeLog, stale: BOOL, records: BOOL, *, taints: bool
+        self,
+        previous: ChangeLog,
+        stale: BOOL,
+        records: BOOL,
+        *,
+        taints: bool,
+        jobs: Sequence[int] | None = None,
+        queues: Sequence[int] | None = None,
     ) -> bool:
         """Continue ``previous`` (the log of the finished session before, on the same nodes):
-        one opening entry (every job and queue changed), then one entry per ``stale`` node
-        (record or occupancy differs from the end of ``previous``). ``records``: the nodes
-        whose record differs; ``taints``: whether some node's taints did. Only a new, empty
-        log continues, and a log is continued once (a second session opened from the same
-        one starts a new lineage). Whether it continued."""
+        one opening entry (every job and queue changed, but those ``jobs`` and ``queues``
+        carry over), then one entry per ``stale`` node (record or occupancy differs from the
+        end of ``previous``). ``records``: the nodes whose record differs; ``taints``: whether
+        some node's taints did. ``jobs`` / ``queues``: per job / queue of this log, the one of
+        ``previous`` whose record and counters (allocation) it continues unchanged, -1 when
+        it changed or is new; such a job or queue keeps the position of its last entry.
+        Only a new, empty log continues, and a log is continued once (a second session
+        opened from the same one starts a new lineage). Whether it continued."""
         if self.end or previous._continued or previous._node_at.size != self._node_at.size:
             return False
         previous._continued = True
@@ -131,8 +143,8 @@ class ChangeLog:
         self.records_changed = records
         self.taints_changed = taints
         opening = self.end
-        self._queue_at = [opening] * len(self._queue_at)
-        self._job_at = [opening] * len(self._job_at)
+        self._queue_at = _carried(previous._queue_at, queues, opening, len(self._queue_at))
+        self._job_at = _carried(previous._job_at, jobs, opening, len(self._job_at))
         self._entries.append(-1)
         self.end += 1
         for node in np.flatnonzero(stale).tolist():
@@ -230,6 +242,14 @@ class ChangeLog:
         out = digest.digest()
         self._fingerprint = (self.end, out)
         return out
+
+
+def _carried(before: list[int], kept: Sequence[int] | None, opening: int, n: int) -> list[int]:
+    """Per row of a continuing log, the position of its last entry: the opening, or the last
+    position in ``before`` of the row it continues unchanged (``kept``; -1: none)."""
+    if kept is None:
+        return [opening] * n
+    return [opening if k < 0 else before[k] for k in kept]
 
 
 def changed_nodes(

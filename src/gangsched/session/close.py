@@ -7,9 +7,9 @@ more than its input.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -42,10 +42,10 @@ def close_session(ssn: Session) -> Decisions:
     snap = ssn.snapshot
     node_names = ssn.arrays.node_names
     binds, evictions, pipelined, state = _op_records(ssn)
-    jobs = _job_statuses(ssn, state)
-    task_reasons = _task_reasons(ssn, state, jobs)
+    jobs, fresh = _job_statuses(ssn, state)
     phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
-    queues = _queue_statuses(ssn, state, phase_of)
+    task_reasons = _task_reasons(ssn, state, jobs)
+    queues = _queue_statuses(ssn, state, phase_of, fresh)
     evicted = {e.task: e.reason for e in evictions}
     preemption_reasons = {
         snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
@@ -161,10 +161,44 @@ def job_phase(
 _QUEUE_PHASES = ("Inqueue", "Pending", "Running", "Unknown", "Completed")
 
 
-_STATUS_FIELDS = tuple(f.name for f in dataclasses.fields(JobStatus))
+#: Where a finished session keeps its statuses for the next cycle's close (in
+#: ``Session.records``): ``(lineage, cursor, {name: entry})`` with the change log's lineage
+#: and end when they were made.
+JOB_STATUSES = ("close", "job statuses")
+QUEUE_STATUSES = ("close", "queue statuses")
 
 
-def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobStatus]:
+def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], set[int]]:
+    """The last cycle's statuses kept under ``key`` and the jobs (or queues, by key) the change
+    log names since they were made; nothing kept when the log does not continue theirs."""
+    known = ssn.prior_records.get(key)
+    log = ssn.changes
+    if known is None or not log.knows(known[0], known[1]):
+        return {}, set()
+    since = log.jobs_since(known[1]) if key is JOB_STATUSES else log.queues_since(known[1])
+    return known[2], set(since.tolist())
+
+
+@dataclass(frozen=True, slots=True)
+class _JobEntry:
+    """A job's status as the close step keeps it for the next cycle, with what it was made
+    of besides the change log's cursor."""
+
+    status: JobStatus
+    job: object  # the job's record
+    phase: JobPhase  # admitted or not, in the session
+    reason: tuple[str, str] | None
+    lost: bool  # unschedulable while it runs
+    row: tuple[int, ...]  # tasks per state
+    best_effort: int  # pending best-effort tasks
+
+
+def _job_statuses(
+    ssn: Session, state: npt.NDArray[np.int64]
+) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_]]:
+    """Every job's status, and the jobs whose figures a queue's status reads (phase, tasks
+    per state, record) may differ from the last cycle's close: new jobs, jobs the change log
+    names whose record or tasks per state moved, and jobs whose phase did."""
     snap = ssn.snapshot
     # Tasks per (job, state) from one bincount.
     n_states = int(ssn.job_count.shape[1])
@@ -172,31 +206,55 @@ def _job_statuses(ssn: Session, state: npt.NDArray[np.int64]) -> dict[str, JobSt
         ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
     ).reshape(len(snap.jobs), n_states)
     jobs: dict[str, JobStatus] = {}
-    # A status equal to one of the last cycle's is that record (records are immutable), so a
-    # long-lived state does not build and check again what did not change.
-    prior = ssn.prior_records
-    kept = ssn.records
-    best_effort = _pending_best_effort(ssn)
+    # A job the change log names no change of since the last cycle's close, admitted or not
+    # as then and with the same words, has the status it had (records are immutable). One it
+    # names (a trial placement undone is an entry too) has it when what the status is made
+    # of is as then: its record, its tasks per state and its pending best-effort tasks.
+    last, changed = _since_last_close(ssn, JOB_STATUSES)
+    made: dict[str, _JobEntry] = {}
+    built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
+    fresh = np.zeros(len(snap.jobs), dtype=np.bool_)
+    best_effort: list[int] | None = None
     unschedulable = ssn.unschedulable_jobs
-    for j, (job, row) in enumerate(zip(snap.jobs, counts.tolist(), strict=True)):
-        # Everything the status is made from: an equal input gives the same record.
-        given = (
-            "job",
-            *row,
-            best_effort[j],
-            job.min_available,
-            ssn.job_phase[j]._value_,  # its name: no enum __hash__ or value property
-            j in unschedulable,
-            ssn.job_reasons.get(j),
-        )
-        status = kept.get(given) or prior.get(given)
-        if status is None:
-            status = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
-            content = tuple(getattr(status, name) for name in _STATUS_FIELDS)
-            status = kept.get(content) or prior.get(content) or status
-            kept[content] = status
-        kept[given] = jobs[job.name] = status
-    return jobs
+    reasons = ssn.job_reasons
+    phases = ssn.job_phase
+    for j, job in enumerate(snap.jobs):
+        phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
+        entry = before = last.get(job.name)
+        row: tuple[int, ...] | None = None
+        if entry is not None and j in changed:
+            if best_effort is None:
+                best_effort = _pending_best_effort(ssn)
+            row = tuple(counts[j].tolist())
+            if entry.job is not job or entry.row != row or entry.best_effort != best_effort[j]:
+                entry = None
+                fresh[j] = True
+        # (being unschedulable changes a status only while the job runs: PHASE_RULES)
+        if (
+            entry is None
+            or entry.phase is not phase
+            or entry.reason != reason
+            or entry.lost != (lost and entry.status.running > 0)
+        ):
+            if best_effort is None:
+                best_effort = _pending_best_effort(ssn)
+            if row is None:
+                row = tuple(counts[j].tolist())
+            # jobs of one shape waiting for one reason have one status: made once a cycle
+            given = (row, best_effort[j], job.min_available, phase, lost, reason)
+            status = built.get(given)
+            if status is None:
+                status = built[given] = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
+            entry = _JobEntry(
+                status, job, phase, reason, lost and status.running > 0, row, best_effort[j]
+            )
+            if before is None or before.status.phase != status.phase:
+                fresh[j] = True
+        made[job.name] = entry
+        jobs[job.name] = entry.status
+    log = ssn.changes
+    ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
+    return jobs, fresh
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
@@ -268,8 +326,13 @@ def _task_reasons(
 
 
 def _queue_statuses(
-    ssn: Session, state: npt.NDArray[np.int64], phase_of: Mapping[str, str]
+    ssn: Session,
+    state: npt.NDArray[np.int64],
+    phase_of: Mapping[str, str],
+    fresh: npt.NDArray[np.bool_],
 ) -> dict[str, QueueStatus]:
+    """Every queue's status. ``fresh``: the jobs whose figures may have moved since the last
+    cycle's close (:func:`_job_statuses`)."""
     snap = ssn.snapshot
     queues: dict[str, QueueStatus] = {}
     pending_req = np.zeros_like(ssn.queue_allocated)
@@ -293,33 +356,33 @@ def _queue_statuses(
     phases_of: list[list[str]] = [[] for _ in snap.queues]
     for q, job in zip(ssn.job_queue.tolist(), snap.jobs, strict=True):
         phases_of[q].append(phase_of[job.name])
-    prior = ssn.prior_records
-    kept = ssn.records
+    # A queue the change log names no change of since the last cycle's close, none of whose
+    # jobs' figures moved, has the figures it had then; with the same
+    # fair-share figures (the water-filling reads every queue) it has the status it had. Under
+    # a hierarchy a queue's figures are its subtree's: every status is worked out again.
+    last, changed = _since_last_close(ssn, QUEUE_STATUSES)
+    if ssn.gate.rules.hierarchical:
+        last = {}
+    dirty = np.bincount(ssn.job_queue[fresh], minlength=len(snap.queues)) > 0
+    made: dict[str, tuple[QueueStatus, bytes | None, bytes | None, float, bool]] = {}
     for q, queue in enumerate(snap.queues):
-        phases = phases_of[q]
         share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
         real = fair.queue_real_capability(ssn, q) if fair is not None else None
         overused = bool(fair.queue_overused(ssn, q)) if fair is not None else False
-        counts = tuple(phases.count(p) for p in _QUEUE_PHASES)
-        rows = np.concatenate(
-            (allocated_q[q], pending_req[q], inqueue_req[q], returning[q])
-        ).tobytes()
-        key = (
-            "queue",
-            id(queue),
-            ssn.arrays.spec.names,
-            rows,
-            None if ssn.queue_deserved is None else ssn.queue_deserved[q].tobytes(),
-            None if real is None else real.tobytes(),
-            share,
-            overused,
-            counts,
-        )
-        known = prior.get(key)
-        if known is not None and known[0] is queue:
-            queues[queue.name] = known[1]
-            kept[key] = known
+        deserved_row = None if ssn.queue_deserved is None else ssn.queue_deserved[q].tobytes()
+        real_row = None if real is None else real.tobytes()
+        entry = None if q in changed or dirty[q] else last.get(queue.name)
+        if (
+            entry is not None
+            and entry[1] == deserved_row
+            and entry[2] == real_row
+            and entry[3] == share
+            and entry[4] == overused
+        ):
+            queues[queue.name] = entry[0]
+            made[queue.name] = entry
             continue
+        counts = tuple(phases_of[q].count(p) for p in _QUEUE_PHASES)
         deserved: Mapping[str, int] = {}
         if ssn.queue_deserved is not None:
             deserved = ssn.as_mapping(ssn.queue_deserved[q])
@@ -350,8 +413,10 @@ def _queue_statuses(
             unknown=counts[3],
             completed=counts[4],
         )
-        kept[key] = (queue, status)
+        made[queue.name] = (status, deserved_row, real_row, share, overused)
         queues[queue.name] = status
+    log = ssn.changes
+    ssn.records[QUEUE_STATUSES] = (log.lineage, log.end, made)
     return queues
 
 

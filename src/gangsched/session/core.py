@@ -82,10 +82,12 @@ __all__ = [
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 
 
-def _continue_log(old: Session, new: Session) -> None:
+def _continue_log(old: Session, new: Session, source: I64 | None) -> None:
     """Continue ``old``'s change log in ``new`` when both sessions have the same nodes (names
     and order, resource columns, GPU devices), logging the nodes whose record or occupancy
-    differs (:meth:`~gangsched.session.changes.ChangeLog.continue_from`)."""
+    differs and carrying the jobs and queues that did not change
+    (:meth:`~gangsched.session.changes.ChangeLog.continue_from`). ``source``: per task of
+    ``new``, the task of ``old`` that is the same record (-1: none)."""
     a, b = old.arrays, new.arrays
     if a is not b and (
         a.node_names != b.node_names
@@ -104,7 +106,64 @@ def _continue_log(old: Session, new: Session) -> None:
     )
     if found is not None:
         stale, records, taints = found
-        new.changes.continue_from(old.changes, stale, records, taints=taints)
+        jobs, queues = _unchanged_jobs(old, new, source)
+        new.changes.continue_from(
+            old.changes, stale, records, taints=taints, jobs=jobs, queues=queues
+        )
+
+
+def _unchanged_jobs(
+    old: Session, new: Session, source: I64 | None
+) -> tuple[list[int] | None, list[int] | None]:
+    """Per job and per queue of ``new``, the one of ``old`` it continues unchanged (-1: none).
+
+    A job continues when it is the same record with the same task records, and its task
+    counts per state and its allocation at ``new``'s opening are those at ``old``'s end (a
+    reservation ``old`` kept and the snapshot does not show is a change). A queue continues
+    when it is the same record with the same allocation and every job of it, in both, is a
+    job that continues."""
+    o_snap, n_snap = old.snapshot, new.snapshot
+    if source is None or not o_snap.jobs or not o_snap.tasks or not o_snap.queues:
+        return None, None
+    o_index = o_snap.job_index
+    o_jobs = o_snap.jobs
+    n_jobs = len(n_snap.jobs)
+    old_of = np.full(n_jobs, -1, dtype=np.int64)
+    for j, job in enumerate(n_snap.jobs):
+        oj = o_index.get(job.name, -1)
+        if oj >= 0 and o_jobs[oj] is job:
+            old_of[j] = oj
+    mapped = old_of >= 0
+    at = np.where(mapped, old_of, 0)
+    # every task of the job is a record of the old job, and there are as many
+    have = source >= 0
+    task_old_job = np.where(have, old.task_job[np.where(have, source, 0)], -2)
+    strays = np.bincount(new.task_job[task_old_job != old_of[new.task_job]], minlength=n_jobs)
+    o_count = np.bincount(old.task_job, minlength=len(o_jobs))
+    same = (
+        mapped
+        & (strays == 0)
+        & (np.bincount(new.task_job, minlength=n_jobs) == o_count[at])
+        & (new.job_count == old.job_count[at]).all(axis=1)
+        & (new.job_allocated == old.job_allocated[at]).all(axis=1)
+    )
+    jobs = np.where(same, old_of, -1)
+    # queues
+    o_queues = o_snap.queue_index
+    q_old = np.full(len(n_snap.queues), -1, dtype=np.int64)
+    for q, queue in enumerate(n_snap.queues):
+        oq = o_queues.get(queue.name, -1)
+        if oq >= 0 and o_snap.queues[oq] is queue:
+            q_old[q] = oq
+    q_at = np.where(q_old >= 0, q_old, 0)
+    n_q = len(n_snap.queues)
+    moved = np.bincount(new.job_queue[~same], minlength=n_q) > 0
+    o_per_queue = np.bincount(old.job_queue, minlength=len(o_snap.queues))
+    q_same = (
+        (q_old >= 0) & ~moved & (np.bincount(new.job_queue, minlength=n_q) == o_per_queue[q_at])
+    )  # (its allocation is the sum of its jobs': the same)
+    queues = np.where(q_same, q_old, -1)
+    return jobs.tolist(), queues.tolist()
 
 
 @dataclass(slots=True, eq=False)
@@ -158,9 +217,10 @@ class Session(Occupancy):
     refusals: list[Refusal] = field(default_factory=list)
     #: Per-session caches of plugins and actions (typed; never outputs).
     cache: CycleCache = field(default_factory=CycleCache)
-    #: Records of this cycle keyed by what they are made from, and the last cycle's: job and
-    #: queue statuses (an equal status is the same record: ``_close.close_session``) and
-    #: failed greedy gang placements (``actions._gang_placement.place_job``).
+    #: What this cycle leaves for the next, and the last cycle's: job and queue statuses with
+    #: the change log's position they were made at (``session.close``), failed greedy gang
+    #: placements (``actions._gang_placement.place_job``) and failed attempts
+    #: (``actions._retry``).
     records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     prior_records: dict[tuple[object, ...], Any] = field(default_factory=dict)
     #: The registry the plugins came from.
@@ -235,7 +295,7 @@ class Session(Occupancy):
         )
         ssn.registry = registry
         if previous is not None:
-            _continue_log(previous, ssn)
+            _continue_log(previous, ssn, cols.source)
         ssn.gate = Gate(ssn)
         ssn.evaluator = Evaluator(ssn)
         opened = [
