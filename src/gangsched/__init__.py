@@ -25,6 +25,7 @@ from gangsched.errors import (
 from gangsched.framework.combine import Vote
 from gangsched.framework.registry import Registry
 from gangsched.model import (
+    DisruptionBudget,
     GpuRequest,
     Gpus,
     HyperNode,
@@ -82,6 +83,7 @@ __all__ = [
     "CpSatPlacer",
     "DecisionError",
     "Decisions",
+    "DisruptionBudget",
     "Eviction",
     "Explanation",
     "GangschedError",
