@@ -66,7 +66,7 @@ the constraints one by one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -207,6 +207,8 @@ class _Search:
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
         self._keys: dict[int, tuple[Any, ...]] = _Charges.of(ssn).victim_keys(ssn)
+        #: Whether victim keys are kept across searches (and with them each job's victim order).
+        self._keys_kept = ssn.points.victim_order_by_job_and_queue()
         self.last_refusal: VictimRefusal | None = None
         self.blocked: VictimRefusal | None = None
         self.baseline = scope.baseline(ssn)
@@ -426,55 +428,119 @@ class _Search:
         return tuple(spare_tasks(self.ssn, job, tasks))
 
     def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
+        """The bundles of ``victims`` (see the module docstring), in rank order.
+
+        Each victim job's tasks are taken in victim order (:meth:`_positions`), and jobs are
+        ranked by the victim key of their first task (without its name), then newest first, then
+        name. Per node, the gang rule takes a prefix of the job's tasks there: of a job without
+        role minimums, as many as it lets go of all the job's tasks (asked once per job), read
+        for every node at once; of a job with role minimums, asked node by node."""
         ssn = self.ssn
-        by_job: dict[int, list[int]] = {}
+        if victims.size == 0:
+            return []
+        pos = self._positions(victims)
+        jobs = ssn.task_job[victims]
+        order = np.lexsort((pos, jobs))
+        tasks, jobs = victims[order], jobs[order]
+        nodes = ssn.task_node[tasks]
+        on = useful[nodes]
+        first = _starts(jobs)
+        ends = np.append(first[1:], jobs.size)
+        lead = tasks[first]
+        # jobs with a task on a useful node, ranked; the key reads every task of the job
+        has = np.add.reduceat(on.astype(np.int64), first) > 0
+        kept = np.flatnonzero(has)
+        snap_jobs = ssn.snapshot.jobs
+        keys = []
+        for i in kept.tolist():
+            rec = snap_jobs[int(jobs[first[i]])]
+            keys.append((self.victim_key(int(lead[i]))[:-1], -rec.creation, rec.name))
+        ranked = sorted(range(len(keys)), key=keys.__getitem__)
+        rank = np.full(first.size, -1, dtype=np.int64)
+        rank[kept[ranked]] = np.arange(len(ranked), dtype=np.int64)
+        if self.scope.whole:
+            return self._job_bundles(tasks, on, first, ends, kept[ranked])
+        return self._node_bundles(tasks[on], jobs[on], nodes[on], np.repeat(rank, ends - first)[on])
+
+    def _job_bundles(
+        self, tasks: I64, on: BOOL, first: I64, ends: I64, ranked: I64
+    ) -> list[_Bundle]:
+        """Whole-gang mode: one bundle per job (rows ``first[i]:ends[i]`` of ``tasks``, in
+        victim order), in the order ``ranked``: its surplus on useful nodes, and the whole job
+        when it may go whole."""
+        ssn = self.ssn
+        listed = tasks.tolist()
+        useful = on.tolist()
+        out: list[_Bundle] = []
+        for i in ranked.tolist():
+            a, b = int(first[i]), int(ends[i])
+            mine = listed[a:b]
+            v = int(ssn.task_job[mine[0]])
+            whole = tuple(mine) if may_go_whole(ssn, v, mine) else ()
+            surplus = self._surplus(v, [t for t, ok in zip(mine, useful[a:b], strict=True) if ok])
+            if surplus or whole:
+                out.append(_Bundle(job=v, rank=len(out), surplus=surplus, whole=whole))
+        return out
+
+    def _node_bundles(self, tasks: I64, jobs: I64, nodes: I64, rank: I64) -> list[_Bundle]:
+        """Node mode: one bundle per victim job and useful node, the gang rule's surplus among
+        the job's ``tasks`` there (given in victim order per job), ranked by the job's ``rank``
+        then the node; a bundle whose node could not hold any claimed task even with it gone is
+        left out (a cheap bound, read for every bundle at once)."""
+        ssn = self.ssn
+        if tasks.size == 0:
+            return []
+        order = np.lexsort((np.arange(tasks.size), nodes, rank))
+        tasks, jobs, nodes = tasks[order], jobs[order], nodes[order]
+        group = _starts(rank[order] * ssn.arrays.n_nodes + nodes)
+        size = np.diff(np.append(group, tasks.size))
+        at = np.arange(tasks.size) - np.repeat(group, size)  # place inside its (job, node)
+        heads = jobs[group].tolist()
+        spare = self._spare_counts(np.unique(jobs))
+        limit = np.array([spare.get(j, -1) for j in heads], dtype=np.int64)
+        taken = at < np.repeat(limit, size)
+        listed = tasks.tolist()
+        surplus: list[tuple[int, ...]] = []
+        for a, n, j, cap in zip(group.tolist(), size.tolist(), heads, limit.tolist(), strict=True):
+            if cap < 0:  # role minimums: the rule asked about this node's tasks
+                here = self._surplus(j, listed[a : a + n])
+                taken[a : a + n] = False
+                taken[a : a + len(here)] = True
+                surplus.append(here)
+            else:
+                surplus.append(tuple(listed[a : a + min(cap, n)]))
+        freed = np.zeros((group.size, ssn.task_req.shape[1]), dtype=np.int64)
+        np.add.at(freed, np.repeat(np.arange(group.size), size)[taken], ssn.task_req[tasks[taken]])
+        room = ssn.future_idle()[nodes[group]] + freed
+        claimed = np.unique(self.claim_req, axis=0)
+        fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
+        fits &= np.array([bool(s) for s in surplus], dtype=np.bool_)
+        out: list[_Bundle] = []
+        for g in np.flatnonzero(fits).tolist():
+            out.append(_Bundle(job=heads[g], rank=len(out), surplus=surplus[g], whole=()))
+        return out
+
+    def _spare_counts(self, jobs: I64) -> dict[int, int]:
+        """Per job of ``jobs`` without role minimums: how many tasks the gang rule lets go of
+        any list of its tasks (it takes the first that many: asked once with every task of the
+        job, it answers for every list); jobs with role minimums are left out."""
+        ssn = self.ssn
+        out: dict[int, int] = {}
+        for j in jobs.tolist():
+            if not role_minimums(ssn.snapshot.jobs[j]):
+                out[j] = len(spare_tasks(ssn, j, ssn.job_tasks(j).tolist()))
+        return out
+
+    def _positions(self, victims: I64) -> I64:
+        """Each victim's place in its job's victim order (comparable between tasks of one
+        job only)."""
+        if self._keys_kept:
+            return _Charges.of(self.ssn).positions(self.ssn, victims, self.victim_key)
         listed = victims.tolist()
-        for t, j in zip(listed, ssn.task_job[victims].tolist(), strict=True):
-            by_job.setdefault(j, []).append(t)
-        node_of = dict(zip(listed, ssn.task_node[victims].tolist(), strict=True))
-        on = dict(zip(listed, useful[ssn.task_node[victims]].tolist(), strict=True))
-        ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
-        per_node: list[tuple[tuple[Any, ...], int, tuple[int, ...]]] = []
-        for v, tasks in by_job.items():
-            tasks.sort(key=self.victim_key)
-            on_useful = [t for t in tasks if on[t]]
-            if not on_useful:
-                continue
-            whole = tuple(tasks) if self.scope.whole and may_go_whole(ssn, v, tasks) else ()
-            rec = ssn.snapshot.jobs[v]
-            key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
-            if not self.scope.whole:
-                # evicting only on the claim's nodes: one surplus bundle per node, as Volcano
-                # asks the gang rule about one node's tasks at a time
-                nodes: dict[int, list[int]] = {}
-                for t in on_useful:
-                    nodes.setdefault(node_of[t], []).append(t)
-                for n in sorted(nodes):
-                    here = self._surplus(v, nodes[n])
-                    if here:
-                        per_node.append(((*key, n), v, here))
-                continue
-            surplus = self._surplus(v, on_useful)
-            if not surplus and not whole:
-                continue
-            ranked.append((key, v, surplus, whole))
-        if per_node:
-            # a node where no claimed task could fit even with the bundle gone is left out (a
-            # cheap bound), read for every bundle at once
-            tasks_, sets = self._flat([here for _, _, here in per_node])
-            freed = np.zeros((len(per_node), ssn.task_req.shape[1]), dtype=np.int64)
-            np.add.at(freed, sets, ssn.task_req[tasks_])
-            at = np.array([key[-1] for key, _, _ in per_node], dtype=np.int64)
-            room = ssn.future_idle()[at] + freed
-            claimed = np.unique(self.claim_req, axis=0)
-            fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
-            ranked.extend(
-                (key, v, here, ())
-                for (key, v, here), ok in zip(per_node, fits.tolist(), strict=True)
-                if ok
-            )
-        ranked.sort(key=lambda item: item[0])
-        return [_Bundle(job=v, rank=i, surplus=s, whole=w) for i, (_, v, s, w) in enumerate(ranked)]
+        keys = [self.victim_key(t) for t in listed]
+        out = np.empty(victims.size, dtype=np.int64)
+        out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(victims.size)
+        return out
 
     # ------------------------------------------------------------------ search
 
@@ -859,6 +925,9 @@ class _Charges:
     keys_cursor: int | None = None
     #: Job allocations, job task counters and queue allocations the kept keys were read with.
     held_by: tuple[I64, I64, I64] = field(default_factory=lambda: (_NONE, _NONE, _NONE))
+    #: Each task's place in its job's victim order, for the jobs marked ``ordered``.
+    within: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ordered: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
@@ -913,6 +982,25 @@ class _Charges:
                 queue_alloc[queues] = ssn.queue_allocated[queues]
         self.keys_cursor = log.end
         return self.keys
+
+    def positions(self, ssn: Session, tasks: I64, key: Callable[[int], tuple[Any, ...]]) -> I64:
+        """Each task's place in its job's victim order, ordered by ``key`` the first time a
+        job is asked about, then kept for the session: when victim keys are kept
+        (:meth:`victim_keys`), each built-in plugin's key is made of parts that are the same for
+        every task of a job (its and its queue's figures and records) and parts read from the
+        task's own record, so the order of one job's tasks never changes while its figures do."""
+        n_jobs = len(ssn.snapshot.jobs)
+        if self.ordered.size != n_jobs:
+            self.within = np.full(ssn.task_req.shape[0], -1, dtype=np.int64)
+            self.ordered = np.zeros(n_jobs, dtype=np.bool_)
+        jobs = np.unique(ssn.task_job[tasks])
+        for j in jobs[~self.ordered[jobs]].tolist():
+            mine = ssn.job_tasks(j).tolist()
+            mine.sort(key=key)
+            self.within[mine] = np.arange(len(mine), dtype=np.int64)
+            self.ordered[j] = True
+        out: I64 = self.within[tasks]
+        return out
 
     def read(self, ssn: Session, tasks: I64) -> None:
         nodes = ssn.task_node[tasks]
