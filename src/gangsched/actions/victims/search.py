@@ -66,7 +66,7 @@ the constraints one by one.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -119,6 +119,70 @@ class _Bundle:
 
 #: One victim job in a plan: (bundle, evicted tasks, evicted whole).
 _Part = tuple[_Bundle, tuple[int, ...], bool]
+
+
+class _Bundles:
+    """Bundles in rank order: read whole as flat arrays of their tasks, or one at a time (each
+    :class:`_Bundle` made when first asked for)."""
+
+    __slots__ = ("_made", "_most", "_surplus", "bounds", "jobs", "tasks", "wholes")
+
+    def __init__(
+        self, jobs: list[int], tasks: I64, bounds: list[int], wholes: list[tuple[int, ...]] | None
+    ) -> None:
+        #: Per bundle: its job, and its surplus as ``tasks[bounds[i]:bounds[i + 1]]``.
+        self.jobs = jobs
+        self.tasks = tasks
+        self.bounds = bounds
+        #: Per bundle, the whole job (whole-gang mode only).
+        self.wholes = wholes
+        self._made: list[_Bundle | None] = [None] * len(jobs)
+        self._surplus: tuple[I64, I64] | None = None
+        self._most: tuple[I64, I64] | None = None
+
+    @classmethod
+    def of(cls, bundles: list[_Bundle]) -> _Bundles:
+        tasks, sets = _Search._flat([b.surplus for b in bundles])
+        bounds = np.searchsorted(sets, np.arange(len(bundles) + 1)).tolist()
+        out = cls([b.job for b in bundles], tasks, bounds, [b.whole for b in bundles])
+        out._made = list(bundles)
+        out._surplus = (tasks, sets)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: int) -> _Bundle:
+        made = self._made[i]
+        if made is None:
+            a, b = self.bounds[i], self.bounds[i + 1]
+            made = _Bundle(
+                job=self.jobs[i],
+                rank=i,
+                surplus=tuple(self.tasks[a:b].tolist()),
+                whole=self.wholes[i] if self.wholes is not None else (),
+            )
+            self._made[i] = made
+        return made
+
+    def __iter__(self) -> Iterator[_Bundle]:
+        return (self[i] for i in range(len(self.jobs)))
+
+    def surplus(self) -> tuple[I64, I64]:
+        """Every bundle's surplus: the tasks, and the index of the bundle of each."""
+        if self._surplus is None:
+            sizes = np.diff(np.asarray(self.bounds, dtype=np.int64))
+            self._surplus = (self.tasks, np.repeat(np.arange(len(self.jobs)), sizes))
+        return self._surplus
+
+    def most(self) -> tuple[I64, I64]:
+        """Every bundle's largest set (:meth:`_Search._most`): the tasks, and the index of the
+        bundle of each."""
+        if self.wholes is None:
+            return self.surplus()
+        if self._most is None:
+            self._most = _Search._flat([_Search._most(b)[1] for b in self])
+        return self._most
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,7 +491,7 @@ class _Search:
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
         return tuple(spare_tasks(self.ssn, job, tasks))
 
-    def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
+    def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
         """The bundles of ``victims`` (see the module docstring), in rank order.
 
         Each victim job's tasks are taken in victim order (:meth:`_positions`), and jobs are
@@ -437,7 +501,7 @@ class _Search:
         for every node at once; of a job with role minimums, asked node by node."""
         ssn = self.ssn
         if victims.size == 0:
-            return []
+            return _Bundles.of([])
         pos = self._positions(victims)
         jobs = ssn.task_job[victims]
         order = np.lexsort((pos, jobs))
@@ -459,7 +523,7 @@ class _Search:
         rank = np.full(first.size, -1, dtype=np.int64)
         rank[kept[ranked]] = np.arange(len(ranked), dtype=np.int64)
         if self.scope.whole:
-            return self._job_bundles(tasks, on, first, ends, kept[ranked])
+            return _Bundles.of(self._job_bundles(tasks, on, first, ends, kept[ranked]))
         return self._node_bundles(tasks[on], jobs[on], nodes[on], np.repeat(rank, ends - first)[on])
 
     def _job_bundles(
@@ -482,54 +546,42 @@ class _Search:
                 out.append(_Bundle(job=v, rank=len(out), surplus=surplus, whole=whole))
         return out
 
-    def _node_bundles(self, tasks: I64, jobs: I64, nodes: I64, rank: I64) -> list[_Bundle]:
+    def _node_bundles(self, tasks: I64, jobs: I64, nodes: I64, rank: I64) -> _Bundles:
         """Node mode: one bundle per victim job and useful node, the gang rule's surplus among
         the job's ``tasks`` there (given in victim order per job), ranked by the job's ``rank``
         then the node; a bundle whose node could not hold any claimed task even with it gone is
         left out (a cheap bound, read for every bundle at once)."""
         ssn = self.ssn
         if tasks.size == 0:
-            return []
+            return _Bundles.of([])
         order = np.lexsort((np.arange(tasks.size), nodes, rank))
         tasks, jobs, nodes = tasks[order], jobs[order], nodes[order]
         group = _starts(rank[order] * ssn.arrays.n_nodes + nodes)
         size = np.diff(np.append(group, tasks.size))
         at = np.arange(tasks.size) - np.repeat(group, size)  # place inside its (job, node)
-        heads = jobs[group].tolist()
-        spare = self._spare_counts(np.unique(jobs))
-        limit = np.array([spare.get(j, -1) for j in heads], dtype=np.int64)
+        heads = jobs[group]
+        limit = self._spare_counts(heads)
         taken = at < np.repeat(limit, size)
-        listed = tasks.tolist()
-        surplus: list[tuple[int, ...]] = []
-        for a, n, j, cap in zip(group.tolist(), size.tolist(), heads, limit.tolist(), strict=True):
-            if cap < 0:  # role minimums: the rule asked about this node's tasks
-                here = self._surplus(j, listed[a : a + n])
-                taken[a : a + n] = False
-                taken[a : a + len(here)] = True
-                surplus.append(here)
-            else:
-                surplus.append(tuple(listed[a : a + min(cap, n)]))
+        for g in np.flatnonzero(limit < 0).tolist():  # role minimums: asked node by node
+            a, n = int(group[g]), int(size[g])
+            here = self._surplus(int(heads[g]), tasks[a : a + n].tolist())
+            taken[a : a + n] = np.isin(tasks[a : a + n], here)
+        count = np.add.reduceat(taken.astype(np.int64), group)
         freed = np.zeros((group.size, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, np.repeat(np.arange(group.size), size)[taken], ssn.task_req[tasks[taken]])
         room = ssn.future_idle()[nodes[group]] + freed
         claimed = np.unique(self.claim_req, axis=0)
         fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
-        fits &= np.array([bool(s) for s in surplus], dtype=np.bool_)
-        out: list[_Bundle] = []
-        for g in np.flatnonzero(fits).tolist():
-            out.append(_Bundle(job=heads[g], rank=len(out), surplus=surplus[g], whole=()))
-        return out
+        fits &= count > 0
+        keep = taken & np.repeat(fits, size)
+        bounds = np.concatenate(([0], np.cumsum(count[fits]))).tolist()
+        return _Bundles(heads[fits].tolist(), tasks[keep], bounds, None)
 
-    def _spare_counts(self, jobs: I64) -> dict[int, int]:
+    def _spare_counts(self, jobs: I64) -> I64:
         """Per job of ``jobs`` without role minimums: how many tasks the gang rule lets go of
         any list of its tasks (it takes the first that many: asked once with every task of the
-        job, it answers for every list); jobs with role minimums are left out."""
-        ssn = self.ssn
-        out: dict[int, int] = {}
-        for j in jobs.tolist():
-            if not role_minimums(ssn.snapshot.jobs[j]):
-                out[j] = len(spare_tasks(ssn, j, ssn.job_tasks(j).tolist()))
-        return out
+        job, it answers for every list); -1 for jobs with role minimums."""
+        return _Charges.of(self.ssn).spare_counts(self.ssn, jobs)
 
     def _positions(self, victims: I64) -> I64:
         """Each victim's place in its job's victim order (comparable between tasks of one
@@ -628,7 +680,7 @@ class _Search:
             # rules out are not played, and once a union takes a job below its minimum every
             # larger one does too
             most = [self._most(b) for b in bundles]
-            tasks, sets = self._flat([m[1] for m in most])
+            tasks, sets = bundles.most()
             start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
             start = max(start, self._first_accepted(most, start))
             parts = most[:start]
@@ -663,16 +715,16 @@ class _Search:
         tasks = np.fromiter((t for x in sets for t in x), dtype=np.int64, count=int(sizes.sum()))
         return tasks, np.repeat(np.arange(len(sets), dtype=np.int64), sizes)
 
-    def _singles(self, bundles: list[_Bundle], among: BOOL | None) -> list[list[_Part]]:
+    def _singles(self, bundles: _Bundles, among: BOOL | None) -> list[list[_Part]]:
         """Every bundle that makes room alone (its fewest victims, else the whole job), as far
         as the cheapest of them needs: bundles the room bound rules out are not tried, and the
         others are tried in the order of a lower bound of their cost, until that bound passes
         the cheapest set found (costs differ in the bundle's rank, so the cheapest is the one
         trying every bundle finds)."""
         assert self._room is not None
-        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        tasks, sets = bundles.most()
         ok = self._room.fits_sets(tasks, sets, len(bundles), among)
-        tried = [b for b, fits in zip(bundles, ok.tolist(), strict=True) if fits]
+        tried = [bundles[i] for i in np.flatnonzero(ok).tolist()]
         tried = self._not_refused(tried)
         if not tried:
             return []
@@ -747,7 +799,7 @@ class _Search:
             live &= ~np.all(freed <= freed[i], axis=1)
         return [b for b, keep in zip(bundles, live.tolist(), strict=True) if keep]
 
-    def _queue_never_accepts(self, bundles: list[_Bundle]) -> bool:
+    def _queue_never_accepts(self, bundles: _Bundles) -> bool:
         """Whether the claim's queue refuses every set Volcano's rule admits (surplus bundles
         on the claim's nodes only): such a set lies on at most as many nodes as the claim has
         tasks, so it frees from the queue no more, in each resource, than the bundles on the
@@ -757,7 +809,7 @@ class _Search:
         if self.scope.whole or room is None or not room.by_holdings:
             return False
         ssn = self.ssn
-        tasks, _ = self._flat([b.surplus for b in bundles])
+        tasks, _ = bundles.surplus()
         nodes = ssn.task_node[tasks]
         mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
         freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
@@ -835,8 +887,7 @@ class _Search:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
-        bundles = self.bundles(victims, useful)
-        most = [t for b in bundles for t in self._most(b)[1]]
+        most = self.bundles(victims, useful).most()[0].tolist()
         self.blocked = None
         if not self.attempt(victims.tolist(), None, rule=False) and self.blocked is not None:
             freed = ssn.task_req[victims].sum(axis=0)
@@ -852,7 +903,7 @@ class _Search:
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
                 self.attempt(
-                    [t for b in self.bundles(victims, useful & d) for t in self._most(b)[1]],
+                    self.bundles(victims, useful & d).most()[0].tolist(),
                     d,
                     rule=False,
                 )
@@ -928,6 +979,10 @@ class _Charges:
     #: Each task's place in its job's victim order, for the jobs marked ``ordered``.
     within: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     ordered: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    #: Per job, the gang rule's surplus count (:meth:`spare_counts`) and the task counters it
+    #: was read with.
+    spare: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    spare_read: I64 = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
@@ -1000,6 +1055,24 @@ class _Charges:
             self.within[mine] = np.arange(len(mine), dtype=np.int64)
             self.ordered[j] = True
         out: I64 = self.within[tasks]
+        return out
+
+    def spare_counts(self, ssn: Session, jobs: I64) -> I64:
+        """Per job of ``jobs`` (repeats allowed) without role minimums, how many tasks the gang
+        rule lets go of any list of its tasks; -1 for a job with role minimums. Kept per job
+        while its task counters (all the rule reads of it but its records) stay as they were."""
+        n_jobs = len(ssn.snapshot.jobs)
+        if self.spare.size != n_jobs:
+            self.spare = np.full(n_jobs, -1, dtype=np.int64)
+            self.spare_read = np.full((n_jobs, ssn.job_count.shape[1]), -1, dtype=np.int64)
+        uniq = np.unique(jobs)
+        stale = uniq[(ssn.job_count[uniq] != self.spare_read[uniq]).any(axis=1)]
+        records = ssn.snapshot.jobs
+        for j in stale.tolist():
+            roles = role_minimums(records[j])
+            self.spare[j] = -1 if roles else len(spare_tasks(ssn, j, ssn.job_tasks(j).tolist()))
+            self.spare_read[j] = ssn.job_count[j]
+        out: I64 = self.spare[jobs]
         return out
 
     def read(self, ssn: Session, tasks: I64) -> None:
