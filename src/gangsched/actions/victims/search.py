@@ -94,8 +94,11 @@ from gangsched.actions.victims.rules import (
     policy_refusal,
     spare_tasks,
 )
+from gangsched.model import TopologyMode
+from gangsched.session.core import TaskState
 from gangsched.session.fit import gpu_need
 from gangsched.session.gate import Rule
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.rules import disruption
 from gangsched.session.rules.gang import role_minimums
 from gangsched.session.statement import Statement
@@ -197,15 +200,39 @@ class _Plan:
 
 
 def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> VictimRefusal | None:
-    """Search, commit and (when nothing is found) explain, for one preemptor and its claim."""
+    """Search, commit and (when nothing is found) explain, for one preemptor and its claim.
+
+    A search that found nothing is not run again for a later preemptor that reads the same
+    (:class:`_Fruitless`): its explanation is given back."""
     allowed, refusal = scope.candidates(ssn, job)
     held = policy_refusal(ssn, job, claim)
     if held is not None:
         allowed, refusal = allowed[:0], held
-    search = _Search(ssn, scope, job, claim)
     victims = np.zeros(0, dtype=np.int64)
     if allowed.size:
         victims = _asked(ssn, scope, job, allowed)
+    fruitless = _Charges.of(ssn).fruitless
+    key = None if held is not None else fruitless.key(ssn, scope, job, claim, allowed, victims)
+    if key is not None:
+        known = fruitless.answer(ssn, (*key, refusal))
+        if known is not None:
+            return known
+    out = _search_and_explain(ssn, scope, job, claim, allowed, refusal, victims)
+    if out is not None and key is not None:
+        fruitless.keep(ssn, (*key, refusal), out)
+    return out
+
+
+def _search_and_explain(
+    ssn: Session,
+    scope: Scope,
+    job: int,
+    claim: list[int],
+    allowed: I64,
+    refusal: VictimRefusal | None,
+    victims: I64,
+) -> VictimRefusal | None:
+    search = _Search(ssn, scope, job, claim)
     budgeted = disruption.budgets(ssn) is not None
     # With budgets: first only sets that keep every budget, then (none found) any set.
     for keep in (True, False) if budgeted else (False,):
@@ -961,6 +988,113 @@ def _starts(keys: I64) -> I64:
 
 
 @dataclass(slots=True, eq=False)
+class _Fruitless:
+    """The explanations of searches that found nothing, kept while no task has moved.
+
+    What a search reads of its preemptor, when every plugin it asks judges a task by its
+    shape (predicates and node scores by template shape, no device-choice plugin, gang alone
+    voting on ``job_pipelined``, the built-in queue and victim plugins), there are no pod
+    constraints, and the job has no hard topology and no task placed or running: the action
+    and its rules, the job's queue, the shape and role of each claimed task in claim order,
+    the role and best-effort flag of its other tasks, its minimums, the candidates (and the
+    refusal that came with them) and the victims the plugins allowed. Everything else it
+    reads is the cluster's state, which only moves with a task (a failed search undoes its
+    trials): the answers are dropped as soon as one task's state or node differs from when
+    they were kept."""
+
+    answers: dict[tuple[Any, ...], VictimRefusal] = field(default_factory=dict)
+    #: The task states and nodes the answers were found with.
+    states: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    nodes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Whether the session's plugins and rules allow keeping answers (None: not asked yet).
+    usable: bool | None = None
+
+    def _allowed(self, ssn: Session) -> bool:
+        if self.usable is None:
+            points = ssn.points
+            self.usable = (
+                points.shape_only
+                and points.served_only_by(("job_pipelined",), _PIPELINED_BY)
+                and not points.serving("gpu_choice")
+                and all(
+                    points.built_in(p)
+                    for p in ("allocatable", "preemptable", "reclaimable", "exposed")
+                )
+                and not ssn.gate.rules.hierarchical
+                and pod_rules(ssn) is None
+            )
+        return self.usable
+
+    def key(
+        self,
+        ssn: Session,
+        scope: Scope,
+        job: int,
+        claim: list[int],
+        allowed: I64,
+        victims: I64,
+    ) -> tuple[Any, ...] | None:
+        """What the search for ``job`` reads of it, or None when its answer is not kept."""
+        if not self._allowed(ssn):
+            return None
+        rec = ssn.snapshot.jobs[job]
+        nt = rec.network_topology
+        if nt is not None and nt.mode is TopologyMode.HARD:
+            return None
+        tasks = ssn.job_tasks(job)
+        if bool((ssn.task_state[tasks] != TaskState.PENDING).any()):
+            return None
+        records = ssn.snapshot.tasks
+        claimed = set(claim)
+        templates, template_of = ssn.templates, ssn.template_of
+        return (
+            scope.action,
+            scope.point,
+            scope.whole,
+            scope.baseline,
+            scope.admissible,
+            int(ssn.job_queue[job]),
+            tuple((templates[int(template_of[t])].shape, records[t].role) for t in claim),
+            tuple(
+                sorted(
+                    (records[t].role, records[t].best_effort)
+                    for t in tasks.tolist()
+                    if t not in claimed
+                )
+            ),
+            int(ssn.job_min[job]),
+            tuple(role_minimums(rec).items()),
+            allowed.tobytes(),
+            victims.tobytes(),
+        )
+
+    def _unmoved(self, ssn: Session) -> bool:
+        """Whether every task has the state and node it had when the answers were kept
+        (else they are dropped)."""
+        if np.array_equal(self.states, ssn.task_state) and np.array_equal(
+            self.nodes, ssn.task_node
+        ):
+            return True
+        self.answers.clear()
+        self.states = ssn.task_state.copy()
+        self.nodes = ssn.task_node.copy()
+        return False
+
+    def answer(self, ssn: Session, key: tuple[Any, ...]) -> VictimRefusal | None:
+        if not self.answers or not self._unmoved(ssn):
+            return None
+        return self.answers.get(key)
+
+    def keep(self, ssn: Session, key: tuple[Any, ...], answer: VictimRefusal) -> None:
+        self._unmoved(ssn)
+        self.answers[key] = answer
+
+
+#: The ``job_pipelined`` plugins whose vote reads a job's counters and records alone.
+_PIPELINED_BY = frozenset({"gang"})
+
+
+@dataclass(slots=True, eq=False)
 class _Charges:
     """What evicting a task gives back, read once per session: its row as its node is
     charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding) and the milli-GPU
@@ -983,6 +1117,8 @@ class _Charges:
     #: was read with.
     spare: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     spare_read: I64 = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    #: Searches that found nothing (:class:`_Fruitless`).
+    fruitless: _Fruitless = field(default_factory=lambda: _Fruitless())
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
