@@ -542,10 +542,14 @@ class _Search:
         has = np.add.reduceat(on.astype(np.int64), first) > 0
         kept = np.flatnonzero(has)
         snap_jobs = ssn.snapshot.jobs
+        known = self._keys
         keys = []
-        for i in kept.tolist():
-            rec = snap_jobs[int(jobs[first[i]])]
-            keys.append((self.victim_key(int(lead[i]))[:-1], -rec.creation, rec.name))
+        for j, t in zip(jobs[first[kept]].tolist(), lead[kept].tolist(), strict=True):
+            rec = snap_jobs[j]
+            key = known.get(t)
+            if key is None:
+                key = self.victim_key(t)
+            keys.append((key[:-1], -rec.creation, rec.name))
         ranked = sorted(range(len(keys)), key=keys.__getitem__)
         rank = np.full(first.size, -1, dtype=np.int64)
         rank[kept[ranked]] = np.arange(len(ranked), dtype=np.int64)
@@ -751,31 +755,42 @@ class _Search:
         assert self._room is not None
         tasks, sets = bundles.most()
         ok = self._room.fits_sets(tasks, sets, len(bundles), among)
-        tried = [bundles[i] for i in np.flatnonzero(ok).tolist()]
-        tried = self._not_refused(tried)
-        if not tried:
+        tried = self._not_refused(bundles, ok)
+        if tried.size == 0:
             return []
         ssn = self.ssn
-        # the fewest victims are at least the first of the surplus, else the whole job
-        least, at = self._flat([b.surplus[:1] or b.whole for b in tried])
-        freed = np.zeros((len(tried), ssn.task_req.shape[1]), dtype=np.int64)
+        # the fewest victims are at least the first of the surplus, else the whole job; a
+        # bundle's rank is its place in ``bundles``
+        starts = np.asarray(bundles.bounds, dtype=np.int64)
+        n_whole = np.zeros(tried.size, dtype=np.int64)
+        n_tasks = np.ones(tried.size, dtype=np.int64)
+        if bundles.wholes is None:
+            least, at = bundles.tasks[starts[tried]], np.arange(tried.size)
+        else:
+            chosen = [bundles[i] for i in tried.tolist()]
+            least, at = self._flat([b.surplus[:1] or b.whole for b in chosen])
+            for k, b in enumerate(chosen):
+                if not b.surplus:
+                    n_whole[k], n_tasks[k] = 1, len(b.whole)
+        freed = np.zeros((tried.size, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, at, ssn.task_req[least])
         # the cost's own expression, once per distinct freed row
         rows, where = np.unique(freed, axis=0, return_inverse=True)
         excess = np.array([self._excess(r) for r in rows])[where.reshape(-1)]
         jobs = ssn.snapshot.jobs
-        bounds = [
-            self._order(1, (jobs[b.job].priority,), 0, float(e), 1, (b.rank,))
-            if b.surplus
-            else self._order(1, (jobs[b.job].priority,), 1, float(e), len(b.whole), (b.rank,))
-            for b, e in zip(tried, excess.tolist(), strict=True)
-        ]
+        prio = np.array([jobs[bundles.jobs[i]].priority for i in tried.tolist()], dtype=np.int64)
+        # the bounds' order (one job each: compared from the priority on)
+        order = np.lexsort((tried, n_tasks, excess, n_whole, prio)).tolist()
         found: list[list[_Part]] = []
         best: tuple[Any, ...] | None = None
-        for i in sorted(range(len(tried)), key=bounds.__getitem__):
-            if best is not None and bounds[i] > best:
+        for k in order:
+            i = int(tried[k])
+            bound = self._order(
+                1, (int(prio[k]),), int(n_whole[k]), float(excess[k]), int(n_tasks[k]), (i,)
+            )
+            if best is not None and bound > best:
                 break
-            b = tried[i]
+            b = bundles[i]
             part = self._fewest(b, among)
             if part is not None and self._fits([part], among, rule=True):
                 found.append([part])
@@ -801,30 +816,35 @@ class _Search:
         room.note_refused(victims)
         return True
 
-    def _not_refused(self, bundles: list[_Bundle]) -> list[_Bundle]:
-        """``bundles`` but those whose every trial the claim's queue refuses.
+    def _not_refused(self, bundles: _Bundles, ok: BOOL) -> I64:
+        """The bundles marked ``ok`` (their indices) but those whose every trial the claim's
+        queue refuses.
 
         When the queue judges by its holdings alone (:attr:`_Room.by_holdings`), a refusal
         with ``F`` freed from the queue stands for anything freeing at most ``F``: the bundle
         freeing the most is asked first, and a refusal rules out every bundle freeing no more,
         until one is accepted. A bundle's trials evict no more than its largest set."""
+        chosen = np.flatnonzero(ok)
         room = self._room
-        if room is None or not room.by_holdings or len(bundles) < 2:
-            return bundles
+        if room is None or not room.by_holdings or chosen.size < 2:
+            return chosen
         ssn = self.ssn
-        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        tasks, sets = bundles.most()
+        inside = ok[sets]
+        tasks, sets = tasks[inside], (np.cumsum(ok) - 1)[sets[inside]]
         mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
-        freed = np.zeros((len(bundles), ssn.task_req.shape[1]), dtype=np.int64)
+        freed = np.zeros((chosen.size, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, sets[mine], ssn.task_req[tasks[mine]])
-        live = np.ones(len(bundles), dtype=np.bool_)
+        live = np.ones(chosen.size, dtype=np.bool_)
         weight = (freed * self.inv_total).sum(axis=1)
         for i in np.argsort(-weight, kind="stable").tolist():
             if not live[i]:
                 continue
-            if not self._refuses(self._most(bundles[i])[1]):
+            if not self._refuses(self._most(bundles[int(chosen[i])])[1]):
                 break
             live &= ~np.all(freed <= freed[i], axis=1)
-        return [b for b, keep in zip(bundles, live.tolist(), strict=True) if keep]
+        out: I64 = chosen[live]
+        return out
 
     def _queue_never_accepts(self, bundles: _Bundles) -> bool:
         """Whether the claim's queue refuses every set Volcano's rule admits (surplus bundles
