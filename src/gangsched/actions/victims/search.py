@@ -537,25 +537,35 @@ class _Search:
         on = useful[nodes]
         first = _starts(jobs)
         ends = np.append(first[1:], jobs.size)
+        # the key reads every task of the job, useful or not: its first in victim order
+        by_job = jobs[first]
         lead = tasks[first]
-        # jobs with a task on a useful node, ranked; the key reads every task of the job
-        has = np.add.reduceat(on.astype(np.int64), first) > 0
-        kept = np.flatnonzero(has)
-        snap_jobs = ssn.snapshot.jobs
+        if self.scope.whole:
+            kept = np.flatnonzero(np.add.reduceat(on.astype(np.int64), first) > 0)
+            ranked = kept[self._ranks(by_job[kept], lead[kept]).argsort()]
+            return _Bundles.of(self._job_bundles(tasks, on, first, ends, ranked))
+
+        def rank_of(of: I64) -> I64:
+            at = np.searchsorted(by_job, of)
+            return self._ranks(by_job[at], lead[at])
+
+        return self._node_bundles(tasks[on], jobs[on], nodes[on], rank_of)
+
+    def _ranks(self, jobs: I64, leads: I64) -> I64:
+        """The rank of each of ``jobs`` (distinct) among them: by the victim key of its first
+        task ``leads`` without the task's name, then newest first, then name."""
+        snap_jobs = self.ssn.snapshot.jobs
         known = self._keys
         keys = []
-        for j, t in zip(jobs[first[kept]].tolist(), lead[kept].tolist(), strict=True):
+        for j, t in zip(jobs.tolist(), leads.tolist(), strict=True):
             rec = snap_jobs[j]
             key = known.get(t)
             if key is None:
                 key = self.victim_key(t)
             keys.append((key[:-1], -rec.creation, rec.name))
-        ranked = sorted(range(len(keys)), key=keys.__getitem__)
-        rank = np.full(first.size, -1, dtype=np.int64)
-        rank[kept[ranked]] = np.arange(len(ranked), dtype=np.int64)
-        if self.scope.whole:
-            return _Bundles.of(self._job_bundles(tasks, on, first, ends, kept[ranked]))
-        return self._node_bundles(tasks[on], jobs[on], nodes[on], np.repeat(rank, ends - first)[on])
+        out = np.empty(len(keys), dtype=np.int64)
+        out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+        return out
 
     def _job_bundles(
         self, tasks: I64, on: BOOL, first: I64, ends: I64, ranked: I64
@@ -577,36 +587,51 @@ class _Search:
                 out.append(_Bundle(job=v, rank=len(out), surplus=surplus, whole=whole))
         return out
 
-    def _node_bundles(self, tasks: I64, jobs: I64, nodes: I64, rank: I64) -> _Bundles:
+    def _node_bundles(
+        self, tasks: I64, jobs: I64, nodes: I64, rank_of: Callable[[I64], I64]
+    ) -> _Bundles:
         """Node mode: one bundle per victim job and useful node, the gang rule's surplus among
-        the job's ``tasks`` there (given in victim order per job), ranked by the job's ``rank``
-        then the node; a bundle whose node could not hold any claimed task even with it gone is
-        left out (a cheap bound, read for every bundle at once)."""
+        the job's ``tasks`` there (given in victim order per job), ranked by the job's rank
+        (``rank_of``, asked for the jobs left) then the node; a bundle whose node could not hold
+        any claimed task even with it gone is left out (a cheap bound, read for every bundle at
+        once)."""
         ssn = self.ssn
         if tasks.size == 0:
             return _Bundles.of([])
-        order = np.lexsort((np.arange(tasks.size), nodes, rank))
+        order = np.lexsort((np.arange(tasks.size), nodes, jobs))
         tasks, jobs, nodes = tasks[order], jobs[order], nodes[order]
-        group = _starts(rank[order] * ssn.arrays.n_nodes + nodes)
+        group = _starts(jobs * ssn.arrays.n_nodes + nodes)
         size = np.diff(np.append(group, tasks.size))
-        at = np.arange(tasks.size) - np.repeat(group, size)  # place inside its (job, node)
+        member = np.repeat(np.arange(group.size), size)
+        at = np.arange(tasks.size) - group[member]  # place inside its (job, node)
         heads = jobs[group]
         limit = self._spare_counts(heads)
-        taken = at < np.repeat(limit, size)
+        taken = at < limit[member]
         for g in np.flatnonzero(limit < 0).tolist():  # role minimums: asked node by node
             a, n = int(group[g]), int(size[g])
             here = self._surplus(int(heads[g]), tasks[a : a + n].tolist())
             taken[a : a + n] = np.isin(tasks[a : a + n], here)
-        count = np.add.reduceat(taken.astype(np.int64), group)
+        count = np.bincount(member[taken], minlength=group.size)
         freed = np.zeros((group.size, ssn.task_req.shape[1]), dtype=np.int64)
-        np.add.at(freed, np.repeat(np.arange(group.size), size)[taken], ssn.task_req[tasks[taken]])
+        np.add.at(freed, member[taken], ssn.task_req[tasks[taken]])
         room = ssn.future_idle()[nodes[group]] + freed
         claimed = np.unique(self.claim_req, axis=0)
         fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
         fits &= count > 0
-        keep = taken & np.repeat(fits, size)
-        bounds = np.concatenate(([0], np.cumsum(count[fits]))).tolist()
-        return _Bundles(heads[fits].tolist(), tasks[keep], bounds, None)
+        kept = np.flatnonzero(fits)
+        if kept.size == 0:
+            return _Bundles.of([])
+        # the bundles left, by their job's rank then node; each one's tasks in victim order
+        rank = np.empty(group.size, dtype=np.int64)
+        left = np.unique(heads[kept])
+        rank[kept] = rank_of(left)[np.searchsorted(left, heads[kept])]
+        placed = np.full(group.size, -1, dtype=np.int64)
+        placed[kept[np.lexsort((nodes[group[kept]], rank[kept]))]] = np.arange(kept.size)
+        chosen = np.flatnonzero(taken & (placed[member] >= 0))
+        chosen = chosen[np.argsort(placed[member[chosen]], kind="stable")]
+        by_place = kept[np.argsort(placed[kept])]
+        bounds = np.concatenate(([0], np.cumsum(count[by_place]))).tolist()
+        return _Bundles(heads[by_place].tolist(), tasks[chosen], bounds, None)
 
     def _spare_counts(self, jobs: I64) -> I64:
         """Per job of ``jobs`` without role minimums: how many tasks the gang rule lets go of
@@ -1255,6 +1280,8 @@ class _Kind:
     need: I64  # (n_nodes,)
     slots: I64  # (n_nodes,): device takes each node has room for now
     held: I64  # (n_nodes,): tasks each node holds now
+    #: Per resource, the request when it is the same on every node (else None).
+    same: list[int | None] = field(default_factory=list)
 
 
 class _Room:
@@ -1308,7 +1335,10 @@ class _Room:
                 need = np.maximum(take, 1)
                 per = np.maximum(self.dev_later // need[a.gpu_node], 0)
                 slots = np.bincount(a.gpu_node, weights=per, minlength=n).astype(np.int64)
-            kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots)
+            same: list[int | None] = [int(x) for x in req[0]] if n else []
+            if tmpl.gpu_count and n:
+                same[gpu_col] = None
+            kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots, same)
             kind.held = self._held(kind, self.room, slots)
             self.kinds.append(kind)
         self.gpu_kinds = any(kind.gpus for kind in self.kinds)
@@ -1324,16 +1354,25 @@ class _Room:
     @staticmethod
     def _held(kind: _Kind, room: I64, slots: I64, nodes: I64 | None = None) -> I64:
         """How many tasks of ``kind`` each row of ``room`` (with ``slots`` device takes) holds,
-        at most the claim's count; ``nodes``: the node of each row (default: every node)."""
-        req = kind.req if nodes is None else kind.req[nodes]
+        at most the claim's count; ``nodes``: the node of each row (default: every node).
+        Read column by column (a request the same on every node read as one number)."""
         cap = kind.count
-        safe = np.where(req > 0, req, 1)
-        per = np.where(req > 0, room // safe, cap)
-        held = np.minimum(per.min(axis=1), cap)
+        held = np.full(room.shape[0], cap, dtype=np.int64)
+        negative = np.zeros(room.shape[0], dtype=np.bool_)
+        for r, amount in enumerate(kind.same):
+            col = room[:, r]
+            negative |= col < 0
+            if amount is None:
+                req = kind.req[:, r] if nodes is None else kind.req[nodes, r]
+                per = np.where(req > 0, col // np.where(req > 0, req, 1), cap)
+                np.minimum(held, per, out=held)
+            elif amount > 0:
+                np.minimum(held, col // amount, out=held)
         if kind.gpus:
-            held = np.minimum(held, slots // kind.gpus)
-        out: I64 = np.where((room < 0).any(axis=1), 0, np.maximum(held, 0))
-        return out
+            np.minimum(held, slots // kind.gpus, out=held)
+        np.maximum(held, 0, out=held)
+        held[negative] = 0
+        return held
 
     def _base(self, among: BOOL | None) -> list[int]:
         kept = self._sums.get(id(among))
