@@ -887,11 +887,20 @@ class _Search:
         freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, nodes[mine], ssn.task_req[tasks[mine]])
         c = len(self.claim)
-        if c >= np.count_nonzero(freed.any(axis=1)):
+        rows = np.unique(nodes[mine])
+        rows = rows[freed[rows].any(axis=1)]
+        if c >= rows.size:
             return False  # the question would be every bundle: the search asks it anyway
-        top = np.argsort(-freed, axis=0, kind="stable")[:c]
+        # per resource, the c nodes freeing the most (the lowest index first on a tie): those
+        # freeing some of it, then, when fewer than c do, the first nodes freeing none
         chosen = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-        chosen[top.reshape(-1)] = True
+        sub = freed[rows]
+        top = np.argsort(-sub, axis=0, kind="stable")[:c]
+        for r in range(sub.shape[1]):
+            some = int(np.count_nonzero(sub[:, r]))
+            chosen[rows[top[: min(some, c), r]]] = True
+            if some < c:
+                chosen[np.flatnonzero(freed[:, r] == 0)[: c - some]] = True
         return self._refuses(tasks[chosen[nodes]].tolist())
 
     def _first_accepted(self, parts: list[_Part], start: int) -> int:
@@ -1229,8 +1238,9 @@ class _Charges:
         if self.ordered.size != n_jobs:
             self.within = np.full(ssn.task_req.shape[0], -1, dtype=np.int64)
             self.ordered = np.zeros(n_jobs, dtype=np.bool_)
-        jobs = np.unique(ssn.task_job[tasks])
-        for j in jobs[~self.ordered[jobs]].tolist():
+        of = ssn.task_job[tasks]
+        missing = ~self.ordered[of]
+        for j in np.unique(of[missing]).tolist() if missing.any() else ():
             mine = ssn.job_tasks(j).tolist()
             mine.sort(key=key)
             self.within[mine] = np.arange(len(mine), dtype=np.int64)
