@@ -891,16 +891,7 @@ class _Search:
         rows = rows[freed[rows].any(axis=1)]
         if c >= rows.size:
             return False  # the question would be every bundle: the search asks it anyway
-        # per resource, the c nodes freeing the most (the lowest index first on a tie): those
-        # freeing some of it, then, when fewer than c do, the first nodes freeing none
-        chosen = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-        sub = freed[rows]
-        top = np.argsort(-sub, axis=0, kind="stable")[:c]
-        for r in range(sub.shape[1]):
-            some = int(np.count_nonzero(sub[:, r]))
-            chosen[rows[top[: min(some, c), r]]] = True
-            if some < c:
-                chosen[np.flatnonzero(freed[:, r] == 0)[: c - some]] = True
+        chosen = _most_freeing(freed, rows, c)
         return self._refuses(tasks[chosen[nodes]].tolist())
 
     def _first_accepted(self, parts: list[_Part], start: int) -> int:
@@ -1031,6 +1022,22 @@ class _Search:
 
 
 _NONE: I64 = np.zeros((0, 0), dtype=np.int64)
+
+
+def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
+    """Per resource, the ``c`` rows of ``freed`` (non-negative) freeing the most of it, the
+    lowest index first on a tie; ``rows``: the rows freeing anything, ascending. The rows
+    freeing some of a resource are sorted, and when fewer than ``c`` do, the first rows
+    freeing none of it follow."""
+    chosen = np.zeros(freed.shape[0], dtype=np.bool_)
+    sub = freed[rows]
+    top = np.argsort(-sub, axis=0, kind="stable")[:c]
+    for r in range(sub.shape[1]):
+        some = int(np.count_nonzero(sub[:, r]))
+        chosen[rows[top[: min(some, c), r]]] = True
+        if some < c:
+            chosen[np.flatnonzero(freed[:, r] == 0)[: c - some]] = True
+    return chosen
 
 
 def _starts(keys: I64) -> I64:
