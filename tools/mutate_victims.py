@@ -66,6 +66,7 @@ RULES: dict[str, tuple[str, ...]] = {
     ),
     "actions/victims/search.py": (
         "preempt_job",
+        "_search_and_explain",
         "_Search._play",
         "_Search.bundles",
         "_Search._ranks",
@@ -153,7 +154,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
     ),
     (
         "actions/victims/search.py",
-        "preempt_job",
+        "_search_and_explain",
         "no-budget-pass",
         "budgets never steer the search",
         "(True, False) if budgeted else (False,)",
