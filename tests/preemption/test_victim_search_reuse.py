@@ -112,7 +112,7 @@ def _plain_bundles(
     by_job: dict[int, list[int]] = {}
     for t in victims.tolist():
         by_job.setdefault(int(ssn.task_job[t]), []).append(t)
-    ranked = []
+    ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
     for v, tasks in by_job.items():
         tasks.sort(key=ssn.victim_key)
         on = [t for t in tasks if useful[ssn.task_node[t]]]

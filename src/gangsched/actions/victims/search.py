@@ -174,7 +174,7 @@ class _Bundles:
     def surplus(self) -> tuple[I64, I64]:
         """Every bundle's surplus: the tasks, and the index of the bundle of each."""
         if self._surplus is None:
-            sizes = np.diff(np.asarray(self.bounds, dtype=np.int64))
+            sizes = [b - a for a, b in zip(self.bounds, self.bounds[1:], strict=False)]
             self._surplus = (self.tasks, np.repeat(np.arange(len(self.jobs)), sizes))
         return self._surplus
 
@@ -1065,8 +1065,8 @@ class _Fruitless:
 
     answers: dict[tuple[Any, ...], VictimRefusal] = field(default_factory=dict)
     #: The task states and nodes the answers were found with.
-    states: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    nodes: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    states: npt.NDArray[Any] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    nodes: npt.NDArray[Any] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Whether the session's plugins and rules allow keeping answers (None: not asked yet).
     usable: bool | None = None
 
