@@ -613,11 +613,17 @@ class _Search:
             taken[a : a + n] = np.isin(tasks[a : a + n], here)
         count = np.bincount(member[taken], minlength=group.size)
         freed = np.zeros((group.size, ssn.task_req.shape[1]), dtype=np.int64)
-        np.add.at(freed, member[taken], ssn.task_req[tasks[taken]])
+        rows = np.flatnonzero(taken)  # in group order
+        if rows.size:
+            runs = _starts(member[rows])
+            freed[member[rows[runs]]] = np.add.reduceat(ssn.task_req[tasks[rows]], runs, axis=0)
         room = ssn.future_idle()[nodes[group]] + freed
-        claimed = np.unique(self.claim_req, axis=0)
-        fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
-        fits &= count > 0
+        fits = np.zeros(group.size, dtype=np.bool_)
+        for need in np.unique(self.claim_req, axis=0).tolist():
+            holds = count > 0
+            for r, amount in enumerate(need):
+                holds &= room[:, r] >= amount
+            fits |= holds
         kept = np.flatnonzero(fits)
         if kept.size == 0:
             return _Bundles.of([])
