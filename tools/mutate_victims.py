@@ -286,6 +286,27 @@ EQUIVALENT: dict[str, str] = {
         "with the victims' nodes equal to the claim's, `<` places the claim again inside those "
         "nodes: each task's best node among them is the one it had, so the trial ends the same"
     ),
+    "actions/victims/search:preempt_job:guard-1": (
+        "an answer kept for a search that found nothing only saves running that search again, "
+        "which finds nothing again and gives the same explanation (the kept answers are checked "
+        "against fresh searches by test_kept_answers_change_no_decision)"
+    ),
+    "actions/victims/search:_Search.bundles:guard-1": (
+        "with no victims every array is empty and both bundle modes return no bundle anyway "
+        "(a shortcut)"
+    ),
+    "actions/victims/search:_Search._node_bundles:guard-1": (
+        "with no task every array is empty, no bundle passes the bound and none is returned "
+        "anyway (a shortcut)"
+    ),
+    "actions/victims/search:_Search._node_bundles:guard-2": (
+        "with no bundle left the ranking reads empty arrays and the bundles come out empty "
+        "anyway (a shortcut)"
+    ),
+    "actions/victims/search:_Search._node_bundles:cmp-3": (
+        "a job without role minimums whose spare count is 0 asked node by node: the gang rule "
+        "lets none of its tasks go there either, as the count said"
+    ),
     "actions/preempt:within_job_jobs:guard-1": (
         "with no jobs every array is empty and the function returns [] anyway (a shortcut)"
     ),
