@@ -299,6 +299,10 @@ EQUIVALENT: dict[str, str] = {
         "with no task every array is empty, no bundle passes the bound and none is returned "
         "anyway (a shortcut)"
     ),
+    "actions/victims/search:_most_freeing:cmp-1": (
+        "with exactly c rows freeing some of a resource, `<=` asks for the first 0 rows freeing "
+        "none of it: an empty slice, nothing added"
+    ),
     "actions/victims/search:_Search._node_bundles:guard-2": (
         "with no bundle left the ranking reads empty arrays and the bundles come out empty "
         "anyway (a shortcut)"

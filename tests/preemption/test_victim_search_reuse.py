@@ -408,3 +408,18 @@ def test_the_room_bound_per_node_is_the_row_formula(seed: int) -> None:
     rows = rng.integers(0, n, size=17)
     got = victim_search._Room._held(kind, room[rows], slots[rows], rows)
     assert np.array_equal(got, want[rows])
+
+
+@pytest.mark.parametrize("mode", ["hard", "soft"])
+def test_an_answer_is_kept_for_a_job_without_a_hard_topology_only(mode: str) -> None:
+    base = _three_waiting().to_dict()
+    base["hypernodes"] = [{"name": "s0", "tier": 1, "members": ["n0"]}]
+    for rec in base["jobs"]:
+        if rec["name"] == "x":
+            rec["network_topology"] = {"mode": mode, "highest_tier_allowed": 1}
+    ssn = open_session(gs.Snapshot.from_dict(base), NODE_RULE)
+    fruitless = victim_search._Charges.of(ssn).fruitless
+    allowed = np.flatnonzero(ssn.task_state == TaskState.RUNNING).astype(np.int64)
+    x = ssn.snapshot.job_index["x"]
+    key = fruitless.key(ssn, preempt_action.SCOPE, x, rules.needed_tasks(ssn, x), allowed, allowed)
+    assert (key is None) == (mode == "hard")
