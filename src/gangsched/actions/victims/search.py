@@ -61,6 +61,12 @@ Kubernetes' behaviour, a budget is respected when some other victim set exists.
 
 When no plan exists, :meth:`_Search.diagnose` names the rule that stopped it, found by relaxing
 the constraints one by one.
+
+Kept between searches (per session, :class:`_Charges`): what evicting a task gives back; the
+victim keys while the figures they read stand; each job's victim order (it never changes with
+the built-in orders, see :meth:`_Charges.positions`); the gang rule's surplus count per job
+while its task counters stand; and the explanations of searches that found nothing, given back
+to a preemptor that reads the same while no task has moved (:class:`_Fruitless`).
 """
 
 from __future__ import annotations
