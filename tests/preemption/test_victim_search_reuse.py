@@ -423,3 +423,28 @@ def test_an_answer_is_kept_for_a_job_without_a_hard_topology_only(mode: str) -> 
     x = ssn.snapshot.job_index["x"]
     key = fruitless.key(ssn, preempt_action.SCOPE, x, rules.needed_tasks(ssn, x), allowed, allowed)
     assert (key is None) == (mode == "hard")
+
+
+def test_an_answer_is_not_given_to_a_job_of_another_shape_or_other_tasks() -> None:
+    base = _three_waiting().to_dict()
+    base["jobs"] += [
+        {"name": n, "queue": "default", "min_available": 1, "phase": "Inqueue", "priority": 5}
+        for n in ("z", "w")
+    ]
+    base["tasks"] += [
+        {"name": "z-0", "job": "z", "request": {"cpu": 1, GPU: 3}},
+        {"name": "w-0", "job": "w", "request": {"cpu": 1, GPU: 2}},
+        {"name": "w-1", "job": "w", "request": {"cpu": 1, GPU: 2}},
+    ]
+    ssn = open_session(gs.Snapshot.from_dict(base), NODE_RULE)
+    fruitless = victim_search._Charges.of(ssn).fruitless
+    allowed = np.flatnonzero(ssn.task_state == TaskState.RUNNING).astype(np.int64)
+    keys = {}
+    for name in ("x", "y", "z", "w"):
+        j = ssn.snapshot.job_index[name]
+        claim = rules.needed_tasks(ssn, j)
+        assert len(claim) == 1
+        keys[name] = fruitless.key(ssn, preempt_action.SCOPE, j, claim, allowed, allowed)
+    assert keys["x"] == keys["y"]
+    assert keys["z"] != keys["x"]  # a three-GPU claim
+    assert keys["w"] != keys["x"]  # the same claim, and one more task waiting
