@@ -1088,7 +1088,7 @@ class _Fruitless:
             self.usable = (
                 points.shape_only
                 and points.served_only_by(("job_pipelined",), _PIPELINED_BY)
-                and not points.serving("gpu_choice")
+                and points.served_only_by(("gpu_choice",), frozenset())
                 and all(
                     points.built_in(p)
                     for p in ("allocatable", "preemptable", "reclaimable", "exposed")
