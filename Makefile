@@ -31,7 +31,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check src tests benchmarks tools
 
 typecheck: $(BIN)/.installed
-	$(BIN)/mypy src
+	$(BIN)/mypy src tests benchmarks tools
 
 pytest: $(BIN)/.installed
 	$(BIN)/pytest; rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 1; fi; exit $$rc

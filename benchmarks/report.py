@@ -34,6 +34,7 @@ seconds). Everything runs in this one process on the seeded clusters of
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import statistics
 import sys
@@ -114,7 +115,7 @@ def floor_time(snapshot: Snapshot, repeat: int = 5) -> float:
     def run() -> int:
         fits = 0
         for req in requests:
-            fits += int((req <= free).all(1)[0])
+            fits += int(np.asarray((req <= free).all(1))[0])
         return fits
 
     return timed(run, repeat)[0]
@@ -149,8 +150,8 @@ def ladder(budget: float, quick: bool) -> tuple[list[list[str]], float, tuple[in
         if last_ref and last_ref * 2.2 > budget:
             break
         snap = Snapshot.from_dict(cluster_dict(nodes, pending, seed=k))
-        fast_t, fast = timed(lambda s=snap: schedule(s), 1 if quick else 3)
-        ref_t, plain = timed(lambda s=snap: reference.schedule(s))
+        fast_t, fast = timed(functools.partial(schedule, snap), 1 if quick else 3)
+        ref_t, plain = timed(functools.partial(reference.schedule, snap))
         if view(fast) != view(plain):
             raise SystemExit(f"MISMATCH between scheduler and reference at {nodes} nodes")
         ratio, size, last_ref = ref_t / fast_t, (nodes, pending), ref_t
@@ -193,7 +194,7 @@ def growth(sizes: list[int], pending: int) -> tuple[list[list[str]], float]:
     rows, times = [], []
     for nodes in sizes:
         snap = Snapshot.from_dict(cluster_dict(nodes, pending))
-        t, d = timed(lambda s=snap: schedule(s), 2 if nodes <= 10_000 else 1)
+        t, d = timed(functools.partial(schedule, snap), 2 if nodes <= 10_000 else 1)
         times.append(t)
         rows.append([f"{nodes:,}", f"{pending:,}", f"{placed(d):,}", fmt_s(t)])
     slope = float(np.polyfit(np.log(sizes), np.log(times), 1)[0])

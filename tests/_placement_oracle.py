@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -55,7 +56,7 @@ class _Lp:
                 a[r, i] += v
             lo[r], hi[r] = rl, rh
 
-        def run(presolve: bool) -> object:
+        def run(presolve: bool) -> Any:
             return milp(
                 cost,
                 integrality=np.ones(n),
@@ -143,9 +144,9 @@ def _build(
                 if terms:
                     k = lp.var(0, gang.size // gang.slice_size)
                     lp.add({**terms, k: -float(gang.slice_size)}, 0, 0)
-    for n, terms in node_terms.items():
+    for n, on_node in node_terms.items():
         for r in range(problem.free.shape[1]):
-            coefs = {c: int(req[r]) for c, req in terms if req[r]}
+            coefs = {c: int(req[r]) for c, req in on_node if req[r]}
             if coefs:
                 # exact rescaling (memory is in bytes): Σ a·x ≤ b ⇔ Σ (a/g)·x ≤ ⌊b/g⌋
                 g = math.gcd(*coefs.values())

@@ -64,7 +64,7 @@ def _check_every_decision(request: pytest.FixtureRequest, monkeypatch: pytest.Mo
     import gangsched.scheduler as scheduler
     from gangsched.testing.invariants import check_cycle
 
-    original = scheduler.close_session
+    original = scheduler.close_session  # type: ignore[attr-defined]
 
     def checked(ssn: object) -> object:
         refused = list(ssn.refusals)  # type: ignore[attr-defined]

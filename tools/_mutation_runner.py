@@ -21,10 +21,14 @@ from typing import Protocol
 
 
 class MutantLike(Protocol):
-    id: str
-    module: str  # path under src/gangsched
-    line: int
-    description: str
+    @property
+    def id(self) -> str: ...
+    @property
+    def module(self) -> str: ...  # path under src/gangsched
+    @property
+    def line(self) -> int: ...
+    @property
+    def description(self) -> str: ...
 
     def apply(self, text: bytes) -> bytes: ...
 

@@ -183,11 +183,11 @@ def rewrite(text: str, module: str, owner: str | None) -> str:
 try:
     import griffe
 except ImportError:  # the extension is only needed by the site build (extra `docs`)
-    griffe = None
+    griffe = None  # type: ignore[assignment]
 
 if griffe is not None:
 
-    class SphinxRoles(griffe.Extension):  # type: ignore[misc]
+    class SphinxRoles(griffe.Extension):
         """A griffe extension: rewrite the roles of every docstring of the package once it
         is loaded (see the module's docstring)."""
 

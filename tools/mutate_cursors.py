@@ -12,13 +12,14 @@ each:
   ``c`` becomes ``c + 1``, so the latest change before it is missed.
 
 Plus :data:`NAMED` mutants of the log itself (its cut-off policy and its continuation across
-cycles), and :data:`UNDO` mutants of the statement's undo — the one undo of every change a
-cycle makes, whose skipped or misordered steps must fail a test of :data:`UNDO_TESTS` just as
-a misread cursor must fail one of :data:`TESTS`. Each mutant is applied to a *copy* of the
-source tree (``src/`` copied to a temporary directory put first on ``PYTHONPATH``; the working
-tree is never written), and the tests of its group run against it with ``-x``. A mutant is
-*killed* when a test fails (or the run errors or times out), *survived* when every test
-passes. The unmutated copy runs first and must pass.
+cycles), :data:`ARRAYS` mutants of the cluster arrays moved over a node-set change (killed by
+:data:`ARRAYS_TESTS`), and :data:`UNDO` mutants of the statement's undo — the one undo of
+every change a cycle makes, whose skipped or misordered steps must fail a test of
+:data:`UNDO_TESTS` just as a misread cursor must fail one of :data:`TESTS`. Each mutant is
+applied to a *copy* of the source tree (``src/`` copied to a temporary directory put first on
+``PYTHONPATH``; the working tree is never written), and the tests of its group run against it
+with ``-x``. A mutant is *killed* when a test fails (or the run errors or times out),
+*survived* when every test passes. The unmutated copy runs first and must pass.
 
 Usage::
 
@@ -146,6 +147,96 @@ UNDO: tuple[tuple[str, str, str, str, str], ...] = (
         "    ssn.task_node[task] = node\n    ssn.task_gpus[task] = gpus\n    _set_state(",
         "    _set_state(",
     ),
+)
+
+#: Mutants of the cluster arrays moved over a node-set change
+#: (:func:`gangsched.session.arrays._node_set_moved`): (id, description, module, old text, new
+#: text), as :data:`UNDO`.
+ARRAYS: tuple[tuple[str, str, str, str, str], ...] = (
+    (
+        "arrays:moved-rows-not-moved",
+        "the occupancy rows of the nodes kept stay zero after a node-set change",
+        "session/arrays.py",
+        "    used[new], releasing[new], pipelined[new] = (",
+        "    _ = (",
+    ),
+    (
+        "arrays:moved-devices-not-moved",
+        "the used devices of the nodes kept stay zero after a node-set change",
+        "session/arrays.py",
+        "gpu_used[to], gpu_releasing[to] = base.gpu_used[src], base.gpu_releasing[src]",
+        "gpu_releasing[to] = base.gpu_releasing[src]",
+    ),
+    (
+        "arrays:moved-reserved-devices-not-moved",
+        "the reserved devices of the nodes kept stay zero after a node-set change",
+        "session/arrays.py",
+        "    gpu_pipelined[to] = base.gpu_pipelined[src]\n",
+        "    pass\n",
+    ),
+    (
+        "arrays:moved-devices-read-at-new-rows",
+        "the devices are read at the nodes' new rows instead of their old ones",
+        "session/arrays.py",
+        "    src, _ = base.devices_of(old)",
+        "    src, _ = base.devices_of(new[new < base.n_nodes])",
+    ),
+    (
+        "arrays:moved-rows-read-at-new-rows",
+        "the occupancy rows are read at the nodes' new rows instead of their old ones",
+        "session/arrays.py",
+        "        base.used[old],\n",
+        "        base.used[np.minimum(new, base.n_nodes - 1)],\n",
+    ),
+    (
+        "arrays:moved-changed-not-booked",
+        "the nodes whose tasks changed (the new ones among them) are not booked again",
+        "session/arrays.py",
+        "    _rebook(fresh, rebook, books)\n",
+        "    pass\n",
+    ),
+    (
+        "arrays:moved-changed-kept-moved",
+        "a kept node whose tasks changed is moved with its old occupancy, not booked again",
+        "session/arrays.py",
+        "        if tasks is not None:\n",
+        "        if tasks is not None and name not in old_index:\n",
+    ),
+    (
+        "arrays:moved-new-node-unlisted",
+        "a new node the hint lists no tasks for is booked from nothing",
+        "session/arrays.py",
+        "        if j is None:\n            return _build(snapshot, spec)",
+        "        if j is None:\n            continue",
+    ),
+    (
+        "arrays:moved-devices-unchecked",
+        "devices are moved over a node whose devices differ and that the hint does not list",
+        "session/arrays.py",
+        "    if not (\n        np.array_equal(fresh.gpu_count[new]",
+        "    if False and (\n        np.array_equal(fresh.gpu_count[new]",
+    ),
+    (
+        "arrays:rebooked-rows-not-zeroed",
+        "a node booked again keeps its old per-node occupancy under the new",
+        "session/arrays.py",
+        "        used[i] = releasing[i] = pipelined[i] = 0\n",
+        "        pass\n",
+    ),
+    (
+        "arrays:rebooked-devices-not-zeroed",
+        "a node booked again keeps its old device occupancy under the new",
+        "session/arrays.py",
+        "        gpu_used[devices] = gpu_releasing[devices] = gpu_pipelined[devices] = 0\n",
+        "        pass\n",
+    ),
+)
+
+#: The tests run against each :data:`ARRAYS` mutant.
+ARRAYS_TESTS: tuple[str, ...] = (
+    "tests/state/test_state_arrays_moved.py",
+    "tests/state/test_state_incremental.py",
+    "tests/state/test_state_templates_carry.py",
 )
 
 #: The tests run against each :data:`UNDO` mutant.
@@ -287,14 +378,19 @@ def _named_mutants(src_root: Path) -> list[Mutant]:
     return out
 
 
-def undo_mutants(src_root: Path) -> list[Mutant]:
-    """The :data:`UNDO` mutants of the statement's undo."""
+def undo_mutants(
+    src_root: Path, table: tuple[tuple[str, str, str, str, str], ...] = UNDO
+) -> list[Mutant]:
+    """The :data:`UNDO` mutants of the statement's undo (or those of another such
+    ``table``)."""
     out = []
-    for ident, what, module, old, new in UNDO:
+    for ident, what, module, old, new in table:
         text = (src_root / "gangsched" / module).read_bytes()
         count = text.count(old.encode())
         if count != 1:
-            raise SystemExit(f"{module}: {old!r} occurs {count} times (expected once): update UNDO")
+            raise SystemExit(
+                f"{module}: {old!r} occurs {count} times (expected once): update the table"
+            )
         a = text.index(old.encode())
         line = text[:a].count(b"\n") + 1
         out.append(Mutant(ident, module, line, what, a, a + len(old.encode()), new.encode()))
@@ -327,11 +423,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
     parser.add_argument("--json", type=Path, help="write the results here")
-    parser.add_argument("--tests", nargs="*", help=f"instead of {TESTS} (and {UNDO_TESTS})")
+    parser.add_argument(
+        "--tests", nargs="*", help=f"instead of {TESTS} (and {UNDO_TESTS}, {ARRAYS_TESTS})"
+    )
     args = parser.parse_args(argv)
     root = args.root.resolve()
     src_root = root / "src"
-    groups = [(mutants(src_root), TESTS), (undo_mutants(src_root), UNDO_TESTS)]
+    groups = [
+        (mutants(src_root), TESTS),
+        (undo_mutants(src_root), UNDO_TESTS),
+        (undo_mutants(src_root, ARRAYS), ARRAYS_TESTS),
+    ]
     chosen = [
         ([m for m in found if not args.only or any(o in m.id for o in args.only)], tests)
         for found, tests in groups

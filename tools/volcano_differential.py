@@ -154,27 +154,33 @@ PARTIAL_GANG = "volcano reclaims for a gang it leaves below minAvailable"
 #: Volcano (this 2023 build) reclaimed for a job's tasks beyond its minimum (elastic tasks).
 ELASTIC_CLAIM = "volcano reclaims beyond a job's minAvailable"
 
+#: Volcano (this 2023 build) evicted and reserved nothing for it: its reclaim evicts task by
+#: task outside a statement and keeps the evictions when the reclaimer is not reserved.
+KEPT_EVICTIONS = "volcano keeps evictions that reserved nothing"
+
+#: gangsched took more tasks of a running gang than Volcano, leaving it below its minimum (a
+#: symptom; :data:`WALK_ON_EMPTY` once the 2023 walk explains it).
+GANGSCHED_BREAKS = "gangsched takes more of a gang below minAvailable"
+
+#: gangsched took a running gang below its minimum where this Volcano evicted nothing of it:
+#: in this build a first-tier plugin answering none after another answered some ended the
+#: walk with no victims (``init`` in ``Session.Preemptable`` / ``Reclaimable``); since
+#: 7976b63e2 (v1.11.0) the next tier chooses, as gangsched's walk does.
+WALK_ON_EMPTY = "gangsched breaks a gang below minAvailable (tier walk since v1.11)"
+
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
 #: gangsched follows; the test that pins the newer behaviour is in
 #: tests/cycle/test_volcano_parity.py.
 VERDICTS: dict[str, str] = {
-    ALL_RULES: (
-        "gangsched extension (stricter, on in every configuration): a victim must pass every "
-        "victim rule (priority, gang, drf, proportion's deserved share) whatever tier "
-        "answers; Volcano (this build and today's Session.Preemptable / Reclaimable) takes "
-        "the first tier with an answer and asks no other, so the gang plugin's surplus is "
-        "reclaimed from a queue at or below its deserved share, and when a first-tier plugin "
-        "answers none the next tier chooses alone (Volcano matches gangsched once all victim "
-        "plugins share one tier)"
-    ),
-    "volcano breaks a gang below minAvailable (tier walk)": (
-        "gangsched extension (stricter, on in every configuration): a victim must pass the "
-        "priority and gang rules whatever tier answers; Volcano (this build and today's, "
-        "Session.Preemptable / Reclaimable) lets the next tier (drf, proportion) choose "
-        "victims alone when a first-tier plugin returns none, so a lower-priority job can "
-        "take a gang below its minimum"
+    KEPT_EVICTIONS: _V114,
+    WALK_ON_EMPTY: (
+        "later Volcano: a first-tier victim plugin answering none sends the walk to the next "
+        "tier even when another first-tier plugin answered some (7976b63e2, v1.11.0: the "
+        "`init` flag of Session.Preemptable / Reclaimable removed); this build then ended the "
+        "walk with no victims, so the next tier's choice that takes a gang below its minimum "
+        "was never made"
     ),
     PARTIAL_GANG: (
         "later Volcano: reclaim commits a job's evictions and reservations only once the job "
@@ -220,14 +226,21 @@ VERDICTS: dict[str, str] = {
     ),
     **{f"later: {name}": verdict for name, verdict in LATER.items()},
     f"later: {'+'.join(LATER)}": "later Volcano: all of " + "; ".join(LATER.values()),
-    **{
-        f"{ALL_RULES}; later: {name}": (
-            f"both: {verdict}; and the victim rules (Volcano then matches gangsched once all "
-            "victim plugins share one tier)"
-        )
-        for name, verdict in [*LATER.items(), ("+".join(LATER), "all of them")]
-    },
 }
+
+
+def verdict_of(cls: str) -> str | None:
+    """The verdict of a class, None when it has none. ``later: NAME; CLASS`` (a divergence
+    that, with the later upstream change NAME emulated, becomes CLASS) has the verdicts of
+    both."""
+    if cls in VERDICTS:
+        return VERDICTS[cls]
+    head, sep, rest = cls.partition("; ")
+    first, second = VERDICTS.get(head), VERDICTS.get(rest)
+    if not sep or first is None or second is None:
+        return None
+    return f"both: {first}; and {second}"
+
 
 #: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
 #: also the sorted nodes its tasks were bound to.
@@ -440,13 +453,22 @@ def _base_cluster(seed: int) -> dict[str, Any]:
 
 
 def gangsched_outcome(
-    snapshot: gs.Snapshot, config: Config, placements: bool = False, *, fresh: bool = False
+    snapshot: gs.Snapshot,
+    config: Config,
+    placements: bool = False,
+    *,
+    fresh: bool = False,
+    walk_2023: bool = False,
 ) -> Outcome:
     """gangsched's per-job outcome. ``fresh``: a diagnostic run in which every template's
     scores are recomputed on every node whenever it is evaluated (no row is kept from an
-    earlier evaluation); its decisions are what the plugins answer on the current state."""
+    earlier evaluation); its decisions are what the plugins answer on the current state.
+    ``walk_2023``: a diagnostic run whose tier walk is the 2023 build's (:func:`_walk_2023`)."""
     if fresh:
         with _fresh_evaluations():
+            d = gs.schedule(snapshot, config)
+    elif walk_2023:
+        with _walk_2023():
             d = gs.schedule(snapshot, config)
     else:
         d = gs.schedule(snapshot, config)
@@ -484,6 +506,46 @@ def _fresh_evaluations() -> Iterator[None]:
         yield
     finally:
         cls.evaluate = kept  # type: ignore[method-assign]
+
+
+@contextmanager
+def _walk_2023() -> Iterator[None]:
+    """Within the block, the tier walk of ``preempt`` and ``reclaim`` is the 2023 build's
+    (67e339c04): a plugin answering none after another plugin (of any tier) answered some
+    leaves no victims, as the ``init`` flag of its ``Session.Preemptable`` / ``Reclaimable``
+    did (removed in 7976b63e2, v1.11.0). A diagnostic, never the library's behaviour."""
+    import numpy as np
+
+    from gangsched.framework import dispatch
+
+    def group_2023(tiers: Any, candidates: Any, answer: Any, marker: str) -> Any:
+        victims, init, marked = None, False, False
+        for tier in tiers:
+            for plugin in tier:
+                got = answer(plugin, candidates)
+                if got is None:
+                    continue
+                if got.size == 0:
+                    victims = None
+                    break
+                if not init:
+                    victims, init, marked = got, True, plugin.name == marker
+                else:
+                    marked = marked or plugin.name == marker
+                    if victims is not None:
+                        victims = np.intersect1d(victims, got)
+                        victims = victims if victims.size else None
+            if victims is not None:
+                return np.sort(victims), marked
+        return candidates[:0], False
+
+    kept = (dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS)
+    dispatch._walk_group = group_2023
+    dispatch.ONE_BY_ONE_VICTIMS = frozenset()
+    try:
+        yield
+    finally:
+        dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS = kept
 
 
 def _run_oracle(oracle: str, args: list[str], envelope: str) -> subprocess.CompletedProcess[str]:
@@ -620,16 +682,32 @@ def elastic_claim(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot) -> str 
     return None
 
 
-#: Volcano (this 2023 build) evicted part of a gang at or below its minimum: with the gang
-#: plugin's tier giving no victim, the next tier chose alone (changed in 7976b63e2, v1.11.0).
-TIER_WALK = "volcano breaks a gang below minAvailable (tier walk)"
+#: Volcano took more tasks of a running gang than gangsched, leaving it below its minimum.
+#: Before gangsched walked the tiers as Volcano (``allVictimRules: false`` in a configuration
+#: read from Volcano's YAML) this was the tier walk; what is left has other causes (which
+#: victims Volcano's node-by-node preempt takes first, this build's reclaim evicting until the
+#: victims alone cover a request) and no verdict.
+TIER_WALK = "volcano takes more of a gang below minAvailable"
+
+
+def _kept_evictions(ours: Outcome, theirs: Outcome) -> bool:
+    """Volcano's run evicted more tasks than gangsched and reserved no task more than it, on
+    any job (evictions that made no reservation)."""
+    more_gone = sum(o[2] for o in theirs.values()) > sum(o[2] for o in ours.values())
+    return more_gone and all(
+        theirs[name][1] <= mine[1] for name, mine in ours.items() if name in theirs
+    )
 
 
 def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | None = None) -> str:
-    """The class of a divergence: :data:`TIER_WALK` when Volcano's run took a running gang
-    below its minimum, :data:`BEST_EFFORT_CLAIM` when the only difference of some job is that
-    Volcano reserved (by eviction) the best-effort tasks gangsched bound, else the first job
-    (by name) and outcome that differ, and which way."""
+    """The class of a divergence: :data:`BEST_EFFORT_CLAIM` when the only difference of some
+    job is that Volcano reserved (by eviction) the best-effort tasks gangsched bound;
+    :data:`KEPT_EVICTIONS` when Volcano evicted more and reserved nothing more; the reclaim
+    classes of :func:`partial_gang` and :func:`elastic_claim` (this build's reclaim, which
+    also evicts more); :data:`TIER_WALK` when Volcano's run took a running gang below its
+    minimum and gangsched evicted fewer of its tasks; :data:`GANGSCHED_BREAKS` when gangsched
+    took one below its minimum with more evictions than Volcano; else the first job (by name)
+    and outcome that differ, and which way."""
     if snapshot is not None:
         best_effort: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.best_effort and t.phase.value == "Pending"
@@ -641,18 +719,29 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
             more = mine[0] - other[0]
             if 0 < more <= best_effort[name] and other[1] - mine[1] == more:
                 return BEST_EFFORT_CLAIM
+            # or reserved them where gangsched reserved the job's other tasks only
+            if more == 0 and mine[1] > 0 and 0 < other[1] - mine[1] <= best_effort[name]:
+                return BEST_EFFORT_CLAIM
     if snapshot is not None:
         running: Counter[str] = Counter(
             t.job for t in snapshot.tasks if t.phase.value in ("Running", "Bound")
         )
-        for job in snapshot.jobs:
-            gone = theirs.get(job.name, (0, 0, 0, ""))[2]
-            if gone and running[job.name] - gone < job.min_available:
-                return TIER_WALK
+        if _kept_evictions(ours, theirs):
+            return KEPT_EVICTIONS
         if partial_gang(ours, theirs, snapshot) is not None:
             return PARTIAL_GANG
         if elastic_claim(ours, theirs, snapshot) is not None:
             return ELASTIC_CLAIM
+        for job in snapshot.jobs:
+            gone = theirs.get(job.name, (0, 0, 0, ""))[2]
+            mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
+            if gone > mine_gone and running[job.name] - gone < job.min_available:
+                return TIER_WALK
+        for job in snapshot.jobs:
+            gone = theirs.get(job.name, (0, 0, 0, ""))[2]
+            mine_gone = ours.get(job.name, (0, 0, 0, ""))[2]
+            if mine_gone > gone and running[job.name] - mine_gone < job.min_available:
+                return GANGSCHED_BREAKS
     for name in sorted(ours):
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
@@ -666,6 +755,14 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
                 way = ">" if mine[k] > other[k] else "<"
                 return f"{field}: gangsched{way}volcano"
     return "jobs differ"
+
+
+def runs_class(ours: Outcome, runs: Sequence[Outcome], snapshot: gs.Snapshot | None = None) -> str:
+    """The class of a divergence read from every Volcano run (its runs can disagree with each
+    other, and so with the class): the class most runs give, ties to the first by name, so
+    the class does not depend on the order in which the runs came back."""
+    votes = Counter(divergence_class(ours, theirs, snapshot) for theirs in runs)
+    return min(votes, key=lambda cls: (-votes[cls], cls))
 
 
 @dataclass
@@ -731,16 +828,32 @@ def campaign(
             if any(ours == t for t in theirs):
                 continue
             res.diverged += 1
-            symptom = divergence_class(ours, theirs[0], snapshot)
+            symptom = runs_class(ours, theirs, snapshot)
             res.by_symptom[symptom] += 1
             cls = _later_change(oracle, plain, text, repeat, ours, later, where) or symptom
-            if cls == symptom and _merged_tiers_match(oracle, plain, text, repeat, ours, where):
+            if cls == symptom and verdict_of(symptom) is None:
+                cls = (
+                    _later_residue(oracle, plain, text, repeat, ours, later, where, snapshot) or cls
+                )
+            if (
+                cls == symptom
+                and verdict_of(cls) is None
+                and _merged_tiers_match(oracle, plain, text, repeat, ours, where)
+            ):
                 cls = ALL_RULES
-            if cls == symptom and _preempting(text):
+            if cls == symptom and verdict_of(cls) is None and _preempting(text):
                 merged = text[: -len(_TIERS)] + MERGED_TIERS
                 both = _later_change(oracle, plain, merged, repeat, ours, later, where)
                 if both is not None:
                     cls = f"{ALL_RULES}; {both}"
+            if cls == symptom and symptom == GANGSCHED_BREAKS:
+                again = gangsched_outcome(snapshot, parsed[name], where, walk_2023=True)
+                if any(again == t for t in theirs) or _later_change(
+                    oracle, plain, text, repeat, again, later, where
+                ):
+                    cls = WALK_ON_EMPTY
+                elif (rest := runs_class(again, theirs, snapshot)) in VERDICTS:
+                    cls = f"{WALK_ON_EMPTY}; {rest}"
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(
@@ -799,6 +912,33 @@ def _later_change(
     return None
 
 
+def _later_residue(
+    oracle: str,
+    plain: dict[str, Any],
+    conf: str,
+    repeat: int,
+    ours: Outcome,
+    later: tuple[str, ...],
+    placements: bool,
+    snapshot: gs.Snapshot,
+) -> str | None:
+    """``later: NAME; CLASS`` for the first emulated later change (or all of them together)
+    under which Volcano's runs, though still not gangsched's outcome, give a class with a
+    verdict of its own (two later changes at once), else None."""
+    trials: list[tuple[str, ...]] = [(name,) for name in later]
+    if len(later) > 1:
+        trials.append(later)
+    for names in trials:
+        try:
+            runs = volcano_outcomes(oracle, plain, conf, repeat, names, placements)
+        except OracleFailed:
+            continue
+        rest = runs_class(ours, runs, snapshot)
+        if rest in VERDICTS:
+            return f"later: {'+'.join(names)}; {rest}"
+    return None
+
+
 def table(results: Mapping[str, Result], show: int = 3) -> str:
     lines = ["| configuration | clusters | diverged | class | count | verdict | seeds |"]
     lines.append("|---|---|---|---|---|---|---|")
@@ -816,7 +956,7 @@ def table(results: Mapping[str, Result], show: int = 3) -> str:
             lines.append(f"| {name} | {res.clusters} | 0 | — | 0 | — | — |")
         for cls, count in res.classes.most_common():
             seeds = ", ".join(str(s) for s in res.examples[cls][:show])
-            verdict = VERDICTS.get(cls, "NONE")
+            verdict = verdict_of(cls) or "NONE"
             lines.append(
                 f"| {name} | {res.clusters} | {res.diverged} | {cls} | {count} | {verdict} "
                 f"| {seeds} |"
@@ -864,7 +1004,7 @@ def main(argv: list[str] | None = None) -> int:
             symptoms = ", ".join(f"{c} {n}" for c, n in res.by_symptom.most_common())
             print(f"\n{name}: diverging clusters by symptom, before attribution: {symptoms}")
     unjudged = [
-        cls for res in results.values() for cls in (res.classes or {}) if cls not in VERDICTS
+        cls for res in results.values() for cls in (res.classes or {}) if verdict_of(cls) is None
     ]
     return 1 if unjudged else 0
 

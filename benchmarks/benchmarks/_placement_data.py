@@ -53,7 +53,9 @@ def _occupancy(n: int, seed: int) -> tuple[I64, I64, I64]:
     return alloc, free, gpu_free
 
 
-def gang(name: str, size: int, n: int, *, tier: int = 2, mask: I64 | None = None) -> GangRequest:
+def gang(
+    name: str, size: int, n: int, *, tier: int = 2, mask: npt.NDArray[np.bool_] | None = None
+) -> GangRequest:
     return GangRequest(
         name=name,
         request=np.array([[8000, 64 * GIB]], dtype=np.int64),

@@ -40,8 +40,8 @@ class Changes:
         k = self.flip
         for pair in self.nodes:
             self.state.update_node(pair[1 - k])
-        for pair in self.tasks:
-            self.state.update_task(pair[1 - k])
+        for task_pair in self.tasks:
+            self.state.update_task(task_pair[1 - k])
         self.flip = 1 - k
 
 

@@ -9,9 +9,10 @@ gangs that became ready.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from asv_runner.benchmarks.mark import skip_for_params
+from asv_runner.benchmarks import mark  # type: ignore[import-untyped]
 
 from gangsched import Snapshot, schedule
 from gangsched.actions.allocate import AllocateAction
@@ -28,6 +29,15 @@ NODES = [640, 1213, 5000, 50000]
 PENDING = [10_000, 20_000, 100_000]
 #: The (nodes, pending) pairs that run; 5,000 nodes × 20,000 tasks is the reference point.
 SIZES = {(640, 10_000), (1213, 10_000), (5000, 20_000), (5000, 100_000), (50000, 20_000)}
+_Bench = TypeVar("_Bench", bound=Callable[..., Any])
+
+
+def skip_for_params(params: list[tuple[Any, ...]]) -> Callable[[_Bench], _Bench]:
+    """asv's ``skip_for_params`` with its type (asv_runner ships no annotations)."""
+    decorate: Callable[[_Bench], _Bench] = mark.skip_for_params(params)
+    return decorate
+
+
 SKIP = [(n, p) for n in NODES for p in PENDING if (n, p) not in SIZES]
 BEST_EFFORT = 500
 OCCUPYING = ("Bound", "Running", "Releasing")

@@ -57,7 +57,7 @@ class JointIrregular:
     def setup(self, nodes: int, gangs: str) -> None:
         make = joint_mixed_problem if gangs == "mixed" else joint_same_problem
         self.problems = [make(nodes, s) for s in range(3)]
-        self.joint = JointCpSatPlacer(**SETTINGS)  # type: ignore[arg-type]
+        self.joint = JointCpSatPlacer(**SETTINGS)
 
     def time_joint(self, nodes: int, gangs: str) -> None:
         for p in self.problems:

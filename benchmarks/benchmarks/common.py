@@ -67,7 +67,8 @@ _TEMPLATE_WEIGHTS = (30, 15, 15, 20, 10, 10)
 
 def _p(weights: tuple[int, ...]) -> np.ndarray[Any, Any]:
     w = np.array(weights, dtype=np.float64)
-    return w / w.sum()
+    out: np.ndarray[Any, Any] = w / w.sum()
+    return out
 
 
 def node_dicts(n_nodes: int, seed: int = 0, *, busy: float = 0.35) -> tuple[list[Any], list[Any]]:
@@ -205,7 +206,7 @@ def cluster_dict(
     ``n_nodes == OPENB_NODES``), running load and ``n_pending`` pending tasks in gangs (see
     :func:`pending_dicts` for ``phase`` and ``best_effort``)."""
     if n_nodes == OPENB_NODES:
-        nodes, running = openb_node_dicts(), []
+        nodes, running = openb_node_dicts(), list[dict[str, Any]]()
     else:
         nodes, running = node_dicts(n_nodes, seed)
     run_jobs = sorted({t["job"] for t in running})

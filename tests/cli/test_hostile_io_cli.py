@@ -217,7 +217,7 @@ def test_five_thousand_digit_integers_are_typed_errors() -> None:
     for text in (f"nodes: [{{name: n0, allocatable: {{pods: {digits}}}}}]", f"[{digits}]"):
         with pytest.raises(SnapshotError, match="integer literal of 5000 characters"):
             load_text(text)
-    pod = {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {"name": "p", "labels": {"volcano.sh/task-index": digits}},

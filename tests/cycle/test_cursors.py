@@ -166,16 +166,19 @@ def _check_full_view(ssn: Session) -> None:
 
 def _check_plugins(ssn: Session, cache: ViewCache) -> None:
     order = ssn.plugin("nodeorder")
+    assert order is not None
     cols = order._columns(ssn)
     new = _Columns.build(ssn)
     for name in ("use", "nz_use", "idle", "gpu_use"):
         assert np.array_equal(getattr(cols, name), getattr(new, name)), name
     clustering = ssn.plugin("gpu-clustering")
+    assert clustering is not None
     counts = clustering.affinity(ssn).copy()
     recount = type(clustering)({})
     recount.on_session_open(ssn)
     assert np.array_equal(counts, recount.affinity(ssn))
     topology = ssn.plugin("network-topology-aware")
+    assert topology is not None
     topology._totals(ssn)
     fresh_topology = type(topology)({})
     fresh_topology._totals(ssn)

@@ -61,9 +61,9 @@ def _cpu_snapshot(queues: list[Obj], held: dict[str, str], asks: dict[str, int])
                 "node": "n0",
             }
         )
-    for q, cpu in asks.items():
+    for q, ask in asks.items():
         jobs.append({"name": f"new-{q}", "queue": q, "creation": 1})
-        tasks.append({"name": f"new-{q}-0", "job": f"new-{q}", "request": {"cpu": cpu}})
+        tasks.append({"name": f"new-{q}-0", "job": f"new-{q}", "request": {"cpu": ask}})
     nodes = [{"name": "n0", "allocatable": {"cpu": 64, "memory": "256Gi"}}]
     return gs.Snapshot.from_dict({"nodes": nodes, "queues": queues, "jobs": jobs, "tasks": tasks})
 
@@ -96,7 +96,7 @@ def test_queue_refusal_names_the_deserved_share_with_the_numbers() -> None:
 
 def test_queue_refusal_names_the_real_capability_left_by_guarantees() -> None:
     # g is guaranteed 60 of the 64 cores: a may hold at most the 4 left.
-    queues = [{"name": "a"}, {"name": "g", "guarantee": {"cpu": 60}}]
+    queues: list[dict[str, Any]] = [{"name": "a"}, {"name": "g", "guarantee": {"cpu": 60}}]
     d = gs.schedule(_cpu_snapshot(queues, {}, {"a": 5}), PROPORTION)
     assert d.queues["a"].real_capability["cpu"] == 4000
     assert d.task_reasons["new-a-0"] == (

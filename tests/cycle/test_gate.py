@@ -23,7 +23,7 @@ RACKS = [
     {"name": "rack-a", "tier": 1, "members": ["n0", "n1"]},
     {"name": "rack-b", "tier": 1, "members": ["n2", "n3"]},
 ]
-CAPACITY_TIERS = [
+CAPACITY_TIERS: list[list[dict[str, Any]]] = [
     [
         {"name": "priority"},
         {"name": "gang"},
@@ -49,11 +49,13 @@ def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def _t(ssn: Any, name: str) -> int:
-    return next(i for i, t in enumerate(ssn.snapshot.tasks) if t.name == name)
+    index: int = ssn.snapshot.task_index[name]
+    return index
 
 
 def _n(ssn: Any, name: str) -> int:
-    return ssn.snapshot.node_index[name]
+    index: int = ssn.snapshot.node_index[name]
+    return index
 
 
 def test_a_placement_on_a_full_node_is_refused_and_changes_nothing() -> None:
@@ -234,7 +236,8 @@ def test_the_gate_holds_when_an_action_forgets_topology(monkeypatch: pytest.Monk
     s = snap(nodes, [job("g", 2, network_topology=nt)], tasks, hypernodes=RACKS)
     cfg = config("backfill")
     ssn = open_session(s, cfg)
-    from gangsched.scheduler import close_session, default_registry, make_actions
+    from gangsched.scheduler import default_registry, make_actions
+    from gangsched.session.close import close_session
 
     for action in make_actions(cfg, default_registry()):
         action.execute(ssn)
@@ -256,7 +259,7 @@ def test_a_new_reservation_never_takes_a_queue_past_its_capability() -> None:
     """capacity with hierarchy + hierarchical drf: a queue capped at 37 GPUs holds 36, and
     the only room for its next 4-GPU task is a node whose pods are terminating — reserving it
     would take the queue to 40."""
-    queues = [{"name": "capped", "capability": {GPU: 37}}, {"name": "other"}]
+    queues: list[dict[str, Any]] = [{"name": "capped", "capability": {GPU: 37}}, {"name": "other"}]
     nodes = [node(f"n{i}", gpus=4) for i in range(10)]
     jobs = [
         job("big", 9, queue="capped"),
@@ -267,7 +270,7 @@ def test_a_new_reservation_never_takes_a_queue_past_its_capability() -> None:
     tasks += running("old", [("n9", [0, 1, 2, 3])], gpus=4, phase="Releasing")
     tasks += pending("more", 1, gpus=4)
     s = snap(nodes, jobs, tasks, queues=queues)
-    tiers = [
+    tiers: list[list[dict[str, Any]]] = [
         [
             {"name": "priority"},
             {"name": "gang"},

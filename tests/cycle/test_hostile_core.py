@@ -151,9 +151,10 @@ def test_whole_gpu_on_a_shared_size_device_validates_when_running() -> None:
     _rerun(snap, decisions)
     # And the device is taken whole: a share cannot join it.
     b = decisions.binds[0]
-    running = {"name": "t", "job": "j", "gpu_request": {"count": 1}, "phase": "Running"}
+    running: dict[str, Any] = {"name": "t", "job": "j", "gpu_request": {"count": 1}}
+    running["phase"] = "Running"
     running |= {"node": b.node, "gpu_indices": list(b.gpu_indices)}
-    share = {"name": "s", "job": "j", "gpu_request": {"count": 1, "milli": 100}}
+    share: dict[str, Any] = {"name": "s", "job": "j", "gpu_request": {"count": 1, "milli": 100}}
     share |= {"phase": "Running", "node": "n", "gpu_indices": list(b.gpu_indices)}
     _rejects(_snap(nodes, [running, share]), "task", "s", "gpu_indices", "already held")
 

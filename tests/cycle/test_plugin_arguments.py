@@ -146,9 +146,13 @@ def test_nodeorder_checks_every_declared_weight(score: str) -> None:
                 "predicateErrorCacheEnable",
                 "topologyAwarePreemptWorkerNum",
                 "allowWholeBundle",
+                "allVictimRules",
             },
         ),
-        (ReclaimAction, {"predicateErrorCacheEnable", "allowWholeBundle", "fairShareGuard"}),
+        (
+            ReclaimAction,
+            {"predicateErrorCacheEnable", "allowWholeBundle", "fairShareGuard", "allVictimRules"},
+        ),
     ],
     ids=lambda a: getattr(a, "name", ""),
 )

@@ -612,7 +612,7 @@ def test_anti_affinity_and_affinity_together_pick_the_one_rack_left() -> None:
         running("db-1", "db", "n2", labels={"app": "db"}),
     ]
     web = running("web-0", "web", "n1", labels={"app": "web"})
-    spec = {
+    spec: dict[str, Any] = {
         "pod_affinity": {"required": [term("rack", app="db")]},
         "pod_anti_affinity": {"required": [term("rack", app="web")]},
     }
@@ -703,3 +703,72 @@ def test_counts_read_through_the_change_log_equal_counts_made_afresh() -> None:
     fresh_equal()
     stmt.discard()
     fresh_equal()
+
+
+def test_a_trial_that_relaxes_topology_still_keeps_pod_constraints() -> None:
+    # The victim search's "would it fit anywhere?" and enqueue's admission trials leave the
+    # gang's topology rule out, never a pod's own rules: a node the running guard's
+    # anti-affinity keeps the web pod off is refused whatever the trial relaxes.
+    from gangsched.session.gate import Rule
+
+    guard = running(
+        "guard-0",
+        "guard",
+        "n0",
+        labels={"app": "guard"},
+        pod_anti_affinity={"required": [term("rack", app="web")]},
+    )
+    s = snap(
+        RACKS,
+        [job("guard", 1, phase="Running"), job("web", 1)],
+        [guard, *tasks("web", 1, labels={"app": "web"})],
+    )
+    ssn = open_session(s, CONFIG)
+    web, n1, n2 = s.task_index["web-0"], s.node_index["n1"], s.node_index["n2"]
+    for relax in (
+        frozenset(),
+        frozenset({Rule.TOPOLOGY}),
+        frozenset({Rule.TOPOLOGY, Rule.CAPABILITY}),
+    ):
+        why = ssn.gate.refuse(web, n1, (), pipelined=False, relax=relax)
+        assert why is not None and why.rule is Rule.POD_CONSTRAINT, relax
+        assert ssn.gate.refuse(web, n2, (), pipelined=False, relax=relax) is None
+
+
+def test_a_job_affine_to_pods_placed_in_the_same_cycle_is_admitted_with_them() -> None:
+    # db and web are both Pending; web must share a rack with a db pod. Enqueue's shape
+    # check is about shape: web is admitted in the cycle that places db, and allocate puts it
+    # beside db in that same cycle.
+    s = snap(
+        RACKS,
+        [job("db", 1, creation=0, phase="Pending"), job("web", 1, creation=1, phase="Pending")],
+        [
+            *tasks("db", 1, cpu=8, labels={"app": "db"}),
+            *tasks(
+                "web", 1, labels={"app": "web"}, pod_affinity={"required": [term("rack", app="db")]}
+            ),
+        ],
+    )
+    d = run(s)
+    assert d.jobs["web"].phase in ("Inqueue", "Running"), d.jobs["web"].message
+    where = placed(d)
+    rack = {"n0": "r1", "n1": "r1", "n2": "r2", "n3": "r3"}
+    assert rack[where["web-0"]] == rack[where["db-0"]]
+
+
+@pytest.mark.parametrize(
+    "constraint",
+    [
+        {"pod_anti_affinity": {"required": [term("rack", app="db")]}},
+        {"pod_affinity": {"required": [term("rack", app="db")]}},
+        {"topology_spread": [{"max_skew": 1, "topology_key": "rack", "label_selector": {}}]},
+    ],
+    ids=["anti-affinity", "affinity", "spread"],
+)
+def test_pod_constraints_on_a_cluster_without_nodes_leave_the_job_pending(
+    constraint: dict[str, Any],
+) -> None:
+    s = snap([], [job("db", 1)], tasks("db", 1, labels={"app": "db"}, **constraint))
+    d = run(s)
+    assert not d.binds and not d.pipelined
+    assert d.jobs["db"].pending == 1 and d.jobs["db"].message

@@ -480,6 +480,38 @@ def test_preempt_reserves_on_the_node_whose_victims_make_the_queue_room() -> Non
     assert [(p.task, p.node) for p in d.pipelined] == [("high-0", "n1")]
 
 
+def test_the_gang_job_order_counts_tasks_and_leaves_role_minimums_to_readiness() -> None:
+    # Volcano's gang job order (this 2023 build and today's) asks whether a job has as many
+    # ready or best-effort pending tasks as its minMember, without its per-role minimums. Both
+    # jobs count as ready here (b's two best-effort workers make its minimum of 2 although its
+    # master role is short), so the order falls to creation and a takes the only room;
+    # gangsched once ordered b first as "not ready" (campaign cluster 340, node affinity).
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi", "pods": 110}}],
+        jobs=[
+            {"name": "a", "queue": "default", "min_available": 1, "phase": "Inqueue"},
+            {
+                "name": "b",
+                "queue": "default",
+                "min_available": 2,
+                "creation": 1,
+                "phase": "Inqueue",
+                "min_task_member": {"master": 1, "worker": 1},
+            },
+        ],
+        tasks=[
+            _task("a-0", {"cpu": 4, "memory": "1Gi"}),
+            _task("a-1", {}),
+            {**_task("b-0", {"cpu": 4, "memory": "1Gi"}), "role": "master"},
+            {**_task("b-1", {}), "role": "worker"},
+            {**_task("b-2", {}), "role": "worker"},
+        ],
+    )
+    d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
+    bound = {b.task for b in d.binds}
+    assert "a-0" in bound and "b-0" not in bound
+
+
 # -- nodeorder counts best-effort pods as kube does ---------------------------------------------
 
 

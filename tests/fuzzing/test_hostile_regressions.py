@@ -178,7 +178,7 @@ def test_carried_reservations_outside_one_domain_are_not_bound() -> None:
     out = gs.schedule(snap)
     check_all(snap, out)
     assert not out.binds
-    assert out.jobs["j"].phase is not gs.JobPhase.RUNNING
+    assert out.jobs["j"].phase != gs.JobPhase.RUNNING.value
 
 
 def test_within_job_preemption_keeps_a_hard_gang_in_its_domain() -> None:

@@ -45,14 +45,14 @@ from gangsched.testing import (
 def _node(name: str, cpu: int = 4, gpus: int = 0, **kw: Any) -> Node:
     return Node(
         name=name,
-        allocatable={"cpu": cpu, "memory": "16Gi", **kw.pop("extra", {})},  # type: ignore[arg-type]
+        allocatable={"cpu": cpu, "memory": "16Gi", **kw.pop("extra", {})},
         gpus=Gpus(count=gpus) if gpus else None,
         **kw,
     )
 
 
 def _task(name: str, job: str, cpu: int = 1, **kw: Any) -> Task:
-    return Task(name=name, job=job, request={"cpu": cpu}, **kw)  # type: ignore[arg-type]
+    return Task(name=name, job=job, request={"cpu": cpu}, **kw)
 
 
 def _snap(
@@ -198,7 +198,7 @@ def test_gang_atomicity_per_role_and_best_effort() -> None:
         _task("w1", "g", role="worker"),
         Task(name="sidecar", job="g", role="helper"),  # best effort: no request at all
     ]
-    job = Job(name="g", min_available=3, min_task_member={"master": 1, "worker": 1})  # type: ignore[arg-type]
+    job = Job(name="g", min_available=3, min_task_member={"master": 1, "worker": 1})
     snap = _snap(tasks, jobs=[job])
     workers_only = Decisions(binds=(Bind(task="w0", node="n0"), Bind(task="w1", node="n0")))
     # min_available is met with the pending best-effort task, but the master role is not
@@ -213,8 +213,8 @@ def test_gang_atomicity_per_role_and_best_effort() -> None:
 
 def test_queue_capability_own_and_ancestors() -> None:
     queues = [
-        Queue(name="root", capability={"cpu": 2}),  # type: ignore[arg-type]
-        Queue(name="default", parent="root", capability={"cpu": 4}),  # type: ignore[arg-type]
+        Queue(name="root", capability={"cpu": 2}),
+        Queue(name="default", parent="root", capability={"cpu": 4}),
     ]
     tasks = [_task("r", "j", cpu=1, phase="Running", node="n0"), _task("a", "k", cpu=2)]
     snap = _snap(tasks, queues=queues)
@@ -228,11 +228,11 @@ def test_queue_capability_own_and_ancestors() -> None:
 
 
 def test_queue_capability_blames_only_resources_that_grew() -> None:
-    queue = Queue(name="default", capability={"cpu": 100, "memory": "1Gi"})  # type: ignore[arg-type]
+    queue = Queue(name="default", capability={"cpu": 100, "memory": "1Gi"})
     running = Task(
         name="r",
         job="j",
-        request={"memory": "2Gi"},  # type: ignore[arg-type]
+        request={"memory": "2Gi"},
         phase=TaskPhase.RUNNING,
         node="n0",
     )

@@ -71,7 +71,7 @@ def _filler(draw: st.DrawFn, node: Node, job: str, i: int) -> Task | None:
         job=job,
         request=Resources(request),
         gpu_request=gpu,
-        phase=phase,  # type: ignore[arg-type]  # parsed on construction
+        phase=phase,  # parsed on construction
         node=node.name,
         gpu_indices=indices,
         priority=draw(st.integers(0, 2)),
@@ -167,17 +167,49 @@ def test_library_strategy_agrees(snapshot: Snapshot) -> None:
 
 
 def test_ties_go_to_the_lowest_node_index() -> None:
-    same = [Node(name=f"n{i}", allocatable={CPU: 4, MEMORY: "8Gi"}) for i in range(3)]  # type: ignore[arg-type]
+    same = [Node(name=f"n{i}", allocatable={CPU: 4, MEMORY: "8Gi"}) for i in range(3)]
     snap = Snapshot(
         nodes=(same[2].__class__(name="n-last", allocatable=same[0].allocatable), *same),
         queues=(Queue(name="default"),),
         jobs=(Job(name="j", min_available=2, phase=JobPhase.INQUEUE),),
         tasks=tuple(
-            Task(name=f"j-{i}", job="j", request={CPU: 1, MEMORY: "1Gi"})  # type: ignore[arg-type]
-            for i in range(2)
+            Task(name=f"j-{i}", job="j", request={CPU: 1, MEMORY: "1Gi"}) for i in range(2)
         ),
     )
     fast = _agree(snap, DEFAULT)
     # Equal nodes score equally; the first task takes the first node in snapshot order, the
     # second avoids it (least-requested prefers the emptier nodes).
     assert [(b.task, b.node) for b in fast.binds] == [("j-0", "n-last"), ("j-1", "n0")]
+
+
+def test_the_gang_job_order_counts_tasks_in_both_schedulers() -> None:
+    # gang's job order reads readiness by count (ready and pending best-effort tasks against
+    # min_available, role minimums not read), as Volcano's JobOrderFn. b's two best-effort
+    # workers make its count of 2 although its master role is short, so both jobs count as
+    # ready, the order falls to creation, and a takes the node's only room. Ordered by full
+    # readiness (roles included), b came first and took it.
+    snap = Snapshot(
+        nodes=(Node(name="n0", allocatable={CPU: 4, MEMORY: "8Gi"}),),
+        queues=(Queue(name="default"),),
+        jobs=(
+            Job(name="a", min_available=1, phase=JobPhase.INQUEUE),
+            Job(
+                name="b",
+                min_available=2,
+                creation=1,
+                phase=JobPhase.INQUEUE,
+                min_task_member={"master": 1, "worker": 1},
+            ),
+        ),
+        tasks=(
+            Task(name="a-0", job="a", request={CPU: 4, MEMORY: "1Gi"}),
+            Task(name="a-1", job="a"),
+            Task(name="b-0", job="b", role="master", request={CPU: 4, MEMORY: "1Gi"}),
+            Task(name="b-1", job="b", role="worker"),
+            Task(name="b-2", job="b", role="worker"),
+        ),
+    )
+    for config in (DEFAULT, NO_ENQUEUE):
+        fast = _agree(snap, config)
+        bound = {b.task for b in fast.binds}
+        assert "a-0" in bound and "b-0" not in bound

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -288,10 +289,10 @@ def test_required_rack_keeps_the_gang_in_one_rack() -> None:
     assert len({RACK_OF[b.node] for b in d.binds}) == 1
 
 
-def _racks(slots: dict[str, int], topology: dict[str, object]) -> gs.Snapshot:
+def _racks(slots: dict[str, int], topology: dict[str, Any]) -> gs.Snapshot:
     """Nodes with ``slots`` one-CPU pods of room, racks r0 = n0, n1 and r1 = n2, n3 (tier 1)
     under one spine (tier 2), and one gang of ``sum`` pods with ``topology``."""
-    size = int(topology.pop("size"))  # type: ignore[call-overload]
+    size = int(topology.pop("size"))
     return gs.Snapshot.from_dict(
         {
             "nodes": [{"name": n, "allocatable": {"cpu": k}} for n, k in slots.items()],

@@ -154,10 +154,10 @@ def test_a_hostile_field_is_kept_as_its_type_or_refused_naming_record_and_field(
 
 def test_the_first_bad_field_in_declaration_order_is_the_error() -> None:
     with pytest.raises(DecisionError) as e:
-        QueueStatus(share=-1, real_capability=5)
+        QueueStatus(share=-1, real_capability=5)  # type: ignore[arg-type]
     assert e.value.field == "share"
     with pytest.raises(DecisionError) as e:
-        JobStatus(phase="Running", failed=-1, ready=1)
+        JobStatus(phase="Running", failed=-1, ready=1)  # type: ignore[arg-type]
     assert e.value.field == "ready"
 
 

@@ -23,21 +23,21 @@ from gangsched.errors import DecisionError, SnapshotError
 @pytest.mark.parametrize(
     ("make", "where"),
     [
-        (lambda: Bind(task=1, node="n0"), "bind: task"),
-        (lambda: Bind(task="t", node=None), "bind: node"),
-        (lambda: Bind(task="t", node="n0", gpu_indices=[0, "x"]), "bind: gpu_indices"),
+        (lambda: Bind(task=1, node="n0"), "bind: task"),  # type: ignore[arg-type]
+        (lambda: Bind(task="t", node=None), "bind: node"),  # type: ignore[arg-type]
+        (lambda: Bind(task="t", node="n0", gpu_indices=[0, "x"]), "bind: gpu_indices"),  # type: ignore[arg-type]
         (lambda: Bind(task="t", node="n0", gpu_indices=(-1,)), "bind: gpu_indices"),
         (lambda: Bind(task="t", node="n0", gpu_indices=(True,)), "bind: gpu_indices"),
         (lambda: Pipeline(task="", node="n0"), "pipelined: task"),
-        (lambda: Eviction(task="t", reason=None), "eviction: reason"),
+        (lambda: Eviction(task="t", reason=None), "eviction: reason"),  # type: ignore[arg-type]
         (lambda: JobAction(job="j", action="", cause=""), "job action: action"),
-        (lambda: Hold(job="j", nodes="n0n1"), "hold: nodes"),
+        (lambda: Hold(job="j", nodes="n0n1"), "hold: nodes"),  # type: ignore[arg-type]
         (lambda: Hold(job="j", nodes=("n0",), expected_wait=-5), "hold: expected_wait"),
         (lambda: JobStatus(phase="Bogus"), "job status: phase"),
         (lambda: JobStatus(phase="Running", running=-1), "job status: running"),
-        (lambda: JobStatus(phase="Running", ready="yes"), "job status: ready"),
+        (lambda: JobStatus(phase="Running", ready="yes"), "job status: ready"),  # type: ignore[arg-type]
         (lambda: QueueStatus(state="Paused"), "queue status: state"),
-        (lambda: QueueStatus(allocated={"cpu": 1.5}), "queue status: allocated"),
+        (lambda: QueueStatus(allocated={"cpu": 1.5}), "queue status: allocated"),  # type: ignore[dict-item]
         (lambda: QueueStatus(share=float("nan")), "queue status: share"),
     ],
 )

@@ -142,9 +142,9 @@ def test_gpu_request_count_10_16_is_a_snapshot_error() -> None:
         _snapshot(tasks=[task])
     # The same bound through the manifest spelling (whole devices in the request).
     with _raises("task", "t", "request.nvidia.com/gpu", "sit on one node"):
-        Task(name="t", job="j", request={"nvidia.com/gpu": 2000})  # type: ignore[arg-type]
+        Task(name="t", job="j", request={"nvidia.com/gpu": 2000})
     with _raises("node", "n", "allocatable.nvidia.com/gpu", "beyond the supported 1024"):
-        Node(name="n", allocatable={"nvidia.com/gpu": 2000})  # type: ignore[arg-type]
+        Node(name="n", allocatable={"nvidia.com/gpu": 2000})
     assert GpuRequest(count=MAX_GPUS_PER_NODE, milli=2**43).total_milli == MAX_QUANTITY
 
 

@@ -108,9 +108,9 @@ def test_canonical_resources_are_still_checked(amount: object) -> None:
 def test_node_normalises_quantities_and_collections() -> None:
     node = Node(
         name="n1",
-        allocatable={"memory": "4Gi", "cpu": "1500m", "pods": 10},  # type: ignore[arg-type]
-        labels={"zone": "a"},  # type: ignore[arg-type]
-        taints=[Taint(key="k", value="v")],  # type: ignore[arg-type]
+        allocatable={"memory": "4Gi", "cpu": "1500m", "pods": 10},
+        labels={"zone": "a"},
+        taints=[Taint(key="k", value="v")],
     )
     assert node.allocatable == {"cpu": 1500, "memory": 4 * 2**30, "pods": 10}
     assert isinstance(node.allocatable, Resources)
@@ -124,30 +124,30 @@ def test_node_normalises_quantities_and_collections() -> None:
 def test_node_gpus_from_allocatable_take_the_model_label() -> None:
     node = Node(
         name="n1",
-        allocatable={"cpu": 8, GPU: 4},  # type: ignore[arg-type]
-        labels={"nvidia.com/gpu.product": "A100"},  # type: ignore[arg-type]
+        allocatable={"cpu": 8, GPU: 4},
+        labels={"nvidia.com/gpu.product": "A100"},
     )
     assert node.gpus == Gpus(count=4, model="A100")
     assert GPU not in node.allocatable
 
 
 def test_node_gpus_and_allocatable_must_agree() -> None:
-    ok = Node(name="n1", allocatable={GPU: "2"}, gpus=Gpus(count=2))  # type: ignore[arg-type]
+    ok = Node(name="n1", allocatable={GPU: "2"}, gpus=Gpus(count=2))
     assert ok.gpus == Gpus(count=2)
     with _raises("node", "n1", f"allocatable.{GPU}"):
-        Node(name="n1", allocatable={GPU: 4}, gpus=Gpus(count=2))  # type: ignore[arg-type]
+        Node(name="n1", allocatable={GPU: 4}, gpus=Gpus(count=2))
     with _raises("node", "n1", f"allocatable.{GPU}"):
-        Node(name="n1", allocatable={GPU: "1500m"})  # type: ignore[arg-type]
+        Node(name="n1", allocatable={GPU: "1500m"})
 
 
 def test_node_with_zero_gpus_has_none() -> None:
     assert Node(name="n1", gpus=Gpus(count=0)).gpus is None
-    assert Node(name="n1", allocatable={GPU: 0}).gpus is None  # type: ignore[arg-type]
+    assert Node(name="n1", allocatable={GPU: 0}).gpus is None
 
 
 def test_node_record_level_rules() -> None:
     with _raises("node", "n1", "labels"):
-        Node(name="n1", labels={"a": 1})  # type: ignore[arg-type]
+        Node(name="n1", labels={"a": 1})  # type: ignore[dict-item]
     with _raises("node", "n1", "taints[0]"):
         Node(name="n1", taints=("k",))  # type: ignore[arg-type]
     with _raises("node", "n1", "taints[0].effect"):
@@ -236,13 +236,13 @@ def test_toleration_rules() -> None:
 
 
 def test_hypernode_rules() -> None:
-    hn = HyperNode(name="s1", tier=1, members=["a", "b"])  # type: ignore[arg-type]
+    hn = HyperNode(name="s1", tier=1, members=["a", "b"])
     assert hn.members == ("a", "b")
     assert HyperNode.from_dict(hn.to_dict()) == hn
     with _raises("hypernode", "s1", "tier"):
         HyperNode(name="s1", tier=0, members=())
     with _raises("hypernode", "s1", "members"):
-        HyperNode(name="s1", tier=1, members="ab")  # type: ignore[arg-type]
+        HyperNode(name="s1", tier=1, members="ab")
     with _raises("hypernode", "s1", "members[1]"):
         HyperNode(name="s1", tier=1, members=("a", ""))
     with _raises("hypernode", "s1", "members"):
@@ -285,9 +285,9 @@ def test_queue_record_rules() -> None:
     with _raises("queue", "q", "parent"):
         Queue(name="q", parent="q")
     with _raises("queue", "q", "state"):
-        Queue(name="q", state="Paused")  # type: ignore[arg-type]
+        Queue(name="q", state="Paused")
     with _raises("queue", "q", "capability.cpu"):
-        Queue(name="q", capability={"cpu": "-1"})  # type: ignore[arg-type]
+        Queue(name="q", capability={"cpu": "-1"})
     with _raises("queue", "q", "reclaimable"):
         Queue(name="q", reclaimable=None)  # type: ignore[arg-type]
 
@@ -305,12 +305,12 @@ def test_job_min_available_may_exceed_task_count_but_not_go_negative() -> None:
 
 
 def test_job_normalises_numbers() -> None:
-    job = Job(name="j", min_available=2.0, priority=3.0, min_task_member={"w": 1.0})  # type: ignore[arg-type]
+    job = Job(name="j", min_available=2.0, priority=3.0, min_task_member={"w": 1.0})  # type: ignore[arg-type, dict-item]
     assert type(job.min_available) is int and job.min_available == 2
     assert type(job.priority) is int
     assert type(job.min_task_member["w"]) is int
     assert json.dumps(job.to_dict()) == json.dumps(
-        Job(name="j", min_available=2, priority=3, min_task_member={"w": 1}).to_dict()  # type: ignore[arg-type]
+        Job(name="j", min_available=2, priority=3, min_task_member={"w": 1}).to_dict()
     )
 
 
@@ -322,9 +322,9 @@ def test_job_record_rules() -> None:
     with _raises("job", "j", "min_task_member"):
         Job(name="j", min_task_member=["w"])  # type: ignore[arg-type]
     with _raises("job", "j", "min_task_member.w"):
-        Job(name="j", min_task_member={"w": -1})  # type: ignore[arg-type]
+        Job(name="j", min_task_member={"w": -1})
     with _raises("job", "j", "phase"):
-        Job(name="j", phase="Done")  # type: ignore[arg-type]
+        Job(name="j", phase="Done")
     with _raises("job", "j", "priority"):
         Job(name="j", priority=2**70)
     with _raises("job", "j", "network_topology"):
@@ -371,7 +371,7 @@ def test_job_dict_form() -> None:
 
 
 def test_task_gpu_in_request_becomes_a_gpu_request() -> None:
-    t = Task(name="t", job="j", request={"cpu": 1, GPU: 2})  # type: ignore[arg-type]
+    t = Task(name="t", job="j", request={"cpu": 1, GPU: 2})
     assert t.gpu_request == GpuRequest(count=2, milli=1000)
     assert GPU not in t.request
     assert Task(name="t", job="j", gpu_request=GpuRequest(count=0)).gpu_request is None
@@ -379,9 +379,9 @@ def test_task_gpu_in_request_becomes_a_gpu_request() -> None:
 
 def test_task_gpu_request_rules() -> None:
     with _raises("task", "t", f"request.{GPU}"):
-        Task(name="t", job="j", request={GPU: "0.5"})  # type: ignore[arg-type]
+        Task(name="t", job="j", request={GPU: "0.5"})
     with _raises("task", "t", f"request.{GPU}"):
-        Task(name="t", job="j", request={GPU: 2}, gpu_request=GpuRequest(count=1))  # type: ignore[arg-type]
+        Task(name="t", job="j", request={GPU: 2}, gpu_request=GpuRequest(count=1))
     with _raises("task", "t", "gpu_request"):
         Task(name="t", job="j", gpu_request={"count": 1})  # type: ignore[arg-type]
     with _raises("gpu_request", "", "milli"):
@@ -403,10 +403,10 @@ def test_task_placement_fields() -> None:
     running = Task(
         name="t",
         job="j",
-        phase="Running",  # type: ignore[arg-type]
+        phase="Running",
         node="n1",
         gpu_request=GpuRequest(count=2),
-        gpu_indices=[3.0, 1],  # type: ignore[arg-type]
+        gpu_indices=[3.0, 1],  # type: ignore[list-item]
     )
     assert running.phase is TaskPhase.RUNNING
     assert running.gpu_indices == (3, 1)
@@ -432,7 +432,7 @@ def test_task_placement_fields() -> None:
 
 def test_task_record_rules() -> None:
     with _raises("task", "t", "phase"):
-        Task(name="t", job="j", phase="Sleeping")  # type: ignore[arg-type]
+        Task(name="t", job="j", phase="Sleeping")
     with _raises("task", "t", "job"):
         Task(name="t", job=None)  # type: ignore[arg-type]
     with _raises("task", "t", "node_selector"):
@@ -440,15 +440,15 @@ def test_task_record_rules() -> None:
     with _raises("task", "t", "preemptable"):
         Task(name="t", job="j", preemptable="yes")  # type: ignore[arg-type]
     with _raises("task", "t", "request.cpu"):
-        Task(name="t", job="j", request={"cpu": "fast"})  # type: ignore[arg-type]
+        Task(name="t", job="j", request={"cpu": "fast"})
     with _raises("task", "t", "role"):
         Task(name="t", job="j", role=1)  # type: ignore[arg-type]
 
 
 def test_task_best_effort() -> None:
     assert Task(name="t", job="j").best_effort
-    assert Task(name="t", job="j", request={"pods": 1}).best_effort  # type: ignore[arg-type]
-    assert not Task(name="t", job="j", request={"cpu": "1m"}).best_effort  # type: ignore[arg-type]
+    assert Task(name="t", job="j", request={"pods": 1}).best_effort
+    assert not Task(name="t", job="j", request={"cpu": "1m"}).best_effort
     assert not Task(name="t", job="j", gpu_request=GpuRequest(count=1, milli=1)).best_effort
 
 
@@ -539,5 +539,5 @@ def test_generated_jobs_and_tasks_are_valid(job: Job, members: tuple[Task, ...])
 @settings(max_examples=40, deadline=None)
 @given(st.text(min_size=1, max_size=8))
 def test_any_non_empty_name_round_trips(name: str) -> None:
-    node = Node(name=name, labels={name: name})  # type: ignore[arg-type]
+    node = Node(name=name, labels={name: name})
     assert Node.from_dict(json.loads(json.dumps(node.to_dict()))) == node

@@ -65,7 +65,7 @@ class _PlainStatus(JobStatus):
 
 
 def test_a_subclass_made_elsewhere_keeps_the_records_checks() -> None:
-    assert _NotedBind(task="t", node="n0", gpu_indices=[1]).gpu_indices == (1,)
+    assert _NotedBind(task="t", node="n0", gpu_indices=[1]).gpu_indices == (1,)  # type: ignore[arg-type]
     with pytest.raises(DecisionError, match="bind: node"):
         _NotedBind(task="t", node="")
     with pytest.raises(DecisionError, match="job status: running"):

@@ -601,7 +601,7 @@ def test_rejects_wrong_record_types_in_the_constructor() -> None:
     with rejects("snapshot", "", "nodes"):
         Snapshot(nodes="n1")  # type: ignore[arg-type]
     with rejects("snapshot", "", "jobs"):
-        Snapshot(jobs={"j": Job(name="j")})  # type: ignore[arg-type]
+        Snapshot(jobs={"j": Job(name="j")})  # type: ignore[dict-item]
 
 
 # ------------------------------------------------------------------------------------------
@@ -829,7 +829,7 @@ def test_constructor_never_mutates_its_inputs(s: Snapshot) -> None:
 def test_constructor_copies_mutable_record_fields() -> None:
     labels = {"zone": "a"}
     allocatable: dict[str, Any] = {"cpu": 4}
-    node = Node(name="n1", labels=labels, allocatable=allocatable)  # type: ignore[arg-type]
+    node = Node(name="n1", labels=labels, allocatable=allocatable)
     labels["zone"] = "b"
     allocatable["cpu"] = 1
     assert node.labels == {"zone": "a"} and node.allocatable == {"cpu": 4000}

@@ -25,14 +25,15 @@ from gangsched.placement._relax import build_relaxation
 from gangsched.placement.cpsat._budget import _Budget
 from gangsched.placement.cpsat._joint_model import _joint_domains
 from gangsched.placement.greedy import greedy_sequence
+from gangsched.placement.problem import PlacementResult
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 
-def _weight(problem: PlacementProblem, res: object) -> int:
+def _weight(problem: PlacementProblem, res: PlacementResult) -> int:
     w = problem.weights
     assert w is not None
-    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)
 
 
 def _relaxation_bound(problem: PlacementProblem) -> int:

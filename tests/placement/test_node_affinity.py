@@ -40,7 +40,9 @@ def expr(key: str, op: str, *values: str) -> dict[str, Any]:
     return out
 
 
-def required(*terms: list[dict[str, Any]], fields: list[dict[str, Any]] | None = None) -> dict:
+def required(
+    *terms: list[dict[str, Any]], fields: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
     out = [{"match_expressions": t} for t in terms]
     if fields:
         out.append({"match_fields": fields})
@@ -67,7 +69,9 @@ def snapshot(nodes: list[dict[str, Any]], *tasks: dict[str, Any]) -> gs.Snapshot
     )
 
 
-def task(name: str, affinity: dict[str, Any] | None = None, cpu: int = 1, **extra: Any) -> dict:
+def task(
+    name: str, affinity: dict[str, Any] | None = None, cpu: int = 1, **extra: Any
+) -> dict[str, Any]:
     t: dict[str, Any] = {"name": name, "job": name.rsplit("-", 1)[0], "request": {"cpu": cpu}}
     if affinity is not None:
         t["node_affinity"] = affinity
@@ -364,7 +368,7 @@ def _k8s_node(name: str, **labels: str) -> dict[str, Any]:
     }
 
 
-_MANIFEST_AFFINITY = {
+_MANIFEST_AFFINITY: dict[str, Any] = {
     "nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {
             "nodeSelectorTerms": [
@@ -556,7 +560,7 @@ def labelled_nodes(draw: st.DrawFn) -> list[dict[str, Any]]:
     out = []
     for i in range(n):
         labels = {k: draw(st.sampled_from(_VALUES)) for k in _KEYS if draw(st.booleans())}
-        out.append(node(f"n{i}", **labels))
+        out.append(node(f"n{i}", cpu=8, **labels))
     return out
 
 

@@ -18,13 +18,13 @@ from gangsched.placement import (
     Status,
     validate_placement,
 )
-from gangsched.placement.problem import slice_groups
+from gangsched.placement.problem import PlacementResult, slice_groups
 
 
-def _weight(problem: PlacementProblem, res: object) -> int:
+def _weight(problem: PlacementProblem, res: PlacementResult) -> int:
     w = problem.weights
     assert w is not None
-    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)
 
 
 def _racks_3_1_1() -> PlacementProblem:

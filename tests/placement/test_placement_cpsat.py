@@ -18,7 +18,13 @@ from gangsched.placement import _exact
 from gangsched.placement._common import gang_view
 from gangsched.placement.cpsat import CpSatPlacer, JointCpSatPlacer
 from gangsched.placement.greedy import GreedyPlacer
-from gangsched.placement.problem import GangRequest, PlacementProblem, Status, placement_objective
+from gangsched.placement.problem import (
+    GangRequest,
+    PlacementProblem,
+    PlacementResult,
+    Status,
+    placement_objective,
+)
 from gangsched.placement.validate import validate_placement
 
 TOPO = build_topology(fat_tree_snapshot())
@@ -426,8 +432,8 @@ def test_joint_with_many_gangs_never_places_less_weight_than_greedy() -> None:
     w = problem.weights
     assert w is not None
 
-    def weight(res: object) -> int:
-        return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+    def weight(res: PlacementResult) -> int:
+        return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)
 
     assert weight(joint) >= weight(greedy)
 
@@ -603,10 +609,10 @@ def joint_instances(draw: st.DrawFn) -> PlacementProblem:
     return problem_for(topo, gangs, free=free, gpu_free=gpu_free, gpus=4, cpu=8, weights=weights)
 
 
-def _weight(problem: PlacementProblem, res: object) -> int:
+def _weight(problem: PlacementProblem, res: PlacementResult) -> int:
     w = problem.weights
     assert w is not None
-    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)
 
 
 def _soft_gang_beside_a_one_node_rack() -> PlacementProblem:

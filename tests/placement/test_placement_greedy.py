@@ -128,45 +128,65 @@ def test_several_gangs_go_by_weight_then_order() -> None:
 # --------------------------------------------------------------------------- validator
 
 
-def _valid() -> tuple[object, PlacementResult]:
+def _valid() -> tuple[PlacementProblem, PlacementResult]:
     problem = problem_for(TOPO, [gpu_gang("g", 16, N, highest_tier=1)])
     return problem, GreedyPlacer().place(problem)
 
 
 def test_validator_rejects_each_broken_family() -> None:
     problem, result = _valid()
-    validate_placement(problem, result)  # type: ignore[arg-type]
+    validate_placement(problem, result)
     gp = result.gangs[0]
     reps = list(gp.replicas)
 
     def check(replicas: list[tuple[int, int, tuple[int, ...]]], match: str) -> None:
         bad = PlacementResult(gangs=(replace(gp, replicas=tuple(replicas)),), status=result.status)
         with pytest.raises(PlacementError, match=match):
-            validate_placement(problem, bad)  # type: ignore[arg-type]
+            validate_placement(problem, bad)
 
     check(reps[:-1], "gang 'g'.*15 replicas placed")
     check([*reps[:-1], (0, 63, (0,))], "gang 'g'.*topology")
     check([*reps[:-1], (0, reps[0][1], reps[0][2])], "device")
     check([*reps[:-1], (0, reps[-1][1], (0, 1))], "need 1 distinct")
     check([*reps[:-1], (0, reps[-1][1], (9,))], "has no device")
-    masked = replace(problem.gangs[0], mask=np.zeros((1, N), dtype=np.bool_))  # type: ignore[attr-defined]
+    masked = replace(problem.gangs[0], mask=np.zeros((1, N), dtype=np.bool_))
     with pytest.raises(PlacementError, match="mask forbids"):
-        validate_placement(replace(problem, gangs=(masked,)), result)  # type: ignore[type-var]
-    free = problem.free.copy()  # type: ignore[attr-defined]
+        validate_placement(replace(problem, gangs=(masked,)), result)
+    free = problem.free.copy()
     free[reps[0][1], 0] = 500
     with pytest.raises(PlacementError, match="over-committed"):
-        validate_placement(replace(problem, free=free), result)  # type: ignore[type-var]
+        validate_placement(replace(problem, free=free), result)
 
 
 def test_bad_problem_inputs_raise_placement_errors() -> None:
     with pytest.raises(PlacementError, match="gang 'x': counts"):
-        GangRequest(name="x", request=[[1]], counts=[1, 2], mask=[[True]])
+        GangRequest(
+            name="x", request=np.array([[1]]), counts=np.array([1, 2]), mask=np.array([[True]])
+        )
     with pytest.raises(PlacementError, match="gang 'x': size"):
-        GangRequest(name="x", request=[[1]], counts=[1], mask=[[True]], size=3)
+        GangRequest(
+            name="x", request=np.array([[1]]), counts=np.array([1]), mask=np.array([[True]]), size=3
+        )
     with pytest.raises(PlacementError, match="slice_size"):
-        GangRequest(name="x", request=[[1]], counts=[3], mask=[[True]], slice_size=2)
+        GangRequest(
+            name="x",
+            request=np.array([[1]]),
+            counts=np.array([3]),
+            mask=np.array([[True]]),
+            slice_size=2,
+        )
     with pytest.raises(PlacementError, match="gang 'x': mask"):
-        problem_for(TOPO, [GangRequest(name="x", request=[[1, 1]], counts=[1], mask=[[True]])])
+        problem_for(
+            TOPO,
+            [
+                GangRequest(
+                    name="x",
+                    request=np.array([[1, 1]]),
+                    counts=np.array([1]),
+                    mask=np.array([[True]]),
+                )
+            ],
+        )
 
 
 # --------------------------------------------------------------------------- tier gaps

@@ -33,6 +33,7 @@ from gangsched.placement import (
     Status,
     validate_placement,
 )
+from gangsched.placement.problem import PlacementResult
 
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
 GIB = 2**30
@@ -40,6 +41,11 @@ EXAMPLES = 1500 if SOAK else 30
 
 # (cpu milli, gpus per replica, milli per device)
 SHAPES = [(1000, 1, 1000), (2000, 2, 1000), (1000, 1, 500), (3000, 0, 0), (500, 1, 250)]
+
+
+def _more(draw: st.DrawFn) -> bool:
+    go: bool = draw(st.booleans())
+    return go
 
 
 @st.composite
@@ -50,19 +56,19 @@ def clusters(draw: st.DrawFn) -> tuple[object, ...]:
     left = list(range(n))
     hns: list[HyperNode] = []
     racks: list[str] = []
-    while left and draw(st.booleans()):
+    while left and _more(draw):
         k = draw(st.integers(1, min(4, len(left))))
         members, left = left[:k], left[k:]
         racks.append(f"r{len(racks)}")
         hns.append(HyperNode(name=racks[-1], tier=1, members=[names[i] for i in members]))
     spine_tier = draw(st.sampled_from([2, 3]))  # 3: a tier gap
     spines = 0
-    while racks and draw(st.booleans()):
+    while racks and _more(draw):
         k = draw(st.integers(1, len(racks)))
         members_r, racks = racks[:k], racks[k:]
         hns.append(HyperNode(name=f"s{spines}", tier=spine_tier, members=members_r))
         spines += 1
-    if left and draw(st.booleans()):  # a spine listing nodes directly
+    if left and _more(draw):  # a spine listing nodes directly
         k = draw(st.integers(1, len(left)))
         members, left = left[:k], left[k:]
         hns.append(
@@ -149,10 +155,10 @@ def problems(draw: st.DrawFn, n_gangs: tuple[int, int]) -> PlacementProblem:
     )
 
 
-def _weight(problem: PlacementProblem, res: object) -> int:
+def _weight(problem: PlacementProblem, res: PlacementResult) -> int:
     w = problem.weights
     assert w is not None
-    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)  # type: ignore[attr-defined]
+    return sum(int(w[i]) for i, g in enumerate(res.gangs) if g.placed)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])

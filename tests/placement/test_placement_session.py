@@ -18,7 +18,10 @@ from gangsched.scheduler import open_session
 from gangsched.session.core import Session, TaskState
 from gangsched.session.statement import Statement
 
-PLACERS = [GreedyPlacer(), CpSatPlacer(time_limit_s=5.0, workers=1, seed=0)]
+PLACERS: list[GreedyPlacer | CpSatPlacer] = [
+    GreedyPlacer(),
+    CpSatPlacer(time_limit_s=5.0, workers=1, seed=0),
+]
 
 
 def _cluster(

@@ -143,6 +143,7 @@ def test_a_discarded_statement_restores_the_buckets() -> None:
     snap = _snapshot({"ps": 2, "worker": 4}, PS_WORKER)
     ssn = gs.open_session(snap, _config())
     plugin = ssn.plugin("task-topology")
+    assert plugin is not None
     before = copy.deepcopy(plugin.jobs)
     rows = np.arange(2, dtype=np.intp)
     tmpl = ssn.templates[int(ssn.template_of[2])]  # a worker of bucket 0

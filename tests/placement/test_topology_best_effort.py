@@ -4,6 +4,8 @@ the allowed tier lists is in none), under every configuration that runs ``backfi
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 import gangsched as gs
@@ -12,7 +14,7 @@ from gangsched.testing.invariants import check_cycle
 
 
 def _cluster(best_effort: int, pending: int = 0) -> gs.Snapshot:
-    tasks = [{"name": f"g-{i}", "job": "g"} for i in range(best_effort)]
+    tasks: list[dict[str, Any]] = [{"name": f"g-{i}", "job": "g"} for i in range(best_effort)]
     tasks += [
         {"name": f"g-p{i}", "job": "g", "request": {"cpu": 64}} for i in range(pending)
     ]  # never fits: the gang holds nothing

@@ -115,7 +115,7 @@ def test_least_and_most_allocated_are_kube_integer_formulas_at_every_amount(
     plain, figures = cluster
     least_w, most_w = weights
     got = explain(Snapshot.from_dict(plain), "p", _config(least_w, most_w)).to_dict()
-    scores = {n["node"]: n["scores"]["nodeorder"] for n in got["nodes"]}  # type: ignore[index]
+    scores = {n["node"]: n["scores"]["nodeorder"] for n in got["nodes"]}
     for i, (cpu, cpu_req, mem, mem_req) in enumerate(figures):
         least = (_least(cpu, cpu_req) + _least(mem, mem_req)) // 2
         most = (_most(cpu, cpu_req) + _most(mem, mem_req)) // 2
@@ -154,6 +154,6 @@ def test_least_allocated_floors_as_integers_where_floats_would_round_up() -> Non
     tasks.append({"name": "p", "job": "pending", "request": {"memory": "0"}, "phase": "Pending"})
     plain = _cluster(nodes, tasks)
     got = explain(Snapshot.from_dict(plain), "p", _config(1.0, 0.0)).to_dict()
-    scores = {n["node"]: n["scores"]["nodeorder"] for n in got["nodes"]}  # type: ignore[index]
+    scores = {n["node"]: n["scores"]["nodeorder"] for n in got["nodes"]}
     for i, (cpu, cpu_req, mem, mem_req) in enumerate(figures):
         assert scores[f"n{i}"] == (_least(cpu, cpu_req) + _least(mem, mem_req)) // 2

@@ -220,7 +220,7 @@ def test_max_moves_bounds_the_moves_and_says_so() -> None:
 def test_no_queue_goes_below_its_guarantee() -> None:
     jobs, tasks = _fragmented()
     jobs[0]["queue"] = "kept"
-    queues = [{"name": "default"}, {"name": "kept", "guarantee": {GPU: 4}}]
+    queues: list[dict[str, Any]] = [{"name": "default"}, {"name": "kept", "guarantee": {GPU: 4}}]
     d = schedule(snap(jobs, tasks, queues=queues))
     assert [e.task for e in d.evictions] == ["b-0"]
 

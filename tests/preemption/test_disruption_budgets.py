@@ -165,7 +165,7 @@ def test_desired_count_rounds_percentages_up(
 
 def test_budgets_round_trip_and_are_left_out_when_absent() -> None:
     jobs, tasks = _two_low_gangs()
-    budgets = [
+    budgets: list[dict[str, Any]] = [
         {"name": "a", "jobs": ["low1"], "min_available": "50%"},
         {"name": "b", "tasks": ["low2-0", "low2-1"], "max_unavailable": 1},
     ]

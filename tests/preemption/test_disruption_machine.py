@@ -299,7 +299,8 @@ class DisruptionMachine(SchedulerMachine):
         """A disruption budget over one or two jobs appears."""
         names = self._jobs_with_tasks()
         covered = data.draw(st.lists(st.sampled_from(names), min_size=1, max_size=2, unique=True))
-        amount: int | str = data.draw(st.sampled_from((0, 1, "50%", "100%")), label="amount")
+        amounts: tuple[int | str, ...] = (0, 1, "50%", "100%")
+        amount = data.draw(st.sampled_from(amounts), label="amount")
         by_min = data.draw(st.booleans(), label="min_available")
         taken = {b.name for b in self.snapshot.disruption_budgets}
         while f"pdb-{self._next_budget}" in taken:

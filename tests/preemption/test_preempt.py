@@ -4,6 +4,7 @@ explained. Each test names the failure it guards against, as peers' users report
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -442,7 +443,7 @@ def test_preempt_without_a_starving_point_does_nothing() -> None:
 
 
 def _mixed_job(
-    min_available: int, **low: object
+    min_available: int, **low: Any
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
     # One elastic job on a full 2-GPU node: two low-priority tasks run, a high-priority task of
     # the same job is pending.

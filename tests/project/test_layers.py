@@ -42,11 +42,13 @@ LAYERS: dict[str, int] = {
     "limits": 0,
     "_frozen": 0,
     "_types": 0,
+    "_codegen": 0,
     # L1: the records, the snapshot and its topology index.
     "model.*": 1,
     # L2: the columns a cycle works on, the fit rule, the decisions and the FGD measure.
     "session.arrays": 2,
     "session.fit": 2,
+    "session.fit_rule": 2,
     "session.changes": 2,
     "session.task_states": 2,
     "decisions": 2,

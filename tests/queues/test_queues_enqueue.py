@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -15,7 +17,7 @@ from gangsched.scheduler import open_session, schedule
 Obj = dict[str, object]
 
 
-def node(name: str, gpus: int = 8, **extra: object) -> Obj:
+def node(name: str, gpus: int = 8, **extra: Any) -> Obj:
     return gpu_node(name, gpus=gpus, memory="512Gi", **extra)
 
 

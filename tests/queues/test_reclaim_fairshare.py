@@ -201,7 +201,7 @@ def test_capacity_queue_with_deserved_gpus_only_reclaims_gpus() -> None:
 def _leaf_without_deserved() -> gs.Snapshot:
     # root ─ p (deserves 4 GPUs) ─ x (no deserved)      x asks 4 GPUs
     #      └ q (deserves 4 GPUs) ─ w (deserves 4 GPUs)  w borrowed all 8
-    queues = [
+    queues: list[dict[str, Any]] = [
         {"name": "p", "deserved": {"cpu": 4, GPU: 4}},
         {"name": "q", "deserved": {"cpu": 4, GPU: 4}},
         {"name": "x", "parent": "p"},
@@ -242,7 +242,11 @@ def _window() -> gs.Snapshot:
     # terminating, j5 holds its two reservations and one task waits.
     nodes = [node(f"n{i}", gpus=4, cpu=16) for i in range(4)]
     nodes[0]["unschedulable"] = True
-    queues = [{"name": "q0", "weight": 3}, {"name": "q1", "weight": 2}, {"name": "q2"}]
+    queues: list[dict[str, Any]] = [
+        {"name": "q0", "weight": 3},
+        {"name": "q1", "weight": 2},
+        {"name": "q2"},
+    ]
     jobs = [
         job("j4", 3, queue="q1", phase="Running", creation=4),
         job("j5", 2, queue="q0", phase="Inqueue", creation=5),

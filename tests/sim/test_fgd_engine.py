@@ -35,6 +35,7 @@ def _digest(*arrays: np.ndarray) -> str:
 @pytest.mark.parametrize("policy", sorted(GOLDEN))
 def test_incremental_run_keeps_the_kernel_runs_placements(policy: str) -> None:
     r = run_one(load_nodes(None), load_pods(None), policy, 42)
+    assert r.devices is not None
     got = (_digest(r.placement, r.devices, r.used, r.idle), _digest(r.frag))
     assert got == GOLDEN[policy]
 
@@ -69,7 +70,7 @@ def test_fgd_cache_scores_each_shape_state_pair_once(monkeypatch: pytest.MonkeyP
     nodes, pods = load_nodes(None), load_pods(None)
     arrays = fgd_engine.StudyArrays(nodes, workload_typical(pods, nodes))
     rows_asked: list[int] = []
-    real = fgd_engine.fgd_rows
+    real = fgd_engine.fgd_rows  # type: ignore[attr-defined]
 
     def counting(rows, *args, **kwargs):  # type: ignore[no-untyped-def]
         rows_asked.append(len(rows))

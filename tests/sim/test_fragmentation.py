@@ -304,9 +304,9 @@ def test_kernels_match_brute_force(
         delta = brute_fragment(c, g, m, typical) - brute_fragment(c - pod_cpu, after, m, typical)
         assert res.score[i] == math.trunc(100 / (1 + math.exp(-delta / 1000)))
         if pod.is_shared:  # the chosen device is the best one
-            for d in np.flatnonzero(gpu_free[i] >= pod.gpu_milli):
+            for best in np.flatnonzero(gpu_free[i] >= pod.gpu_milli):
                 other = list(g)
-                other[d] -= pod.gpu_milli
+                other[best] -= pod.gpu_milli
                 alt = brute_fragment(c, g, m, typical) - brute_fragment(
                     c - pod_cpu, other, m, typical
                 )

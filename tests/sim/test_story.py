@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def table_of(text: str, columns: str = COLS):  # type: ignore[no-untyped-def]
     return read_jobs(None, parse_columns(columns), text=text)
 
 
-def runs_of(text: str, cluster: str, columns: str = COLS, **settings: object):  # type: ignore[no-untyped-def]
+def runs_of(text: str, cluster: str, columns: str = COLS, **settings: Any):  # type: ignore[no-untyped-def]
     settings.setdefault("period", 0.0)
     runs = run_story(
         table_of(text, columns), parse_cluster(cluster, rack_size=2), StorySettings(**settings)

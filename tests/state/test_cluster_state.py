@@ -255,3 +255,22 @@ def test_state_built_from_another_states_snapshot_builds_right_arrays() -> None:
     snap = b.snapshot()
     fresh = Snapshot.from_dict(snap.to_dict())
     assert_same_arrays(build_cluster_arrays(snap), build_cluster_arrays(fresh))
+
+
+def test_record_views_iterate_live_and_read_only() -> None:
+    """``nodes`` / ``tasks`` / ... give their keys, values and items in the state's order,
+    follow later changes, and offer no way to change the state through them."""
+    state = _cluster(nodes=2, jobs=1)
+    tasks = state.tasks
+    values, items, keys = tasks.values(), tasks.items(), tasks.keys()
+    assert list(keys) == ["j0-t0", "j0-t1"]
+    assert [t.name for t in values] == list(keys)
+    assert [(name, t.name) for name, t in items] == [(k, k) for k in keys]
+    state.add_task(Task.from_dict({"name": "j0-t2", "job": "j0", "request": {"cpu": 1}}))
+    assert list(keys) == ["j0-t0", "j0-t1", "j0-t2"]
+    assert values.mapping["j0-t2"] is state.tasks["j0-t2"]  # type: ignore[attr-defined]
+    with pytest.raises(TypeError):
+        values.mapping["j0-t3"] = state.tasks["j0-t2"]  # type: ignore[attr-defined]
+    for view in (values, items, keys):
+        assert not hasattr(view, "pop") and not hasattr(view, "clear")
+    assert dict(state.nodes.items()) == {name: state.nodes[name] for name in state.nodes}

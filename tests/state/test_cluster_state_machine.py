@@ -121,6 +121,14 @@ def _outcome(fn: Any) -> GangschedError | None:
     return None
 
 
+_AMOUNTS: tuple[int | str, ...] = (0, 1, "50%")
+
+
+def _parents(names: list[str], name: str) -> list[str | None]:
+    """The parents a queue may be given: another queue, or none when there is no other."""
+    return [n for n in names if n != name] or [None]
+
+
 class ClusterStateMachine(RuleBasedStateMachine):
     config: Config = CONFIGS["default"]
     topology: bool = False
@@ -212,11 +220,11 @@ class ClusterStateMachine(RuleBasedStateMachine):
             cpu = old.allocatable.get("cpu", 0)
             alloc = dict(old.allocatable)
             alloc["cpu"] = data.draw(st.integers(0, max(cpu, 1)), label="cpu")
-            node = dataclasses.replace(old, allocatable=alloc)
+            node = dataclasses.replace(old, allocatable=alloc)  # type: ignore[arg-type]
         elif how == "labels":
             labels = dict(old.labels)
             labels["zone"] = data.draw(st.sampled_from(gst.ZONES), label="zone")
-            node = dataclasses.replace(old, labels=labels)
+            node = dataclasses.replace(old, labels=labels)  # type: ignore[arg-type]
         elif how == "taint":
             taints = () if old.taints else (Taint(key="dedicated", value="x"),)
             node = dataclasses.replace(old, taints=taints)
@@ -294,9 +302,7 @@ class ClusterStateMachine(RuleBasedStateMachine):
                 old, state=data.draw(st.sampled_from(list(QueueState)), label="qstate")
             )
         else:
-            q = dataclasses.replace(
-                old, parent=data.draw(st.sampled_from([n for n in names if n != name] or [None]))
-            )
+            q = dataclasses.replace(old, parent=data.draw(st.sampled_from(_parents(names, name))))
         self._check_same("queues", self._replace("queues", q), lambda: self.state.update_queue(q))
 
     # ------------------------------------------------------------------ jobs and tasks
@@ -386,7 +392,8 @@ class ClusterStateMachine(RuleBasedStateMachine):
     def change_budget(self, data: st.DataObject) -> None:
         """A PodDisruptionBudget over some jobs and tasks (or names the state may not know)."""
         names = sorted(self.state.disruption_budgets)
-        if names and data.draw(st.booleans(), label="remove"):
+        remove: bool = bool(names) and data.draw(st.booleans(), label="remove")
+        if remove:
             name = names[0]
             self._check_same(
                 "disruption_budgets",
@@ -404,7 +411,7 @@ class ClusterStateMachine(RuleBasedStateMachine):
             name=names[0] if names else self._fresh("pdb"),
             jobs=tuple(jobs),
             tasks=tuple(tasks),
-            max_unavailable=data.draw(st.sampled_from([0, 1, "50%"]), label="max_unavailable"),
+            max_unavailable=data.draw(st.sampled_from(_AMOUNTS), label="max_unavailable"),
         )
         if names:
             op = lambda: self.state.update_disruption_budget(budget)  # noqa: E731

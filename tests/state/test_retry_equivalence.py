@@ -392,7 +392,9 @@ def test_a_job_held_by_spread_is_tried_once_a_pod_lands_in_the_other_zone() -> N
         config = Config.from_dict({**cfg, "configurations": args})
         out = decided[retry] = []
 
-        def cycle(state: ClusterState = state, config: Config = config, out: list = out) -> None:
+        def cycle(
+            state: ClusterState = state, config: Config = config, out: list[Any] = out
+        ) -> None:
             d = state.schedule(config)
             out.append(d)
             state.apply(d, bound=TaskPhase.RUNNING)

@@ -76,9 +76,9 @@ def test_an_unchanged_status_is_the_last_cycles_record_and_a_changed_one_is_new(
     for name, status in third.jobs.items():
         if status == second.jobs[name]:
             assert status is second.jobs[name]
-    for name, status in third.queues.items():
-        if status == second.queues[name]:
-            assert status is second.queues[name]
+    for name, qstatus in third.queues.items():
+        if qstatus == second.queues[name]:
+            assert qstatus is second.queues[name]
     # A task finishing changes its job's counts: a new record with the new count.
     running = next(n for n, s in third.jobs.items() if s.running)
     task = next(t for t in state.tasks.values() if t.job == running and t.node is not None)

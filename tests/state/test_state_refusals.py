@@ -44,29 +44,32 @@ def _small() -> gs.ClusterState:
 
 
 JUNK: dict[str, Callable[[gs.ClusterState], Any]] = {
-    "cordon-mapping": lambda s: s.cordon({}),
-    "cordon-list": lambda s: s.cordon(["n0"]),
-    "cordon-flag": lambda s: s.cordon("n0", unschedulable="yes"),
-    "changed-nodes-text": lambda s: s.changed_nodes("3"),
-    "changed-nodes-float": lambda s: s.changed_nodes(1.5),
-    "add-job-int": lambda s: s.add_job(gs.Job(name="k"), 5),
-    "add-job-none": lambda s: s.add_job(gs.Job(name="k"), None),
-    "add-job-not-a-task": lambda s: s.add_job(gs.Job(name="k"), [gs.Job(name="x")]),
-    "add-tasks-int": lambda s: s.add_tasks(5),
-    "add-tasks-none": lambda s: s.add_tasks(None),
-    "add-tasks-mapping": lambda s: s.add_tasks({"t2": 1}),
-    "phase-gpu-indices-int": lambda s: s.set_task_phase("t", "Running", node="n0", gpu_indices=5),
+    "cordon-mapping": lambda s: s.cordon({}),  # type: ignore[arg-type]
+    "cordon-list": lambda s: s.cordon(["n0"]),  # type: ignore[arg-type]
+    "cordon-flag": lambda s: s.cordon("n0", unschedulable="yes"),  # type: ignore[arg-type]
+    "changed-nodes-text": lambda s: s.changed_nodes("3"),  # type: ignore[arg-type]
+    "changed-nodes-float": lambda s: s.changed_nodes(1.5),  # type: ignore[arg-type]
+    "add-job-int": lambda s: s.add_job(gs.Job(name="k"), 5),  # type: ignore[arg-type]
+    "add-job-none": lambda s: s.add_job(gs.Job(name="k"), None),  # type: ignore[arg-type]
+    "add-job-not-a-task": lambda s: s.add_job(gs.Job(name="k"), [gs.Job(name="x")]),  # type: ignore[list-item]
+    "add-tasks-int": lambda s: s.add_tasks(5),  # type: ignore[arg-type]
+    "add-tasks-none": lambda s: s.add_tasks(None),  # type: ignore[arg-type]
+    "add-tasks-mapping": lambda s: s.add_tasks({"t2": 1}),  # type: ignore[dict-item]
+    "phase-gpu-indices-int": lambda s: s.set_task_phase("t", "Running", node="n0", gpu_indices=5),  # type: ignore[arg-type]
     "phase-gpu-indices-text": lambda s: s.set_task_phase(
-        "t", "Running", node="n0", gpu_indices=["0"]
+        "t",
+        "Running",
+        node="n0",
+        gpu_indices=["0"],  # type: ignore[list-item]
     ),
-    "phase-node-int": lambda s: s.set_task_phase("t", "Running", node=3),
-    "phase-name-list": lambda s: s.set_task_phase(["t"], "Running"),
-    "remove-node-list": lambda s: s.remove_node(["n0"]),
-    "remove-task-mapping": lambda s: s.remove_task({"t": 1}),
-    "remove-job-flag": lambda s: s.remove_job("j", with_tasks="yes"),
-    "node-generation-list": lambda s: s.node_generation([]),
-    "tasks-of-mapping": lambda s: s.tasks_of({}),
-    "tasks-on-int": lambda s: s.tasks_on(0),
+    "phase-node-int": lambda s: s.set_task_phase("t", "Running", node=3),  # type: ignore[arg-type]
+    "phase-name-list": lambda s: s.set_task_phase(["t"], "Running"),  # type: ignore[arg-type]
+    "remove-node-list": lambda s: s.remove_node(["n0"]),  # type: ignore[arg-type]
+    "remove-task-mapping": lambda s: s.remove_task({"t": 1}),  # type: ignore[arg-type]
+    "remove-job-flag": lambda s: s.remove_job("j", with_tasks="yes"),  # type: ignore[arg-type]
+    "node-generation-list": lambda s: s.node_generation([]),  # type: ignore[arg-type]
+    "tasks-of-mapping": lambda s: s.tasks_of({}),  # type: ignore[arg-type]
+    "tasks-on-int": lambda s: s.tasks_on(0),  # type: ignore[arg-type]
     "apply-junk-bind": lambda s: s.apply(Decisions(binds=(1,))),  # type: ignore[arg-type]
     "apply-junk-status": lambda s: s.apply(Decisions(jobs={"j": 1})),  # type: ignore[dict-item]
     "schedule-junk-config": lambda s: s.schedule({"actions": []}),
@@ -284,7 +287,7 @@ def test_apply_of_a_gang_on_one_node_costs_what_it_touches(
     from gangsched.state import _batch
 
     read: list[int] = []
-    original = _batch.check_node_tasks
+    original = _batch.check_node_tasks  # type: ignore[attr-defined]
 
     def counting(node: object, tasks: Sequence[object]) -> None:
         read.append(len(tasks))

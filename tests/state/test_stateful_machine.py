@@ -110,7 +110,7 @@ def test_scheduler_keeps_every_invariant_through_cluster_life(
 
 def _cluster(tasks: list[Task], jobs: list[Job], cpu: int = 4) -> Snapshot:
     return Snapshot(
-        nodes=(Node(name="n0", allocatable={"cpu": cpu, "memory": "16Gi"}),),  # type: ignore[arg-type]
+        nodes=(Node(name="n0", allocatable={"cpu": cpu, "memory": "16Gi"}),),
         queues=(Queue(name="default"),),
         jobs=tuple(jobs),
         tasks=tuple(tasks),
@@ -118,7 +118,7 @@ def _cluster(tasks: list[Task], jobs: list[Job], cpu: int = 4) -> Snapshot:
 
 
 def _task(name: str, job: str, cpu: int = 4, **kw: Any) -> Task:
-    return Task(name=name, job=job, request={"cpu": cpu}, **kw)  # type: ignore[arg-type]
+    return Task(name=name, job=job, request={"cpu": cpu}, **kw)
 
 
 def _machine(scheduler: Callable[[Snapshot], Any], snapshot: Snapshot) -> SchedulerMachine:
@@ -240,7 +240,7 @@ def test_finish_fail_and_add_node() -> None:
     m.apply_fail_node("n0", restart=False)
     assert m.snapshot.node("n0").unschedulable
     assert _phases(m)["b-0"] == ("Failed", "n0")
-    m.apply_add_node(Node(name="n1", allocatable={"cpu": 4}))  # type: ignore[arg-type]
+    m.apply_add_node(Node(name="n1", allocatable={"cpu": 4}))
     m.apply_submit(Job(name="d", phase=JobPhase.INQUEUE), [_task("d-0", "d", cpu=1)])
     decisions = m.run_cycle()  # nothing lands on the cordoned node
     assert [(b.task, b.node) for b in decisions.binds] == [("d-0", "n1")]

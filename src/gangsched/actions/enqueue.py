@@ -25,7 +25,10 @@ back into the order after each of its jobs. A job is admitted when
    same statement, every running task those actions could consider (preemptable tasks of
    other jobs of the same queue for preempt, of other reclaimable queues for reclaim): a job
    that fits once victims are gone is admitted and left to those actions. Results are cached
-   per gang shape within the call.
+   per gang shape within the call. The check is about shape only: pod affinity,
+   anti-affinity and topology spread are left to allocate, since they read where other pods
+   are and the same cycle moves them (a job affine to pods placed later in the cycle is
+   admitted with them, not a cycle late).
 
 On admission ``job_enqueued`` lets plugins reserve the job's minimum as "inqueue" (so two
 jobs never count the same preemptable resources: the second finds the first's minimum
@@ -299,8 +302,12 @@ class ShapeCheck:
     def _dry_run(self, j: int, tasks: list[int]) -> str | None:
         ssn = self.ssn
         # A shape question: does the minimum gang fit the cluster at all? Queue limits are
-        # the queue plugins' votes, and topology the allocate action's, so leave them out.
-        stmt = Statement(ssn, relax=frozenset({Rule.CAPABILITY, Rule.TOPOLOGY}))
+        # the queue plugins' votes, topology and pod constraints the allocate action's (pod
+        # constraints read where other pods are, which the same cycle changes), so leave
+        # them out.
+        stmt = Statement(
+            ssn, relax=frozenset({Rule.CAPABILITY, Rule.TOPOLOGY, Rule.POD_CONSTRAINT})
+        )
         victims = self._victims(j)
         for t in victims:
             stmt.evict(t, "enqueue shape check")
@@ -315,7 +322,7 @@ class ShapeCheck:
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if tmpl.index in failed:
                 continue
-            node, pipelined = ssn.best_node(tmpl)
+            node, pipelined = ssn.evaluator.best_node(tmpl)  # shape alone: no pod rules
             if node < 0:
                 failed.add(tmpl.index)
                 if why is None:
@@ -394,7 +401,7 @@ def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
     a = ssn.arrays
     ok = ssn.evaluate(tmpl).ok
     if not ok.any():
-        return "no node passes the predicates (" + ssn.fit_error(tmpl) + ")"
+        return "no node passes the predicates (" + ssn.evaluator.fit_error(tmpl) + ")"
     rows = np.flatnonzero(ok)
     if tmpl.gpu_count:
         cap = a.gpu_capacity[rows]

@@ -73,10 +73,20 @@ def _candidates(ssn: Session, job: int) -> tuple[I64, v.VictimRefusal | None]:
     return v.preempt_candidates(ssn, job)
 
 
+def _walk_candidates(ssn: Session, job: int) -> tuple[I64, v.VictimRefusal | None]:
+    # Volcano's tier walk asks the priority rule as the priority plugin's answer
+    return v.preempt_candidates(ssn, job, priority=False)
+
+
 def _reason(ssn: Session, job: int, victim: int) -> str:
     jobs = ssn.snapshot.jobs
     mine = jobs[job]
     theirs = jobs[int(ssn.task_job[victim])]
+    if mine.priority <= theirs.priority:  # only under Volcano's tier walk
+        return (
+            f"preempted by job {mine.name!r} in queue {mine.queue!r} (a tier after the "
+            "priority plugin's chose it: Volcano's tier walk)"
+        )
     return (
         f"preempted by job {mine.name!r} (priority {mine.priority} > {theirs.priority}) "
         f"in queue {mine.queue!r}"
@@ -278,6 +288,7 @@ class PreemptAction(ConfiguredAction):
     name = "preempt"
     known_arguments: tuple[str, ...] = (
         v.WHOLE_BUNDLE,
+        v.ALL_VICTIM_RULES,
         "enableTopologyAwarePreemption",
         "maxCandidateNodesAbsolute",
         "minCandidateNodesAbsolute",
@@ -288,6 +299,8 @@ class PreemptAction(ConfiguredAction):
 
     def execute(self, ssn: Session) -> None:
         scope = replace(SCOPE, action=self.name, whole=v.whole_gangs(ssn, self.name))
+        if v.tier_walk(ssn, self.name):
+            scope = replace(scope, candidates=_walk_candidates)
         loop.realise_reservations(ssn)
         starving = v.preemptors(ssn)
         inside = within_job_jobs(ssn)
@@ -319,4 +332,7 @@ class GangPreemptAction(PreemptAction):
     domains Volcano scans) is accepted and not read: every allowed domain is tried."""
 
     name = "gangpreempt"
-    known_arguments: tuple[str, ...] = (*PreemptAction.known_arguments, v.MAX_DOMAINS)
+    known_arguments: tuple[str, ...] = (
+        *(a for a in PreemptAction.known_arguments if a != v.ALL_VICTIM_RULES),
+        v.MAX_DOMAINS,
+    )

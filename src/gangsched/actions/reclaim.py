@@ -132,10 +132,11 @@ def _over_queues(ssn: Session) -> npt.NDArray[np.bool_]:
 
 
 def _candidates(
-    ssn: Session, job: int, ceiling: int | None = None
+    ssn: Session, job: int, ceiling: int | None = None, *, walk: bool = False
 ) -> tuple[I64, v.VictimRefusal | None]:
     """Victims allowed by the action's hard rules; with ``ceiling``, only from queues of that
-    priority or lower."""
+    priority or lower. With ``walk`` (Volcano's tier walk) a victim queue need not be above its
+    deserved share: that is proportion's answer in the walk."""
     snap = ssn.snapshot
     q = int(ssn.job_queue[job])
     running = in_states(ssn.task_state, v.RUNNING_STATES)
@@ -144,7 +145,7 @@ def _candidates(
     if cands.size == 0:
         return cands, (v.NO_VICTIMS, "no running task in another queue")
     reclaimable = np.array([queue.reclaimable for queue in snap.queues], dtype=np.bool_)
-    over = _over_queues(ssn)
+    over = np.ones(len(snap.queues), dtype=np.bool_) if walk else _over_queues(ssn)
     if ceiling is not None:
         prio = np.array([queue.priority for queue in snap.queues], dtype=np.int64)
         over = over & (prio <= ceiling)
@@ -217,7 +218,13 @@ def _admissible(
 def _reason(ssn: Session, job: int, victim: int) -> str:
     snap = ssn.snapshot
     mine = snap.jobs[job]
-    theirs = snap.queues[int(ssn.job_queue[ssn.task_job[victim]])].name
+    vq = int(ssn.job_queue[ssn.task_job[victim]])
+    theirs = snap.queues[vq].name
+    if not _over_queues(ssn)[vq]:  # only under Volcano's tier walk
+        return (
+            f"reclaimed by queue {mine.queue!r} for job {mine.name!r} from queue {theirs!r} "
+            "(the first tier of reclaimable plugins chose it: Volcano's tier walk)"
+        )
     return (
         f"reclaimed by queue {mine.queue!r} for job {mine.name!r}: queue {theirs!r} holds "
         "more than its deserved share"
@@ -244,10 +251,13 @@ def run(ssn: Session, action: str = "reclaim") -> None:
     if not arg_bool(ssn.config.action_arguments(action), SHARE_GUARD_ARG, True, plugin=action):
         base = replace(base, admissible=v.no_rule)
     loop.realise_reservations(ssn)
+    walk = v.tier_walk(ssn, action)
+    if walk:
+        base = replace(base, candidates=_capped(None, walk=True))
     for j, claim in v.claimants(ssn):
         refusal = _gate(ssn, j) or _preemptive(ssn, j, claim)
         if refusal is None:
-            for ceiling in _priority_levels(ssn, j):
+            for ceiling in [None] if walk else _priority_levels(ssn, j):
                 scope = base if ceiling is None else replace(base, candidates=_capped(ceiling))
                 refusal = search.preempt_job(ssn, scope, j, claim)
                 if refusal is None:
@@ -255,16 +265,21 @@ def run(ssn: Session, action: str = "reclaim") -> None:
         v.note_refusal(ssn, j, base.action, refusal)
 
 
-def _capped(ceiling: int) -> Any:
+def _capped(ceiling: int | None, *, walk: bool = False) -> Any:
     def candidates(ssn: Session, job: int) -> tuple[I64, v.VictimRefusal | None]:
-        return _candidates(ssn, job, ceiling)
+        return _candidates(ssn, job, ceiling, walk=walk)
 
     return candidates
 
 
 class ReclaimAction(ConfiguredAction):
     name = "reclaim"
-    known_arguments: tuple[str, ...] = (PREDICATE_ERROR_CACHE, v.WHOLE_BUNDLE, SHARE_GUARD_ARG)
+    known_arguments: tuple[str, ...] = (
+        PREDICATE_ERROR_CACHE,
+        v.WHOLE_BUNDLE,
+        SHARE_GUARD_ARG,
+        v.ALL_VICTIM_RULES,
+    )
 
     def execute(self, ssn: Session) -> None:
         run(ssn, self.name)
@@ -276,7 +291,10 @@ class GangReclaimAction(ReclaimAction):
     accepted and not read, as for ``gangpreempt``)."""
 
     name = "gangreclaim"
-    known_arguments: tuple[str, ...] = (*ReclaimAction.known_arguments, v.MAX_DOMAINS)
+    known_arguments: tuple[str, ...] = (
+        *(a for a in ReclaimAction.known_arguments if a != v.ALL_VICTIM_RULES),
+        v.MAX_DOMAINS,
+    )
 
 
 __all__ = ["SCOPE", "GangReclaimAction", "ReclaimAction", "exposed_claim", "queue_shares", "run"]

@@ -17,6 +17,11 @@ The extensions, as ``(action, argument, gangsched's default, Volcano's behaviour
   claimed tasks the victim queue could reclaim straight back (the reclaimer left above its
   deserved share on a resource they hold); Volcano's ``preemptive`` admits a reclaimer within
   its deserved share on one requested resource whatever the others.
+* ``preempt`` and ``reclaim`` / ``allVictimRules``: gangsched asks every victim a preemptor
+  takes to pass every victim rule (priority, the gang surplus) whatever tier of
+  ``preemptable`` / ``reclaimable`` plugins answers; Volcano walks the tiers and takes the
+  victims of the first tier whose plugins all answer some, so when a first-tier plugin
+  (priority, gang) answers none the next tier (drf, proportion) chooses alone.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ EXTENSIONS: tuple[tuple[str, str, bool, bool], ...] = (
     ("enqueue", "shapeCheckEnable", True, False),
     ("reclaim", "fairShareGuard", True, False),
     ("gangreclaim", "fairShareGuard", True, False),
+    ("preempt", "allVictimRules", True, False),
+    ("reclaim", "allVictimRules", True, False),
 )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import inspect
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -252,6 +252,53 @@ class Dispatch:
         out: I64 = np.sort(candidates[answer])
         return out
 
+    def walk_victims(
+        self,
+        point: str,
+        preemptor: int,
+        candidates: I64,
+        groups: I64,
+        answers: Mapping[str, Callable[[I64], I64]],
+        *,
+        marker: str,
+    ) -> tuple[I64, I64]:
+        """Volcano's ``Session.Preemptable`` / ``Reclaimable`` (today's, since v1.11.0) asked
+        about each group of ``candidates`` on its own (``groups``: the group of each, the
+        node): per group, tier by tier, the answers of the plugins serving ``point`` are
+        intersected; a plugin answering none ends the tier (the walk goes on to the next), an
+        empty intersection starts the tier again from the next answer, and the first tier
+        left with victims decides. ``answers`` gives the answer of the plugins it names
+        instead of theirs. Returns the sorted victims and, among them, those whose deciding
+        answers did not include the plugin named ``marker``.
+
+        Worked out on every group at once when every plugin asked keeps or drops each
+        candidate on its own (:data:`ONE_BY_ONE_VICTIMS`), group by group otherwise."""
+        tiers = self._plugins[point]
+
+        def answer(plugin: Any, cands: I64) -> I64 | None:
+            given = answers.get(plugin.name)
+            got = (
+                given(cands)
+                if given is not None
+                else getattr(plugin, point)(self._ssn, preemptor, cands)
+            )
+            return None if got is None else np.asarray(got, dtype=np.int64)
+
+        none = candidates[:0]
+        if all(builtin(p) and p.name in ONE_BY_ONE_VICTIMS for t in tiers for p in t):
+            chosen, loose = _walk_by_mask(tiers, candidates, groups, answer, marker)
+            return np.sort(candidates[chosen]), np.sort(candidates[loose])
+        victims: list[I64] = []
+        free: list[I64] = []
+        for g in np.unique(groups).tolist():
+            here, marked = _walk_group(tiers, candidates[groups == g], answer, marker)
+            victims.append(here)
+            if not marked:
+                free.append(here)
+        out: I64 = np.sort(np.concatenate(victims)) if victims else none
+        rest: I64 = np.sort(np.concatenate(free)) if free else none
+        return out, rest
+
     def victim_order_by_job_and_queue(self) -> bool:
         """Whether every plugin ordering victims is a built-in one whose key for a task depends
         only on the task's and its job's records, the job's task counters and allocation and
@@ -447,3 +494,84 @@ class Dispatch:
                 for job, note in answer(self._ssn).items():
                     out.setdefault(int(job), str(note))
         return out
+
+
+def _walk_group(
+    tiers: Sequence[Sequence[Any]],
+    candidates: I64,
+    answer: Callable[[Any, I64], I64 | None],
+    marker: str,
+) -> tuple[I64, bool]:
+    """:meth:`Dispatch.walk_victims` on one group: its victims, and whether the answer of the
+    plugin named ``marker`` chose them."""
+    for tier in tiers:
+        victims: I64 | None = None
+        marked = False
+        for plugin in tier:
+            got = answer(plugin, candidates)
+            if got is None:
+                continue
+            if got.size == 0:
+                victims = None
+                break
+            if victims is None:
+                victims, marked = got, plugin.name == marker
+            else:
+                victims = np.intersect1d(victims, got)
+                marked = marked or plugin.name == marker
+                if victims.size == 0:
+                    victims, marked = None, False  # the next answer starts the tier again
+        if victims is not None:
+            return np.sort(victims), marked
+    return candidates[:0], False
+
+
+def _walk_by_mask(
+    tiers: Sequence[Sequence[Any]],
+    candidates: I64,
+    groups: I64,
+    answer: Callable[[Any, I64], I64 | None],
+    marker: str,
+) -> tuple[BOOL, BOOL]:
+    """:func:`_walk_group` on every group at once, each plugin asked once about every
+    candidate (it keeps or drops each on its own): which candidates are victims, and which of
+    them were chosen without the answer of the plugin named ``marker``."""
+    _, group = np.unique(groups, return_inverse=True)
+    n = int(group.max()) + 1 if group.size else 0
+    chosen = np.zeros(candidates.size, dtype=np.bool_)
+    loose = np.zeros(candidates.size, dtype=np.bool_)
+    decided = np.zeros(n, dtype=np.bool_)
+
+    def per_group(mask: BOOL) -> BOOL:
+        hit: BOOL = np.bincount(group[mask], minlength=n) > 0
+        return hit
+
+    for tier in tiers:
+        alive = ~decided  # groups still walking this tier (no plugin answered none)
+        has = np.zeros(n, dtype=np.bool_)  # the group's victims so far are not nil
+        marked = np.zeros(n, dtype=np.bool_)
+        cur = np.zeros(candidates.size, dtype=np.bool_)
+        for plugin in tier:
+            got = answer(plugin, candidates)
+            if got is None:
+                continue
+            keep = np.isin(candidates, got)
+            empty = alive & ~per_group(keep)
+            has &= ~empty
+            alive &= ~empty
+            start = alive & ~has
+            meet = alive & has
+            on_start, on_meet = start[group], meet[group]
+            cur = np.where(on_start, keep, np.where(on_meet, cur & keep, cur))
+            is_marker = plugin.name == marker
+            marked = np.where(start, is_marker, np.where(meet, marked | is_marker, marked))
+            has |= start
+            gone = meet & ~per_group(cur & on_meet)  # empty: the next answer starts again
+            has &= ~gone
+            marked &= ~gone
+        done = has & alive
+        on = done[group]
+        chosen |= cur & on
+        loose |= cur & on & ~marked[group]
+        decided |= done
+    return chosen, loose

@@ -15,6 +15,10 @@ from gangsched.errors import SnapshotError
 from gangsched.limits import MAX_QUANTITY
 from gangsched.units import GPU, check_resource_name, format_resources, parse_resources, show_value
 
+#: What a record's constructor accepts for a resource map: canonical ints (a :class:`Resources`
+#: is one) or quantities as written in a manifest (``"500m"``, ``"32Gi"``, ``1.5``).
+ResourceInput = Mapping[str, int | float | str]
+
 
 class Resources(FrozenDict[str, int]):
     """Canonical resource amounts (``{name: int}``, sorted): millicores, bytes, milli-GPU, counts.

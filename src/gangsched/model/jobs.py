@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gangsched._frozen import FrozenDict, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.model import fields as check
 from gangsched.model.affinity import TaskTopology
 from gangsched.model.enums import POLICY_ACTIONS, POLICY_EVENTS, JobPhase, TopologyMode
-from gangsched.model.fields import Resources
+from gangsched.model.fields import ResourceInput, Resources
 
 # --------------------------------------------------------------------------------------------
 # Jobs
@@ -141,6 +141,29 @@ class Job:
     #: Volcano's task topology (:class:`~gangsched.model.affinity.TaskTopology`): roles kept
     #: together or apart by the ``task-topology`` plugin.
     task_topology: TaskTopology | None = None
+
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(
+            self,
+            *,
+            name: str,
+            queue: str = ...,
+            min_available: int = ...,
+            min_task_member: Mapping[str, int] = ...,
+            priority: int = ...,
+            preemptable: bool = ...,
+            phase: JobPhase | str = ...,
+            min_resources: ResourceInput | None = ...,
+            network_topology: NetworkTopology | None = ...,
+            policies: Iterable[JobPolicy] = ...,
+            creation: int = ...,
+            role_policies: Mapping[str, Iterable[JobPolicy]] = ...,
+            age: int = ...,
+            walltime: int | None = ...,
+            preemption_delay: int = ...,
+            task_topology: TaskTopology | None = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "job")

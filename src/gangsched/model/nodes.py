@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from gangsched._frozen import FrozenDict, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.model import fields as check
 from gangsched.model.enums import MAX_DEVICE_MILLI, MAX_GPUS_PER_NODE
-from gangsched.model.fields import Resources
+from gangsched.model.fields import ResourceInput, Resources
 from gangsched.units import PODS
 
 # --------------------------------------------------------------------------------------------
@@ -123,6 +123,19 @@ class Node:
     taints: tuple[Taint, ...] = ()
     unschedulable: bool = False
 
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(
+            self,
+            *,
+            name: str,
+            allocatable: ResourceInput = ...,
+            gpus: Gpus | None = ...,
+            labels: Mapping[str, str] = ...,
+            taints: Iterable[Taint] = ...,
+            unschedulable: bool = ...,
+        ) -> None: ...
+
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "node")
         labels = check.str_map(self.labels, kind="node", name=name, field="labels")
@@ -216,6 +229,10 @@ class HyperNode:
     name: str
     tier: int
     members: tuple[str, ...]
+
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(self, *, name: str, tier: int, members: Iterable[str]) -> None: ...
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "hypernode")

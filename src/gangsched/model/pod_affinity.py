@@ -25,8 +25,9 @@ with a :class:`~gangsched.errors.SnapshotError` naming the task and the field pa
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gangsched._frozen import FrozenDict
 from gangsched.errors import SnapshotError
@@ -133,6 +134,15 @@ class LabelSelector:
 
     match_labels: FrozenDict[str, str] = field(default_factory=FrozenDict)
     match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(
+            self,
+            *,
+            match_labels: Mapping[str, str] = ...,
+            match_expressions: Iterable[LabelSelectorRequirement] = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if isinstance(self.match_labels, dict):

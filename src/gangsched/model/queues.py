@@ -4,12 +4,13 @@ parent, state, reclaimable, priority and lending limit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gangsched.errors import SnapshotError
 from gangsched.model import fields as check
 from gangsched.model.affinity import NodeGroupAffinity
 from gangsched.model.enums import QueueState
-from gangsched.model.fields import Resources
+from gangsched.model.fields import ResourceInput, Resources
 from gangsched.units import CPU, MEMORY, PODS
 
 
@@ -33,6 +34,24 @@ class Queue:
     #: Volcano's ``spec.affinity``: which node groups (``volcano.sh/nodegroup-name``) the
     #: queue's tasks may use or prefer (the ``nodegroup`` plugin).
     node_group_affinity: NodeGroupAffinity | None = None
+
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(
+            self,
+            *,
+            name: str,
+            weight: int = ...,
+            capability: ResourceInput | None = ...,
+            guarantee: ResourceInput | None = ...,
+            deserved: ResourceInput | None = ...,
+            parent: str | None = ...,
+            state: QueueState | str = ...,
+            reclaimable: bool = ...,
+            priority: int = ...,
+            lending_limit: ResourceInput | None = ...,
+            node_group_affinity: NodeGroupAffinity | None = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "queue")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gangsched.errors import SnapshotError
 from gangsched.limits import DEFAULT_LIMITS, Limits
@@ -108,6 +108,20 @@ class Snapshot:
     #: :func:`gangsched.session.arrays.build_cluster_arrays` may reuse from the state's previous
     #: snapshot (its arrays, and the nodes whose tasks changed since), then the arrays built.
     _arrays: object = field(init=False, default=None, repr=False, compare=False)
+
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(
+            self,
+            *,
+            nodes: Iterable[Node] = ...,
+            hypernodes: Iterable[HyperNode] = ...,
+            queues: Iterable[Queue] = ...,
+            jobs: Iterable[Job] = ...,
+            tasks: Iterable[Task] = ...,
+            disruption_budgets: Iterable[DisruptionBudget] = ...,
+            limits: Limits = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         if not isinstance(self.limits, Limits):
@@ -340,8 +354,9 @@ class Snapshot:
             )
         return cls(**parts, limits=limits)
 
-    def to_dict(self) -> dict[str, list[dict[str, object]]]:
-        """Every record list; ``disruption_budgets`` only when there are any."""
+    def to_dict(self) -> dict[str, list[dict[str, Any]]]:
+        """Every record list (plain JSON values); ``disruption_budgets`` only when there are
+        any."""
         return {
             attr: [rec.to_dict() for rec in getattr(self, attr)]
             for attr, _, _ in _KINDS

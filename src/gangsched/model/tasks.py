@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from gangsched._frozen import FrozenDict, plain_fields
 from gangsched.errors import SnapshotError
@@ -17,7 +18,7 @@ from gangsched.model.enums import (
     PREEMPTION_POLICIES,
     TaskPhase,
 )
-from gangsched.model.fields import Resources
+from gangsched.model.fields import ResourceInput, Resources
 from gangsched.model.nodes import Toleration
 from gangsched.model.pod_affinity import ROLE_LABEL, PodAffinity, TopologySpreadConstraint
 from gangsched.units import PODS, parse_quantity
@@ -112,6 +113,32 @@ class Task:
     pod_affinity: PodAffinity | None = None
     pod_anti_affinity: PodAffinity | None = None
     topology_spread: tuple[TopologySpreadConstraint, ...] = ()
+
+    if TYPE_CHECKING:  # what the constructor accepts; the fields hold the checked values
+
+        def __init__(
+            self,
+            *,
+            name: str,
+            job: str,
+            role: str = ...,
+            request: ResourceInput = ...,
+            gpu_request: GpuRequest | None = ...,
+            phase: TaskPhase | str = ...,
+            node: str | None = ...,
+            gpu_indices: Iterable[int] = ...,
+            priority: int = ...,
+            preemptable: bool = ...,
+            node_selector: Mapping[str, str] = ...,
+            tolerations: Iterable[Toleration] = ...,
+            preemption_policy: str = ...,
+            node_affinity: NodeAffinity | None = ...,
+            labels: Mapping[str, str] = ...,
+            namespace: str = ...,
+            pod_affinity: PodAffinity | None = ...,
+            pod_anti_affinity: PodAffinity | None = ...,
+            topology_spread: Iterable[TopologySpreadConstraint] = ...,
+        ) -> None: ...
 
     def __post_init__(self) -> None:
         name = check.record_name(self.name, "task")

@@ -19,6 +19,7 @@ from gangsched.fragmentation.measure import fits_summary
 from gangsched.framework.extension_points import Rows, argument_names
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.core import TaskState
+from gangsched.session.fit import device_room, device_table, node_free, node_room
 from gangsched.units import CPU, MEMORY
 
 if TYPE_CHECKING:
@@ -84,9 +85,7 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     a = ssn.arrays
     spec = a.spec
     rows = np.asarray(rows, dtype=np.intp)
-    idle = a.allocatable[rows] - ssn.used[rows]  # (k, n_resources)
-    later = idle + ssn.releasing[rows] - ssn.pipelined[rows]
-    free = later if future else np.minimum(idle, later)
+    free = node_free(ssn, rows, future=future)  # (k, n_resources)
     # Devices as a (k, widest of the rows) table of flat device indices; padding slots read
     # device 0 and are zeroed (a handful of array operations for the few rows of a refresh).
     counts = a.gpu_count[rows]
@@ -96,9 +95,7 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     if a.n_devices:
         idx = np.where(real, a.gpu_offset[rows][:, None] + slot, 0)
         cap = a.gpu_capacity[rows][:, None]
-        dev_now = cap - ssn.gpu_used[idx]
-        dev_later = dev_now + ssn.gpu_releasing[idx] - ssn.gpu_pipelined[idx]
-        dev = np.maximum(dev_later if future else np.minimum(dev_now, dev_later), 0)
+        dev = np.maximum(device_table(ssn, idx, rows, future=future), 0)
         dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
         dev = np.where(real, dev, 0)
     else:
@@ -119,27 +116,15 @@ def _row_numbers(ssn: Session, row: int) -> tuple[int, int, list[int]]:
     one node, where a dozen array operations cost more than the numbers."""
     a = ssn.arrays
     spec = a.spec
-    alloc, used = a.allocatable[row].tolist(), ssn.used[row].tolist()
-    releasing, pipelined = ssn.releasing[row].tolist(), ssn.pipelined[row].tolist()
-    free = []
-    for c in (spec.index(CPU), spec.index(MEMORY)):
-        idle = alloc[c] - used[c]
-        later = idle + releasing[c] - pipelined[c]
-        free.append(min(idle, later))
+    cpu, mem = node_room(ssn, row, (spec.index(CPU), spec.index(MEMORY)), future=False)
     count = int(a.gpu_count[row])
     if not count:
-        return free[0], free[1], [0] if a.n_devices else []
+        return cpu, mem, [0] if a.n_devices else []
     cap = int(a.gpu_capacity[row])
-    span = a.devices(row)
-    # now: cap - used; later: now + releasing - pipelined; the smaller, at least 0
-    left = [cap - u for u in ssn.gpu_used[span].tolist()]
-    releasing, pipelined = ssn.gpu_releasing[span].tolist(), ssn.gpu_pipelined[span].tolist()
-    if any(releasing) or any(pipelined):
-        left = [x + min(r - p, 0) for x, r, p in zip(left, releasing, pipelined, strict=True)]
-    dev = [x if x > 0 else 0 for x in left]
+    dev = [x if x > 0 else 0 for x in device_room(ssn, row, cap, future=False)]
     if cap != MILLI:
         dev = [x * MILLI // max(cap, 1) for x in dev]
-    return free[0], free[1], dev
+    return cpu, mem, dev
 
 
 #: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows

@@ -104,7 +104,7 @@ class GangPlugin:
         return self._was_running(ssn, job) and not self.is_ready(ssn, job)
 
     def job_order(self, ssn: Session, job: int) -> tuple[Any, ...]:
-        if self.is_ready(ssn, job):
+        if _ready_by_count(ssn, job):
             return (1,)
         return (-1 if self._was_running(ssn, job) else 0,)
 
@@ -127,3 +127,11 @@ class GangPlugin:
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
         j = int(ssn.task_job[task])
         return (0 if ssn.count_states(j, READY_STATES) > ssn.job_min[j] else 1,)
+
+
+def _ready_by_count(ssn: Session, job: int) -> bool:
+    """Readiness as the job order reads it: ready and pending best-effort tasks at least
+    ``min_available``, per-role minimums not read (Volcano's gang ``JobOrderFn`` asks
+    ``JobInfo.IsReady``, a count; the roles are for ``job_ready`` and ``job_pipelined``)."""
+    have = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
+    return bool(have >= ssn.job_min[job])

@@ -329,7 +329,7 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
     if previous.nodes is not snapshot.nodes:
         moved = _node_rows_moved(previous.nodes, snapshot.nodes)
         if moved is None:
-            return _build(snapshot, spec)
+            return _node_set_moved(snapshot, hint, previous, base, spec)
         if moved:
             allocatable, unschedulable = allocatable.copy(), unschedulable.copy()
             col = {name: c for c, name in enumerate(spec.names)}
@@ -338,24 +338,118 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
                 allocatable[row] = 0
                 _fill_allocatable(allocatable[row], node, col, col[PODS], spec.gpu_column)
                 unschedulable[row] = node.unschedulable
-    used, releasing, pipelined = base.used.copy(), base.releasing.copy(), base.pipelined.copy()
-    gpu_used, gpu_releasing = base.gpu_used.copy(), base.gpu_releasing.copy()
-    gpu_pipelined = base.gpu_pipelined.copy()
-    books = (used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined)
-    node_index = snapshot.node_index
-    for name, tasks in hint.changed.items():
-        i = node_index.get(name)
-        if i is None:
+    books = (
+        base.used.copy(),
+        base.releasing.copy(),
+        base.pipelined.copy(),
+        base.gpu_used.copy(),
+        base.gpu_releasing.copy(),
+        base.gpu_pipelined.copy(),
+    )
+    rows = [
+        (i, tasks)
+        for name, tasks in hint.changed.items()
+        if (i := snapshot.node_index.get(name)) is not None
+    ]
+    _rebook(base, rows, books)
+    return _with_books(
+        dataclasses.replace(base, allocatable=allocatable, unschedulable=unschedulable), books
+    )
+
+
+def _node_set_moved(
+    snapshot: Snapshot,
+    hint: ArraysBase,
+    previous: Snapshot,
+    base: ClusterArrays,
+    spec: ResourceSpec,
+) -> ClusterArrays:
+    """The arrays when the node set changed (nodes added, removed, renamed or reordered): the
+    node columns are built from the records (label codes, models and taint ids in the order a
+    build from scratch gives them), the occupancy rows of the nodes kept are moved from
+    ``base`` to their new rows (and their devices' entries with them), and the nodes whose
+    tasks changed since ``previous`` -- every node added among them -- are booked again from
+    those tasks. A build from scratch when a node that is new, or whose devices differ, has
+    no task list in ``hint``."""
+    fresh = _node_columns(snapshot, spec)
+    old_index = previous.node_index
+    changed = hint.changed
+    new_rows: list[int] = []
+    old_rows: list[int] = []
+    rebook: list[tuple[int, tuple[Task, ...]]] = []
+    for i, name in enumerate(fresh.node_names):
+        tasks = changed.get(name)
+        if tasks is not None:
+            rebook.append((i, tasks))
             continue
+        j = old_index.get(name)
+        if j is None:
+            return _build(snapshot, spec)  # a new node whose tasks are not known
+        new_rows.append(i)
+        old_rows.append(j)
+    new = np.array(new_rows, dtype=np.intp)
+    old = np.array(old_rows, dtype=np.intp)
+    if not (
+        np.array_equal(fresh.gpu_count[new], base.gpu_count[old])
+        and np.array_equal(fresh.gpu_capacity[new], base.gpu_capacity[old])
+        and np.array_equal(fresh.gpu_sharing[new], base.gpu_sharing[old])
+    ):
+        return _build(snapshot, spec)  # a node's devices changed with no task list in hint
+    books = _empty_books(fresh)
+    used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
+    used[new], releasing[new], pipelined[new] = (
+        base.used[old],
+        base.releasing[old],
+        base.pipelined[old],
+    )
+    to, _ = fresh.devices_of(new)
+    src, _ = base.devices_of(old)
+    gpu_used[to], gpu_releasing[to] = base.gpu_used[src], base.gpu_releasing[src]
+    gpu_pipelined[to] = base.gpu_pipelined[src]
+    _rebook(fresh, rebook, books)
+    return _with_books(fresh, books)
+
+
+def _empty_books(arrays: ClusterArrays) -> tuple[I64, I64, I64, I64, I64, I64]:
+    shape = arrays.allocatable.shape
+    n_dev = arrays.n_devices
+    return (
+        np.zeros(shape, dtype=np.int64),
+        np.zeros(shape, dtype=np.int64),
+        np.zeros(shape, dtype=np.int64),
+        np.zeros(n_dev, dtype=np.int64),
+        np.zeros(n_dev, dtype=np.int64),
+        np.zeros(n_dev, dtype=np.int64),
+    )
+
+
+def _rebook(
+    arrays: ClusterArrays,
+    rows: Sequence[tuple[int, tuple[Task, ...]]],
+    books: tuple[I64, I64, I64, I64, I64, I64],
+) -> None:
+    """Zero the occupancy of each row of ``rows`` in ``books`` and book its tasks there."""
+    used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
+    for i, tasks in rows:
         used[i] = releasing[i] = pipelined[i] = 0
-        devices = base.devices(i)
+        devices = arrays.devices(i)
         gpu_used[devices] = gpu_releasing[devices] = gpu_pipelined[devices] = 0
         for task in tasks:
-            _book(task, i, spec, base.gpu_capacity, base.gpu_sharing, base.gpu_offset, books)
+            _book(
+                task,
+                i,
+                arrays.spec,
+                arrays.gpu_capacity,
+                arrays.gpu_sharing,
+                arrays.gpu_offset,
+                books,
+            )
+
+
+def _with_books(arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64]) -> ClusterArrays:
+    used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
     return dataclasses.replace(
-        base,
-        allocatable=allocatable,
-        unschedulable=unschedulable,
+        arrays,
         used=used,
         releasing=releasing,
         pipelined=pipelined,
@@ -428,6 +522,21 @@ def _book(
 
 
 def _build(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
+    fresh = _node_columns(snapshot, spec)
+    books = _empty_books(fresh)
+    node_index = snapshot.node_index
+    for task in snapshot.tasks:
+        if task.node is not None:
+            i = node_index[task.node]
+            _book(task, i, spec, fresh.gpu_capacity, fresh.gpu_sharing, fresh.gpu_offset, books)
+    arrays = _with_books(fresh, books)
+    if isinstance(snapshot._arrays, ArraysBase):  # a state's snapshot keeps its arrays
+        object.__setattr__(snapshot, "_arrays", arrays)
+    return arrays
+
+
+def _node_columns(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
+    """The node columns of ``snapshot`` (one pass over the node records), nothing booked."""
     n = len(snapshot.nodes)
     n_res = len(spec)
     col = {name: i for i, name in enumerate(spec.names)}
@@ -459,7 +568,6 @@ def _build(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
 
     gpu_offset = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(gpu_count, out=gpu_offset[1:])
-    n_dev = int(gpu_offset[-1])
     gpu_node = np.repeat(np.arange(n, dtype=np.int64), gpu_count)
     label_codes: dict[str, I64] = {}
     label_values: dict[str, dict[str, int]] = {}
@@ -471,32 +579,22 @@ def _build(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
         label_codes[key] = codes
         label_values[key] = values
 
-    used = np.zeros((n, n_res), dtype=np.int64)
-    releasing = np.zeros((n, n_res), dtype=np.int64)
-    pipelined = np.zeros((n, n_res), dtype=np.int64)
-    gpu_used = np.zeros(n_dev, dtype=np.int64)
-    gpu_releasing = np.zeros(n_dev, dtype=np.int64)
-    gpu_pipelined = np.zeros(n_dev, dtype=np.int64)
-    node_index = snapshot.node_index
-    books = (used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined)
-    for task in snapshot.tasks:
-        if task.node is not None:
-            _book(task, node_index[task.node], spec, gpu_capacity, gpu_sharing, gpu_offset, books)
-
-    arrays = ClusterArrays(
+    none = np.zeros((0, n_res), dtype=np.int64)
+    no_devices = np.zeros(0, dtype=np.int64)
+    return ClusterArrays(
         spec=spec,
         node_names=tuple(node.name for node in snapshot.nodes),
         allocatable=allocatable,
-        used=used,
-        releasing=releasing,
-        pipelined=pipelined,
+        used=none,
+        releasing=none,
+        pipelined=none,
         gpu_capacity=gpu_capacity,
         gpu_count=gpu_count,
         gpu_offset=gpu_offset,
         gpu_node=gpu_node,
-        gpu_used=gpu_used,
-        gpu_releasing=gpu_releasing,
-        gpu_pipelined=gpu_pipelined,
+        gpu_used=no_devices,
+        gpu_releasing=no_devices,
+        gpu_pipelined=no_devices,
         gpu_sharing=gpu_sharing,
         gpu_model=gpu_model,
         gpu_models=tuple(models),
@@ -506,9 +604,6 @@ def _build(snapshot: Snapshot, spec: ResourceSpec) -> ClusterArrays:
         hard_taint_index=TaintIndex.build(n, hard),
         soft_taint_index=TaintIndex.build(n, soft),
     )
-    if isinstance(snapshot._arrays, ArraysBase):  # a state's snapshot keeps its arrays
-        object.__setattr__(snapshot, "_arrays", arrays)
-    return arrays
 
 
 def device_milli(task: Task, capacity: int, sharing: bool) -> int:

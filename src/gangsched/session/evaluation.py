@@ -25,12 +25,12 @@ from gangsched.session.arrays import TaskTemplate
 from gangsched.session.changes import ChangeLog
 from gangsched.session.fit import (
     FullView,
-    device_free,
     fit_one,
     gpu_need,
-    node_free,
     occupancy_columns,
     resource_fit,
+    shortfalls,
+    shortfalls_view,
 )
 from gangsched.units import PODS
 
@@ -405,9 +405,11 @@ class Evaluator:
             mark(reject, word)
         if a.n_nodes > 1 and rows.size > 1:  # read the shared view
             every = rows.size == a.n_nodes
-            short, devices_ok = self._short_all(tmpl, m_all, None if every else rows)
+            short, devices_ok = shortfalls_view(
+                a, tmpl, self._view(), m_all, None if every else rows
+            )
         else:
-            short, devices_ok = self._short_rows(tmpl, rows, m_all)
+            short, devices_ok = shortfalls(ssn, tmpl, rows, m_all)
         if rows.size < a.n_nodes:  # a few rows: every column at once
             g = a.spec.gpu_column
             short[g] = short[g] | ~devices_ok
@@ -427,45 +429,6 @@ class Evaluator:
             else:
                 mark(short[c], f"Insufficient {res}")
         return reason
-
-    def _short_rows(
-        self, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], m_all: I64 | None
-    ) -> tuple[list[BOOL], BOOL]:
-        """Per resource column, the nodes of ``rows`` short of ``tmpl``'s request once
-        releases finish (the GPU column charged per the node's devices), and the nodes with
-        enough devices that have room for it then."""
-        ssn = self._ssn
-        a = ssn.arrays
-        req = np.broadcast_to(tmpl.request, (rows.size, tmpl.request.size)).copy()
-        devices_ok = np.ones(rows.size, dtype=np.bool_)
-        if tmpl.gpu_count:
-            m_eff = (gpu_need(a, tmpl) if m_all is None else m_all)[rows]
-            req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
-            idx, seg = a.devices_of(rows)
-            later = device_free(ssn, future=True, devices=idx) >= np.maximum(m_eff, 1)[seg]
-            devices_ok = a.count_per_row(seg, later, rows.size) >= tmpl.gpu_count
-        short = req > node_free(ssn, rows, future=True)
-        return list(short.T), devices_ok
-
-    def _short_all(
-        self, tmpl: TaskTemplate, m_all: I64 | None, rows: npt.NDArray[np.intp] | None = None
-    ) -> tuple[list[BOOL], BOOL]:
-        """:meth:`_short_rows` of every node (or of ``rows``), read column by column from
-        the shared view."""
-        ssn = self._ssn
-        a = ssn.arrays
-        view = self._view()
-        later = view.later if rows is None else view.later[rows]
-        request = tmpl.request.tolist()
-        short = [q > later[:, c] for c, q in enumerate(request)]
-        devices_ok = np.ones(later.shape[0], dtype=np.bool_)
-        if tmpl.gpu_count:
-            g = a.spec.gpu_column
-            m_eff = gpu_need(a, tmpl) if m_all is None else m_all
-            short[g] = tmpl.gpu_count * (m_eff if rows is None else m_eff[rows]) > later[:, g]
-            rooms = view.room(a, tmpl.gpu_milli)[1]
-            devices_ok = (rooms if rows is None else rooms[rows]) >= tmpl.gpu_count
-        return short, devices_ok
 
 
 def _same_ground(old: Session, new: Session) -> bool:

@@ -10,35 +10,47 @@ it (the GPU take of one device is :func:`gangsched.model.gpu_charge.device_take`
 * **later** (once releasing tasks are gone): the same against ``allocatable - used + releasing -
   pipelined`` and the devices' free milli-GPU plus what is releasing minus what is reserved.
 
-Everything reads an :class:`Occupancy` (the session's live arrays), so the rule is stated once
-for every caller.
+Everything reads an :class:`Occupancy` (the session's live arrays). The rule is written once,
+as text, in :mod:`gangsched.session.fit_rule`; every function here that compares a request with
+a room — over every node, a few rows or one node in plain ints, and the refusal reasons — is
+generated from it when this module is imported, so they agree by construction.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
+from gangsched._codegen import define
 from gangsched._types import BOOL, I64
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.arrays import ClusterArrays, TaskTemplate
 from gangsched.session.changes import ChangeLog
+from gangsched.session.fit_rule import RULE, fit_source
 
 __all__ = [
     "FullView",
     "Occupancy",
     "choose_devices",
     "device_free",
+    "device_room",
+    "device_rooms",
+    "device_table",
     "fit_one",
     "fits_node",
     "future_idle",
     "gpu_need",
     "idle",
     "node_free",
+    "node_room",
     "occupancy_columns",
     "resource_fit",
+    "shortfalls",
+    "shortfalls_view",
 ]
 
 _ALL = slice(None)
@@ -70,25 +82,6 @@ def occupancy_columns(occ: Occupancy) -> tuple[I64, I64, I64, I64, I64, I64]:
         occ.gpu_releasing,
         occ.gpu_pipelined,
     )
-
-
-def idle(occ: Occupancy) -> I64:
-    out: I64 = occ.arrays.allocatable - occ.used
-    return out
-
-
-def future_idle(occ: Occupancy) -> I64:
-    out: I64 = occ.arrays.allocatable - occ.used + occ.releasing - occ.pipelined
-    return out
-
-
-def node_free(occ: Occupancy, rows: npt.NDArray[np.intp] | slice = _ALL, *, future: bool) -> I64:
-    """Free resources of the nodes ``rows``: once releases finish with ``future``, else now —
-    never into a reservation, so the smaller of now and later."""
-    free = occ.arrays.allocatable[rows] - occ.used[rows]
-    later = free + occ.releasing[rows] - occ.pipelined[rows]
-    out: I64 = later if future else np.minimum(free, later)
-    return out
 
 
 def gpu_need(arrays: ClusterArrays, tmpl: TaskTemplate) -> I64:
@@ -140,7 +133,7 @@ class FullView:
         later."""
         found = self.rooms.get(milli)
         if found is None:
-            need = np.maximum(device_take(milli, a.gpu_capacity, a.gpu_sharing), 1)[:, None]
+            need = _view_need(a, milli)
             now, later = self._room(need, _ALL)
             found = self.rooms[milli] = _Room(need, now, later, self.cursor)
         elif found.cursor != self.cursor:
@@ -152,10 +145,7 @@ class FullView:
         return found.now, found.later
 
     def _room(self, need: I64, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
-        ok_later = (self.dev_later[rows] >= need) & self.real[rows]
-        now: I64 = ((self.dev_free[rows] >= need) & ok_later).sum(axis=1)
-        later: I64 = ok_later.sum(axis=1)
-        return now, later
+        return _device_room(self.dev_free[rows], self.dev_later[rows], self.real[rows], need)
 
 
 @dataclass(slots=True)
@@ -168,18 +158,6 @@ class _Room:
     now: I64
     later: I64
     cursor: int
-
-
-def _free_rows(occ: Occupancy, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
-    free: I64 = occ.arrays.allocatable[rows] - occ.used[rows]
-    later: I64 = free + occ.releasing[rows] - occ.pipelined[rows]
-    return free, later
-
-
-def _device_rows(occ: Occupancy, index: I64, rows: npt.NDArray[np.intp] | slice) -> tuple[I64, I64]:
-    dev_free: I64 = occ.arrays.gpu_capacity[rows][:, None] - occ.gpu_used[index]
-    dev_later: I64 = dev_free + occ.gpu_releasing[index] - occ.gpu_pipelined[index]
-    return dev_free, dev_later
 
 
 def resource_fit(
@@ -199,82 +177,7 @@ def resource_fit(
         return _fit_all(a, tmpl, view, m_all, rows)
     if rows.size <= _FEW:  # the usual refresh after a placement or a few: plain ints
         return _fit_few(occ, tmpl, rows, m_all)
-    free = a.allocatable[rows] - occ.used[rows]
-    later = free + occ.releasing[rows] - occ.pipelined[rows]
-    m_eff = np.zeros(0, dtype=np.int64)
-    if tmpl.gpu_count:
-        m_eff = (gpu_need(a, tmpl) if m_all is None else m_all)[rows]
-        req = np.repeat(tmpl.request[None, :], rows.size, axis=0)  # one row per node
-        req[:, a.spec.gpu_column] = tmpl.gpu_count * m_eff
-    else:
-        req = tmpl.request  # (n_resources,) broadcast over the rows
-    fit_idle: BOOL = np.asarray((req <= free).all(axis=1))
-    fit_later: BOOL = np.asarray((req <= later).all(axis=1))
-    if tmpl.gpu_count:
-        # The rows' devices as a (k, most devices among them) table of flat indices; padding
-        # slots read device 0 and never count.
-        counts = a.gpu_count[rows]
-        slot = np.arange(int(counts.max()) if counts.size else 0)
-        real = slot < counts[:, None]
-        idx = np.where(real, a.gpu_offset[rows][:, None] + slot, 0)
-        dev_free = a.gpu_capacity[rows][:, None] - occ.gpu_used[idx]
-        dev_later = dev_free + occ.gpu_releasing[idx] - occ.gpu_pipelined[idx]
-        need = np.maximum(m_eff, 1)[:, None]
-        ok_later = (dev_later >= need) & real
-        fit_idle &= ((dev_free >= need) & ok_later).sum(axis=1) >= tmpl.gpu_count
-        fit_later &= ok_later.sum(axis=1) >= tmpl.gpu_count
-    fit_idle &= fit_later
-    return fit_idle, fit_later
-
-
-def _fit_all(
-    a: ClusterArrays,
-    tmpl: TaskTemplate,
-    view: FullView,
-    m_all: I64 | None,
-    rows: npt.NDArray[np.intp] | None = None,
-) -> tuple[BOOL, BOOL]:
-    """:func:`resource_fit` of every node (or of ``rows``), read from ``view`` (the same
-    rules). A few rows cost a handful of array operations, like every node."""
-    request = tmpl.request.tolist()
-    free, later_t = (view.free, view.later) if rows is None else (view.free[rows], view.later[rows])
-    # Every node: column by column (the view's tables are stored so); a few rows: at once.
-    fits = _columns_fit if rows is None else _rows_fit
-    if not tmpl.gpu_count:
-        fit_later = fits(request, later_t)
-        fit_idle = fits(request, free)
-        fit_idle &= fit_later
-        return fit_idle, fit_later
-    gcol = a.spec.gpu_column
-    m_eff = gpu_need(a, tmpl) if m_all is None else m_all
-    request[gcol] = 0  # the GPU column is charged per the node's devices, checked below
-    charge = tmpl.gpu_count * (m_eff if rows is None else m_eff[rows])
-    fit_idle = fits(request, free)
-    fit_idle &= charge <= free[:, gcol]
-    fit_later = fits(request, later_t)
-    fit_later &= charge <= later_t[:, gcol]
-    now, later = view.room(a, tmpl.gpu_milli)
-    if rows is not None:
-        now, later = now[rows], later[rows]
-    fit_idle &= now >= tmpl.gpu_count
-    fit_later &= later >= tmpl.gpu_count
-    fit_idle &= fit_later
-    return fit_idle, fit_later
-
-
-def _columns_fit(request: list[int], table: I64) -> BOOL:
-    """``(request <= table).all(axis=1)``, one column at a time (the view's tables are stored
-    column by column, so each comparison reads contiguous memory)."""
-    ok: BOOL = np.ones(table.shape[0], dtype=np.bool_)
-    for c, q in enumerate(request):
-        ok &= q <= table[:, c]
-    return ok
-
-
-def _rows_fit(request: list[int], table: I64) -> BOOL:
-    """``(request <= table).all(axis=1)`` of a few rows, in one comparison."""
-    ok: BOOL = np.asarray((np.array(request, dtype=np.int64) <= table).all(axis=1))
-    return ok
+    return _arrays_fit(occ, tmpl, rows, m_all)
 
 
 #: Up to this many rows, :func:`resource_fit` runs in scalar arithmetic (a dozen array
@@ -294,109 +197,111 @@ def _fit_few(
     return fit_idle, fit_later
 
 
-def device_rooms(occ: Occupancy, node: int) -> list[tuple[int, int]]:
-    """Free milli-GPU of each device of ``node`` now and once releases finish, as plain ints
-    (the scalar form of :func:`device_free` for one node)."""
-    cap = int(occ.arrays.gpu_capacity[node])
-    span = occ.arrays.devices(node)
-    return [
-        (cap - u, cap - u + rl - pp)
-        for u, rl, pp in zip(
-            occ.gpu_used[span].tolist(),
-            occ.gpu_releasing[span].tolist(),
-            occ.gpu_pipelined[span].tolist(),
-            strict=True,
-        )
-    ]
+# ------------------------------------------------------------------ the rule's generated forms
+#
+# Every function below is rendered from :data:`gangsched.session.fit_rule.RULE` and defined in
+# this module's namespace (so it reads this module's names, as if written here); the
+# declarations give each its type.
 
 
-def fit_one(
-    occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None = None
-) -> tuple[bool, bool]:
-    """:func:`resource_fit` of node ``i`` as two bools: the same rules in scalar arithmetic
-    (a dozen array operations on one row cost more than the numbers)."""
-    a = occ.arrays
-    req = tmpl.request.tolist()
-    count = tmpl.gpu_count
-    m = 0
-    if count:
-        m = int((gpu_need(a, tmpl) if m_all is None else m_all)[i])
-        req[a.spec.gpu_column] = count * m
-    fit_idle = fit_later = True
-    for q, al, u, rl, pp in zip(
-        req,
-        a.allocatable[i].tolist(),
-        occ.used[i].tolist(),
-        occ.releasing[i].tolist(),
-        occ.pipelined[i].tolist(),
-        strict=True,
-    ):
-        fit_idle = fit_idle and q <= al - u
-        fit_later = fit_later and q <= al - u + rl - pp
-    if count:
-        need = max(m, 1)
-        now = later = 0
-        for free, free_later in device_rooms(occ, i):
-            if free_later >= need:
-                later += 1
-                now += free >= need
-        fit_idle = fit_idle and now >= count
-        fit_later = fit_later and later >= count
-    return fit_idle and fit_later, fit_later
+class _NodeFree(Protocol):
+    def __call__(
+        self, occ: Occupancy, rows: npt.NDArray[np.intp] | slice = _ALL, *, future: bool
+    ) -> I64: ...
 
 
-def device_free(occ: Occupancy, *, future: bool, devices: list[int] | I64 | slice = _ALL) -> I64:
-    """Free milli-GPU of each device (flat device order; ``devices`` selects some): once
-    releases finish with ``future``, else now — and never into a reservation, so the smaller
-    of now and later."""
-    a = occ.arrays
-    free = a.gpu_capacity[a.gpu_node[devices]] - occ.gpu_used[devices]
-    later = free + occ.gpu_releasing[devices] - occ.gpu_pipelined[devices]
-    out: I64 = later if future else np.minimum(free, later)
-    return out
+class _DeviceFree(Protocol):
+    def __call__(
+        self, occ: Occupancy, *, future: bool, devices: list[int] | I64 | slice = _ALL
+    ) -> I64: ...
 
 
-def fits_node(
-    occ: Occupancy, row: I64, node: int, per_device: int, gpus: tuple[int, ...], *, future: bool
-) -> bool:
-    """Whether a request charged ``row`` on ``node`` (``per_device`` milli-GPU on each of
-    ``gpus``) fits now — or once releases finish, with ``future``."""
-    a = occ.arrays
-    # One node: plain ints (a handful of array operations on one row cost more).
-    for q, al, u, rl, pp in zip(
-        row.tolist(),
-        a.allocatable[node].tolist(),
-        occ.used[node].tolist(),
-        occ.releasing[node].tolist(),
-        occ.pipelined[node].tolist(),
-        strict=True,
-    ):
-        free = al - u
-        if q > free + rl - pp or (not future and q > free):
-            return False
-    if not gpus:
-        return True
-    count = int(a.gpu_count[node])
-    if any(not 0 <= g < count for g in gpus):
-        return False
-    cap = int(a.gpu_capacity[node])
-    for d in a.device_index(node, gpus):
-        free = cap - int(occ.gpu_used[d])
-        later = free + int(occ.gpu_releasing[d]) - int(occ.gpu_pipelined[d])
-        if (later if future else min(free, later)) < per_device:
-            return False
-    return True
+class _NodeRoom(Protocol):
+    def __call__(
+        self, occ: Occupancy, node: int, columns: Sequence[int], *, future: bool
+    ) -> list[int]: ...
 
 
-def choose_devices(
-    occ: Occupancy, node: int, per_device: int, count: int, *, future: bool
-) -> tuple[int, ...]:
-    """Device indices on ``node``: a fractional take best-fits onto the fullest device with
-    room (ties to the lower index), whole devices are the lowest free indices."""
-    cap = int(occ.arrays.gpu_capacity[node])
-    # free milli-GPU of each device: once releases finish, or the smaller of both
-    room = [later if future else min(free, later) for free, later in device_rooms(occ, node)]
-    ok = [i for i, r in enumerate(room) if r >= per_device]
-    if per_device < cap:
-        ok.sort(key=lambda i: room[i])  # stable: equal rooms keep the lower index first
-    return tuple(ok[:count])
+class _DeviceRoom(Protocol):
+    def __call__(self, occ: Occupancy, node: int, cap: int, *, future: bool) -> list[int]: ...
+
+
+class _DeviceTable(Protocol):
+    def __call__(
+        self, occ: Occupancy, index: I64, rows: npt.NDArray[np.intp] | slice, *, future: bool
+    ) -> I64: ...
+
+
+class _FitOne(Protocol):
+    def __call__(
+        self, occ: Occupancy, tmpl: TaskTemplate, i: int, m_all: I64 | None = None
+    ) -> tuple[bool, bool]: ...
+
+
+class _FitsNode(Protocol):
+    def __call__(
+        self,
+        occ: Occupancy,
+        row: I64,
+        node: int,
+        per_device: int,
+        gpus: tuple[int, ...],
+        *,
+        future: bool,
+    ) -> bool: ...
+
+
+class _ChooseDevices(Protocol):
+    def __call__(
+        self, occ: Occupancy, node: int, per_device: int, count: int, *, future: bool
+    ) -> tuple[int, ...]: ...
+
+
+class _FitAll(Protocol):
+    def __call__(
+        self,
+        a: ClusterArrays,
+        tmpl: TaskTemplate,
+        view: FullView,
+        m_all: I64 | None,
+        rows: npt.NDArray[np.intp] | None = None,
+    ) -> tuple[BOOL, BOOL]: ...
+
+
+class _ShortfallsView(Protocol):
+    def __call__(
+        self,
+        a: ClusterArrays,
+        tmpl: TaskTemplate,
+        view: FullView,
+        m_all: I64 | None,
+        rows: npt.NDArray[np.intp] | None = None,
+    ) -> tuple[list[BOOL], BOOL]: ...
+
+
+_Rows = npt.NDArray[np.intp] | slice
+_made = define(fit_source(RULE), globals(), "fit rule")
+
+idle: Callable[[Occupancy], I64] = _made["idle"]
+future_idle: Callable[[Occupancy], I64] = _made["future_idle"]
+node_free: _NodeFree = _made["node_free"]
+device_free: _DeviceFree = _made["device_free"]
+_free_rows: Callable[[Occupancy, _Rows], tuple[I64, I64]] = _made["_free_rows"]
+_device_rows: Callable[[Occupancy, I64, _Rows], tuple[I64, I64]] = _made["_device_rows"]
+_arrays_fit: Callable[
+    [Occupancy, TaskTemplate, npt.NDArray[np.intp], I64 | None], tuple[BOOL, BOOL]
+] = _made["_arrays_fit"]
+_view_need: Callable[[ClusterArrays, int], I64] = _made["_view_need"]
+_device_room: Callable[[I64, I64, BOOL, I64], tuple[I64, I64]] = _made["_device_room"]
+_fit_all: _FitAll = _made["_fit_all"]
+device_rooms: Callable[[Occupancy, int], list[tuple[int, int]]] = _made["device_rooms"]
+node_room: _NodeRoom = _made["node_room"]
+device_room: _DeviceRoom = _made["device_room"]
+device_table: _DeviceTable = _made["device_table"]
+fit_one: _FitOne = _made["fit_one"]
+fits_node: _FitsNode = _made["fits_node"]
+choose_devices: _ChooseDevices = _made["choose_devices"]
+shortfalls: Callable[
+    [Occupancy, TaskTemplate, npt.NDArray[np.intp], I64 | None], tuple[list[BOOL], BOOL]
+] = _made["shortfalls"]
+shortfalls_view: _ShortfallsView = _made["shortfalls_view"]

@@ -245,7 +245,8 @@ class Gate:
         relax: frozenset[Rule] = frozenset(),
     ) -> Refusal | None:
         """Why placing ``task`` on ``node`` (devices ``gpus``) breaks a hard rule, or None.
-        ``relax`` names rules left out (what-if trials only: capability, topology)."""
+        ``relax`` names rules left out (what-if trials only: capability, topology, pod
+        constraints); pod constraints hold unless the trial names them."""
         ssn = self.ssn
         name = ssn.snapshot.tasks[task].name
         node_name = ssn.snapshot.nodes[node].name
@@ -270,13 +271,13 @@ class Gate:
                     Rule.CAPABILITY,
                     f"task {name!r}: queue {queue!r} would exceed its capability on {res}",
                 )
-        if relax and Rule.TOPOLOGY in relax:
-            return None
-        rules = pod_rules(ssn)
+        rules = None if relax and Rule.POD_CONSTRAINT in relax else pod_rules(ssn)
         if rules is not None:
             broken = rules.refusal(task, node)
             if broken is not None:
                 return Refusal(Rule.POD_CONSTRAINT, f"task {name!r}: node {node_name!r}: {broken}")
+        if relax and Rule.TOPOLOGY in relax:
+            return None
         domain = hard_domain(ssn, j)
         if domain is None:
             domain = hard_cover(ssn, j)

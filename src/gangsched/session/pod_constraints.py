@@ -120,10 +120,13 @@ class _Counter:
     def _domains(self, ssn: Session, tasks: I64) -> I64:
         """The domain each of ``tasks`` counts in now (-1: not counted)."""
         nodes = ssn.task_node[tasks]
-        on = in_states(ssn.task_state[tasks], self.states) & (nodes >= 0)
+        hit = np.flatnonzero(in_states(ssn.task_state[tasks], self.states) & (nodes >= 0))
+        where = nodes[hit]
         if self.eligible is not None:
-            on &= self.eligible[np.maximum(nodes, 0)]
-        out: I64 = np.where(on, self.codes[np.maximum(nodes, 0)], -1)
+            keep = self.eligible[where]
+            hit, where = hit[keep], where[keep]
+        out: I64 = np.full(tasks.shape, -1, dtype=np.int64)
+        out[hit] = self.codes[where]
         return out
 
     def read(self, ssn: Session) -> I64:

@@ -3,7 +3,7 @@ the operations of :class:`~gangsched.state.ClusterState`."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import ItemsView, Iterable, KeysView, Mapping, ValuesView
 from typing import Any, TypeVar
 
 from gangsched.errors import SnapshotError
@@ -406,3 +406,14 @@ class View(Mapping[str, V]):
 
     def __contains__(self, key: object) -> bool:
         return key in self._d
+
+    # The dict's own views (read-only, at C speed) instead of the Mapping mixins' (one
+    # ``__getitem__`` call per record).
+    def keys(self) -> KeysView[str]:
+        return self._d.keys()
+
+    def values(self) -> ValuesView[V]:
+        return self._d.values()
+
+    def items(self) -> ItemsView[str, V]:
+        return self._d.items()

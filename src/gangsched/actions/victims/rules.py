@@ -26,7 +26,23 @@ the search (:mod:`.search`) only combines the answers. The rules:
 
 A victim set never contains part of a gang below its minimum. The ``gang`` plugin's
 ``preemptable`` / ``reclaimable`` answers permit every candidate (so its tier decides, as in
-Volcano), and whatever the tiers say, rules 4 and 5 hold.
+Volcano), and whatever the tiers say, rules 3 to 5 hold — gangsched's default
+(``allVictimRules: true`` on ``preempt`` and ``reclaim``).
+
+**Volcano's tier walk** (:func:`tier_walk`; ``allVictimRules: false``, what a configuration
+read from Volcano's YAML gets unless the text names the argument): Volcano's
+``Session.Preemptable`` / ``Reclaimable`` (the 2023 build and today) asks the plugins tier by
+tier about one node's candidates and takes the victims of the first tier whose plugins all
+answer some (what they all keep); a plugin answering none sends the walk to the next tier.
+:func:`walk` does that, with priority and gang answering as Volcano's do (priority: jobs of
+strictly lower priority; gang: jobs running more than ``min_available`` ready tasks), so
+preempt's priority rule is no longer asked beforehand, and a tier without the gang plugin
+(drf, proportion) chooses alone: its victims pass no gang rule, and a lower-priority job may
+take a gang below its minimum. Two points follow today's Volcano rather than the 2023 build
+(7976b63e2, v1.11.0): any plugin answering none moves the walk on, and an empty intersection
+inside a tier starts the tier again from the next plugin's answer. Which of a job's surplus
+tasks gang answers is Go's map order in Volcano; here the gang tier answers every task of a
+job with a surplus and the search keeps the surplus rule (rule 4) for them, in victim order.
 
 The claim (:func:`needed_tasks`) is the other side: the pending tasks that bring ready +
 reserved up to ``min_available`` (every short role's minimum first), never the elastic tasks
@@ -36,7 +52,7 @@ tasks, in queue order then job order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +63,7 @@ from gangsched._types import BOOL, I64
 from gangsched.config import arg_bool
 from gangsched.model import PREEMPT_NEVER, JobPhase, TopologyMode
 from gangsched.model.topology import Topology, build_topology
-from gangsched.session.core import HOLDING_STATES, TaskState
+from gangsched.session.core import HOLDING_STATES, READY_STATES, TaskState
 from gangsched.session.rules.gang import (
     FRESH_STATES,
     RUNNING_STATES,
@@ -62,6 +78,7 @@ if TYPE_CHECKING:
     from gangsched.session.core import Session
 
 __all__ = [
+    "ALL_VICTIM_RULES",
     "BEYOND_DESERVED",
     "BOOL",
     "DISRUPTION_BUDGET",
@@ -93,6 +110,7 @@ __all__ = [
     "evictable",
     "gang_allowed",
     "inverse_totals",
+    "mark_broken",
     "may_go_whole",
     "needed_tasks",
     "no_baseline",
@@ -103,6 +121,8 @@ __all__ = [
     "preempt_candidates",
     "preemptors",
     "spare_tasks",
+    "tier_walk",
+    "walk",
     "whole_gangs",
 ]
 
@@ -214,11 +234,15 @@ def policy_refusal(
     return None
 
 
-def preempt_candidates(ssn: Session, job: int) -> tuple[I64, VictimRefusal | None]:
+def preempt_candidates(
+    ssn: Session, job: int, *, priority: bool = True
+) -> tuple[I64, VictimRefusal | None]:
     """The preempt action's candidate victims for ``job``: running tasks of other jobs of its
     queue whose job priority is strictly lower, ``preemptable`` on the task and the job — and
     the refusal when there are none. The one owner of the priority rule: preempt and
-    admission (enqueue's preemption-aware vote) both ask here."""
+    admission (enqueue's preemption-aware vote) both ask here. Without ``priority`` (Volcano's
+    tier walk) every priority is a candidate: the walk asks the rule as the priority plugin's
+    answer (:func:`walk`)."""
     snap = ssn.snapshot
     held = policy_refusal(ssn, job)
     if held is not None:
@@ -234,7 +258,7 @@ def preempt_candidates(ssn: Session, job: int) -> tuple[I64, VictimRefusal | Non
     # whatever this leaves)
     prio = snap.jobs[job].priority
     job_prio = np.array([j.priority for j in snap.jobs], dtype=np.int64)
-    lower = cands[job_prio[ssn.task_job[cands]] < prio]
+    lower = cands[job_prio[ssn.task_job[cands]] < prio] if priority else cands
     if lower.size == 0:
         return lower, (
             NO_LOWER_PRIORITY,
@@ -319,6 +343,60 @@ def whole_gangs(ssn: Session, action: str) -> bool:
     return arg_bool(
         ssn.config.action_arguments(action), WHOLE_BUNDLE, default, plugin=action, kind="action"
     )
+
+
+#: The argument of ``preempt`` and ``reclaim`` asking every victim to pass every victim rule
+#: whatever tier answers (gangsched's default, true); false: Volcano's tier walk.
+ALL_VICTIM_RULES = "allVictimRules"
+#: The actions that read :data:`ALL_VICTIM_RULES`.
+WALK_ACTIONS = ("preempt", "reclaim")
+
+
+def tier_walk(ssn: Session, action: str) -> bool:
+    """Whether ``action`` takes its victims by Volcano's tier walk (``allVictimRules:
+    false``; only ``preempt`` and ``reclaim`` read it)."""
+    if action not in WALK_ACTIONS:
+        return False
+    return not arg_bool(
+        ssn.config.action_arguments(action), ALL_VICTIM_RULES, True, plugin=action, kind="action"
+    )
+
+
+def walk(ssn: Session, point: str, job: int, candidates: I64, nodes: I64) -> tuple[I64, I64]:
+    """Volcano's ``Session.Preemptable`` / ``Reclaimable`` asked about each node's
+    ``candidates`` on its own (``nodes``: the node of each), as Volcano's preempt and reclaim
+    ask: per node, the victims of the first tier whose plugins all answer some
+    (:meth:`~gangsched.framework.dispatch.Dispatch.walk_victims`), with ``priority`` and
+    ``gang`` answering as Volcano's plugins do. Returns the sorted victims and, among them,
+    those chosen without the gang plugin's answer (the search applies no gang rule to them)."""
+    ready: I64 = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
+    prio = np.array([j.priority for j in ssn.snapshot.jobs], dtype=np.int64)
+
+    def lower_priority(cands: I64) -> I64:
+        lower: I64 = cands[prio[ssn.task_job[cands]] < prio[job]]
+        return lower
+
+    def gang_surplus(cands: I64) -> I64:
+        victim_jobs = ssn.task_job[cands]
+        spare: I64 = cands[ready[victim_jobs] > ssn.job_min[victim_jobs]]
+        return spare
+
+    answers = {"priority": lower_priority, "gang": gang_surplus}
+    out: tuple[I64, I64] = ssn.points.walk_victims(
+        point, job, candidates, nodes, answers, marker="gang"
+    )
+    return out
+
+
+def mark_broken(ssn: Session, jobs: Iterable[int]) -> None:
+    """Record as unschedulable the victim ``jobs`` the tier walk left below their minimum
+    (ready and pending best-effort tasks fewer than ``min_available``): Volcano's gang plugin
+    gives every such job its Unschedulable condition when the session closes, so one that
+    still runs tasks is Unknown after the cycle."""
+    for j in jobs:
+        have = ssn.count_states(j, READY_STATES) + ssn.pending_best_effort(j)
+        if have < ssn.job_min[j]:
+            ssn.unschedulable_jobs.add(j)
 
 
 #: The actions that evict whole gangs unless told otherwise (Volcano's gang-aware eviction).

@@ -95,10 +95,13 @@ from gangsched.actions.victims.rules import (
     domains,
     gang_allowed,
     inverse_totals,
+    mark_broken,
     may_go_whole,
     no_rule,
     policy_refusal,
     spare_tasks,
+    tier_walk,
+    walk,
 )
 from gangsched.model import TopologyMode
 from gangsched.session.core import TaskState
@@ -215,17 +218,19 @@ def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> Victi
     if held is not None:
         allowed, refusal = allowed[:0], held
     victims = np.zeros(0, dtype=np.int64)
+    free: frozenset[int] = frozenset()
     if allowed.size:
-        victims = _asked(ssn, scope, job, allowed)
+        victims, free = _asked(ssn, scope, job, allowed)
     fruitless = _Charges.of(ssn).fruitless
     key = None if held is not None else fruitless.key(ssn, scope, job, claim, allowed, victims)
     if key is not None:
-        known = fruitless.answer(ssn, (*key, refusal))
+        key = (*key, tuple(sorted(free)), refusal)
+        known = fruitless.answer(ssn, key)
         if known is not None:
             return known
-    out = _search_and_explain(ssn, scope, job, claim, allowed, refusal, victims)
+    out = _search_and_explain(ssn, scope, job, claim, allowed, refusal, victims, free)
     if out is not None and key is not None:
-        fruitless.keep(ssn, (*key, refusal), out)
+        fruitless.keep(ssn, key, out)
     return out
 
 
@@ -237,8 +242,10 @@ def _search_and_explain(
     allowed: I64,
     refusal: VictimRefusal | None,
     victims: I64,
+    free: frozenset[int],
 ) -> VictimRefusal | None:
     search = _Search(ssn, scope, job, claim)
+    search.free = free
     budgeted = disruption.budgets(ssn) is not None
     # With budgets: first only sets that keep every budget, then (none found) any set.
     for keep in (True, False) if budgeted else (False,):
@@ -268,16 +275,26 @@ def _search_and_explain(
     return search.diagnose(allowed, victims)
 
 
-def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> I64:
-    """The candidates the ``preemptable`` / ``reclaimable`` plugins permit. Volcano's preempt
-    and reclaim ask them node by node (a plugin that keeps a running total, as capacity's
-    victim rule does, judges each node's tasks against the queue's whole allocation), so an
-    action that evicts only on the claim's nodes asks per node too; the whole-gang actions ask
-    once for every candidate."""
+def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> tuple[I64, frozenset[int]]:
+    """The candidates the ``preemptable`` / ``reclaimable`` plugins permit, and those of them
+    no gang rule applies to (chosen by a tier without the gang plugin in Volcano's tier walk,
+    :func:`~gangsched.actions.victims.rules.walk`). Volcano's preempt and reclaim ask the
+    plugins node by node (a plugin that keeps a running total, as capacity's victim rule
+    does, judges each node's tasks against the queue's whole allocation), so an action that
+    evicts only on the claim's nodes asks per node too; the whole-gang actions ask once for
+    every candidate."""
     if scope.whole:
         out: I64 = ssn.points.victims(scope.point, job, allowed)
-        return out
+        return out, frozenset()
     nodes = ssn.task_node[allowed]
+    if tier_walk(ssn, scope.action):
+        walked, free = walk(ssn, scope.point, job, allowed, nodes)
+        return walked, frozenset(free.tolist())
+    return _asked_by_node(ssn, scope, job, allowed, nodes), frozenset()
+
+
+def _asked_by_node(ssn: Session, scope: Scope, job: int, allowed: I64, nodes: I64) -> I64:
+    """:func:`_asked` without the walk: the plugin tiers as gangsched combines them."""
     by_node = ssn.points.victims_by_group(scope.point, job, allowed, nodes, ssn.arrays.n_nodes)
     if by_node is not None:
         return by_node
@@ -317,6 +334,8 @@ class _Search:
         self._room: _Room | None = None
         #: Whether the last trial's queue refused one of its claimed tasks.
         self.first_refused = False
+        #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
+        self.free: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ trials
 
@@ -409,6 +428,8 @@ class _Search:
         them all depends only on how many there are of the job and of each role with a
         minimum: inside a search the verdict is kept per job and those counts."""
         ssn = self.ssn
+        if self.free:
+            victims = [t for t in victims if t not in self.free]
         tasks = np.asarray(victims, dtype=np.int64)
         if tasks.size == 0:
             return True
@@ -494,6 +515,8 @@ class _Search:
             stmt.discard()
             return False
         stmt.commit()
+        if self.free:
+            mark_broken(ssn, {b.job for b, _, _ in plan.parts})
         hit = sorted(ssn.snapshot.jobs[b.job].name for b, _, _ in plan.parts)
         by = f"evicting {len(plan.victims)} task(s) of {hit}" if hit else "without evictions"
         if broken:
@@ -522,6 +545,8 @@ class _Search:
         return mask if among is None else mask & among
 
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
+        if self.free and tasks[0] in self.free:
+            return tuple(tasks)  # one node's tasks: the walk chose them all one way
         return tuple(spare_tasks(self.ssn, job, tasks))
 
     def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
@@ -612,6 +637,10 @@ class _Search:
         at = np.arange(tasks.size) - group[member]  # place inside its (job, node)
         heads = jobs[group]
         limit = self._spare_counts(heads)
+        if self.free:
+            # a node's tasks the tier walk chose without the gang plugin: all of them go
+            walked = np.array([t in self.free for t in tasks[group].tolist()], dtype=np.bool_)
+            limit = np.where(walked, size, limit)
         taken = at < limit[member]
         for g in np.flatnonzero(limit < 0).tolist():  # role minimums: asked node by node
             a, n = int(group[g]), int(size[g])

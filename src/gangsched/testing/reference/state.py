@@ -203,6 +203,12 @@ class _State:
     def job_ready(self, j: int) -> bool:
         return not self.has("job_ready", "gang") or self.gang_ready(j)
 
+    def ready_by_count(self, j: int) -> bool:
+        """Readiness as gang's job order reads it: ready and pending best-effort tasks reach
+        ``min_available``; the per-role minimums are not read (Volcano's ``JobOrderFn``)."""
+        have = self.count(j, READY) + self.best_effort_pending(j)
+        return have >= self.snap.jobs[j].min_available
+
     def restoring(self, j: int) -> bool:
         """A gang that was running, still holds bound or running tasks, and is below its
         minimum: gang's job order puts it first within its priority."""
@@ -241,7 +247,7 @@ class _State:
                 if o.name == "priority":
                     key.append(-job.priority)
                 elif o.name == "gang":
-                    key.append(1 if self.gang_ready(j) else -1 if self.restoring(j) else 0)
+                    key.append(1 if self.ready_by_count(j) else -1 if self.restoring(j) else 0)
                 elif o.name == "drf":
                     key.append(self.drf_share(j))
         return (*key, job.creation, job.name)

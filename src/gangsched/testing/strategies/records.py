@@ -196,9 +196,9 @@ def nodes(
         )
     return Node(
         name=name,
-        allocatable=written,  # type: ignore[arg-type]  # quantities are parsed on construction
+        allocatable=written,  # quantities are parsed on construction
         gpus=gpus,
-        labels=labels,  # type: ignore[arg-type]
+        labels=labels,
         taints=taints,
         unschedulable=draw(st.integers(0, 7)) == 7,
     )
@@ -397,11 +397,11 @@ def tasks(
                 name=f"{job}-{role}-{replica}",
                 job=job,
                 role=role,
-                request=_written(draw, tpl.request),  # type: ignore[arg-type]
+                request=_written(draw, tpl.request),
                 gpu_request=tpl.gpu,
                 priority=prio,
                 preemptable=preemptable,
-                node_selector=tpl.selector,  # type: ignore[arg-type]
+                node_selector=tpl.selector,
                 tolerations=tpl.tolerations,
                 preemption_policy=policy,
             )

@@ -1,0 +1,246 @@
+"""Volcano's tier walk for preempt and reclaim (``allVictimRules: false``).
+
+Volcano's ``Session.Preemptable`` / ``Reclaimable`` ask the victim plugins tier by tier about
+one node's candidates and take the victims of the first tier whose plugins all answer some; a
+plugin answering none sends the walk to the next tier, which then chooses alone. A
+configuration read from Volcano's YAML walks so; gangsched's own default asks every victim to
+pass every victim rule (priority, gang surplus, the victim queue above its deserved share)
+whatever tier answers, and so does Volcano's YAML that names ``allVictimRules: true``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import gangsched as gs
+from gangsched.config import Config
+
+TIERS = """tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+"""
+
+
+def volcano(actions: str, **named: bool) -> Config:
+    """Volcano's YAML with ``actions``; ``named``: the action -> allVictimRules it names."""
+    text = f'actions: "{actions}"\n' + TIERS
+    if named:
+        text += "configurations:\n" + "".join(
+            f"- name: {action}\n  arguments:\n    allVictimRules: {str(on).lower()}\n"
+            for action, on in named.items()
+        )
+    return Config.from_volcano_yaml(text)
+
+
+def _running(name: str, node: str, cpu: int = 4) -> dict[str, Any]:
+    return {
+        "name": name,
+        "job": name.rsplit("-", 1)[0],
+        "request": {"cpu": cpu, "memory": "1Gi"},
+        "phase": "Running",
+        "node": node,
+    }
+
+
+def _pending(name: str, cpu: int = 4) -> dict[str, Any]:
+    return {"name": name, "job": name.rsplit("-", 1)[0], "request": {"cpu": cpu, "memory": "1Gi"}}
+
+
+def _node(name: str, cpu: int = 8) -> dict[str, Any]:
+    return {"name": name, "allocatable": {"cpu": cpu, "memory": "32Gi", "pods": 110}}
+
+
+def _preempt_cluster(victim_priority: int) -> gs.Snapshot:
+    # One node full with ``low``'s gang (two tasks, min_available 2: no surplus); ``high``
+    # (one task, min 1) waits in the same queue.
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [_node("n0")],
+            "queues": [{"name": "q"}],
+            "jobs": [
+                {
+                    "name": "low",
+                    "queue": "q",
+                    "min_available": 2,
+                    "priority": victim_priority,
+                    "phase": "Running",
+                },
+                {
+                    "name": "high",
+                    "queue": "q",
+                    "min_available": 1,
+                    "priority": 2,
+                    "phase": "Inqueue",
+                    "creation": 1,
+                },
+            ],
+            "tasks": [_running("low-0", "n0"), _running("low-1", "n0"), _pending("high-0")],
+        }
+    )
+
+
+def test_the_yaml_walks_the_tiers_unless_it_names_every_victim_rule() -> None:
+    walk = volcano("enqueue, allocate, preempt, reclaim, backfill")
+    assert walk.action_arguments("preempt")["allVictimRules"] is False
+    assert walk.action_arguments("reclaim")["allVictimRules"] is False
+    named = volcano("allocate, preempt, reclaim", preempt=True, reclaim=True)
+    # naming gangsched's default leaves it out (it schedules as no entry does)
+    assert named.action_arguments("preempt").get("allVictimRules", True) is True
+    own = Config.from_dict({"actions": ["allocate", "preempt", "reclaim"], "tiers": [["gang"]]})
+    assert "allVictimRules" not in own.action_arguments("preempt")
+    # written to Volcano's YAML, gangsched's default is named, and reads back equal
+    assert Config.from_volcano_yaml(own.to_volcano_yaml()) == own
+
+
+def test_gang_answering_none_lets_drf_take_a_gang_below_its_minimum() -> None:
+    # low runs at its minimum: gang answers no victim, so the walk goes to the next tier, where
+    # drf alone keeps the task (high's share after the move stays below low's): low loses a
+    # task, and with fewer ready tasks than its minimum but some still running it is Unknown.
+    d = gs.schedule(_preempt_cluster(victim_priority=1), volcano("allocate, preempt"))
+    assert [e.task for e in d.evictions] == ["low-0"]
+    assert [(p.task, p.node) for p in d.pipelined] == [("high-0", "n0")]
+    assert d.jobs["low"].phase == "Unknown"
+
+
+def test_priority_answering_none_lets_drf_take_a_higher_priority_job() -> None:
+    # low's priority (3) is above high's (2): priority answers no victim, and drf alone
+    # chooses: high takes a task of a job that outranks it.
+    d = gs.schedule(_preempt_cluster(victim_priority=3), volcano("allocate, preempt"))
+    assert [e.task for e in d.evictions] == ["low-0"]
+    assert "tier walk" in d.evictions[0].reason
+
+
+@pytest.mark.parametrize("victim_priority", [1, 3])
+def test_every_victim_rule_holds_by_default_and_when_the_yaml_names_it(
+    victim_priority: int,
+) -> None:
+    s = _preempt_cluster(victim_priority)
+    for conf in (
+        Config.from_dict(
+            {"actions": ["allocate", "preempt"], "tiers": volcano("allocate").to_dict()["tiers"]}
+        ),
+        volcano("allocate, preempt", preempt=True),
+    ):
+        d = gs.schedule(s, conf)
+        assert d.evictions == () and d.pipelined == ()
+
+
+def test_the_gang_tier_answering_decides_and_drf_is_not_asked() -> None:
+    # low has a surplus task (three running, min 2) and lower priority: the first tier answers
+    # (priority, gang, conformance all keep it), so drf is never asked, and low keeps its
+    # minimum: exactly one task goes, as under gangsched's own rules.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [_node("n0", 12)],
+            "queues": [{"name": "q"}],
+            "jobs": [
+                {
+                    "name": "low",
+                    "queue": "q",
+                    "min_available": 2,
+                    "priority": 1,
+                    "phase": "Running",
+                },
+                {
+                    "name": "high",
+                    "queue": "q",
+                    "min_available": 1,
+                    "priority": 2,
+                    "phase": "Inqueue",
+                },
+            ],
+            "tasks": [
+                _running("low-0", "n0"),
+                _running("low-1", "n0"),
+                _running("low-2", "n0"),
+                _pending("high-0"),
+            ],
+        }
+    )
+    walk = gs.schedule(s, volcano("allocate, preempt"))
+    own = gs.schedule(s, volcano("allocate, preempt", preempt=True))
+    assert len(walk.evictions) == 1 and walk.jobs["low"].phase == "Running"
+    assert [e.task for e in walk.evictions] == [e.task for e in own.evictions]
+
+
+def test_reclaim_takes_the_gang_surplus_of_a_queue_within_its_deserved_share() -> None:
+    # qa holds all of n0 (8 cpu) and deserves 4, so it is above its deserved share and
+    # proportion would agree; the point is which tier answers: a has a surplus (two running,
+    # min 1), so the first tier (gang, conformance) answers and one task goes for b.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [_node("n0")],
+            "queues": [{"name": "qa"}, {"name": "qb"}],
+            "jobs": [
+                {"name": "a", "queue": "qa", "min_available": 1, "phase": "Running"},
+                {"name": "b", "queue": "qb", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": [_running("a-0", "n0"), _running("a-1", "n0"), _pending("b-0")],
+        }
+    )
+    walk = gs.schedule(s, volcano("allocate, reclaim"))
+    assert len(walk.evictions) == 1 and [p.task for p in walk.pipelined] == ["b-0"]
+    assert walk.jobs["a"].phase == "Running"
+
+
+def test_reclaim_with_gang_answering_none_lets_proportion_break_a_gang() -> None:
+    # a runs at its minimum (two tasks, min 2) and holds all of n0 while qa deserves half of
+    # it: gang answers none, proportion (next tier) keeps the tasks of a queue above its
+    # deserved share, and b's reclaim takes one of a's two tasks.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [_node("n0")],
+            "queues": [{"name": "qa"}, {"name": "qb"}],
+            "jobs": [
+                {"name": "a", "queue": "qa", "min_available": 2, "phase": "Running"},
+                {"name": "b", "queue": "qb", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": [_running("a-0", "n0"), _running("a-1", "n0"), _pending("b-0")],
+        }
+    )
+    walk = gs.schedule(s, volcano("allocate, reclaim"))
+    assert len(walk.evictions) == 1 and [p.task for p in walk.pipelined] == ["b-0"]
+    assert walk.jobs["a"].phase == "Unknown"
+    own = gs.schedule(s, volcano("allocate, reclaim", reclaim=True))
+    assert own.evictions == ()
+
+
+def test_reclaim_takes_a_gang_surplus_from_a_queue_at_its_deserved_share() -> None:
+    # 16 cpu; qa (weight 2) holds 8, its deserved share; qc (weight 1) holds 8, above its
+    # deserved 4; qb waits with 4 cpu, below its deserved 4. On n0 the first tier answers a's
+    # surplus (two running, min 1) and proportion is never asked, so qa, at its deserved
+    # share, loses a task; gangsched's own rules take no task from a queue not above its
+    # deserved share, and c (at its minimum) cannot give its only task.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [_node("n0"), _node("n1")],
+            "queues": [{"name": "qa", "weight": 2}, {"name": "qb"}, {"name": "qc"}],
+            "jobs": [
+                {"name": "a", "queue": "qa", "min_available": 1, "phase": "Running"},
+                {"name": "c", "queue": "qc", "min_available": 1, "phase": "Running"},
+                {"name": "b", "queue": "qb", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": [
+                _running("a-0", "n0"),
+                _running("a-1", "n0"),
+                _running("c-0", "n1", cpu=8),
+                _pending("b-0"),
+            ],
+        }
+    )
+    walk = gs.schedule(s, volcano("allocate, reclaim"))
+    assert [e.task[:2] for e in walk.evictions] == ["a-"]
+    assert [(p.task, p.node) for p in walk.pipelined] == [("b-0", "n0")]
+    assert "tier walk" in walk.evictions[0].reason
+    own = gs.schedule(s, volcano("allocate, reclaim", reclaim=True))
+    assert own.evictions == () and own.pipelined == ()
