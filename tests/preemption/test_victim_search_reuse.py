@@ -30,6 +30,17 @@ from gangsched.session.statement import Statement
 #: Volcano's own rule (surplus on the claim's nodes) and the whole-gang rule.
 NODE_RULE = config("enqueue", "allocate", "preempt", "reclaim", "backfill", whole=False)
 WHOLE_RULE = config("enqueue", "allocate", "preempt", "reclaim", "backfill", whole=True)
+#: Volcano's tier walk (victims a tier without the gang plugin chose pass no gang rule).
+WALK_RULE = Config.from_dict(
+    {
+        "actions": ["enqueue", "allocate", "preempt", "reclaim", "backfill"],
+        "tiers": TIERS,
+        "configurations": {
+            "preempt": {"allVictimRules": False},
+            "reclaim": {"allVictimRules": False},
+        },
+    }
+)
 SEEDS = range(12)
 
 
@@ -127,7 +138,9 @@ def _plain_bundles(
                 ranked.append((key, v, surplus, whole))
             continue
         for n in sorted({int(ssn.task_node[t]) for t in on}):
-            here = tuple(spare_tasks(ssn, v, [t for t in on if ssn.task_node[t] == n]))
+            mine = [t for t in on if ssn.task_node[t] == n]
+            walked = mine[0] in search.free
+            here = tuple(mine) if walked else tuple(spare_tasks(ssn, v, mine))
             room = ssn.future_idle()[n] + ssn.task_req[list(here)].sum(axis=0)
             if here and any(np.all(row <= room) for row in search.claim_req):
                 ranked.append(((*key, n), v, here, ()))
@@ -148,12 +161,17 @@ def _searches(cfg: Config, seed: int) -> list[tuple[Session, Any, np.ndarray]]:
         allowed, _ = rules.preempt_candidates(ssn, j)
         if allowed.size == 0:
             allowed = np.flatnonzero(ssn.task_state == TaskState.RUNNING).astype(np.int64)
-        out.append((ssn, victim_search._Search(ssn, scope, j, claim), allowed))
+        search = victim_search._Search(ssn, scope, j, claim)
+        if rules.tier_walk(ssn, "preempt"):
+            allowed, search.free = victim_search._asked(ssn, scope, j, allowed)
+        out.append((ssn, search, allowed))
     assert out
     return out
 
 
-@pytest.mark.parametrize("cfg", [NODE_RULE, WHOLE_RULE], ids=["node-rule", "whole-rule"])
+@pytest.mark.parametrize(
+    "cfg", [NODE_RULE, WHOLE_RULE, WALK_RULE], ids=["node-rule", "whole-rule", "tier-walk"]
+)
 @pytest.mark.parametrize("seed", SEEDS)
 def test_bundles_are_the_plain_rule(cfg: Config, seed: int) -> None:
     for ssn, search, allowed in _searches(cfg, seed):
@@ -272,7 +290,7 @@ def test_kept_answers_change_no_decision(monkeypatch: pytest.MonkeyPatch) -> Non
         return out
 
     monkeypatch.setattr(victim_search._Fruitless, "answer", counted)
-    for cfg in (NODE_RULE, WHOLE_RULE):
+    for cfg in (NODE_RULE, WHOLE_RULE, WALK_RULE):
         kept = [gs.schedule(_cluster(seed), cfg).to_dict() for seed in range(40)]
         with monkeypatch.context() as m:
             _no_kept_answers(m)
