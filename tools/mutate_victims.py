@@ -64,7 +64,19 @@ RULES: dict[str, tuple[str, ...]] = {
         "claimants",
         "gang_allowed",
     ),
-    "actions/victims/search.py": ("preempt_job", "_Search._play", "_Search.bundles"),
+    "actions/victims/search.py": (
+        "preempt_job",
+        "_search_and_explain",
+        "_Search._play",
+        "_Search.bundles",
+        "_Search._ranks",
+        "_Search._node_bundles",
+        "_Charges.positions",
+        "_Charges.spare_counts",
+        "_Fruitless.key",
+        "_Fruitless._unmoved",
+        "_most_freeing",
+    ),
     "actions/reclaim.py": (
         "_gate",
         "_candidates",
@@ -142,7 +154,7 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
     ),
     (
         "actions/victims/search.py",
-        "preempt_job",
+        "_search_and_explain",
         "no-budget-pass",
         "budgets never steer the search",
         "(True, False) if budgeted else (False,)",
@@ -150,15 +162,15 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
     ),
     (
         "actions/victims/search.py",
-        "_Search.bundles",
+        "_Search._ranks",
         "order-reversed",
         "victim jobs tried in reverse rank",
-        "ranked.sort(key=lambda item: item[0])",
-        "ranked.sort(key=lambda item: item[0], reverse=True)",
+        "key=keys.__getitem__)",
+        "key=keys.__getitem__, reverse=True)",
     ),
     (
         "actions/victims/search.py",
-        "_Search.bundles",
+        "_Search._ranks",
         "oldest-first",
         "older jobs before newer ones",
         "-rec.creation",
@@ -166,11 +178,35 @@ NAMED: tuple[tuple[str, str, str, str, str | None, str], ...] = (
     ),
     (
         "actions/victims/search.py",
-        "_Search.bundles",
+        "_Charges.positions",
         "task-order-reversed",
         "tasks of a job in reverse victim order",
-        "tasks.sort(key=self.victim_key)",
-        "tasks.sort(key=self.victim_key, reverse=True)",
+        "mine.sort(key=key)",
+        "mine.sort(key=key, reverse=True)",
+    ),
+    (
+        "actions/victims/search.py",
+        "_Fruitless.key",
+        "any-victims",
+        "an answer given back whatever victims the plugins allowed",
+        "victims.tobytes(),",
+        "",
+    ),
+    (
+        "actions/victims/search.py",
+        "_Fruitless.key",
+        "any-shape",
+        "an answer given back whatever the claimed tasks' shapes",
+        "templates[int(template_of[t])].shape",
+        "None",
+    ),
+    (
+        "actions/victims/search.py",
+        "_Fruitless.key",
+        "placed-too",
+        "an answer kept for a job with placed or running tasks",
+        "if bool((ssn.task_state[tasks] != TaskState.PENDING).any()):",
+        "if False:",
     ),
     (
         "actions/victims/search.py",
@@ -250,6 +286,31 @@ EQUIVALENT: dict[str, str] = {
         "with the victims' nodes equal to the claim's, `<` places the claim again inside those "
         "nodes: each task's best node among them is the one it had, so the trial ends the same"
     ),
+    "actions/victims/search:preempt_job:guard-1": (
+        "an answer kept for a search that found nothing only saves running that search again, "
+        "which finds nothing again and gives the same explanation (the kept answers are checked "
+        "against fresh searches by test_kept_answers_change_no_decision)"
+    ),
+    "actions/victims/search:_Search.bundles:guard-1": (
+        "with no victims every array is empty and both bundle modes return no bundle anyway "
+        "(a shortcut)"
+    ),
+    "actions/victims/search:_Search._node_bundles:guard-1": (
+        "with no task every array is empty, no bundle passes the bound and none is returned "
+        "anyway (a shortcut)"
+    ),
+    "actions/victims/search:_most_freeing:cmp-1": (
+        "with exactly c rows freeing some of a resource, `<=` asks for the first 0 rows freeing "
+        "none of it: an empty slice, nothing added"
+    ),
+    "actions/victims/search:_Search._node_bundles:guard-2": (
+        "with no bundle left the ranking reads empty arrays and the bundles come out empty "
+        "anyway (a shortcut)"
+    ),
+    "actions/victims/search:_Search._node_bundles:cmp-3": (
+        "a job without role minimums whose spare count is 0 asked node by node: the gang rule "
+        "lets none of its tasks go there either, as the count said"
+    ),
     "actions/preempt:within_job_jobs:guard-1": (
         "with no jobs every array is empty and the function returns [] anyway (a shortcut)"
     ),
@@ -293,6 +354,7 @@ EQUIVALENT: dict[str, str] = {
 
 #: The fast subset of tests run against each mutant (``-x``: the first failure kills it).
 TESTS: tuple[str, ...] = (
+    "tests/preemption/test_victim_search_reuse.py",
     "tests/preemption/test_victim_mutants.py",
     "tests/preemption/test_victim_search_edges.py",
     "tests/preemption/test_victim_rules.py",

@@ -61,12 +61,18 @@ Kubernetes' behaviour, a budget is respected when some other victim set exists.
 
 When no plan exists, :meth:`_Search.diagnose` names the rule that stopped it, found by relaxing
 the constraints one by one.
+
+Kept between searches (per session, :class:`_Charges`): what evicting a task gives back; the
+victim keys while the figures they read stand; each job's victim order (it never changes with
+the built-in orders, see :meth:`_Charges.positions`); the gang rule's surplus count per job
+while its task counters stand; and the explanations of searches that found nothing, given back
+to a preemptor that reads the same while no task has moved (:class:`_Fruitless`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -97,8 +103,11 @@ from gangsched.actions.victims.rules import (
     tier_walk,
     walk,
 )
+from gangsched.model import TopologyMode
+from gangsched.session.core import TaskState
 from gangsched.session.fit import gpu_need
 from gangsched.session.gate import Rule
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.rules import disruption
 from gangsched.session.rules.gang import role_minimums
 from gangsched.session.statement import Statement
@@ -124,6 +133,70 @@ class _Bundle:
 _Part = tuple[_Bundle, tuple[int, ...], bool]
 
 
+class _Bundles:
+    """Bundles in rank order: read whole as flat arrays of their tasks, or one at a time (each
+    :class:`_Bundle` made when first asked for)."""
+
+    __slots__ = ("_made", "_most", "_surplus", "bounds", "jobs", "tasks", "wholes")
+
+    def __init__(
+        self, jobs: list[int], tasks: I64, bounds: list[int], wholes: list[tuple[int, ...]] | None
+    ) -> None:
+        #: Per bundle: its job, and its surplus as ``tasks[bounds[i]:bounds[i + 1]]``.
+        self.jobs = jobs
+        self.tasks = tasks
+        self.bounds = bounds
+        #: Per bundle, the whole job (whole-gang mode only).
+        self.wholes = wholes
+        self._made: list[_Bundle | None] = [None] * len(jobs)
+        self._surplus: tuple[I64, I64] | None = None
+        self._most: tuple[I64, I64] | None = None
+
+    @classmethod
+    def of(cls, bundles: list[_Bundle]) -> _Bundles:
+        tasks, sets = _Search._flat([b.surplus for b in bundles])
+        bounds = np.searchsorted(sets, np.arange(len(bundles) + 1)).tolist()
+        out = cls([b.job for b in bundles], tasks, bounds, [b.whole for b in bundles])
+        out._made = list(bundles)
+        out._surplus = (tasks, sets)
+        return out
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def __getitem__(self, i: int) -> _Bundle:
+        made = self._made[i]
+        if made is None:
+            a, b = self.bounds[i], self.bounds[i + 1]
+            made = _Bundle(
+                job=self.jobs[i],
+                rank=i,
+                surplus=tuple(self.tasks[a:b].tolist()),
+                whole=self.wholes[i] if self.wholes is not None else (),
+            )
+            self._made[i] = made
+        return made
+
+    def __iter__(self) -> Iterator[_Bundle]:
+        return (self[i] for i in range(len(self.jobs)))
+
+    def surplus(self) -> tuple[I64, I64]:
+        """Every bundle's surplus: the tasks, and the index of the bundle of each."""
+        if self._surplus is None:
+            sizes = [b - a for a, b in zip(self.bounds, self.bounds[1:], strict=False)]
+            self._surplus = (self.tasks, np.repeat(np.arange(len(self.jobs)), sizes))
+        return self._surplus
+
+    def most(self) -> tuple[I64, I64]:
+        """Every bundle's largest set (:meth:`_Search._most`): the tasks, and the index of the
+        bundle of each."""
+        if self.wholes is None:
+            return self.surplus()
+        if self._most is None:
+            self._most = _Search._flat([_Search._most(b)[1] for b in self])
+        return self._most
+
+
 @dataclass(frozen=True, slots=True)
 class _Plan:
     parts: tuple[_Part, ...]
@@ -136,15 +209,43 @@ class _Plan:
 
 
 def preempt_job(ssn: Session, scope: Scope, job: int, claim: list[int]) -> VictimRefusal | None:
-    """Search, commit and (when nothing is found) explain, for one preemptor and its claim."""
+    """Search, commit and (when nothing is found) explain, for one preemptor and its claim.
+
+    A search that found nothing is not run again for a later preemptor that reads the same
+    (:class:`_Fruitless`): its explanation is given back."""
     allowed, refusal = scope.candidates(ssn, job)
     held = policy_refusal(ssn, job, claim)
     if held is not None:
         allowed, refusal = allowed[:0], held
-    search = _Search(ssn, scope, job, claim)
     victims = np.zeros(0, dtype=np.int64)
+    free: frozenset[int] = frozenset()
     if allowed.size:
-        victims, search.free = _asked(ssn, scope, job, allowed)
+        victims, free = _asked(ssn, scope, job, allowed)
+    fruitless = _Charges.of(ssn).fruitless
+    key = None if held is not None else fruitless.key(ssn, scope, job, claim, allowed, victims)
+    if key is not None:
+        key = (*key, tuple(sorted(free)), refusal)
+        known = fruitless.answer(ssn, key)
+        if known is not None:
+            return known
+    out = _search_and_explain(ssn, scope, job, claim, allowed, refusal, victims, free)
+    if out is not None and key is not None:
+        fruitless.keep(ssn, key, out)
+    return out
+
+
+def _search_and_explain(
+    ssn: Session,
+    scope: Scope,
+    job: int,
+    claim: list[int],
+    allowed: I64,
+    refusal: VictimRefusal | None,
+    victims: I64,
+    free: frozenset[int],
+) -> VictimRefusal | None:
+    search = _Search(ssn, scope, job, claim)
+    search.free = free
     budgeted = disruption.budgets(ssn) is not None
     # With budgets: first only sets that keep every budget, then (none found) any set.
     for keep in (True, False) if budgeted else (False,):
@@ -220,6 +321,8 @@ class _Search:
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
         self._keys: dict[int, tuple[Any, ...]] = _Charges.of(ssn).victim_keys(ssn)
+        #: Whether victim keys are kept across searches (and with them each job's victim order).
+        self._keys_kept = ssn.points.victim_order_by_job_and_queue()
         self.last_refusal: VictimRefusal | None = None
         self.blocked: VictimRefusal | None = None
         self.baseline = scope.baseline(ssn)
@@ -446,56 +549,147 @@ class _Search:
             return tuple(tasks)  # one node's tasks: the walk chose them all one way
         return tuple(spare_tasks(self.ssn, job, tasks))
 
-    def bundles(self, victims: I64, useful: BOOL) -> list[_Bundle]:
+    def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
+        """The bundles of ``victims`` (see the module docstring), in rank order.
+
+        Each victim job's tasks are taken in victim order (:meth:`_positions`), and jobs are
+        ranked by the victim key of their first task (without its name), then newest first, then
+        name. Per node, the gang rule takes a prefix of the job's tasks there: of a job without
+        role minimums, as many as it lets go of all the job's tasks (asked once per job), read
+        for every node at once; of a job with role minimums, asked node by node."""
         ssn = self.ssn
-        by_job: dict[int, list[int]] = {}
+        if victims.size == 0:
+            return _Bundles.of([])
+        pos = self._positions(victims)
+        jobs = ssn.task_job[victims]
+        order = np.lexsort((pos, jobs))
+        tasks, jobs = victims[order], jobs[order]
+        nodes = ssn.task_node[tasks]
+        on = useful[nodes]
+        first = _starts(jobs)
+        ends = np.append(first[1:], jobs.size)
+        # the key reads every task of the job, useful or not: its first in victim order
+        by_job = jobs[first]
+        lead = tasks[first]
+        if self.scope.whole:
+            kept = np.flatnonzero(np.add.reduceat(on.astype(np.int64), first) > 0)
+            ranked = kept[self._ranks(by_job[kept], lead[kept]).argsort()]
+            return _Bundles.of(self._job_bundles(tasks, on, first, ends, ranked))
+
+        def rank_of(of: I64) -> I64:
+            at = np.searchsorted(by_job, of)
+            return self._ranks(by_job[at], lead[at])
+
+        return self._node_bundles(tasks[on], jobs[on], nodes[on], rank_of)
+
+    def _ranks(self, jobs: I64, leads: I64) -> I64:
+        """The rank of each of ``jobs`` (distinct) among them: by the victim key of its first
+        task ``leads`` without the task's name, then newest first, then name."""
+        snap_jobs = self.ssn.snapshot.jobs
+        known = self._keys
+        keys = []
+        for j, t in zip(jobs.tolist(), leads.tolist(), strict=True):
+            rec = snap_jobs[j]
+            key = known.get(t)
+            if key is None:
+                key = self.victim_key(t)
+            keys.append((key[:-1], -rec.creation, rec.name))
+        out = np.empty(len(keys), dtype=np.int64)
+        out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
+        return out
+
+    def _job_bundles(
+        self, tasks: I64, on: BOOL, first: I64, ends: I64, ranked: I64
+    ) -> list[_Bundle]:
+        """Whole-gang mode: one bundle per job (rows ``first[i]:ends[i]`` of ``tasks``, in
+        victim order), in the order ``ranked``: its surplus on useful nodes, and the whole job
+        when it may go whole."""
+        ssn = self.ssn
+        listed = tasks.tolist()
+        useful = on.tolist()
+        out: list[_Bundle] = []
+        for i in ranked.tolist():
+            a, b = int(first[i]), int(ends[i])
+            mine = listed[a:b]
+            v = int(ssn.task_job[mine[0]])
+            whole = tuple(mine) if may_go_whole(ssn, v, mine) else ()
+            surplus = self._surplus(v, [t for t, ok in zip(mine, useful[a:b], strict=True) if ok])
+            if surplus or whole:
+                out.append(_Bundle(job=v, rank=len(out), surplus=surplus, whole=whole))
+        return out
+
+    def _node_bundles(
+        self, tasks: I64, jobs: I64, nodes: I64, rank_of: Callable[[I64], I64]
+    ) -> _Bundles:
+        """Node mode: one bundle per victim job and useful node, the gang rule's surplus among
+        the job's ``tasks`` there (given in victim order per job), ranked by the job's rank
+        (``rank_of``, asked for the jobs left) then the node; a bundle whose node could not hold
+        any claimed task even with it gone is left out (a cheap bound, read for every bundle at
+        once)."""
+        ssn = self.ssn
+        if tasks.size == 0:
+            return _Bundles.of([])
+        order = np.lexsort((np.arange(tasks.size), nodes, jobs))
+        tasks, jobs, nodes = tasks[order], jobs[order], nodes[order]
+        group = _starts(jobs * ssn.arrays.n_nodes + nodes)
+        size = np.diff(np.append(group, tasks.size))
+        member = np.repeat(np.arange(group.size), size)
+        at = np.arange(tasks.size) - group[member]  # place inside its (job, node)
+        heads = jobs[group]
+        limit = self._spare_counts(heads)
+        if self.free:
+            # a node's tasks the tier walk chose without the gang plugin: all of them go
+            walked = np.array([t in self.free for t in tasks[group].tolist()], dtype=np.bool_)
+            limit = np.where(walked, size, limit)
+        taken = at < limit[member]
+        for g in np.flatnonzero(limit < 0).tolist():  # role minimums: asked node by node
+            a, n = int(group[g]), int(size[g])
+            here = self._surplus(int(heads[g]), tasks[a : a + n].tolist())
+            taken[a : a + n] = np.isin(tasks[a : a + n], here)
+        count = np.bincount(member[taken], minlength=group.size)
+        freed = np.zeros((group.size, ssn.task_req.shape[1]), dtype=np.int64)
+        rows = np.flatnonzero(taken)  # in group order
+        if rows.size:
+            runs = _starts(member[rows])
+            freed[member[rows[runs]]] = np.add.reduceat(ssn.task_req[tasks[rows]], runs, axis=0)
+        room = ssn.future_idle()[nodes[group]] + freed
+        fits = np.zeros(group.size, dtype=np.bool_)
+        for need in np.unique(self.claim_req, axis=0).tolist():
+            holds = count > 0
+            for r, amount in enumerate(need):
+                holds &= room[:, r] >= amount
+            fits |= holds
+        kept = np.flatnonzero(fits)
+        if kept.size == 0:
+            return _Bundles.of([])
+        # the bundles left, by their job's rank then node; each one's tasks in victim order
+        rank = np.empty(group.size, dtype=np.int64)
+        left = np.unique(heads[kept])
+        rank[kept] = rank_of(left)[np.searchsorted(left, heads[kept])]
+        placed = np.full(group.size, -1, dtype=np.int64)
+        placed[kept[np.lexsort((nodes[group[kept]], rank[kept]))]] = np.arange(kept.size)
+        chosen = np.flatnonzero(taken & (placed[member] >= 0))
+        chosen = chosen[np.argsort(placed[member[chosen]], kind="stable")]
+        by_place = kept[np.argsort(placed[kept])]
+        bounds = np.concatenate(([0], np.cumsum(count[by_place]))).tolist()
+        return _Bundles(heads[by_place].tolist(), tasks[chosen], bounds, None)
+
+    def _spare_counts(self, jobs: I64) -> I64:
+        """Per job of ``jobs`` without role minimums: how many tasks the gang rule lets go of
+        any list of its tasks (it takes the first that many: asked once with every task of the
+        job, it answers for every list); -1 for jobs with role minimums."""
+        return _Charges.of(self.ssn).spare_counts(self.ssn, jobs)
+
+    def _positions(self, victims: I64) -> I64:
+        """Each victim's place in its job's victim order (comparable between tasks of one
+        job only)."""
+        if self._keys_kept:
+            return _Charges.of(self.ssn).positions(self.ssn, victims, self.victim_key)
         listed = victims.tolist()
-        for t, j in zip(listed, ssn.task_job[victims].tolist(), strict=True):
-            by_job.setdefault(j, []).append(t)
-        node_of = dict(zip(listed, ssn.task_node[victims].tolist(), strict=True))
-        on = dict(zip(listed, useful[ssn.task_node[victims]].tolist(), strict=True))
-        ranked: list[tuple[tuple[Any, ...], int, tuple[int, ...], tuple[int, ...]]] = []
-        per_node: list[tuple[tuple[Any, ...], int, tuple[int, ...]]] = []
-        for v, tasks in by_job.items():
-            tasks.sort(key=self.victim_key)
-            on_useful = [t for t in tasks if on[t]]
-            if not on_useful:
-                continue
-            whole = tuple(tasks) if self.scope.whole and may_go_whole(ssn, v, tasks) else ()
-            rec = ssn.snapshot.jobs[v]
-            key = (min(self.victim_key(t)[:-1] for t in tasks), -rec.creation, rec.name)
-            if not self.scope.whole:
-                # evicting only on the claim's nodes: one surplus bundle per node, as Volcano
-                # asks the gang rule about one node's tasks at a time
-                nodes: dict[int, list[int]] = {}
-                for t in on_useful:
-                    nodes.setdefault(node_of[t], []).append(t)
-                for n in sorted(nodes):
-                    here = self._surplus(v, nodes[n])
-                    if here:
-                        per_node.append(((*key, n), v, here))
-                continue
-            surplus = self._surplus(v, on_useful)
-            if not surplus and not whole:
-                continue
-            ranked.append((key, v, surplus, whole))
-        if per_node:
-            # a node where no claimed task could fit even with the bundle gone is left out (a
-            # cheap bound), read for every bundle at once
-            tasks_, sets = self._flat([here for _, _, here in per_node])
-            freed = np.zeros((len(per_node), ssn.task_req.shape[1]), dtype=np.int64)
-            np.add.at(freed, sets, ssn.task_req[tasks_])
-            at = np.array([key[-1] for key, _, _ in per_node], dtype=np.int64)
-            room = ssn.future_idle()[at] + freed
-            claimed = np.unique(self.claim_req, axis=0)
-            fits: BOOL = np.all(claimed[None, :, :] <= room[:, None, :], axis=2).any(axis=1)
-            ranked.extend(
-                (key, v, here, ())
-                for (key, v, here), ok in zip(per_node, fits.tolist(), strict=True)
-                if ok
-            )
-        ranked.sort(key=lambda item: item[0])
-        return [_Bundle(job=v, rank=i, surplus=s, whole=w) for i, (_, v, s, w) in enumerate(ranked)]
+        keys = [self.victim_key(t) for t in listed]
+        out = np.empty(victims.size, dtype=np.int64)
+        out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(victims.size)
+        return out
 
     # ------------------------------------------------------------------ search
 
@@ -583,7 +777,7 @@ class _Search:
             # rules out are not played, and once a union takes a job below its minimum every
             # larger one does too
             most = [self._most(b) for b in bundles]
-            tasks, sets = self._flat([m[1] for m in most])
+            tasks, sets = bundles.most()
             start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
             start = max(start, self._first_accepted(most, start))
             parts = most[:start]
@@ -618,40 +812,51 @@ class _Search:
         tasks = np.fromiter((t for x in sets for t in x), dtype=np.int64, count=int(sizes.sum()))
         return tasks, np.repeat(np.arange(len(sets), dtype=np.int64), sizes)
 
-    def _singles(self, bundles: list[_Bundle], among: BOOL | None) -> list[list[_Part]]:
+    def _singles(self, bundles: _Bundles, among: BOOL | None) -> list[list[_Part]]:
         """Every bundle that makes room alone (its fewest victims, else the whole job), as far
         as the cheapest of them needs: bundles the room bound rules out are not tried, and the
         others are tried in the order of a lower bound of their cost, until that bound passes
         the cheapest set found (costs differ in the bundle's rank, so the cheapest is the one
         trying every bundle finds)."""
         assert self._room is not None
-        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        tasks, sets = bundles.most()
         ok = self._room.fits_sets(tasks, sets, len(bundles), among)
-        tried = [b for b, fits in zip(bundles, ok.tolist(), strict=True) if fits]
-        tried = self._not_refused(tried)
-        if not tried:
+        tried = self._not_refused(bundles, ok)
+        if tried.size == 0:
             return []
         ssn = self.ssn
-        # the fewest victims are at least the first of the surplus, else the whole job
-        least, at = self._flat([b.surplus[:1] or b.whole for b in tried])
-        freed = np.zeros((len(tried), ssn.task_req.shape[1]), dtype=np.int64)
+        # the fewest victims are at least the first of the surplus, else the whole job; a
+        # bundle's rank is its place in ``bundles``
+        starts = np.asarray(bundles.bounds, dtype=np.int64)
+        n_whole = np.zeros(tried.size, dtype=np.int64)
+        n_tasks = np.ones(tried.size, dtype=np.int64)
+        if bundles.wholes is None:
+            least, at = bundles.tasks[starts[tried]], np.arange(tried.size)
+        else:
+            chosen = [bundles[i] for i in tried.tolist()]
+            least, at = self._flat([b.surplus[:1] or b.whole for b in chosen])
+            for k, b in enumerate(chosen):
+                if not b.surplus:
+                    n_whole[k], n_tasks[k] = 1, len(b.whole)
+        freed = np.zeros((tried.size, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, at, ssn.task_req[least])
         # the cost's own expression, once per distinct freed row
         rows, where = np.unique(freed, axis=0, return_inverse=True)
         excess = np.array([self._excess(r) for r in rows])[where.reshape(-1)]
         jobs = ssn.snapshot.jobs
-        bounds = [
-            self._order(1, (jobs[b.job].priority,), 0, float(e), 1, (b.rank,))
-            if b.surplus
-            else self._order(1, (jobs[b.job].priority,), 1, float(e), len(b.whole), (b.rank,))
-            for b, e in zip(tried, excess.tolist(), strict=True)
-        ]
+        prio = np.array([jobs[bundles.jobs[i]].priority for i in tried.tolist()], dtype=np.int64)
+        # the bounds' order (one job each: compared from the priority on)
+        order = np.lexsort((tried, n_tasks, excess, n_whole, prio)).tolist()
         found: list[list[_Part]] = []
         best: tuple[Any, ...] | None = None
-        for i in sorted(range(len(tried)), key=bounds.__getitem__):
-            if best is not None and bounds[i] > best:
+        for k in order:
+            i = int(tried[k])
+            bound = self._order(
+                1, (int(prio[k]),), int(n_whole[k]), float(excess[k]), int(n_tasks[k]), (i,)
+            )
+            if best is not None and bound > best:
                 break
-            b = tried[i]
+            b = bundles[i]
             part = self._fewest(b, among)
             if part is not None and self._fits([part], among, rule=True):
                 found.append([part])
@@ -677,32 +882,37 @@ class _Search:
         room.note_refused(victims)
         return True
 
-    def _not_refused(self, bundles: list[_Bundle]) -> list[_Bundle]:
-        """``bundles`` but those whose every trial the claim's queue refuses.
+    def _not_refused(self, bundles: _Bundles, ok: BOOL) -> I64:
+        """The bundles marked ``ok`` (their indices) but those whose every trial the claim's
+        queue refuses.
 
         When the queue judges by its holdings alone (:attr:`_Room.by_holdings`), a refusal
         with ``F`` freed from the queue stands for anything freeing at most ``F``: the bundle
         freeing the most is asked first, and a refusal rules out every bundle freeing no more,
         until one is accepted. A bundle's trials evict no more than its largest set."""
+        chosen = np.flatnonzero(ok)
         room = self._room
-        if room is None or not room.by_holdings or len(bundles) < 2:
-            return bundles
+        if room is None or not room.by_holdings or chosen.size < 2:
+            return chosen
         ssn = self.ssn
-        tasks, sets = self._flat([self._most(b)[1] for b in bundles])
+        tasks, sets = bundles.most()
+        inside = ok[sets]
+        tasks, sets = tasks[inside], (np.cumsum(ok) - 1)[sets[inside]]
         mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
-        freed = np.zeros((len(bundles), ssn.task_req.shape[1]), dtype=np.int64)
+        freed = np.zeros((chosen.size, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, sets[mine], ssn.task_req[tasks[mine]])
-        live = np.ones(len(bundles), dtype=np.bool_)
+        live = np.ones(chosen.size, dtype=np.bool_)
         weight = (freed * self.inv_total).sum(axis=1)
         for i in np.argsort(-weight, kind="stable").tolist():
             if not live[i]:
                 continue
-            if not self._refuses(self._most(bundles[i])[1]):
+            if not self._refuses(self._most(bundles[int(chosen[i])])[1]):
                 break
             live &= ~np.all(freed <= freed[i], axis=1)
-        return [b for b, keep in zip(bundles, live.tolist(), strict=True) if keep]
+        out: I64 = chosen[live]
+        return out
 
-    def _queue_never_accepts(self, bundles: list[_Bundle]) -> bool:
+    def _queue_never_accepts(self, bundles: _Bundles) -> bool:
         """Whether the claim's queue refuses every set Volcano's rule admits (surplus bundles
         on the claim's nodes only): such a set lies on at most as many nodes as the claim has
         tasks, so it frees from the queue no more, in each resource, than the bundles on the
@@ -712,17 +922,17 @@ class _Search:
         if self.scope.whole or room is None or not room.by_holdings:
             return False
         ssn = self.ssn
-        tasks, _ = self._flat([b.surplus for b in bundles])
+        tasks, _ = bundles.surplus()
         nodes = ssn.task_node[tasks]
         mine = ssn.job_queue[ssn.task_job[tasks]] == self.queue
         freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, nodes[mine], ssn.task_req[tasks[mine]])
         c = len(self.claim)
-        if c >= np.count_nonzero(freed.any(axis=1)):
+        rows = np.unique(nodes[mine])
+        rows = rows[freed[rows].any(axis=1)]
+        if c >= rows.size:
             return False  # the question would be every bundle: the search asks it anyway
-        top = np.argsort(-freed, axis=0, kind="stable")[:c]
-        chosen = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-        chosen[top.reshape(-1)] = True
+        chosen = _most_freeing(freed, rows, c)
         return self._refuses(tasks[chosen[nodes]].tolist())
 
     def _first_accepted(self, parts: list[_Part], start: int) -> int:
@@ -790,8 +1000,7 @@ class _Search:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
-        bundles = self.bundles(victims, useful)
-        most = [t for b in bundles for t in self._most(b)[1]]
+        most = self.bundles(victims, useful).most()[0].tolist()
         self.blocked = None
         if not self.attempt(victims.tolist(), None, rule=False) and self.blocked is not None:
             freed = ssn.task_req[victims].sum(axis=0)
@@ -807,7 +1016,7 @@ class _Search:
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
                 self.attempt(
-                    [t for b in self.bundles(victims, useful & d) for t in self._most(b)[1]],
+                    self.bundles(victims, useful & d).most()[0].tolist(),
                     d,
                     rule=False,
                 )
@@ -856,12 +1065,135 @@ class _Search:
 _NONE: I64 = np.zeros((0, 0), dtype=np.int64)
 
 
+def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
+    """Per resource, the ``c`` rows of ``freed`` (non-negative) freeing the most of it, the
+    lowest index first on a tie; ``rows``: the rows freeing anything, ascending. The rows
+    freeing some of a resource are sorted, and when fewer than ``c`` do, the first rows
+    freeing none of it follow."""
+    chosen = np.zeros(freed.shape[0], dtype=np.bool_)
+    sub = freed[rows]
+    top = np.argsort(-sub, axis=0, kind="stable")[:c]
+    for r in range(sub.shape[1]):
+        some = int(np.count_nonzero(sub[:, r]))
+        chosen[rows[top[: min(some, c), r]]] = True
+        if some < c:
+            chosen[np.flatnonzero(freed[:, r] == 0)[: c - some]] = True
+    return chosen
+
+
 def _starts(keys: I64) -> I64:
     """Where each run of equal values of the sorted ``keys`` starts."""
     if keys.size == 0:
         return keys
     out: I64 = np.flatnonzero(keys[1:] != keys[:-1]) + 1
     return np.concatenate(([0], out))
+
+
+@dataclass(slots=True, eq=False)
+class _Fruitless:
+    """The explanations of searches that found nothing, kept while no task has moved.
+
+    What a search reads of its preemptor, when every plugin it asks judges a task by its
+    shape (predicates and node scores by template shape, no device-choice plugin, gang alone
+    voting on ``job_pipelined``, the built-in queue and victim plugins), there are no pod
+    constraints, and the job has no hard topology and no task placed or running: the action
+    and its rules, the job's queue, the shape and role of each claimed task in claim order,
+    the role and best-effort flag of its other tasks, its minimums, the candidates (and the
+    refusal that came with them) and the victims the plugins allowed. Everything else it
+    reads is the cluster's state, which only moves with a task (a failed search undoes its
+    trials): the answers are dropped as soon as one task's state or node differs from when
+    they were kept."""
+
+    answers: dict[tuple[Any, ...], VictimRefusal] = field(default_factory=dict)
+    #: The task states and nodes the answers were found with.
+    states: npt.NDArray[Any] = field(default_factory=lambda: np.zeros(0, dtype=np.int8))
+    nodes: npt.NDArray[Any] = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: Whether the session's plugins and rules allow keeping answers (None: not asked yet).
+    usable: bool | None = None
+
+    def _allowed(self, ssn: Session) -> bool:
+        if self.usable is None:
+            points = ssn.points
+            self.usable = (
+                points.shape_only
+                and points.served_only_by(("job_pipelined",), _PIPELINED_BY)
+                and points.served_only_by(("gpu_choice",), frozenset())
+                and all(
+                    points.built_in(p)
+                    for p in ("allocatable", "preemptable", "reclaimable", "exposed")
+                )
+                and not ssn.gate.rules.hierarchical
+                and pod_rules(ssn) is None
+            )
+        return self.usable
+
+    def key(
+        self,
+        ssn: Session,
+        scope: Scope,
+        job: int,
+        claim: list[int],
+        allowed: I64,
+        victims: I64,
+    ) -> tuple[Any, ...] | None:
+        """What the search for ``job`` reads of it, or None when its answer is not kept."""
+        if not self._allowed(ssn):
+            return None
+        rec = ssn.snapshot.jobs[job]
+        nt = rec.network_topology
+        if nt is not None and nt.mode is TopologyMode.HARD:
+            return None
+        tasks = ssn.job_tasks(job)
+        if bool((ssn.task_state[tasks] != TaskState.PENDING).any()):
+            return None
+        records = ssn.snapshot.tasks
+        claimed = set(claim)
+        templates, template_of = ssn.templates, ssn.template_of
+        return (
+            scope.action,
+            scope.point,
+            scope.whole,
+            scope.baseline,
+            scope.admissible,
+            int(ssn.job_queue[job]),
+            tuple((templates[int(template_of[t])].shape, records[t].role) for t in claim),
+            tuple(
+                sorted(
+                    (records[t].role, records[t].best_effort)
+                    for t in tasks.tolist()
+                    if t not in claimed
+                )
+            ),
+            int(ssn.job_min[job]),
+            tuple(role_minimums(rec).items()),
+            allowed.tobytes(),
+            victims.tobytes(),
+        )
+
+    def _unmoved(self, ssn: Session) -> bool:
+        """Whether every task has the state and node it had when the answers were kept
+        (else they are dropped)."""
+        if np.array_equal(self.states, ssn.task_state) and np.array_equal(
+            self.nodes, ssn.task_node
+        ):
+            return True
+        self.answers.clear()
+        self.states = ssn.task_state.copy()
+        self.nodes = ssn.task_node.copy()
+        return False
+
+    def answer(self, ssn: Session, key: tuple[Any, ...]) -> VictimRefusal | None:
+        if not self.answers or not self._unmoved(ssn):
+            return None
+        return self.answers.get(key)
+
+    def keep(self, ssn: Session, key: tuple[Any, ...], answer: VictimRefusal) -> None:
+        self._unmoved(ssn)
+        self.answers[key] = answer
+
+
+#: The ``job_pipelined`` plugins whose vote reads a job's counters and records alone.
+_PIPELINED_BY = frozenset({"gang"})
 
 
 @dataclass(slots=True, eq=False)
@@ -880,6 +1212,15 @@ class _Charges:
     keys_cursor: int | None = None
     #: Job allocations, job task counters and queue allocations the kept keys were read with.
     held_by: tuple[I64, I64, I64] = field(default_factory=lambda: (_NONE, _NONE, _NONE))
+    #: Each task's place in its job's victim order, for the jobs marked ``ordered``.
+    within: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    ordered: BOOL = field(default_factory=lambda: np.zeros(0, dtype=np.bool_))
+    #: Per job, the gang rule's surplus count (:meth:`spare_counts`) and the task counters it
+    #: was read with.
+    spare: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    spare_read: I64 = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
+    #: Searches that found nothing (:class:`_Fruitless`).
+    fruitless: _Fruitless = field(default_factory=lambda: _Fruitless())
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
@@ -935,6 +1276,44 @@ class _Charges:
         self.keys_cursor = log.end
         return self.keys
 
+    def positions(self, ssn: Session, tasks: I64, key: Callable[[int], tuple[Any, ...]]) -> I64:
+        """Each task's place in its job's victim order, ordered by ``key`` the first time a
+        job is asked about, then kept for the session: when victim keys are kept
+        (:meth:`victim_keys`), each built-in plugin's key is made of parts that are the same for
+        every task of a job (its and its queue's figures and records) and parts read from the
+        task's own record, so the order of one job's tasks never changes while its figures do."""
+        n_jobs = len(ssn.snapshot.jobs)
+        if self.ordered.size != n_jobs:
+            self.within = np.full(ssn.task_req.shape[0], -1, dtype=np.int64)
+            self.ordered = np.zeros(n_jobs, dtype=np.bool_)
+        of = ssn.task_job[tasks]
+        missing = ~self.ordered[of]
+        for j in np.unique(of[missing]).tolist() if missing.any() else ():
+            mine = ssn.job_tasks(j).tolist()
+            mine.sort(key=key)
+            self.within[mine] = np.arange(len(mine), dtype=np.int64)
+            self.ordered[j] = True
+        out: I64 = self.within[tasks]
+        return out
+
+    def spare_counts(self, ssn: Session, jobs: I64) -> I64:
+        """Per job of ``jobs`` (repeats allowed) without role minimums, how many tasks the gang
+        rule lets go of any list of its tasks; -1 for a job with role minimums. Kept per job
+        while its task counters (all the rule reads of it but its records) stay as they were."""
+        n_jobs = len(ssn.snapshot.jobs)
+        if self.spare.size != n_jobs:
+            self.spare = np.full(n_jobs, -1, dtype=np.int64)
+            self.spare_read = np.full((n_jobs, ssn.job_count.shape[1]), -1, dtype=np.int64)
+        uniq = np.unique(jobs)
+        stale = uniq[(ssn.job_count[uniq] != self.spare_read[uniq]).any(axis=1)]
+        records = ssn.snapshot.jobs
+        for j in stale.tolist():
+            roles = role_minimums(records[j])
+            self.spare[j] = -1 if roles else len(spare_tasks(ssn, j, ssn.job_tasks(j).tolist()))
+            self.spare_read[j] = ssn.job_count[j]
+        out: I64 = self.spare[jobs]
+        return out
+
     def read(self, ssn: Session, tasks: I64) -> None:
         nodes = ssn.task_node[tasks]
         for t in np.unique(tasks[self.read_on[tasks] != nodes]).tolist():
@@ -959,6 +1338,8 @@ class _Kind:
     need: I64  # (n_nodes,)
     slots: I64  # (n_nodes,): device takes each node has room for now
     held: I64  # (n_nodes,): tasks each node holds now
+    #: Per resource, the request when it is the same on every node (else None).
+    same: list[int | None] = field(default_factory=list)
 
 
 class _Room:
@@ -1012,7 +1393,10 @@ class _Room:
                 need = np.maximum(take, 1)
                 per = np.maximum(self.dev_later // need[a.gpu_node], 0)
                 slots = np.bincount(a.gpu_node, weights=per, minlength=n).astype(np.int64)
-            kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots)
+            same: list[int | None] = [int(x) for x in req[0]] if n else []
+            if tmpl.gpu_count and n:
+                same[gpu_col] = None
+            kind = _Kind(c, req, tmpl.gpu_count, need, slots, slots, same)
             kind.held = self._held(kind, self.room, slots)
             self.kinds.append(kind)
         self.gpu_kinds = any(kind.gpus for kind in self.kinds)
@@ -1028,16 +1412,25 @@ class _Room:
     @staticmethod
     def _held(kind: _Kind, room: I64, slots: I64, nodes: I64 | None = None) -> I64:
         """How many tasks of ``kind`` each row of ``room`` (with ``slots`` device takes) holds,
-        at most the claim's count; ``nodes``: the node of each row (default: every node)."""
-        req = kind.req if nodes is None else kind.req[nodes]
+        at most the claim's count; ``nodes``: the node of each row (default: every node).
+        Read column by column (a request the same on every node read as one number)."""
         cap = kind.count
-        safe = np.where(req > 0, req, 1)
-        per = np.where(req > 0, room // safe, cap)
-        held = np.minimum(per.min(axis=1), cap)
+        held = np.full(room.shape[0], cap, dtype=np.int64)
+        negative = np.zeros(room.shape[0], dtype=np.bool_)
+        for r, amount in enumerate(kind.same):
+            col = room[:, r]
+            negative |= col < 0
+            if amount is None:
+                req = kind.req[:, r] if nodes is None else kind.req[nodes, r]
+                per = np.where(req > 0, col // np.where(req > 0, req, 1), cap)
+                np.minimum(held, per, out=held)
+            elif amount > 0:
+                np.minimum(held, col // amount, out=held)
         if kind.gpus:
-            held = np.minimum(held, slots // kind.gpus)
-        out: I64 = np.where((room < 0).any(axis=1), 0, np.maximum(held, 0))
-        return out
+            np.minimum(held, slots // kind.gpus, out=held)
+        np.maximum(held, 0, out=held)
+        held[negative] = 0
+        return held
 
     def _base(self, among: BOOL | None) -> list[int]:
         kept = self._sums.get(id(among))
