@@ -162,6 +162,53 @@ def test_a_carried_reservation_is_not_bound_in_a_queue_over_its_capability() -> 
     assert d.binds == () and "reservation not bound" in d.task_reasons["r-0"]
 
 
+_CHANGED_UNDER_A_RESERVATION: dict[str, tuple[dict[str, Any], dict[str, Any], str]] = {
+    "node affinity": (
+        {"labels": {"zone": "a"}},
+        {
+            "node_affinity": {
+                "required": [
+                    {"match_expressions": [{"key": "zone", "operator": "In", "values": ["b"]}]}
+                ]
+            }
+        },
+        "node affinity",
+    ),
+    "node selector": ({"labels": {"zone": "a"}}, {"node_selector": {"zone": "b"}}, "selector"),
+    "taint": ({"taints": [{"key": "x", "effect": "NoSchedule"}]}, {}, "untolerated taint"),
+    "cordon": ({"unschedulable": True}, {}, "unschedulable"),
+}
+
+
+@pytest.mark.parametrize("change", sorted(_CHANGED_UNDER_A_RESERVATION))
+def test_a_carried_reservation_is_not_bound_on_a_node_its_predicates_now_refuse(
+    change: str,
+) -> None:
+    # The node's labels, taints or cordon changed after the reservation was made there: the
+    # reservation is not bound on it (it stays, saying why), while the same reservation on
+    # an unchanged node is bound.
+    node_change, task_extra, words = _CHANGED_UNDER_A_RESERVATION[change]
+    reserved: dict[str, Any] = {
+        "name": "r-0",
+        "job": "r",
+        "request": {"cpu": 1},
+        "phase": "Pipelined",
+        "node": "n0",
+        **task_extra,
+    }
+    for changed in (False, True):
+        n0 = node("n0", gpus=0) | ({"labels": {"zone": "b"}} if not changed else node_change)
+        s = snap([n0], [job("r", 1, phase="Inqueue")], [reserved])
+        d = gs.schedule(s, config())
+        check_cycle(s, d, config())
+        if changed:
+            assert d.binds == () and d.pipelined == ()
+            assert "no longer passes its predicates" in d.task_reasons["r-0"]
+            assert words in d.task_reasons["r-0"]
+        else:
+            assert [(b.task, b.node) for b in d.binds] == [("r-0", "n0")]
+
+
 def test_hard_topology_keeps_a_gang_in_one_rack() -> None:
     nt = {"mode": "hard", "highest_tier_allowed": 1}
     s = snap(

@@ -6,12 +6,16 @@ See :mod:`gangsched.actions.victims` for the theory of operation.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from gangsched.actions._gang_placement import hard_domain
 from gangsched.actions.victims.rules import Scope, claimants, note_refusal
 from gangsched.actions.victims.search import preempt_job
 from gangsched.model import TaskPhase
+from gangsched.session.arrays import TaskTemplate, build_templates
 from gangsched.session.core import TaskState
 from gangsched.session.gate import Rule
 from gangsched.session.statement import OpKind, Statement
@@ -41,8 +45,11 @@ def realise_reservations(ssn: Session) -> None:
 
     One statement per job: its reservations are lifted off their nodes
     (:meth:`~gangsched.session.statement.Statement.lift`), each is bound where it was reserved
-    if the gate admits it, and the statement is committed (binding the job's kept allocations
-    too) or discarded; the reservations not bound go back either way.
+    if the node still passes the task's predicates (its labels, taints or devices may have
+    changed since the reservation was made) and the gate admits it, and the statement is
+    committed (binding the job's kept allocations too) or discarded; the reservations not
+    bound go back either way. A reservation kept for any reason but room not yet idle says
+    why in the task's reason.
     """
     if ssn.messages.reservations.done:
         return
@@ -51,6 +58,7 @@ def realise_reservations(ssn: Session) -> None:
     for t, task in enumerate(ssn.snapshot.tasks):
         if task.phase is TaskPhase.PIPELINED and ssn.task_state[t] == TaskState.PIPELINED:
             carried.setdefault(int(ssn.task_job[t]), []).append(t)
+    shapes = _carried_templates(ssn, [t for j in sorted(carried) for t in carried[j]])
     for j in sorted(carried):
         tasks = sorted(carried[j], key=ssn.task_key)
         # Asked while every reservation still holds its node: a hard gang whose reservations
@@ -64,10 +72,19 @@ def realise_reservations(ssn: Session) -> None:
         for t in tasks:
             stmt.lift(t)
         for op in list(stmt.ops):
-            # The gate's own answer: a reservation whose node is not idle yet, or whose queue
-            # is over its capability, is kept, not refused.
+            failed = _failed_predicates(ssn, shapes[op.task], op.node)
+            if failed:
+                name = ssn.snapshot.nodes[op.node].name
+                ssn.task_reasons[op.task] = (
+                    f"reservation not bound: node {name!r} no longer passes its predicates: "
+                    + ", ".join(failed)
+                )
+                continue
+            # The gate's own answer: a reservation whose node is not idle yet is kept quietly;
+            # one kept by another rule (its queue over its capability, its node cordoned) says
+            # why.
             why = stmt.attempt(op.task, op.node, op.gpus, pipelined=False)
-            if why is not None and why.rule is Rule.CAPABILITY:
+            if why is not None and why.rule is not Rule.NODE_FIT:
                 ssn.task_reasons[op.task] = f"reservation not bound: {why}"
         bound = [op.task for op in stmt.ops if op.kind is OpKind.ALLOCATE]
         kept = [t for t in tasks if ssn.task_state[t] == TaskState.PENDING]
@@ -82,3 +99,20 @@ def realise_reservations(ssn: Session) -> None:
             stmt.commit()
         else:
             stmt.discard()
+
+
+def _carried_templates(ssn: Session, tasks: list[int]) -> dict[int, TaskTemplate]:
+    """A template per carried reservation, for asking the predicates about its node. They are
+    not the session's templates (the reserved tasks are not pending): their indices are
+    negative so that nothing keyed by a session template's index can take them for one."""
+    if not tasks:
+        return {}
+    templates, template_of = build_templates(ssn.snapshot, ssn.task_req, sorted(tasks))
+    own = [dataclasses.replace(tmpl, index=-1 - tmpl.index) for tmpl in templates]
+    return {t: own[int(template_of[t])] for t in tasks}
+
+
+def _failed_predicates(ssn: Session, tmpl: TaskTemplate, node: int) -> list[str]:
+    """The reasons the predicates refuse ``node`` for ``tmpl`` (empty: it passes)."""
+    row = np.array([node], dtype=np.intp)
+    return [reason for reject, reason in ssn.points.rejections(tmpl, row) if bool(reject[0])]
