@@ -50,7 +50,6 @@ from gangsched.session.rules.gang import pending_best_effort_of_role
 from gangsched.session.statement import Statement
 
 if TYPE_CHECKING:
-    from gangsched.session.arrays import ClusterArrays
     from gangsched.session.core import Session
     from gangsched.session.evaluation import Evaluation
 
@@ -91,7 +90,7 @@ def _ground(ssn: Session, future: bool) -> tuple[I64, I64]:
         return known[1], known[2]
     free = node_free(ssn, future=future)
     devices = np.maximum(device_free(ssn, future=future), 0)
-    padded: I64 = np.concatenate((np.zeros(1, dtype=np.int64), devices))[_slots(ssn.arrays)]
+    padded: I64 = np.concatenate((np.zeros(1, dtype=np.int64), devices))[ssn.arrays.slot_layout()]
     free.flags.writeable = False
     padded.flags.writeable = False
     ssn.cache.gang_ground[future] = (log.end, free, padded)
@@ -105,24 +104,6 @@ def placement_ground(ssn: Session) -> tuple[I64, I64, I64, I64]:
     free, devices = _ground(ssn, False)
     later, devices_later = _ground(ssn, True)
     return free, later, devices, devices_later
-
-
-#: The last arrays whose padded device layout :func:`_slots` worked out, and that layout
-#: (one pair, read and replaced whole).
-_SLOTS: dict[str, tuple[ClusterArrays, npt.NDArray[np.intp]]] = {}
-
-
-def _slots(arrays: ClusterArrays) -> npt.NDArray[np.intp]:
-    """``(n_nodes, max_gpus)`` 1 + the flat device index of each slot of
-    :meth:`~gangsched.session.arrays.ClusterArrays.padded` (0 for padding): the layout of the
-    padded free rows, asked of the arrays once (a session's gangs share it)."""
-    known = _SLOTS.get("last")
-    if known is not None and known[0] is arrays:
-        return known[1]
-    where = arrays.padded(np.arange(1, arrays.n_devices + 1, dtype=np.int64), fill=0)
-    layout = where.astype(np.intp)
-    _SLOTS["last"] = (arrays, layout)
-    return layout
 
 
 @dataclass(frozen=True, slots=True)

@@ -169,6 +169,19 @@ class ClusterArrays:
     label_values: Mapping[str, Mapping[str, int]]  # key -> value -> code
     hard_taint_index: TaintIndex  # distinct NoSchedule/NoExecute taints per node
     soft_taint_index: TaintIndex  # distinct PreferNoSchedule taints per node
+    #: Layouts derived from these columns alone, worked out once (see :meth:`slot_layout`).
+    _derived: dict[str, npt.NDArray[np.intp]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def slot_layout(self) -> npt.NDArray[np.intp]:
+        """``(n_nodes, width)`` 1 + the flat device index of each slot of :meth:`padded`
+        (0 for padding): the layout of padded per-device rows, worked out once per arrays."""
+        layout = self._derived.get("slots")
+        if layout is None:
+            where = self.padded(np.arange(1, self.n_devices + 1, dtype=np.int64), fill=0)
+            layout = self._derived["slots"] = where.astype(np.intp)
+        return layout
 
     @property
     def taints(self) -> tuple[Taint, ...]:
