@@ -44,7 +44,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +168,11 @@ GANGSCHED_BREAKS = "gangsched takes more of a gang below minAvailable"
 #: 7976b63e2 (v1.11.0) the next tier chooses, as gangsched's walk does.
 WALK_ON_EMPTY = "gangsched breaks a gang below minAvailable (tier walk since v1.11)"
 
+#: gangsched reclaimed from a queue above its deserved share that holds less than the
+#: reclaimer's request in some resource, where this Volcano's proportion answered no victim
+#: of that queue (``LessPartly`` in its ``reclaimable``, removed in 975277f55, v1.12.0).
+RECLAIM_SHORT_QUEUE = "gangsched reclaims from a queue holding less than the claim (since v1.12)"
+
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
@@ -181,6 +186,13 @@ VERDICTS: dict[str, str] = {
         "`init` flag of Session.Preemptable / Reclaimable removed); this build then ended the "
         "walk with no victims, so the next tier's choice that takes a gang below its minimum "
         "was never made"
+    ),
+    RECLAIM_SHORT_QUEUE: (
+        "later Volcano: proportion's reclaimable offers the tasks of a queue above its "
+        "deserved share even when the queue holds less than the reclaimer's request in cpu, "
+        "memory or a scalar resource it holds (975277f55, v1.12.0: the LessPartly check "
+        "removed); this build offered none of them, so the reclaim that takes a gang below "
+        "its minimum was never made"
     ),
     PARTIAL_GANG: (
         "later Volcano: reclaim commits a job's evictions and reservations only once the job "
@@ -459,16 +471,23 @@ def gangsched_outcome(
     *,
     fresh: bool = False,
     walk_2023: bool = False,
+    proportion_2023: bool = False,
 ) -> Outcome:
     """gangsched's per-job outcome. ``fresh``: a diagnostic run in which every template's
     scores are recomputed on every node whenever it is evaluated (no row is kept from an
     earlier evaluation); its decisions are what the plugins answer on the current state.
-    ``walk_2023``: a diagnostic run whose tier walk is the 2023 build's (:func:`_walk_2023`)."""
+    ``walk_2023``: a diagnostic run whose tier walk is the 2023 build's (:func:`_walk_2023`).
+    ``proportion_2023``: a diagnostic run whose proportion ``reclaimable`` answer is the 2023
+    build's (:func:`_proportion_2023`)."""
     if fresh:
         with _fresh_evaluations():
             d = gs.schedule(snapshot, config)
-    elif walk_2023:
-        with _walk_2023():
+    elif walk_2023 or proportion_2023:
+        with ExitStack() as stack:
+            if walk_2023:
+                stack.enter_context(_walk_2023())
+            if proportion_2023:
+                stack.enter_context(_proportion_2023())
             d = gs.schedule(snapshot, config)
     else:
         d = gs.schedule(snapshot, config)
@@ -546,6 +565,43 @@ def _walk_2023() -> Iterator[None]:
         yield
     finally:
         dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS = kept
+
+
+@contextmanager
+def _proportion_2023() -> Iterator[None]:
+    """Within the block, proportion's ``reclaimable`` answer is the 2023 build's (67e339c04): a
+    queue holding less than the reclaimer's request in cpu, in memory or in a scalar resource
+    it holds (``Resource.LessPartly``) gives no victim, whatever it holds beyond its deserved
+    share (the check removed in 975277f55, v1.12.0). Volcano asks for one pending task at a
+    time; the reclaimer here is the first task of the job's claim. A diagnostic, never the
+    library's behaviour."""
+    import numpy as np
+
+    from gangsched.actions.victims.rules import current_claim
+    from gangsched.plugins.proportion import ProportionPlugin
+    from gangsched.units import CPU, MEMORY, PODS
+
+    kept = ProportionPlugin.reclaimable
+
+    def reclaimable(self: Any, ssn: Any, preemptor: int, candidates: Any) -> Any:
+        out = kept(self, ssn, preemptor, candidates)
+        claim = current_claim(ssn, preemptor)
+        if not claim:
+            return out
+        spec = ssn.arrays.spec
+        held = ssn.queue_allocated
+        always = np.zeros(held.shape[1], dtype=np.bool_)
+        always[[spec.index(CPU), spec.index(MEMORY)]] = True
+        asked = always | (held > 0)
+        asked[:, spec.index(PODS)] = False
+        short = np.any(asked & (held < ssn.task_req[claim[0]]), axis=1)
+        return out[~short[ssn.job_queue[ssn.task_job[out]]]]
+
+    ProportionPlugin.reclaimable = reclaimable  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ProportionPlugin.reclaimable = kept  # type: ignore[method-assign]
 
 
 def _run_oracle(oracle: str, args: list[str], envelope: str) -> subprocess.CompletedProcess[str]:
@@ -854,6 +910,14 @@ def campaign(
                     cls = WALK_ON_EMPTY
                 elif (rest := runs_class(again, theirs, snapshot)) in VERDICTS:
                     cls = f"{WALK_ON_EMPTY}; {rest}"
+                else:
+                    older = gangsched_outcome(
+                        snapshot, parsed[name], where, walk_2023=True, proportion_2023=True
+                    )
+                    if any(older == t for t in theirs) or _later_change(
+                        oracle, plain, text, repeat, older, later, where
+                    ):
+                        cls = f"{WALK_ON_EMPTY}; {RECLAIM_SHORT_QUEUE}"
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(

@@ -12,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -353,3 +354,31 @@ def test_the_2023_walk_diagnostic_ends_the_walk_where_this_build_did() -> None:
     assert V.gangsched_outcome(s, conf)["low"][2] == 1
     assert V.gangsched_outcome(s, conf, walk_2023=True)["low"][2] == 0
     assert V.gangsched_outcome(s, conf)["low"][2] == 1  # the diagnostic leaves nothing behind
+
+
+def test_the_2023_proportion_diagnostic_offers_nothing_of_a_queue_holding_less() -> None:
+    # v's gang is at its minimum, so proportion alone chooses reclaim's victims; v holds 3Gi,
+    # r's task asks 8Gi: this build's proportion (LessPartly) offered none of v's tasks.
+    def task(name: str, cpu: int, memory: str, running: bool) -> dict[str, Any]:
+        where = {"phase": "Running", "node": "n0"} if running else {}
+        return {"name": name, "job": name[:-2], "request": {"cpu": cpu, "memory": memory}, **where}
+
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+            "queues": [{"name": "r"}, {"name": "v"}],
+            "jobs": [
+                {"name": "v", "queue": "v", "min_available": 3, "phase": "Running"},
+                {"name": "r1", "queue": "r", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": [task(f"v-{i}", 2, "1Gi", True) for i in range(3)]
+            + [task("r1-0", 4, "8Gi", False)],
+        }
+    )
+    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    assert V.gangsched_outcome(s, conf)["v"][2] == 1
+    assert V.gangsched_outcome(s, conf, walk_2023=True)["v"][2] == 1
+    assert V.gangsched_outcome(s, conf, proportion_2023=True)["v"][2] == 0
+    assert V.gangsched_outcome(s, conf)["v"][2] == 1  # the diagnostic leaves nothing behind
+    both = V.verdict_of(f"{V.WALK_ON_EMPTY}; {V.RECLAIM_SHORT_QUEUE}")
+    assert both is not None and "975277f55" in both

@@ -587,3 +587,34 @@ def test_a_queue_goes_back_in_line_with_the_share_its_job_just_took() -> None:
     )
     d = gs.schedule(s, config("enqueue", "allocate", "backfill"))
     assert sorted(b.task for b in d.binds) == ["e-0", "e-1", "g-0"]
+
+
+#: Volcano's tiers with reclaim, read from its YAML (so reclaim walks the tiers as Volcano).
+WALK_RECLAIM = (
+    'actions: "enqueue, allocate, reclaim, backfill"\n'
+    "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n  - name: conformance\n"
+    "- plugins:\n  - name: drf\n  - name: predicates\n  - name: proportion\n"
+)
+
+
+def queue_holding_less_than_the_claim() -> gs.Snapshot:
+    """Queue v runs gang v (3 tasks of 2 cpu and 1Gi, at its minimum, above v's deserved cpu,
+    3Gi in all); r's pending task asks 4 cpu and 8Gi, more memory than v holds."""
+    return snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "r"}, {"name": "v"}],
+        jobs=[{**_job("v", "v"), "min_available": 3}, _job("r1", "r", "Inqueue")],
+        tasks=[_task(f"v-{i}", {"cpu": 2, "memory": "1Gi"}, "n0") for i in range(3)]
+        + [_task("r1-0", {"cpu": 4, "memory": "8Gi"})],
+    )
+
+
+def test_reclaim_takes_from_a_queue_that_holds_less_than_the_claim() -> None:
+    # Volcano's tier walk: gang offers nothing of v (at its minimum), so proportion chooses
+    # alone. Its 2023 build offered no task of a queue holding less than the reclaimer's
+    # request in cpu, memory or a scalar it holds (Resource.LessPartly), however far above
+    # its deserved share; 975277f55 (v1.12) removed that check, and here as there v gives
+    # one task (2 cpu idle and 2 released make room for the 4-cpu claim).
+    d = gs.schedule(queue_holding_less_than_the_claim(), Config.from_volcano_yaml(WALK_RECLAIM))
+    assert len(d.evictions) == 1 and d.evictions[0].task.startswith("v-")
+    assert [(p.task, p.node) for p in d.pipelined] == [("r1-0", "n0")]

@@ -244,3 +244,34 @@ def test_reclaim_takes_a_gang_surplus_from_a_queue_at_its_deserved_share() -> No
     assert "tier walk" in walk.evictions[0].reason
     own = gs.schedule(s, volcano("allocate, reclaim", reclaim=True))
     assert own.evictions == () and own.pipelined == ()
+
+
+def _drf_alone(claim_cpu: int) -> gs.Snapshot:
+    """Gang low (4 tasks of 4 cpu, at its minimum) fills a 16-cpu node; high, of the same
+    priority, waits with one task of ``claim_cpu``: priority and gang answer none, drf
+    chooses alone."""
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [_node("n0", 16)],
+            "queues": [{"name": "q"}],
+            "jobs": [
+                {"name": "low", "queue": "q", "min_available": 4, "priority": 1},
+                {"name": "high", "queue": "q", "min_available": 1, "priority": 1},
+            ],
+            "tasks": [_running(f"low-{i}", "n0") for i in range(4)]
+            + [_pending("high-0", claim_cpu)],
+        }
+    )
+
+
+def test_drf_takes_a_jobs_candidates_away_one_after_another() -> None:
+    # high's share with its claim is 12/16. Volcano's drf removes low's candidates one after
+    # another: low keeps 12/16 after the first (kept: not below high's), 8/16 after the second
+    # (dropped), so one 4-cpu victim is offered, too little for 12 cpu: nothing is evicted.
+    # Each candidate judged alone (low keeps 12/16 every time) offered all four.
+    d = gs.schedule(_drf_alone(12), volcano("enqueue, allocate, preempt, backfill"))
+    assert d.evictions == () and d.pipelined == ()
+    # with an 8-cpu claim (share 8/16) two candidates are offered, and two go
+    d = gs.schedule(_drf_alone(8), volcano("enqueue, allocate, preempt, backfill"))
+    assert sorted(e.task for e in d.evictions) == ["low-0", "low-1"]
+    assert [p.task for p in d.pipelined] == ["high-0"]

@@ -63,8 +63,9 @@ Chain = tuple[tuple[Callable[..., Any], ...], ...]
 _SWITCHED = frozenset(SWITCHED_POINTS)
 
 #: Built-in ``preemptable`` / ``reclaimable`` plugins that keep or drop each candidate on its
-#: own (whatever the other candidates asked with it) and never abstain.
-ONE_BY_ONE_VICTIMS = frozenset({"priority", "gang", "conformance", "drf", "proportion"})
+#: own (whatever the other candidates asked with it) and never abstain. Not drf: it takes a
+#: job's candidates away one after another, each judged with those before it gone.
+ONE_BY_ONE_VICTIMS = frozenset({"priority", "gang", "conformance", "proportion"})
 #: Built-in ``victim_order`` plugins whose key of a task depends only on the task's and its
 #: job's records, the job's task counters and allocation, and its queue's allocation.
 JOB_AND_QUEUE_ORDERS = frozenset({"priority", "gang", "drf", "proportion", "sla"})

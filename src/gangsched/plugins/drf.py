@@ -26,7 +26,10 @@ the tree is a loop, never a recursion, so no depth of queue tree exhausts the st
 
 As victims (``preemptable``): a task may go only if the preemptor's share, after adding the
 requests of the tasks it still needs for its minimum, is at most the victim job's share after
-removing that task (within 1e-6), as Volcano's drf. ``victim_order``: larger share first.
+removing that task and the job's candidates asked before it (within 1e-6), as Volcano's drf:
+a job's candidates are taken away one after another, so only as many go as keep its share
+at or above the preemptor's (Volcano's order is Go's map order; here the order asked).
+``victim_order``: larger share first.
 
 Differences from Volcano: the hierarchy comes from the queue tree instead of path annotations;
 when two queues sit at different depths and tie down to the shallower one's depth, the
@@ -104,9 +107,22 @@ class DrfPlugin:
         deficit = max(int(ssn.job_min[preemptor]) - have, 1)
         need = ssn.task_req[pending[:deficit]].sum(axis=0)
         mine = float(((ssn.job_allocated[preemptor] + need) * self._inv_total).max(initial=0.0))
-        left = ssn.job_allocated[ssn.task_job[candidates]] - ssn.task_req[candidates]
+        if candidates.size == 0:
+            return candidates
+        # A job's candidates go one after another, in the order asked: each is judged by the
+        # share its job keeps once it and the job's candidates before it are gone.
+        jobs = ssn.task_job[candidates]
+        order = np.argsort(jobs, kind="stable")
+        grouped = jobs[order]
+        req = ssn.task_req[candidates[order]]
+        cum = np.cumsum(req, axis=0)
+        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+        first = np.repeat(starts, np.diff(np.r_[starts, grouped.size]))
+        left = ssn.job_allocated[grouped] - (cum - cum[first] + req[first])
         theirs = (left * self._inv_total).max(axis=1, initial=0.0)
-        out: npt.NDArray[np.int64] = candidates[(mine < theirs) | (np.abs(mine - theirs) <= 1e-6)]
+        keep = np.empty(candidates.size, dtype=np.bool_)
+        keep[order] = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
+        out: npt.NDArray[np.int64] = candidates[keep]
         return out
 
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
