@@ -1063,8 +1063,9 @@ class _Trials:
     """The placement-only trials of one explanation (:meth:`_Search.diagnose`), each played on
     the same occupancy (every trial's statement is discarded).
 
-    A set played before gives back its answer, and what the trial noted (the queue's
-    refusal), without being played again. After the first trial (whose refusal the
+    A set played before (in any order: evictions commute, the ledger's sums are integers and
+    the plugins read them afresh) gives back its answer, and what the trial noted (the
+    queue's refusal), without being played again. After the first trial (whose refusal the
     explanation reads), a set the room bound (:meth:`_Room.fits_sets`) rules out is not
     played: the bound is False only when no trial evicting the set can place the claim."""
 
@@ -1074,12 +1075,12 @@ class _Trials:
         self.search = search
         self._room: _Room | None = None
         #: Per (victims, among): the answer and the refusal the trial noted (None: none).
-        self._known: dict[tuple[tuple[int, ...], int], tuple[bool, VictimRefusal | None]] = {}
+        self._known: dict[tuple[frozenset[int], int], tuple[bool, VictimRefusal | None]] = {}
 
     def play(self, victims: list[int], among: BOOL | None = None) -> bool:
         """:meth:`_Search.attempt` on placement alone, ``among`` None: topology relaxed."""
         search = self.search
-        key = (tuple(victims), -1 if among is None else id(among))
+        key = (frozenset(victims), -1 if among is None else id(among))
         known = self._known.get(key)
         if known is not None:
             if known[1] is not None:
