@@ -1064,37 +1064,34 @@ class _Trials:
     the same occupancy (every trial's statement is discarded).
 
     A set played before (in any order: evictions commute, the ledger's sums are integers and
-    the plugins read them afresh) gives back its answer, and what the trial noted (the
-    queue's refusal), without being played again. After the first trial (whose refusal the
-    explanation reads), a set the room bound (:meth:`_Room.fits_sets`) rules out is not
-    played: the bound is False only when no trial evicting the set can place the claim."""
+    the plugins read them afresh) gives back its answer without being played again. After
+    the first trial (whose queue refusal the explanation reads), a set the room bound
+    (:meth:`_Room.fits_sets`) rules out is not played: the bound is False only when no trial
+    evicting the set can place the claim."""
 
     __slots__ = ("_known", "_room", "search")
 
     def __init__(self, search: _Search) -> None:
         self.search = search
         self._room: _Room | None = None
-        #: Per (victims, among): the answer and the refusal the trial noted (None: none).
-        self._known: dict[tuple[frozenset[int], int], tuple[bool, VictimRefusal | None]] = {}
+        #: Per (victims, among): the trial's answer.
+        self._known: dict[tuple[frozenset[int], int], bool] = {}
 
     def play(self, victims: list[int], among: BOOL | None = None) -> bool:
         """:meth:`_Search.attempt` on placement alone, ``among`` None: topology relaxed."""
-        search = self.search
         key = (frozenset(victims), -1 if among is None else id(among))
         known = self._known.get(key)
         if known is not None:
-            if known[1] is not None:
-                search.blocked = known[1]
-            return known[0]
+            return known
         if self._known:
+            search = self.search
             if self._room is None:
                 self._room = _Room(search.ssn, search.claim, search.queue)
             tasks = np.asarray(victims, dtype=np.int64)
             if not self._room.fits_sets(tasks, np.zeros_like(tasks), 1, among)[0]:
                 return False
-        search.first_refused = False
-        ok = search.attempt(victims, among, rule=False)
-        self._known[key] = (ok, search.blocked if search.first_refused else None)
+        ok = self.search.attempt(victims, among, rule=False)
+        self._known[key] = ok
         return ok
 
 
