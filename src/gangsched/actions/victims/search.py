@@ -1064,16 +1064,16 @@ class _Trials:
     the same occupancy (every trial's statement is discarded).
 
     A set played before (in any order: evictions commute, the ledger's sums are integers and
-    the plugins read them afresh) gives back its answer without being played again. After
-    the first trial (whose queue refusal the explanation reads), a set the room bound
-    (:meth:`_Room.fits_sets`) rules out is not played: the bound is False only when no trial
-    evicting the set can place the claim."""
+    the plugins read them afresh) gives back its answer without being played again.
 
-    __slots__ = ("_known", "_room", "search")
+    The room bound (:meth:`_Room.fits_sets`) is not asked first: most sets an explanation
+    tries pass it, and on clusters with GPU devices reading it costs more than the trials it
+    spares."""
+
+    __slots__ = ("_known", "search")
 
     def __init__(self, search: _Search) -> None:
         self.search = search
-        self._room: _Room | None = None
         #: Per (victims, among): the trial's answer.
         self._known: dict[tuple[frozenset[int], int], bool] = {}
 
@@ -1083,13 +1083,6 @@ class _Trials:
         known = self._known.get(key)
         if known is not None:
             return known
-        if self._known:
-            search = self.search
-            if self._room is None:
-                self._room = _Room(search.ssn, search.claim, search.queue)
-            tasks = np.asarray(victims, dtype=np.int64)
-            if not self._room.fits_sets(tasks, np.zeros_like(tasks), 1, among)[0]:
-                return False
         ok = self.search.attempt(victims, among, rule=False)
         self._known[key] = ok
         return ok
