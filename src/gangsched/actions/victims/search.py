@@ -1002,7 +1002,8 @@ class _Search:
         useful = self.useful_nodes(None)
         most = self.bundles(victims, useful).most()[0].tolist()
         self.blocked = None
-        if not self.attempt(victims.tolist(), None, rule=False) and self.blocked is not None:
+        trials = _Trials(self)
+        if not trials.play(victims.tolist()) and self.blocked is not None:
             freed = ssn.task_req[victims].sum(axis=0)
             room = (ssn.future_idle()[useful]).sum(axis=0) + freed
             if np.all(room >= self.need):
@@ -1011,15 +1012,11 @@ class _Search:
                 INSUFFICIENT,
                 f"even evicting every candidate would not make room for {n} task(s)",
             )
-        if most and self.attempt(most, None, rule=False):
+        if most and trials.play(most):
             allowed_domains = domains(ssn, self.job)
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
-                self.attempt(
-                    self.bundles(victims, useful & d).most()[0].tolist(),
-                    d,
-                    rule=False,
-                )
+                trials.play(self.bundles(victims, useful & d).most()[0].tolist(), d)
                 for d in allowed_domains
                 if d is not None
             ):
@@ -1034,19 +1031,19 @@ class _Search:
                     return self.last_refusal
             return (INSUFFICIENT, f"no victim set found that makes room for {n} task(s)")
         on_useful = [t for t in victims.tolist() if useful[ssn.task_node[t]]]
-        if on_useful and self.attempt(on_useful, None, rule=False):
+        if on_useful and trials.play(on_useful):
             return (
                 GANG_WOULD_BREAK,
                 f"room for {n} task(s) exists only by cutting running gangs below min_available",
             )
         more = [t for t in allowed.tolist() if useful[ssn.task_node[t]]]
-        if len(more) > len(on_useful) and self.attempt(more, None, rule=False):
+        if len(more) > len(on_useful) and trials.play(more):
             gang_ok = [
                 t
                 for t in gang_allowed(ssn, allowed, whole=self.scope.whole).tolist()
                 if useful[ssn.task_node[t]]
             ]
-            if not self.attempt(gang_ok, None, rule=False):
+            if not trials.play(gang_ok):
                 return (
                     GANG_WOULD_BREAK,
                     f"room for {n} task(s) exists only by cutting running gangs below "
@@ -1060,6 +1057,35 @@ class _Search:
             INSUFFICIENT,
             f"even evicting every candidate would not make room for {n} task(s)",
         )
+
+
+class _Trials:
+    """The placement-only trials of one explanation (:meth:`_Search.diagnose`), each played on
+    the same occupancy (every trial's statement is discarded).
+
+    A set played before (in any order: evictions commute, the ledger's sums are integers and
+    the plugins read them afresh) gives back its answer without being played again.
+
+    The room bound (:meth:`_Room.fits_sets`) is not asked first: most sets an explanation
+    tries pass it, and on clusters with GPU devices reading it costs more than the trials it
+    spares."""
+
+    __slots__ = ("_known", "search")
+
+    def __init__(self, search: _Search) -> None:
+        self.search = search
+        #: Per (victims, among): the trial's answer.
+        self._known: dict[tuple[frozenset[int], int], bool] = {}
+
+    def play(self, victims: list[int], among: BOOL | None = None) -> bool:
+        """:meth:`_Search.attempt` on placement alone, ``among`` None: topology relaxed."""
+        key = (frozenset(victims), -1 if among is None else id(among))
+        known = self._known.get(key)
+        if known is not None:
+            return known
+        ok = self.search.attempt(victims, among, rule=False)
+        self._known[key] = ok
+        return ok
 
 
 _NONE: I64 = np.zeros((0, 0), dtype=np.int64)

@@ -1,0 +1,116 @@
+"""The trials of one explanation (why a search found nothing).
+
+An explanation plays each victim set once (a set listed in another order is the same set).
+Checked against the explanation with every trial played, and the answers kept per set
+against the topology domain they were played in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from test_victim_search_reuse import NODE_RULE, WALK_RULE, WHOLE_RULE, _cluster
+
+import gangsched as gs
+from _preemption_helpers import GPU, PREEMPT, config, job, node, pending, running, snap
+from gangsched.actions import preempt as preempt_action
+from gangsched.actions.victims import rules
+from gangsched.actions.victims import search as victim_search
+from gangsched.scheduler import open_session
+from gangsched.session.core import TaskState
+
+
+def _every_trial_played(self: Any, victims: list[int], among: Any = None) -> bool:
+    out: bool = self.search.attempt(victims, among, rule=False)
+    return out
+
+
+def test_explanations_are_those_with_every_trial_played(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every fruitless search is explained afresh
+    monkeypatch.setattr(victim_search._Fruitless, "key", lambda self, *a: None)
+    known_given = 0
+    play = victim_search._Trials.play
+
+    def counted(self: Any, victims: list[int], among: Any = None) -> bool:
+        known, attempt = len(self._known), self.search.attempt
+        calls = 0
+
+        def attempted(*a: Any, **k: Any) -> bool:
+            nonlocal calls
+            calls += 1
+            out: bool = attempt(*a, **k)
+            return out
+
+        self.search.attempt = attempted
+        try:
+            out = play(self, victims, among)
+        finally:
+            del self.search.attempt
+        nonlocal known_given
+        known_given += calls == 0
+        assert len(self._known) == known + calls
+        return out
+
+    cfgs = (NODE_RULE, WHOLE_RULE, WALK_RULE)
+    monkeypatch.setattr(victim_search._Trials, "play", counted)
+    kept = [gs.schedule(_cluster(s), c).to_dict() for c in cfgs for s in range(30)]
+    monkeypatch.setattr(victim_search._Trials, "play", _every_trial_played)
+    fresh = [gs.schedule(_cluster(s), c).to_dict() for c in cfgs for s in range(30)]
+    assert kept == fresh
+    assert known_given > 0
+
+
+def test_a_set_is_played_once_whatever_its_order() -> None:
+    ssn = open_session(_cluster(0), NODE_RULE)
+    scope = replace(preempt_action.SCOPE, whole=False)
+    waiting = [j for j in range(len(ssn.snapshot.jobs)) if rules.needed_tasks(ssn, j)]
+    search = victim_search._Search(ssn, scope, waiting[0], rules.needed_tasks(ssn, waiting[0]))
+    running_tasks = np.flatnonzero(ssn.task_state == TaskState.RUNNING).tolist()
+    trials = victim_search._Trials(search)
+    first = trials.play(running_tasks)
+    assert trials.play(list(reversed(running_tasks))) is first
+    assert len(trials._known) == 1
+
+
+def test_an_answer_is_kept_per_topology_domain() -> None:
+    """A set that makes room anywhere but not inside a domain is played again there."""
+    nodes = [node(f"n{i}", gpus=2) for i in range(4)]
+    racks = [
+        {"name": "rack-a", "tier": 1, "members": ["n0", "n1"]},
+        {"name": "rack-b", "tier": 1, "members": ["n2", "n3"]},
+    ]
+    jobs = [job("low", 1, priority=1)]
+    tasks = running("low", [(f"n{i}", [0, 1]) for i in range(4)], gpus=2)
+    jobs.append(
+        job("hi", 3, priority=9, network_topology={"mode": "hard", "highest_tier_allowed": 1})
+    )
+    tasks += pending("hi", 3, gpus=2)
+    ssn = open_session(snap(nodes, jobs, tasks, hypernodes=racks), PREEMPT)
+    hi = ssn.snapshot.job_index["hi"]
+    scope = replace(preempt_action.SCOPE, whole=rules.whole_gangs(ssn, "preempt"))
+    search = victim_search._Search(ssn, scope, hi, rules.needed_tasks(ssn, hi))
+    every = np.flatnonzero(ssn.task_state == TaskState.RUNNING).tolist()
+    trials = victim_search._Trials(search)
+    assert trials.play(every)  # anywhere: three of the four nodes
+    domain = next(d for d in rules.domains(ssn, hi) if d is not None)
+    assert not trials.play(every, domain)  # one rack holds two of the three tasks
+
+
+def test_the_queue_refusal_is_read_from_the_first_trial_even_when_no_node_has_room() -> None:
+    """Evicting everything leaves room in total but on no single node, and the queue refuses
+    the claim anyway: the first trial is played, and its refusal is the answer."""
+    nodes = [node(f"n{i}", gpus=1) for i in range(4)]
+    queues = [{"name": "default", "capability": {GPU: 1}}]
+    jobs = [job(f"low{i}", 1, priority=1) for i in range(4)]
+    tasks = [t for i in range(4) for t in running(f"low{i}", [(f"n{i}", [0])], gpus=1)]
+    jobs.append(job("hi", 1, priority=9, phase="Inqueue"))
+    tasks += pending("hi", 1, gpus=2)
+    whole = config("enqueue", "allocate", "preempt", "backfill", whole=True)
+    d = gs.schedule(snap(nodes, jobs, tasks, queues), whole)
+    assert d.evictions == ()
+    assert d.preemption_reasons["hi"].startswith("preempt: BeyondDeserved"), d.preemption_reasons
