@@ -507,22 +507,6 @@ def undo_mutants(
     return out
 
 
-def carry_mutants(src_root: Path) -> list[Mutant]:
-    """The :data:`CARRY` mutants."""
-    out = []
-    for ident, what, module, old, new in CARRY:
-        text = (src_root / "gangsched" / module).read_bytes()
-        count = text.count(old.encode())
-        if count != 1:
-            raise SystemExit(
-                f"{module}: {old!r} occurs {count} times (expected once): update CARRY"
-            )
-        a = text.index(old.encode())
-        line = text[:a].count(b"\n") + 1
-        out.append(Mutant(ident, module, line, what, a, a + len(old.encode()), new.encode()))
-    return out
-
-
 def mutants(src_root: Path) -> list[Mutant]:
     """Every mutant: each cursor question outside the log's module, then :data:`NAMED`."""
     out: list[Mutant] = []
@@ -556,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
     root = args.root.resolve()
     src_root = root / "src"
     groups = [
-        (mutants(src_root) + carry_mutants(src_root), TESTS),
+        (mutants(src_root) + undo_mutants(src_root, CARRY), TESTS),
         (undo_mutants(src_root), UNDO_TESTS),
         (undo_mutants(src_root, ARRAYS), ARRAYS_TESTS),
     ]

@@ -62,6 +62,24 @@ def parse_int64(text: str) -> int | None:
     return value if -_INT64 <= value < _INT64 else None
 
 
+def _describe(key: str, operator: str, values: tuple[str, ...]) -> str:
+    """A requirement in words (node or label selector): ``zone In [a, b]``, ``gpu Exists``,
+    ``rank Gt 3``."""
+    if operator in ("Exists", "DoesNotExist"):
+        return f"{key} {operator}"
+    if operator in ("Gt", "Lt"):
+        return f"{key} {operator} {values[0]}"
+    return f"{key} {operator} [{', '.join(values)}]"
+
+
+def _requirement_dict(key: str, operator: str, values: tuple[str, ...]) -> dict[str, object]:
+    """A requirement's interchange form (node or label selector): ``values`` only when any."""
+    out: dict[str, object] = {"key": key, "operator": operator}
+    if values:
+        out["values"] = list(values)
+    return out
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeSelectorRequirement:
     """One requirement: ``key``, ``operator`` and ``values`` (see the module's table)."""
@@ -126,17 +144,10 @@ class NodeSelectorRequirement:
 
     def describe(self) -> str:
         """``zone In [a, b]``, ``gpu Exists``, ``rank Gt 3``."""
-        if self.operator in ("Exists", "DoesNotExist"):
-            return f"{self.key} {self.operator}"
-        if self.operator in ("Gt", "Lt"):
-            return f"{self.key} {self.operator} {self.values[0]}"
-        return f"{self.key} {self.operator} [{', '.join(self.values)}]"
+        return _describe(self.key, self.operator, self.values)
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"key": self.key, "operator": self.operator}
-        if self.values:
-            out["values"] = list(self.values)
-        return out
+        return _requirement_dict(self.key, self.operator, self.values)
 
     @classmethod
     def from_dict(cls, d: object, *, kind: str, name: str, field: str) -> NodeSelectorRequirement:

@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING
 
 from gangsched._frozen import FrozenDict
 from gangsched.errors import SnapshotError
-from gangsched.model.affinity import _is, _list, _mapping, _tuple_fields
+from gangsched.model.affinity import (
+    _describe,
+    _is,
+    _list,
+    _mapping,
+    _requirement_dict,
+    _tuple_fields,
+)
 
 __all__ = [
     "LABEL_SELECTOR_OPERATORS",
@@ -107,15 +114,10 @@ class LabelSelectorRequirement:
         return value is None
 
     def describe(self) -> str:
-        if self.operator in ("Exists", "DoesNotExist"):
-            return f"{self.key} {self.operator}"
-        return f"{self.key} {self.operator} [{', '.join(self.values)}]"
+        return _describe(self.key, self.operator, self.values)
 
     def to_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"key": self.key, "operator": self.operator}
-        if self.values:
-            out["values"] = list(self.values)
-        return out
+        return _requirement_dict(self.key, self.operator, self.values)
 
     @classmethod
     def from_dict(cls, d: object, *, kind: str, name: str, field: str) -> LabelSelectorRequirement:
