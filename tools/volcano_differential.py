@@ -132,6 +132,15 @@ LATER: dict[str, str] = {
         "may take it (ssn.Allocatable), not merely when the queue is not overused (af5c56308, "
         "v1.9.0)"
     ),
+    "tier-walk": (
+        "later Volcano: the victim walk keeps no flag across tiers, so when a first-tier "
+        "plugin answers none after another answered some the next tier chooses (7976b63e2, "
+        "v1.11.0); this build then ended the walk with no victims"
+    ),
+    "preempt-empty-victims": (
+        "later Volcano: preempt accepts a node where the preemptor fits with no victim "
+        "(util.ValidateVictims, 5939cc189, v1.8.0); this build refused it ('no victims')"
+    ),
     "nodeaffinity-normalize": (
         "later Volcano: nodeorder's NodeAffinity score is normalised to 0-100 over the nodes "
         "scored, as kube's (375da74fc, v1.16.0); this build added the raw sum of the matched "
