@@ -14,6 +14,7 @@ package main
 import (
 	"volcano.sh/volcano/pkg/scheduler/actions/allocate"
 	"volcano.sh/volcano/pkg/scheduler/actions/preempt"
+	"volcano.sh/volcano/pkg/scheduler/actions/reclaim"
 
 	k8sframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
@@ -61,6 +62,11 @@ func applyFix(name string) bool {
 		// Upstream 5939cc189 (v1.8.0): ValidateVictims accepts a node where the preemptor
 		// fits with no victim; switch in the extended build's scheduler_helper.go.
 		util.OracleEmptyVictims = true
+		return true
+	case "reclaim-keep-queue":
+		// Upstream 305771369 (v1.14.0): a task its queue refuses does not end the queue's
+		// turn in reclaim; switch in the extended build's reclaim.go (later.patch).
+		reclaim.OracleReclaimKeepQueue = true
 		return true
 	case "nodeaffinity-normalize":
 		applyNodeAffinityNormalize()
