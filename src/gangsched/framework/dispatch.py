@@ -291,12 +291,17 @@ class Dispatch:
             )
             return None if got is None else np.asarray(got, dtype=np.int64)
 
-        def by_group(plugin: Any) -> Callable[..., BOOL] | None:
+        def by_group(plugin: Any) -> Callable[[], BOOL | None] | None:
             """The plugin's answer for every group at once, if it gives one."""
             if not builtin(plugin):
                 return None
             if plugin.name in ONE_BY_ONE_VICTIMS:
-                return lambda: np.isin(candidates, answer(plugin, candidates))
+
+                def each_alone() -> BOOL | None:
+                    got = answer(plugin, candidates)
+                    return None if got is None else np.isin(candidates, got)
+
+                return each_alone
             if plugin.name in GROUP_BY_GROUP_VICTIMS and plugin.name not in answers:
                 member = getattr(plugin, f"{point}_by_group", None)
                 if member is not None:
@@ -549,14 +554,14 @@ def _walk_group(
 
 def _walk_by_mask(
     names: Sequence[Sequence[str]],
-    asks: Sequence[Sequence[Callable[[], BOOL]]],
+    asks: Sequence[Sequence[Callable[[], BOOL | None]]],
     groups: I64,
     marker: str,
 ) -> tuple[BOOL, BOOL]:
     """:func:`_walk_group` on every group at once: ``asks`` holds, tier by tier, each plugin's
-    answer about every candidate (whether it keeps each, every group judged on its own;
-    ``names`` its name), asked once. Returns which candidates are victims, and which of them
-    were chosen without the answer of the plugin named ``marker``."""
+    answer about every candidate (whether it keeps each, every group judged on its own; None:
+    it abstains; ``names`` its name), asked once. Returns which candidates are victims, and
+    which of them were chosen without the answer of the plugin named ``marker``."""
     _, group = np.unique(groups, return_inverse=True)
     n = int(group.max()) + 1 if group.size else 0
     chosen = np.zeros(groups.size, dtype=np.bool_)
@@ -576,6 +581,8 @@ def _walk_by_mask(
             if not alive.any():
                 break  # every group decided or out of this tier: the rest changes nothing
             keep = ask()
+            if keep is None:
+                continue
             empty = alive & ~per_group(keep)
             has &= ~empty
             alive &= ~empty
