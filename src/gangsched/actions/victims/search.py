@@ -776,16 +776,17 @@ class _Search:
             # bundles are added in rank order until the claim fits: the unions the room bound
             # rules out are not played, and once a union takes a job below its minimum every
             # larger one does too
-            most = [self._most(b) for b in bundles]
+            # (bundles are made only as far as the union that fits: ``bundles.most()`` holds
+            # every bundle's largest set, in rank order, so a union is a prefix of its tasks)
             tasks, sets = bundles.most()
-            start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
-            start = max(start, self._first_accepted(most, start))
-            parts = most[:start]
-            for part in most[start:]:
-                parts.append(part)
-                if not self.scope.whole and not self._gang_safe(
-                    [t for _, ts, _ in parts for t in ts]
-                ):
+            n = len(bundles)
+            ends = np.searchsorted(sets, np.arange(n), side="right").tolist()
+            start = self._room.first_prefix(tasks, sets, n, among) if self._room else 0
+            start = max(start, self._first_accepted(tasks, ends, start))
+            parts = [self._most(bundles[i]) for i in range(start)]
+            for i in range(start, n):
+                parts.append(self._most(bundles[i]))
+                if not self.scope.whole and not self._gang_safe(tasks[: ends[i]].tolist()):
                     return None
                 if self._fits(parts, among):
                     break
@@ -935,26 +936,28 @@ class _Search:
         chosen = _most_freeing(freed, rows, c)
         return self._refuses(tasks[chosen[nodes]].tolist())
 
-    def _first_accepted(self, parts: list[_Part], start: int) -> int:
-        """The first ``i >= start`` such that the claim's queue may accept the union of
-        ``parts[0..i]``, or ``len(parts)`` when it refuses them all; ``start`` when the queue
-        does not judge by its holdings alone. The unions free ever more from the queue, so
-        refusals end where acceptance begins: galloping up from ``start`` then bisecting finds
-        it, each probe evicting little more than the one before."""
+    def _first_accepted(self, tasks: I64, ends: list[int], start: int) -> int:
+        """The first ``i >= start`` such that the claim's queue may accept the union of the
+        first ``i + 1`` sets (``tasks[: ends[i]]``), or ``len(ends)`` when it refuses them
+        all; ``start`` when the queue does not judge by its holdings alone. The unions free
+        ever more from the queue, so refusals end where acceptance begins: galloping up from
+        ``start`` then bisecting finds it, each probe evicting little more than the one
+        before."""
         room = self._room
-        if room is None or not room.by_holdings or start >= len(parts):
+        n = len(ends)
+        if room is None or not room.by_holdings or start >= n:
             return start
 
         def refused(i: int) -> bool:
-            return self._refuses([t for _, ts, _ in parts[: i + 1] for t in ts])
+            return self._refuses(tasks[: ends[i]].tolist())
 
         if not refused(start):
             return start
         lo, step = start, 1  # refused at lo
         while True:
-            hi = min(lo + step, len(parts) - 1)
+            hi = min(lo + step, n - 1)
             if hi == lo:
-                return len(parts)
+                return n
             if not refused(hi):
                 break
             lo, step = hi, step * 2
