@@ -336,6 +336,9 @@ class _Search:
         self.first_refused = False
         #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
         self.free: frozenset[int] = frozenset()
+        #: Bundles made, per (victims, useful nodes): they are made on the search's opening
+        #: occupancy (every trial is undone), so the explanation reads the search's.
+        self._made: dict[tuple[bytes, bytes], _Bundles] = {}
 
     # ------------------------------------------------------------------ trials
 
@@ -550,6 +553,15 @@ class _Search:
         return tuple(spare_tasks(self.ssn, job, tasks))
 
     def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
+        """The bundles of ``victims`` (see the module docstring), in rank order, made once per
+        search (:meth:`_make_bundles`)."""
+        key = (victims.tobytes(), np.packbits(useful).tobytes())
+        made = self._made.get(key)
+        if made is None:
+            made = self._made[key] = self._make_bundles(victims, useful)
+        return made
+
+    def _make_bundles(self, victims: I64, useful: BOOL) -> _Bundles:
         """The bundles of ``victims`` (see the module docstring), in rank order.
 
         Each victim job's tasks are taken in victim order (:meth:`_positions`), and jobs are
@@ -1033,20 +1045,16 @@ class _Search:
                 if self.last_refusal is not None:
                     return self.last_refusal
             return (INSUFFICIENT, f"no victim set found that makes room for {n} task(s)")
-        on_useful = [t for t in victims.tolist() if useful[ssn.task_node[t]]]
+        on_useful = victims[useful[ssn.task_node[victims]]].tolist()
         if on_useful and trials.play(on_useful):
             return (
                 GANG_WOULD_BREAK,
                 f"room for {n} task(s) exists only by cutting running gangs below min_available",
             )
-        more = [t for t in allowed.tolist() if useful[ssn.task_node[t]]]
+        more = allowed[useful[ssn.task_node[allowed]]].tolist()
         if len(more) > len(on_useful) and trials.play(more):
-            gang_ok = [
-                t
-                for t in gang_allowed(ssn, allowed, whole=self.scope.whole).tolist()
-                if useful[ssn.task_node[t]]
-            ]
-            if not trials.play(gang_ok):
+            spare = gang_allowed(ssn, allowed, whole=self.scope.whole)
+            if not trials.play(spare[useful[ssn.task_node[spare]]].tolist()):
                 return (
                     GANG_WOULD_BREAK,
                     f"room for {n} task(s) exists only by cutting running gangs below "
