@@ -114,3 +114,29 @@ def test_the_queue_refusal_is_read_from_the_first_trial_even_when_no_node_has_ro
     d = gs.schedule(snap(nodes, jobs, tasks, queues), whole)
     assert d.evictions == ()
     assert d.preemption_reasons["hi"].startswith("preempt: BeyondDeserved"), d.preemption_reasons
+
+
+def test_explanations_take_the_search_bundles_back_as_made_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A search makes its bundles on its opening occupancy and undoes every trial, so the
+    # explanation after it takes them back; made afresh every time, the decisions (and the
+    # reasons given) are the same.
+    made = victim_search._Search.bundles
+    taken_back = 0
+    once = victim_search._Search.bundles_once
+
+    def counted(self: Any, victims: Any, useful: Any) -> Any:
+        nonlocal taken_back
+        before = len(self._made)
+        out = once(self, victims, useful)
+        taken_back += len(self._made) == before
+        return out
+
+    cfgs = (NODE_RULE, WHOLE_RULE, WALK_RULE)
+    monkeypatch.setattr(victim_search._Search, "bundles_once", counted)
+    kept = [gs.schedule(_cluster(s), c).to_dict() for c in cfgs for s in range(30)]
+    monkeypatch.setattr(victim_search._Search, "bundles_once", made)
+    fresh = [gs.schedule(_cluster(s), c).to_dict() for c in cfgs for s in range(30)]
+    assert kept == fresh
+    assert taken_back >= 5

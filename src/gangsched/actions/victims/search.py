@@ -552,16 +552,15 @@ class _Search:
             return tuple(tasks)  # one node's tasks: the walk chose them all one way
         return tuple(spare_tasks(self.ssn, job, tasks))
 
-    def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
-        """The bundles of ``victims`` (see the module docstring), in rank order, made once per
-        search (:meth:`_make_bundles`)."""
+    def bundles_once(self, victims: I64, useful: BOOL) -> _Bundles:
+        """:meth:`bundles`, made once per search and explanation."""
         key = (victims.tobytes(), np.packbits(useful).tobytes())
         made = self._made.get(key)
         if made is None:
-            made = self._made[key] = self._make_bundles(victims, useful)
+            made = self._made[key] = self.bundles(victims, useful)
         return made
 
-    def _make_bundles(self, victims: I64, useful: BOOL) -> _Bundles:
+    def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
         """The bundles of ``victims`` (see the module docstring), in rank order.
 
         Each victim job's tasks are taken in victim order (:meth:`_positions`), and jobs are
@@ -773,7 +772,7 @@ class _Search:
     def _search(self, victims: I64, among: BOOL | None) -> _Plan | None:
         if self.attempt([], among):
             return _Plan((), among, self.cost(()))
-        bundles = self.bundles(victims, self.useful_nodes(among))
+        bundles = self.bundles_once(victims, self.useful_nodes(among))
         if not bundles or self._queue_never_accepts(bundles):
             return None
         found = self._singles(bundles, among)
@@ -1015,7 +1014,7 @@ class _Search:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
-        most = self.bundles(victims, useful).most()[0].tolist()
+        most = self.bundles_once(victims, useful).most()[0].tolist()
         self.blocked = None
         trials = _Trials(self)
         if not trials.play(victims.tolist()) and self.blocked is not None:
@@ -1031,7 +1030,7 @@ class _Search:
             allowed_domains = domains(ssn, self.job)
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
-                trials.play(self.bundles(victims, useful & d).most()[0].tolist(), d)
+                trials.play(self.bundles_once(victims, useful & d).most()[0].tolist(), d)
                 for d in allowed_domains
                 if d is not None
             ):
