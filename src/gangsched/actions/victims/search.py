@@ -553,10 +553,13 @@ class _Search:
         return tuple(spare_tasks(self.ssn, job, tasks))
 
     def bundles_once(self, victims: I64, useful: BOOL) -> _Bundles:
-        """:meth:`bundles`, made once per search and explanation."""
+        """:meth:`bundles`, made once per search and explanation, on the opening occupancy
+        (evictions an explanation holds between its trials are given back first)."""
         key = (victims.tobytes(), np.packbits(useful).tobytes())
         made = self._made.get(key)
         if made is None:
+            if self._room is not None:
+                self._room.release()
             made = self._made[key] = self.bundles(victims, useful)
         return made
 
@@ -1010,7 +1013,35 @@ class _Search:
     # ------------------------------------------------------------------ explanations
 
     def diagnose(self, allowed: I64, victims: I64) -> VictimRefusal:
-        """Which rule stopped preemption: relax the constraints one at a time."""
+        """Which rule stopped preemption: relax the constraints one at a time. The trials'
+        evictions are held between them (:meth:`_explain_trial`), and given back before
+        anything else reads the occupancy."""
+        room = self._room = _Room(self.ssn, self.claim, self.queue)
+        try:
+            return self._diagnose(allowed, victims, room)
+        finally:
+            self._room = None
+            room.release()
+
+    def _explain_trial(self, victims: list[int], among: BOOL | None) -> bool:
+        """:meth:`attempt` on placement alone (``rule=False``), as it plays without a room,
+        inside an explanation: the evictions stay held in the room between trials (only the
+        difference to the next set is played; evictions commute), the placement is undone.
+        Without a room (outside an explanation), :meth:`attempt` itself."""
+        if self._room is None:
+            return self.attempt(victims, among, rule=False)
+        if not self.scope.whole and not self._gang_safe(victims):
+            return False
+        self._room.hold(victims, f"{self.scope.action} trial", self.name)
+        relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
+        stmt = Statement(self.ssn, relax=relax)
+        try:
+            self.claim_nodes = set()
+            return self._place(stmt, among)
+        finally:
+            stmt.discard()
+
+    def _diagnose(self, allowed: I64, victims: I64, held: _Room) -> VictimRefusal:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
@@ -1018,6 +1049,7 @@ class _Search:
         self.blocked = None
         trials = _Trials(self)
         if not trials.play(victims.tolist()) and self.blocked is not None:
+            held.release()
             freed = ssn.task_req[victims].sum(axis=0)
             room = (ssn.future_idle()[useful]).sum(axis=0) + freed
             if np.all(room >= self.need):
@@ -1027,7 +1059,7 @@ class _Search:
                 f"even evicting every candidate would not make room for {n} task(s)",
             )
         if most and trials.play(most):
-            allowed_domains = domains(ssn, self.job)
+            allowed_domains = domains(ssn, self.job)  # the job's own tasks: never held
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
                 trials.play(self.bundles_once(victims, useful & d).most()[0].tolist(), d)
@@ -1052,6 +1084,7 @@ class _Search:
             )
         more = allowed[useful[ssn.task_node[allowed]]].tolist()
         if len(more) > len(on_useful) and trials.play(more):
+            held.release()
             spare = gang_allowed(ssn, allowed, whole=self.scope.whole)
             if not trials.play(spare[useful[ssn.task_node[spare]]].tolist()):
                 return (
@@ -1093,7 +1126,7 @@ class _Trials:
         known = self._known.get(key)
         if known is not None:
             return known
-        ok = self.search.attempt(victims, among, rule=False)
+        ok = self.search._explain_trial(victims, among)
         self._known[key] = ok
         return ok
 
