@@ -366,8 +366,16 @@ class _Search:
         return bool(ssn.points.job_pipelined(self.job))
 
     def _play(
-        self, stmt: Statement, victims: Sequence[int], among: BOOL | None, rule: bool
+        self,
+        stmt: Statement,
+        victims: Sequence[int],
+        among: BOOL | None,
+        rule: bool,
+        held: _Room | None = None,
     ) -> bool:
+        """Evict ``victims`` in ``stmt`` (in ``held``'s statement instead, kept between the
+        trials of an explanation) and place the claim; with ``rule``, the action's rules
+        too."""
         ssn = self.ssn
         if not self.scope.whole and not self._gang_safe(victims):
             return False
@@ -380,8 +388,11 @@ class _Search:
             return False
         note = f"; breaks disruption budget(s) {broken}: no victim set keeps them" if broken else ""
         victim_nodes = {int(ssn.task_node[v]) for v in victims}
-        for v in victims:
-            stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
+        if held is not None:
+            held.hold(victims, f"{self.scope.action} trial", self.name)
+        else:
+            for v in victims:
+                stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
         self.claim_nodes = set()
         placed_from = stmt.mark()
         if not self._place(stmt, among):
@@ -1030,14 +1041,10 @@ class _Search:
         Without a room (outside an explanation), :meth:`attempt` itself."""
         if self._room is None:
             return self.attempt(victims, among, rule=False)
-        if not self.scope.whole and not self._gang_safe(victims):
-            return False
-        self._room.hold(victims, f"{self.scope.action} trial", self.name)
         relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
         stmt = Statement(self.ssn, relax=relax)
         try:
-            self.claim_nodes = set()
-            return self._place(stmt, among)
+            return self._play(stmt, victims, among, False, held=self._room)
         finally:
             stmt.discard()
 
