@@ -201,31 +201,3 @@ def test_bundles_made_while_an_explanation_holds_evictions_read_the_opening_occu
             assert got == expected, seed
             compared += bool(expected)
     assert compared >= 5
-
-
-def test_a_refusal_of_the_claims_queue_in_a_trial_is_noted_for_the_room_bound() -> None:
-    # The queue (capability 1 GPU, holding it) refuses hi's 2-GPU claim whatever is evicted
-    # from other queues' jobs; a trial that meets the refusal notes what it freed from the
-    # queue, so later sets freeing no more are ruled out unplayed.
-    nodes = [node(f"n{i}", gpus=2) for i in range(2)]
-    queues = [{"name": "default", "capability": {GPU: 1}}, {"name": "other"}]
-    jobs = [job("low", 1, priority=1), job("far", 1, priority=1, queue="other")]
-    tasks = running("low", [("n0", [0])]) + running("far", [("n1", [0]), ("n1", [1])])
-    jobs.append(job("hi", 1, priority=9, phase="Inqueue"))
-    tasks += pending("hi", 1, gpus=2)
-    cfg = config("enqueue", "allocate", "preempt", "backfill", whole=False)
-    ssn = open_session(snap(nodes, jobs, tasks, queues), cfg)
-    hi = ssn.snapshot.job_index["hi"]
-    scope = replace(preempt_action.SCOPE, whole=False)
-    search = victim_search._Search(ssn, scope, hi, rules.needed_tasks(ssn, hi))
-    room = search._room = victim_search._Room(ssn, search.claim, search.queue)
-    try:
-        far = [ssn.snapshot.task_index["far-0"]]
-        assert room.by_holdings
-        assert not search.attempt(far, None)
-        assert search.first_refused
-        assert len(room.refused) == 1
-        assert room.refuses(np.asarray(far, dtype=np.int64))
-    finally:
-        search._room = None
-        room.release()

@@ -388,7 +388,7 @@ class _Search:
             return False
         note = f"; breaks disruption budget(s) {broken}: no victim set keeps them" if broken else ""
         victim_nodes = {int(ssn.task_node[v]) for v in victims}
-        if held is not None:
+        if held:
             held.hold(victims, f"{self.scope.action} trial", self.name)
         else:
             for v in victims:
