@@ -9,6 +9,7 @@ capability forces to be taken off the claim's nodes, and gangs at their minimum.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -162,7 +163,7 @@ def test_a_refusal_of_the_claims_queue_in_a_trial_is_noted_for_the_room_bound() 
     # from other queues' jobs; a trial that meets the refusal notes what it freed from the
     # queue, so later sets freeing no more are ruled out unplayed.
     nodes = [node(f"n{i}", gpus=2) for i in range(2)]
-    queues = [{"name": "default", "capability": {GPU: 1}}, {"name": "other"}]
+    queues: list[dict[str, Any]] = [{"name": "default", "capability": {GPU: 1}}, {"name": "other"}]
     jobs = [job("low", 1, priority=1), job("far", 1, priority=1, queue="other")]
     tasks = running("low", [("n0", [0])]) + running("far", [("n1", [0]), ("n1", [1])])
     jobs.append(job("hi", 1, priority=9, phase="Inqueue"))
