@@ -581,13 +581,13 @@ def _walk_2023() -> Iterator[None]:
                 return np.sort(victims), marked
         return candidates[:0], False
 
-    kept = (dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS)
+    kept = (dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS, dispatch.GROUP_BY_GROUP_VICTIMS)
     dispatch._walk_group = group_2023
-    dispatch.ONE_BY_ONE_VICTIMS = frozenset()
+    dispatch.ONE_BY_ONE_VICTIMS = dispatch.GROUP_BY_GROUP_VICTIMS = frozenset()
     try:
         yield
     finally:
-        dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS = kept
+        dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS, dispatch.GROUP_BY_GROUP_VICTIMS = kept
 
 
 @contextmanager

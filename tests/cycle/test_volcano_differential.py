@@ -317,21 +317,34 @@ def test_jobs_are_placed_in_volcanos_gang_job_order_by_count(
 def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    # Volcano's tier walk is run on every node at once for the built-in victim plugins; with
-    # that path switched off it runs node by node, plugin answer by plugin answer, as Volcano.
+    # Volcano's tier walk is run on every node at once for the built-in victim plugins (drf
+    # among them, asked once for every node); with that path switched off it runs node by
+    # node, plugin answer by plugin answer, as Volcano.
     from gangsched.framework import dispatch
 
     conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
-    evicted = 0
+    evicted = at_once = 0
+    walk_by_mask = dispatch._walk_by_mask
+
+    def counted(*args: Any) -> Any:
+        nonlocal at_once
+        at_once += 1
+        return walk_by_mask(*args)
+
     for seed in range(200):
         s = gs.Snapshot.from_dict(V.random_cluster(seed))
-        fast = gs.schedule(s, conf)
+        with monkeypatch.context() as m:
+            m.setattr(dispatch, "_walk_by_mask", counted)
+            fast = gs.schedule(s, conf)
         with monkeypatch.context() as m:
             m.setattr(dispatch, "ONE_BY_ONE_VICTIMS", frozenset())
+            m.setattr(dispatch, "GROUP_BY_GROUP_VICTIMS", frozenset())
+            m.setattr(dispatch, "_walk_by_mask", None)
             plain = gs.schedule(s, conf)
         assert fast.to_dict() == plain.to_dict(), seed
         evicted += bool(fast.evictions)
     assert evicted >= 15
+    assert at_once >= 100
 
 
 def test_the_2023_walk_diagnostic_ends_the_walk_where_this_build_did() -> None:

@@ -24,7 +24,16 @@ from gangsched.session.core import TaskState
 
 
 def _every_trial_played(self: Any, victims: list[int], among: Any = None) -> bool:
-    out: bool = self.search.attempt(victims, among, rule=False)
+    # each trial played afresh on the explanation's opening occupancy: nothing held, a
+    # statement of its own, discarded
+    search = self.search
+    room, search._room = search._room, None
+    if room is not None:
+        room.release()
+    try:
+        out: bool = search.attempt(victims, among, rule=False)
+    finally:
+        search._room = room
     return out
 
 
@@ -37,7 +46,7 @@ def test_explanations_are_those_with_every_trial_played(
     play = victim_search._Trials.play
 
     def counted(self: Any, victims: list[int], among: Any = None) -> bool:
-        known, attempt = len(self._known), self.search.attempt
+        known, attempt = len(self._known), self.search._explain_trial
         calls = 0
 
         def attempted(*a: Any, **k: Any) -> bool:
@@ -46,11 +55,11 @@ def test_explanations_are_those_with_every_trial_played(
             out: bool = attempt(*a, **k)
             return out
 
-        self.search.attempt = attempted
+        self.search._explain_trial = attempted
         try:
             out = play(self, victims, among)
         finally:
-            del self.search.attempt
+            del self.search._explain_trial
         nonlocal known_given
         known_given += calls == 0
         assert len(self._known) == known + calls
@@ -114,3 +123,81 @@ def test_the_queue_refusal_is_read_from_the_first_trial_even_when_no_node_has_ro
     d = gs.schedule(snap(nodes, jobs, tasks, queues), whole)
     assert d.evictions == ()
     assert d.preemption_reasons["hi"].startswith("preempt: BeyondDeserved"), d.preemption_reasons
+
+
+def test_explanations_take_the_search_bundles_back_as_made_afresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A search makes its bundles on its opening occupancy and undoes every trial, so the
+    # explanation after it takes them back; made afresh every time, the decisions (and the
+    # reasons given) are the same.
+    made = victim_search._Search.bundles
+    taken_back = 0
+    once = victim_search._Search.bundles_once
+
+    def counted(self: Any, victims: Any, useful: Any) -> Any:
+        nonlocal taken_back
+        before = len(self._made)
+        out = once(self, victims, useful)
+        taken_back += len(self._made) == before
+        return out
+
+    cfgs = (NODE_RULE, WHOLE_RULE, WALK_RULE)
+    monkeypatch.setattr(victim_search._Search, "bundles_once", counted)
+    kept = [gs.schedule(_cluster(s), c).to_dict() for c in cfgs for s in range(30)]
+    monkeypatch.setattr(victim_search._Search, "bundles_once", made)
+    fresh = [gs.schedule(_cluster(s), c).to_dict() for c in cfgs for s in range(30)]
+    assert kept == fresh
+    assert taken_back >= 5
+
+
+def test_the_gang_surplus_trial_of_an_explanation_reads_the_opening_occupancy() -> None:
+    # hi's 4-GPU task may go only to n0 or n1 (pool "main"). n0 is full with crit's two 2-GPU
+    # tasks, which the victim plugins refuse (system-critical: conformance answers none, and
+    # drf, asked next, finds crit would keep a smaller share than hi's with its claim), though
+    # crit runs a third task on n2, above its minimum; n1 holds low's two surplus tasks and a
+    # task that may not be evicted, so low alone never frees 4 GPUs there. Evicting crit's n0
+    # tasks would make room and the gang rule allows it: the plugins are what refused. (Read
+    # with the explanation's last trial still held, crit and low would have no surplus left,
+    # and the gang rule would be blamed.)
+    main = {"pool": "main"}
+    nodes = [node("n0", labels=main), node("n1", labels=main), node("n2")]
+    jobs = [
+        job("crit", 1, priority=1),
+        job("low", 1, priority=1),
+        job("pin", 1, priority=1),
+        job("hi", 1, priority=9, phase="Inqueue"),
+    ]
+    tasks = running("crit", [("n0", [0, 1]), ("n0", [2, 3]), ("n2", [0, 1])], gpus=2)
+    for t in tasks:
+        t["priority"] = 2_000_000_000
+    tasks += running("low", [("n1", [0]), ("n1", [1]), ("n2", [2])])
+    tasks += running("pin", [("n1", [2])], preemptable=False)
+    tasks += pending("hi", 1, gpus=4, node_selector=main)
+    d = gs.schedule(snap(nodes, jobs, tasks), WALK_RULE)
+    assert d.evictions == ()
+    reason = d.preemption_reasons["hi"]
+    assert reason.startswith("preempt: VictimsNotPreemptable"), reason
+    assert "refused by the preemptable plugins" in reason, reason
+
+
+def test_bundles_made_while_an_explanation_holds_evictions_read_the_opening_occupancy() -> None:
+    # An explanation keeps its trials' evictions between trials; bundles it makes meanwhile
+    # (a hard topology's domains) are those of the cluster as it is.
+    from test_victim_search_reuse import _searches
+
+    compared = 0
+    for seed in range(8):
+        for ssn, search, allowed in _searches(NODE_RULE, seed):
+            useful = search.useful_nodes(None)
+            expected = [(b.job, b.surplus) for b in search.bundles(allowed, useful)]
+            search._room = victim_search._Room(ssn, search.claim, search.queue)
+            try:
+                search._room.hold(allowed.tolist(), "trial", search.name)
+                got = [(b.job, b.surplus) for b in search.bundles_once(allowed, useful)]
+            finally:
+                search._room.release()
+                search._room = None
+            assert got == expected, seed
+            compared += bool(expected)
+    assert compared >= 5

@@ -10,12 +10,19 @@ whatever tier answers, and so does Volcano's YAML that names ``allVictimRules: t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 import gangsched as gs
+from gangsched.actions.victims import rules
 from gangsched.config import Config
+from gangsched.framework import dispatch
+from gangsched.scheduler import open_session
+from gangsched.session.core import Session, TaskState
 
 TIERS = """tiers:
 - plugins:
@@ -275,3 +282,129 @@ def test_drf_takes_a_jobs_candidates_away_one_after_another() -> None:
     d = gs.schedule(_drf_alone(8), volcano("enqueue, allocate, preempt, backfill"))
     assert sorted(e.task for e in d.evictions) == ["low-0", "low-1"]
     assert [p.task for p in d.pipelined] == ["high-0"]
+
+
+# ------------------------------------------------------- the walk on every node at once
+
+
+def _crowded(seed: int) -> gs.Snapshot:
+    """A small random cluster for the victim walk: running jobs of several priorities and
+    minimums, several tasks of one job on a node (so drf's one-after-another rule bites within
+    a node), and waiting jobs of several priorities."""
+    rng = np.random.default_rng(seed)
+    n_nodes = int(rng.integers(2, 6))
+    nodes = [_node(f"n{i}", cpu=32) for i in range(n_nodes)]
+    used = [0] * n_nodes
+    jobs: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    for k in range(int(rng.integers(3, 9))):
+        size = int(rng.integers(1, 7))
+        jobs.append(
+            {
+                "name": f"run{k}",
+                "queue": "q",
+                "min_available": int(rng.integers(1, size + 1)),
+                "priority": int(rng.integers(0, 4)),
+                "phase": "Running",
+                "creation": k,
+            }
+        )
+        home = int(rng.integers(0, n_nodes))
+        for t in range(size):
+            cpu = int(rng.integers(1, 5))
+            i = home if rng.random() < 0.6 else int(rng.integers(0, n_nodes))
+            if used[i] + cpu > 32:
+                continue
+            used[i] += cpu
+            tasks.append(_running(f"run{k}-{t}", f"n{i}", cpu))
+    for k in range(int(rng.integers(2, 5))):
+        size = int(rng.integers(1, 4))
+        jobs.append(
+            {
+                "name": f"wait{k}",
+                "queue": "q",
+                "min_available": size,
+                "priority": int(rng.integers(0, 5)),
+                "phase": "Inqueue",
+                "creation": 10 + k,
+            }
+        )
+        tasks += [_pending(f"wait{k}-{t}", int(rng.integers(1, 9))) for t in range(size)]
+    return gs.Snapshot.from_dict(
+        {"nodes": nodes, "queues": [{"name": "q"}], "jobs": jobs, "tasks": tasks}
+    )
+
+
+WALK = volcano("enqueue, allocate, preempt, reclaim, backfill")
+
+
+def _asked(
+    seed: int,
+) -> Iterator[tuple[Session, int, npt.NDArray[np.int64], npt.NDArray[np.int64]]]:
+    """Per cluster of ``seed``, per waiting job: the session, the job, every running task in a
+    random order, and a group for each (its node, or one of two groups drawn at random)."""
+    rng = np.random.default_rng(seed)
+    ssn = open_session(_crowded(seed), WALK)
+    running = np.flatnonzero(ssn.task_state == TaskState.RUNNING).astype(np.int64)
+    for job in range(len(ssn.snapshot.jobs)):
+        if ssn.snapshot.jobs[job].name.startswith("wait") and running.size:
+            cands = rng.permutation(running)
+            yield ssn, job, cands, ssn.task_node[cands].astype(np.int64)
+            yield ssn, job, cands, rng.integers(0, 2, cands.size).astype(np.int64)
+
+
+def test_drf_answers_every_group_at_once_as_each_group_alone() -> None:
+    # drf's answer for many groups at once is, group by group, its answer about that group's
+    # candidates alone (in the order given); and within a group a job's candidates go one
+    # after another (some candidate kept alone is dropped with the others before it).
+    asked = cumulative = 0
+    for seed in range(60):
+        for ssn, job, cands, groups in _asked(seed):
+            (drf,) = [p for p in ssn.points.serving("preemptable") if p.name == "drf"]
+            keep = drf.preemptable_by_group(ssn, job, cands, groups)
+            for g in np.unique(groups).tolist():
+                mine = cands[groups == g]
+                alone = drf.preemptable(ssn, job, mine)
+                assert keep[groups == g].tolist() == np.isin(mine, alone).tolist(), (seed, job)
+                each = [c for c in mine.tolist() if drf.preemptable(ssn, job, np.array([c])).size]
+                cumulative += len(each) > alone.size
+            assert (
+                drf.preemptable_by_group(ssn, job, cands, None).tolist()
+                == np.isin(cands, drf.preemptable(ssn, job, cands)).tolist()
+            )
+            asked += 1
+    assert asked >= 300
+    assert cumulative >= 100
+
+
+def test_the_walk_with_drf_on_every_group_at_once_chooses_as_group_by_group(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Volcano's tiers put drf in the second tier: the walk asks it once for every group, and
+    # its victims are those of the walk asking each group alone (switched off by emptying the
+    # sets of plugins answering for all groups at once).
+    at_once = 0
+    walk_by_mask = dispatch._walk_by_mask
+
+    def counted(*args: Any) -> Any:
+        nonlocal at_once
+        at_once += 1
+        return walk_by_mask(*args)
+
+    decided_by_drf = partial = 0
+    for seed in range(60):
+        for ssn, job, cands, groups in _asked(seed):
+            with monkeypatch.context() as m:
+                m.setattr(dispatch, "_walk_by_mask", counted)
+                fast = rules.walk(ssn, "preemptable", job, cands, groups)
+            with monkeypatch.context() as m:
+                m.setattr(dispatch, "ONE_BY_ONE_VICTIMS", frozenset())
+                m.setattr(dispatch, "GROUP_BY_GROUP_VICTIMS", frozenset())
+                m.setattr(dispatch, "_walk_by_mask", None)
+                plain = rules.walk(ssn, "preemptable", job, cands, groups)
+            assert fast[0].tolist() == plain[0].tolist(), (seed, job)
+            assert fast[1].tolist() == plain[1].tolist(), (seed, job)
+            decided_by_drf += fast[1].size > 0
+            partial += 0 < fast[1].size < cands.size
+    assert at_once >= 300
+    assert decided_by_drf >= 100 and partial >= 100

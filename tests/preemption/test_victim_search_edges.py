@@ -8,11 +8,18 @@ capability forces to be taken off the claim's nodes, and gangs at their minimum.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
 import pytest
 
 import gangsched as gs
 from _preemption_helpers import GPU, config, evicted, job, node, pending, running, snap
+from gangsched.actions import preempt as preempt_action
 from gangsched.actions.victims import rules
+from gangsched.actions.victims import search as victim_search
+from gangsched.scheduler import open_session
 
 #: Preempt as Volcano's: only tasks above a gang's minimum, on the claim's nodes.
 VOLCANO = config("enqueue", "allocate", "preempt", "backfill", whole=False)
@@ -149,3 +156,31 @@ def test_a_gang_at_its_minimum_is_named_as_what_stops_preempt() -> None:
     d = gs.schedule(s, VOLCANO)
     assert d.evictions == ()
     assert d.preemption_reasons["p"].startswith(f"preempt: {rules.GANG_WOULD_BREAK}: ")
+
+
+def test_a_refusal_of_the_claims_queue_in_a_trial_is_noted_for_the_room_bound() -> None:
+    # The queue (capability 1 GPU, holding it) refuses hi's 2-GPU claim whatever is evicted
+    # from other queues' jobs; a trial that meets the refusal notes what it freed from the
+    # queue, so later sets freeing no more are ruled out unplayed.
+    nodes = [node(f"n{i}", gpus=2) for i in range(2)]
+    queues: list[dict[str, Any]] = [{"name": "default", "capability": {GPU: 1}}, {"name": "other"}]
+    jobs = [job("low", 1, priority=1), job("far", 1, priority=1, queue="other")]
+    tasks = running("low", [("n0", [0])]) + running("far", [("n1", [0]), ("n1", [1])])
+    jobs.append(job("hi", 1, priority=9, phase="Inqueue"))
+    tasks += pending("hi", 1, gpus=2)
+    cfg = config("enqueue", "allocate", "preempt", "backfill", whole=False)
+    ssn = open_session(snap(nodes, jobs, tasks, queues), cfg)
+    hi = ssn.snapshot.job_index["hi"]
+    scope = replace(preempt_action.SCOPE, whole=False)
+    search = victim_search._Search(ssn, scope, hi, rules.needed_tasks(ssn, hi))
+    room = search._room = victim_search._Room(ssn, search.claim, search.queue)
+    try:
+        far = [ssn.snapshot.task_index["far-0"]]
+        assert room.by_holdings
+        assert not search.attempt(far, None)
+        assert search.first_refused
+        assert len(room.refused) == 1
+        assert room.refuses(np.asarray(far, dtype=np.int64))
+    finally:
+        search._room = None
+        room.release()

@@ -66,6 +66,12 @@ _SWITCHED = frozenset(SWITCHED_POINTS)
 #: own (whatever the other candidates asked with it) and never abstain. Not drf: it takes a
 #: job's candidates away one after another, each judged with those before it gone.
 ONE_BY_ONE_VICTIMS = frozenset({"priority", "gang", "conformance", "proportion"})
+#: Built-in ``preemptable`` / ``reclaimable`` plugins whose answer about a group of candidates
+#: depends on that group's candidates alone, never abstain, and answer for many groups at once
+#: through a member ``<point>_by_group(ssn, preemptor, candidates, groups)`` (whether each
+#: candidate is kept, each group judged on its own): drf, whose candidates of a job go one after
+#: another.
+GROUP_BY_GROUP_VICTIMS = frozenset({"drf"})
 #: Built-in ``victim_order`` plugins whose key of a task depends only on the task's and its
 #: job's records, the job's task counters and allocation, and its queue's allocation.
 JOB_AND_QUEUE_ORDERS = frozenset({"priority", "gang", "drf", "proportion", "sla"})
@@ -273,22 +279,41 @@ class Dispatch:
         answers did not include the plugin named ``marker``.
 
         Worked out on every group at once when every plugin asked keeps or drops each
-        candidate on its own (:data:`ONE_BY_ONE_VICTIMS`), group by group otherwise."""
+        candidate on its own (:data:`ONE_BY_ONE_VICTIMS`) or answers for every group at once
+        (:data:`GROUP_BY_GROUP_VICTIMS`), group by group otherwise."""
         tiers = self._plugins[point]
+        ssn = self._ssn
 
         def answer(plugin: Any, cands: I64) -> I64 | None:
             given = answers.get(plugin.name)
             got = (
-                given(cands)
-                if given is not None
-                else getattr(plugin, point)(self._ssn, preemptor, cands)
+                given(cands) if given is not None else getattr(plugin, point)(ssn, preemptor, cands)
             )
             return None if got is None else np.asarray(got, dtype=np.int64)
 
-        none = candidates[:0]
-        if all(builtin(p) and p.name in ONE_BY_ONE_VICTIMS for t in tiers for p in t):
-            chosen, loose = _walk_by_mask(tiers, candidates, groups, answer, marker)
+        def by_group(plugin: Any) -> Callable[[], BOOL | None] | None:
+            """The plugin's answer for every group at once, if it gives one."""
+            if not builtin(plugin):
+                return None
+            if plugin.name in ONE_BY_ONE_VICTIMS:
+
+                def each_alone() -> BOOL | None:
+                    got = answer(plugin, candidates)
+                    return None if got is None else np.isin(candidates, got)
+
+                return each_alone
+            if plugin.name in GROUP_BY_GROUP_VICTIMS and plugin.name not in answers:
+                member = getattr(plugin, f"{point}_by_group", None)
+                if member is not None:
+                    return lambda: np.asarray(member(ssn, preemptor, candidates, groups), bool)
+            return None
+
+        asks = [[a for a in map(by_group, tier) if a is not None] for tier in tiers]
+        if all(len(a) == len(t) for a, t in zip(asks, tiers, strict=True)):
+            names = [[p.name for p in tier] for tier in tiers]
+            chosen, loose = _walk_by_mask(names, asks, groups, marker)
             return np.sort(candidates[chosen]), np.sort(candidates[loose])
+        none = candidates[:0]
         victims: list[I64] = []
         free: list[I64] = []
         for g in np.unique(groups).tolist():
@@ -528,35 +553,36 @@ def _walk_group(
 
 
 def _walk_by_mask(
-    tiers: Sequence[Sequence[Any]],
-    candidates: I64,
+    names: Sequence[Sequence[str]],
+    asks: Sequence[Sequence[Callable[[], BOOL | None]]],
     groups: I64,
-    answer: Callable[[Any, I64], I64 | None],
     marker: str,
 ) -> tuple[BOOL, BOOL]:
-    """:func:`_walk_group` on every group at once, each plugin asked once about every
-    candidate (it keeps or drops each on its own): which candidates are victims, and which of
-    them were chosen without the answer of the plugin named ``marker``."""
+    """:func:`_walk_group` on every group at once: ``asks`` holds, tier by tier, each plugin's
+    answer about every candidate (whether it keeps each, every group judged on its own; None:
+    it abstains; ``names`` its name), asked once. Returns which candidates are victims, and
+    which of them were chosen without the answer of the plugin named ``marker``."""
     _, group = np.unique(groups, return_inverse=True)
     n = int(group.max()) + 1 if group.size else 0
-    chosen = np.zeros(candidates.size, dtype=np.bool_)
-    loose = np.zeros(candidates.size, dtype=np.bool_)
+    chosen = np.zeros(groups.size, dtype=np.bool_)
+    loose = np.zeros(groups.size, dtype=np.bool_)
     decided = np.zeros(n, dtype=np.bool_)
 
     def per_group(mask: BOOL) -> BOOL:
         hit: BOOL = np.bincount(group[mask], minlength=n) > 0
         return hit
 
-    for tier in tiers:
+    for tier_names, tier_asks in zip(names, asks, strict=True):
         alive = ~decided  # groups still walking this tier (no plugin answered none)
         has = np.zeros(n, dtype=np.bool_)  # the group's victims so far are not nil
         marked = np.zeros(n, dtype=np.bool_)
-        cur = np.zeros(candidates.size, dtype=np.bool_)
-        for plugin in tier:
-            got = answer(plugin, candidates)
-            if got is None:
+        cur = np.zeros(groups.size, dtype=np.bool_)
+        for name, ask in zip(tier_names, tier_asks, strict=True):
+            if not alive.any():
+                break  # every group decided or out of this tier: the rest changes nothing
+            keep = ask()
+            if keep is None:
                 continue
-            keep = np.isin(candidates, got)
             empty = alive & ~per_group(keep)
             has &= ~empty
             alive &= ~empty
@@ -564,7 +590,7 @@ def _walk_by_mask(
             meet = alive & has
             on_start, on_meet = start[group], meet[group]
             cur = np.where(on_start, keep, np.where(on_meet, cur & keep, cur))
-            is_marker = plugin.name == marker
+            is_marker = name == marker
             marked = np.where(start, is_marker, np.where(meet, marked | is_marker, marked))
             has |= start
             gone = meet & ~per_group(cur & on_meet)  # empty: the next answer starts again

@@ -24,14 +24,20 @@ class ConformancePlugin:
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         self.arguments = arguments
+        # (snapshot, whether each of its tasks may be a victim), read once per snapshot
+        self._open: tuple[object, npt.NDArray[np.bool_]] | None = None
 
     def _filter(self, ssn: Session, candidates: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-        keep = [
-            int(t)
-            for t in candidates
-            if ssn.snapshot.tasks[int(t)].priority < SYSTEM_CRITICAL_PRIORITY
-        ]
-        return np.array(keep, dtype=np.int64)
+        known = self._open
+        if known is None or known[0] is not ssn.snapshot:
+            prio = np.fromiter(
+                (t.priority for t in ssn.snapshot.tasks),
+                dtype=np.int64,
+                count=len(ssn.snapshot.tasks),
+            )
+            known = self._open = (ssn.snapshot, prio < SYSTEM_CRITICAL_PRIORITY)
+        keep: npt.NDArray[np.int64] = np.asarray(candidates, dtype=np.int64)
+        return keep[known[1][keep]]
 
     def preemptable(
         self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]

@@ -29,6 +29,8 @@ requests of the tasks it still needs for its minimum, is at most the victim job'
 removing that task and the job's candidates asked before it (within 1e-6), as Volcano's drf:
 a job's candidates are taken away one after another, so only as many go as keep its share
 at or above the preemptor's (Volcano's order is Go's map order; here the order asked).
+``preemptable_by_group`` gives that answer for many groups of candidates (Volcano asks node
+by node) in one pass, each group judged on its own.
 ``victim_order``: larger share first.
 
 Differences from Volcano: the hierarchy comes from the queue tree instead of path annotations;
@@ -101,29 +103,49 @@ class DrfPlugin:
     def preemptable(
         self, ssn: Session, preemptor: int, candidates: npt.NDArray[np.int64]
     ) -> npt.NDArray[np.int64]:
+        keep = self.preemptable_by_group(ssn, preemptor, candidates, None)
+        out: npt.NDArray[np.int64] = candidates[keep]
+        return out
+
+    def preemptable_by_group(
+        self,
+        ssn: Session,
+        preemptor: int,
+        candidates: npt.NDArray[np.int64],
+        groups: npt.NDArray[np.int64] | None,
+    ) -> BOOL:
+        """:meth:`preemptable` asked about each group of ``candidates`` on its own
+        (``groups``: the group of each; None: one group), all groups at once: whether each
+        candidate is kept. A group's answer depends on its own candidates only (in the order
+        given), so it is the answer :meth:`preemptable` gives about that group alone."""
         tasks = ssn.job_tasks(preemptor)
         pending = tasks[ssn.task_state[tasks] == TaskState.PENDING]
         have = ssn.count_states(preemptor, PIPELINED_OR_READY)
         deficit = max(int(ssn.job_min[preemptor]) - have, 1)
         need = ssn.task_req[pending[:deficit]].sum(axis=0)
         mine = float(((ssn.job_allocated[preemptor] + need) * self._inv_total).max(initial=0.0))
+        keep = np.zeros(candidates.size, dtype=np.bool_)
         if candidates.size == 0:
-            return candidates
-        # A job's candidates go one after another, in the order asked: each is judged by the
-        # share its job keeps once it and the job's candidates before it are gone.
+            return keep
+        # A job's candidates in a group go one after another, in the order asked: each is
+        # judged by the share its job keeps once it and the job's candidates before it in the
+        # group are gone (exact integer sums of requests, so every group's figures are those
+        # it would get alone).
         jobs = ssn.task_job[candidates]
-        order = np.argsort(jobs, kind="stable")
+        order = np.argsort(jobs, kind="stable") if groups is None else np.lexsort((jobs, groups))
         grouped = jobs[order]
+        starts = grouped[1:] != grouped[:-1]
+        if groups is not None:
+            by_group = groups[order]
+            starts |= by_group[1:] != by_group[:-1]
         req = ssn.task_req[candidates[order]]
         cum = np.cumsum(req, axis=0)
-        starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
-        first = np.repeat(starts, np.diff(np.r_[starts, grouped.size]))
+        heads = np.flatnonzero(np.r_[True, starts])
+        first = np.repeat(heads, np.diff(np.r_[heads, grouped.size]))
         left = ssn.job_allocated[grouped] - (cum - cum[first] + req[first])
         theirs = (left * self._inv_total).max(axis=1, initial=0.0)
-        keep = np.empty(candidates.size, dtype=np.bool_)
         keep[order] = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
-        out: npt.NDArray[np.int64] = candidates[keep]
-        return out
+        return keep
 
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
         return (-float(self.shares[int(ssn.task_job[task])]),)

@@ -336,6 +336,9 @@ class _Search:
         self.first_refused = False
         #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
         self.free: frozenset[int] = frozenset()
+        #: Bundles made, per (victims, useful nodes): they are made on the search's opening
+        #: occupancy (every trial is undone), so the explanation reads the search's.
+        self._made: dict[tuple[bytes, bytes], _Bundles] = {}
 
     # ------------------------------------------------------------------ trials
 
@@ -363,8 +366,16 @@ class _Search:
         return bool(ssn.points.job_pipelined(self.job))
 
     def _play(
-        self, stmt: Statement, victims: Sequence[int], among: BOOL | None, rule: bool
+        self,
+        stmt: Statement,
+        victims: Sequence[int],
+        among: BOOL | None,
+        rule: bool,
+        held: _Room | None = None,
     ) -> bool:
+        """Evict ``victims`` in ``stmt`` (in ``held``'s statement instead, kept between the
+        trials of an explanation) and place the claim; with ``rule``, the action's rules
+        too."""
         ssn = self.ssn
         if not self.scope.whole and not self._gang_safe(victims):
             return False
@@ -377,8 +388,11 @@ class _Search:
             return False
         note = f"; breaks disruption budget(s) {broken}: no victim set keeps them" if broken else ""
         victim_nodes = {int(ssn.task_node[v]) for v in victims}
-        for v in victims:
-            stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
+        if held:
+            held.hold(victims, f"{self.scope.action} trial", self.name)
+        else:
+            for v in victims:
+                stmt.evict(v, self.scope.reason(ssn, self.job, v) + note, self.name)
         self.claim_nodes = set()
         placed_from = stmt.mark()
         if not self._place(stmt, among):
@@ -548,6 +562,17 @@ class _Search:
         if self.free and tasks[0] in self.free:
             return tuple(tasks)  # one node's tasks: the walk chose them all one way
         return tuple(spare_tasks(self.ssn, job, tasks))
+
+    def bundles_once(self, victims: I64, useful: BOOL) -> _Bundles:
+        """:meth:`bundles`, made once per search and explanation, on the opening occupancy
+        (evictions an explanation holds between its trials are given back first)."""
+        key = (victims.tobytes(), np.packbits(useful).tobytes())
+        made = self._made.get(key)
+        if made is None:
+            if self._room is not None:
+                self._room.release()
+            made = self._made[key] = self.bundles(victims, useful)
+        return made
 
     def bundles(self, victims: I64, useful: BOOL) -> _Bundles:
         """The bundles of ``victims`` (see the module docstring), in rank order.
@@ -761,7 +786,7 @@ class _Search:
     def _search(self, victims: I64, among: BOOL | None) -> _Plan | None:
         if self.attempt([], among):
             return _Plan((), among, self.cost(()))
-        bundles = self.bundles(victims, self.useful_nodes(among))
+        bundles = self.bundles_once(victims, self.useful_nodes(among))
         if not bundles or self._queue_never_accepts(bundles):
             return None
         found = self._singles(bundles, among)
@@ -776,16 +801,17 @@ class _Search:
             # bundles are added in rank order until the claim fits: the unions the room bound
             # rules out are not played, and once a union takes a job below its minimum every
             # larger one does too
-            most = [self._most(b) for b in bundles]
+            # (bundles are made only as far as the union that fits: ``bundles.most()`` holds
+            # every bundle's largest set, in rank order, so a union is a prefix of its tasks)
             tasks, sets = bundles.most()
-            start = self._room.first_prefix(tasks, sets, len(most), among) if self._room else 0
-            start = max(start, self._first_accepted(most, start))
-            parts = most[:start]
-            for part in most[start:]:
-                parts.append(part)
-                if not self.scope.whole and not self._gang_safe(
-                    [t for _, ts, _ in parts for t in ts]
-                ):
+            n = len(bundles)
+            ends = np.searchsorted(sets, np.arange(n), side="right").tolist()
+            start = self._room.first_prefix(tasks, sets, n, among) if self._room else 0
+            start = max(start, self._first_accepted(tasks, ends, start))
+            parts = [self._most(bundles[i]) for i in range(start)]
+            for i in range(start, n):
+                parts.append(self._most(bundles[i]))
+                if not self.scope.whole and not self._gang_safe(tasks[: ends[i]].tolist()):
                     return None
                 if self._fits(parts, among):
                     break
@@ -935,26 +961,28 @@ class _Search:
         chosen = _most_freeing(freed, rows, c)
         return self._refuses(tasks[chosen[nodes]].tolist())
 
-    def _first_accepted(self, parts: list[_Part], start: int) -> int:
-        """The first ``i >= start`` such that the claim's queue may accept the union of
-        ``parts[0..i]``, or ``len(parts)`` when it refuses them all; ``start`` when the queue
-        does not judge by its holdings alone. The unions free ever more from the queue, so
-        refusals end where acceptance begins: galloping up from ``start`` then bisecting finds
-        it, each probe evicting little more than the one before."""
+    def _first_accepted(self, tasks: I64, ends: list[int], start: int) -> int:
+        """The first ``i >= start`` such that the claim's queue may accept the union of the
+        first ``i + 1`` sets (``tasks[: ends[i]]``), or ``len(ends)`` when it refuses them
+        all; ``start`` when the queue does not judge by its holdings alone. The unions free
+        ever more from the queue, so refusals end where acceptance begins: galloping up from
+        ``start`` then bisecting finds it, each probe evicting little more than the one
+        before."""
         room = self._room
-        if room is None or not room.by_holdings or start >= len(parts):
+        n = len(ends)
+        if room is None or not room.by_holdings or start >= n:
             return start
 
         def refused(i: int) -> bool:
-            return self._refuses([t for _, ts, _ in parts[: i + 1] for t in ts])
+            return self._refuses(tasks[: ends[i]].tolist())
 
         if not refused(start):
             return start
         lo, step = start, 1  # refused at lo
         while True:
-            hi = min(lo + step, len(parts) - 1)
+            hi = min(lo + step, n - 1)
             if hi == lo:
-                return len(parts)
+                return n
             if not refused(hi):
                 break
             lo, step = hi, step * 2
@@ -996,14 +1024,39 @@ class _Search:
     # ------------------------------------------------------------------ explanations
 
     def diagnose(self, allowed: I64, victims: I64) -> VictimRefusal:
-        """Which rule stopped preemption: relax the constraints one at a time."""
+        """Which rule stopped preemption: relax the constraints one at a time. The trials'
+        evictions are held between them (:meth:`_explain_trial`), and given back before
+        anything else reads the occupancy."""
+        room = self._room = _Room(self.ssn, self.claim, self.queue)
+        try:
+            return self._diagnose(allowed, victims, room)
+        finally:
+            self._room = None
+            room.release()
+
+    def _explain_trial(self, victims: list[int], among: BOOL | None) -> bool:
+        """:meth:`attempt` on placement alone (``rule=False``), as it plays without a room,
+        inside an explanation: the evictions stay held in the room between trials (only the
+        difference to the next set is played; evictions commute), the placement is undone.
+        Without a room (outside an explanation), :meth:`attempt` itself."""
+        if self._room is None:
+            return self.attempt(victims, among, rule=False)
+        relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
+        stmt = Statement(self.ssn, relax=relax)
+        try:
+            return self._play(stmt, victims, among, False, held=self._room)
+        finally:
+            stmt.discard()
+
+    def _diagnose(self, allowed: I64, victims: I64, held: _Room) -> VictimRefusal:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
-        most = self.bundles(victims, useful).most()[0].tolist()
+        most = self.bundles_once(victims, useful).most()[0].tolist()
         self.blocked = None
         trials = _Trials(self)
         if not trials.play(victims.tolist()) and self.blocked is not None:
+            held.release()
             freed = ssn.task_req[victims].sum(axis=0)
             room = (ssn.future_idle()[useful]).sum(axis=0) + freed
             if np.all(room >= self.need):
@@ -1013,10 +1066,10 @@ class _Search:
                 f"even evicting every candidate would not make room for {n} task(s)",
             )
         if most and trials.play(most):
-            allowed_domains = domains(ssn, self.job)
+            allowed_domains = domains(ssn, self.job)  # the job's own tasks: never held
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
-                trials.play(self.bundles(victims, useful & d).most()[0].tolist(), d)
+                trials.play(self.bundles_once(victims, useful & d).most()[0].tolist(), d)
                 for d in allowed_domains
                 if d is not None
             ):
@@ -1030,20 +1083,17 @@ class _Search:
                 if self.last_refusal is not None:
                     return self.last_refusal
             return (INSUFFICIENT, f"no victim set found that makes room for {n} task(s)")
-        on_useful = [t for t in victims.tolist() if useful[ssn.task_node[t]]]
+        on_useful = victims[useful[ssn.task_node[victims]]].tolist()
         if on_useful and trials.play(on_useful):
             return (
                 GANG_WOULD_BREAK,
                 f"room for {n} task(s) exists only by cutting running gangs below min_available",
             )
-        more = [t for t in allowed.tolist() if useful[ssn.task_node[t]]]
+        more = allowed[useful[ssn.task_node[allowed]]].tolist()
         if len(more) > len(on_useful) and trials.play(more):
-            gang_ok = [
-                t
-                for t in gang_allowed(ssn, allowed, whole=self.scope.whole).tolist()
-                if useful[ssn.task_node[t]]
-            ]
-            if not trials.play(gang_ok):
+            held.release()
+            spare = gang_allowed(ssn, allowed, whole=self.scope.whole)
+            if not trials.play(spare[useful[ssn.task_node[spare]]].tolist()):
                 return (
                     GANG_WOULD_BREAK,
                     f"room for {n} task(s) exists only by cutting running gangs below "
@@ -1083,7 +1133,7 @@ class _Trials:
         known = self._known.get(key)
         if known is not None:
             return known
-        ok = self.search.attempt(victims, among, rule=False)
+        ok = self.search._explain_trial(victims, among)
         self._known[key] = ok
         return ok
 
