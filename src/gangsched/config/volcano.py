@@ -33,11 +33,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gangsched.config.args import _TRUE, FrozenArgs, _thaw
+from gangsched.config.args import _TRUE, FrozenArgs, _err, _thaw
 from gangsched.config.tiers import _parse_actions, _parse_configurations
 from gangsched.errors import ConfigError
 
-__all__ = ["EXTENSIONS", "as_volcano_reads", "naming_extensions", "without_defaults"]
+__all__ = [
+    "EXTENSIONS",
+    "as_volcano_reads",
+    "check_victim_selection",
+    "naming_extensions",
+    "without_defaults",
+]
 
 #: ``(action, argument, gangsched's default, the value that behaves like Volcano)``.
 EXTENSIONS: tuple[tuple[str, str, bool | str, bool | str], ...] = (
@@ -56,6 +62,21 @@ def _all_rules_named(args: Mapping[str, object]) -> bool:
     if isinstance(value, str):
         value = value.strip() in _TRUE
     return value is True
+
+
+def check_victim_selection(configurations: Mapping[str, Mapping[str, object]]) -> None:
+    """Refuse ``preempt``'s ``victimSelection: volcano`` together with ``allVictimRules:
+    true`` (checked before the default is dropped, so the explicit ``true`` is seen): Volcano's
+    walk takes the victims of the first answering tier alone, which cannot also hold every
+    victim rule whatever tier answers."""
+    args = configurations.get("preempt", {})
+    if args.get("victimSelection") == "volcano" and _all_rules_named(args):
+        raise _err(
+            "configurations.preempt.victimSelection",
+            "victimSelection: volcano takes the victims of Volcano's tier walk, which "
+            "allVictimRules: true forbids (set allVictimRules: false or leave it out, or "
+            "choose victimSelection: cheapest)",
+        )
 
 
 def _with(
