@@ -13,10 +13,14 @@ from collections import Counter
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import gangsched as gs
 from gangsched.config import Config
 from gangsched.errors import ConfigError
+from gangsched.testing.invariants import check_cycle, check_deterministic
+from gangsched.testing.strategies import snapshots
 
 ACTIONS = 'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
 TIERS = """tiers:
@@ -303,3 +307,86 @@ def test_unknown_victim_selection_is_refused() -> None:
     with pytest.raises(ConfigError, match="victimSelection") as info:
         gs.schedule(cluster_802(), volcano_yaml("fewest"))
     assert "cheapest" in str(info.value) and "volcano" in str(info.value)
+
+
+# ------------------------------------------------------------------ invariants
+
+
+@st.composite
+def contended(draw: st.DrawFn) -> gs.Snapshot:
+    """Small full clusters where preemption has work: 2-4 nodes, one or two queues, jobs of
+    priorities 0-3 (gangs of 1-4 tasks, some best-effort or not preemptable), the running
+    ones placed first fit, the others waiting admitted."""
+    n_nodes = draw(st.integers(2, 4))
+    sizes = [draw(st.sampled_from([8, 16])) for _ in range(n_nodes)]
+    free = list(sizes)
+    queues = ["q0", "q1"][: draw(st.integers(1, 2))]
+    jobs: list[dict[str, Any]] = []
+    tasks: list[dict[str, Any]] = []
+    for j in range(draw(st.integers(2, 6))):
+        name = f"j{j}"
+        n = draw(st.integers(1, 4))
+        cpu = draw(st.sampled_from([2, 4, 8]))
+        best_effort = [draw(st.integers(0, 5)) == 0 for _ in range(n)]
+        run = draw(st.booleans())
+        placed: list[str | None] = [None] * n
+        if run:
+            for i in range(n):
+                need = 0 if best_effort[i] else cpu
+                node = next((k for k in range(n_nodes) if free[k] >= need), None)
+                if node is None:
+                    break
+                free[node] -= need
+                placed[i] = f"n{node}"
+            run = placed[0] is not None
+        jobs.append(
+            {
+                "name": name,
+                "queue": draw(st.sampled_from(queues)),
+                "min_available": draw(st.integers(1, n)),
+                "priority": draw(st.integers(0, 3)),
+                "creation": j,
+                "phase": "Running" if run else "Inqueue",
+                "preemptable": draw(st.integers(0, 7)) != 0,
+            }
+        )
+        for i in range(n):
+            task: dict[str, Any] = {
+                "name": f"{name}-{i}",
+                "job": name,
+                "request": {} if best_effort[i] else {"cpu": cpu, "memory": "1Gi"},
+            }
+            if run and placed[i] is not None:
+                task.update(phase="Running", node=placed[i])
+            tasks.append(task)
+        if run and any(p is None for p in placed[: jobs[-1]["min_available"]]):
+            jobs[-1]["min_available"] = sum(p is not None for p in placed)
+    return gs.Snapshot.from_dict(
+        {
+            "nodes": [_cpu_node(f"n{k}", c) for k, c in enumerate(sizes)],
+            "queues": [{"name": q} for q in queues],
+            "jobs": jobs,
+            "tasks": tasks,
+        }
+    )
+
+
+@settings(max_examples=120)
+@given(st.one_of(contended(), snapshots(max_nodes=4, max_jobs=5, max_queues=2)))
+def test_volcano_play_keeps_every_invariant(snapshot: gs.Snapshot) -> None:
+    # Gangs all-or-nothing, no node over-committed, queue capabilities, known objects and
+    # reasons (check_cycle), the same decisions on every run; and every eviction of the
+    # preempt action takes a task of another job of the preemptor's queue or a lower-priority
+    # task of its own job.
+    config = volcano_yaml()
+    d = check_deterministic(lambda s: gs.schedule(s, config), snapshot)
+    check_cycle(snapshot, d, config)
+    jobs = {j.name: j for j in snapshot.jobs}
+    tasks = {t.name: t for t in snapshot.tasks}
+    for e in d.evictions:
+        if "Volcano's preempt" not in e.reason:
+            continue
+        victim = jobs[tasks[e.task].job]
+        mine = jobs[e.preemptor]
+        assert victim.queue == mine.queue
+        assert tasks[e.task].preemptable and victim.preemptable

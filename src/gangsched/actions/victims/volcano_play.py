@@ -20,7 +20,7 @@ while the job is still starving. For each task:
 2. the nodes whose predicates pass (resources aside) are ordered by node score, best first,
    the lowest index on a tie;
 3. the candidates are the running or bound tasks, ``preemptable`` on task and job, of *other*
-   jobs of the *same* queue (a best-effort preemptor only takes best-effort tasks). The
+   jobs of the *same* queue. The
    victims of each node are the answer of Volcano's tier walk
    (:meth:`~gangsched.framework.dispatch.Dispatch.walk_victims`) about that node's
    candidates, asked with the session as it is now: priority answers the jobs of strictly
@@ -50,7 +50,9 @@ per preemptor task). Because a node that fails is undone exactly, every node a t
 sees the session of the task's start: the walk, the validation and the order are worked out
 for all nodes at once, and only the evictions are played node by node.
 
-What this loop does not do: a job with a network topology (HyperNodes) is not a preemptor
+What this loop does not do: a best-effort task (no request) is not a preemptor task (it
+needs no eviction; ``backfill`` places it; Volcano reserves it here when its turn comes while
+its job is starving, and lets it evict only best-effort pods); a job with a network topology (HyperNodes) is not a preemptor
 (Volcano's preempt skips it); disruption budgets are not read (Volcano's preempt has no
 ``pdb`` rule); a task reserved inside a job whose gang stays short is not kept (gangsched's
 gang gate; Volcano keeps it pipelined for its session, which ends without binding it).
@@ -147,8 +149,10 @@ def run(ssn: Session, action: str) -> None:
 
 
 def _pending(ssn: Session, job: int) -> list[int]:
+    """The job's pending tasks in task order, best-effort ones left to ``backfill``."""
     tasks = ssn.job_tasks(job)
-    out = [int(t) for t in tasks[ssn.task_state[tasks] == TaskState.PENDING].tolist()]
+    pending = tasks[ssn.task_state[tasks] == TaskState.PENDING].tolist()
+    out = [int(t) for t in pending if not ssn.snapshot.tasks[int(t)].best_effort]
     out.sort(key=ssn.task_key)
     return out
 
@@ -259,9 +263,6 @@ class _TaskPlay:
         cands = np.flatnonzero(mask).astype(np.int64)
         cands = cands[ok[ssn.task_node[cands]]]
         cands = cands[v.evictable(ssn, cands)]
-        if self.rec.best_effort and cands.size:
-            be = np.array([ssn.snapshot.tasks[t].best_effort for t in cands.tolist()], dtype=bool)
-            cands = cands[be]
         return cands
 
     def victims(self, cands: I64) -> I64:
