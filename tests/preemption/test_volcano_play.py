@@ -44,8 +44,7 @@ def volcano_yaml(selection: str | None = None, actions: str = ACTIONS) -> Config
     text = actions + TIERS
     if selection is not None:
         text += (
-            "configurations:\n- name: preempt\n  arguments:\n"
-            f"    victimSelection: {selection}\n"
+            f"configurations:\n- name: preempt\n  arguments:\n    victimSelection: {selection}\n"
         )
     return Config.from_volcano_yaml(text)
 
@@ -72,7 +71,9 @@ def _task(name: str, request: dict[str, Any], node: str | None = None) -> dict[s
     return out
 
 
-def _job(name: str, min_available: int, priority: int, running: bool, **extra: Any) -> dict[str, Any]:
+def _job(
+    name: str, min_available: int, priority: int, running: bool, **extra: Any
+) -> dict[str, Any]:
     return {
         "name": name,
         "queue": "q0",
@@ -285,8 +286,10 @@ def test_volcano_yaml_defaults_to_volcano_and_gangsched_to_cheapest() -> None:
 
 
 def test_all_victim_rules_named_true_keeps_the_search() -> None:
-    text = ACTIONS + TIERS + (
-        "configurations:\n- name: preempt\n  arguments:\n    allVictimRules: true\n"
+    text = (
+        ACTIONS
+        + TIERS
+        + ("configurations:\n- name: preempt\n  arguments:\n    allVictimRules: true\n")
     )
     config = Config.from_volcano_yaml(text)
     assert "victimSelection" not in config.action_arguments("preempt")
@@ -294,9 +297,13 @@ def test_all_victim_rules_named_true_keeps_the_search() -> None:
 
 
 def test_volcano_with_all_victim_rules_is_refused() -> None:
-    text = ACTIONS + TIERS + (
-        "configurations:\n- name: preempt\n  arguments:\n"
-        "    allVictimRules: true\n    victimSelection: volcano\n"
+    text = (
+        ACTIONS
+        + TIERS
+        + (
+            "configurations:\n- name: preempt\n  arguments:\n"
+            "    allVictimRules: true\n    victimSelection: volcano\n"
+        )
     )
     with pytest.raises(ConfigError, match="allVictimRules") as info:
         Config.from_volcano_yaml(text)

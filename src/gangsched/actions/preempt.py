@@ -48,8 +48,8 @@ other jobs).
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np

@@ -51,11 +51,12 @@ sees the session of the task's start: the walk, the validation and the order are
 for all nodes at once, and only the evictions are played node by node.
 
 What this loop does not do: a best-effort task (no request) is not a preemptor task (it
-needs no eviction; ``backfill`` places it; Volcano reserves it here when its turn comes while
-its job is starving, and lets it evict only best-effort pods); a job with a network topology (HyperNodes) is not a preemptor
-(Volcano's preempt skips it); disruption budgets are not read (Volcano's preempt has no
-``pdb`` rule); a task reserved inside a job whose gang stays short is not kept (gangsched's
-gang gate; Volcano keeps it pipelined for its session, which ends without binding it).
+needs no eviction and ``backfill`` places it; Volcano reserves it here when its turn comes
+while its job is starving, and lets it evict only best-effort pods); a job with a network
+topology (HyperNodes) is not a preemptor (Volcano's preempt skips it); disruption budgets are
+not read (Volcano's preempt has no ``pdb`` rule); a task reserved inside a job whose gang
+stays short is not kept (gangsched's gang gate; Volcano keeps it pipelined for its session,
+which ends without binding it).
 """
 
 from __future__ import annotations
@@ -376,10 +377,10 @@ class _TaskPlay:
     def reason(self, victim: int) -> str:
         ssn = self.ssn
         if self.own_job:
-            theirs = ssn.snapshot.tasks[victim]
+            other = ssn.snapshot.tasks[victim]
             return (
                 f"preempted by task {self.rec.name!r} of the same job {self.rec.job!r} "
-                f"(task priority {self.rec.priority} > {theirs.priority}; Volcano's preempt)"
+                f"(task priority {self.rec.priority}, its {other.priority}; Volcano's preempt)"
             )
         mine = ssn.snapshot.jobs[self.job]
         theirs = ssn.snapshot.jobs[int(ssn.task_job[victim])]
@@ -439,8 +440,7 @@ class _TaskPlay:
             if bool(np.all(ready[jobs] <= ssn.job_min[jobs])):
                 return (
                     v.GANG_WOULD_BREAK,
-                    f"task {name!r}: every lower-priority candidate job runs at its "
-                    "min_available",
+                    f"task {name!r}: every lower-priority candidate job runs at its min_available",
                 )
             return (
                 v.NOT_PREEMPTABLE,
