@@ -65,6 +65,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
+import numpy.typing as npt
 
 from gangsched.actions.victims import loop
 from gangsched.actions.victims import rules as v
@@ -100,6 +101,7 @@ SELECTIONS = (CHEAPEST, VOLCANO)
 
 I64 = v.I64
 BOOL = v.BOOL
+F64 = npt.NDArray[np.float64]
 
 
 def victim_selection(arguments: Mapping[str, object], action: str) -> str:
@@ -168,14 +170,24 @@ def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None
     stmt = Statement(ssn)
     first: v.VictimRefusal | None = None
     placed = 0
+    # A task that fails leaves the session as it found it, so a later task alike (same
+    # template, task priority and policy) fails too until a task is placed.
+    failed: set[tuple[int, int, str]] = set()
+    tasks = ssn.snapshot.tasks
     for t in _pending(ssn, job):
         if not ssn.points.job_starving(job):
             break
+        alike = (int(ssn.template_of[t]), tasks[t].priority, tasks[t].preemption_policy)
+        if alike in failed:
+            continue
         refusal = _TaskPlay(ssn, action, job, t, own_job=False).play(stmt)
         if refusal is None:
             placed += 1
-        elif first is None:
-            first = refusal
+            failed.clear()
+        else:
+            failed.add(alike)
+            if first is None:
+                first = refusal
     if placed and ssn.points.job_pipelined(job):
         victims = [op.task for op in stmt.ops if op.kind is OpKind.EVICT]
         if stmt.commit():
@@ -234,7 +246,13 @@ class _TaskPlay:
         self.queue = int(ssn.job_queue[job])
         self.tmpl = ssn.templates[int(ssn.template_of[task])]
         self.rec = ssn.snapshot.tasks[task]
+        #: Whether the queue refused the task on the node being tried; on any node.
         self.queue_refused = False
+        self.any_queue_refused = False
+        #: What the victims of each node where the queue refused the task gave back.
+        self.queue_fails: list[I64] = []
+        #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
+        self.monotone_queue = False
 
     # -- fit -----------------------------------------------------------------------------
 
@@ -278,7 +296,8 @@ class _TaskPlay:
             "gang": lambda c: _gang_answer(ssn, c, order),
         }
         if any(p.name == "drf" and builtin(p) for p in ssn.points.serving("preemptable")):
-            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order)
+            inv = v.inverse_totals(ssn)
+            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order, inv)
         walked, _ = ssn.points.walk_victims(
             "preemptable", self.job, cands, ssn.task_node[cands], answers, marker="gang"
         )
@@ -311,16 +330,27 @@ class _TaskPlay:
 
     # -- validation ----------------------------------------------------------------------
 
+    def _freed(self, victims: I64) -> I64:
+        """Per node, what ``victims`` give back there (as charged on their nodes)."""
+        ssn = self.ssn
+        freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
+        if victims.size:
+            rows = ssn.task_req[victims].copy()
+            gpu = ssn.arrays.spec.gpu_column
+            tasks = ssn.snapshot.tasks
+            for i, t in enumerate(victims.tolist()):
+                g = tasks[t].gpu_request
+                if g is not None:
+                    rows[i, gpu] = g.count * ssn.device_milli(t, int(ssn.task_node[t]))
+            np.add.at(freed, ssn.task_node[victims], rows)
+        return freed
+
     def validated(self, nodes: I64, victims: I64) -> BOOL:
         """Volcano's ``ValidateVictims`` on every node of ``nodes`` at once: future idle plus
         the victims' requests there cover the task's request (pods aside)."""
         ssn = self.ssn
-        n = ssn.arrays.n_nodes
         spec = ssn.arrays.spec
-        freed = np.zeros((n, ssn.task_req.shape[1]), dtype=np.int64)
-        if victims.size:
-            rows = np.array([ssn.row_on(t, int(ssn.task_node[t])) for t in victims.tolist()])
-            np.add.at(freed, ssn.task_node[victims], rows)
+        freed = self._freed(victims)
         need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
         g = self.rec.gpu_request
         if g is not None:
@@ -336,7 +366,14 @@ class _TaskPlay:
 
     def play(self, stmt: Statement) -> v.VictimRefusal | None:
         """Evict for the task on the first node that works and pipeline it there; None when
-        done, else why not."""
+        done, else why not.
+
+        Every node is tried from the session of the task's start (a node that fails is
+        undone), so the answers of the walk and the validation do not depend on the nodes
+        tried before: nodes whose every candidate would not cover the task are left out
+        first (the walk's victims are among the candidates), and the walk is asked about the
+        rest in score order, a growing batch of nodes at a time, until a node takes the
+        task."""
         ssn = self.ssn
         held = v.policy_refusal(ssn, self.job, [self.task])
         if held is not None and held[0] == v.POLICY_NEVER:
@@ -348,31 +385,58 @@ class _TaskPlay:
             return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
         order = nodes[np.argsort(-ev.score[nodes], kind="stable")]
         cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
-        victims = self.victims(cands)
-        valid = self.validated(order, victims)
-        on_node: dict[int, list[int]] = {}
-        for t in victims.tolist():
-            on_node.setdefault(int(ssn.task_node[t]), []).append(t)
+        order = order[self.validated(order, cands)]  # the most any walk could give
+        cand_nodes = ssn.task_node[cands]
+        self.monotone_queue = all(builtin(p) for p in ssn.points.serving("allocatable"))
+        found = 0
         tried = 0
-        for node in order[valid].tolist():
-            tried += 1
-            here = sorted(on_node.get(node, []), key=ssn.victim_key)
-            mark = stmt.mark()
-            fits = self.fits(node)
-            k = 0
-            while not fits and k < len(here):
-                victim = here[k]
-                k += 1
-                if self.frees_nothing(victim, node):
+        start, size = 0, 8
+        while start < order.size:
+            batch = order[start : start + size]
+            start, size = start + size, size * 4
+            mine = cands[np.isin(cand_nodes, batch)]
+            victims = self.victims(mine)
+            found += victims.size
+            freed = self._freed(victims)
+            for node in batch[self.validated(batch, victims)].tolist():
+                if self._queue_doomed(freed[node]):
                     continue
-                stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
-                fits = self.fits(node)
-            if fits:
-                gpus = ssn.choose_gpus(self.task, node, future=True)
-                if stmt.attempt(self.task, node, gpus, pipelined=True) is None:
+                tried += 1
+                if self._try_node(stmt, node, victims, freed[node]):
                     return None
-            stmt.undo_to(mark)
-        return self.diagnose(held, nodes.size, cands, victims, tried)
+        return self.diagnose(held, nodes.size, cands, found, tried)
+
+    def _queue_doomed(self, freed: I64) -> bool:
+        """Whether the queue refused the task on a node whose victims gave back at least
+        ``freed`` in every resource (the built-in ``allocatable`` rules only loosen as the
+        queue's allocation drops, and every victim is of the task's queue)."""
+        return self.monotone_queue and any(bool(np.all(freed <= f)) for f in self.queue_fails)
+
+    def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64) -> bool:
+        """Evict ``node``'s victims in victim order until the task fits there and pipeline
+        it; undo and return False when it does not fit."""
+        ssn = self.ssn
+        here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
+        mark = stmt.mark()
+        self.queue_refused = False
+        fits = self.fits(node)
+        k = 0
+        while not fits and k < len(here):
+            victim = here[k]
+            k += 1
+            if self.frees_nothing(victim, node):
+                continue
+            stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
+            fits = self.fits(node)
+        if fits:
+            gpus = ssn.choose_gpus(self.task, node, future=True)
+            if stmt.attempt(self.task, node, gpus, pipelined=True) is None:
+                return True
+        elif self.queue_refused and k == len(here):
+            self.queue_fails.append(freed)
+            self.any_queue_refused = True
+        stmt.undo_to(mark)
+        return False
 
     def reason(self, victim: int) -> str:
         ssn = self.ssn
@@ -399,7 +463,7 @@ class _TaskPlay:
         held: v.VictimRefusal | None,
         n_nodes: int,
         cands: I64,
-        victims: I64,
+        victims: int,
         tried: int,
     ) -> v.VictimRefusal:
         ssn = self.ssn
@@ -408,7 +472,7 @@ class _TaskPlay:
         where = f"the {n_nodes} node(s) its predicates pass"
         if held is not None and tried == 0:
             return held
-        if self.queue_refused:
+        if self.any_queue_refused:
             return (
                 v.BEYOND_DESERVED,
                 f"task {name!r}: placing it would take queue {queue!r} beyond its deserved "
@@ -427,7 +491,7 @@ class _TaskPlay:
                 f"task {name!r}: no running preemptable task of {whose} on {where}, and it "
                 "fits on none of them as they are",
             )
-        if victims.size == 0:
+        if victims == 0:
             lower = self._priority(cands)
             if lower.size == 0:
                 what = "task" if self.own_job else "job"
@@ -449,7 +513,7 @@ class _TaskPlay:
             )
         return (
             v.INSUFFICIENT,
-            f"task {name!r}: evicting the {victims.size} victim(s) the preemptable plugins "
+            f"task {name!r}: evicting the {victims} victim(s) the preemptable plugins "
             f"allow would not free its request on any of {where}",
         )
 
@@ -483,7 +547,9 @@ def _gang_answer(ssn: Session, cands: I64, order: Mapping[int, int]) -> I64:
     return np.array(sorted(keep), dtype=np.int64)
 
 
-def _drf_answer(ssn: Session, job: int, task: int, cands: I64, order: Mapping[int, int]) -> I64:
+def _drf_answer(
+    ssn: Session, job: int, task: int, cands: I64, order: Mapping[int, int], inv: F64
+) -> I64:
     """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
