@@ -246,7 +246,7 @@ class _TaskPlay:
         self.queue = int(ssn.job_queue[job])
         self.tmpl = ssn.templates[int(ssn.template_of[task])]
         self.rec = ssn.snapshot.tasks[task]
-        #: Whether the queue refused the task on the node being tried; on any node.
+        #: Whether the queue refused the task at the last fit; at any fit.
         self.queue_refused = False
         self.any_queue_refused = False
         #: What the victims of each node where the queue refused the task gave back.
@@ -260,11 +260,12 @@ class _TaskPlay:
         """Volcano's ``preemptorFitsOnNode``: the queue may take the task, it fits ``node``
         once the releases finish, and the node's predicates pass."""
         ssn = self.ssn
+        self.queue_refused = False
         ev = ssn.evaluate(self.tmpl)
         if not (ev.ok[node] and ev.fit_future[node]):
             return False
         if not ssn.points.allocatable(self.queue, self.tmpl):
-            self.queue_refused = True
+            self.queue_refused = self.any_queue_refused = True
             return False
         return True
 
@@ -404,7 +405,7 @@ class _TaskPlay:
                 tried += 1
                 if self._try_node(stmt, node, victims, freed[node]):
                     return None
-        return self.diagnose(held, nodes.size, cands, found, tried)
+        return self.diagnose(held, nodes.size, cands, order.size, found, tried)
 
     def _queue_doomed(self, freed: I64) -> bool:
         """Whether the queue refused the task on a node whose victims gave back at least
@@ -432,9 +433,8 @@ class _TaskPlay:
             gpus = ssn.choose_gpus(self.task, node, future=True)
             if stmt.attempt(self.task, node, gpus, pipelined=True) is None:
                 return True
-        elif self.queue_refused and k == len(here):
+        elif self.queue_refused and k == len(here):  # the last answer, every victim gone
             self.queue_fails.append(freed)
-            self.any_queue_refused = True
         stmt.undo_to(mark)
         return False
 
@@ -463,6 +463,7 @@ class _TaskPlay:
         held: v.VictimRefusal | None,
         n_nodes: int,
         cands: I64,
+        covering: int,
         victims: int,
         tried: int,
     ) -> v.VictimRefusal:
@@ -491,6 +492,13 @@ class _TaskPlay:
                 f"task {name!r}: no running preemptable task of {whose} on {where}, and it "
                 "fits on none of them as they are",
             )
+        if covering == 0:
+            return (
+                v.INSUFFICIENT,
+                f"task {name!r}: even evicting every candidate of a node would not free its "
+                f"request on any of {where}",
+            )
+        there = f"the {covering} node(s) where its candidates could make room"
         if victims == 0:
             lower = self._priority(cands)
             if lower.size == 0:
@@ -508,13 +516,13 @@ class _TaskPlay:
                 )
             return (
                 v.NOT_PREEMPTABLE,
-                f"task {name!r}: the preemptable plugins (Volcano's tier walk) chose no "
-                f"victim among the {cands.size} candidate(s)",
+                f"task {name!r}: on {there}, the preemptable plugins (Volcano's tier walk) "
+                "chose no victim",
             )
         return (
             v.INSUFFICIENT,
-            f"task {name!r}: evicting the {victims} victim(s) the preemptable plugins "
-            f"allow would not free its request on any of {where}",
+            f"task {name!r}: on {there}, the {victims} victim(s) the preemptable plugins allow "
+            "would not free its request",
         )
 
 
