@@ -249,6 +249,31 @@ def test_the_first_node_in_score_order_wins_not_the_cheapest_victim(first_low: b
     assert [e.task.split("-")[0] for e in cheapest.evictions] == ["l0"]
 
 
+def test_the_within_job_pass_reserves_further_tasks_where_room_was_freed() -> None:
+    # p (min 1) evicts l0's spare 8-cpu task for its first task; no longer starving, its
+    # second task goes in Volcano's within-job pass, one statement of its own, to the room the
+    # eviction left (a node needing no victim is accepted). The search claims p's minimum only.
+    eight = {"cpu": 8, "memory": "1Gi"}
+    four = {"cpu": 4, "memory": "1Gi"}
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [_cpu_node("n0", 8), _cpu_node("n1", 8)],
+            "queues": [{"name": "q0"}],
+            "jobs": [_job("l0", 1, 0, True), _job("p1", 1, 2, False)],
+            "tasks": [
+                _task("l0-0", eight, "n0"),
+                _task("l0-1", eight, "n1"),
+                *(_task(f"p1-{i}", four) for i in range(2)),
+            ],
+        }
+    )
+    d = gs.schedule(snap, volcano_yaml())
+    assert [e.task for e in d.evictions] == ["l0-0"]
+    assert sorted((p.task, p.node) for p in d.pipelined) == [("p1-0", "n0"), ("p1-1", "n0")]
+    cheapest = gs.schedule(snap, volcano_yaml("cheapest"))
+    assert outcome(cheapest) == {"l0": (0, 1), "p1": (1, 0)}
+
+
 def test_a_failing_job_evicts_nothing_and_says_why() -> None:
     # p (min 2) gets one task reserved by evicting l0's spare task; its second finds no
     # victim (l0 is at its minimum, l1 outranks p): the statement is discarded whole and the
