@@ -274,6 +274,30 @@ def test_the_within_job_pass_reserves_further_tasks_where_room_was_freed() -> No
     assert outcome(cheapest) == {"l0": (0, 1), "p1": (1, 0)}
 
 
+def test_a_job_whose_minimum_only_best_effort_tasks_cover_preempts() -> None:
+    # p (min 1) has a 4-cpu task and a best-effort one, both pending: it is starving (ready
+    # and reserved tasks only, as Volcano since 59b54cc3c), so its 4-cpu task evicts l's
+    # spare task; the best-effort task is left to backfill, which binds it.
+    eight = {"cpu": 8, "memory": "1Gi"}
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [_cpu_node("n0", 8), _cpu_node("n1", 8)],
+            "queues": [{"name": "q0"}],
+            "jobs": [_job("l0", 1, 0, True), _job("p1", 1, 2, False)],
+            "tasks": [
+                _task("l0-0", eight, "n0"),
+                _task("l0-1", eight, "n1"),
+                _task("p1-0", {"cpu": 4, "memory": "1Gi"}),
+                _task("p1-1", {}),
+            ],
+        }
+    )
+    d = gs.schedule(snap, volcano_yaml())
+    assert [e.task for e in d.evictions] == ["l0-0"]
+    assert [(p.task, p.node) for p in d.pipelined] == [("p1-0", "n0")]
+    assert [b.task for b in d.binds] == ["p1-1"]
+
+
 def test_a_failing_job_evicts_nothing_and_says_why() -> None:
     # p (min 2) gets one task reserved by evicting l0's spare task; its second finds no
     # victim (l0 is at its minimum, l1 outranks p): the statement is discarded whole and the
