@@ -71,7 +71,6 @@ from gangsched.actions.victims import loop
 from gangsched.actions.victims import rules as v
 from gangsched.config import arg_bool, arg_str
 from gangsched.errors import ConfigError
-from gangsched.framework.answers import builtin
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
 from gangsched.session.statement import OpKind, Statement
@@ -296,7 +295,7 @@ class _TaskPlay:
             "priority": self._priority,
             "gang": lambda c: _gang_answer(ssn, c, order),
         }
-        if any(p.name == "drf" and builtin(p) for p in ssn.points.serving("preemptable")):
+        if ssn.points.built_in("preemptable"):  # "drf" names the package's own plugin
             inv = v.inverse_totals(ssn)
             answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order, inv)
         walked, _ = ssn.points.walk_victims(
@@ -388,7 +387,7 @@ class _TaskPlay:
         cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
         order = order[self.validated(order, cands)]  # the most any walk could give
         cand_nodes = ssn.task_node[cands]
-        self.monotone_queue = all(builtin(p) for p in ssn.points.serving("allocatable"))
+        self.monotone_queue = ssn.points.built_in("allocatable")
         found = 0
         tried = 0
         start, size = 0, 8
