@@ -192,12 +192,23 @@ RECLAIM_SHORT_QUEUE = "gangsched reclaims from a queue holding less than the cla
 #: where this Volcano reports Pending: its phase counted releasing tasks as not scheduled.
 RELEASING_SCHEDULED = "phase: gangsched counts releasing tasks as scheduled"
 
+#: Volcano (this 2023 build) counted a job's pending best-effort tasks as ready in
+#: ``JobStarving``, so a job whose minimum they cover did not preempt; gangsched, as Volcano
+#: since 59b54cc3c (v1.10.0), counts ready and reserved tasks only (:func:`_starving_2023`).
+BEST_EFFORT_STARVING = "volcano counts pending best-effort tasks against starving"
+
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
 #: gangsched follows; the test that pins the newer behaviour is in
 #: tests/cycle/test_volcano_parity.py.
 VERDICTS: dict[str, str] = {
     KEPT_EVICTIONS: _V114,
+    BEST_EFFORT_STARVING: (
+        "later Volcano: JobInfo.ReadyTaskNum no longer counts pending best-effort tasks "
+        "(59b54cc3c, v1.10.0), so a job whose min_available only its pending best-effort "
+        "tasks cover is starving and preempts for its other tasks; this build did not "
+        "preempt for it (gangsched matches this build once its starving check counts them)"
+    ),
     WALK_ON_EMPTY: (
         "later Volcano: a first-tier victim plugin answering none sends the walk to the next "
         "tier even when another first-tier plugin answered some (7976b63e2, v1.11.0: the "
@@ -495,22 +506,26 @@ def gangsched_outcome(
     fresh: bool = False,
     walk_2023: bool = False,
     proportion_2023: bool = False,
+    starving_2023: bool = False,
 ) -> Outcome:
     """gangsched's per-job outcome. ``fresh``: a diagnostic run in which every template's
     scores are recomputed on every node whenever it is evaluated (no row is kept from an
     earlier evaluation); its decisions are what the plugins answer on the current state.
     ``walk_2023``: a diagnostic run whose tier walk is the 2023 build's (:func:`_walk_2023`).
     ``proportion_2023``: a diagnostic run whose proportion ``reclaimable`` answer is the 2023
-    build's (:func:`_proportion_2023`)."""
+    build's (:func:`_proportion_2023`). ``starving_2023``: a diagnostic run whose gang
+    ``job_starving`` counts pending best-effort tasks as ready (:func:`_starving_2023`)."""
     if fresh:
         with _fresh_evaluations():
             d = gs.schedule(snapshot, config)
-    elif walk_2023 or proportion_2023:
+    elif walk_2023 or proportion_2023 or starving_2023:
         with ExitStack() as stack:
             if walk_2023:
                 stack.enter_context(_walk_2023())
             if proportion_2023:
                 stack.enter_context(_proportion_2023())
+            if starving_2023:
+                stack.enter_context(_starving_2023())
             d = gs.schedule(snapshot, config)
     else:
         d = gs.schedule(snapshot, config)
@@ -588,6 +603,26 @@ def _walk_2023() -> Iterator[None]:
         yield
     finally:
         dispatch._walk_group, dispatch.ONE_BY_ONE_VICTIMS, dispatch.GROUP_BY_GROUP_VICTIMS = kept
+
+
+@contextmanager
+def _starving_2023() -> Iterator[None]:
+    """Within the block, the gang plugin's ``job_starving`` is the 2023 build's (67e339c04):
+    a job's pending best-effort tasks count as ready (``JobInfo.ReadyTaskNum`` counted them
+    until 59b54cc3c, v1.10.0). A diagnostic, never the library's behaviour."""
+    from gangsched.plugins.gang import PIPELINED_STATES, GangPlugin
+
+    kept = GangPlugin.job_starving
+
+    def job_starving(self: Any, ssn: Any, job: int) -> bool:
+        have = ssn.count_states(job, PIPELINED_STATES) + ssn.pending_best_effort(job)
+        return bool(have < ssn.job_min[job])
+
+    GangPlugin.job_starving = job_starving  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        GangPlugin.job_starving = kept  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -955,6 +990,12 @@ def campaign(
                     )
                     or cls
                 )
+            if cls == symptom and verdict_of(cls) is None and _preempting(text):
+                again = gangsched_outcome(snapshot, parsed[name], where, starving_2023=True)
+                if any(again == t for t in theirs) or _later_change(
+                    oracle, plain, text, repeat, again, later, where
+                ):
+                    cls = BEST_EFFORT_STARVING
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(

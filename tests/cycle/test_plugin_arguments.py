@@ -147,6 +147,7 @@ def test_nodeorder_checks_every_declared_weight(score: str) -> None:
                 "topologyAwarePreemptWorkerNum",
                 "allowWholeBundle",
                 "allVictimRules",
+                "victimSelection",
             },
         ),
         (

@@ -322,7 +322,12 @@ def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
     # node, plugin answer by plugin answer, as Volcano.
     from gangsched.framework import dispatch
 
-    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    # the search's walk (preempt's victimSelection: cheapest, and reclaim); Volcano's own
+    # preempt loop (victimSelection: volcano, what the YAML gives) asks per node itself
+    conf = gs.Config.from_volcano_yaml(
+        V.CONFIGS["preemption"]
+        + "configurations:\n- name: preempt\n  arguments:\n    victimSelection: cheapest\n"
+    )
     evicted = at_once = 0
     walk_by_mask = dispatch._walk_by_mask
 

@@ -310,8 +310,8 @@ def test_admission_by_preemption_is_a_named_switch_off_in_volcano_yaml() -> None
     # gangsched's own configuration counts it by default, and may switch it off
     native = gs.schedule(_full_node(), ADMIT_PREEMPT)
     assert native.jobs["high"].phase == "Inqueue"
-    plain = ADMIT_PREEMPT.to_dict()
-    plain.setdefault("configurations", {})["enqueue"] = {"admitByPreemption": False}
+    plain = dict(ADMIT_PREEMPT.to_dict())
+    plain["configurations"] = {"enqueue": {"admitByPreemption": False}}
     assert gs.schedule(_full_node(), Config.from_dict(plain)).jobs["high"].phase == "Pending"
     # written to Volcano's YAML, gangsched's configuration names the switch and reads back equal
     assert "admitByPreemption: true" in ADMIT_PREEMPT.to_volcano_yaml()

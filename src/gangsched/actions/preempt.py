@@ -48,6 +48,7 @@ other jobs).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +57,7 @@ import numpy as np
 from gangsched._types import I64
 from gangsched.actions._base import PREDICATE_ERROR_CACHE, ConfiguredAction
 from gangsched.actions._gang_placement import hard_domain
-from gangsched.actions.victims import loop, search
+from gangsched.actions.victims import loop, search, volcano_play
 from gangsched.actions.victims import rules as v
 from gangsched.model import JobPhase
 from gangsched.session.core import TaskState
@@ -295,9 +296,18 @@ class PreemptAction(ConfiguredAction):
         "minCandidateNodesPercentage",
         PREDICATE_ERROR_CACHE,
         "topologyAwarePreemptWorkerNum",
+        volcano_play.VICTIM_SELECTION,
     )
 
+    def __init__(self, arguments: Mapping[str, object]) -> None:
+        super().__init__(arguments)
+        #: ``victimSelection``: ``cheapest`` (the search) or ``volcano`` (Volcano's walk).
+        self.victim_selection = volcano_play.victim_selection(arguments, self.name)
+
     def execute(self, ssn: Session) -> None:
+        if self.victim_selection == volcano_play.VOLCANO:
+            volcano_play.run(ssn, self.name)
+            return
         scope = replace(SCOPE, action=self.name, whole=v.whole_gangs(ssn, self.name))
         if v.tier_walk(ssn, self.name):
             scope = replace(scope, candidates=_walk_candidates)
@@ -333,6 +343,10 @@ class GangPreemptAction(PreemptAction):
 
     name = "gangpreempt"
     known_arguments: tuple[str, ...] = (
-        *(a for a in PreemptAction.known_arguments if a != v.ALL_VICTIM_RULES),
+        *(
+            a
+            for a in PreemptAction.known_arguments
+            if a not in (v.ALL_VICTIM_RULES, volcano_play.VICTIM_SELECTION)
+        ),
         v.MAX_DOMAINS,
     )

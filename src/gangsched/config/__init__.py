@@ -84,7 +84,12 @@ from gangsched.config.tiers import (
     _skip_unimplemented,
     _skip_unimplemented_actions,
 )
-from gangsched.config.volcano import as_volcano_reads, naming_extensions, without_defaults
+from gangsched.config.volcano import (
+    as_volcano_reads,
+    check_victim_selection,
+    naming_extensions,
+    without_defaults,
+)
 from gangsched.config.volcano_yaml import dump_volcano_yaml, load_volcano_yaml
 from gangsched.limits import DEFAULT_LIMITS, Limits
 
@@ -178,6 +183,7 @@ class Config:
             if key in frozen:
                 raise _err(f"configurations.{key}", "action configured twice")
             frozen[key] = _freeze_args(args, f"configurations.{key}")
+        check_victim_selection(frozen)
         object.__setattr__(self, "configurations", FrozenArgs(without_defaults(frozen)))
         for attr, kind in (("ignored_plugins", "plugin"), ("ignored_actions", "action")):
             names = getattr(self, attr)

@@ -26,26 +26,38 @@ The extensions, as ``(action, argument, gangsched's default, Volcano's behaviour
   ``preemptable`` / ``reclaimable`` plugins answers; Volcano walks the tiers and takes the
   victims of the first tier whose plugins all answer some, so when a first-tier plugin
   (priority, gang) answers none the next tier (drf, proportion) chooses alone.
+* ``preempt`` / ``victimSelection``: gangsched's preempt evicts the cheapest admissible victim
+  set for a starving job's whole claim (``cheapest``); Volcano's walks the job's tasks one by
+  one and, for each, the nodes in score order, evicting on the first node where its plugins'
+  victims make room (``volcano``). A text that sets ``allVictimRules: true`` on ``preempt``
+  and names no ``victimSelection`` keeps ``cheapest`` (the two together are refused).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from gangsched.config.args import FrozenArgs, _thaw
+from gangsched.config.args import _TRUE, FrozenArgs, _err, _thaw
 from gangsched.config.tiers import _parse_actions, _parse_configurations
 from gangsched.errors import ConfigError
 
-__all__ = ["EXTENSIONS", "as_volcano_reads", "naming_extensions", "without_defaults"]
+__all__ = [
+    "EXTENSIONS",
+    "as_volcano_reads",
+    "check_victim_selection",
+    "naming_extensions",
+    "without_defaults",
+]
 
 #: ``(action, argument, gangsched's default, the value that behaves like Volcano)``.
-EXTENSIONS: tuple[tuple[str, str, bool, bool], ...] = (
+EXTENSIONS: tuple[tuple[str, str, bool | str, bool | str], ...] = (
     ("enqueue", "shapeCheckEnable", True, False),
     ("enqueue", "admitByPreemption", True, False),
     ("reclaim", "fairShareGuard", True, False),
     ("gangreclaim", "fairShareGuard", True, False),
     ("preempt", "allVictimRules", True, False),
     ("reclaim", "allVictimRules", True, False),
+    ("preempt", "victimSelection", "cheapest", "volcano"),
 )
 
 
@@ -54,6 +66,29 @@ EXTENSIONS: tuple[tuple[str, str, bool, bool], ...] = (
 _ONLY_WITH: dict[tuple[str, str], tuple[str, ...]] = {
     ("enqueue", "admitByPreemption"): ("preempt", "gangpreempt"),
 }
+
+
+def _all_rules_named(args: Mapping[str, object]) -> bool:
+    """Whether ``args`` set ``allVictimRules`` true (as Go reads a boolean)."""
+    value = args.get("allVictimRules")
+    if isinstance(value, str):
+        value = value.strip() in _TRUE
+    return value is True
+
+
+def check_victim_selection(configurations: Mapping[str, Mapping[str, object]]) -> None:
+    """Refuse ``preempt``'s ``victimSelection: volcano`` together with ``allVictimRules:
+    true`` (checked before the default is dropped, so the explicit ``true`` is seen): Volcano's
+    walk takes the victims of the first answering tier alone, which cannot also hold every
+    victim rule whatever tier answers."""
+    args = configurations.get("preempt", {})
+    if args.get("victimSelection") == "volcano" and _all_rules_named(args):
+        raise _err(
+            "configurations.preempt.victimSelection",
+            "victimSelection: volcano takes the victims of Volcano's tier walk, which "
+            "allVictimRules: true forbids (set allVictimRules: false or leave it out, or "
+            "choose victimSelection: cheapest)",
+        )
 
 
 def _with(
@@ -69,6 +104,8 @@ def _with(
         if needs is not None and not any(a in actions for a in needs):
             continue
         if action in actions and argument not in out.get(action, {}):
+            if argument == "victimSelection" and _all_rules_named(out.get(action, {})):
+                continue  # every victim rule asked: the search, gangsched's default
             out.setdefault(action, {})[argument] = entry[value_of]
             added = True
     return out if added else None
@@ -108,7 +145,11 @@ def without_defaults(
         args = out.get(action)
         if args is None:
             continue
-        rest = {k: v for k, v in args.items() if not (k == argument and v is default)}
+        rest = {
+            k: v
+            for k, v in args.items()
+            if not (k == argument and type(v) is type(default) and v == default)
+        }
         if not rest:
             del out[action]
         elif len(rest) < len(args):

@@ -1,0 +1,574 @@
+"""Volcano's own preempt loop: ``preempt`` with ``victimSelection: volcano``.
+
+Theory of operation
+-------------------
+gangsched's ``preempt`` searches, for a starving job's whole claim, the cheapest admissible
+victim set (:mod:`.search`). Volcano's preempt (``pkg/scheduler/actions/preempt``) does not
+search: it walks the preemptor's tasks one by one and, for each, the nodes in score order,
+evicting on the first node where the victims its plugins allow free enough. This module plays
+that walk, so that a configuration read from Volcano's YAML causes the disruption Volcano
+causes (:data:`VICTIM_SELECTION`; :func:`gangsched.config.Config.from_volcano_yaml` sets it).
+
+Queue by queue (queue order), two passes run.
+
+*Between jobs.* Every admitted, valid, starving job of the queue (job order) opens one
+:class:`~gangsched.session.statement.Statement`; its pending tasks are taken in task order
+while the job is still starving. For each task:
+
+1. a task with ``preemption_policy: Never`` (or a job inside its ``preemption_delay``) evicts
+   nothing: the first is skipped, the second only uses room already free or being freed;
+2. the nodes whose predicates pass (resources aside) are ordered by node score, best first,
+   the lowest index on a tie;
+3. the candidates are the running or bound tasks, ``preemptable`` on task and job, of *other*
+   jobs of the *same* queue. The
+   victims of each node are the answer of Volcano's tier walk
+   (:meth:`~gangsched.framework.dispatch.Dispatch.walk_victims`) about that node's
+   candidates, asked with the session as it is now: priority answers the jobs of strictly
+   lower priority (tasks of lower task priority inside one job), gang at most ``ready −
+   min_available`` tasks of a job on the node, drf the tasks after whose eviction their job's
+   share stays at or above the preemptor's share with *this task* added to its allocation
+   (which counts what the job's statement has already reserved); a job's tasks are judged one
+   after another in victim order;
+4. a node is *validated* when its future idle plus its victims' requests cover the task's
+   request (pods aside; a node needing no victim is accepted, as Volcano since 5939cc189);
+5. on the first validated node in score order, victims are evicted in victim order
+   (``victim_order`` key, then name) until the task fits there once the releases finish
+   (the queue's ``allocatable``, the predicates); the task is then pipelined, else that node's
+   evictions are undone and the next node is tried.
+
+After the job's tasks, the statement is committed when the job is pipelined, else discarded
+whole. Victim jobs the walk left below their minimum are marked unschedulable, as Volcano's
+gang plugin does at session close.
+
+*Inside a job.* Then, for every job that was a preemptor of the queue, its pending tasks in
+task order, one statement each, with the candidates of the task's *own* job (the same walk:
+priority answers lower task priority); the statement is committed when the task is pipelined
+and its job is pipelined, else discarded and the job's pass ends.
+
+The node scores are read once per task, before any eviction (Volcano scores the nodes once
+per preemptor task). Because a node that fails is undone exactly, every node a task tries
+sees the session of the task's start: the walk, the validation and the order are worked out
+for all nodes at once, and only the evictions are played node by node.
+
+What this loop does not do: a best-effort task (no request) is not a preemptor task (it
+needs no eviction and ``backfill`` places it; Volcano reserves it here when its turn comes
+while its job is starving, and lets it evict only best-effort pods); a job with a network
+topology (HyperNodes) is not a preemptor (Volcano's preempt skips it); disruption budgets are
+not read (Volcano's preempt has no ``pdb`` rule); a task reserved inside a job whose gang
+stays short is not kept (gangsched's gang gate; Volcano keeps it pipelined for its session,
+which ends without binding it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import numpy.typing as npt
+
+from gangsched.actions.victims import loop
+from gangsched.actions.victims import rules as v
+from gangsched.config import arg_bool, arg_str
+from gangsched.errors import ConfigError
+from gangsched.model.gpu_charge import device_take
+from gangsched.session.core import READY_STATES, TaskState
+from gangsched.session.statement import OpKind, Statement
+from gangsched.session.task_states import in_states
+from gangsched.units import PODS
+
+if TYPE_CHECKING:
+    from gangsched.session.core import Session
+
+__all__ = [
+    "CHEAPEST",
+    "SELECTIONS",
+    "VICTIM_SELECTION",
+    "VOLCANO",
+    "run",
+    "victim_selection",
+]
+
+#: The argument of ``preempt`` choosing how victims are selected (:data:`SELECTIONS`).
+VICTIM_SELECTION = "victimSelection"
+#: gangsched's cheapest admissible victim set for a job's whole claim (the default).
+CHEAPEST = "cheapest"
+#: Volcano's per-task, per-node walk (this module).
+VOLCANO = "volcano"
+#: The values of :data:`VICTIM_SELECTION`.
+SELECTIONS = (CHEAPEST, VOLCANO)
+
+I64 = v.I64
+BOOL = v.BOOL
+F64 = npt.NDArray[np.float64]
+
+
+def victim_selection(arguments: Mapping[str, object], action: str) -> str:
+    """The ``victimSelection`` of an action's ``arguments`` (default ``cheapest``).
+
+    Raises :class:`~gangsched.errors.ConfigError` for a value not in :data:`SELECTIONS`, and
+    for ``volcano`` together with ``allVictimRules: true``: Volcano's walk takes the victims
+    of the first answering tier, so it cannot also hold every victim rule whatever tier
+    answers (``volcano`` implies ``allVictimRules: false``)."""
+    value = arg_str(arguments, VICTIM_SELECTION, CHEAPEST, plugin=action, kind="action")
+    if value not in SELECTIONS:
+        raise ConfigError(
+            f"unknown victim selection {value!r} (known: {', '.join(SELECTIONS)})",
+            kind="action",
+            name=action,
+            field=f"arguments.{VICTIM_SELECTION}",
+        )
+    if value == VOLCANO and arg_bool(
+        arguments, v.ALL_VICTIM_RULES, False, plugin=action, kind="action"
+    ):
+        raise ConfigError(
+            f"{VICTIM_SELECTION}: {VOLCANO} takes the victims of Volcano's tier walk, which "
+            f"{v.ALL_VICTIM_RULES}: true forbids (set {v.ALL_VICTIM_RULES}: false or leave it "
+            f"out, or choose {VICTIM_SELECTION}: {CHEAPEST})",
+            kind="action",
+            name=action,
+            field=f"arguments.{VICTIM_SELECTION}",
+        )
+    return value
+
+
+# ------------------------------------------------------------------------------- the loop
+
+
+def run(ssn: Session, action: str) -> None:
+    """Volcano's preempt: the between-jobs pass then the within-job pass, queue by queue
+    (carried reservations are bound first, as in gangsched's loop)."""
+    loop.realise_reservations(ssn)
+    by_queue: dict[int, list[int]] = {}
+    for j in v.preemptors(ssn):
+        by_queue.setdefault(int(ssn.job_queue[j]), []).append(j)
+    for q in sorted(by_queue, key=ssn.queue_key):
+        jobs = by_queue[q]
+        for j in jobs:
+            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j))
+        for j in jobs:
+            _within_job(ssn, action, j)  # a preemptor keeps the explanation of its first pass
+
+
+def _pending(ssn: Session, job: int) -> list[int]:
+    """The job's pending tasks in task order, best-effort ones left to ``backfill``."""
+    tasks = ssn.job_tasks(job)
+    pending = tasks[ssn.task_state[tasks] == TaskState.PENDING].tolist()
+    out = [int(t) for t in pending if not ssn.snapshot.tasks[int(t)].best_effort]
+    out.sort(key=ssn.task_key)
+    return out
+
+
+def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
+    rec = ssn.snapshot.jobs[job]
+    if rec.network_topology is not None:
+        return (
+            v.TOPOLOGY,
+            "Volcano's preempt does not preempt for a job with a network topology",
+        )
+    stmt = Statement(ssn)
+    first: v.VictimRefusal | None = None
+    placed = 0
+    # A task that fails leaves the session as it found it, so a later task alike (same
+    # template, task priority and policy) fails too until a task is placed.
+    failed: set[tuple[int, int, str]] = set()
+    tasks = ssn.snapshot.tasks
+    for t in _pending(ssn, job):
+        if not ssn.points.job_starving(job):
+            break
+        alike = (int(ssn.template_of[t]), tasks[t].priority, tasks[t].preemption_policy)
+        if alike in failed:
+            continue
+        refusal = _TaskPlay(ssn, action, job, t, own_job=False).play(stmt)
+        if refusal is None:
+            placed += 1
+            failed.clear()
+        else:
+            failed.add(alike)
+            if first is None:
+                first = refusal
+    if placed and ssn.points.job_pipelined(job):
+        victims = [op.task for op in stmt.ops if op.kind is OpKind.EVICT]
+        if stmt.commit():
+            v.mark_broken(ssn, {int(ssn.task_job[t]) for t in victims})
+            hit = sorted({ssn.snapshot.jobs[int(ssn.task_job[t])].name for t in victims})
+            by = f"evicting {len(victims)} task(s) of {hit}" if hit else "without evictions"
+            ssn.note_job(job, "Pipelined", f"{action}: {placed} task(s) reserved, {by}")
+            return None
+    else:
+        stmt.discard()
+    need = int(ssn.job_min[job])
+    code, words = first or (
+        v.INSUFFICIENT,
+        "its pending tasks ran out before it reached its minimum",
+    )
+    if placed:
+        words = (
+            f"{words}; {placed} task(s) could be reserved, short of min_available {need}, "
+            "so nothing was evicted"
+        )
+    return code, words
+
+
+def _within_job(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
+    """The within-job pass of one job; the refusal of the task that ended it, if any."""
+    for t in _pending(ssn, job):
+        if ssn.task_state[t] != TaskState.PENDING:
+            continue
+        stmt = Statement(ssn)
+        refusal = _TaskPlay(ssn, action, job, t, own_job=True).play(stmt)
+        if refusal is None and not ssn.points.job_pipelined(job):
+            refusal = (
+                v.GANG_WOULD_BREAK,
+                f"task {ssn.snapshot.tasks[t].name!r}: its job would be reserved below "
+                f"min_available {int(ssn.job_min[job])}",
+            )
+        if refusal is not None or not stmt.commit():
+            if not stmt.finished:
+                stmt.discard()
+            return refusal
+    return None
+
+
+# ------------------------------------------------------------------------- one task
+
+
+class _TaskPlay:
+    """One preemptor task: Volcano's ``preempt`` for it, inside the caller's statement."""
+
+    def __init__(self, ssn: Session, action: str, job: int, task: int, *, own_job: bool) -> None:
+        self.ssn = ssn
+        self.action = action
+        self.job = job
+        self.task = task
+        self.own_job = own_job
+        self.queue = int(ssn.job_queue[job])
+        self.tmpl = ssn.templates[int(ssn.template_of[task])]
+        self.rec = ssn.snapshot.tasks[task]
+        #: Whether the queue refused the task at the last fit; at any fit.
+        self.queue_refused = False
+        self.any_queue_refused = False
+        #: What the victims of each node where the queue refused the task gave back.
+        self.queue_fails: list[I64] = []
+        #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
+        self.monotone_queue = False
+
+    # -- fit -----------------------------------------------------------------------------
+
+    def fits(self, node: int) -> bool:
+        """Volcano's ``preemptorFitsOnNode``: the queue may take the task, it fits ``node``
+        once the releases finish, and the node's predicates pass."""
+        ssn = self.ssn
+        self.queue_refused = False
+        ev = ssn.evaluate(self.tmpl)
+        if not (ev.ok[node] and ev.fit_future[node]):
+            return False
+        if not ssn.points.allocatable(self.queue, self.tmpl):
+            self.queue_refused = self.any_queue_refused = True
+            return False
+        return True
+
+    # -- candidates and victims ----------------------------------------------------------
+
+    def candidates(self, ok: BOOL) -> I64:
+        """Running or bound tasks on the ``ok`` nodes that Volcano's filter keeps."""
+        ssn = self.ssn
+        running = in_states(ssn.task_state, v.RUNNING_STATES)
+        if self.own_job:
+            mask = running & (ssn.task_job == self.job)
+        else:
+            mask = running & (ssn.task_job != self.job)
+            mask &= ssn.job_queue[ssn.task_job] == self.queue
+        cands = np.flatnonzero(mask).astype(np.int64)
+        cands = cands[ok[ssn.task_node[cands]]]
+        cands = cands[v.evictable(ssn, cands)]
+        return cands
+
+    def victims(self, cands: I64) -> I64:
+        """Volcano's tier walk about each node's ``cands``, with priority, gang and drf
+        answering for this task as Volcano's plugins do."""
+        ssn = self.ssn
+        if cands.size == 0:
+            return cands
+        order = _victim_order(ssn, cands)
+        answers: dict[str, Callable[[I64], I64]] = {
+            "priority": self._priority,
+            "gang": lambda c: _gang_answer(ssn, c, order),
+        }
+        if ssn.points.built_in("preemptable"):  # "drf" names the package's own plugin
+            inv = v.inverse_totals(ssn)
+            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order, inv)
+        walked, _ = ssn.points.walk_victims(
+            "preemptable", self.job, cands, ssn.task_node[cands], answers, marker="gang"
+        )
+        out: I64 = walked
+        return out
+
+    def _priority(self, cands: I64) -> I64:
+        ssn = self.ssn
+        jobs = ssn.snapshot.jobs
+        tasks = ssn.snapshot.tasks
+        mine = jobs[self.job].priority
+        keep = [
+            (tasks[c].priority < self.rec.priority)
+            if int(ssn.task_job[c]) == self.job
+            else jobs[int(ssn.task_job[c])].priority < mine
+            for c in cands.tolist()
+        ]
+        out: I64 = cands[np.array(keep, dtype=np.bool_)] if keep else cands
+        return out
+
+    def frees_nothing(self, victim: int, node: int) -> bool:
+        """A best-effort victim (no request) frees only its pod slot: it goes only when the
+        node's pods are what the task lacks (Volcano preempts best-effort pods for a node at
+        its pod limit, 59b54cc3c; before, it never chose a pod without a request)."""
+        ssn = self.ssn
+        if not ssn.snapshot.tasks[victim].best_effort:
+            return False
+        pods = ssn.arrays.spec.index(PODS)
+        return bool(ssn.future_idle()[node, pods] >= ssn.task_req[self.task, pods])
+
+    # -- validation ----------------------------------------------------------------------
+
+    def _freed(self, victims: I64) -> I64:
+        """Per node, what ``victims`` give back there (as charged on their nodes)."""
+        ssn = self.ssn
+        freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
+        if victims.size:
+            rows = ssn.task_req[victims].copy()
+            gpu = ssn.arrays.spec.gpu_column
+            tasks = ssn.snapshot.tasks
+            for i, t in enumerate(victims.tolist()):
+                g = tasks[t].gpu_request
+                if g is not None:
+                    rows[i, gpu] = g.count * ssn.device_milli(t, int(ssn.task_node[t]))
+            np.add.at(freed, ssn.task_node[victims], rows)
+        return freed
+
+    def validated(self, nodes: I64, victims: I64) -> BOOL:
+        """Volcano's ``ValidateVictims`` on every node of ``nodes`` at once: future idle plus
+        the victims' requests there cover the task's request (pods aside)."""
+        ssn = self.ssn
+        spec = ssn.arrays.spec
+        freed = self._freed(victims)
+        need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
+        g = self.rec.gpu_request
+        if g is not None:
+            a = ssn.arrays
+            takes = np.asarray(device_take(g.milli, a.gpu_capacity, a.gpu_sharing), np.int64)
+            need[:, spec.gpu_column] = g.count * takes
+        room = ssn.future_idle() + freed - need
+        room[:, spec.index(PODS)] = 0
+        ok: BOOL = (room >= 0).all(axis=1)[nodes]
+        return ok
+
+    # -- the play ------------------------------------------------------------------------
+
+    def play(self, stmt: Statement) -> v.VictimRefusal | None:
+        """Evict for the task on the first node that works and pipeline it there; None when
+        done, else why not.
+
+        Every node is tried from the session of the task's start (a node that fails is
+        undone), so the answers of the walk and the validation do not depend on the nodes
+        tried before: nodes whose every candidate would not cover the task are left out
+        first (the walk's victims are among the candidates), and the walk is asked about the
+        rest in score order, a growing batch of nodes at a time, until a node takes the
+        task."""
+        ssn = self.ssn
+        held = v.policy_refusal(ssn, self.job, [self.task])
+        if held is not None and held[0] == v.POLICY_NEVER:
+            return held  # Volcano: not eligible to preempt (the task is not placed either)
+        ev = ssn.evaluate(self.tmpl)
+        ok = ev.ok.copy()
+        nodes = np.flatnonzero(ok)
+        if nodes.size == 0:
+            return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
+        order = nodes[np.argsort(-ev.score[nodes], kind="stable")]
+        cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
+        order = order[self.validated(order, cands)]  # the most any walk could give
+        cand_nodes = ssn.task_node[cands]
+        self.monotone_queue = ssn.points.built_in("allocatable")
+        found = 0
+        tried = 0
+        start, size = 0, 8
+        while start < order.size:
+            batch = order[start : start + size]
+            start, size = start + size, size * 4
+            mine = cands[np.isin(cand_nodes, batch)]
+            victims = self.victims(mine)
+            found += victims.size
+            freed = self._freed(victims)
+            for node in batch[self.validated(batch, victims)].tolist():
+                if self._queue_doomed(freed[node]):
+                    continue
+                tried += 1
+                if self._try_node(stmt, node, victims, freed[node]):
+                    return None
+        return self.diagnose(held, nodes.size, cands, order.size, found, tried)
+
+    def _queue_doomed(self, freed: I64) -> bool:
+        """Whether the queue refused the task on a node whose victims gave back at least
+        ``freed`` in every resource (the built-in ``allocatable`` rules only loosen as the
+        queue's allocation drops, and every victim is of the task's queue)."""
+        return self.monotone_queue and any(bool(np.all(freed <= f)) for f in self.queue_fails)
+
+    def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64) -> bool:
+        """Evict ``node``'s victims in victim order until the task fits there and pipeline
+        it; undo and return False when it does not fit."""
+        ssn = self.ssn
+        here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
+        mark = stmt.mark()
+        self.queue_refused = False
+        fits = self.fits(node)
+        k = 0
+        while not fits and k < len(here):
+            victim = here[k]
+            k += 1
+            if self.frees_nothing(victim, node):
+                continue
+            stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
+            fits = self.fits(node)
+        if fits:
+            gpus = ssn.choose_gpus(self.task, node, future=True)
+            if stmt.attempt(self.task, node, gpus, pipelined=True) is None:
+                return True
+        elif self.queue_refused and k == len(here):  # the last answer, every victim gone
+            self.queue_fails.append(freed)
+        stmt.undo_to(mark)
+        return False
+
+    def reason(self, victim: int) -> str:
+        ssn = self.ssn
+        if self.own_job:
+            other = ssn.snapshot.tasks[victim]
+            return (
+                f"preempted by task {self.rec.name!r} of the same job {self.rec.job!r} "
+                f"(task priority {self.rec.priority}, its {other.priority}; Volcano's preempt)"
+            )
+        mine = ssn.snapshot.jobs[self.job]
+        theirs = ssn.snapshot.jobs[int(ssn.task_job[victim])]
+        why = (
+            f"priority {mine.priority} > {theirs.priority}"
+            if mine.priority > theirs.priority
+            else "a tier after the priority plugin's chose it: Volcano's tier walk"
+        )
+        return (
+            f"preempted by task {self.rec.name!r} of job {mine.name!r} in queue "
+            f"{mine.queue!r} ({why}; Volcano's preempt, first node in score order)"
+        )
+
+    def diagnose(
+        self,
+        held: v.VictimRefusal | None,
+        n_nodes: int,
+        cands: I64,
+        covering: int,
+        victims: int,
+        tried: int,
+    ) -> v.VictimRefusal:
+        ssn = self.ssn
+        name = self.rec.name
+        queue = ssn.snapshot.queues[self.queue].name
+        where = f"the {n_nodes} node(s) its predicates pass"
+        if held is not None and tried == 0:
+            return held
+        if self.any_queue_refused:
+            return (
+                v.BEYOND_DESERVED,
+                f"task {name!r}: placing it would take queue {queue!r} beyond its deserved "
+                "share (or the queue is not Open)",
+            )
+        if tried:
+            return (
+                v.INSUFFICIENT,
+                f"task {name!r}: on the {tried} node(s) whose victims cover its request, "
+                "evicting them still leaves it unfit (predicates or devices)",
+            )
+        if cands.size == 0:
+            whose = "its own job" if self.own_job else f"another job of queue {queue!r}"
+            return (
+                v.NO_VICTIMS,
+                f"task {name!r}: no running preemptable task of {whose} on {where}, and it "
+                "fits on none of them as they are",
+            )
+        if covering == 0:
+            return (
+                v.INSUFFICIENT,
+                f"task {name!r}: even evicting every candidate of a node would not free its "
+                f"request on any of {where}",
+            )
+        there = f"the {covering} node(s) where its candidates could make room"
+        if victims == 0:
+            lower = self._priority(cands)
+            if lower.size == 0:
+                what = "task" if self.own_job else "job"
+                return (
+                    v.NO_LOWER_PRIORITY,
+                    f"task {name!r}: no candidate {what} on {where} has a lower priority",
+                )
+            ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
+            jobs = ssn.task_job[lower]
+            if bool(np.all(ready[jobs] <= ssn.job_min[jobs])):
+                return (
+                    v.GANG_WOULD_BREAK,
+                    f"task {name!r}: every lower-priority candidate job runs at its min_available",
+                )
+            return (
+                v.NOT_PREEMPTABLE,
+                f"task {name!r}: on {there}, the preemptable plugins (Volcano's tier walk) "
+                "chose no victim",
+            )
+        return (
+            v.INSUFFICIENT,
+            f"task {name!r}: on {there}, the {victims} victim(s) the preemptable plugins allow "
+            "would not free its request",
+        )
+
+
+# ------------------------------------------------------------------ Volcano's answers
+
+
+def _victim_order(ssn: Session, cands: I64) -> dict[int, int]:
+    """Each candidate's position in victim order (``victim_order`` key, then name)."""
+    ranked = sorted(cands.tolist(), key=ssn.victim_key)
+    return {t: i for i, t in enumerate(ranked)}
+
+
+def _groups(ssn: Session, cands: I64, order: Mapping[int, int]) -> list[list[int]]:
+    """``cands`` by (job, node), each group in victim order: Volcano's plugins are asked
+    about one node's candidates and judge a job's tasks one after another."""
+    groups: dict[tuple[int, int], list[int]] = {}
+    for t in cands.tolist():
+        groups.setdefault((int(ssn.task_job[t]), int(ssn.task_node[t])), []).append(t)
+    return [sorted(g, key=order.__getitem__) for g in groups.values()]
+
+
+def _gang_answer(ssn: Session, cands: I64, order: Mapping[int, int]) -> I64:
+    """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
+    min_available`` tasks of each job (here the first in victim order)."""
+    ready: I64 = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
+    keep: list[int] = []
+    for group in _groups(ssn, cands, order):
+        j = int(ssn.task_job[group[0]])
+        keep.extend(group[: max(int(ready[j]) - int(ssn.job_min[j]), 0)])
+    return np.array(sorted(keep), dtype=np.int64)
+
+
+def _drf_answer(
+    ssn: Session, job: int, task: int, cands: I64, order: Mapping[int, int], inv: F64
+) -> I64:
+    """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
+    job's allocation now plus this task's request; a candidate is kept while its job's share,
+    after it and the job's candidates before it (victim order) are taken away, stays at or
+    above it (within 1e-6)."""
+    inv = v.inverse_totals(ssn)
+    mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
+    keep: list[int] = []
+    for group in _groups(ssn, cands, order):
+        left = ssn.job_allocated[int(ssn.task_job[group[0]])].astype(np.int64)
+        for t in group:
+            left = left - ssn.task_req[t]
+            theirs = float((left * inv).max(initial=0.0))
+            if mine < theirs or abs(mine - theirs) <= 1e-6:
+                keep.append(t)
+    return np.array(sorted(keep), dtype=np.int64)
