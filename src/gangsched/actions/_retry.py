@@ -43,7 +43,7 @@ bind, eviction, reservation or phase.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -69,7 +69,9 @@ __all__ = [
     "context_of",
     "copies_bound",
     "gained",
+    "renewed",
     "room_short",
+    "same_but_nodes",
     "skipping_allowed",
 ]
 
@@ -125,6 +127,24 @@ def same_context(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return all(x is y for x, y in zip(a[:-1], b[:-1], strict=True)) and a[-1] == b[-1]
 
 
+def same_but_nodes(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two contexts differ at most in their node records (:func:`same_context`
+    otherwise): the configuration, hypernode and queue records the same, the resource names
+    equal."""
+    return a[0] is b[0] and a[2] is b[2] and a[3] is b[3] and a[-1] == b[-1]
+
+
+def renewed(then: tuple[object, ...], now: tuple[object, ...], rows: _NodeRows) -> _NodeRows:
+    """The nodes of ``rows`` whose record is not the one of context ``then`` (contexts of one
+    node order: the change log continued between them). A node whose labels, taints or cordon
+    changed may admit a template it refused, with no more room."""
+    if then[1] is now[1] or rows.size == 0:
+        return rows[:0]
+    old, new = cast("tuple[object, ...]", then[1]), cast("tuple[object, ...]", now[1])
+    out: _NodeRows = rows[[old[r] is not new[r] for r in rows.tolist()]]
+    return out
+
+
 def skipping_allowed(ssn: Session, placer: object, joint: bool) -> bool:
     """Whether a failed attempt may be carried in this session (see the module docstring)."""
     points = ssn.points
@@ -168,17 +188,22 @@ def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
     task takes its request in every column and ``gpu_count`` devices of at least the
     template's per-device charge, so no more fit than the room divided by them."""
     ev = ssn.evaluate(tmpl)
-    later, devices_later = now[1], now[3]
+    out: I64 = np.zeros(ev.ok.size, dtype=np.int64)
+    rows = np.flatnonzero(ev.ok & ev.fit_future)  # elsewhere none fits
+    if rows.size == 0:
+        return out
+    later = now[1][rows]
     request = tmpl.request.copy()
     request[ssn.arrays.spec.gpu_column] = 0
     cols = np.flatnonzero(request > 0)
-    bound = np.full(later.shape[0], _MANY, dtype=np.int64)
+    bound = np.full(rows.size, _MANY, dtype=np.int64)
     if cols.size:
         bound = (np.maximum(later[:, cols], 0) // request[cols]).min(axis=1)
     if tmpl.gpu_count:
-        need = np.maximum(gpu_need(ssn.arrays, tmpl), 1) * tmpl.gpu_count
-        bound = np.minimum(bound, devices_later.sum(axis=1) // need)
-    out: I64 = np.where(ev.ok & ev.fit_future, bound, 0)
+        take = ev.gpu_need if ev.gpu_need is not None else gpu_need(ssn.arrays, tmpl)
+        need = np.maximum(take[rows], 1) * tmpl.gpu_count
+        bound = np.minimum(bound, now[3][rows].sum(axis=1) // need)
+    out[rows] = bound
     return out
 
 

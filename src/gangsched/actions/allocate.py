@@ -63,8 +63,10 @@ from gangsched.actions._retry import (
     context_of,
     copies_bound,
     gained,
+    renewed,
     room_short,
     runs_nothing,
+    same_but_nodes,
     same_context,
     skipping_allowed,
 )
@@ -354,7 +356,11 @@ class AllocateAction(ConfiguredAction):
         e = run.prior.get(rec.name)
         if e is None or e.job is not rec or len(e.tasks) != own.size:
             return False
-        if e.context is not run.context and not same_context(e.context, run.context):
+        # Under another configuration, queue or hypernode records, nothing is carried; under
+        # other node records, only what the nodes now prove (the queue refuses, or no place
+        # has room enough) or what the log names as changed since (room and records).
+        same = e.context is run.context or same_context(e.context, run.context)
+        if not same and not same_but_nodes(e.context, run.context):
             return False
         tasks = snap.tasks
         for t, was in zip(own.tolist(), e.tasks, strict=True):
@@ -363,28 +369,29 @@ class AllocateAction(ConfiguredAction):
         if ssn.task_state[own].tobytes() != e.states:
             return False
         q = int(ssn.job_queue[j])
-        if self._refusal(ssn, run, q, ssn.templates[ti]) is None:
+        tmpl = ssn.templates[ti]
+        if self._takes(ssn, run, q, tmpl):
             log = ssn.changes
             more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
             if e.capacity and log.knows(e.lineage, e.cursor):
-                key = (id(e.ground[0]), e.cursor, ti)
+                key = (id(e.ground[0]), id(e.context), e.cursor, ti)
                 more = run.gains.get(key)
                 if more is None:
                     # Only a node that changed and could take one of the tasks now or later
-                    # may take more of them than at the failure.
+                    # may take more of them than at the failure: one with more room, or one
+                    # whose record changed (it may admit the template now).
                     rows = log.nodes_since(e.cursor)
-                    if rows.size:
-                        ev = ssn.evaluate(ssn.templates[ti])
-                        rows = rows[ev.ok[rows] & ev.fit_future[rows]]
-                    more = run.gains[key] = gained(
-                        e.ground, placement_ground(ssn), rows, e.request, e.gpu
-                    )
+                    found = gained(e.ground, placement_ground(ssn), rows, e.request, e.gpu)
+                    if not same:
+                        found = np.union1d(found, renewed(e.context, run.context, rows))
+                    if found.size:
+                        ev = ssn.evaluate(tmpl)
+                        found = found[ev.ok[found] & ev.fit_future[found]]
+                    more = run.gains[key] = found
             if more is None or more.size:
                 bound = run.bounds.get(ti)
                 if bound is None:
-                    bound = run.bounds[ti] = copies_bound(
-                        ssn, ssn.templates[ti], placement_ground(ssn)
-                    )
+                    bound = run.bounds[ti] = copies_bound(ssn, tmpl, placement_ground(ssn))
                 if not room_short(ssn, j, waiting, bound, more):
                     return False
         if e.reason is not None:
@@ -438,29 +445,58 @@ class AllocateAction(ConfiguredAction):
         )
 
     @staticmethod
-    def _refusal(ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> str | None:
-        """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it.
+    def _known(
+        ssn: Session, run: _Run, q: int, tmpl: TaskTemplate
+    ) -> tuple[tuple[int, bytes] | None, str | None | bool]:
+        """The key of queue ``q``'s verdict on ``tmpl`` among the run's verdicts, and the
+        verdict kept there while it holds (why the queue refuses, None when it takes the
+        template), else False.
 
         The built-in queue plugins judge a template by its request and the queues' holdings:
         without a queue hierarchy, by the holdings of ``q`` alone, so an answer holds for any
         template of the same request in the queue until the change log names a change of the
-        queue's allocation; under a hierarchy, until it names any change. The tasks and jobs
-        of a waiting queue are not asked and worded one by one. With a plugin from elsewhere
-        on the point, every task is asked."""
-        key = (q, tmpl.request.tobytes()) if run.shared else None
+        queue's allocation; under a hierarchy, until it names any change. With a plugin from
+        elsewhere on the point, nothing is kept."""
+        if not run.shared:
+            return None, False
+        key = (q, tmpl.request.tobytes())
+        known = run.verdicts.get(key)
+        if known is None:
+            return key, False
         log = ssn.changes
-        known = run.verdicts.get(key) if key is not None else None
-        if known is not None and not (
+        if (
             log.changed_since(known[0])
             if ssn.gate.rules.hierarchical
             else log.queue_changed_since(q, known[0])
         ):
-            if known[1] is not None:
+            return key, False
+        return key, known[1]
+
+    @classmethod
+    def _takes(cls, ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> bool:
+        """Whether queue ``q`` takes ``tmpl`` now (:meth:`_refusal` without the words: a
+        carried job gives its last words back)."""
+        key, known = cls._known(ssn, run, q, tmpl)
+        if known is not False:
+            return known is None
+        takes = bool(ssn.points.allocatable(q, tmpl))
+        if takes and key is not None:
+            run.verdicts[key] = (ssn.changes.end, None)
+        return takes
+
+    @classmethod
+    def _refusal(cls, ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> str | None:
+        """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it;
+        kept per request while it holds (:meth:`_known`), so the tasks and jobs of a waiting
+        queue are not asked and worded one by one."""
+        key, known = cls._known(ssn, run, q, tmpl)
+        if known is not False:
+            if known is not None:
                 run.refused = True
-            return known[1]
+            return known
         why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
         if key is not None:
-            run.verdicts[key] = (log.end, why)
+            run.verdicts[key] = (ssn.changes.end, why)
         if why is not None:
             run.refused = True
         return why

@@ -61,6 +61,10 @@ class Evaluation:
     # Set when the evaluation was carried over a change of the node set: its rows are still
     # the previous session's, and its cursors that session's log's (settled on first use).
     moved: _Moved | None = None
+    # Set when ``reasons`` were carried over a change of the node set and not yet read in
+    # this session: they are still in the previous session's rows, ``reason_cursor`` of its
+    # log (moved and refreshed by the next fit_error).
+    reasons_moved: _Moved | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -96,6 +100,13 @@ class _Moved:
         marked = upto.copy()
         marked[since] = True
         return np.flatnonzero(marked)
+
+
+def _forget_reasons(ev: Evaluation) -> None:
+    """Drop the per-node reasons of ``ev`` (the next fit_error finds them on every node)."""
+    ev.reasons = None
+    ev.reasons_moved = None
+    ev.error = None
 
 
 class Evaluator:
@@ -162,6 +173,8 @@ class Evaluator:
             # per GPU share).
             if ev.gpu_need is not None and records:
                 ev.gpu_need = self._need(tmpl)
+            if ev.reasons_moved is not None:
+                _forget_reasons(ev)  # rows of a session before the previous one
             self._evals[key] = ev
             taken += 1
         self._words = previous._words  # the carried reason codes' words
@@ -196,6 +209,8 @@ class Evaluator:
                 continue  # not wanted, or moved twice before any use: evaluated afresh
             ev.moved = moved
             ev.error = None  # counts over another node set
+            if ev.reasons_moved is not None:
+                _forget_reasons(ev)  # rows of a session before the previous one
             self._evals[key] = ev
             taken += 1
         self._words = previous._words
@@ -223,11 +238,19 @@ class Evaluator:
         if rows.size:
             self._refresh_rows(ev, tmpl, rows)
         if ev.reasons is not None:
-            rows = moved.rows(log, ev.reason_cursor)
-            ev.reason_cursor = log.end
-            ev.reasons = ev.reasons[take]
-            if rows.size:
-                ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
+            ev.reasons_moved = moved  # moved when a fit_error reads them
+
+    def _settle_reasons(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved) -> None:
+        """Bring the per-node reasons of an evaluation settled over a change of the node set
+        (:meth:`_settle`) into this session's rows, current with the log."""
+        assert ev.reasons is not None
+        log = self._ssn.changes
+        ev.reasons_moved = None
+        rows = moved.rows(log, ev.reason_cursor)
+        ev.reason_cursor = log.end
+        ev.reasons = ev.reasons[moved.take]
+        if rows.size:
+            ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
 
     def _need(self, tmpl: TaskTemplate) -> I64:
         """:func:`gpu_need` of ``tmpl``, shared by the templates of its GPU share."""
@@ -356,6 +379,8 @@ class Evaluator:
         if among is None and ev.error is not None and not log.changed_since(ev.error[0]):
             return ev.error[1]
         n = ssn.arrays.n_nodes
+        if ev.reasons_moved is not None:
+            self._settle_reasons(ev, tmpl, ev.reasons_moved)
         if ev.reasons is None:
             ev.reasons = np.full(n, -1, dtype=np.int64)
             rows = np.arange(n, dtype=np.intp)
