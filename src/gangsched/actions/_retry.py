@@ -49,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
+from gangsched.actions._gang_placement import placement_ground
 from gangsched.decisions import PlacementInfo
 from gangsched.model import Job, Task, TopologyMode
 from gangsched.model.topology import build_topology
@@ -208,17 +209,31 @@ def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
 
 
 def room_short(
-    ssn: Session, job: int, waiting: int, bound: I64, rows: _NodeRows | None = None
+    ssn: Session,
+    job: int,
+    waiting: int,
+    tmpl: TaskTemplate,
+    bounds: dict[int, I64],
+    rows: _NodeRows | None = None,
 ) -> bool:
     """Whether every place the gang of ``job`` may use that holds one of ``rows`` (None:
-    any node) has room for fewer tasks than the gang still needs (``bound``:
-    :func:`copies_bound`; ``waiting``: its pending tasks): the whole cluster, or for a hard
-    network topology each domain of its highest allowed tier."""
+    any node) has room for fewer tasks than the gang still needs (``waiting``: its pending
+    tasks, all of template ``tmpl``): the whole cluster, or for a hard network topology each
+    domain of its highest allowed tier. ``bounds``: :func:`copies_bound` per template, worked
+    out on the room of now and kept there (room only shrinks during a run)."""
     missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
     missing -= ssn.pending_best_effort(job)
     size = waiting if missing <= 0 else missing
     nt = ssn.snapshot.jobs[job].network_topology
-    if nt is None or nt.mode is not TopologyMode.HARD:
+    hard = nt is not None and nt.mode is TopologyMode.HARD
+    if size <= 1 and not hard:
+        # One task: short when no node could take it at all.
+        ev = ssn.evaluate(tmpl)
+        return not bool((ev.ok & ev.fit_future).any())
+    bound = bounds.get(tmpl.index)
+    if bound is None:
+        bound = bounds[tmpl.index] = copies_bound(ssn, tmpl, placement_ground(ssn))
+    if nt is None or not hard:
         return int(bound.sum()) < size
     topo = build_topology(ssn.snapshot)
     tier = nt.highest_tier_allowed

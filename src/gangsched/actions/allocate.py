@@ -61,7 +61,6 @@ from gangsched.actions._retry import (
     MEMORY_KEY,
     Failure,
     context_of,
-    copies_bound,
     gained,
     renewed,
     room_short,
@@ -140,8 +139,13 @@ class _Run:
     memory: dict[str, Failure] = field(default_factory=dict)
     context: tuple[object, ...] = ()
     gains: dict[tuple[int, int, int], npt.NDArray[np.intp]] = field(default_factory=dict)
-    #: Per template, at most how many of its tasks each node could take (this run's start).
+    #: Per template, at most how many of its tasks each node could take (this run's start;
+    #: :func:`~gangsched.actions._retry.copies_bound`).
     bounds: dict[int, I64] = field(default_factory=dict)
+    #: Per job whose last failure still holds for its records but that the run's start could
+    #: not prove would fail again: that failure and the job's one template (carried at its
+    #: turn if its queue refuses the template then).
+    deferred: dict[int, tuple[Failure, int]] = field(default_factory=dict)
 
     def as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""
@@ -318,24 +322,12 @@ class AllocateAction(ConfiguredAction):
             _, j = heapq.heappop(per_queue[q])
             if not per_queue[q]:
                 del per_queue[q]
-            stmt = Statement(ssn)
-            before = single.get(j)
-            ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
-            run.refused = False
-            again = self._allocate_job(
-                ssn, run, stmt, j, q, worklist[j], failed.setdefault(j, set())
-            )
-            if ssn.points.job_ready(j):
-                stmt.commit()
-            elif ssn.points.job_pipelined(j):
-                stmt.keep()
-            else:
-                tried = [op.task for op in stmt.ops]
-                stmt.discard()
-                self._explain_discard(ssn, j, tried)
-                if before is not None and ground is not None:
-                    self._remember(ssn, run, j, before, *ground)
-            if again:
+            held = run.deferred.pop(j, None)
+            if held is not None and not self._takes(ssn, run, q, ssn.templates[held[1]]):
+                # Its queue refuses its one template at its turn: the attempt would have every
+                # task refused and fail, so it is carried (see ``_retry``).
+                self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+            elif self._attempt(ssn, run, j, q, worklist[j], failed, single.get(j)):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
@@ -345,6 +337,35 @@ class AllocateAction(ConfiguredAction):
         # idle, together with what this pass placed for the same job (nobody else could take
         # those resources meanwhile: fitting now requires fitting once releases finish).
         realise_reservations(ssn)
+
+    def _attempt(
+        self,
+        ssn: Session,
+        run: _Run,
+        j: int,
+        q: int,
+        tasks: deque[int],
+        failed: dict[int, set[int]],
+        before: tuple[int, bytes] | None,
+    ) -> bool:
+        """Try job ``j`` in one statement: committed when ready, kept when pipelined, else
+        discarded, explained and (``before``: it may be) remembered. Whether it goes back to
+        its queue (ready with elastic tasks left)."""
+        stmt = Statement(ssn)
+        ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
+        run.refused = False
+        again = self._allocate_job(ssn, run, stmt, j, q, tasks, failed.setdefault(j, set()))
+        if ssn.points.job_ready(j):
+            stmt.commit()
+        elif ssn.points.job_pipelined(j):
+            stmt.keep()
+        else:
+            tried = [op.task for op in stmt.ops]
+            stmt.discard()
+            self._explain_discard(ssn, j, tried)
+            if before is not None and ground is not None:
+                self._remember(ssn, run, j, before, *ground)
+        return again
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
         """Carry job ``j`` when its last attempt failed and nothing since could help it
@@ -374,26 +395,34 @@ class AllocateAction(ConfiguredAction):
             log = ssn.changes
             more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
             if e.capacity and log.knows(e.lineage, e.cursor):
-                key = (id(e.ground[0]), id(e.context), e.cursor, ti)
+                # A ground is worked out again after every change the log names, so failures
+                # on one ground share the nodes changed since.
+                key = (id(e.ground[0]), id(e.context), ti)
                 more = run.gains.get(key)
                 if more is None:
                     # Only a node that changed and could take one of the tasks now or later
                     # may take more of them than at the failure: one with more room, or one
                     # whose record changed (it may admit the template now).
                     rows = log.nodes_since(e.cursor)
+                    if rows.size:
+                        ev = ssn.evaluate(tmpl)
+                        rows = rows[ev.ok[rows] & ev.fit_future[rows]]
                     found = gained(e.ground, placement_ground(ssn), rows, e.request, e.gpu)
                     if not same:
                         found = np.union1d(found, renewed(e.context, run.context, rows))
-                    if found.size:
-                        ev = ssn.evaluate(tmpl)
-                        found = found[ev.ok[found] & ev.fit_future[found]]
                     more = run.gains[key] = found
-            if more is None or more.size:
-                bound = run.bounds.get(ti)
-                if bound is None:
-                    bound = run.bounds[ti] = copies_bound(ssn, tmpl, placement_ground(ssn))
-                if not room_short(ssn, j, waiting, bound, more):
-                    return False
+            if (more is None or more.size) and not room_short(
+                ssn, j, waiting, tmpl, run.bounds, more
+            ):
+                run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
+                return False
+        self._give_back(ssn, run, j, own, e)
+        return True
+
+    @staticmethod
+    def _give_back(ssn: Session, run: _Run, j: int, own: I64, e: Failure) -> None:
+        """Carry job ``j``: the words of its last failed attempt ``e`` come back, and the
+        attempt is remembered for the next run."""
         if e.reason is not None:
             ssn.note_job(j, *e.reason)
         reasons = ssn.task_reasons
@@ -402,8 +431,7 @@ class AllocateAction(ConfiguredAction):
         ssn.unschedulable_jobs.add(j)
         if e.placement is not None:
             ssn.placements[j] = e.placement
-        run.memory[rec.name] = e
-        return True
+        run.memory[ssn.snapshot.jobs[j].name] = e
 
     @staticmethod
     def _remember(
@@ -447,7 +475,7 @@ class AllocateAction(ConfiguredAction):
     @staticmethod
     def _known(
         ssn: Session, run: _Run, q: int, tmpl: TaskTemplate
-    ) -> tuple[tuple[int, bytes] | None, str | None | bool]:
+    ) -> tuple[tuple[int, bytes] | None, str | bool | None]:
         """The key of queue ``q``'s verdict on ``tmpl`` among the run's verdicts, and the
         verdict kept there while it holds (why the queue refuses, None when it takes the
         template), else False.
