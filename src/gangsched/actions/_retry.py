@@ -188,7 +188,7 @@ def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
     finish, on its own (0 where the template fails a predicate or does not fit once): each
     task takes its request in every column and ``gpu_count`` devices of at least the
     template's per-device charge, so no more fit than the room divided by them."""
-    ev = ssn.evaluate(tmpl)
+    ev = ssn.feasible(tmpl)
     out: I64 = np.zeros(ev.ok.size, dtype=np.int64)
     rows = np.flatnonzero(ev.ok & ev.fit_future)  # elsewhere none fits
     if rows.size == 0:
@@ -228,7 +228,7 @@ def room_short(
     hard = nt is not None and nt.mode is TopologyMode.HARD
     if size <= 1 and not hard:
         # One task: short when no node could take it at all.
-        ev = ssn.evaluate(tmpl)
+        ev = ssn.feasible(tmpl)
         return not bool((ev.ok & ev.fit_future).any())
     bound = bounds.get(tmpl.index)
     if bound is None:

@@ -391,33 +391,37 @@ class AllocateAction(ConfiguredAction):
             return False
         q = int(ssn.job_queue[j])
         tmpl = ssn.templates[ti]
-        if self._takes(ssn, run, q, tmpl):
-            log = ssn.changes
-            more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
-            if e.capacity and log.knows(e.lineage, e.cursor):
-                # A ground is worked out again after every change the log names, so failures
-                # on one ground share the nodes changed since.
-                key = (id(e.ground[0]), id(e.context), ti)
-                more = run.gains.get(key)
-                if more is None:
-                    # Only a node that changed and could take one of the tasks now or later
-                    # may take more of them than at the failure: one with more room, or one
-                    # whose record changed (it may admit the template now).
-                    rows = log.nodes_since(e.cursor)
-                    if rows.size:
-                        ev = ssn.evaluate(tmpl)
-                        rows = rows[ev.ok[rows] & ev.fit_future[rows]]
-                    found = gained(e.ground, placement_ground(ssn), rows, e.request, e.gpu)
-                    if not same:
-                        found = np.union1d(found, renewed(e.context, run.context, rows))
-                    more = run.gains[key] = found
-            if (more is None or more.size) and not room_short(
-                ssn, j, waiting, tmpl, run.bounds, more
-            ):
-                run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
-                return False
-        self._give_back(ssn, run, j, own, e)
-        return True
+        # Each proof alone shows the attempt would fail again: the queue refuses the template,
+        # no node that may help changed since, or no place has room enough.
+        if not self._takes(ssn, run, q, tmpl):
+            self._give_back(ssn, run, j, own, e)
+            return True
+        log = ssn.changes
+        more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
+        if e.capacity and log.knows(e.lineage, e.cursor):
+            # A ground is worked out again after every change the log names, so failures on
+            # one ground share the nodes changed since.
+            key = (id(e.ground[0]), id(e.context), ti)
+            more = run.gains.get(key)
+            if more is None:
+                # Only a node that changed and could take one of the tasks now or later may
+                # take more of them than at the failure: one with more room, or one whose
+                # record changed (it may admit the template now).
+                rows = log.nodes_since(e.cursor)
+                if rows.size:
+                    ev = ssn.feasible(tmpl)
+                    rows = rows[ev.ok[rows] & ev.fit_future[rows]]
+                found = gained(e.ground, placement_ground(ssn), rows, e.request, e.gpu)
+                if not same:
+                    found = np.union1d(found, renewed(e.context, run.context, rows))
+                more = run.gains[key] = found
+        if (more is not None and not more.size) or room_short(
+            ssn, j, waiting, tmpl, run.bounds, more
+        ):
+            self._give_back(ssn, run, j, own, e)
+            return True
+        run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
+        return False
 
     @staticmethod
     def _give_back(ssn: Session, run: _Run, j: int, own: I64, e: Failure) -> None:

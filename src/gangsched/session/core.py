@@ -373,6 +373,15 @@ class Session(Occupancy):
             return rules.restrict(tmpl, ev)
         return ev
 
+    def feasible(self, tmpl: TaskTemplate) -> Evaluation:
+        """:meth:`evaluate` for where ``tmpl`` may go: ``ok``, ``fit_idle`` and
+        ``fit_future`` are current; the scores and best vectors may lag
+        (:meth:`~gangsched.session.evaluation.Evaluator.feasible`)."""
+        rules = pod_rules(self)
+        if rules is not None and rules.concerns(tmpl):
+            return rules.restrict(tmpl, self.evaluator.evaluate(tmpl))
+        return self.evaluator.feasible(tmpl)
+
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
         rules = pod_rules(self)
         if rules is not None and rules.concerns(tmpl):

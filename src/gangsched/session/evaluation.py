@@ -65,6 +65,9 @@ class Evaluation:
     # this session: they are still in the previous session's rows, ``reason_cursor`` of its
     # log (moved and refreshed by the next fit_error).
     reasons_moved: _Moved | None = None
+    # Rows whose score (and best vectors) lag behind their predicates and fit, left by
+    # Evaluator.feasible; scored by the next Evaluator.evaluate.
+    unscored: npt.NDArray[np.intp] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -218,9 +221,10 @@ class Evaluator:
         self.carried = taken
         return taken
 
-    def _settle(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved) -> None:
+    def _settle(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved, scored: bool) -> None:
         """Bring an evaluation carried over a change of the node set into this session's rows
-        (:meth:`_carry_moved`), current with the log."""
+        (:meth:`_carry_moved`), current with the log (the refreshed rows' scores left for
+        later unless ``scored``)."""
         ssn = self._ssn
         log = ssn.changes
         ev.moved = None
@@ -233,10 +237,13 @@ class Evaluator:
             ev.best_idle[take],
             ev.best_future[take],
         )
+        if ev.unscored is not None:  # rows left unscored in the previous session
+            now = moved.now_of[ev.unscored]
+            ev.unscored = now[now >= 0]
         if tmpl.gpu_count:
             ev.gpu_need = self._need(tmpl)
         if rows.size:
-            self._refresh_rows(ev, tmpl, rows)
+            self._refresh_rows(ev, tmpl, rows, scored)
         if ev.reasons is not None:
             ev.reasons_moved = moved  # moved when a fit_error reads them
 
@@ -262,9 +269,11 @@ class Evaluator:
     def _key(self, tmpl: TaskTemplate) -> object:
         return ("shape", tmpl.shape) if self._ssn.points.shape_only else tmpl.index
 
-    def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
+    def evaluate(self, tmpl: TaskTemplate, *, scored: bool = True) -> Evaluation:
         """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
-        the rows changed since the last call."""
+        the rows changed since the last call. ``scored=False`` (:meth:`feasible`): the
+        scores of the rows refreshed are left for the next scored call
+        (:attr:`Evaluation.unscored`)."""
         ssn = self._ssn
         key = self._key(tmpl)
         ev = self._evals.get(key)
@@ -272,37 +281,61 @@ class Evaluator:
             ev = self._evals[key] = self._first(tmpl)
             return ev
         if ev.moved is not None:
-            self._settle(ev, tmpl, ev.moved)
-            return ev
-        log = ssn.changes
-        cursor = ev.cursor
-        if not log.changed_since(cursor):
-            return ev
-        ev.cursor = log.end
-        node = log.node_since(cursor)
-        if node >= 0:  # the usual refresh after one placement: plain numbers
-            self._refresh_one(ev, tmpl, node)
-            return ev
-        rows = log.nodes_since(cursor)
-        if rows.size <= 1:
-            if rows.size:
-                self._refresh_one(ev, tmpl, int(rows[0]))
-            return ev
-        self._refresh_rows(ev, tmpl, rows)
+            self._settle(ev, tmpl, ev.moved, scored)
+        else:
+            log = ssn.changes
+            cursor = ev.cursor
+            if log.changed_since(cursor):
+                ev.cursor = log.end
+                node = log.node_since(cursor)
+                if node >= 0:  # the usual refresh after one placement: plain numbers
+                    self._refresh_one(ev, tmpl, node)
+                else:
+                    rows = log.nodes_since(cursor)
+                    if rows.size > 1:
+                        self._refresh_rows(ev, tmpl, rows, scored)
+                    elif rows.size:
+                        self._refresh_one(ev, tmpl, int(rows[0]))
+        if scored and ev.unscored is not None:
+            self._score_rows(ev, tmpl)
         return ev
 
-    def _refresh_rows(self, ev: Evaluation, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> None:
-        """:meth:`evaluate`'s refresh of the nodes ``rows``, vectorized."""
+    def feasible(self, tmpl: TaskTemplate) -> Evaluation:
+        """:meth:`evaluate` for where ``tmpl`` may go: its predicate mask and fit now and
+        later are current, its scores (and the best vectors) may lag on
+        :attr:`Evaluation.unscored` rows until the next :meth:`evaluate`."""
+        return self.evaluate(tmpl, scored=False)
+
+    def _refresh_rows(
+        self, ev: Evaluation, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], scored: bool = True
+    ) -> None:
+        """:meth:`evaluate`'s refresh of the nodes ``rows``, vectorized (their scores left for
+        later unless ``scored``)."""
         ssn = self._ssn
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
         view = self._view() if ssn.arrays.n_nodes > 1 else None  # rows read from the view
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
+        if not scored:
+            ev.unscored = rows if ev.unscored is None else np.union1d(ev.unscored, rows)
+            return
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score
         ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
+
+    def _score_rows(self, ev: Evaluation, tmpl: TaskTemplate) -> None:
+        """Score the rows :meth:`feasible` left unscored, on the occupancy of now (what a
+        fresh evaluation scores: a row that changed since was refreshed)."""
+        rows = ev.unscored
+        ev.unscored = None
+        if rows is None or not rows.size:
+            return
+        score = self._ssn.points.node_score(tmpl, rows)
+        ev.score[rows] = score
+        ev.best_idle[rows] = np.where(ev.ok[rows] & ev.fit_idle[rows], score, -np.inf)
+        ev.best_future[rows] = np.where(ev.ok[rows] & ev.fit_future[rows], score, -np.inf)
 
     def _view(self) -> FullView:
         """The session's view of every node's free resources, current with its change log."""
@@ -372,7 +405,7 @@ class Evaluator:
         finish (pods, then each resource; GPU devices count with the GPU column). Per-node
         reasons are kept with the template's evaluation and refreshed on the nodes the change
         log names."""
-        ev = self.evaluate(tmpl)
+        ev = self.feasible(tmpl)  # the reasons read no score
         ssn = self._ssn
         log = ssn.changes
         stamp = log.end
