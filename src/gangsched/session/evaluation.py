@@ -150,13 +150,14 @@ class Evaluator:
         arithmetic)."""
         ssn, old = self._ssn, previous._ssn
         log = ssn.changes
-        if (
-            log.lineage is not old.changes.lineage
-            and old.arrays.node_names != ssn.arrays.node_names
-        ):
-            return self._carry_moved(previous)
-        if log.lineage is not old.changes.lineage or log.taints_changed:
-            return 0  # another ground: the log did not continue, or taints moved
+        if not log.knows(old.changes.lineage, old.changes.end):
+            # The log did not continue over the same node rows: the evaluations move onto
+            # the new rows when only the node set changed, else nothing is carried.
+            if old.arrays.node_names != ssn.arrays.node_names:
+                return self._carry_moved(previous)
+            return 0
+        if log.taints_changed:
+            return 0  # another ground: taints moved
         if self._factories != previous._factories or not _same_ground(old, ssn):
             return 0
         if log.records_changed.any() and _relabelled_under_preference(old, ssn):
@@ -239,7 +240,8 @@ class Evaluator:
         )
         if ev.unscored is not None:  # rows left unscored in the previous session
             now = moved.now_of[ev.unscored]
-            ev.unscored = now[now >= 0]
+            now = now[now >= 0]
+            ev.unscored = now if now.size else None
         if tmpl.gpu_count:
             ev.gpu_need = self._need(tmpl)
         if rows.size:
@@ -318,7 +320,12 @@ class Evaluator:
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
         if not scored:
-            ev.unscored = rows if ev.unscored is None else np.union1d(ev.unscored, rows)
+            if ev.unscored is None:
+                ev.unscored = rows
+            else:  # a row named twice is scored twice, to the same figure
+                ev.unscored = np.concatenate((ev.unscored, rows))
+                if ev.unscored.size > ev.ok.size:
+                    ev.unscored = np.unique(ev.unscored)
             return
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score
