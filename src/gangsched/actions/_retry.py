@@ -18,17 +18,22 @@ words back, prefixed with :data:`CARRIED` — when all of these hold:
   gangs go through the greedy placer, not the joint one; no task of the snapshot carries a
   pod (anti-)affinity or topology spread constraint (those read where other pods are);
 * the job's pending tasks share one template and none of its tasks runs;
-* its records (job, every task), its tasks' states, the node, hypernode and queue records,
-  the configuration and the resource names are those of the failed attempt, and the change
-  log still knows the attempt's cursor;
+* its records (job, every task) and its tasks' states are those of the failed attempt, and
+  the hypernode and queue records, the configuration and the resource names too;
 * and either its queue refuses the template now, or the attempt failed for room alone (the
-  queue took every task the attempt asked it for) and no node gained room since the cursor
-  in a column the template asks for (or in one where the node was short), nor in a GPU device
-  when the template asks for GPUs — or every place the gang may use that holds such a node
-  (the cluster, or a domain of its highest allowed tier under a hard network topology) has
-  room for fewer of its tasks than it still needs (:func:`room_short`);
+  queue took every task the attempt asked it for), the change log still knows the attempt's
+  cursor, and no node gained room since the cursor in a column the template asks for (or in
+  one where the node was short), nor in a GPU device when the template asks for GPUs, nor
+  had its record changed (:func:`renewed`: it may admit the template now) — or every place
+  the gang may use that holds such a node has room for fewer of its tasks than it still
+  needs (:func:`room_short`);
 * or, whatever the last attempt's cause, no place the gang may use has room for the tasks it
   still needs now (:func:`room_short` over every node).
+
+The node records may differ from the attempt's (:func:`same_but_nodes`): the queue's verdict
+and the room are read now, and the rows the log names since the attempt include every node
+whose record changed. A job the run's start cannot carry is carried at its turn when its
+queue refuses its template then: every task of the attempt would be refused.
 
 Why that is exact (the contract in ``docs/scheduling.md``): inside one ``allocate`` run room
 only shrinks (a placement takes, a discarded attempt gives back exactly what it took) and a

@@ -34,8 +34,13 @@ whose jobs all are, keep their last positions), and every node whose record (cap
 taints, devices, cordon) or occupancy differs from the end of the previous session is one
 entry too. A cursor taken in the previous session (or any earlier one of the same
 :attr:`ChangeLog.lineage`) is therefore valid here and answers exactly what a view kept then
-must re-read now. Otherwise the log starts a new lineage, and a view holding a cursor of
-another lineage starts afresh.
+must re-read now. When the node set changed (nodes added, removed, renamed, reordered, or
+their GPU devices), the log continues for the jobs and queues alone
+(:meth:`ChangeLog.continue_over_rows`): their positions go on as above, every node is changed
+at the opening and the node rows are this log's own, so a cursor taken before is valid for
+the questions about jobs and queues (:meth:`ChangeLog.knows_jobs`) and not for those about
+nodes (:meth:`ChangeLog.knows`). When the resource columns changed, the log starts a new
+lineage, and a view holding a cursor of another lineage starts afresh.
 
 :attr:`ChangeLog.node_changes` counts each node's entries in this session (0 at the opening,
 even when the log continues); it is data a plugin may draw from (``random`` seeds its draws
