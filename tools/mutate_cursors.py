@@ -319,15 +319,6 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "            ev.unscored = None\n",
     ),
     (
-        "evaluation:moved-reasons-kept-twice",
-        "reasons not yet moved are carried over a second node-set change",
-        "session/evaluation.py",
-        "            ev.error = None  # counts over another node set\n"
-        "            if ev.reasons_moved is not None:\n"
-        "                _forget_reasons(ev)  # rows of a session before the previous one\n",
-        "            ev.error = None  # counts over another node set\n",
-    ),
-    (
         "close:job-words-not-compared",
         "a job whose reason changed keeps its last status",
         "session/close.py",
