@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 import gangsched.actions.allocate as allocate_module
 from gangsched import Config, Decisions, Snapshot
+from gangsched._frozen import FrozenDict
 from gangsched.actions._retry import CARRIED
 from gangsched.model import (
     GpuRequest,
@@ -209,7 +210,7 @@ class Stream:
         state = self.states[0]
         node = state.nodes[self.choose(list(state.nodes))]
         pool = "b" if node.labels.get("pool") == "a" else "a"
-        self.both("update_node", dataclasses.replace(node, labels={"pool": pool}))
+        self.both("update_node", dataclasses.replace(node, labels=FrozenDict({"pool": pool})))
 
     def grow(self) -> None:
         """A node joins (the node set changes)."""
@@ -352,7 +353,9 @@ def test_a_job_waiting_for_a_label_is_tried_once_a_node_is_relabelled(
         out = decided[retry] = []
         for step in range(4):
             if step == 2:  # b joins pool a: no node gained room
-                state.update_node(dataclasses.replace(state.nodes["b"], labels={"pool": "a"}))
+                state.update_node(
+                    dataclasses.replace(state.nodes["b"], labels=FrozenDict({"pool": "a"}))
+                )
             d = state.schedule(config)
             out.append(d)
             state.apply(d, bound=TaskPhase.RUNNING)

@@ -479,10 +479,10 @@ class AllocateAction(ConfiguredAction):
     @staticmethod
     def _known(
         ssn: Session, run: _Run, q: int, tmpl: TaskTemplate
-    ) -> tuple[tuple[int, bytes] | None, str | bool | None]:
-        """The key of queue ``q``'s verdict on ``tmpl`` among the run's verdicts, and the
-        verdict kept there while it holds (why the queue refuses, None when it takes the
-        template), else False.
+    ) -> tuple[tuple[int, bytes] | None, bool, str | None]:
+        """The key of queue ``q``'s verdict on ``tmpl`` among the run's verdicts, whether a
+        verdict kept there still holds, and that verdict (why the queue refuses, None when it
+        takes the template).
 
         The built-in queue plugins judge a template by its request and the queues' holdings:
         without a queue hierarchy, by the holdings of ``q`` alone, so an answer holds for any
@@ -490,27 +490,27 @@ class AllocateAction(ConfiguredAction):
         queue's allocation; under a hierarchy, until it names any change. With a plugin from
         elsewhere on the point, nothing is kept."""
         if not run.shared:
-            return None, False
+            return None, False, None
         key = (q, tmpl.request.tobytes())
         known = run.verdicts.get(key)
         if known is None:
-            return key, False
+            return key, False, None
         log = ssn.changes
         if (
             log.changed_since(known[0])
             if ssn.gate.rules.hierarchical
             else log.queue_changed_since(q, known[0])
         ):
-            return key, False
-        return key, known[1]
+            return key, False, None
+        return key, True, known[1]
 
     @classmethod
     def _takes(cls, ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> bool:
         """Whether queue ``q`` takes ``tmpl`` now (:meth:`_refusal` without the words: a
         carried job gives its last words back)."""
-        key, known = cls._known(ssn, run, q, tmpl)
-        if known is not False:
-            return known is None
+        key, holds, why = cls._known(ssn, run, q, tmpl)
+        if holds:
+            return why is None
         takes = bool(ssn.points.allocatable(q, tmpl))
         if takes and key is not None:
             run.verdicts[key] = (ssn.changes.end, None)
@@ -521,14 +521,11 @@ class AllocateAction(ConfiguredAction):
         """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it;
         kept per request while it holds (:meth:`_known`), so the tasks and jobs of a waiting
         queue are not asked and worded one by one."""
-        key, known = cls._known(ssn, run, q, tmpl)
-        if known is not False:
-            if known is not None:
-                run.refused = True
-            return known
-        why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
-        if key is not None:
-            run.verdicts[key] = (ssn.changes.end, why)
+        key, holds, why = cls._known(ssn, run, q, tmpl)
+        if not holds:
+            why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
+            if key is not None:
+                run.verdicts[key] = (ssn.changes.end, why)
         if why is not None:
             run.refused = True
         return why
