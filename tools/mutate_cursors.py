@@ -95,6 +95,18 @@ NAMED: tuple[tuple[str, str, str, str], ...] = (
         "for node in np.flatnonzero(stale & False).tolist():",
     ),
     (
+        "changes:renumbered-rows-known",
+        "a cursor taken before a node-set change renumbered the rows is valid for the nodes",
+        "return lineage is self.lineage and self._rows_from <= cursor <= self.end",
+        "return lineage is self.lineage and cursor <= self.end",
+    ),
+    (
+        "changes:renumbering-forgotten",
+        "a log continuing one that renumbered the node rows forgets where they start",
+        "        self._rows_from = previous._rows_from\n",
+        "        self._rows_from = 0\n",
+    ),
+    (
         "changes:queue-not-logged",
         "a change of a queue's allocation is not logged",
         "            self._queue_at[queue] = at\n",
@@ -284,6 +296,27 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "session/core.py",
         "        if oq >= 0 and o_snap.queues[oq] is queue:",
         "        if oq >= 0:",
+    ),
+    (
+        "evaluation:carried-over-renumbered-rows",
+        "evaluations are taken over as if the node rows continued over a node-set change",
+        "session/evaluation.py",
+        "        if not log.knows(old.changes.lineage, old.changes.end):\n",
+        "        if log.lineage is not old.changes.lineage:\n",
+    ),
+    (
+        "evaluation:unscored-never-scored",
+        "the rows a feasibility read left unscored are never scored",
+        "session/evaluation.py",
+        "        if scored and ev.unscored is not None:\n            self._score_rows(ev, tmpl)\n",
+        "",
+    ),
+    (
+        "evaluation:moved-unscored-dropped",
+        "the unscored rows of an evaluation moved over a node-set change are dropped",
+        "session/evaluation.py",
+        "            ev.unscored = now if now.size else None\n",
+        "            ev.unscored = None\n",
     ),
     (
         "close:job-words-not-compared",

@@ -554,9 +554,9 @@ def _fresh_evaluations() -> Iterator[None]:
     cls = evaluation.Evaluator
     kept = cls.evaluate
 
-    def evaluate(self: Any, tmpl: Any) -> Any:
+    def evaluate(self: Any, tmpl: Any, *, scored: bool = True) -> Any:
         self._evals.pop(self._key(tmpl), None)
-        return kept(self, tmpl)
+        return kept(self, tmpl, scored=scored)
 
     cls.evaluate = evaluate  # type: ignore[method-assign]
     try:

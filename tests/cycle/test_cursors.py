@@ -334,3 +334,33 @@ def test_a_failed_gang_is_tried_again_once_the_occupancy_moved() -> None:
     stmt.discard()
     placed = place_job(ssn, b, tasks, placer)
     assert not isinstance(placed, str) and len(placed) == 2
+
+
+def test_a_cursor_from_before_a_node_set_change_is_not_valid_for_the_nodes() -> None:
+    """A log continued over a change of the node set keeps the jobs and queues going and the
+    node rows its own; a log continuing that one still refuses node questions for a cursor
+    taken before the renumbering, and still answers job questions for it."""
+    from gangsched.session.changes import ChangeLog
+
+    first = ChangeLog(3, 1, 2)
+    first.note(1, 0, 0)
+    before = first.end  # the cursor a view of the first session keeps
+    first.note(2, 1, 0)
+    renumbered = ChangeLog(4, 1, 2)
+    assert renumbered.continue_over_rows(first, jobs=[0, -1], queues=[-1])
+    lineage = first.lineage
+    assert renumbered.lineage is lineage
+    assert not renumbered.knows(lineage, before) and not renumbered.knows(lineage, first.end)
+    assert renumbered.knows_jobs(lineage, before)
+    assert renumbered.jobs_since(before).tolist() == [1]  # job 0 kept its position
+    assert renumbered.nodes_since(first.end).tolist() == [0, 1, 2, 3]
+    mark = renumbered.end
+    renumbered.note(3, 0, 0)
+    assert renumbered.knows(lineage, mark) and renumbered.nodes_since(mark).tolist() == [3]
+    # the next session on the same nodes: the renumbering is still where it was
+    after = ChangeLog(4, 1, 2)
+    none = np.zeros(4, dtype=np.bool_)
+    assert after.continue_from(renumbered, none, none, taints=False, jobs=[0, 1], queues=[0])
+    assert not after.knows(lineage, before)
+    assert after.knows(lineage, mark) and after.knows_jobs(lineage, before)
+    assert after.nodes_since(mark).tolist() == [3]

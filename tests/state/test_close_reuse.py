@@ -162,12 +162,32 @@ def test_a_reservation_the_last_cycle_kept_is_a_change_of_its_job() -> None:
     assert _as_fresh(third, state, config) == _fresh(state, config)
 
 
+def test_statuses_continue_over_a_change_of_the_node_set() -> None:
+    """A node added or removed renumbers the node rows, not the jobs: a job whose record,
+    tasks and counts did not move keeps its last status, and every cycle equals a fresh one."""
+    state = gs.ClusterState(gs.Snapshot.from_dict(_cluster()))
+    config = gs.Config.default()
+    state.schedule(config)
+    first = state.schedule(config)  # the waiting jobs are carried from here on
+    state.add_node(gs.model.Node(name="extra", allocatable=gs.model.Resources({"cpu": 1})))
+    second = state.schedule(config)
+    assert _as_fresh(second, state, config) == _fresh(state, config)
+    jobs, _ = _same(first, second)
+    assert jobs
+    state.remove_node("extra")
+    third = state.schedule(config)
+    assert _as_fresh(third, state, config) == _fresh(state, config)
+    assert _same(second, third)[0]
+
+
 def test_a_state_that_does_not_continue_the_log_works_every_status_out_again() -> None:
     state = gs.ClusterState(gs.Snapshot.from_dict(_cluster()))
     config = gs.Config.default()
     first = state.schedule(config)
-    # A node added: the node set changed, the log starts a new lineage.
-    state.add_node(gs.model.Node(name="extra", allocatable=gs.model.Resources({"cpu": 64})))
+    # A node with a resource no node had: the resource columns changed, the log starts a
+    # new lineage.
+    extra = gs.model.Resources({"cpu": 64, "example.com/fpga": 2})
+    state.add_node(gs.model.Node(name="extra", allocatable=extra))
     second = state.schedule(config)
     assert _as_fresh(second, state, config) == _fresh(state, config)
     jobs, queues = _same(first, second)

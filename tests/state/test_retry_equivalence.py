@@ -29,12 +29,14 @@ from hypothesis import strategies as st
 
 import gangsched.actions.allocate as allocate_module
 from gangsched import Config, Decisions, Snapshot
+from gangsched._frozen import FrozenDict
 from gangsched.actions._retry import CARRIED
 from gangsched.model import (
     GpuRequest,
     Job,
     JobPhase,
     NetworkTopology,
+    Node,
     Resources,
     Task,
     TaskPhase,
@@ -84,14 +86,25 @@ def config(name: str, retry: str) -> Config:
 Choose = Callable[[Sequence[Any]], Any]
 
 _NODES = [
-    {"name": "n0", "allocatable": {"cpu": 16, "memory": "64Gi"}, "gpus": {"count": 4}},
-    {"name": "n1", "allocatable": {"cpu": 16, "memory": "64Gi"}, "gpus": {"count": 4}},
+    {
+        "name": "n0",
+        "allocatable": {"cpu": 16, "memory": "64Gi"},
+        "gpus": {"count": 4},
+        "labels": {"pool": "a"},
+    },
+    {
+        "name": "n1",
+        "allocatable": {"cpu": 16, "memory": "64Gi"},
+        "gpus": {"count": 4},
+        "labels": {"pool": "b"},
+    },
     {
         "name": "n2",
         "allocatable": {"cpu": 8, "memory": "32Gi"},
         "gpus": {"count": 2, "model": "T4"},
+        "labels": {"pool": "b"},
     },
-    {"name": "n3", "allocatable": {"cpu": 8, "memory": "32Gi"}},
+    {"name": "n3", "allocatable": {"cpu": 8, "memory": "32Gi"}, "labels": {"pool": "b"}},
 ]
 _QUEUES = [{"name": "qa", "weight": 2}, {"name": "qb", "weight": 1}, {"name": "qc", "weight": 1}]
 
@@ -126,6 +139,7 @@ class Stream:
         size = c([1, 1, 2, 3, 4, 6])
         shapes = [self._shape()] if c([True, True, False]) else [self._shape(), self._shape()]
         topology = c([None, None, NetworkTopology(mode=TopologyMode.HARD, highest_tier_allowed=1)])
+        selector = c([{}, {}, {"pool": "a"}])
         tasks = []
         for i in range(size):
             cpu, gpus, milli = shapes[i % len(shapes)]
@@ -137,6 +151,7 @@ class Stream:
                     request=Resources({"cpu": cpu * 1000, "memory": cpu * 2**30}),
                     gpu_request=GpuRequest(count=gpus, milli=milli) if gpus else None,
                     priority=c([0, 0, 1]),
+                    node_selector=selector,
                 )
             )
         job = Job(
@@ -189,6 +204,32 @@ class Stream:
         name = self.choose(list(state.nodes))
         self.both("cordon", name, not state.nodes[name].unschedulable)
 
+    def relabel(self) -> None:
+        """A node moves to the other pool: a job selecting the pool may fit where no node
+        gained room."""
+        state = self.states[0]
+        node = state.nodes[self.choose(list(state.nodes))]
+        pool = "b" if node.labels.get("pool") == "a" else "a"
+        self.both("update_node", dataclasses.replace(node, labels=FrozenDict({"pool": pool})))
+
+    def grow(self) -> None:
+        """A node joins (the node set changes)."""
+        self.n += 1
+        node = Node(
+            name=f"x{self.n}",
+            allocatable=Resources({"cpu": 8000, "memory": 32 * 2**30}),
+            labels={"pool": self.choose(["a", "b"])},
+        )
+        self.both("add_node", node)
+
+    def shrink(self) -> None:
+        """A joined node without tasks leaves (the node set changes)."""
+        state = self.states[0]
+        held = {t.node for t in state.tasks.values()}
+        idle = [n for n in state.nodes if n.startswith("x") and n not in held]
+        if idle:
+            self.both("remove_node", self.choose(idle))
+
     def queue(self) -> None:
         state = self.states[0]
         name = self.choose(list(state.queues))
@@ -214,7 +255,7 @@ class Stream:
         return fast
 
     EVENTS = ("arrive", "arrive", "arrive", "arrive", "cycle", "cycle", "cycle", "finish",
-              "lose", "leave", "cordon", "queue")  # fmt: skip
+              "lose", "leave", "cordon", "queue", "relabel", "grow", "shrink")  # fmt: skip
 
     def run(self, steps: int) -> None:
         for _ in range(steps):
@@ -277,7 +318,58 @@ def test_a_carry_that_ignores_freed_room_is_caught(
     monkeypatch.setattr(allocate_module, rule, blind)
     with pytest.raises(AssertionError):
         for seed in range(60):
-            run_seeded("no-fair-share", seed)
+            run_seeded("default", seed)
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_a_job_waiting_for_a_label_is_tried_once_a_node_is_relabelled(
+    monkeypatch: pytest.MonkeyPatch, blind: bool
+) -> None:
+    """A node whose record changes gains no room, yet it may now admit a job that selects
+    its new label: the job must be tried again (and placed). Ignoring the renewed records
+    (``blind``) carries it instead, and the comparison fails."""
+    if blind:
+        monkeypatch.setattr(allocate_module, "renewed", lambda then, now, rows: rows[:0])
+    nodes = [
+        {"name": "a", "allocatable": {"cpu": 4, "memory": "8Gi"}, "labels": {"pool": "a"}},
+        {"name": "b", "allocatable": {"cpu": 16, "memory": "32Gi"}, "labels": {"pool": "b"}},
+    ]
+    snap = Snapshot.from_dict({"nodes": nodes, "queues": [{"name": "q"}]})
+    cfg = {
+        "actions": ["enqueue", "allocate", "backfill"],
+        "tiers": [_HEAD, [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}]],
+    }
+    task = Task(
+        name="j-0",
+        job="j",
+        request=Resources({"cpu": 8000, "memory": 2**30}),
+        node_selector={"pool": "a"},
+    )
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        state = ClusterState(snap)
+        config = Config.from_dict({**cfg, "configurations": {"allocate": {"retry": retry}}})
+        state.add_job(Job(name="j", queue="q", min_available=1, phase=JobPhase.INQUEUE), [task])
+        out = decided[retry] = []
+        for step in range(4):
+            if step == 2:  # b joins pool a: no node gained room
+                state.update_node(
+                    dataclasses.replace(state.nodes["b"], labels=FrozenDict({"pool": "a"}))
+                )
+            d = state.schedule(config)
+            out.append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+    placed = [any(b.task == "j-0" for b in d.binds) for d in decided["always"]]
+    assert placed == [False, False, True, False]
+    assert decided["on-change"][1].jobs["j"].message.startswith(CARRIED)  # carried before
+    pairs = zip(decided["on-change"], decided["always"], strict=True)
+    if blind:
+        with pytest.raises(AssertionError):
+            for fast, every in pairs:
+                assert_equivalent(fast, every)
+    else:
+        for fast, every in pairs:
+            assert_equivalent(fast, every)
 
 
 @pytest.mark.soak

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -202,6 +203,27 @@ def test_an_added_node_and_a_reordered_list_carry_and_decide_as_fresh() -> None:
     state.apply(out)
     state.remove_node(_drained(state, len(state.nodes) - 1).name)
     state.add_node(dataclasses.replace(first, name="zz-other"))
+    out = state.schedule(CONFIG)
+    _assert_fresh(out, state)
+    _assert_evaluations_fresh(_last(state))
+
+
+@pytest.mark.parametrize("seed", [5, 11, 23])
+def test_what_a_cycle_left_unread_is_carried_over_node_set_changes(seed: int) -> None:
+    """Cycles whose evaluations are not read back in full between node-set changes (only
+    the carried jobs' proofs read them, without scores or per-node reasons): the scores left
+    behind and the reasons never moved must still come out as fresh ones several cycles
+    later."""
+    state = _state(16, 60, seed)
+    state.apply(state.schedule(CONFIG))
+    serial = 0
+    rounds = (("remove", "add_job"), ("add", "cordon"), ("add", "finish"), ("add",), ("remove",))
+    for kinds in rounds:
+        for k, kind in enumerate(kinds):
+            serial += 1
+            _change(state, kind, 3 * serial + k, serial, serial)
+        out = state.schedule(CONFIG)
+        state.apply(out)
     out = state.schedule(CONFIG)
     _assert_fresh(out, state)
     _assert_evaluations_fresh(_last(state))

@@ -18,17 +18,22 @@ words back, prefixed with :data:`CARRIED` — when all of these hold:
   gangs go through the greedy placer, not the joint one; no task of the snapshot carries a
   pod (anti-)affinity or topology spread constraint (those read where other pods are);
 * the job's pending tasks share one template and none of its tasks runs;
-* its records (job, every task), its tasks' states, the node, hypernode and queue records,
-  the configuration and the resource names are those of the failed attempt, and the change
-  log still knows the attempt's cursor;
+* its records (job, every task) and its tasks' states are those of the failed attempt, and
+  the hypernode and queue records, the configuration and the resource names too;
 * and either its queue refuses the template now, or the attempt failed for room alone (the
-  queue took every task the attempt asked it for) and no node gained room since the cursor
-  in a column the template asks for (or in one where the node was short), nor in a GPU device
-  when the template asks for GPUs — or every place the gang may use that holds such a node
-  (the cluster, or a domain of its highest allowed tier under a hard network topology) has
-  room for fewer of its tasks than it still needs (:func:`room_short`);
+  queue took every task the attempt asked it for), the change log still knows the attempt's
+  cursor, and no node gained room since the cursor in a column the template asks for (or in
+  one where the node was short), nor in a GPU device when the template asks for GPUs, nor
+  had its record changed (:func:`renewed`: it may admit the template now) — or every place
+  the gang may use that holds such a node has room for fewer of its tasks than it still
+  needs (:func:`room_short`);
 * or, whatever the last attempt's cause, no place the gang may use has room for the tasks it
   still needs now (:func:`room_short` over every node).
+
+The node records may differ from the attempt's (:func:`same_but_nodes`): the queue's verdict
+and the room are read now, and the rows the log names since the attempt include every node
+whose record changed. A job the run's start cannot carry is carried at its turn when its
+queue refuses its template then: every task of the attempt would be refused.
 
 Why that is exact (the contract in ``docs/scheduling.md``): inside one ``allocate`` run room
 only shrinks (a placement takes, a discarded attempt gives back exactly what it took) and a
@@ -43,12 +48,13 @@ bind, eviction, reservation or phase.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
+from gangsched.actions._gang_placement import placement_ground
 from gangsched.decisions import PlacementInfo
 from gangsched.model import Job, Task, TopologyMode
 from gangsched.model.topology import build_topology
@@ -69,7 +75,9 @@ __all__ = [
     "context_of",
     "copies_bound",
     "gained",
+    "renewed",
     "room_short",
+    "same_but_nodes",
     "skipping_allowed",
 ]
 
@@ -125,6 +133,24 @@ def same_context(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
     return all(x is y for x, y in zip(a[:-1], b[:-1], strict=True)) and a[-1] == b[-1]
 
 
+def same_but_nodes(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two contexts differ at most in their node records (:func:`same_context`
+    otherwise): the configuration, hypernode and queue records the same, the resource names
+    equal."""
+    return a[0] is b[0] and a[2] is b[2] and a[3] is b[3] and a[-1] == b[-1]
+
+
+def renewed(then: tuple[object, ...], now: tuple[object, ...], rows: _NodeRows) -> _NodeRows:
+    """The nodes of ``rows`` whose record is not the one of context ``then`` (contexts of one
+    node order: the change log continued between them). A node whose labels, taints or cordon
+    changed may admit a template it refused, with no more room."""
+    if then[1] is now[1] or rows.size == 0:
+        return rows[:0]
+    old, new = cast("tuple[object, ...]", then[1]), cast("tuple[object, ...]", now[1])
+    out: _NodeRows = rows[[old[r] is not new[r] for r in rows.tolist()]]
+    return out
+
+
 def skipping_allowed(ssn: Session, placer: object, joint: bool) -> bool:
     """Whether a failed attempt may be carried in this session (see the module docstring)."""
     points = ssn.points
@@ -167,33 +193,52 @@ def copies_bound(ssn: Session, tmpl: TaskTemplate, now: Ground) -> I64:
     finish, on its own (0 where the template fails a predicate or does not fit once): each
     task takes its request in every column and ``gpu_count`` devices of at least the
     template's per-device charge, so no more fit than the room divided by them."""
-    ev = ssn.evaluate(tmpl)
-    later, devices_later = now[1], now[3]
+    ev = ssn.feasible(tmpl)
+    out: I64 = np.zeros(ev.ok.size, dtype=np.int64)
+    rows = np.flatnonzero(ev.ok & ev.fit_future)  # elsewhere none fits
+    if rows.size == 0:
+        return out
+    later = now[1][rows]
     request = tmpl.request.copy()
     request[ssn.arrays.spec.gpu_column] = 0
     cols = np.flatnonzero(request > 0)
-    bound = np.full(later.shape[0], _MANY, dtype=np.int64)
+    bound = np.full(rows.size, _MANY, dtype=np.int64)
     if cols.size:
         bound = (np.maximum(later[:, cols], 0) // request[cols]).min(axis=1)
     if tmpl.gpu_count:
-        need = np.maximum(gpu_need(ssn.arrays, tmpl), 1) * tmpl.gpu_count
-        bound = np.minimum(bound, devices_later.sum(axis=1) // need)
-    out: I64 = np.where(ev.ok & ev.fit_future, bound, 0)
+        take = ev.gpu_need if ev.gpu_need is not None else gpu_need(ssn.arrays, tmpl)
+        need = np.maximum(take[rows], 1) * tmpl.gpu_count
+        bound = np.minimum(bound, now[3][rows].sum(axis=1) // need)
+    out[rows] = bound
     return out
 
 
 def room_short(
-    ssn: Session, job: int, waiting: int, bound: I64, rows: _NodeRows | None = None
+    ssn: Session,
+    job: int,
+    waiting: int,
+    tmpl: TaskTemplate,
+    bounds: dict[int, I64],
+    rows: _NodeRows | None = None,
 ) -> bool:
     """Whether every place the gang of ``job`` may use that holds one of ``rows`` (None:
-    any node) has room for fewer tasks than the gang still needs (``bound``:
-    :func:`copies_bound`; ``waiting``: its pending tasks): the whole cluster, or for a hard
-    network topology each domain of its highest allowed tier."""
+    any node) has room for fewer tasks than the gang still needs (``waiting``: its pending
+    tasks, all of template ``tmpl``): the whole cluster, or for a hard network topology each
+    domain of its highest allowed tier. ``bounds``: :func:`copies_bound` per template, worked
+    out on the room of now and kept there (room only shrinks during a run)."""
     missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
     missing -= ssn.pending_best_effort(job)
     size = waiting if missing <= 0 else missing
     nt = ssn.snapshot.jobs[job].network_topology
-    if nt is None or nt.mode is not TopologyMode.HARD:
+    hard = nt is not None and nt.mode is TopologyMode.HARD
+    if size <= 1 and not hard:
+        # One task: short when no node could take it at all.
+        ev = ssn.feasible(tmpl)
+        return not bool((ev.ok & ev.fit_future).any())
+    bound = bounds.get(tmpl.index)
+    if bound is None:
+        bound = bounds[tmpl.index] = copies_bound(ssn, tmpl, placement_ground(ssn))
+    if nt is None or not hard:
         return int(bound.sum()) < size
     topo = build_topology(ssn.snapshot)
     tier = nt.highest_tier_allowed

@@ -61,10 +61,11 @@ from gangsched.actions._retry import (
     MEMORY_KEY,
     Failure,
     context_of,
-    copies_bound,
     gained,
+    renewed,
     room_short,
     runs_nothing,
+    same_but_nodes,
     same_context,
     skipping_allowed,
 )
@@ -138,8 +139,13 @@ class _Run:
     memory: dict[str, Failure] = field(default_factory=dict)
     context: tuple[object, ...] = ()
     gains: dict[tuple[int, int, int], npt.NDArray[np.intp]] = field(default_factory=dict)
-    #: Per template, at most how many of its tasks each node could take (this run's start).
+    #: Per template, at most how many of its tasks each node could take (this run's start;
+    #: :func:`~gangsched.actions._retry.copies_bound`).
     bounds: dict[int, I64] = field(default_factory=dict)
+    #: Per job whose last failure still holds for its records but that the run's start could
+    #: not prove would fail again: that failure and the job's one template (carried at its
+    #: turn if its queue refuses the template then).
+    deferred: dict[int, tuple[Failure, int]] = field(default_factory=dict)
 
     def as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""
@@ -316,24 +322,12 @@ class AllocateAction(ConfiguredAction):
             _, j = heapq.heappop(per_queue[q])
             if not per_queue[q]:
                 del per_queue[q]
-            stmt = Statement(ssn)
-            before = single.get(j)
-            ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
-            run.refused = False
-            again = self._allocate_job(
-                ssn, run, stmt, j, q, worklist[j], failed.setdefault(j, set())
-            )
-            if ssn.points.job_ready(j):
-                stmt.commit()
-            elif ssn.points.job_pipelined(j):
-                stmt.keep()
-            else:
-                tried = [op.task for op in stmt.ops]
-                stmt.discard()
-                self._explain_discard(ssn, j, tried)
-                if before is not None and ground is not None:
-                    self._remember(ssn, run, j, before, *ground)
-            if again:
+            held = run.deferred.pop(j, None)
+            if held is not None and not self._takes(ssn, run, q, ssn.templates[held[1]]):
+                # Its queue refuses its one template at its turn: the attempt would have every
+                # task refused and fail, so it is carried (see ``_retry``).
+                self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+            elif self._attempt(ssn, run, j, q, worklist[j], failed, single.get(j)):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
@@ -343,6 +337,35 @@ class AllocateAction(ConfiguredAction):
         # idle, together with what this pass placed for the same job (nobody else could take
         # those resources meanwhile: fitting now requires fitting once releases finish).
         realise_reservations(ssn)
+
+    def _attempt(
+        self,
+        ssn: Session,
+        run: _Run,
+        j: int,
+        q: int,
+        tasks: deque[int],
+        failed: dict[int, set[int]],
+        before: tuple[int, bytes] | None,
+    ) -> bool:
+        """Try job ``j`` in one statement: committed when ready, kept when pipelined, else
+        discarded, explained and (``before``: it may be) remembered. Whether it goes back to
+        its queue (ready with elastic tasks left)."""
+        stmt = Statement(ssn)
+        ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
+        run.refused = False
+        again = self._allocate_job(ssn, run, stmt, j, q, tasks, failed.setdefault(j, set()))
+        if ssn.points.job_ready(j):
+            stmt.commit()
+        elif ssn.points.job_pipelined(j):
+            stmt.keep()
+        else:
+            tried = [op.task for op in stmt.ops]
+            stmt.discard()
+            self._explain_discard(ssn, j, tried)
+            if before is not None and ground is not None:
+                self._remember(ssn, run, j, before, *ground)
+        return again
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
         """Carry job ``j`` when its last attempt failed and nothing since could help it
@@ -354,7 +377,11 @@ class AllocateAction(ConfiguredAction):
         e = run.prior.get(rec.name)
         if e is None or e.job is not rec or len(e.tasks) != own.size:
             return False
-        if e.context is not run.context and not same_context(e.context, run.context):
+        # Under another configuration, queue or hypernode records, nothing is carried; under
+        # other node records, only what the nodes now prove (the queue refuses, or no place
+        # has room enough) or what the log names as changed since (room and records).
+        same = e.context is run.context or same_context(e.context, run.context)
+        if not same and not same_but_nodes(e.context, run.context):
             return False
         tasks = snap.tasks
         for t, was in zip(own.tolist(), e.tasks, strict=True):
@@ -363,30 +390,43 @@ class AllocateAction(ConfiguredAction):
         if ssn.task_state[own].tobytes() != e.states:
             return False
         q = int(ssn.job_queue[j])
-        if self._refusal(ssn, run, q, ssn.templates[ti]) is None:
-            log = ssn.changes
-            more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
-            if e.capacity and log.knows(e.lineage, e.cursor):
-                key = (id(e.ground[0]), e.cursor, ti)
-                more = run.gains.get(key)
-                if more is None:
-                    # Only a node that changed and could take one of the tasks now or later
-                    # may take more of them than at the failure.
-                    rows = log.nodes_since(e.cursor)
-                    if rows.size:
-                        ev = ssn.evaluate(ssn.templates[ti])
-                        rows = rows[ev.ok[rows] & ev.fit_future[rows]]
-                    more = run.gains[key] = gained(
-                        e.ground, placement_ground(ssn), rows, e.request, e.gpu
-                    )
-            if more is None or more.size:
-                bound = run.bounds.get(ti)
-                if bound is None:
-                    bound = run.bounds[ti] = copies_bound(
-                        ssn, ssn.templates[ti], placement_ground(ssn)
-                    )
-                if not room_short(ssn, j, waiting, bound, more):
-                    return False
+        tmpl = ssn.templates[ti]
+        # Each proof alone shows the attempt would fail again: the queue refuses the template,
+        # no node that may help changed since, or no place has room enough.
+        if not self._takes(ssn, run, q, tmpl):
+            self._give_back(ssn, run, j, own, e)
+            return True
+        log = ssn.changes
+        more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
+        if e.capacity and log.knows(e.lineage, e.cursor):
+            # A ground is worked out again after every change the log names, so failures on
+            # one ground share the nodes changed since.
+            key = (id(e.ground[0]), id(e.context), ti)
+            more = run.gains.get(key)
+            if more is None:
+                # Only a node that changed and could take one of the tasks now or later may
+                # take more of them than at the failure: one with more room, or one whose
+                # record changed (it may admit the template now).
+                rows = log.nodes_since(e.cursor)
+                if rows.size:
+                    ev = ssn.feasible(tmpl)
+                    rows = rows[ev.ok[rows] & ev.fit_future[rows]]
+                found = gained(e.ground, placement_ground(ssn), rows, e.request, e.gpu)
+                if not same:
+                    found = np.union1d(found, renewed(e.context, run.context, rows))
+                more = run.gains[key] = found
+        if (more is not None and not more.size) or room_short(
+            ssn, j, waiting, tmpl, run.bounds, more
+        ):
+            self._give_back(ssn, run, j, own, e)
+            return True
+        run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
+        return False
+
+    @staticmethod
+    def _give_back(ssn: Session, run: _Run, j: int, own: I64, e: Failure) -> None:
+        """Carry job ``j``: the words of its last failed attempt ``e`` come back, and the
+        attempt is remembered for the next run."""
         if e.reason is not None:
             ssn.note_job(j, *e.reason)
         reasons = ssn.task_reasons
@@ -395,8 +435,7 @@ class AllocateAction(ConfiguredAction):
         ssn.unschedulable_jobs.add(j)
         if e.placement is not None:
             ssn.placements[j] = e.placement
-        run.memory[rec.name] = e
-        return True
+        run.memory[ssn.snapshot.jobs[j].name] = e
 
     @staticmethod
     def _remember(
@@ -438,29 +477,55 @@ class AllocateAction(ConfiguredAction):
         )
 
     @staticmethod
-    def _refusal(ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> str | None:
-        """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it.
+    def _known(
+        ssn: Session, run: _Run, q: int, tmpl: TaskTemplate
+    ) -> tuple[tuple[int, bytes] | None, bool, str | None]:
+        """The key of queue ``q``'s verdict on ``tmpl`` among the run's verdicts, whether a
+        verdict kept there still holds, and that verdict (why the queue refuses, None when it
+        takes the template).
 
         The built-in queue plugins judge a template by its request and the queues' holdings:
         without a queue hierarchy, by the holdings of ``q`` alone, so an answer holds for any
         template of the same request in the queue until the change log names a change of the
-        queue's allocation; under a hierarchy, until it names any change. The tasks and jobs
-        of a waiting queue are not asked and worded one by one. With a plugin from elsewhere
-        on the point, every task is asked."""
-        key = (q, tmpl.request.tobytes()) if run.shared else None
+        queue's allocation; under a hierarchy, until it names any change. With a plugin from
+        elsewhere on the point, nothing is kept."""
+        if not run.shared:
+            return None, False, None
+        key = (q, tmpl.request.tobytes())
+        known = run.verdicts.get(key)
+        if known is None:
+            return key, False, None
         log = ssn.changes
-        known = run.verdicts.get(key) if key is not None else None
-        if known is not None and not (
+        if (
             log.changed_since(known[0])
             if ssn.gate.rules.hierarchical
             else log.queue_changed_since(q, known[0])
         ):
-            if known[1] is not None:
-                run.refused = True
-            return known[1]
-        why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
-        if key is not None:
-            run.verdicts[key] = (log.end, why)
+            return key, False, None
+        return key, True, known[1]
+
+    @classmethod
+    def _takes(cls, ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> bool:
+        """Whether queue ``q`` takes ``tmpl`` now (:meth:`_refusal` without the words: a
+        carried job gives its last words back)."""
+        key, holds, why = cls._known(ssn, run, q, tmpl)
+        if holds:
+            return why is None
+        takes = bool(ssn.points.allocatable(q, tmpl))
+        if takes and key is not None:
+            run.verdicts[key] = (ssn.changes.end, None)
+        return takes
+
+    @classmethod
+    def _refusal(cls, ssn: Session, run: _Run, q: int, tmpl: TaskTemplate) -> str | None:
+        """Why queue ``q`` refuses ``tmpl`` now (:func:`queue_refusal`), None when it takes it;
+        kept per request while it holds (:meth:`_known`), so the tasks and jobs of a waiting
+        queue are not asked and worded one by one."""
+        key, holds, why = cls._known(ssn, run, q, tmpl)
+        if not holds:
+            why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
+            if key is not None:
+                run.verdicts[key] = (ssn.changes.end, why)
         if why is not None:
             run.refused = True
         return why

@@ -34,8 +34,13 @@ whose jobs all are, keep their last positions), and every node whose record (cap
 taints, devices, cordon) or occupancy differs from the end of the previous session is one
 entry too. A cursor taken in the previous session (or any earlier one of the same
 :attr:`ChangeLog.lineage`) is therefore valid here and answers exactly what a view kept then
-must re-read now. Otherwise the log starts a new lineage, and a view holding a cursor of
-another lineage starts afresh.
+must re-read now. When the node set changed (nodes added, removed, renamed, reordered, or
+their GPU devices), the log continues for the jobs and queues alone
+(:meth:`ChangeLog.continue_over_rows`): their positions go on as above, every node is changed
+at the opening and the node rows are this log's own, so a cursor taken before is valid for
+the questions about jobs and queues (:meth:`ChangeLog.knows_jobs`) and not for those about
+nodes (:meth:`ChangeLog.knows`). When the resource columns changed, the log starts a new
+lineage, and a view holding a cursor of another lineage starts afresh.
 
 :attr:`ChangeLog.node_changes` counts each node's entries in this session (0 at the opening,
 even when the log continues); it is data a plugin may draw from (``random`` seeds its draws
@@ -78,6 +83,7 @@ class ChangeLog:
         "_job_at",
         "_node_at",
         "_queue_at",
+        "_rows_from",
         "_single",
         "base",
         "cutoff",
@@ -110,6 +116,9 @@ class ChangeLog:
         self._queue_at: list[int] = [-1] * n_queues
         self._job_at: list[int] = [-1] * n_jobs
         self._continued = False
+        #: The first position whose node rows are this log's (a continuation over a change
+        #: of the node set renumbers them): a cursor before it knows nothing of the nodes.
+        self._rows_from = 0
         self._fingerprint: tuple[int, bytes] | None = None
         self._single: dict[int, _Rows] = {}  # node -> its one-row answer (read-only)
 
@@ -138,6 +147,7 @@ class ChangeLog:
             return False
         previous._continued = True
         self.lineage = previous.lineage
+        self._rows_from = previous._rows_from
         self.base = self.end = previous.end
         self._node_at = previous._node_at.copy()
         self.records_changed = records
@@ -151,6 +161,31 @@ class ChangeLog:
             self._node_at[node] = self.end
             self._entries.append(node)
             self.end += 1
+        return True
+
+    def continue_over_rows(
+        self,
+        previous: ChangeLog,
+        *,
+        jobs: Sequence[int] | None = None,
+        queues: Sequence[int] | None = None,
+    ) -> bool:
+        """Continue ``previous`` across a change of the node set (nodes added, removed,
+        renamed, reordered, or their GPU devices changed): the jobs and queues as
+        :meth:`continue_from` carries them, every node changed at the opening, and the node
+        rows this log's own — a cursor taken before is valid for the questions about jobs
+        and queues (:meth:`knows_jobs`), not for those about nodes (:meth:`knows`). Whether
+        it continued."""
+        if self.end or previous._continued:
+            return False
+        previous._continued = True
+        self.lineage = previous.lineage
+        opening = previous.end
+        self._queue_at = _carried(previous._queue_at, queues, opening, len(self._queue_at))
+        self._job_at = _carried(previous._job_at, jobs, opening, len(self._job_at))
+        self._node_at[:] = opening
+        self.records_changed[:] = True
+        self.base = self.end = self._rows_from = opening + 1
         return True
 
     # ---------------------------------------------------------------- the writer
@@ -172,7 +207,14 @@ class ChangeLog:
     # ---------------------------------------------------------------- readers
 
     def knows(self, lineage: object, cursor: int) -> bool:
-        """Whether ``cursor``, taken on a log of ``lineage``, is valid on this log."""
+        """Whether ``cursor``, taken on a log of ``lineage``, is valid on this log (for every
+        question, the node rows included)."""
+        return lineage is self.lineage and self._rows_from <= cursor <= self.end
+
+    def knows_jobs(self, lineage: object, cursor: int) -> bool:
+        """Whether ``cursor``, taken on a log of ``lineage``, is valid on this log for the
+        questions about jobs and queues, which continue over a change of the node set
+        (:meth:`continue_over_rows`)."""
         return lineage is self.lineage and cursor <= self.end
 
     def changed_since(self, cursor: int) -> bool:

@@ -173,7 +173,7 @@ def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any
     log names since they were made; nothing kept when the log does not continue theirs."""
     known = ssn.prior_records.get(key)
     log = ssn.changes
-    if known is None or not log.knows(known[0], known[1]):
+    if known is None or not log.knows_jobs(known[0], known[1]):
         return {}, set()
     since = log.jobs_since(known[1]) if key is JOB_STATUSES else log.queues_since(known[1])
     return known[2], set(since.tolist())

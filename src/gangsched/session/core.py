@@ -83,19 +83,24 @@ _INDEX_SUFFIX = re.compile(r"-(\d+)$")
 
 
 def _continue_log(old: Session, new: Session, source: I64 | None) -> None:
-    """Continue ``old``'s change log in ``new`` when both sessions have the same nodes (names
-    and order, resource columns, GPU devices), logging the nodes whose record or occupancy
-    differs and carrying the jobs and queues that did not change
-    (:meth:`~gangsched.session.changes.ChangeLog.continue_from`). ``source``: per task of
-    ``new``, the task of ``old`` that is the same record (-1: none)."""
+    """Continue ``old``'s change log in ``new`` when both sessions have the same resource
+    columns, carrying the jobs and queues that did not change. With the same nodes (names
+    and order, GPU devices) the node rows continue too, the nodes whose record or occupancy
+    differs logged (:meth:`~gangsched.session.changes.ChangeLog.continue_from`); otherwise
+    the node rows start afresh (:meth:`~gangsched.session.changes.ChangeLog.
+    continue_over_rows`). ``source``: per task of ``new``, the task of ``old`` that is the
+    same record (-1: none)."""
     a, b = old.arrays, new.arrays
+    if a is not b and a.spec.names != b.spec.names:
+        return
     if a is not b and (
         a.node_names != b.node_names
-        or a.spec.names != b.spec.names
         or not np.array_equal(a.gpu_node, b.gpu_node)  # the same devices on the same nodes
+        or len(old.snapshot.nodes) != len(new.snapshot.nodes)
     ):
-        return
-    if len(old.snapshot.nodes) != len(new.snapshot.nodes):
+        # Another node set: the jobs and queues continue, the node rows start afresh.
+        jobs, queues = _unchanged_jobs(old, new, source)
+        new.changes.continue_over_rows(old.changes, jobs=jobs, queues=queues)
         return
     found = changed_nodes(
         old.snapshot.nodes,
@@ -372,6 +377,15 @@ class Session(Occupancy):
         if rules is not None and rules.concerns(tmpl):
             return rules.restrict(tmpl, ev)
         return ev
+
+    def feasible(self, tmpl: TaskTemplate) -> Evaluation:
+        """:meth:`evaluate` for where ``tmpl`` may go: ``ok``, ``fit_idle`` and
+        ``fit_future`` are current; the scores and best vectors may lag
+        (:meth:`~gangsched.session.evaluation.Evaluator.feasible`)."""
+        rules = pod_rules(self)
+        if rules is not None and rules.concerns(tmpl):
+            return rules.restrict(tmpl, self.evaluator.evaluate(tmpl))
+        return self.evaluator.feasible(tmpl)
 
     def best_node(self, tmpl: TaskTemplate, among: BOOL | None = None) -> tuple[int, bool]:
         rules = pod_rules(self)

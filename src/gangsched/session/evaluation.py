@@ -61,6 +61,13 @@ class Evaluation:
     # Set when the evaluation was carried over a change of the node set: its rows are still
     # the previous session's, and its cursors that session's log's (settled on first use).
     moved: _Moved | None = None
+    # Set when ``reasons`` were carried over a change of the node set and not yet read in
+    # this session: they are still in the previous session's rows, ``reason_cursor`` of its
+    # log (moved and refreshed by the next fit_error).
+    reasons_moved: _Moved | None = None
+    # Rows whose score (and best vectors) lag behind their predicates and fit, left by
+    # Evaluator.feasible; scored by the next Evaluator.evaluate.
+    unscored: npt.NDArray[np.intp] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -96,6 +103,13 @@ class _Moved:
         marked = upto.copy()
         marked[since] = True
         return np.flatnonzero(marked)
+
+
+def _forget_reasons(ev: Evaluation) -> None:
+    """Drop the per-node reasons of ``ev`` (the next fit_error finds them on every node)."""
+    ev.reasons = None
+    ev.reasons_moved = None
+    ev.error = None
 
 
 class Evaluator:
@@ -136,13 +150,14 @@ class Evaluator:
         arithmetic)."""
         ssn, old = self._ssn, previous._ssn
         log = ssn.changes
-        if (
-            log.lineage is not old.changes.lineage
-            and old.arrays.node_names != ssn.arrays.node_names
-        ):
-            return self._carry_moved(previous)
-        if log.lineage is not old.changes.lineage or log.taints_changed:
-            return 0  # another ground: the log did not continue, or taints moved
+        if not log.knows(old.changes.lineage, old.changes.end):
+            # The log did not continue over the same node rows: the evaluations move onto
+            # the new rows when only the node set changed, else nothing is carried.
+            if old.arrays.node_names != ssn.arrays.node_names:
+                return self._carry_moved(previous)
+            return 0
+        if log.taints_changed:
+            return 0  # another ground: taints moved
         if self._factories != previous._factories or not _same_ground(old, ssn):
             return 0
         if log.records_changed.any() and _relabelled_under_preference(old, ssn):
@@ -162,6 +177,8 @@ class Evaluator:
             # per GPU share).
             if ev.gpu_need is not None and records:
                 ev.gpu_need = self._need(tmpl)
+            if ev.reasons_moved is not None:
+                _forget_reasons(ev)  # rows of a session before the previous one
             self._evals[key] = ev
             taken += 1
         self._words = previous._words  # the carried reason codes' words
@@ -196,6 +213,8 @@ class Evaluator:
                 continue  # not wanted, or moved twice before any use: evaluated afresh
             ev.moved = moved
             ev.error = None  # counts over another node set
+            if ev.reasons_moved is not None:
+                _forget_reasons(ev)  # rows of a session before the previous one
             self._evals[key] = ev
             taken += 1
         self._words = previous._words
@@ -203,9 +222,10 @@ class Evaluator:
         self.carried = taken
         return taken
 
-    def _settle(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved) -> None:
+    def _settle(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved, scored: bool) -> None:
         """Bring an evaluation carried over a change of the node set into this session's rows
-        (:meth:`_carry_moved`), current with the log."""
+        (:meth:`_carry_moved`), current with the log (the refreshed rows' scores left for
+        later unless ``scored``)."""
         ssn = self._ssn
         log = ssn.changes
         ev.moved = None
@@ -218,16 +238,28 @@ class Evaluator:
             ev.best_idle[take],
             ev.best_future[take],
         )
+        if ev.unscored is not None:  # rows left unscored in the previous session
+            now = moved.now_of[ev.unscored]
+            now = now[now >= 0]
+            ev.unscored = now if now.size else None
         if tmpl.gpu_count:
             ev.gpu_need = self._need(tmpl)
         if rows.size:
-            self._refresh_rows(ev, tmpl, rows)
+            self._refresh_rows(ev, tmpl, rows, scored)
         if ev.reasons is not None:
-            rows = moved.rows(log, ev.reason_cursor)
-            ev.reason_cursor = log.end
-            ev.reasons = ev.reasons[take]
-            if rows.size:
-                ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
+            ev.reasons_moved = moved  # moved when a fit_error reads them
+
+    def _settle_reasons(self, ev: Evaluation, tmpl: TaskTemplate, moved: _Moved) -> None:
+        """Bring the per-node reasons of an evaluation settled over a change of the node set
+        (:meth:`_settle`) into this session's rows, current with the log."""
+        assert ev.reasons is not None
+        log = self._ssn.changes
+        ev.reasons_moved = None
+        rows = moved.rows(log, ev.reason_cursor)
+        ev.reason_cursor = log.end
+        ev.reasons = ev.reasons[moved.take]
+        if rows.size:
+            ev.reasons[rows] = self._reason_rows(tmpl, rows, ev.gpu_need)
 
     def _need(self, tmpl: TaskTemplate) -> I64:
         """:func:`gpu_need` of ``tmpl``, shared by the templates of its GPU share."""
@@ -239,9 +271,11 @@ class Evaluator:
     def _key(self, tmpl: TaskTemplate) -> object:
         return ("shape", tmpl.shape) if self._ssn.points.shape_only else tmpl.index
 
-    def evaluate(self, tmpl: TaskTemplate) -> Evaluation:
+    def evaluate(self, tmpl: TaskTemplate, *, scored: bool = True) -> Evaluation:
         """Predicates, resource fit and scores of ``tmpl`` on every node, refreshed only on
-        the rows changed since the last call."""
+        the rows changed since the last call. ``scored=False`` (:meth:`feasible`): the
+        scores of the rows refreshed are left for the next scored call
+        (:attr:`Evaluation.unscored`)."""
         ssn = self._ssn
         key = self._key(tmpl)
         ev = self._evals.get(key)
@@ -249,37 +283,66 @@ class Evaluator:
             ev = self._evals[key] = self._first(tmpl)
             return ev
         if ev.moved is not None:
-            self._settle(ev, tmpl, ev.moved)
-            return ev
-        log = ssn.changes
-        cursor = ev.cursor
-        if not log.changed_since(cursor):
-            return ev
-        ev.cursor = log.end
-        node = log.node_since(cursor)
-        if node >= 0:  # the usual refresh after one placement: plain numbers
-            self._refresh_one(ev, tmpl, node)
-            return ev
-        rows = log.nodes_since(cursor)
-        if rows.size <= 1:
-            if rows.size:
-                self._refresh_one(ev, tmpl, int(rows[0]))
-            return ev
-        self._refresh_rows(ev, tmpl, rows)
+            self._settle(ev, tmpl, ev.moved, scored)
+        else:
+            log = ssn.changes
+            cursor = ev.cursor
+            if log.changed_since(cursor):
+                ev.cursor = log.end
+                node = log.node_since(cursor)
+                if node >= 0:  # the usual refresh after one placement: plain numbers
+                    self._refresh_one(ev, tmpl, node)
+                else:
+                    rows = log.nodes_since(cursor)
+                    if rows.size > 1:
+                        self._refresh_rows(ev, tmpl, rows, scored)
+                    elif rows.size:
+                        self._refresh_one(ev, tmpl, int(rows[0]))
+        if scored and ev.unscored is not None:
+            self._score_rows(ev, tmpl)
         return ev
 
-    def _refresh_rows(self, ev: Evaluation, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> None:
-        """:meth:`evaluate`'s refresh of the nodes ``rows``, vectorized."""
+    def feasible(self, tmpl: TaskTemplate) -> Evaluation:
+        """:meth:`evaluate` for where ``tmpl`` may go: its predicate mask and fit now and
+        later are current, its scores (and the best vectors) may lag on
+        :attr:`Evaluation.unscored` rows until the next :meth:`evaluate`."""
+        return self.evaluate(tmpl, scored=False)
+
+    def _refresh_rows(
+        self, ev: Evaluation, tmpl: TaskTemplate, rows: npt.NDArray[np.intp], scored: bool = True
+    ) -> None:
+        """:meth:`evaluate`'s refresh of the nodes ``rows``, vectorized (their scores left for
+        later unless ``scored``)."""
         ssn = self._ssn
         ok = ssn.points.predicate_ok(tmpl, rows)
         ev.ok[rows] = ok
         view = self._view() if ssn.arrays.n_nodes > 1 else None  # rows read from the view
         fit_idle, fit_future = resource_fit(ssn, tmpl, rows, ev.gpu_need, view)
         ev.fit_idle[rows], ev.fit_future[rows] = fit_idle, fit_future
+        if not scored:
+            if ev.unscored is None:
+                ev.unscored = rows
+            else:  # a row named twice is scored twice, to the same figure
+                ev.unscored = np.concatenate((ev.unscored, rows))
+                if ev.unscored.size > ev.ok.size:
+                    ev.unscored = np.unique(ev.unscored)
+            return
         score = ssn.points.node_score(tmpl, rows)
         ev.score[rows] = score
         ev.best_idle[rows] = np.where(ok & fit_idle, score, -np.inf)
         ev.best_future[rows] = np.where(ok & fit_future, score, -np.inf)
+
+    def _score_rows(self, ev: Evaluation, tmpl: TaskTemplate) -> None:
+        """Score the rows :meth:`feasible` left unscored, on the occupancy of now (what a
+        fresh evaluation scores: a row that changed since was refreshed)."""
+        rows = ev.unscored
+        ev.unscored = None
+        if rows is None or not rows.size:
+            return
+        score = self._ssn.points.node_score(tmpl, rows)
+        ev.score[rows] = score
+        ev.best_idle[rows] = np.where(ev.ok[rows] & ev.fit_idle[rows], score, -np.inf)
+        ev.best_future[rows] = np.where(ev.ok[rows] & ev.fit_future[rows], score, -np.inf)
 
     def _view(self) -> FullView:
         """The session's view of every node's free resources, current with its change log."""
@@ -349,13 +412,15 @@ class Evaluator:
         finish (pods, then each resource; GPU devices count with the GPU column). Per-node
         reasons are kept with the template's evaluation and refreshed on the nodes the change
         log names."""
-        ev = self.evaluate(tmpl)
+        ev = self.feasible(tmpl)  # the reasons read no score
         ssn = self._ssn
         log = ssn.changes
         stamp = log.end
         if among is None and ev.error is not None and not log.changed_since(ev.error[0]):
             return ev.error[1]
         n = ssn.arrays.n_nodes
+        if ev.reasons_moved is not None:
+            self._settle_reasons(ev, tmpl, ev.reasons_moved)
         if ev.reasons is None:
             ev.reasons = np.full(n, -1, dtype=np.int64)
             rows = np.arange(n, dtype=np.intp)
