@@ -213,12 +213,10 @@ class _Vector:
         return self._into(_UFUNCS[type(node.op)], [left, right], kind)
 
     def _floor_div(self, left: _Val, right_node: ast.expr) -> _Val:
-        if isinstance(right_node, ast.Constant) and _power_of_two(right_node.value):
-            if left.kind != "i" or self.floats:
-                scaled = self._into(
-                    "np.multiply", [left, _Val(repr(1 / right_node.value), "f", False)], "f"
-                )
-                return self._into("np.floor", [scaled], "f")
+        scale = _inverse_power_of_two(right_node)
+        if scale and (left.kind != "i" or self.floats):
+            scaled = self._into("np.multiply", [left, _Val(repr(scale), "f", False)], "f")
+            return self._into("np.floor", [scaled], "f")
         right = self.emit(right_node, divisor=True)
         if self.floats or "f" in (left.kind, right.kind):
             quotient = self._into("np.divide", [left, right], "f")
@@ -226,10 +224,11 @@ class _Vector:
         return self._into("np.floor_divide", [left, right], self._kind(left, right))
 
 
-def _power_of_two(value: object) -> bool:
-    return (
-        isinstance(value, int | float)
-        and value > 0
-        and float(value).is_integer()
-        and (int(value) & (int(value) - 1)) == 0
-    )
+def _inverse_power_of_two(node: ast.expr) -> float:
+    """``1 / node`` when ``node`` is a constant power of two (dividing by it is an exact
+    scaling), else 0."""
+    value = node.value if isinstance(node, ast.Constant) else None
+    if not isinstance(value, int | float) or value <= 0 or not float(value).is_integer():
+        return 0.0
+    whole = int(value)
+    return 1 / whole if whole & (whole - 1) == 0 else 0.0

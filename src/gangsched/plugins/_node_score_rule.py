@@ -113,6 +113,8 @@ def _rows(r: NodeScoreRule) -> str:
 {mean[True]}        else:
 {mean[False]}"""
 
+    least_block = per_column("least", least, "            left = cols.idle[c][sel] - want[c]\n")
+    most_block = per_column("most", most, "            requested = cols.nz_use[c][sel] + want[c]\n")
     return f'''
 def _score_rows(p, ssn, tmpl, cols, sel, size):
     """:meth:`NodeOrderPlugin.node_score` of the rows ``sel`` (``size`` of them) from the
@@ -121,9 +123,9 @@ def _score_rows(p, ssn, tmpl, cols, sel, size):
     want = (cpu or DEFAULT_CPU, mem or DEFAULT_MEMORY)
     score = np.zeros(size)
     if p.least:
-{per_column("least", least, "            left = cols.idle[c][sel] - want[c]" + chr(10))}        score += p.least * mean
+{least_block}        score += p.least * mean
     if p.most:
-{per_column("most", most, "            requested = cols.nz_use[c][sel] + want[c]" + chr(10))}        score += p.most * mean
+{most_block}        score += p.most * mean
     if p.balanced:
         fracs = []
         for c in range(2):
