@@ -15,7 +15,7 @@ from gangsched.config import check_arguments
 from gangsched.config.args import arg_weight
 from gangsched.errors import ConfigError
 from gangsched.fragmentation import MILLI, NodeScores, PodRequest, fit_mask
-from gangsched.fragmentation.measure import fits_summary
+from gangsched.fragmentation.measure import fit_row
 from gangsched.framework.extension_points import Rows, argument_names
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.core import TaskState
@@ -138,7 +138,7 @@ _NO_ROWS.flags.writeable = False
 
 @dataclass(frozen=True, slots=True)
 class RowLists:
-    """The kept view as Python lists, per node, with each node's device summaries: what a
+    """The kept view as Python lists, per node, with each node's idle milli-GPU: what a
     scorer reads for a few rows without an array operation per step."""
 
     free_cpu: list[int]
@@ -146,13 +146,11 @@ class RowLists:
     devices: list[list[int]]  # free milli of each of the node's devices (no padding)
     model_idx: list[int]
     idle: list[int]  # the devices' free milli, summed
-    top: list[int]  # the largest device free (0 without devices)
-    whole: list[int]  # devices fully free
 
     @classmethod
     def of(cls, v: _View) -> RowLists:
         n = v.free_cpu.size
-        lists = cls([0] * n, [0] * n, [[]] * n, [0] * n, [0] * n, [0] * n, [0] * n)
+        lists = cls([0] * n, [0] * n, [[]] * n, [0] * n, [0] * n)
         lists.write(np.arange(n, dtype=np.intp), v)
         return lists
 
@@ -160,18 +158,11 @@ class RowLists:
         """Row ``row`` now has these free numbers (``devices`` without padding)."""
         self.free_cpu[row], self.free_mem[row], self.devices[row] = cpu, mem, devices
         self.idle[row] = sum(devices)
-        self.top[row] = max(devices, default=0)
-        self.whole[row] = sum(d >= MILLI for d in devices)
 
     def fits(self, pod: PodRequest, row: int) -> bool:
         """:func:`fit_mask` of row ``row``."""
-        return fits_summary(
-            pod,
-            self.free_cpu[row],
-            self.free_mem[row],
-            self.model_idx[row],
-            self.top[row],
-            self.whole[row],
+        return fit_row(
+            pod, self.free_cpu[row], self.free_mem[row], self.model_idx[row], self.devices[row]
         )
 
     def write(self, rows: Rows, v: _View) -> None:
