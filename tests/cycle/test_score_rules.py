@@ -106,7 +106,11 @@ def _nodeorder_answers(module: ModuleType, ssn: Session) -> list[float]:
         cols = plugin._columns(ssn)
         kept = (cols.exact_float, cols.all_on)
         try:
-            for exact, all_on in ((False, kept[1]), (kept[0], (False, False)), (False, (False,) * 2)):
+            for exact, all_on in (
+                (False, kept[1]),
+                (kept[0], (False, False)),
+                (False, (False,) * 2),
+            ):
                 cols.exact_float, cols.all_on = exact, all_on
                 assert plugin.node_score(ssn, tmpl, every).tolist() == vector.tolist()
         finally:
@@ -142,12 +146,11 @@ def test_every_formula_of_the_rule_is_mutated() -> None:
 
 
 def _halved_cpu(formula: Callable[..., Any]) -> Callable[..., Any]:
-    """``formula`` as if a node had half its free CPU (arrays and numbers alike)."""
+    """``formula`` (``(pod, free_cpu, idle)``) as if a node had half its free CPU (arrays and
+    numbers alike)."""
 
-    def mutant(*args: Any) -> Any:
-        if len(args) == 3:  # DotProd: (pod, free_cpu, idle)
-            return formula(args[0], args[1] * 0.5, args[2])
-        return formula(args[0] * 0.5, args[1])  # BestFit: (left_cpu, left_gpu)
+    def mutant(pod: Any, free_cpu: Any, idle: Any) -> Any:
+        return formula(pod, free_cpu * 0.5, idle)
 
     return mutant
 
