@@ -109,7 +109,35 @@ def scalar(formula: str, names: Mapping[str, str], divisors: Mapping[str, str]) 
             sub.id = f"({names[sub.id]})"
         elif isinstance(sub, ast.Call) and isinstance(sub.func, ast.Name):
             sub.func.id = _MATH.get(sub.func.id, sub.func.id)
+    node = _Choices().visit(node)
     return "(" + ast.unparse(node) + ")"
+
+
+class _Choices(ast.NodeTransformer):
+    """``min(a, b)`` and ``max(a, b)`` as conditional expressions (a call costs more than the
+    comparison), each operand evaluated once and the tie going to ``a``, as the builtins
+    do."""
+
+    def __init__(self) -> None:
+        self.made = 0
+
+    def _once(self, node: ast.expr) -> tuple[ast.expr, ast.expr]:
+        """``node`` as evaluated first (bound to a name unless plain) and as read again."""
+        if isinstance(node, ast.Name | ast.Constant):
+            return node, node
+        name = f"_v{self.made}"
+        self.made += 1
+        return ast.NamedExpr(ast.Name(name, ast.Store()), node), ast.Name(name, ast.Load())
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        func = node.func
+        if not (isinstance(func, ast.Name) and func.id in ("min", "max") and len(node.args) == 2):
+            return node
+        first, a = self._once(node.args[0])
+        second, b = self._once(node.args[1])
+        keep: ast.cmpop = ast.LtE() if func.id == "min" else ast.GtE()
+        return ast.IfExp(ast.Compare(first, [keep], [second]), a, b)
 
 
 @dataclass(frozen=True, slots=True)

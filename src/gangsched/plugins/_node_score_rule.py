@@ -149,13 +149,13 @@ def _score_rows(p, ssn, tmpl, cols, sel, size):
 
 def _row(r: NodeScoreRule) -> str:
     """One node, in plain Python numbers."""
-    safe = {"alloc": "max(al, 1)"}
+    safe = {"alloc": "al if al > 1 else 1"}  # allocatable is never negative
     least = scalar(r.least, {"left": "al - rq", "alloc": "al"}, safe)
     most = scalar(r.most, {"requested": "rq", "alloc": "al"}, safe)
     mean = scalar(r.mean, {"cpu": "per[0]", "memory": "per[1]"}, {})
     share = scalar(r.share, {"requested": "rq", "alloc": "al"}, safe)
     gpu_share = scalar(
-        r.share, {"requested": "after", "alloc": "galloc"}, {"alloc": "max(galloc, 1)"}
+        r.share, {"requested": "after", "alloc": "galloc"}, {"alloc": "galloc if galloc > 1 else 1"}
     )
     balanced = scalar(r.balanced, {"variance": "_variance(fracs)"}, {})
     return f'''
