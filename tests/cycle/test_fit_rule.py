@@ -198,7 +198,8 @@ def _check_nodes(
                 take = int(m_all[i])
                 per_device = max(take, rule.least_take)
                 row[g] = eval(rule.charge.format(count=tmpl.gpu_count, take=take))
-                chosen = m.choose_devices(occ, i, per_device, int(a.gpu_count[i]), future=future)
+                # the forms are given the take; the rule's least room is theirs to apply
+                chosen = m.choose_devices(occ, i, take, int(a.gpu_count[i]), future=future)
                 ok = bool(fits(tmpl.gpu_count, len(chosen)))
                 span = a.devices(i)
                 assert len(chosen) == int(np.sum(fits(per_device, dev_room[span])))
@@ -206,7 +207,7 @@ def _check_nodes(
             assert fits_here == bool(np.all(fits(row, room[i])))
             assert (ok and fits_here) == bool(want[i]), (future, i)
             if ok and fits_here and tmpl.gpu_count:
-                assert m.fits_node(occ, row, i, per_device, chosen, future=future)
+                assert m.fits_node(occ, row, i, take, chosen, future=future)
     assert m.future_idle(occ).tolist() == m.node_free(occ, future=True).tolist()
     both = np.all(fits(tmpl.request, m.idle(occ)), axis=1) & later
     if not tmpl.gpu_count:
