@@ -2,8 +2,9 @@
 statement: nodeorder's formulas (:data:`gangsched.plugins._node_score_rule.RULE`) render both
 its every-row and its one-row form; DotProd's and BestFit's formulas
 (:mod:`gangsched.fragmentation.policies`) are one function each that the plugins' array
-path and their few-rows path both call; the dispatcher's one-row sum is the every-row sum read
-at its row.
+path and their few-rows path both call; the GPU scorers' view reads a device's share with one
+formula (:data:`gangsched.plugins._gpu_common.DEVICE_SHARE`) for every row and for one; the
+dispatcher's one-row sum is the every-row sum read at its row.
 
 Each formula is mutated in turn: the forms must still agree with one another (a form holding
 its own copy of the formula would keep the old answers and disagree) and answer differently
@@ -26,7 +27,9 @@ import pytest
 
 import gangsched.plugins._node_score_rule as node_score_rule
 from gangsched import Config, Snapshot, open_session
+from gangsched._codegen import define
 from gangsched.fragmentation import policies
+from gangsched.plugins import _gpu_common as gpu_common
 from gangsched.plugins import nodeorder
 from gangsched.plugins._gpu_scorers import BestFitPlugin, DotProdPlugin
 from gangsched.plugins._node_score_rule import RULE, NodeScoreRule, node_score_source
@@ -194,3 +197,59 @@ def test_the_one_row_sum_is_the_every_row_sum(sessions: list[Session]) -> None:
                 summed.tolist()
             )
             assert summed.any()
+
+
+# ---------------------------------------------------------------- the GPU scorers' view
+
+
+@pytest.fixture(scope="module")
+def odd_devices() -> Session:
+    """A cycle's session on nodes whose devices hold 1000, 500 and 2000 milli-GPU."""
+    data = cluster_dict(40, 160, seed=4)
+    busy = {t.get("node") for t in data["tasks"]}
+    idle = [n for n in data["nodes"] if n["name"] not in busy and n.get("gpus")]
+    for node, milli in zip(idle, (500, 2000, 500, 2000), strict=False):
+        node["gpus"] = {**node["gpus"], "milli": milli, "sharing": True}
+    return run_cycle(Snapshot.from_dict(data), _CONFIG)[1]
+
+
+def test_the_view_reads_devices_alike_for_every_row_and_one(
+    odd_devices: Session, sessions: list[Session]
+) -> None:
+    """The GPU scorers' view of every node and of one node read each device's share with
+    the one formula, on devices of 500, 1000 and 2000 milli-GPU."""
+    assert {500, 1000, 2000} <= set(odd_devices.arrays.gpu_capacity.tolist())
+    for ssn in (odd_devices, *sessions):
+        every = _every(ssn)
+        view = gpu_common._view(ssn, every)
+        for i in every.tolist():
+            cpu, mem, dev = gpu_common._row_numbers(ssn, i)
+            count = int(view.gpu_count[i])
+            assert (cpu, mem) == (int(view.free_cpu[i]), int(view.free_mem[i]))
+            assert dev[:count] == view.gpu_free[i, :count].tolist()
+
+
+@pytest.mark.parametrize(
+    "formula",
+    [
+        gpu_common.DEVICE_SHARE,
+        "max({free}, 0) * 999 // {capacity}",
+        "max({free}, 1) * 1000 // {capacity}",
+        "max({free}, 0) * 1000 // {capacity} // 2",
+    ],
+)
+def test_a_mutated_device_share_changes_both_forms_alike(formula: str) -> None:
+    made = define(gpu_common.device_share_source(formula), {"np": np}, "device shares test")
+    rng = np.random.default_rng(3)
+    cap = np.array([[500], [1000], [2000], [1000]], dtype=np.int64)
+    table = rng.integers(-300, 2100, size=(4, 8)).astype(np.int64)
+    every = made["_device_shares"](table.copy(), cap).tolist()
+    one = [
+        made["_device_shares_row"](r, int(c))
+        for r, c in zip(table.tolist(), cap[:, 0].tolist(), strict=True)
+    ]
+    assert every == one
+    real = define(gpu_common.device_share_source(gpu_common.DEVICE_SHARE), {"np": np}, "real")
+    assert (every == real["_device_shares"](table.copy(), cap).tolist()) == (
+        formula == gpu_common.DEVICE_SHARE
+    )

@@ -8,6 +8,9 @@ a hand-written one-row (or every-row) copy of a formula is what these tests refu
 * **DotProd and BestFit** (:mod:`gangsched.fragmentation.policies`): a policy's one-node
   function (``*_one``) does no arithmetic of its own: it calls the formula its every-node
   function (``*_raw``) calls, on its numbers as floats.
+* **The GPU scorers' view** (:mod:`gangsched.plugins._gpu_common`): a device's share is
+  read with one formula (``DEVICE_SHARE``) for every row and for one; the hand-written
+  module divides nowhere.
 * **The fit of the FGD study and of the GPU scorers**: generated from the fit rule
   (:mod:`gangsched.session.fit_rule`); no scorer or study module compares a pod's CPU or
   memory request with a room by hand (what a copy of the node fit would do; the device
@@ -24,6 +27,7 @@ import pytest
 
 import gangsched
 from gangsched.fragmentation import measure
+from gangsched.plugins import _gpu_common as gpu_common
 from gangsched.plugins import nodeorder
 
 SRC = Path(gangsched.__file__).resolve().parent
@@ -91,6 +95,18 @@ def test_nodeorder_scores_only_through_its_rule() -> None:
     for name in ("_score_rows", "_score_row"):
         form = getattr(nodeorder, name)
         assert form.__code__.co_filename == "<generated node scores>"
+
+
+def test_the_gpu_scorers_view_scales_devices_only_through_its_formula() -> None:
+    problems = [
+        f"plugins/_gpu_common.py {fn.name}: {term}"
+        for fn in _functions(_tree("plugins/_gpu_common.py"))
+        for term in _formula_terms(fn)
+    ]
+    assert not problems, "a device's share is DEVICE_SHARE's: " + "; ".join(problems)
+    for name in ("_device_shares", "_device_shares_row"):
+        form = getattr(gpu_common, name)
+        assert form.__code__.co_filename == "<generated device shares>"
 
 
 def test_the_shared_functions_are_still_there() -> None:
