@@ -434,7 +434,6 @@ def study_fit_source(r: FitRule) -> str:
     free CPU, memory and milli-GPU per device, a GPU model), rendered from ``r``: every node
     at once (``fit_mask``) and one node in plain ints (``fit_row``)."""
     count_all = f"({r.fit('need', 'gpu_free')}).sum(axis=1)"
-    count_one = f"sum(1 for d in devices if {r.fit('need', 'd')})"
     return f'''
 def fit_mask(free_cpu, free_mem, gpu_free, model_idx, pod):
     """``(n_nodes,)`` bool: the pod's CPU and memory fit, its GPU model is allowed and enough
@@ -459,5 +458,9 @@ def fit_row(pod, cpu, memory, model, devices):
     if pod.allowed_models is not None and not pod.allowed_models[model]:
         return False
     need = {r.need("pod.gpu_milli", vector=False)}
-    return {r.fit("pod.num_gpu", count_one)}
+    count = 0  # a loop costs less than a generator's sum
+    for d in devices:
+        if {r.fit("need", "d")}:
+            count += 1
+    return {r.fit("pod.num_gpu", "count")}
 '''
