@@ -77,26 +77,40 @@ def copy_tree(src_root: Path, into: Path) -> Path:
     return dest
 
 
+#: Without a timeout given, a mutant's tests may take this many times the unmutated run's.
+TIMEOUT_FACTOR = 5.0
+#: ... and at least this many seconds.
+MIN_TIMEOUT = 120.0
+#: The unmutated run's own limit when no timeout is given.
+BASELINE_TIMEOUT = 3600.0
+
+
 def judge_all(
     found: Sequence[MutantLike],
     *,
     root: Path,
     tests: list[str],
     workers: int,
-    timeout: float,
+    timeout: float | None,
     equivalent: Mapping[str, str],
     prefix: str,
     width: int,
 ) -> list[Result] | None:
     """Judge every mutant on ``workers`` copies of ``root/src``; None when the tests fail on
-    the unmutated copy (nothing can be judged then)."""
+    the unmutated copy (nothing can be judged then). ``timeout``: seconds per mutant; None:
+    :data:`TIMEOUT_FACTOR` times the unmutated run's time, at least :data:`MIN_TIMEOUT` (so a
+    loaded machine does not turn slow runs into timeouts, which count as killed)."""
     src_root = root / "src"
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         base = copy_tree(src_root, Path(tmp) / "base")
-        fate, why = run_tests(base, tests, timeout, root)
+        t0 = time.perf_counter()
+        fate, why = run_tests(base, tests, timeout or BASELINE_TIMEOUT, root)
         if fate != "survived":
             print(f"baseline fails ({fate}: {why}); nothing to judge", file=sys.stderr)
             return None
+        if timeout is None:
+            timeout = max(MIN_TIMEOUT, TIMEOUT_FACTOR * (time.perf_counter() - t0))
+            print(f"timeout per mutant: {timeout:.0f} s", file=sys.stderr)
         free = [copy_tree(src_root, Path(tmp) / f"w{i}") for i in range(workers)]
         originals = {m.module: (src_root / "gangsched" / m.module).read_bytes() for m in found}
 

@@ -27,7 +27,7 @@ Usage::
     python tools/mutate_cursors.py --list          # list the mutants, run nothing
     python tools/mutate_cursors.py --only evaluation
     python tools/mutate_cursors.py --only statement: ledger:   # the undo mutants
-    python tools/mutate_cursors.py --json out.json --workers 2 --timeout 300
+    python tools/mutate_cursors.py --json out.json --workers 2
 
 A mutant listed in :data:`EQUIVALENT` is one no test can kill (it behaves as the code does, for
 the reason given there); it is still run, and reported as *equivalent* if it survives (as
@@ -531,7 +531,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per mutant (default: five times the unmutated run, at least 120)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument(
         "--tests", nargs="*", help=f"instead of {TESTS} (and {UNDO_TESTS}, {ARRAYS_TESTS})"

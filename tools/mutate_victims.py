@@ -19,7 +19,7 @@ Usage::
     python tools/mutate_victims.py                 # every mutant, 2 workers
     python tools/mutate_victims.py --list          # list the mutants, run nothing
     python tools/mutate_victims.py --only spare    # mutants whose id contains "spare"
-    python tools/mutate_victims.py --json out.json --workers 2 --timeout 300
+    python tools/mutate_victims.py --json out.json --workers 2
     python tools/mutate_victims.py --rerun out.json  # only the survivors of that run
 
 A mutant listed in :data:`EQUIVALENT` is one no test can kill (it behaves as the rule does, for
@@ -641,7 +641,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--list", action="store_true", help="list the mutants and stop")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per mutant")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds per mutant (default: five times the unmutated run, at least 120)",
+    )
     parser.add_argument("--json", type=Path, help="write the results here")
     parser.add_argument("--tests", nargs="*", default=list(TESTS))
     args = parser.parse_args(argv)

@@ -132,6 +132,20 @@ LATER: dict[str, str] = {
         "may take it (ssn.Allocatable), not merely when the queue is not overused (af5c56308, "
         "v1.9.0)"
     ),
+    "tier-walk": (
+        "later Volcano: the victim walk keeps no flag across tiers, so when a first-tier "
+        "plugin answers none after another answered some the next tier chooses (7976b63e2, "
+        "v1.11.0); this build then ended the walk with no victims"
+    ),
+    "preempt-empty-victims": (
+        "later Volcano: preempt accepts a node where the preemptor fits with no victim "
+        "(util.ValidateVictims, 5939cc189, v1.8.0); this build refused it ('no victims')"
+    ),
+    "reclaim-keep-queue": (
+        "later Volcano: reclaim goes on with a queue's other jobs when its queue refuses a "
+        "job's task (305771369, v1.14.0; the refusal is proportion's preemptive check since "
+        "61f9c9d62, v1.11.0); this build dropped the queue from its loop at the first refusal"
+    ),
     "nodeaffinity-normalize": (
         "later Volcano: nodeorder's NodeAffinity score is normalised to 0-100 over the nodes "
         "scored, as kube's (375da74fc, v1.16.0); this build added the raw sum of the matched "
@@ -173,6 +187,10 @@ WALK_ON_EMPTY = "gangsched breaks a gang below minAvailable (tier walk since v1.
 #: of that queue (``LessPartly`` in its ``reclaimable``, removed in 975277f55, v1.12.0).
 RECLAIM_SHORT_QUEUE = "gangsched reclaims from a queue holding less than the claim (since v1.12)"
 
+
+#: gangsched reports Running for a job whose scheduled tasks are all being evicted (releasing),
+#: where this Volcano reports Pending: its phase counted releasing tasks as not scheduled.
+RELEASING_SCHEDULED = "phase: gangsched counts releasing tasks as scheduled"
 
 #: Divergence classes with a verdict (see docs/volcano.md, "Differences from Volcano"). Each
 #: names the cause found in the sampled clusters of the class and the Volcano change that
@@ -229,6 +247,11 @@ VERDICTS: dict[str, str] = {
     ),
     "evicted: gangsched<volcano": _V114,
     "pipelined: gangsched>volcano": _V114,
+    RELEASING_SCHEDULED: (
+        "later Volcano: a PodGroup's releasing tasks that were scheduled count as scheduled, "
+        "so a gang whose pods are terminating stays Running (d725ce4db, after "
+        "v1.16.0-alpha.0); this build counted them as not scheduled and reported Pending"
+    ),
     LAG: (
         "gangsched approximation (documented in plugins/task_topology.py): a node's "
         "task-topology score, whose last term reads the bucket's remaining request, is "
@@ -244,14 +267,14 @@ VERDICTS: dict[str, str] = {
 def verdict_of(cls: str) -> str | None:
     """The verdict of a class, None when it has none. ``later: NAME; CLASS`` (a divergence
     that, with the later upstream change NAME emulated, becomes CLASS) has the verdicts of
-    both."""
+    both; so for any number of parts joined by ``; ``, each with a verdict."""
     if cls in VERDICTS:
         return VERDICTS[cls]
-    head, sep, rest = cls.partition("; ")
-    first, second = VERDICTS.get(head), VERDICTS.get(rest)
-    if not sep or first is None or second is None:
+    verdicts = [VERDICTS.get(part) for part in cls.split("; ")]
+    if len(verdicts) < 2 or any(v is None for v in verdicts):
         return None
-    return f"both: {first}; and {second}"
+    head = "both" if len(verdicts) == 2 else "each"
+    return f"{head}: " + "; and ".join(str(v) for v in verdicts)
 
 
 #: Per job: (bound, pipelined, evicted, phase), and in configurations of :data:`PLACEMENTS`
@@ -802,6 +825,13 @@ def divergence_class(ours: Outcome, theirs: Outcome, snapshot: gs.Snapshot | Non
         mine, other = ours[name], theirs.get(name)
         if other is None or mine == other:
             continue
+        if (
+            mine[:3] == other[:3]
+            and mine[4:] == other[4:]
+            and mine[2] > 0
+            and (mine[3], other[3]) == ("Running", "Pending")
+        ):
+            return RELEASING_SCHEDULED
         for k, field in enumerate(_FIELDS):
             if mine[k] != other[k]:
                 if field == "phase":
@@ -918,6 +948,13 @@ def campaign(
                         oracle, plain, text, repeat, older, later, where
                     ):
                         cls = f"{WALK_ON_EMPTY}; {RECLAIM_SHORT_QUEUE}"
+            if cls == symptom and verdict_of(cls) is None and _preempting(text):
+                cls = (
+                    _older_residue(
+                        oracle, plain, text, repeat, snapshot, parsed[name], later, where
+                    )
+                    or cls
+                )
             if cls == symptom and "task_topology" in FEATURES.get(name, ()):
                 again = gangsched_outcome(snapshot, parsed[name], where, fresh=True)
                 if any(again == t for t in theirs) or _later_change(
@@ -929,6 +966,50 @@ def campaign(
         if progress is not None and (k + 1) % 100 == 0:
             progress(f"{k + 1} clusters")
     return results
+
+
+#: The 2023 build's behaviours gangsched can be run with (diagnostics, never the library's
+#: behaviour), each with the class that names the later change it stands for.
+_OLDER: tuple[tuple[dict[str, bool], str], ...] = (
+    ({"proportion_2023": True}, RECLAIM_SHORT_QUEUE),
+    ({"walk_2023": True}, WALK_ON_EMPTY),
+    ({"walk_2023": True, "proportion_2023": True}, f"{WALK_ON_EMPTY}; {RECLAIM_SHORT_QUEUE}"),
+)
+
+
+def _older_residue(
+    oracle: str,
+    plain: dict[str, Any],
+    conf: str,
+    repeat: int,
+    snapshot: gs.Snapshot,
+    config: Config,
+    later: tuple[str, ...],
+    placements: bool,
+) -> str | None:
+    """The class of a divergence that needs a 2023 behaviour emulated on gangsched's side
+    (:data:`_OLDER`) and, on Volcano's, no change or every emulated later change at once,
+    leaving either no difference or a difference whose class has a verdict of its own (two
+    later changes at once, one of them emulated on each side). None when no such pair
+    explains it."""
+    volcano: list[tuple[tuple[str, ...], list[Outcome]]] = []
+    for names in ((), later):
+        try:
+            volcano.append(
+                (names, volcano_outcomes(oracle, plain, conf, repeat, names, placements))
+            )
+        except OracleFailed:
+            continue
+    for flags, older in _OLDER:
+        again = gangsched_outcome(snapshot, config, placements, **flags)
+        for names, runs in volcano:
+            fixed = f"later: {'+'.join(names)}; " if names else ""
+            if any(again == t for t in runs):
+                return f"{fixed}{older}"
+            rest = runs_class(again, runs, snapshot)
+            if verdict_of(rest) is not None and not rest.startswith("later: "):
+                return f"{fixed}{older}; {rest}"
+    return None
 
 
 def _preempting(conf: str) -> bool:

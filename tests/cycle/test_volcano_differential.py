@@ -181,6 +181,27 @@ def test_a_class_left_with_a_later_change_emulated_has_both_verdicts() -> None:
     assert V.verdict_of("later: nothing-known; evicted: gangsched<volcano") is None
 
 
+def test_a_class_of_three_parts_has_a_verdict_only_when_each_part_has_one() -> None:
+    three = V.verdict_of(f"later: reclaim-keep-queue; {V.RECLAIM_SHORT_QUEUE}; {V.PARTIAL_GANG}")
+    assert three is not None and three.startswith("each: ")
+    for part in (V.LATER["reclaim-keep-queue"], V.VERDICTS[V.RECLAIM_SHORT_QUEUE]):
+        assert part in three
+    assert V.verdict_of(f"later: reclaim-keep-queue; {V.RECLAIM_SHORT_QUEUE}; jobs differ") is None
+
+
+def test_a_job_left_running_on_releasing_tasks_is_its_own_class() -> None:
+    # every figure equal, the job's tasks evicted by both: only the phase differs
+    ours = {"a": (0, 0, 1, "Running"), "b": (0, 1, 0, "Inqueue")}
+    theirs = {"a": (0, 0, 1, "Pending"), "b": (0, 1, 0, "Inqueue")}
+    assert V.divergence_class(ours, theirs) == V.RELEASING_SCHEDULED
+    assert V.verdict_of(V.RELEASING_SCHEDULED) is not None
+    # nothing evicted: a phase difference of another kind
+    calm = {"a": (0, 0, 0, "Running")}
+    assert V.divergence_class(calm, {"a": (0, 0, 0, "Pending")}) == (
+        "phase: gangsched Running / volcano Pending"
+    )
+
+
 @pytest.mark.skipif(
     not os.environ.get(V.ORACLE_ENV),
     reason=f"needs the Volcano oracle command: set {V.ORACLE_ENV} to its path",

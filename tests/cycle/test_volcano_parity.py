@@ -618,3 +618,42 @@ def test_reclaim_takes_from_a_queue_that_holds_less_than_the_claim() -> None:
     d = gs.schedule(queue_holding_less_than_the_claim(), Config.from_volcano_yaml(WALK_RECLAIM))
     assert len(d.evictions) == 1 and d.evictions[0].task.startswith("v-")
     assert [(p.task, p.node) for p in d.pipelined] == [("r1-0", "n0")]
+
+
+def test_reclaim_goes_on_with_the_queues_next_job_when_one_is_refused() -> None:
+    # Queue r's first job in job order (priority 3) asks more than r's deserved share and is
+    # refused; r's next job (1 cpu) still reclaims from v, which holds the whole node above
+    # its deserved share. The 2023 build dropped r from its loop at the first refusal; since
+    # 305771369 (v1.14) reclaim goes on with the queue's other jobs, as here.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "r", "weight": 4}, {"name": "v", "weight": 1}],
+        jobs=[
+            {**_job("big", "r", "Inqueue"), "priority": 3},
+            {**_job("small", "r", "Inqueue"), "priority": 0},
+            _job("v", "v"),
+        ],
+        tasks=[
+            _task("big-0", {"cpu": 8, "memory": "2Gi"}),
+            _task("small-0", {"cpu": 1, "memory": "1Gi"}),
+            _task("v-0", {"cpu": 8, "memory": "8Gi"}, "n0"),
+        ],
+    )
+    d = gs.schedule(s, Config.from_volcano_yaml(WALK_RECLAIM))
+    assert [e.task for e in d.evictions] == ["v-0"]
+    assert [(p.task, p.node) for p in d.pipelined] == [("small-0", "n0")]
+
+
+def test_a_job_whose_tasks_are_being_evicted_stays_running() -> None:
+    # v's only task is evicted (releasing): it still holds its node until it ends, and the
+    # job counts it as scheduled, so its phase stays Running, as Volcano's since d725ce4db
+    # (after v1.16.0-alpha.0); the 2023 build reported Pending.
+    s = snap(
+        nodes=[{"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi", "pods": 110}}],
+        queues=[{"name": "r", "weight": 4}, {"name": "v", "weight": 1}],
+        jobs=[_job("r1", "r", "Inqueue"), _job("v", "v")],
+        tasks=[_task("r1-0", {"cpu": 4, "memory": "1Gi"}), _task("v-0", {"cpu": 8}, "n0")],
+    )
+    d = gs.schedule(s, Config.from_volcano_yaml(WALK_RECLAIM))
+    assert [e.task for e in d.evictions] == ["v-0"]
+    assert d.jobs["v"].phase == "Running"

@@ -287,3 +287,32 @@ def test_admission_counts_exactly_the_preempt_actions_candidates(s: gs.Snapshot)
         theirs, _ = preempt.SCOPE.candidates(ssn, j)
         ours, _ = preempt_candidates(ssn, j)
         assert np.array_equal(np.sort(ours), np.sort(theirs))
+
+
+def test_admission_by_preemption_is_a_named_switch_off_in_volcano_yaml() -> None:
+    # Volcano's quota vote compares minResources with what is free: no admission by
+    # preemption, so a configuration read from its YAML leaves the job Pending unless the
+    # text names the switch.
+    text = (
+        'actions: "enqueue, allocate, preempt"\n'
+        "tiers:\n- plugins:\n  - name: priority\n  - name: gang\n"
+        "- plugins:\n  - name: overcommit\n  - name: predicates\n"
+    )
+    named = text + "configurations:\n- name: enqueue\n  arguments:\n    admitByPreemption: true\n"
+    off = gs.schedule(_full_node(), Config.from_volcano_yaml(text))
+    assert off.jobs["high"].phase == "Pending" and off.evictions == ()
+    assert (off.jobs["high"].reason, off.jobs["high"].message) == (
+        "NotEnqueued",
+        OVERCOMMIT_REFUSAL,
+    )
+    on = gs.schedule(_full_node(), Config.from_volcano_yaml(named))
+    assert on.jobs["high"].phase == "Inqueue"
+    # gangsched's own configuration counts it by default, and may switch it off
+    native = gs.schedule(_full_node(), ADMIT_PREEMPT)
+    assert native.jobs["high"].phase == "Inqueue"
+    plain = ADMIT_PREEMPT.to_dict()
+    plain.setdefault("configurations", {})["enqueue"] = {"admitByPreemption": False}
+    assert gs.schedule(_full_node(), Config.from_dict(plain)).jobs["high"].phase == "Pending"
+    # written to Volcano's YAML, gangsched's configuration names the switch and reads back equal
+    assert "admitByPreemption: true" in ADMIT_PREEMPT.to_volcano_yaml()
+    assert Config.from_volcano_yaml(ADMIT_PREEMPT.to_volcano_yaml()) == ADMIT_PREEMPT

@@ -14,11 +14,13 @@ package main
 import (
 	"volcano.sh/volcano/pkg/scheduler/actions/allocate"
 	"volcano.sh/volcano/pkg/scheduler/actions/preempt"
+	"volcano.sh/volcano/pkg/scheduler/actions/reclaim"
 
 	k8sframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"volcano.sh/volcano/pkg/scheduler/framework"
 	"volcano.sh/volcano/pkg/scheduler/plugins/nodeorder"
+	"volcano.sh/volcano/pkg/scheduler/util"
 )
 
 type nodeorderOwnMap struct {
@@ -50,6 +52,21 @@ func applyFix(name string) bool {
 	case "preempt-queue-allocatable":
 		// Upstream af5c56308 (v1.9.0), switch in the extended build's preempt.go.
 		preempt.OracleQueueAllocatable = true
+		return true
+	case "tier-walk":
+		// Upstream 7976b63e2 (v1.11.0): no flag across tiers in the victim walk; switch in
+		// the extended build's session_plugins.go (later.patch).
+		framework.OracleTierWalk = true
+		return true
+	case "preempt-empty-victims":
+		// Upstream 5939cc189 (v1.8.0): ValidateVictims accepts a node where the preemptor
+		// fits with no victim; switch in the extended build's scheduler_helper.go.
+		util.OracleEmptyVictims = true
+		return true
+	case "reclaim-keep-queue":
+		// Upstream 305771369 (v1.14.0): a task its queue refuses does not end the queue's
+		// turn in reclaim; switch in the extended build's reclaim.go (later.patch).
+		reclaim.OracleReclaimKeepQueue = true
 		return true
 	case "nodeaffinity-normalize":
 		applyNodeAffinityNormalize()

@@ -335,7 +335,7 @@ func main() {
 	noDecisions := fs.Bool("timing-only", false, "print counts and timing only, not every bind")
 	out := fs.String("o", "-", "output file")
 	logV := fs.Int("v", -1, "klog verbosity on stderr (-1: Volcano's logs are discarded)")
-	fixes := fs.String("fix", "", "comma-separated emulations of later upstream fixes (off by default; see fixes.go): nodeorder-addpod, allocate-queue-order, nodeaffinity-normalize, preempt-queue-allocatable")
+	fixes := fs.String("fix", "", "comma-separated emulations of later upstream fixes (off by default; see fixes.go): nodeorder-addpod, allocate-queue-order, nodeaffinity-normalize, preempt-queue-allocatable, tier-walk, preempt-empty-victims, reclaim-keep-queue")
 	_ = fs.Parse(os.Args[1:])
 
 	kfs := flag.NewFlagSet("klog", flag.ExitOnError)

@@ -7,7 +7,8 @@ back into the order after each of its jobs. A job is admitted when
 
 1. its queue is Open (a Closing or Closed queue admits nothing new; its running work stays);
 2. it has no ``min_resources``, or the ``job_enqueueable`` vote admits it (quota, overcommit).
-   When the vote refuses and ``preempt`` is configured, the job is voted on again with what
+   When the vote refuses, ``preempt`` is configured and ``admitByPreemption`` is on (the
+   default), the job is voted on again with what
    it may preempt counted as available (:func:`preemptable_resources`, passed to the plugins
    through :meth:`~gangsched.session.core.Session.preemptable_for`): the running tasks the preempt
    action would consider for it — other jobs of its queue with a strictly lower priority,
@@ -37,10 +38,11 @@ admitted stays Pending with reason ``NotEnqueued`` and a message saying why; for
 check it names the gang's shape and the largest free slot, for example ``minimum gang of
 1 task × 8 nvidia.com/gpu does not fit on any node: largest free is 1 GPU per node``.
 
-Arguments: ``shapeCheckEnable`` (default true).
+Arguments: ``shapeCheckEnable`` (default true), ``admitByPreemption`` (default true).
 
-Differences from Volcano: Volcano has no shape check, and it admits a job without
-``min_resources`` even into a queue that is not Open.
+Differences from Volcano: Volcano has neither the shape check nor admission that counts
+preemption (its quota vote compares ``minResources`` with what is free); both are off in a
+configuration read from Volcano's YAML unless it names them.
 """
 
 from __future__ import annotations
@@ -77,18 +79,24 @@ if TYPE_CHECKING:
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
 
+#: The argument switching preemption-aware admission (:func:`_admit_by_preemption`).
+ADMIT_BY_PREEMPTION = "admitByPreemption"
+
 #: The actions whose victims preemption-aware admission counts.
 _PREEMPT_ACTIONS = ("preempt", "gangpreempt")
 
 
 class EnqueueAction(ConfiguredAction):
     name = "enqueue"
-    known_arguments = ("shapeCheckEnable",)
+    known_arguments = ("shapeCheckEnable", ADMIT_BY_PREEMPTION)
 
     def __init__(self, arguments: Mapping[str, object]) -> None:
         super().__init__(arguments)
         self.shape_check = arg_bool(
             arguments, "shapeCheckEnable", True, plugin=self.name, kind="action"
+        )
+        self.admit_by_preemption = arg_bool(
+            arguments, ADMIT_BY_PREEMPTION, True, plugin=self.name, kind="action"
         )
 
     def execute(self, ssn: Session) -> None:
@@ -105,12 +113,12 @@ class EnqueueAction(ConfiguredAction):
         while order:
             _, q = heapq.heappop(order)
             _, j = heapq.heappop(per_queue[q])
-            self._consider(ssn, j, shapes)
+            self._consider(ssn, j, shapes, self.admit_by_preemption)
             if per_queue[q]:
                 heapq.heappush(order, (ssn.queue_key(q), q))
 
     @staticmethod
-    def _consider(ssn: Session, j: int, shapes: ShapeCheck | None) -> None:
+    def _consider(ssn: Session, j: int, shapes: ShapeCheck | None, by_preemption: bool) -> None:
         rec = ssn.snapshot.jobs[j]
         queue = ssn.snapshot.queues[int(ssn.job_queue[j])]
         if queue.state is not QueueState.OPEN:
@@ -124,7 +132,7 @@ class EnqueueAction(ConfiguredAction):
         if rec.min_resources is not None and not ssn.points.job_enqueueable(j):
             if j not in ssn.job_reasons:
                 ssn.note_job(j, "NotEnqueued", "a plugin rejected the job at enqueue")
-            freed = _admit_by_preemption(ssn, j)
+            freed = _admit_by_preemption(ssn, j) if by_preemption else None
             if freed is None:
                 return
         if shapes is not None:

@@ -299,8 +299,9 @@ class Config:
         gangsched does not implement are handled as in :meth:`from_dict` (``strict``).
 
         The configuration schedules as Volcano would: a gangsched extension that changes
-        decisions and is on by default (the enqueue shape check, ``shapeCheckEnable``; every
-        victim rule whatever tier answers, ``allVictimRules``) is off unless the text sets it
+        decisions and is on by default (the enqueue shape check, ``shapeCheckEnable``;
+        admission that counts what a job may preempt, ``admitByPreemption``; every victim rule
+        whatever tier answers, ``allVictimRules``) is off unless the text sets it
         (:mod:`gangsched.config.volcano`).
         """
         data = as_volcano_reads(load_volcano_yaml(text), limits.max_actions)

@@ -13,6 +13,10 @@ The extensions, as ``(action, argument, gangsched's default, Volcano's behaviour
 * ``enqueue`` / ``shapeCheckEnable``: gangsched keeps a Pending job out while its minimum gang
   fits no node's shape; Volcano's enqueue has no such check (a job without ``minResources``
   is always admitted).
+* ``enqueue`` / ``admitByPreemption``: when the quota vote refuses a job and ``preempt`` is
+  configured, gangsched votes again with what the job may preempt counted as free; Volcano's
+  vote compares ``minResources`` with what is free, so a high-priority gang on a cluster full
+  of low-priority work stays Pending.
 * ``reclaim`` and ``gangreclaim`` / ``fairShareGuard``: gangsched refuses a reclaim whose
   claimed tasks the victim queue could reclaim straight back (the reclaimer left above its
   deserved share on a resource they hold); Volcano's ``preemptive`` admits a reclaimer within
@@ -37,11 +41,19 @@ __all__ = ["EXTENSIONS", "as_volcano_reads", "naming_extensions", "without_defau
 #: ``(action, argument, gangsched's default, the value that behaves like Volcano)``.
 EXTENSIONS: tuple[tuple[str, str, bool, bool], ...] = (
     ("enqueue", "shapeCheckEnable", True, False),
+    ("enqueue", "admitByPreemption", True, False),
     ("reclaim", "fairShareGuard", True, False),
     ("gangreclaim", "fairShareGuard", True, False),
     ("preempt", "allVictimRules", True, False),
     ("reclaim", "allVictimRules", True, False),
 )
+
+
+#: Extensions that change nothing unless one of these actions is configured too: they are
+#: neither set nor written without one.
+_ONLY_WITH: dict[tuple[str, str], tuple[str, ...]] = {
+    ("enqueue", "admitByPreemption"): ("preempt", "gangpreempt"),
+}
 
 
 def _with(
@@ -53,6 +65,9 @@ def _with(
     added = False
     for entry in EXTENSIONS:
         action, argument = entry[0], entry[1]
+        needs = _ONLY_WITH.get((action, argument))
+        if needs is not None and not any(a in actions for a in needs):
+            continue
         if action in actions and argument not in out.get(action, {}):
             out.setdefault(action, {})[argument] = entry[value_of]
             added = True

@@ -52,14 +52,16 @@ class _Budget:
             return None
         return self.work - OVERRUN_PER_ITEM * size
 
-    def charge(self, used: float) -> None:
+    def charge(self, used: float) -> float:
         """Record ``used`` deterministic time of one solve against the call's budget, rounded
         to 1e-9: the solver's figure can differ in its last bit from run to run, and what is
-        left of the budget sets the limits of the later solves."""
+        left of the budget sets the limits of the later solves. Returns the rounded figure,
+        the only one a caller may decide by."""
         used = round(used, 9)
         self.spent += used
         if self.work is not None:
             self.work -= used
+        return used
 
     def exhausted(self) -> bool:
         if self.work is not None and self.work <= 0:

@@ -131,8 +131,7 @@ class _Search:
         if self.log:
             solver.log_callback = _log.info
         status = solver.solve(model)
-        used = float(solver.response_proto.deterministic_time)
-        budget.charge(used)
+        used = budget.charge(float(solver.response_proto.deterministic_time))
         if status in (cp_model.FEASIBLE, cp_model.UNKNOWN):
             # which limit stopped the solve: its deterministic limit when it reached it (no
             # cut of the call's budget when that was the solve's own cap), else the clock
