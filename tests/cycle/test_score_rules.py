@@ -3,8 +3,10 @@ statement: nodeorder's formulas (:data:`gangsched.plugins._node_score_rule.RULE`
 its every-row and its one-row form; DotProd's and BestFit's formulas
 (:mod:`gangsched.fragmentation.policies`) are one function each that the plugins' array
 path and their few-rows path both call; the GPU scorers' view reads a device's share with one
-formula (:data:`gangsched.plugins._gpu_common.DEVICE_SHARE`) for every row and for one; the
-dispatcher's one-row sum is the every-row sum read at its row.
+formula (:data:`gangsched.plugins._gpu_common.DEVICE_SHARE`) for every row and for one. The
+dispatcher's one-row sum has no formula of its own (the chain's answers added in order, in
+floats rather than in arrays, which cost more on one row): it is checked to equal the every-row
+sum.
 
 Each formula is mutated in turn: the forms must still agree with one another (a form holding
 its own copy of the formula would keep the old answers and disagree) and answer differently
