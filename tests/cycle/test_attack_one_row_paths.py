@@ -1,9 +1,14 @@
 """The one-node answers (what a refresh after one placement asks) equal the every-node answers
 of the same session, node by node: the predicates (``predicate_ok_one``), the summed scores
-(``node_score_one`` and ``node_score`` on one row, which the scorers answer in scalar
-arithmetic), and the resource fit (``fit_one`` and ``resource_fit`` on a few rows). Checked at
-session open and at the end of a cycle (the plugins' kept views refreshed by its placements
-and evictions), for the node scorers that have a one-row path."""
+(``node_score_one`` and ``node_score`` on one row) and the resource fit (``fit_one`` and
+``resource_fit`` on a few rows). Checked at session open and at the end of a cycle, for the
+node scorers that have a one-row path.
+
+The formulas themselves are one statement each, read by both forms
+(``tests/cycle/test_score_rules.py`` and ``tests/cycle/test_fit_rule.py`` mutate them); what
+this checks on top is what the forms read: the views the one-row forms keep (the GPU
+scorers' row lists and FGD memo, nodeorder's columns) current with the cycle's placements and
+evictions, as the arrays the every-row forms read."""
 
 from __future__ import annotations
 

@@ -27,6 +27,7 @@ import pytest
 
 import gangsched.session.fit_rule as fit_rule
 from gangsched import Snapshot, open_session
+from gangsched.fragmentation import PodRequest, measure
 from gangsched.session import fit
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.core import Session
@@ -197,7 +198,8 @@ def _check_nodes(
                 take = int(m_all[i])
                 per_device = max(take, rule.least_take)
                 row[g] = eval(rule.charge.format(count=tmpl.gpu_count, take=take))
-                chosen = m.choose_devices(occ, i, per_device, int(a.gpu_count[i]), future=future)
+                # the forms are given the take; the rule's least room is theirs to apply
+                chosen = m.choose_devices(occ, i, take, int(a.gpu_count[i]), future=future)
                 ok = bool(fits(tmpl.gpu_count, len(chosen)))
                 span = a.devices(i)
                 assert len(chosen) == int(np.sum(fits(per_device, dev_room[span])))
@@ -205,7 +207,7 @@ def _check_nodes(
             assert fits_here == bool(np.all(fits(row, room[i])))
             assert (ok and fits_here) == bool(want[i]), (future, i)
             if ok and fits_here and tmpl.gpu_count:
-                assert m.fits_node(occ, row, i, per_device, chosen, future=future)
+                assert m.fits_node(occ, row, i, take, chosen, future=future)
     assert m.future_idle(occ).tolist() == m.node_free(occ, future=True).tolist()
     both = np.all(fits(tmpl.request, m.idle(occ)), axis=1) & later
     if not tmpl.gpu_count:
@@ -241,3 +243,99 @@ def test_the_generated_source_is_shown_in_tracebacks() -> None:
     source = inspect.getsource(fit.fit_one)
     assert source.startswith("def fit_one(") and RULE.fits in source
     assert fit.fit_one.__module__ == fit.__name__
+
+
+# ---------------------------------------------------------------- the FGD study's fit
+
+
+def _generated_measure(rule: FitRule, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """A fresh copy of :mod:`gangsched.fragmentation.measure`, its fit generated from
+    ``rule``."""
+    name = f"_measure_from_{abs(hash(rule))}"
+    spec = importlib.util.spec_from_file_location(name, measure.__file__)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    with monkeypatch.context() as m:
+        m.setattr(fit_rule, "RULE", rule)
+        m.setitem(sys.modules, name, module)
+        spec.loader.exec_module(module)
+    return module
+
+
+def _study_answers(m: ModuleType) -> list[bool]:
+    """The study's fit of some pods on nodes whose free CPU, memory and devices sit at, just
+    below and just above each request, every node at once and one at a time, checked to
+    agree; returns the answers."""
+    rng = np.random.default_rng(7)
+    n, width = 90, 8
+    allowed = np.array([True, False, True, False])
+    pods = [
+        PodRequest(cpu_milli=4000, memory=2**30, num_gpu=0, gpu_milli=0),
+        PodRequest(cpu_milli=4000, memory=2**30, num_gpu=1, gpu_milli=1),
+        PodRequest(cpu_milli=2000, memory=2**31, num_gpu=1, gpu_milli=500),
+        PodRequest(cpu_milli=8000, memory=2**32, num_gpu=1, gpu_milli=1000, allowed_models=allowed),
+        PodRequest(cpu_milli=16000, memory=2**33, num_gpu=4, gpu_milli=1000),
+    ]
+    out: list[bool] = []
+    for pod in pods:
+        cpu = pod.cpu_milli + rng.integers(-1, 2, size=n)
+        mem = pod.memory + rng.integers(-1, 2, size=n)
+        model = rng.integers(0, allowed.size, size=n)
+        count = rng.integers(0, width + 1, size=n)
+        dev = np.clip(max(pod.gpu_milli, 1) + rng.integers(-1, 2, size=(n, width)), 0, 1000)
+        dev = np.where(np.arange(width) < count[:, None], dev, 0)  # padding slots hold 0
+        every = m.fit_mask(cpu, mem, dev, model, pod)
+        one = [
+            m.fit_row(pod, int(cpu[i]), int(mem[i]), int(model[i]), dev[i, : count[i]].tolist())
+            for i in range(n)
+        ]
+        assert every.tolist() == one
+        out += one
+    return out
+
+
+def test_the_study_fit_is_the_rule() -> None:
+    answers = _study_answers(measure)
+    assert any(answers) and not all(answers)
+
+
+@pytest.mark.parametrize("formula", sorted(MUTANTS))
+def test_a_mutated_formula_changes_the_study_fit_alike(
+    formula: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mutant = _generated_measure(MUTANTS[formula], monkeypatch)
+    assert mutant.fit_row is not measure.fit_row
+    changed = _study_answers(mutant)
+    # The study's nodes have no releases, reservations or node-level GPU charge: only the
+    # comparison and the least room enter its fit.
+    if formula in ("fits", "least_take"):
+        assert changed != _study_answers(measure)
+    else:
+        assert changed == _study_answers(measure)
+
+
+# ---------------------------------------------------------------- a take below the least room
+
+
+def test_a_planned_placement_needs_the_least_room_of_a_device(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Session.fits and Session.choose_gpus judge devices by the rule's least room, as the
+    evaluation does: a take of 0 milli-GPU (below ``least_take``) does not fit a device with
+    nothing free."""
+    snap = Snapshot.from_dict(cluster_dict(8, 16, seed=3))
+    ssn = open_session(snap)
+    a = ssn.arrays
+    task = next(t for t, rec in enumerate(snap.tasks) if rec.gpu_request and not rec.node)
+    node = next(i for i in range(a.n_nodes) if a.gpu_count[i])
+    span = a.devices(node)
+    ssn.gpu_used[span] = a.gpu_capacity[node]  # every device of the node full
+    monkeypatch.setattr(Session, "device_milli", lambda self, task, node: 0)
+    for future in (False, True):
+        assert ssn.choose_gpus(task, node, future=future) == ()
+        assert not ssn.fits(task, node, future=future, gpus=(0,))
+    ssn.gpu_used[span.start] = a.gpu_capacity[node] - RULE.least_take  # one device has the room
+    assert ssn.choose_gpus(task, node, future=False)[:1] == (0,)
+    assert ssn.fits(task, node, future=False, gpus=(0,)) == bool(
+        np.all(ssn.row_on(task, node) <= fit.node_free(ssn, future=False)[node])
+    )

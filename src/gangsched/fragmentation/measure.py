@@ -4,16 +4,18 @@ docstring explains the measure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
+from gangsched._codegen import define
 from gangsched._types import BOOL as B
 from gangsched._types import F64, I64
 from gangsched.errors import ConfigError, PlacementError
 from gangsched.model import Task
+from gangsched.session.fit_rule import RULE, study_fit_source
 from gangsched.units import CPU
 
 #: The names :mod:`gangsched.fragmentation` re-exports.
@@ -281,30 +283,6 @@ def cluster_fragment(
     return frag, idle, ratio
 
 
-def fit_mask(free_cpu: I64, free_mem: I64, gpu_free: I64, model_idx: I64, pod: PodRequest) -> B:
-    """``(n_nodes,)`` bool: CPU, memory, GPU model and enough devices with room."""
-    ok = (free_cpu >= pod.cpu_milli) & (free_mem >= pod.memory)
-    if pod.num_gpu == 0:
-        return np.asarray(ok, dtype=np.bool_)
-    if pod.allowed_models is not None:
-        ok &= pod.allowed_models[model_idx]
-    ok &= (gpu_free >= pod.gpu_milli).sum(axis=1) >= pod.num_gpu
-    return np.asarray(ok, dtype=np.bool_)
-
-
-def fits_summary(pod: PodRequest, cpu: int, memory: int, model: int, top: int, whole: int) -> bool:
-    """:func:`fit_mask` of one node from its free CPU and memory, model index, largest device
-    free (``top``) and number of fully free devices (``whole``): a pod of one device needs one
-    with room, a pod of several takes whole devices."""
-    if cpu < pod.cpu_milli or memory < pod.memory:
-        return False
-    if pod.num_gpu == 0:
-        return True
-    if pod.allowed_models is not None and not pod.allowed_models[model]:
-        return False
-    return top >= pod.gpu_milli if pod.num_gpu == 1 else whole >= pod.num_gpu
-
-
 def choose_node(scores: NodeScores, rank: I64 | None = None) -> int:
     """Index of the highest score; -1 if no node fits.
 
@@ -354,3 +332,14 @@ class ClusterView:
     typical: TypicalPods | None = None
     terms: FragTerms | None = None
     frag: F64 | None = None
+
+
+# ------------------------------------------------------------------ the fit rule's forms
+#
+# Whether a pod fits a node is the fit rule's (:data:`gangsched.session.fit_rule.RULE`), as
+# for the scheduler's nodes: ``fit_mask`` (every node) and ``fit_row`` (one node) are rendered
+# from it and defined in this module's namespace; the declarations give each its type.
+
+_made = define(study_fit_source(RULE), globals(), "fit rule (FGD study)")
+fit_mask: Callable[[I64, I64, I64, I64, PodRequest], B] = _made["fit_mask"]
+fit_row: Callable[[PodRequest, int, int, int, Sequence[int]], bool] = _made["fit_row"]

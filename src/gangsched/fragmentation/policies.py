@@ -141,23 +141,23 @@ def _cpu_gpu_score(
     return NodeScores(score=score, share_gpu=_best_fit_gpu(gpu_free, pod))
 
 
-def _bestfit(left_cpu: _Real, left_gpu: _Real) -> _Real:
-    """BestFit's formula over the float CPU and milli-GPU left (arrays or numbers)."""
-    waste = left_cpu / MAX_SPEC_CPU * 0.5
-    waste = waste + left_gpu / MAX_SPEC_GPU * 0.5
+def _bestfit(pod: PodRequest, free_cpu: _Real, idle: _Real) -> _Real:
+    """BestFit's formula over float free CPU and idle milli-GPU (arrays or numbers): the
+    weighted CPU and GPU left after the pod."""
+    waste = (free_cpu - float(pod.cpu_milli)) / MAX_SPEC_CPU * 0.5
+    waste = waste + (idle - float(pod.total_gpu_milli)) / MAX_SPEC_GPU * 0.5
     return (1.0 - waste) * float(MAX_NODE_SCORE)
 
 
 def bestfit_raw(pod: PodRequest, free_cpu: I64, idle: I64) -> F64:
     """BestFit's score before truncation, from free CPU and idle milli-GPU ``(n_nodes,)``."""
-    left_cpu = (free_cpu - pod.cpu_milli).astype(np.float64)
-    left_gpu = (idle - pod.total_gpu_milli).astype(np.float64)
-    return np.asarray(_bestfit(left_cpu, left_gpu), dtype=np.float64)
+    raw = _bestfit(pod, free_cpu.astype(np.float64), idle.astype(np.float64))
+    return np.asarray(raw, dtype=np.float64)
 
 
 def bestfit_one(pod: PodRequest, free_cpu: int, idle: int) -> float:
     """:func:`bestfit_raw` of one node, in scalar arithmetic (the same operations)."""
-    return float(_bestfit(float(free_cpu - pod.cpu_milli), float(idle - pod.total_gpu_milli)))
+    return float(_bestfit(pod, float(free_cpu), float(idle)))
 
 
 def score_bestfit(feasible: B, pod: PodRequest, free_cpu: I64, gpu_free: I64) -> NodeScores:

@@ -9,13 +9,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from gangsched._codegen import Operand, define, scalar, vector
 from gangsched._types import BOOL as B
 from gangsched._types import F64, I64
 from gangsched.config import check_arguments
 from gangsched.config.args import arg_weight
 from gangsched.errors import ConfigError
 from gangsched.fragmentation import MILLI, NodeScores, PodRequest, fit_mask
-from gangsched.fragmentation.measure import fits_summary
+from gangsched.fragmentation.measure import fit_row
 from gangsched.framework.extension_points import Rows, argument_names
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.core import TaskState
@@ -95,9 +96,7 @@ def _view(ssn: Session, rows: Rows, *, future: bool = False) -> _View:
     if a.n_devices:
         idx = np.where(real, a.gpu_offset[rows][:, None] + slot, 0)
         cap = a.gpu_capacity[rows][:, None]
-        dev = np.maximum(device_table(ssn, idx, rows, future=future), 0)
-        dev = np.where(cap == MILLI, dev, dev * MILLI // np.maximum(cap, 1))
-        dev = np.where(real, dev, 0)
+        dev = np.where(real, _device_shares(device_table(ssn, idx, rows, future=future), cap), 0)
     else:
         dev = np.zeros((rows.size, width), dtype=np.int64)
     model = a.gpu_model[rows]
@@ -121,10 +120,44 @@ def _row_numbers(ssn: Session, row: int) -> tuple[int, int, list[int]]:
     if not count:
         return cpu, mem, [0] if a.n_devices else []
     cap = int(a.gpu_capacity[row])
-    dev = [x if x > 0 else 0 for x in device_room(ssn, row, cap, future=False)]
-    if cap != MILLI:
-        dev = [x * MILLI // max(cap, 1) for x in dev]
-    return cpu, mem, dev
+    return cpu, mem, _device_shares_row(device_room(ssn, row, cap, future=False), cap)
+
+
+#: What the kernels read of a device: its free milli-GPU (``free``), never below 0, in
+#: thousandths of the device (``capacity``: a device of another size is scaled to 1000).
+DEVICE_SHARE = "max({free}, 0) * 1000 // {capacity}"
+
+
+def device_share_source(formula: str) -> str:
+    """The source of ``_device_shares`` (a table of devices, one row per node) and
+    ``_device_shares_row`` (one node's devices, plain ints), rendered from ``formula``."""
+    table = vector(
+        formula,
+        {
+            "free": Operand("dev", "i", owned=True),
+            "capacity": Operand("cap", "i", "np.maximum(cap, 1)"),
+        },
+        "dev",
+        floats=False,
+        indent="    ",
+    )
+    row = scalar(formula, {"free": "x", "capacity": "cap"}, {"capacity": "cap if cap > 1 else 1"})
+    return f'''
+def _device_shares(dev, cap):
+    """The kernels' share of each device of ``dev`` (free milli-GPU, a new table the shares
+    may be written into) on nodes whose devices hold ``cap`` milli-GPU each (a column)."""
+{table}    return dev
+
+
+def _device_shares_row(frees, cap):
+    """:func:`_device_shares` of one node's devices, in plain ints."""
+    return [{row} for x in frees]
+'''
+
+
+_made = define(device_share_source(DEVICE_SHARE), globals(), "device shares")
+_device_shares: Callable[[I64, I64], I64] = _made["_device_shares"]
+_device_shares_row: Callable[[list[int], int], list[int]] = _made["_device_shares_row"]
 
 
 #: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows
@@ -138,7 +171,7 @@ _NO_ROWS.flags.writeable = False
 
 @dataclass(frozen=True, slots=True)
 class RowLists:
-    """The kept view as Python lists, per node, with each node's device summaries: what a
+    """The kept view as Python lists, per node, with each node's idle milli-GPU: what a
     scorer reads for a few rows without an array operation per step."""
 
     free_cpu: list[int]
@@ -146,13 +179,11 @@ class RowLists:
     devices: list[list[int]]  # free milli of each of the node's devices (no padding)
     model_idx: list[int]
     idle: list[int]  # the devices' free milli, summed
-    top: list[int]  # the largest device free (0 without devices)
-    whole: list[int]  # devices fully free
 
     @classmethod
     def of(cls, v: _View) -> RowLists:
         n = v.free_cpu.size
-        lists = cls([0] * n, [0] * n, [[]] * n, [0] * n, [0] * n, [0] * n, [0] * n)
+        lists = cls([0] * n, [0] * n, [[]] * n, [0] * n, [0] * n)
         lists.write(np.arange(n, dtype=np.intp), v)
         return lists
 
@@ -160,18 +191,11 @@ class RowLists:
         """Row ``row`` now has these free numbers (``devices`` without padding)."""
         self.free_cpu[row], self.free_mem[row], self.devices[row] = cpu, mem, devices
         self.idle[row] = sum(devices)
-        self.top[row] = max(devices, default=0)
-        self.whole[row] = sum(d >= MILLI for d in devices)
 
     def fits(self, pod: PodRequest, row: int) -> bool:
         """:func:`fit_mask` of row ``row``."""
-        return fits_summary(
-            pod,
-            self.free_cpu[row],
-            self.free_mem[row],
-            self.model_idx[row],
-            self.top[row],
-            self.whole[row],
+        return fit_row(
+            pod, self.free_cpu[row], self.free_mem[row], self.model_idx[row], self.devices[row]
         )
 
     def write(self, rows: Rows, v: _View) -> None:

@@ -35,16 +35,18 @@ so the summed score stays within ``4e8`` in magnitude; anything else is a
 
 from __future__ import annotations
 
-import math
+import math  # noqa: F401 -- read by the generated _score_row
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from gangsched._codegen import define
 from gangsched._types import F64, I64
 from gangsched.config.args import arg_weight
+from gangsched.plugins._node_score_rule import RULE, node_score_source
 from gangsched.session.affinity_masks import preferred_sum
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.changes import ChangeLog
@@ -100,46 +102,11 @@ class NodeOrderPlugin:
 
     def node_score(self, ssn: Session, tmpl: TaskTemplate, rows: npt.NDArray[np.intp]) -> F64:
         if rows.size == 1:  # the usual refresh after one placement: plain floats are faster
-            return np.array([self._score_one(ssn, tmpl, int(rows[0]))])
+            return np.array([_score_row(self, ssn, tmpl, int(rows[0]))])
         cols = self._columns(ssn)
         whole = rows.size == cols.n and bool((rows == np.arange(rows.size)).all())
         sel: npt.NDArray[np.intp] | slice = slice(None) if whole else rows  # a view, not a copy
-        cpu, mem = tmpl.request[:2].tolist()
-        want = (cpu or DEFAULT_CPU, mem or DEFAULT_MEMORY)
-        score = np.zeros(rows.size)
-        if self.least:
-            per = [cols.least(c, sel, want[c]) for c in range(2)]
-            score += self.least * _halved(per[0] + per[1])
-        if self.most:
-            alloc, safe = cols.alloc[:, sel], cols.safe[:, sel]
-            nz_use = [cols.nz_use[c][sel] for c in range(2)]
-            most = [
-                np.where(
-                    alloc[c] > 0, np.minimum(nz_use[c] + want[c], alloc[c]) * 100 // safe[c], 0
-                )
-                for c in range(2)
-            ]
-            score += self.most * _halved(most[0] + most[1])
-        if self.balanced:
-            use = [cols.use[c][sel] for c in range(2)]
-            fracs = [_capped((use[c] + (cpu, mem)[c]) / cols.safe_f[c][sel]) for c in range(2)]
-            if tmpl.gpu_count:
-                after = cols.gpu_use[sel] + tmpl.request[cols.gpu_column]
-                # 0 where the node has no GPU (a non-negative fraction times 0.0 is 0.0)
-                gfrac = _capped(after / cols.gpu_safe_f[sel])
-                gfrac *= cols.gpu_on[sel]
-                fracs.append(gfrac)
-            spread = np.sqrt(_variance(fracs))
-            np.subtract(1.0, spread, out=spread)
-            spread *= 100.0
-            np.floor(spread, out=spread)  # kube truncates the score to a whole number
-            spread *= self.balanced
-            score += spread
-        if self.taint and ssn.arrays.soft_taints:
-            score += self.taint * self._taint(ssn, tmpl)[sel]
-        if self.affinity and tmpl.node_affinity is not None and tmpl.node_affinity.preferred:
-            score += self.affinity * self._preferred(ssn, tmpl)[sel]
-        return score
+        return _score_rows(self, ssn, tmpl, cols, sel, rows.size)
 
     def _columns(self, ssn: Session) -> _Columns:
         """The per-node columns the scores read, current with the session's change log."""
@@ -156,44 +123,6 @@ class NodeOrderPlugin:
         if zero is None or zero.req is not ssn.task_req:
             zero = self._zero = _zero_tasks(ssn)
         return zero
-
-    def _score_one(self, ssn: Session, tmpl: TaskTemplate, i: int) -> float:
-        """:meth:`node_score` of one node: the same arithmetic, in the same order."""
-        a = ssn.arrays
-        request = tmpl.request.tolist()
-        alloc_row = a.allocatable[i].tolist()
-        used_row = ssn.used[i].tolist()
-        want = (request[0] or DEFAULT_CPU, request[1] or DEFAULT_MEMORY)
-        alloc, used = alloc_row[:2], used_row[:2]
-        extra = self._zero_of(ssn).on(ssn, i)
-        requested = [u + e + w for u, e, w in zip(used, extra, want, strict=True)]
-        score = 0.0
-        if self.least:
-            per = [
-                (al - rq) * 100 // max(al, 1) if al > 0 and rq <= al else 0
-                for al, rq in zip(alloc, requested, strict=True)
-            ]
-            score += self.least * ((per[0] + per[1]) // 2)
-        if self.most:
-            per = [
-                min(rq, al) * 100 // max(al, 1) if al > 0 else 0
-                for al, rq in zip(alloc, requested, strict=True)
-            ]
-            score += self.most * ((per[0] + per[1]) // 2)
-        if self.balanced:
-            plain = [u + r for u, r in zip(used, request[:2], strict=True)]
-            fracs = [min(rq / max(al, 1), 1.0) for al, rq in zip(alloc, plain, strict=True)]
-            if tmpl.gpu_count:
-                g = a.spec.gpu_column
-                galloc = alloc_row[g]
-                after = used_row[g] + request[g]
-                fracs.append(min(after / max(galloc, 1), 1.0) if galloc > 0 else 0.0)
-            score += math.floor((1.0 - math.sqrt(_variance(fracs))) * 100.0) * self.balanced
-        if self.taint and a.soft_taints:
-            score += self.taint * float(self._taint(ssn, tmpl)[i])
-        if self.affinity and tmpl.node_affinity is not None and tmpl.node_affinity.preferred:
-            score += self.affinity * float(self._preferred(ssn, tmpl)[i])
-        return score
 
     def _taint(self, ssn: Session, tmpl: TaskTemplate) -> F64:
         found = self._taint_scores.get(tmpl.shape)
@@ -301,22 +230,6 @@ class _Columns:
         self.idle[:, rows] = self.alloc[:, rows] - self.nz_use[:, rows]
         self.gpu_use[rows] = ssn.used[rows, self.gpu_column]
 
-    def least(self, c: int, sel: npt.NDArray[np.intp] | slice, want: int) -> F64 | I64:
-        """kube's LeastAllocated of column ``c`` on ``sel`` for a request of ``want``:
-        ``(allocatable - requested) * 100 // allocatable`` where the request fits, else 0."""
-        rest = self.idle[c][sel] - want  # allocatable - requested
-        if self.exact_float and self.all_on[c]:  # fits where rest >= 0: 0 below
-            clamped: F64 = np.maximum(rest, 0) * 100.0
-            clamped /= self.safe_f[c][sel]
-            return np.floor(clamped, out=clamped)
-        fits = (rest >= 0) & (self.alloc[c][sel] > 0)
-        if self.exact_float:
-            per: F64 = np.floor(rest * 100.0 / self.safe_f[c][sel])
-            out_f: F64 = np.where(fits, per, 0.0)
-            return out_f
-        out: I64 = np.where(fits, rest * 100 // self.safe[c][sel], 0)
-        return out
-
 
 #: Task states whose request a node's ``used`` holds (and so kube's node info lists).
 _ON_NODE = (TaskState.ALLOCATED, TaskState.BOUND, TaskState.RUNNING, TaskState.RELEASING)
@@ -370,24 +283,6 @@ def _zero_tasks(ssn: Session) -> _ZeroTasks:
     return _ZeroTasks(req=ssn.task_req, tasks=tasks, defaults=defaults)
 
 
-def _halved(total: F64 | I64) -> F64 | I64:
-    """``total // 2``, in place: the mean of the two columns' whole percentages. A float total
-    is a sum of two whole numbers, so halving it is exact and its floor is the floor
-    division's (NumPy's float floor division costs about ten times the multiply and floor)."""
-    if total.dtype.kind == "f":
-        whole = cast(F64, total)
-        whole *= 0.5
-        return np.floor(whole, out=whole)
-    ints = cast(I64, total)
-    ints //= 2
-    return ints
-
-
-def _capped(frac: F64) -> F64:
-    """``min(frac, 1.0)``, in place."""
-    return np.minimum(frac, 1.0, out=frac)
-
-
 _V = TypeVar("_V", float, npt.NDArray[np.float64])
 
 
@@ -403,3 +298,31 @@ def _variance(fracs: list[_V]) -> _V:
     for d in dev[2:]:
         var = var + d * d
     return var / len(fracs)
+
+
+# ------------------------------------------------------------------ the rule's generated forms
+#
+# ``_score_rows`` (every row, or some, over the kept columns) and ``_score_row`` (one node, in
+# plain numbers) are rendered from :data:`gangsched.plugins._node_score_rule.RULE` and defined
+# in this module's namespace; the declarations give each its type.
+
+
+class _ScoreRows(Protocol):
+    def __call__(
+        self,
+        p: NodeOrderPlugin,
+        ssn: Session,
+        tmpl: TaskTemplate,
+        cols: _Columns,
+        sel: npt.NDArray[np.intp] | slice,
+        size: int,
+    ) -> F64: ...
+
+
+class _ScoreRow(Protocol):
+    def __call__(self, p: NodeOrderPlugin, ssn: Session, tmpl: TaskTemplate, i: int) -> float: ...
+
+
+_made = define(node_score_source(RULE), globals(), "node scores")
+_score_rows: _ScoreRows = _made["_score_rows"]
+_score_row: _ScoreRow = _made["_score_row"]

@@ -401,13 +401,16 @@ class Session(Occupancy):
 
     def fits(self, task: int, node: int, *, future: bool, gpus: tuple[int, ...] = ()) -> bool:
         """Whether ``task`` fits ``node`` now (or after releases, with ``future``) on these GPU
-        devices — the check a planned placement passes before it is applied."""
+        devices — the check a planned placement passes before it is applied. The fit rule's
+        generated form judges each device as the evaluation does (its least room for the
+        task's take included)."""
         milli = self.device_milli(task, node)
         return fits_node(self, self.row_on(task, node), node, milli, gpus, future=future)
 
     def choose_gpus(self, task: int, node: int, *, future: bool) -> tuple[int, ...]:
         """Device indices for ``task`` on ``node``: a plugin may name them (``gpu_choice``),
-        else :func:`gangsched.session.fit.choose_devices`."""
+        else :func:`gangsched.session.fit.choose_devices` (devices with the fit rule's least
+        room for the task's take)."""
         g = self.snapshot.tasks[task].gpu_request
         if g is None:
             return ()

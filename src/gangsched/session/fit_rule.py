@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NEGATED", "RULE", "FitRule", "fit_source"]
+__all__ = ["NEGATED", "RULE", "FitRule", "fit_source", "study_fit_source"]
 
 #: The comparison that holds exactly when the rule's does not (integers: no NaN).
 NEGATED = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!=", "!=": "=="}
@@ -340,8 +340,9 @@ def fit_one(occ, tmpl, i, m_all=None):
 
 
 def fits_node(occ, row, node, per_device, gpus, *, future):
-    """Whether a request charged ``row`` on ``node`` (``per_device`` milli-GPU on each of
-    ``gpus``) fits now — or once releases finish, with ``future``."""
+    """Whether a request charged ``row`` on ``node`` (taking ``per_device`` milli-GPU of each
+    of ``gpus``, which must each have the rule's least room for that take) fits now — or once
+    releases finish, with ``future``."""
     a = occ.arrays
     for q, al, u, rl, pp in zip(
         row.tolist(),
@@ -360,21 +361,25 @@ def fits_node(occ, row, node, per_device, gpus, *, future):
     if any(not 0 <= g < count for g in gpus):
         return False
     cap = int(a.gpu_capacity[node])
+    need = {r.need("per_device", vector=False)}
     for d in a.device_index(node, gpus):
         free = {r.free_of("cap", "int(occ.gpu_used[d])")}
         later = {r.later_of("free", "int(occ.gpu_releasing[d])", "int(occ.gpu_pipelined[d])")}
-        if {r.short("per_device", "(later if future else min(free, later))")}:
+        if {r.short("need", "(later if future else min(free, later))")}:
             return False
     return True
 
 
 def choose_devices(occ, node, per_device, count, *, future):
-    """Device indices on ``node``: a fractional take best-fits onto the fullest device with
-    room (ties to the lower index), whole devices are the lowest free indices."""
+    """Device indices on ``node`` for a take of ``per_device`` milli-GPU on each (a device
+    has room with the rule's least room for it): a fractional take best-fits onto the
+    fullest device with room (ties to the lower index), whole devices are the lowest free
+    indices."""
     cap = int(occ.arrays.gpu_capacity[node])
     # free milli-GPU of each device: once releases finish, or the smaller of both
     room = [later if future else min(free, later) for free, later in device_rooms(occ, node)]
-    ok = [i for i, r in enumerate(room) if {r.fit("per_device", "r")}]
+    need = {r.need("per_device", vector=False)}
+    ok = [i for i, r in enumerate(room) if {r.fit("need", "r")}]
     if per_device < cap:
         ok.sort(key=lambda i: room[i])  # stable: equal rooms keep the lower index first
     return tuple(ok[:count])
@@ -421,4 +426,41 @@ def shortfalls_view(a, tmpl, view, m_all, rows=None):
         rooms = view.room(a, tmpl.gpu_milli)[1]
         devices_ok = {r.fit("tmpl.gpu_count", "(rooms if rows is None else rooms[rows])")}
     return short, devices_ok
+'''
+
+
+def study_fit_source(r: FitRule) -> str:
+    """The source of :mod:`gangsched.fragmentation.measure`'s fit (the FGD study's nodes:
+    free CPU, memory and milli-GPU per device, a GPU model), rendered from ``r``: every node
+    at once (``fit_mask``) and one node in plain ints (``fit_row``)."""
+    count_all = f"({r.fit('need', 'gpu_free')}).sum(axis=1)"
+    return f'''
+def fit_mask(free_cpu, free_mem, gpu_free, model_idx, pod):
+    """``(n_nodes,)`` bool: the pod's CPU and memory fit, its GPU model is allowed and enough
+    devices have room for its take on each."""
+    ok = ({r.fit("pod.cpu_milli", "free_cpu")}) & ({r.fit("pod.memory", "free_mem")})
+    if pod.num_gpu == 0:
+        return np.asarray(ok, dtype=np.bool_)
+    if pod.allowed_models is not None:
+        ok &= pod.allowed_models[model_idx]
+    need = {r.need("pod.gpu_milli", vector=False)}
+    ok &= {r.fit("pod.num_gpu", count_all)}
+    return np.asarray(ok, dtype=np.bool_)
+
+
+def fit_row(pod, cpu, memory, model, devices):
+    """:func:`fit_mask` of one node, from its free CPU and memory, model index and each
+    device's free milli-GPU (``devices``, no padding), in plain ints."""
+    if {r.short("pod.cpu_milli", "cpu")} or {r.short("pod.memory", "memory")}:
+        return False
+    if pod.num_gpu == 0:
+        return True
+    if pod.allowed_models is not None and not pod.allowed_models[model]:
+        return False
+    need = {r.need("pod.gpu_milli", vector=False)}
+    count = 0  # a loop costs less than a generator's sum
+    for d in devices:
+        if {r.fit("need", "d")}:
+            count += 1
+    return {r.fit("pod.num_gpu", "count")}
 '''

@@ -1,0 +1,164 @@
+"""Each score formula and the fit have one statement, checked on the source with :mod:`ast`:
+a hand-written one-row (or every-row) copy of a formula is what these tests refuse.
+
+* **nodeorder** (:mod:`gangsched.plugins.nodeorder`): its scores are generated from
+  :mod:`gangsched.plugins._node_score_rule`; the hand-written module divides, floors and
+  takes square roots only in the functions that both generated forms read as they are (the
+  taint and node-affinity tables, the variance).
+* **DotProd and BestFit** (:mod:`gangsched.fragmentation.policies`): a policy's one-node
+  function (``*_one``) does no arithmetic of its own: it calls the formula its every-node
+  function (``*_raw``) calls, on its numbers as floats.
+* **The GPU scorers' view** (:mod:`gangsched.plugins._gpu_common`): a device's share is
+  read with one formula (``DEVICE_SHARE``) for every row and for one; the hand-written
+  module divides nowhere.
+* **The fit of the FGD study and of the GPU scorers**: generated from the fit rule
+  (:mod:`gangsched.session.fit_rule`); no scorer or study module compares a pod's CPU or
+  memory request with a room by hand (what a copy of the node fit would do; the device
+  choices' own checks of one device's room are not the node fit).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import gangsched
+from gangsched.fragmentation import measure
+from gangsched.plugins import _gpu_common as gpu_common
+from gangsched.plugins import nodeorder
+
+SRC = Path(gangsched.__file__).resolve().parent
+
+#: nodeorder's hand-written functions that both generated forms read as they are.
+NODEORDER_SHARED = {"_taint", "_preferred", "_variance"}
+#: Calls that are a score formula's (rounding, roots).
+FORMULA_CALLS = {"floor", "sqrt", "trunc", "ceil", "copysign"}
+#: Modules that score nodes or judge the FGD study's fit.
+SCORER_MODULES = (
+    "fragmentation/measure.py",
+    "fragmentation/policies.py",
+    "plugins/_gpu_common.py",
+    "plugins/_gpu_scorers.py",
+    "plugins/fgd_scores.py",
+    "plugins/nodeorder.py",
+)
+
+
+def _tree(path: str) -> ast.Module:
+    return ast.parse((SRC / path).read_text(encoding="utf-8"), filename=path)
+
+
+def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            yield node
+
+
+def _called(node: ast.AST) -> set[str]:
+    """Names of the functions ``node`` calls (``f(...)`` and ``x.f(...)``)."""
+    out = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Call):
+            func = sub.func
+            if isinstance(func, ast.Name):
+                out.add(func.id)
+            elif isinstance(func, ast.Attribute):
+                out.add(func.attr)
+    return out
+
+
+def _formula_terms(fn: ast.FunctionDef) -> list[str]:
+    """What in ``fn`` is a score formula's: a division, a rounding or a root."""
+    found = [
+        f"line {sub.lineno}: {ast.unparse(sub)}"
+        for sub in ast.walk(fn)
+        if isinstance(sub, ast.BinOp) and isinstance(sub.op, ast.Div | ast.FloorDiv)
+    ]
+    found += [f"calls {name}" for name in sorted(_called(fn) & FORMULA_CALLS)]
+    return found
+
+
+def test_nodeorder_scores_only_through_its_rule() -> None:
+    problems = [
+        f"plugins/nodeorder.py {fn.name}: {term}"
+        for fn in _functions(_tree("plugins/nodeorder.py"))
+        if fn.name not in NODEORDER_SHARED
+        for term in _formula_terms(fn)
+    ]
+    assert not problems, (
+        "nodeorder's score arithmetic is written in plugins/_node_score_rule.py and "
+        "generated into both forms; a hand-written copy: " + "; ".join(problems)
+    )
+    for name in ("_score_rows", "_score_row"):
+        form = getattr(nodeorder, name)
+        assert form.__code__.co_filename == "<generated node scores>"
+
+
+def test_the_gpu_scorers_view_scales_devices_only_through_its_formula() -> None:
+    problems = [
+        f"plugins/_gpu_common.py {fn.name}: {term}"
+        for fn in _functions(_tree("plugins/_gpu_common.py"))
+        for term in _formula_terms(fn)
+    ]
+    assert not problems, "a device's share is DEVICE_SHARE's: " + "; ".join(problems)
+    for name in ("_device_shares", "_device_shares_row"):
+        form = getattr(gpu_common, name)
+        assert form.__code__.co_filename == "<generated device shares>"
+
+
+def test_the_shared_functions_are_still_there() -> None:
+    names = {fn.name for fn in _functions(_tree("plugins/nodeorder.py"))}
+    assert names >= NODEORDER_SHARED  # an allowance naming nothing would hide nothing
+
+
+def _one_row_policies() -> list[ast.FunctionDef]:
+    fns = [f for f in _functions(_tree("fragmentation/policies.py")) if f.name.endswith("_one")]
+    return [f for f in fns if f.name != "trunc_one"]  # np.trunc's scalar twin, no formula
+
+
+@pytest.mark.parametrize("fn", _one_row_policies(), ids=lambda f: f.name)
+def test_a_policy_scores_one_node_with_its_every_node_formula(fn: ast.FunctionDef) -> None:
+    raw = {f.name: f for f in _functions(_tree("fragmentation/policies.py"))}.get(
+        fn.name.removesuffix("_one") + "_raw"
+    )
+    assert raw is not None, f"{fn.name} has no every-node form {fn.name[:-4]}_raw"
+    body = [
+        s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))
+    ]
+    assert len(body) == 1 and isinstance(body[0], ast.Return), f"{fn.name}: one return"
+    arithmetic = [
+        ast.unparse(sub)
+        for sub in ast.walk(body[0])
+        if isinstance(sub, ast.BinOp | ast.UnaryOp | ast.Compare | ast.IfExp)
+    ]
+    assert not arithmetic, f"{fn.name} computes on its own: {arithmetic}"
+    formulas = {n for n in _called(fn) if n.startswith("_")}
+    assert formulas and formulas <= _called(raw), (fn.name, formulas, _called(raw))
+
+
+@pytest.mark.parametrize("path", SCORER_MODULES)
+def test_no_scorer_compares_a_request_with_a_room_by_hand(path: str) -> None:
+    problems = []
+    for sub in ast.walk(_tree(path)):
+        if not isinstance(sub, ast.Compare):
+            continue
+        sides = [sub.left, *sub.comparators]
+        request = [
+            s
+            for s in sides
+            if isinstance(s, ast.Attribute)
+            and s.attr in ("cpu_milli", "memory")
+            and isinstance(s.value, ast.Name)
+            and s.value.id == "pod"
+        ]
+        if request and not all(isinstance(s, ast.Constant) for s in sides if s not in request):
+            problems.append(f"{path}:{sub.lineno}: {ast.unparse(sub)}")
+    assert not problems, "the fit is the fit rule's generated forms': " + "; ".join(problems)
+
+
+def test_the_study_fit_is_generated() -> None:
+    for form in (measure.fit_mask, measure.fit_row):
+        assert form.__code__.co_filename == "<generated fit rule (FGD study)>"
