@@ -81,21 +81,17 @@ def _rows(r: NodeScoreRule) -> str:
             cpu=Operand("per[0]", kind, owned=True),
             memory=Operand("per[1]", kind, owned=True),
         )
-    share = _vec(
-        r.share,
-        "share",
-        12,
-        floats=True,
-        requested=Operand("requested", "i", owned=True),
-        alloc=Operand("cols.safe_f[c][sel]", "f", "cols.safe_f[c][sel]"),
-    )
-    gpu_share = _vec(
-        r.share,
-        "share",
-        12,
-        floats=True,
-        requested=Operand("requested", "i", owned=True),
-        alloc=Operand("cols.gpu_safe_f[sel]", "f", "cols.gpu_safe_f[sel]"),
+    # the share formula over the cpu and memory columns and over the GPU column
+    share, gpu_share = (
+        _vec(
+            r.share,
+            "share",
+            12,
+            floats=True,
+            requested=Operand("requested", "i", owned=True),
+            alloc=Operand(column, "f", column),
+        )
+        for column in ("cols.safe_f[c][sel]", "cols.gpu_safe_f[sel]")
     )
     balanced = _vec(
         r.balanced, "balanced", 8, floats=True, variance=Operand("variance", "f", owned=True)
