@@ -23,6 +23,7 @@ from gangsched.config import Config
 from gangsched.framework import dispatch
 from gangsched.scheduler import open_session
 from gangsched.session.core import Session, TaskState
+from gangsched.testing.invariants import check_cycle
 
 TIERS = """tiers:
 - plugins:
@@ -408,3 +409,107 @@ def test_the_walk_with_drf_on_every_group_at_once_chooses_as_group_by_group(
             partial += 0 < fast[1].size < cands.size
     assert at_once >= 300
     assert decided_by_drf >= 100 and partial >= 100
+
+
+_WALK_PREEMPTION = (
+    'actions: "enqueue, allocate, preempt, reclaim, backfill"\n'
+    "tiers:\n- plugins: [{name: priority}, {name: gang}, {name: conformance}]\n"
+    "- plugins: [{name: overcommit}, {name: drf}, {name: predicates}, {name: proportion},"
+    " {name: nodeorder}, {name: binpack}]\n"
+)
+
+
+def _walk_configs() -> list[Config]:
+    cheapest = "configurations:\n- name: preempt\n  arguments: {victimSelection: cheapest}\n"
+    return [
+        Config.from_volcano_yaml(_WALK_PREEMPTION),
+        Config.from_volcano_yaml(_WALK_PREEMPTION + cheapest),
+    ]
+
+
+def _cpu_job(name: str, min_available: int, priority: int, phase: str, creation: int) -> Any:
+    return {
+        "name": name,
+        "min_available": min_available,
+        "priority": priority,
+        "phase": phase,
+        "creation": creation,
+    }
+
+
+def test_the_walk_leaves_whole_a_gang_this_cycle_bound_a_task_for() -> None:
+    # allocate binds g-2, g's third task: g reaches its minimum of 3. h (same priority) then
+    # asks for victims: priority answers none, drf alone would take g-0, and the cycle would
+    # bind a task of a gang left at 2 of 3. A gang the cycle binds or reserves for gives only
+    # its surplus, whatever tier chooses.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 3, "memory": "32Gi"}}],
+            "queues": [{"name": "default"}],
+            "jobs": [_cpu_job("g", 3, 0, "Running", 1), _cpu_job("h", 1, 0, "Inqueue", 2)],
+            "tasks": [
+                {
+                    "name": "g-0",
+                    "job": "g",
+                    "request": {"cpu": 1},
+                    "phase": "Running",
+                    "node": "n0",
+                },
+                {
+                    "name": "g-1",
+                    "job": "g",
+                    "request": {"cpu": 1},
+                    "phase": "Running",
+                    "node": "n0",
+                },
+                {"name": "g-2", "job": "g", "request": {"cpu": 1}},
+                {"name": "h-0", "job": "h", "request": {"cpu": 1}},
+            ],
+        }
+    )
+    for cfg in _walk_configs():
+        d = gs.schedule(s, cfg)
+        assert [b.task for b in d.binds] == ["g-2"] and d.evictions == ()
+        check_cycle(s, d, cfg)
+
+
+def test_the_walk_leaves_whole_a_gang_this_cycle_reserved_a_task_for() -> None:
+    # a (min 2) evicts low-0 and reserves a-1 on n1; h (same priority as a) then finds drf
+    # offering a-0 alone: taking it would leave a's reservation for a gang of 1 of 2.
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [
+                {"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi"}},
+                {"name": "n1", "allocatable": {"cpu": 8, "memory": "32Gi"}},
+            ],
+            "queues": [{"name": "default"}],
+            "jobs": [
+                _cpu_job("a", 2, 0, "Running", 1),
+                _cpu_job("low", 0, -1, "Running", 2),
+                _cpu_job("h", 1, 0, "Inqueue", 3),
+            ],
+            "tasks": [
+                {
+                    "name": "a-0",
+                    "job": "a",
+                    "request": {"cpu": 8},
+                    "phase": "Running",
+                    "node": "n0",
+                },
+                {"name": "a-1", "job": "a", "request": {"cpu": 8}},
+                {
+                    "name": "low-0",
+                    "job": "low",
+                    "request": {"cpu": 8},
+                    "phase": "Running",
+                    "node": "n1",
+                },
+                {"name": "h-0", "job": "h", "request": {"cpu": 8}},
+            ],
+        }
+    )
+    for cfg in _walk_configs():
+        d = gs.schedule(s, cfg)
+        assert [(e.task, e.preemptor) for e in d.evictions] == [("low-0", "a")]
+        assert [(p.task, p.node) for p in d.pipelined] == [("a-1", "n1")]
+        check_cycle(s, d, cfg)

@@ -98,6 +98,7 @@ from gangsched.actions.victims.rules import (
     mark_broken,
     may_go_whole,
     no_rule,
+    placed_now,
     policy_refusal,
     spare_tasks,
     tier_walk,
@@ -289,6 +290,7 @@ def _asked(ssn: Session, scope: Scope, job: int, allowed: I64) -> tuple[I64, fro
     nodes = ssn.task_node[allowed]
     if tier_walk(ssn, scope.action):
         walked, free = walk(ssn, scope.point, job, allowed, nodes)
+        free = free[~placed_now(ssn)[ssn.task_job[free]]]  # their gang rule holds
         return walked, frozenset(free.tolist())
     return _asked_by_node(ssn, scope, job, allowed, nodes), frozenset()
 

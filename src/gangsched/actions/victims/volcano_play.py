@@ -74,7 +74,7 @@ from gangsched.errors import ConfigError
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
 from gangsched.session.statement import OpKind, Statement
-from gangsched.session.task_states import in_states
+from gangsched.session.task_states import PIPELINED_OR_READY, in_states
 from gangsched.units import PODS
 
 if TYPE_CHECKING:
@@ -302,6 +302,11 @@ class _TaskPlay:
             "preemptable", self.job, cands, ssn.task_node[cands], answers, marker="gang"
         )
         out: I64 = walked
+        kept = v.placed_now(ssn)[ssn.task_job[out]]
+        if kept.any() and not self.own_job:
+            # a gang this cycle bound or reserved tasks for gives only its surplus
+            spare = _gang_answer(ssn, out[kept], order, PIPELINED_OR_READY)
+            out = np.sort(np.concatenate([out[~kept], spare]))
         return out
 
     def _priority(self, cands: I64) -> I64:
@@ -543,10 +548,16 @@ def _groups(ssn: Session, cands: I64, order: Mapping[int, int]) -> list[list[int
     return [sorted(g, key=order.__getitem__) for g in groups.values()]
 
 
-def _gang_answer(ssn: Session, cands: I64, order: Mapping[int, int]) -> I64:
+def _gang_answer(
+    ssn: Session,
+    cands: I64,
+    order: Mapping[int, int],
+    states: tuple[int, ...] = READY_STATES,
+) -> I64:
     """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
-    min_available`` tasks of each job (here the first in victim order)."""
-    ready: I64 = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
+    min_available`` tasks of each job (here the first in victim order); ``states``: those
+    counted as ready."""
+    ready: I64 = ssn.job_count[:, list(states)].sum(axis=1)
     keep: list[int] = []
     for group in _groups(ssn, cands, order):
         j = int(ssn.task_job[group[0]])
