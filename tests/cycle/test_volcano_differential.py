@@ -352,6 +352,41 @@ def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
     assert at_once >= 100
 
 
+def test_volcanos_preempt_loop_walks_every_node_at_once_as_node_by_node(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Volcano's preempt loop (victimSelection: volcano, what the YAML gives) asks the walk
+    # about a batch of nodes at once, its gang and drf answers judging each node's candidates
+    # alone; with that path off the walk goes node by node.
+    from gangsched.actions.victims import volcano_play
+    from gangsched.framework import dispatch
+
+    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    evicted = at_once = 0
+    walk_by_mask = dispatch._walk_by_mask
+
+    def counted(*args: Any) -> Any:
+        nonlocal at_once
+        at_once += 1
+        return walk_by_mask(*args)
+
+    for seed in range(200):
+        s = gs.Snapshot.from_dict(V.random_cluster(seed))
+        with monkeypatch.context() as m:
+            m.setattr(dispatch, "_walk_by_mask", counted)
+            fast = gs.schedule(s, conf)
+        with monkeypatch.context() as m:
+            m.setattr(dispatch, "ONE_BY_ONE_VICTIMS", frozenset())
+            m.setattr(dispatch, "GROUP_BY_GROUP_VICTIMS", frozenset())
+            m.setattr(volcano_play, "_BY_NODE", frozenset())
+            m.setattr(dispatch, "_walk_by_mask", None)
+            plain = gs.schedule(s, conf)
+        assert fast.to_dict() == plain.to_dict(), seed
+        evicted += bool(fast.evictions)
+    assert evicted >= 15
+    assert at_once >= 100
+
+
 def test_the_2023_walk_diagnostic_ends_the_walk_where_this_build_did() -> None:
     # low (priority 1) runs at its minimum; high (priority 2) waits. priority answers low's
     # tasks, gang none: today's walk hands over to drf, which takes one; this build's walk

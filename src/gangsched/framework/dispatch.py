@@ -268,6 +268,7 @@ class Dispatch:
         answers: Mapping[str, Callable[[I64], I64]],
         *,
         marker: str,
+        grouped: frozenset[str] = frozenset(),
     ) -> tuple[I64, I64]:
         """Volcano's ``Session.Preemptable`` / ``Reclaimable`` (today's, since v1.11.0) asked
         about each group of ``candidates`` on its own (``groups``: the group of each, the
@@ -275,8 +276,9 @@ class Dispatch:
         intersected; a plugin answering none ends the tier (the walk goes on to the next), an
         empty intersection starts the tier again from the next answer, and the first tier
         left with victims decides. ``answers`` gives the answer of the plugins it names
-        instead of theirs. Returns the sorted victims and, among them, those whose deciding
-        answers did not include the plugin named ``marker``.
+        instead of theirs; ``grouped`` names those of them that judge each group alone when
+        given every group's candidates at once. Returns the sorted victims and, among them,
+        those whose deciding answers did not include the plugin named ``marker``.
 
         Worked out on every group at once when every plugin asked keeps or drops each
         candidate on its own (:data:`ONE_BY_ONE_VICTIMS`) or answers for every group at once
@@ -295,7 +297,9 @@ class Dispatch:
             """The plugin's answer for every group at once, if it gives one."""
             if not builtin(plugin):
                 return None
-            if plugin.name in ONE_BY_ONE_VICTIMS:
+            if plugin.name in ONE_BY_ONE_VICTIMS or (
+                plugin.name in answers and plugin.name in grouped
+            ):
 
                 def each_alone() -> BOOL | None:
                     got = answer(plugin, candidates)

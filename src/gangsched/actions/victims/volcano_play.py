@@ -299,7 +299,13 @@ class _TaskPlay:
             inv = v.inverse_totals(ssn)
             answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order, inv)
         walked, _ = ssn.points.walk_victims(
-            "preemptable", self.job, cands, ssn.task_node[cands], answers, marker="gang"
+            "preemptable",
+            self.job,
+            cands,
+            ssn.task_node[cands],
+            answers,
+            marker="gang",
+            grouped=_BY_NODE,  # they group a node's candidates by job themselves
         )
         out: I64 = walked
         kept = v.placed_now(ssn)[ssn.task_job[out]]
@@ -403,19 +409,28 @@ class _TaskPlay:
             victims = self.victims(mine)
             found += victims.size
             freed = self._freed(victims)
-            for node in batch[self.validated(batch, victims)].tolist():
-                if self._queue_doomed(freed[node]):
+            valid = batch[self.validated(batch, victims)]
+            valid = valid[~self._queue_doomed(freed[valid])]
+            seen = len(self.queue_fails)
+            for node in valid.tolist():
+                if len(self.queue_fails) > seen and self._queue_doomed(freed[[node]], seen)[0]:
                     continue
                 tried += 1
                 if self._try_node(stmt, node, victims, freed[node]):
                     return None
         return self.diagnose(held, nodes.size, cands, order.size, found, tried)
 
-    def _queue_doomed(self, freed: I64) -> bool:
-        """Whether the queue refused the task on a node whose victims gave back at least
-        ``freed`` in every resource (the built-in ``allocatable`` rules only loosen as the
-        queue's allocation drops, and every victim is of the task's queue)."""
-        return self.monotone_queue and any(bool(np.all(freed <= f)) for f in self.queue_fails)
+    def _queue_doomed(self, freed: I64, since: int = 0) -> BOOL:
+        """Per row of ``freed`` (what a node's victims give back): whether the queue refused
+        the task on a node whose victims gave back at least as much in every resource (the
+        built-in ``allocatable`` rules only loosen as the queue's allocation drops, and every
+        victim is of the task's queue); only the refusals from the ``since``-th on are read."""
+        fails = self.queue_fails[since:]
+        if not (self.monotone_queue and fails):
+            return np.zeros(len(freed), dtype=np.bool_)
+        covered: BOOL = np.all(freed[:, None, :] <= np.asarray(fails)[None], axis=2)
+        doomed: BOOL = np.any(covered, axis=1)
+        return doomed
 
     def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
@@ -533,6 +548,11 @@ class _TaskPlay:
 # ------------------------------------------------------------------ Volcano's answers
 
 
+#: The answers given here that judge each node's candidates alone when asked about every
+#: node's at once (:func:`_groups`): the walk asks them once for all nodes.
+_BY_NODE = frozenset({"gang", "drf"})
+
+
 def _victim_order(ssn: Session, cands: I64) -> dict[int, int]:
     """Each candidate's position in victim order (``victim_order`` key, then name)."""
     ranked = sorted(cands.tolist(), key=ssn.victim_key)
@@ -572,7 +592,6 @@ def _drf_answer(
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
     above it (within 1e-6)."""
-    inv = v.inverse_totals(ssn)
     mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     keep: list[int] = []
     for group in _groups(ssn, cands, order):
