@@ -387,6 +387,70 @@ def test_volcanos_preempt_loop_walks_every_node_at_once_as_node_by_node(
     assert at_once >= 100
 
 
+def test_volcano_loops_drf_answer_for_many_nodes_is_each_nodes_answer() -> None:
+    # The per-task drf answer about every node's candidates at once equals the rule stated
+    # plainly: per (job, node), candidates in victim order, each kept while its job's share
+    # after it and the earlier ones go stays at or above the preemptor's (within 1e-6).
+    import numpy as np
+
+    from gangsched.actions.victims import rules, volcano_play
+    from gangsched.scheduler import open_session
+    from gangsched.session.core import TaskState
+
+    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    kept = several = 0
+    for seed in range(120):
+        ssn = open_session(gs.Snapshot.from_dict(V.random_cluster(seed)), conf)
+        cands = np.flatnonzero(
+            (ssn.task_state == TaskState.RUNNING) | (ssn.task_state == TaskState.BOUND)
+        ).astype(np.int64)
+        inv = rules.inverse_totals(ssn)
+        order = volcano_play._victim_order(ssn, cands)
+        for task in np.flatnonzero(ssn.task_state == TaskState.PENDING).tolist():
+            job = int(ssn.task_job[task])
+            got = volcano_play._drf_answer(ssn, job, task, cands, order, inv)
+            mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
+            want: list[int] = []
+            groups: dict[tuple[int, int], list[int]] = {}
+            for t in cands.tolist():
+                groups.setdefault((int(ssn.task_job[t]), int(ssn.task_node[t])), []).append(t)
+            for (j, _), group in groups.items():
+                left = ssn.job_allocated[j].astype(np.int64)
+                for t in sorted(group, key=order.__getitem__):
+                    left = left - ssn.task_req[t]
+                    theirs = float((left * inv).max(initial=0.0))
+                    if mine < theirs or abs(mine - theirs) <= 1e-6:
+                        want.append(t)
+            assert got.tolist() == sorted(want), (seed, task)
+            kept += len(want)
+            several += len(want) < sum(len(g) for g in groups.values() if len(g) > 1)
+    assert kept >= 200 and several >= 50
+    # victim order is not the snapshot's order here (names, then sizes that differ): x's
+    # candidates go x-0 (1 cpu), x-1 (4 cpu), x-2 (2 cpu) and drf keeps a prefix of them
+    s = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 16, "memory": "64Gi"}}],
+            "queues": [{"name": "q"}],
+            "jobs": [
+                {"name": "x", "queue": "q", "min_available": 1, "phase": "Running"},
+                {"name": "p", "queue": "q", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": [
+                {"name": n, "job": "x", "request": {"cpu": c}, "phase": "Running", "node": "n0"}
+                for n, c in (("x-2", 2), ("x-1", 4), ("x-0", 1))
+            ]
+            + [{"name": "p-0", "job": "p", "request": {"cpu": 6}}],
+        }
+    )
+    ssn = open_session(s, conf)
+    x = np.flatnonzero(ssn.task_job == s.job_index["x"]).astype(np.int64)
+    order = volcano_play._victim_order(ssn, x)
+    task = s.task_index["p-0"]
+    got = volcano_play._drf_answer(ssn, s.job_index["p"], task, x, order, rules.inverse_totals(ssn))
+    # x holds 7 of 16 cpu; p would hold 6: x-0 goes (6 left >= 6), x-1 would leave 2
+    assert [s.tasks[t].name for t in got.tolist()] == ["x-0"]
+
+
 def test_the_2023_walk_diagnostic_ends_the_walk_where_this_build_did() -> None:
     # low (priority 1) runs at its minimum; high (priority 2) waits. priority answers low's
     # tasks, gang none: today's walk hands over to drf, which takes one; this build's walk

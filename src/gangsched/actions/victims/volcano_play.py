@@ -428,7 +428,7 @@ class _TaskPlay:
             valid = valid[~self._queue_doomed(freed[valid])]
             seen = len(self.queue_fails)
             for node in valid.tolist():
-                if len(self.queue_fails) > seen and self._queue_doomed(freed[[node]], seen)[0]:
+                if self._queue_doomed(freed[[node]], seen)[0]:  # refused since the batch began
                     continue
                 tried += 1
                 if self._try_node(stmt, node, victims, freed[node]):
@@ -608,12 +608,19 @@ def _drf_answer(
     after it and the job's candidates before it (victim order) are taken away, stays at or
     above it (within 1e-6)."""
     mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
-    keep: list[int] = []
-    for group in _groups(ssn, cands, order):
-        left = ssn.job_allocated[int(ssn.task_job[group[0]])].astype(np.int64)
-        for t in group:
-            left = left - ssn.task_req[t]
-            theirs = float((left * inv).max(initial=0.0))
-            if mine < theirs or abs(mine - theirs) <= 1e-6:
-                keep.append(t)
-    return np.array(sorted(keep), dtype=np.int64)
+    if cands.size == 0:
+        return cands
+    # by (job, node), each group in victim order; integer running sums of what goes
+    jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
+    rank = np.array([order[t] for t in cands.tolist()], dtype=np.int64)
+    at = np.lexsort((rank, nodes, jobs))
+    c, j, n = cands[at], jobs[at], nodes[at]
+    req = ssn.task_req[c]
+    cum = np.cumsum(req, axis=0)
+    starts = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (n[1:] != n[:-1])])
+    first = np.repeat(starts, np.diff(np.r_[starts, c.size]))
+    left = ssn.job_allocated[j].astype(np.int64) - (cum - cum[first] + req[first])
+    theirs = (left * inv).max(axis=1, initial=0.0)
+    keep = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
+    out: I64 = np.sort(c[keep])
+    return out
