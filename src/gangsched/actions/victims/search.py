@@ -116,7 +116,7 @@ from gangsched.session.statement import Statement
 if TYPE_CHECKING:
     from gangsched.session.core import Session
 
-__all__ = ["PAIR_LIMIT", "preempt_job"]
+__all__ = ["PAIR_LIMIT", "given_back", "preempt_job"]
 
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
@@ -1402,6 +1402,15 @@ class _Charges:
             self.devices[t, : len(devices)] = devices
             self.milli[t] = ssn.device_milli(t, node)
             self.read_on[t] = node
+
+
+def given_back(ssn: Session, tasks: I64) -> I64:
+    """Per task of ``tasks``, what evicting it gives back on its node: its row as the node is
+    charged (:meth:`Session.row_on`), read once per session and node (:class:`_Charges`)."""
+    charges = _Charges.of(ssn)
+    charges.read(ssn, tasks)
+    out: I64 = charges.rows[tasks]
+    return out
 
 
 @dataclass(slots=True, eq=False)

@@ -67,7 +67,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from gangsched.actions.victims import loop
+from gangsched.actions.victims import loop, search
 from gangsched.actions.victims import rules as v
 from gangsched.config import arg_bool, arg_str
 from gangsched.errors import ConfigError
@@ -142,28 +142,12 @@ def run(ssn: Session, action: str) -> None:
     by_queue: dict[int, list[int]] = {}
     for j in v.preemptors(ssn):
         by_queue.setdefault(int(ssn.job_queue[j]), []).append(j)
-    charged = _charged_on_node(ssn)
     for q in sorted(by_queue, key=ssn.queue_key):
         jobs = by_queue[q]
         for j in jobs:
-            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j, charged))
+            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j))
         for j in jobs:
-            _within_job(ssn, action, j, charged)  # a preemptor keeps its first explanation
-
-
-def _charged_on_node(ssn: Session) -> I64:
-    """Per task, what its node is charged for it in the GPU column (per the node's devices,
-    as :meth:`~gangsched.session.core.Session.row_on`); what ``task_req`` says for a task on
-    no node. A task's node does not change while preempt runs (an evicted task releases on
-    its node)."""
-    gpu = ssn.arrays.spec.gpu_column
-    out: I64 = ssn.task_req[:, gpu].copy()
-    tasks = ssn.snapshot.tasks
-    for t in np.flatnonzero(ssn.task_node >= 0).tolist():
-        g = tasks[t].gpu_request
-        if g is not None:
-            out[t] = g.count * ssn.device_milli(t, int(ssn.task_node[t]))
-    return out
+            _within_job(ssn, action, j)  # a preemptor keeps the explanation of its first pass
 
 
 def _pending(ssn: Session, job: int) -> list[int]:
@@ -175,7 +159,7 @@ def _pending(ssn: Session, job: int) -> list[int]:
     return out
 
 
-def _between_jobs(ssn: Session, action: str, job: int, charged: I64) -> v.VictimRefusal | None:
+def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
     rec = ssn.snapshot.jobs[job]
     if rec.network_topology is not None:
         return (
@@ -195,7 +179,7 @@ def _between_jobs(ssn: Session, action: str, job: int, charged: I64) -> v.Victim
         alike = (int(ssn.template_of[t]), tasks[t].priority, tasks[t].preemption_policy)
         if alike in failed:
             continue
-        refusal = _TaskPlay(ssn, action, job, t, charged, own_job=False).play(stmt)
+        refusal = _TaskPlay(ssn, action, job, t, own_job=False).play(stmt)
         if refusal is None:
             placed += 1
             failed.clear()
@@ -226,13 +210,13 @@ def _between_jobs(ssn: Session, action: str, job: int, charged: I64) -> v.Victim
     return code, words
 
 
-def _within_job(ssn: Session, action: str, job: int, charged: I64) -> v.VictimRefusal | None:
+def _within_job(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
     """The within-job pass of one job; the refusal of the task that ended it, if any."""
     for t in _pending(ssn, job):
         if ssn.task_state[t] != TaskState.PENDING:
             continue
         stmt = Statement(ssn)
-        refusal = _TaskPlay(ssn, action, job, t, charged, own_job=True).play(stmt)
+        refusal = _TaskPlay(ssn, action, job, t, own_job=True).play(stmt)
         if refusal is None and not ssn.points.job_pipelined(job):
             refusal = (
                 v.GANG_WOULD_BREAK,
@@ -252,12 +236,8 @@ def _within_job(ssn: Session, action: str, job: int, charged: I64) -> v.VictimRe
 class _TaskPlay:
     """One preemptor task: Volcano's ``preempt`` for it, inside the caller's statement."""
 
-    def __init__(
-        self, ssn: Session, action: str, job: int, task: int, charged: I64, *, own_job: bool
-    ) -> None:
+    def __init__(self, ssn: Session, action: str, job: int, task: int, *, own_job: bool) -> None:
         self.ssn = ssn
-        #: Per task, its GPU charge on its node (:func:`_charged_on_node`).
-        self.charged = charged
         self.action = action
         self.job = job
         self.task = task
@@ -366,9 +346,7 @@ class _TaskPlay:
         ssn = self.ssn
         freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
         if victims.size:
-            rows = ssn.task_req[victims].copy()
-            rows[:, ssn.arrays.spec.gpu_column] = self.charged[victims]
-            np.add.at(freed, ssn.task_node[victims], rows)
+            np.add.at(freed, ssn.task_node[victims], search.given_back(ssn, victims))
         return freed
 
     def validated(self, nodes: I64, victims: I64) -> BOOL:
