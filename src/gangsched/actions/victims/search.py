@@ -71,6 +71,7 @@ to a preemptor that reads the same while no task has moved (:class:`_Fruitless`)
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ from gangsched.session.statement import Statement
 if TYPE_CHECKING:
     from gangsched.session.core import Session
 
-__all__ = ["PAIR_LIMIT", "given_back", "preempt_job"]
+__all__ = ["PAIR_LIMIT", "given_back", "preempt_job", "victim_key_of"]
 
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
@@ -547,11 +548,7 @@ class _Search:
     # ------------------------------------------------------------------ bundles
 
     def victim_key(self, task: int) -> tuple[Any, ...]:
-        key = self._keys.get(task)
-        if key is None:
-            key = self.ssn.victim_key(task)
-            self._keys[task] = key
-        return key
+        return _kept_key(self.ssn, self._keys, task)
 
     def useful_nodes(self, among: BOOL | None) -> BOOL:
         ssn = self.ssn
@@ -1402,6 +1399,20 @@ class _Charges:
             self.devices[t, : len(devices)] = devices
             self.milli[t] = ssn.device_milli(t, node)
             self.read_on[t] = node
+
+
+def _kept_key(ssn: Session, keys: dict[int, tuple[Any, ...]], task: int) -> tuple[Any, ...]:
+    """``task``'s victim key from ``keys``, read and kept there when missing."""
+    key = keys.get(task)
+    if key is None:
+        key = keys[task] = ssn.victim_key(task)
+    return key
+
+
+def victim_key_of(ssn: Session) -> Callable[[int], tuple[Any, ...]]:
+    """:meth:`Session.victim_key` through the keys the searches keep (:meth:`_Charges.victim_keys`:
+    a key is read again once the change log names a change of what it reads)."""
+    return functools.partial(_kept_key, ssn, _Charges.of(ssn).victim_keys(ssn))
 
 
 def given_back(ssn: Session, tasks: I64) -> I64:

@@ -548,7 +548,7 @@ _BY_NODE = frozenset({"gang", "drf"})
 
 def _victim_order(ssn: Session, cands: I64) -> dict[int, int]:
     """Each candidate's position in victim order (``victim_order`` key, then name)."""
-    ranked = sorted(cands.tolist(), key=ssn.victim_key)
+    ranked = sorted(cands.tolist(), key=search.victim_key_of(ssn))
     return {t: i for i, t in enumerate(ranked)}
 
 
