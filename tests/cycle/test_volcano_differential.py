@@ -314,54 +314,22 @@ def test_jobs_are_placed_in_volcanos_gang_job_order_by_count(
     assert {job: o[4] for job, o in out.items() if o[4]} == expected
 
 
+@pytest.mark.parametrize("selection", ["cheapest", "volcano"])
 def test_the_tier_walk_on_every_node_at_once_decides_as_node_by_node(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, selection: str
 ) -> None:
     # Volcano's tier walk is run on every node at once for the built-in victim plugins (drf
-    # among them, asked once for every node); with that path switched off it runs node by
-    # node, plugin answer by plugin answer, as Volcano.
-    from gangsched.framework import dispatch
-
-    # the search's walk (preempt's victimSelection: cheapest, and reclaim); Volcano's own
-    # preempt loop (victimSelection: volcano, what the YAML gives) asks per node itself
-    conf = gs.Config.from_volcano_yaml(
-        V.CONFIGS["preemption"]
-        + "configurations:\n- name: preempt\n  arguments:\n    victimSelection: cheapest\n"
-    )
-    evicted = at_once = 0
-    walk_by_mask = dispatch._walk_by_mask
-
-    def counted(*args: Any) -> Any:
-        nonlocal at_once
-        at_once += 1
-        return walk_by_mask(*args)
-
-    for seed in range(200):
-        s = gs.Snapshot.from_dict(V.random_cluster(seed))
-        with monkeypatch.context() as m:
-            m.setattr(dispatch, "_walk_by_mask", counted)
-            fast = gs.schedule(s, conf)
-        with monkeypatch.context() as m:
-            m.setattr(dispatch, "ONE_BY_ONE_VICTIMS", frozenset())
-            m.setattr(dispatch, "GROUP_BY_GROUP_VICTIMS", frozenset())
-            m.setattr(dispatch, "_walk_by_mask", None)
-            plain = gs.schedule(s, conf)
-        assert fast.to_dict() == plain.to_dict(), seed
-        evicted += bool(fast.evictions)
-    assert evicted >= 15
-    assert at_once >= 100
-
-
-def test_volcanos_preempt_loop_walks_every_node_at_once_as_node_by_node(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Volcano's preempt loop (victimSelection: volcano, what the YAML gives) asks the walk
-    # about a batch of nodes at once, its gang and drf answers judging each node's candidates
-    # alone; with that path off the walk goes node by node.
+    # among them, asked once for every node) and for the answers Volcano's preempt loop
+    # gives that judge each node alone (its gang and drf); with that path switched off it runs
+    # node by node, plugin answer by plugin answer, as Volcano. Both the search's walk
+    # (victimSelection: cheapest, and reclaim) and Volcano's loop (volcano, the YAML's).
     from gangsched.actions.victims import volcano_play
     from gangsched.framework import dispatch
 
-    conf = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
+    conf = gs.Config.from_volcano_yaml(
+        V.CONFIGS["preemption"]
+        + f"configurations:\n- name: preempt\n  arguments:\n    victimSelection: {selection}\n"
+    )
     evicted = at_once = 0
     walk_by_mask = dispatch._walk_by_mask
 
