@@ -16,7 +16,7 @@ from gangsched.config import check_arguments
 from gangsched.config.args import arg_weight
 from gangsched.errors import ConfigError
 from gangsched.fragmentation import MILLI, NodeScores, PodRequest, fit_mask
-from gangsched.fragmentation.measure import fit_row
+from gangsched.fragmentation.measure import fit_row, has_room
 from gangsched.framework.extension_points import Rows, argument_names
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.core import TaskState
@@ -411,7 +411,7 @@ def _shared_device(
 def _answer(share_gpu: int, free: Sequence[int] | I64, pod: PodRequest) -> tuple[int, ...] | None:
     """``(share_gpu,)`` when that device of the node (``free``: its devices' free milli)
     has room for the pod, else None."""
-    if not 0 <= share_gpu < len(free) or int(free[share_gpu]) < pod.gpu_milli:
+    if not 0 <= share_gpu < len(free) or not has_room(int(free[share_gpu]), pod.gpu_milli):
         return None
     return (share_gpu,)
 

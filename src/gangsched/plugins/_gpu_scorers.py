@@ -23,8 +23,8 @@ from gangsched.fragmentation import (
     score_gpu_clustering,
     score_gpu_packing,
 )
+from gangsched.fragmentation.measure import best_fit_device, room_mask
 from gangsched.fragmentation.policies import (
-    best_fit_device,
     bestfit_one,
     bestfit_raw,
     dotprod_one,
@@ -102,7 +102,7 @@ class RandomPlugin(SharedDeviceChoice):
     def choose_device(
         self, ssn: Session, task: int, node: int, view: _View, pod: PodRequest
     ) -> tuple[int, ...] | None:
-        room = np.flatnonzero(view.gpu_free[0] >= pod.gpu_milli)
+        room = np.flatnonzero(room_mask(view.gpu_free[0], pod.gpu_milli))
         if room.size == 0:
             return None
         version = np.full(room.size, int(ssn.changes.node_changes[node]), dtype=np.int64)
