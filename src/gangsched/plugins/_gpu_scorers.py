@@ -29,7 +29,6 @@ from gangsched.fragmentation.policies import (
     bestfit_raw,
     dotprod_one,
     dotprod_raw,
-    trunc_one,
 )
 from gangsched.framework.extension_points import Rows
 from gangsched.plugins._gpu_common import (
@@ -40,7 +39,10 @@ from gangsched.plugins._gpu_common import (
     _answer,
     _both,
     _feasible,
+    _finish_rows,
     _read_args,
+    _truncated_few,
+    _truncated_rows,
     _View,
     _weight,
 )
@@ -136,10 +138,12 @@ class _KernelScorer(SharedDeviceChoice):
         """Scores of the node ``rows`` (``v`` is their view, ``mask`` where the pod fits)."""
         raise NotImplementedError
 
-    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
-        """The kernel's scores alone (``-inf`` where ``mask`` is false); a scorer whose device
-        choice costs more than its score overrides it with the score's own formula."""
-        return self._kernel(ssn, rows, mask, pod, v).score
+    def _answers(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        """The scorer's answers on ``rows``: its kernel's scores finished (:data:`FINISH`); a
+        scorer whose device choice costs more than its score overrides it with the score's
+        own formula."""
+        score = self._kernel(ssn, rows, mask, pod, v).score
+        return _finish_rows(mask, score, self.weight)
 
     def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
         """:meth:`node_score` of a few ``rows`` in scalar arithmetic (the same operations),
@@ -155,8 +159,7 @@ class _KernelScorer(SharedDeviceChoice):
             if few is not None:
                 return np.array(few, dtype=np.float64)
         v = self.views.view(ssn, rows)
-        score = self._score(ssn, rows, _feasible(v, pod), pod, v)
-        return np.where(np.isfinite(score), score, 0.0) * self.weight
+        return self._answers(ssn, rows, _feasible(v, pod), pod, v)
 
     def gpu_choice(
         self, ssn: Session, task: int, node: int, *, future: bool
@@ -188,18 +191,17 @@ class _LeftoverScorer(_KernelScorer):
     kernel: Callable[[B, PodRequest, I64, I64], NodeScores]
 
     def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
-        one, weight, fits, cpu, idle = self.one, self.weight, lists.fits, lists.free_cpu, lists.idle
-        return [
-            trunc_one(one(pod, cpu[r], idle[r])) * weight if fits(pod, r) else 0.0 * weight
-            for r in rows
-        ]
+        return _truncated_few(
+            pod, rows, lists.fits, self.one, lists.free_cpu, lists.idle, self.weight
+        )
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return self.kernel(mask, pod, v.free_cpu, v.gpu_free)
 
-    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+    def _answers(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        # the kernel's score (its raw score truncated where the pod fits), finished
         raw = self.raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
-        return np.where(mask, np.trunc(raw), -np.inf)  # the kernel's score
+        return _truncated_rows(mask, raw, self.weight)
 
 
 class DotProdPlugin(_LeftoverScorer):
