@@ -37,7 +37,7 @@ def define(source: str, namespace: dict[str, Any], label: str) -> dict[str, Call
 # A score formula is written once, as a Python expression over named operands (``{name}``),
 # with ``+ - * / //``, ``min(a, b)``, ``max(a, b)``, ``floor(x)``, ``sqrt(x)`` and
 # ``trunc(x)`` (toward zero, the sign of a zero kept), and the choice ``where(c, a, b)`` (``a``
-# where ``c`` holds, else ``b``) over conditions ``c & d`` and ``isfinite(x)``. It is
+# where ``c`` holds, else ``b``) over conditions ``c & d``, ``~c`` and ``isfinite(x)``. It is
 # rendered into the two forms a scorer needs: a plain-Python expression for one row
 # (:func:`scalar`) and NumPy statements over columns for every row (:func:`vector`), which
 # write into arrays the formula owns instead of allocating one per operation.
@@ -54,7 +54,8 @@ def define(source: str, namespace: dict[str, Any], label: str) -> dict[str, Call
 #   is NumPy's and :mod:`math`'s with the sign of the number (``-0.5`` gives ``-0.0``),
 #   of a finite number in one row;
 # * ``where`` is :func:`numpy.where`, and a conditional expression in one row (its unused
-#   branch not evaluated); ``c & d`` is an elementwise and, and ``and`` in one row.
+#   branch not evaluated); ``c & d`` and ``~c`` are elementwise, ``and`` and ``not`` in one
+#   row.
 
 _UFUNCS = {
     ast.Add: "np.add",
@@ -91,7 +92,8 @@ def _parse(formula: str, operands: Iterable[str]) -> ast.expr:
             | ast.Load
             | ast.operator
             | ast.UnaryOp
-            | ast.USub,
+            | ast.USub
+            | ast.Invert,
         )
         if isinstance(sub, ast.BinOp) and type(sub.op) not in _UFUNCS:
             ok = False
@@ -156,6 +158,10 @@ class _Choices(ast.NodeTransformer):
         name = f"_v{self.made}"
         self.made += 1
         return ast.NamedExpr(ast.Name(name, ast.Store()), node), ast.Name(name, ast.Load())
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        return ast.UnaryOp(ast.Not(), node.operand) if isinstance(node.op, ast.Invert) else node
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
         self.generic_visit(node)
@@ -272,6 +278,8 @@ class _Vector:
             return _Val(repr(node.value), "f" if isinstance(node.value, float) else "c", False)
         if isinstance(node, ast.UnaryOp):
             val = self.emit(node.operand)
+            if isinstance(node.op, ast.Invert):
+                return self._into("np.logical_not", [val], "b")
             return self._into("np.negative", [val], self._kind(val))
         if isinstance(node, ast.Call):
             assert isinstance(node.func, ast.Name)
