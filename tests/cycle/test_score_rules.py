@@ -351,6 +351,8 @@ def test_a_mutated_finishing_changes_a_scorers_every_path_alike(
 
 # ---------------------------------------------------------------- the dispatcher's folds
 
+#: The dispatcher's node points, generated from the folds.
+NODE_POINTS = ("predicate_ok", "predicate_ok_one", "node_score", "node_score_one")
 #: Mutants of the node points' folds (each changes some sum or mask on the sessions).
 FOLD_MUTANTS = {
     "score halves": (dispatch.PREDICATE_FOLD, Fold("0.0", "{so_far} + {answer} * 0.5")),
@@ -380,8 +382,8 @@ def test_a_mutated_fold_changes_both_forms_alike(
 ) -> None:
     real = [_fold_answers(ssn) for ssn in sessions]
     made = define(dispatch.fold_source(*FOLD_MUTANTS[mutant]), {"np": np}, "folds test")
-    for name in ("_predicate_rows", "_predicate_one", "_score_rows", "_score_one"):
-        monkeypatch.setattr(dispatch, name, made[name])
+    for name in NODE_POINTS:
+        monkeypatch.setattr(dispatch.Dispatch, name, made[name])
     assert [_fold_answers(ssn) for ssn in sessions] != real
 
 
@@ -389,8 +391,9 @@ def test_the_real_folds_render_the_sources_forms() -> None:
     made = define(
         dispatch.fold_source(dispatch.PREDICATE_FOLD, dispatch.SCORE_FOLD), {"np": np}, "again"
     )
+    assert set(made) == set(NODE_POINTS)
     for name, form in made.items():
-        assert form.__code__.co_code == getattr(dispatch, name).__code__.co_code
+        assert form.__code__.co_code == getattr(dispatch.Dispatch, name).__code__.co_code
 
 
 # ---------------------------------------------------------------- the study's device choice

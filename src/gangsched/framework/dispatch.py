@@ -21,9 +21,9 @@ from __future__ import annotations
 import ast
 import inspect
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -158,9 +158,9 @@ SCORE_FOLD = Fold(start="0.0", take="{so_far} + {answer}")
 
 
 def fold_source(predicate: Fold, score: Fold) -> str:
-    """The source of the dispatcher's folds, rendered from ``predicate`` and ``score``: many
-    rows (``_predicate_rows``, ``_score_rows``) and one row (``_predicate_one``,
-    ``_score_one``)."""
+    """The source of the dispatcher's node points, rendered from ``predicate`` and ``score``:
+    many rows (``predicate_ok``, ``node_score``) and one row (``predicate_ok_one``,
+    ``node_score_one``), as functions of the dispatcher (``self``)."""
 
     def rows(fold: Fold, kind: str, answer: str, indent: int) -> str:
         ops = {"so_far": Operand("so_far", kind, owned=True), "answer": Operand(answer, kind)}
@@ -169,58 +169,56 @@ def fold_source(predicate: Fold, score: Fold) -> str:
     def start(fold: Fold, dtype: str) -> str:
         # an array of the start (np.zeros / np.ones when it is 0 / 1: the same, and cheaper)
         value = ast.literal_eval(fold.start)
-        made = {0: "np.zeros(size", 1: "np.ones(size"}.get(value, f"np.full(size, {fold.start}")
+        made = {0: "np.zeros(rows.size", 1: "np.ones(rows.size"}.get(
+            value, f"np.full(rows.size, {fold.start}"
+        )
         return f"{made}, dtype={dtype})"
 
     def one(fold: Fold, answer: str) -> str:
         return scalar(fold.take, {"so_far": "so_far", "answer": answer}, {})
 
     return f'''
-def _predicate_rows(rejections, size):
-    """No rejection of ``rejections`` (``(mask, reason)`` pairs over ``size`` rows) rejects
-    the row."""
+def predicate_ok(self, tmpl, rows, *, without=None):
+    """Nodes among ``rows`` no predicate rejects (``without``: leave that plugin out)."""
     so_far = {start(predicate, "np.bool_")}
-    for reject, _reason in rejections:
+    for reject, _reason in self.rejections(tmpl, rows, without=without):
 {rows(predicate, "b", "reject", 8)}        so_far = fold
     return so_far
 
 
-def _predicate_one(rejections):
-    """:func:`_predicate_rows` of one row, as a bool (every rejection is read)."""
+def predicate_ok_one(self, tmpl, row):
+    """:meth:`predicate_ok` of the one node of ``row``, as a bool (every plugin is asked)."""
     so_far = {predicate.start}
-    for reject, _reason in rejections:
+    for reject, _reason in self.rejections(tmpl, row):
         so_far = {one(predicate, "reject[0]")}
     return so_far
 
 
-def _score_rows(chain, size, *args):
-    """The answers of ``chain`` (tiers of scorers asked with ``args``) folded over ``size``
-    rows, in float64."""
+def node_score(self, tmpl, rows):
+    """The node_score chain's answers over ``rows``, folded in float64."""
     so_far = {start(score, "np.float64")}
-    for tier in chain:
+    for tier in self._chains["node_score"]:
         for answer in tier:
-            got = answer(*args)
+            got = answer(self._ssn, tmpl, rows)
 {rows(score, "f", "got", 12)}            so_far = fold
     return so_far
 
 
-def _score_one(chain, *args):
-    """:func:`_score_rows` of one row, as a float (each answer's one number read as a
-    float)."""
+def node_score_one(self, tmpl, row):
+    """:meth:`node_score` of the one node of ``row``, as a float (each plugin answers its one
+    row in its own one-row form; its one number is read as a float)."""
     so_far = {score.start}
-    for tier in chain:
+    for tier in self._chains["node_score"]:
         for answer in tier:
-            got = answer(*args)
+            got = answer(self._ssn, tmpl, row)
             so_far = {one(score, "float(got[0] if np.ndim(got) else got)")}
     return so_far
 '''
 
 
+#: The four methods of :class:`Dispatch` the folds are (defined in this module's namespace,
+#: made methods in the class body).
 _folds = define(fold_source(PREDICATE_FOLD, SCORE_FOLD), globals(), "node point folds")
-_predicate_rows: Callable[[Iterable[tuple[BOOL, str]], int], BOOL] = _folds["_predicate_rows"]
-_predicate_one: Callable[[Iterable[tuple[BOOL, str]]], bool] = _folds["_predicate_one"]
-_score_rows: Callable[..., F64] = _folds["_score_rows"]
-_score_one: Callable[..., float] = _folds["_score_one"]
 
 
 class Dispatch:
@@ -549,25 +547,17 @@ class Dispatch:
                 if without is None or getattr(answer, "__self__", None) is not without:
                     yield from answer(self._ssn, tmpl, rows)
 
-    def predicate_ok(self, tmpl: TaskTemplate, rows: Rows, *, without: object = None) -> BOOL:
-        """Nodes among ``rows`` no predicate rejects (:data:`PREDICATE_FOLD`)."""
-        return _predicate_rows(self.rejections(tmpl, rows, without=without), rows.size)
-
-    def predicate_ok_one(self, tmpl: TaskTemplate, row: Rows) -> bool:
-        """:meth:`predicate_ok` of the one node of ``row``, as a bool (every plugin is asked):
-        the same fold's one-row form."""
-        return _predicate_one(self.rejections(tmpl, row))
-
-    def node_score(self, tmpl: TaskTemplate, rows: Rows) -> F64:
-        """The node_score chain's answers summed over ``rows`` (:data:`SCORE_FOLD`, the
-        combiner :func:`~gangsched.framework.combine.weighted_sum`'s sum)."""
-        return _score_rows(self._chains["node_score"], rows.size, self._ssn, tmpl, rows)
-
-    def node_score_one(self, tmpl: TaskTemplate, row: Rows) -> float:
-        """:meth:`node_score` of the one node of ``row``, as a float: the same fold's one-row
-        form, in Python floats (each plugin answers its one row in its own one-row form; an
-        array and in-place adds on one row cost about a microsecond a call more)."""
-        return _score_one(self._chains["node_score"], self._ssn, tmpl, row)
+    # The node points, generated from PREDICATE_FOLD and SCORE_FOLD (see fold_source): many
+    # rows in NumPy, one row in plain bools and floats (an array and in-place operations on
+    # one row cost about a microsecond a call more, 2-4 % of a 1,000-node cycle).
+    predicate_ok: ClassVar[Callable[..., BOOL]] = _folds["predicate_ok"]
+    predicate_ok_one: ClassVar[Callable[[Dispatch, TaskTemplate, Rows], bool]] = _folds[
+        "predicate_ok_one"
+    ]
+    node_score: ClassVar[Callable[[Dispatch, TaskTemplate, Rows], F64]] = _folds["node_score"]
+    node_score_one: ClassVar[Callable[[Dispatch, TaskTemplate, Rows], float]] = _folds[
+        "node_score_one"
+    ]
 
     def node_scores(self, tmpl: TaskTemplate, rows: Rows) -> dict[str, F64]:
         """Each node_score plugin's own scores over ``rows`` (for explanations)."""
