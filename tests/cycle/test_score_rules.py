@@ -424,7 +424,8 @@ def _choices(made: dict[str, Callable[..., Any]]) -> list[object]:
         rows = made["best_fit_devices"](free, pod)
         assert rows.tolist() == [made["best_fit_device"](r, pod) for r in free.tolist()]
         cpu = np.full(n, 100, dtype=np.int64)
-        fits = made["fit_rooms"](cpu, cpu, None, room.sum(axis=1), pod)
+        enough = made["enough_rooms"](pod, room.sum(axis=1))
+        fits = made["fit_rooms"](cpu, cpu, None, enough, pod)
         assert (
             fits.tolist() == made["fit_mask"](cpu, cpu, free, np.zeros(n, np.int64), pod).tolist()
         )

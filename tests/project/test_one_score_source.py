@@ -205,6 +205,7 @@ def test_the_study_fit_is_generated() -> None:
         measure.fit_mask,
         measure.fit_row,
         measure.fit_rooms,
+        measure.enough_rooms,
         measure.room_mask,
         measure.has_room,
         measure.best_fit_devices,
@@ -222,9 +223,10 @@ def test_the_fgd_engine_fits_with_the_rule() -> None:
         for f in _functions(_tree("sim/fgd/engine.py"))
         if f.name == "fits"  # StudyArrays.fits
     )
-    assert {"fit_rooms", "room_mask"} <= _called(fits)
+    assert {"fit_rooms", "room_mask", "enough_rooms"} <= _called(fits)
     assert vars(engine)["fit_rooms"] is measure.fit_rooms
     assert vars(engine)["room_mask"] is measure.room_mask
+    assert vars(engine)["enough_rooms"] is measure.enough_rooms
 
 
 #: Calls that finish a kernel's value (truncate it, test that it is a number).

@@ -148,4 +148,5 @@ def test_the_engines_fit_is_the_rules_fit(monkeypatch: pytest.MonkeyPatch) -> No
     mutant = define(study_fit_source(replace(RULE, least_take=600)), {"np": np}, "engine test")
     monkeypatch.setattr(fgd_engine, "fit_rooms", mutant["fit_rooms"])
     monkeypatch.setattr(fgd_engine, "room_mask", mutant["room_mask"])
+    monkeypatch.setattr(fgd_engine, "enough_rooms", mutant["enough_rooms"])
     assert answers(mutant["fit_mask"]) != real

@@ -346,7 +346,8 @@ class ClusterView:
 _made = define(study_fit_source(RULE), globals(), "fit rule (FGD study)")
 room_mask: Callable[[I64, int], B] = _made["room_mask"]
 has_room: Callable[[int, int], bool] = _made["has_room"]
-fit_rooms: Callable[[I64, I64, B | None, I64 | B | None, PodRequest], B] = _made["fit_rooms"]
+enough_rooms: Callable[[PodRequest, I64], B] = _made["enough_rooms"]
+fit_rooms: Callable[[I64, I64, B | None, B | None, PodRequest], B] = _made["fit_rooms"]
 fit_mask: Callable[[I64, I64, I64, I64, PodRequest], B] = _made["fit_mask"]
 fit_row: Callable[[PodRequest, int, int, int, Sequence[int]], bool] = _made["fit_row"]
 best_fit_devices: Callable[[I64, PodRequest], I64] = _made["best_fit_devices"]

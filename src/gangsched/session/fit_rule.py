@@ -440,7 +440,8 @@ def study_fit_source(r: FitRule, tightest: str = TIGHTEST) -> str:
     free CPU, memory and milli-GPU per device, a GPU model), rendered from ``r``: whether a
     device has room for a take (``room_mask`` over devices, ``has_room`` for one), whether a
     pod fits every node at once (``fit_mask``, over device tables, and ``fit_rooms``, over
-    counts of devices with room the caller keeps) and one node in plain ints (``fit_row``),
+    whether enough devices have room, as the caller keeps it: ``enough_rooms`` of counts)
+    and one node in plain ints (``fit_row``),
     and the shared device a pod takes (``best_fit_devices`` per row of a device table,
     ``best_fit_device`` of one node's devices), by the key ``tightest`` of a device's
     free milli-GPU."""
@@ -460,17 +461,23 @@ def has_room(free, take):
     return {r.fit(need, "free")}
 
 
-def fit_rooms(free_cpu, free_mem, allowed, rooms, pod):
+def enough_rooms(pod, rooms):
+    """Bool per node: ``rooms`` (how many of its devices have room for the pod's take) are
+    enough for the pod's devices."""
+    return {r.fit("pod.num_gpu", "rooms")}
+
+
+def fit_rooms(free_cpu, free_mem, allowed, enough, pod):
     """``(n_nodes,)`` bool: the pod's CPU and memory fit, its GPU model is allowed
-    (``allowed``: bool per node, None for any) and ``rooms`` (per node, how many devices
-    have room for its take) are enough."""
+    (``allowed``: bool per node, None for any) and enough devices have room for its take
+    (``enough``: bool per node, :func:`enough_rooms`; read for a pod asking devices)."""
     ok = ({r.fit("pod.cpu_milli", "free_cpu")}) & ({r.fit("pod.memory", "free_mem")})
     if pod.num_gpu == 0:
-        return np.asarray(ok, dtype=np.bool_)
+        return ok
     if allowed is not None:
         ok &= allowed
-    ok &= {r.fit("pod.num_gpu", "rooms")}
-    return np.asarray(ok, dtype=np.bool_)
+    ok &= enough
+    return ok
 
 
 def fit_mask(free_cpu, free_mem, gpu_free, model_idx, pod):
@@ -479,8 +486,8 @@ def fit_mask(free_cpu, free_mem, gpu_free, model_idx, pod):
     if pod.num_gpu == 0:
         return fit_rooms(free_cpu, free_mem, None, None, pod)
     allowed = None if pod.allowed_models is None else pod.allowed_models[model_idx]
-    rooms = room_mask(gpu_free, pod.gpu_milli).sum(axis=1)
-    return fit_rooms(free_cpu, free_mem, allowed, rooms, pod)
+    enough = enough_rooms(pod, room_mask(gpu_free, pod.gpu_milli).sum(axis=1))
+    return fit_rooms(free_cpu, free_mem, allowed, enough, pod)
 
 
 def fit_row(pod, cpu, memory, model, devices):

@@ -48,6 +48,7 @@ from gangsched.fragmentation.measure import (
     _fragment,
     choose_node,
     device_indices,
+    enough_rooms,
     fit_rooms,
     fragment_terms,
     node_fragment_from_terms,
@@ -129,10 +130,11 @@ class StudyArrays:
 
     def fits(self, pod: PodRequest, spec: int) -> B:
         """The kernels' fit mask (:func:`~gangsched.fragmentation.fit_mask`) from the kept rows:
-        the rule's :func:`~gangsched.fragmentation.measure.fit_rooms` over the kept counts of
-        devices with room. A whole-device pod's are the fully free devices (``n_whole``); a
-        shared pod asks one device, and some device has room for its take exactly when the
-        roomiest one has (``max_free``: the rule's room is "at least the take")."""
+        the rule's :func:`~gangsched.fragmentation.measure.fit_rooms` over whether enough
+        devices have room, read off the kept aggregates. A whole-device pod's devices with
+        room are the fully free ones (``n_whole``, :func:`enough_rooms` of them); a shared pod
+        asks one device, and some device has room for its take exactly when the roomiest one
+        has (``max_free``: the rule's room is "at least the take")."""
         if pod.num_gpu == 0:
             return fit_rooms(self.free_cpu, self.free_mem, None, None, pod)
         allowed = None
@@ -140,8 +142,11 @@ class StudyArrays:
             allowed = self._allowed.get(spec)
             if allowed is None:
                 allowed = self._allowed[spec] = pod.allowed_models[self.model_idx]
-        rooms = room_mask(self.max_free, pod.gpu_milli) if pod.is_shared else self.n_whole
-        return fit_rooms(self.free_cpu, self.free_mem, allowed, rooms, pod)
+        if pod.is_shared:
+            enough = room_mask(self.max_free, pod.gpu_milli)
+        else:
+            enough = enough_rooms(pod, self.n_whole)
+        return fit_rooms(self.free_cpu, self.free_mem, allowed, enough, pod)
 
     def place(self, node: int, pod: PodRequest, devs: tuple[int, ...]) -> None:
         """Take ``pod`` onto ``node`` (devices ``devs``) and refresh that row's aggregates."""
