@@ -160,7 +160,7 @@ class StudyArrays:
             if self.affinity[node, tag] == 0:
                 self.n_tags[node] += 1
             self.affinity[node, tag] += 1
-            self.n_whole[node] = int(room_mask(row, MILLI).sum())  # room for a whole device
+            self.n_whole[node] = np.count_nonzero(room_mask(row, MILLI))  # room for a whole device
             self.max_free[node] = int(row.max())
             # fragment_terms on one row, without building the (1, m, G) arrays' wrappers
             ge = row >= self._tm_col  # (m, G)
