@@ -36,7 +36,7 @@ from gangsched.framework import dispatch
 from gangsched.framework.dispatch import Fold
 from gangsched.plugins import _gpu_common as gpu_common
 from gangsched.plugins import _gpu_scorers, fgd_scores, nodeorder
-from gangsched.plugins._gpu_scorers import BestFitPlugin, DotProdPlugin
+from gangsched.plugins._gpu_scorers import BestFitPlugin, DotProdPlugin, GpuPackingPlugin
 from gangsched.plugins._node_score_rule import RULE, NodeScoreRule, node_score_source
 from gangsched.plugins.fgd_scores import FgdPlugin
 from gangsched.scheduler import run_cycle
@@ -280,8 +280,10 @@ TRUNCATED_MUTANTS = [
 ]
 
 
-def _finishing(finish: str, truncated: str) -> dict[str, Callable[..., Any]]:
-    source = gpu_common.finish_source(finish, truncated)
+def _finishing(
+    finish: str, truncated: str, scored: str = gpu_common.FINISH_SCORED
+) -> dict[str, Callable[..., Any]]:
+    source = gpu_common.finish_source(finish, truncated, scored)
     return define(source, {"np": np, "math": math}, "GPU scorer answers test")
 
 
@@ -330,8 +332,25 @@ def test_a_mutated_finishing_changes_both_forms_alike(finish: str, truncated: st
     assert (changed[1] == real[1]) == (truncated == gpu_common.FINISH_TRUNCATED)
 
 
+def test_a_masked_kernel_score_finishes_as_its_value_where_it_fits() -> None:
+    """FINISH_SCORED (a kernel's score, -inf where the pod does not fit) answers as FINISH
+    of the value and the mask; a mutant of it does not."""
+    rng = np.random.default_rng(13)
+    fits = rng.random(50) < 0.6
+    value = np.round(rng.normal(0.0, 40.0, 50), 1)
+    value[::7] = -np.inf
+    masked = np.where(fits, value, -np.inf)
+    for scored in (gpu_common.FINISH_SCORED, "where(isfinite({score}), {score}, 1.0) * {weight}"):
+        made = _finishing(gpu_common.FINISH, gpu_common.FINISH_TRUNCATED, scored)
+        same = _bits(made["_scored_rows"](masked, 2.5)) == _bits(
+            made["_finish_rows"](fits, value, 2.5)
+        )
+        assert same == (scored == gpu_common.FINISH_SCORED)
+
+
 @pytest.mark.parametrize(
-    ("plugin", "module"), [(BestFitPlugin, _gpu_scorers), (FgdPlugin, fgd_scores)]
+    ("plugin", "module"),
+    [(BestFitPlugin, _gpu_scorers), (FgdPlugin, fgd_scores), (GpuPackingPlugin, _gpu_scorers)],
 )
 def test_a_mutated_finishing_changes_a_scorers_every_path_alike(
     plugin: Any, module: ModuleType, sessions: list[Session], monkeypatch: pytest.MonkeyPatch
@@ -342,8 +361,10 @@ def test_a_mutated_finishing_changes_a_scorers_every_path_alike(
     made = _finishing(
         gpu_common.FINISH + " * 0.5",
         gpu_common.FINISH_TRUNCATED + " * 0.5",
+        gpu_common.FINISH_SCORED + " * 0.5",
     )
-    for name in ("_finish_rows", "_finish_few", "_truncated_rows", "_truncated_few"):
+    names = ("_finish_rows", "_finish_few", "_truncated_rows", "_truncated_few", "_scored_rows")
+    for name in names:
         monkeypatch.setattr(module, name, made[name], raising=False)
     changed = [list(_policy_answers(plugin({}), ssn)) for ssn in sessions]
     assert changed != real

@@ -18,7 +18,8 @@ a hand-written one-row (or every-row) copy of a formula is what these tests refu
   device has room is the rule's (``room_mask`` / ``has_room``, with its least take), and so
   is the shared device a pod takes (``best_fit_devices`` / ``best_fit_device``).
 * **The GPU scorers' answers**: truncating, masking and weighting a kernel's value is
-  :data:`~gangsched.plugins._gpu_common.FINISH` / ``FINISH_TRUNCATED``, rendered for many rows
+  :data:`~gangsched.plugins._gpu_common.FINISH` / ``FINISH_TRUNCATED`` / ``FINISH_SCORED``,
+  rendered for many rows
   and for a few; the scorer modules truncate, test finiteness and weight nowhere by hand.
 * **The dispatcher's node points**: ``predicate_ok`` / ``node_score`` and their one-row forms
   fold the chain with one formula each (``PREDICATE_FOLD``, ``SCORE_FOLD``), generated; the
@@ -263,7 +264,8 @@ def test_the_gpu_scorers_finish_only_through_their_formulas(path: str) -> None:
     assert not problems, "finish with the generated _finish_* / _truncated_*: " + "; ".join(
         problems
     )
-    for name in ("_finish_rows", "_finish_few", "_truncated_rows", "_truncated_few"):
+    generated = ("_finish_rows", "_finish_few", "_truncated_rows", "_truncated_few", "_scored_rows")
+    for name in generated:
         form = getattr(gpu_common, name)
         assert form.__code__.co_filename == "<generated GPU scorer answers>"
     assert vars(fgd_scores)["_finish_few"] is gpu_common._finish_few

@@ -167,12 +167,16 @@ FINISH = "where({fits} & isfinite({value}), {value}, 0.0) * {weight}"
 #: The answer of a scorer whose kernel's value is a finite ``raw`` score truncated toward
 #: zero (DotProd, BestFit): :data:`FINISH` of ``trunc({raw})``, whose value is a number.
 FINISH_TRUNCATED = "where({fits}, trunc({raw}), 0.0) * {weight}"
+#: The answer of a scorer whose kernel's ``score`` is already ``-inf`` where the pod does not
+#: fit (gpu-packing, gpu-clustering): :data:`FINISH` without the mask, which changes nothing.
+FINISH_SCORED = "where(isfinite({score}), {score}, 0.0) * {weight}"
 
 
-def finish_source(finish: str, truncated: str) -> str:
+def finish_source(finish: str, truncated: str, scored: str = FINISH_SCORED) -> str:
     """The source of the GPU scorers' finishing, rendered from the formulas ``finish``
-    (:data:`FINISH`) and ``truncated`` (:data:`FINISH_TRUNCATED`): over rows of NumPy
-    columns (``_finish_rows``, ``_truncated_rows``) and over a few rows in plain floats
+    (:data:`FINISH`), ``truncated`` (:data:`FINISH_TRUNCATED`) and ``scored``
+    (:data:`FINISH_SCORED`): over rows of NumPy columns (``_finish_rows``,
+    ``_truncated_rows``, ``_scored_rows``) and over a few rows in plain floats
     (``_finish_few``, ``_truncated_few``: the kernel's value, and the raw score, read only
     where the pod fits)."""
     ops = {"fits": Operand("fits", "b"), "weight": Operand("weight", "f")}
@@ -182,6 +186,13 @@ def finish_source(finish: str, truncated: str) -> str:
     cut = vector(
         truncated,
         {**ops, "raw": Operand("raw", "f", owned=True)},
+        "out",
+        floats=True,
+        indent="    ",
+    )
+    kernel = vector(
+        scored,
+        {"score": Operand("score", "f"), "weight": Operand("weight", "f")},
         "out",
         floats=True,
         indent="    ",
@@ -205,6 +216,12 @@ def _truncated_rows(fits, raw, weight):
 {cut}    return out
 
 
+def _scored_rows(score, weight):
+    """The answers of rows whose kernel's ``score`` (floats) is ``-inf`` where the pod does
+    not fit."""
+{kernel}    return out
+
+
 def _finish_few(feasible, values, weight):
     """:func:`_finish_rows` of a few rows, from lists of bools and floats."""
     return [{few} for fit, value in zip(feasible, values, strict=True)]
@@ -220,6 +237,7 @@ def _truncated_few(pod, rows, fits, one, cpu, idle, weight):
 _finished = define(finish_source(FINISH, FINISH_TRUNCATED), globals(), "GPU scorer answers")
 _finish_rows: Callable[[B, F64, float], F64] = _finished["_finish_rows"]
 _truncated_rows: Callable[[B, F64, float], F64] = _finished["_truncated_rows"]
+_scored_rows: Callable[[F64, float], F64] = _finished["_scored_rows"]
 _finish_few: Callable[[list[bool], list[float], float], list[float]] = _finished["_finish_few"]
 _truncated_few: Callable[
     [

@@ -39,8 +39,8 @@ from gangsched.plugins._gpu_common import (
     _answer,
     _both,
     _feasible,
-    _finish_rows,
     _read_args,
+    _scored_rows,
     _truncated_few,
     _truncated_rows,
     _View,
@@ -139,11 +139,11 @@ class _KernelScorer(SharedDeviceChoice):
         raise NotImplementedError
 
     def _answers(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
-        """The scorer's answers on ``rows``: its kernel's scores finished (:data:`FINISH`); a
-        scorer whose device choice costs more than its score overrides it with the score's
-        own formula."""
+        """The scorer's answers on ``rows``: its kernel's scores (``-inf`` where the pod does
+        not fit) finished (:data:`FINISH_SCORED`); a scorer whose device choice costs more than
+        its score overrides it with the score's own formula."""
         score = self._kernel(ssn, rows, mask, pod, v).score
-        return _finish_rows(mask, score, self.weight)
+        return _scored_rows(score, self.weight)
 
     def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
         """:meth:`node_score` of a few ``rows`` in scalar arithmetic (the same operations),

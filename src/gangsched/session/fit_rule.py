@@ -447,6 +447,7 @@ def study_fit_source(r: FitRule, tightest: str = TIGHTEST) -> str:
     free milli-GPU."""
     need = r.need("take", vector=False)
     room_any = r.fit("need", "gpu_free")
+    count_all = f"({room_any}).sum(axis=1)"
     key_rows = tightest.format(free="gpu_free")
     key_one = tightest.format(free="g")
     return f'''
@@ -482,12 +483,17 @@ def fit_rooms(free_cpu, free_mem, allowed, enough, pod):
 
 def fit_mask(free_cpu, free_mem, gpu_free, model_idx, pod):
     """``(n_nodes,)`` bool: the pod's CPU and memory fit, its GPU model is allowed and enough
-    devices have room for its take on each."""
+    devices have room for its take on each (:func:`fit_rooms` of the device table, its
+    steps written out: the scorers ask it on every refresh)."""
+    ok = ({r.fit("pod.cpu_milli", "free_cpu")}) & ({r.fit("pod.memory", "free_mem")})
     if pod.num_gpu == 0:
-        return fit_rooms(free_cpu, free_mem, None, None, pod)
-    allowed = None if pod.allowed_models is None else pod.allowed_models[model_idx]
-    enough = enough_rooms(pod, room_mask(gpu_free, pod.gpu_milli).sum(axis=1))
-    return fit_rooms(free_cpu, free_mem, allowed, enough, pod)
+        return np.asarray(ok, dtype=np.bool_)
+    if pod.allowed_models is not None:
+        ok &= pod.allowed_models[model_idx]
+    take = pod.gpu_milli
+    need = {need}
+    ok &= {r.fit("pod.num_gpu", count_all)}
+    return np.asarray(ok, dtype=np.bool_)
 
 
 def fit_row(pod, cpu, memory, model, devices):
