@@ -73,11 +73,13 @@ from gangsched.config import arg_bool, arg_str
 from gangsched.errors import ConfigError
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
+from gangsched.session.fit import gpu_need
 from gangsched.session.statement import OpKind, Statement
 from gangsched.session.task_states import PIPELINED_OR_READY, in_states
 from gangsched.units import PODS
 
 if TYPE_CHECKING:
+    from gangsched.session.arrays import TaskTemplate
     from gangsched.session.core import Session
 
 __all__ = [
@@ -250,8 +252,11 @@ class _TaskPlay:
         self.any_queue_refused = False
         #: What the victims of each node where the queue refused the task gave back.
         self.queue_fails: list[I64] = []
+        #: The place in score order of the node of each of ``queue_fails``.
+        self.queue_fail_at: list[int] = []
         #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
         self.monotone_queue = False
+        self.room: _Room | None = None
 
     # -- fit -----------------------------------------------------------------------------
 
@@ -290,14 +295,14 @@ class _TaskPlay:
         ssn = self.ssn
         if cands.size == 0:
             return cands
-        order = _victim_order(ssn, cands)
+        rank = _victim_ranks(ssn, cands)
         answers: dict[str, Callable[[I64], I64]] = {
             "priority": self._priority,
-            "gang": lambda c: _gang_answer(ssn, c, order),
+            "gang": lambda c: _gang_answer(ssn, c, rank),
         }
         if ssn.points.built_in("preemptable"):  # "drf" names the package's own plugin
             inv = v.inverse_totals(ssn)
-            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order, inv)
+            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, rank, inv)
         walked, _ = ssn.points.walk_victims(
             "preemptable",
             self.job,
@@ -311,7 +316,7 @@ class _TaskPlay:
         kept = v.placed_now(ssn)[ssn.task_job[out]]
         if kept.any() and not self.own_job:
             # a gang this cycle bound or reserved tasks for gives only its surplus
-            spare = _gang_answer(ssn, out[kept], order, PIPELINED_OR_READY)
+            spare = _gang_answer(ssn, out[kept], rank, PIPELINED_OR_READY)
             out = np.sort(np.concatenate([out[~kept], spare]))
         return out
 
@@ -341,30 +346,43 @@ class _TaskPlay:
 
     # -- validation ----------------------------------------------------------------------
 
-    def _freed(self, victims: I64) -> I64:
-        """Per node, what ``victims`` give back there (as charged on their nodes)."""
+    def _freed(self, nodes: I64, victims: I64) -> I64:
+        """Per node of ``nodes`` (distinct), what those of ``victims`` on it give back there
+        (as charged on their nodes)."""
         ssn = self.ssn
-        freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
+        freed = np.zeros((nodes.size, ssn.task_req.shape[1]), dtype=np.int64)
         if victims.size:
-            np.add.at(freed, ssn.task_node[victims], search.given_back(ssn, victims))
+            at = _rows_of(ssn, nodes)[ssn.task_node[victims]]
+            inside = at >= 0
+            np.add.at(freed, at[inside], search.given_back(ssn, victims[inside]))
         return freed
 
-    def validated(self, nodes: I64, victims: I64) -> BOOL:
+    def _covers(self, nodes: I64, freed: I64) -> BOOL:
         """Volcano's ``ValidateVictims`` on every node of ``nodes`` at once: future idle plus
-        the victims' requests there cover the task's request (pods aside)."""
+        ``freed`` (what the victims there give back, a row per node) cover the task's request
+        (pods aside)."""
         ssn = self.ssn
         spec = ssn.arrays.spec
-        freed = self._freed(victims)
         need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
         g = self.rec.gpu_request
         if g is not None:
             a = ssn.arrays
-            takes = np.asarray(device_take(g.milli, a.gpu_capacity, a.gpu_sharing), np.int64)
-            need[:, spec.gpu_column] = g.count * takes
-        room = ssn.future_idle() + freed - need
+            takes = np.asarray(device_take(g.milli, a.gpu_capacity[nodes], a.gpu_sharing[nodes]))
+            need[:, spec.gpu_column] = g.count * takes.astype(np.int64)
+        room = self._room().room[nodes] + freed - need
         room[:, spec.index(PODS)] = 0
-        ok: BOOL = (room >= 0).all(axis=1)[nodes]
+        ok: BOOL = (room >= 0).all(axis=1)
         return ok
+
+    def validated(self, nodes: I64, victims: I64) -> BOOL:
+        """:meth:`_covers` with what ``victims`` give back on each node of ``nodes``."""
+        return self._covers(nodes, self._freed(nodes, victims))
+
+    def _room(self) -> _Room:
+        """The task's room on the nodes as the session is at the task's start."""
+        if self.room is None:
+            self.room = _Room(self.ssn, self.tmpl)
+        return self.room
 
     # -- the play ------------------------------------------------------------------------
 
@@ -377,7 +395,10 @@ class _TaskPlay:
         tried before: nodes whose every candidate would not cover the task are left out
         first (the walk's victims are among the candidates), and the walk is asked about the
         rest in score order, a growing batch of nodes at a time, until a node takes the
-        task."""
+        task. A node where the task would not fit once releases finish even with all its
+        candidates evicted (:class:`_Room`) takes no part in the walk: its try would evict
+        and undo without asking the queue; it is walked only when the task finds no node, to
+        count it in the explanation as the try would have."""
         ssn = self.ssn
         held = v.policy_refusal(ssn, self.job, [self.task])
         if held is not None and held[0] == v.POLICY_NEVER:
@@ -392,48 +413,74 @@ class _TaskPlay:
         order = order[self.validated(order, cands)]  # the most any walk could give
         cand_nodes = ssn.task_node[cands]
         self.monotone_queue = ssn.points.built_in("allocatable")
+        roomy = self._room().fits_with(order, cands)
         found = 0
         tried = 0
+        walk = np.flatnonzero(roomy)
         start, size = 0, 8
-        while start < order.size:
-            batch = order[start : start + size]
+        while start < walk.size:
+            at = walk[start : start + size]
             start, size = start + size, size * 4
-            mine = cands[np.isin(cand_nodes, batch)]
-            victims = self.victims(mine)
+            batch = order[at]
+            victims = self.victims(cands[np.isin(cand_nodes, batch)])
             found += victims.size
-            freed = self._freed(victims)
-            valid = batch[self.validated(batch, victims)]
-            valid = valid[~self._queue_doomed(freed[valid])]
+            freed = self._freed(batch, victims)
+            valid = np.flatnonzero(self._covers(batch, freed) & ~self._queue_doomed(freed))
             seen = len(self.queue_fails)
-            for node in valid.tolist():
-                if self._queue_doomed(freed[[node]], seen)[0]:  # refused since the batch began
+            for i in valid.tolist():
+                if self._queue_doomed(freed[[i]], seen)[0]:  # refused since the batch began
                     continue
                 tried += 1
-                if self._try_node(stmt, node, victims, freed[node]):
+                if self._try_node(stmt, int(batch[i]), victims, freed[i], int(at[i])):
                     return None
+        # The nodes left out: tried, each would have been undone without asking the queue.
+        out = np.flatnonzero(~roomy)
+        if out.size:
+            batch = order[out]
+            victims = self.victims(cands[np.isin(cand_nodes, batch)])
+            found += victims.size
+            freed = self._freed(batch, victims)
+            for i in np.flatnonzero(self._covers(batch, freed)).tolist():
+                tried += not self._queue_doomed(freed[[i]], before=int(out[i]))[0]
         return self.diagnose(held, nodes.size, cands, order.size, found, tried)
 
-    def _queue_doomed(self, freed: I64, since: int = 0) -> BOOL:
+    def _queue_doomed(self, freed: I64, since: int = 0, before: int | None = None) -> BOOL:
         """Per row of ``freed`` (what a node's victims give back): whether the queue refused
         the task on a node whose victims gave back at least as much in every resource (the
         built-in ``allocatable`` rules only loosen as the queue's allocation drops, and every
-        victim is of the task's queue); only the refusals from the ``since``-th on are read."""
+        victim is of the task's queue); only the refusals from the ``since``-th on are read,
+        and with ``before`` only those on nodes before that place in score order."""
         fails = self.queue_fails[since:]
+        if before is not None:
+            fails = [
+                f for f, at in zip(fails, self.queue_fail_at[since:], strict=True) if at < before
+            ]
         if not (self.monotone_queue and fails):
             return np.zeros(len(freed), dtype=np.bool_)
         covered: BOOL = np.all(freed[:, None, :] <= np.asarray(fails)[None], axis=2)
         doomed: BOOL = np.any(covered, axis=1)
         return doomed
 
-    def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64) -> bool:
+    def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64, at: int) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
-        it; undo and return False when it does not fit."""
+        it; undo and return False when it does not fit (``at``: the node's place in score
+        order). The victims before the first that :class:`_Room` lets the task fit after are
+        evicted without asking (the task cannot fit before them), and none when no number of
+        them lets it."""
         ssn = self.ssn
         here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
+        first = self._room().first_fit(node, here)
+        if first is None:
+            return False  # would be undone, the queue never asked
         mark = stmt.mark()
         self.queue_refused = False
-        fits = self.fits(node)
         k = 0
+        while k < first:
+            victim = here[k]
+            k += 1
+            if not self.frees_nothing(victim, node):
+                stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
+        fits = self.fits(node)
         while not fits and k < len(here):
             victim = here[k]
             k += 1
@@ -447,6 +494,7 @@ class _TaskPlay:
                 return True
         elif self.queue_refused and k == len(here):  # the last answer, every victim gone
             self.queue_fails.append(freed)
+            self.queue_fail_at.append(at)
         stmt.undo_to(mark)
         return False
 
@@ -538,49 +586,142 @@ class _TaskPlay:
         )
 
 
+# ------------------------------------------------------------------ the room of a node
+
+
+class _Room:
+    """Whether a task fits a node once releases finish after some of the node's tasks are
+    evicted, read without evicting them.
+
+    Evicting a task adds its row as charged on its node (:func:`search.given_back`) to the
+    node's releasing column and its milli-GPU to each of its devices
+    (:func:`search.devices_given_back`); the fit rule then asks, of the node's room once
+    releases finish (allocatable − used + releasing − pipelined), that it hold the request
+    (its GPU column charged per the node's devices) and that ``gpu_count`` devices each hold
+    the take. Read here from the occupancy of the task's start, counting every evicted task as
+    giving all of that back, which is the most it can give, so a node judged here unable to
+    take the task cannot take it in a try either (the predicates and the queue asked on top
+    only refuse more)."""
+
+    def __init__(self, ssn: Session, tmpl: TaskTemplate) -> None:
+        a = ssn.arrays
+        self.ssn = ssn
+        self.room: I64 = ssn.future_idle()
+        self.gpus = int(tmpl.gpu_count)
+        self.req: I64 = np.asarray(tmpl.request, dtype=np.int64)[None, :]
+        self.need: I64 = np.ones(a.n_nodes, dtype=np.int64)
+        self.dev_later: I64 = np.zeros(0, dtype=np.int64)
+        if self.gpus:
+            take = gpu_need(a, tmpl)
+            self.req = np.repeat(self.req, a.n_nodes, axis=0)
+            self.req[:, a.spec.gpu_column] = self.gpus * take
+            self.need = np.maximum(take, 1)
+            self.dev_later = (
+                a.gpu_capacity[a.gpu_node] - ssn.gpu_used + ssn.gpu_releasing - ssn.gpu_pipelined
+            )
+
+    def _req(self, nodes: I64) -> I64:
+        out: I64 = self.req[nodes] if self.gpus else self.req
+        return out
+
+    def fits_with(self, nodes: I64, tasks: I64) -> BOOL:
+        """Per node of ``nodes`` (distinct): whether the task fits there once releases
+        finish with every one of ``tasks`` on it evicted."""
+        ssn = self.ssn
+        a = ssn.arrays
+        rows = _rows_of(ssn, nodes)
+        at = rows[ssn.task_node[tasks]]
+        mine = tasks[at >= 0]
+        freed = np.zeros((nodes.size, self.room.shape[1]), dtype=np.int64)
+        np.add.at(freed, at[at >= 0], search.given_back(ssn, mine))
+        ok: BOOL = np.asarray((self.room[nodes] + freed >= self._req(nodes)).all(axis=1))
+        if self.gpus:
+            devices, milli = search.devices_given_back(ssn, mine)
+            used = devices >= 0
+            later = self.dev_later.copy()
+            np.add.at(later, devices[used], np.repeat(milli, used.sum(axis=1)))
+            room = later >= self.need[a.gpu_node]
+            held = np.bincount(a.gpu_node, weights=room, minlength=a.n_nodes)
+            ok &= held[nodes] >= self.gpus
+        return ok
+
+    def first_fit(self, node: int, tasks: list[int]) -> int | None:
+        """The fewest of ``tasks`` (on ``node``, in eviction order) after whose eviction the
+        task fits ``node`` once releases finish; None when not even all of them do."""
+        ssn = self.ssn
+        listed = np.asarray(tasks, dtype=np.int64)
+        gone = np.zeros((listed.size + 1, self.room.shape[1]), dtype=np.int64)
+        np.cumsum(search.given_back(ssn, listed), axis=0, out=gone[1:])
+        ok: BOOL = (self.room[node] + gone >= self._req(np.asarray([node]))).all(axis=1)
+        if self.gpus and ok.any():
+            a = ssn.arrays
+            lo, hi = int(a.gpu_offset[node]), int(a.gpu_offset[node + 1])
+            devices, milli = search.devices_given_back(ssn, listed)
+            step = np.zeros((listed.size + 1, hi - lo), dtype=np.int64)
+            for k, (row, m) in enumerate(zip(devices.tolist(), milli.tolist(), strict=True)):
+                for d in row:
+                    if lo <= d < hi:
+                        step[k + 1, d - lo] += m
+            later = self.dev_later[lo:hi] + np.cumsum(step, axis=0)
+            ok &= (later >= self.need[node]).sum(axis=1) >= self.gpus
+        hit = np.flatnonzero(ok)
+        return int(hit[0]) if hit.size else None
+
+
 # ------------------------------------------------------------------ Volcano's answers
 
 
 #: The answers given here that judge each node's candidates alone when asked about every
-#: node's at once (:func:`_groups`): the walk asks them once for all nodes.
+#: node's at once (:func:`_by_job_and_node`): the walk asks them once for all nodes.
 _BY_NODE = frozenset({"gang", "drf"})
 
 
-def _victim_order(ssn: Session, cands: I64) -> dict[int, int]:
-    """Each candidate's position in victim order (``victim_order`` key, then name)."""
-    ranked = sorted(cands.tolist(), key=search.victim_key_of(ssn))
-    return {t: i for i, t in enumerate(ranked)}
+def _victim_ranks(ssn: Session, cands: I64) -> I64:
+    """Per task (indexed by task), each candidate's place in its job's victim order
+    (``victim_order`` key, then name): the answers here compare tasks of one job only."""
+    rank = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
+    rank[cands] = search.job_ranks(ssn, cands)
+    return rank
 
 
-def _groups(ssn: Session, cands: I64, order: Mapping[int, int]) -> list[list[int]]:
-    """``cands`` by (job, node), each group in victim order: Volcano's plugins are asked
-    about one node's candidates and judge a job's tasks one after another."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for t in cands.tolist():
-        groups.setdefault((int(ssn.task_job[t]), int(ssn.task_node[t])), []).append(t)
-    return [sorted(g, key=order.__getitem__) for g in groups.values()]
+def _rows_of(ssn: Session, nodes: I64) -> I64:
+    """Per node of the cluster, its place in ``nodes`` (distinct), -1 when absent."""
+    at = np.full(ssn.arrays.n_nodes, -1, dtype=np.int64)
+    at[nodes] = np.arange(nodes.size, dtype=np.int64)
+    return at
+
+
+def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> tuple[I64, I64, I64]:
+    """``cands`` by (job, node), each group in victim order: the candidates so sorted, their
+    jobs and each one's place in its group (Volcano's plugins are asked about one node's
+    candidates and judge a job's tasks one after another)."""
+    jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
+    at = np.lexsort((rank[cands], nodes, jobs))
+    c, j, n = cands[at], jobs[at], nodes[at]
+    starts = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (n[1:] != n[:-1])])
+    first = np.repeat(starts, np.diff(np.r_[starts, c.size]))
+    place: I64 = np.arange(c.size, dtype=np.int64) - first
+    return c, j, place
 
 
 def _gang_answer(
     ssn: Session,
     cands: I64,
-    order: Mapping[int, int],
+    rank: I64,
     states: tuple[int, ...] = READY_STATES,
 ) -> I64:
     """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
-    min_available`` tasks of each job (here the first in victim order); ``states``: those
-    counted as ready."""
+    min_available`` tasks of each job (here the first in victim order: ``rank``); ``states``:
+    those counted as ready."""
+    if cands.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    c, j, place = _by_job_and_node(ssn, cands, rank)
     ready: I64 = ssn.job_count[:, list(states)].sum(axis=1)
-    keep: list[int] = []
-    for group in _groups(ssn, cands, order):
-        j = int(ssn.task_job[group[0]])
-        keep.extend(group[: max(int(ready[j]) - int(ssn.job_min[j]), 0)])
-    return np.array(sorted(keep), dtype=np.int64)
+    out: I64 = np.sort(c[place < ready[j] - ssn.job_min[j]])
+    return out
 
 
-def _drf_answer(
-    ssn: Session, job: int, task: int, cands: I64, order: Mapping[int, int], inv: F64
-) -> I64:
+def _drf_answer(ssn: Session, job: int, task: int, cands: I64, rank: I64, inv: F64) -> I64:
     """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
@@ -589,14 +730,10 @@ def _drf_answer(
     if cands.size == 0:
         return cands
     # by (job, node), each group in victim order; integer running sums of what goes
-    jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
-    rank = np.array([order[t] for t in cands.tolist()], dtype=np.int64)
-    at = np.lexsort((rank, nodes, jobs))
-    c, j, n = cands[at], jobs[at], nodes[at]
+    c, j, place = _by_job_and_node(ssn, cands, rank)
     req = ssn.task_req[c]
     cum = np.cumsum(req, axis=0)
-    starts = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (n[1:] != n[:-1])])
-    first = np.repeat(starts, np.diff(np.r_[starts, c.size]))
+    first = np.arange(c.size) - place
     left = ssn.job_allocated[j].astype(np.int64) - (cum - cum[first] + req[first])
     theirs = (left * inv).max(axis=1, initial=0.0)
     keep = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
