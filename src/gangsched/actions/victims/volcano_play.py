@@ -141,15 +141,16 @@ def run(ssn: Session, action: str) -> None:
     """Volcano's preempt: the between-jobs pass then the within-job pass, queue by queue
     (carried reservations are bound first, as in gangsched's loop)."""
     loop.realise_reservations(ssn)
+    pool = _Pool(ssn)
     by_queue: dict[int, list[int]] = {}
     for j in v.preemptors(ssn):
         by_queue.setdefault(int(ssn.job_queue[j]), []).append(j)
     for q in sorted(by_queue, key=ssn.queue_key):
         jobs = by_queue[q]
         for j in jobs:
-            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j))
+            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j, pool))
         for j in jobs:
-            _within_job(ssn, action, j)  # a preemptor keeps the explanation of its first pass
+            _within_job(ssn, action, j, pool)  # a preemptor keeps the explanation of its first pass
 
 
 def _pending(ssn: Session, job: int) -> list[int]:
@@ -161,7 +162,7 @@ def _pending(ssn: Session, job: int) -> list[int]:
     return out
 
 
-def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
+def _between_jobs(ssn: Session, action: str, job: int, pool: _Pool) -> v.VictimRefusal | None:
     rec = ssn.snapshot.jobs[job]
     if rec.network_topology is not None:
         return (
@@ -181,7 +182,7 @@ def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None
         alike = (int(ssn.template_of[t]), tasks[t].priority, tasks[t].preemption_policy)
         if alike in failed:
             continue
-        refusal = _TaskPlay(ssn, action, job, t, own_job=False).play(stmt)
+        refusal = _TaskPlay(ssn, action, job, t, pool, own_job=False).play(stmt)
         if refusal is None:
             placed += 1
             failed.clear()
@@ -212,13 +213,13 @@ def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None
     return code, words
 
 
-def _within_job(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
+def _within_job(ssn: Session, action: str, job: int, pool: _Pool) -> v.VictimRefusal | None:
     """The within-job pass of one job; the refusal of the task that ended it, if any."""
     for t in _pending(ssn, job):
         if ssn.task_state[t] != TaskState.PENDING:
             continue
         stmt = Statement(ssn)
-        refusal = _TaskPlay(ssn, action, job, t, own_job=True).play(stmt)
+        refusal = _TaskPlay(ssn, action, job, t, pool, own_job=True).play(stmt)
         if refusal is None and not ssn.points.job_pipelined(job):
             refusal = (
                 v.GANG_WOULD_BREAK,
@@ -238,8 +239,11 @@ def _within_job(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
 class _TaskPlay:
     """One preemptor task: Volcano's ``preempt`` for it, inside the caller's statement."""
 
-    def __init__(self, ssn: Session, action: str, job: int, task: int, *, own_job: bool) -> None:
+    def __init__(
+        self, ssn: Session, action: str, job: int, task: int, pool: _Pool, *, own_job: bool
+    ) -> None:
         self.ssn = ssn
+        self.pool = pool
         self.action = action
         self.job = job
         self.task = task
@@ -301,7 +305,7 @@ class _TaskPlay:
             "gang": lambda c: _gang_answer(ssn, c, rank),
         }
         if ssn.points.built_in("preemptable"):  # "drf" names the package's own plugin
-            inv = v.inverse_totals(ssn)
+            inv = self.pool.inverse_totals()
             answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, rank, inv)
         walked, _ = ssn.points.walk_victims(
             "preemptable",
@@ -321,17 +325,18 @@ class _TaskPlay:
         return out
 
     def _priority(self, cands: I64) -> I64:
+        """Volcano's priority ``preemptableFn``: the tasks of jobs of lower priority than
+        the preemptor's, and of its own job the tasks of lower task priority."""
         ssn = self.ssn
-        jobs = ssn.snapshot.jobs
-        tasks = ssn.snapshot.tasks
-        mine = jobs[self.job].priority
-        keep = [
-            (tasks[c].priority < self.rec.priority)
-            if int(ssn.task_job[c]) == self.job
-            else jobs[int(ssn.task_job[c])].priority < mine
-            for c in cands.tolist()
-        ]
-        out: I64 = cands[np.array(keep, dtype=np.bool_)] if keep else cands
+        job_priority, task_priority = self.pool.priorities()
+        jobs = ssn.task_job[cands]
+        own = jobs == self.job
+        keep = np.where(
+            own,
+            task_priority[cands] < self.rec.priority,
+            job_priority[jobs] < job_priority[self.job],
+        )
+        out: I64 = cands[keep]
         return out
 
     def frees_nothing(self, victim: int, node: int) -> bool:
@@ -354,7 +359,12 @@ class _TaskPlay:
         if victims.size:
             at = _rows_of(ssn, nodes)[ssn.task_node[victims]]
             inside = at >= 0
-            np.add.at(freed, at[inside], search.given_back(ssn, victims[inside]))
+            at, rows = at[inside], search.given_back(ssn, victims[inside])
+            if at.size:
+                by = np.argsort(at, kind="stable")
+                at = at[by]
+                starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+                freed[at[starts]] = np.add.reduceat(rows[by], starts, axis=0)
         return freed
 
     def _covers(self, nodes: I64, freed: I64) -> BOOL:
@@ -373,10 +383,6 @@ class _TaskPlay:
         room[:, spec.index(PODS)] = 0
         ok: BOOL = (room >= 0).all(axis=1)
         return ok
-
-    def validated(self, nodes: I64, victims: I64) -> BOOL:
-        """:meth:`_covers` with what ``victims`` give back on each node of ``nodes``."""
-        return self._covers(nodes, self._freed(nodes, victims))
 
     def _room(self) -> _Room:
         """The task's room on the nodes as the session is at the task's start."""
@@ -410,10 +416,12 @@ class _TaskPlay:
             return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
         order = nodes[np.argsort(-ev.score[nodes], kind="stable")]
         cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
-        order = order[self.validated(order, cands)]  # the most any walk could give
+        freed = self._freed(order, cands)
+        covered = self._covers(order, freed)  # the most any walk could give
+        order = order[covered]
         cand_nodes = ssn.task_node[cands]
         self.monotone_queue = ssn.points.built_in("allocatable")
-        roomy = self._room().fits_with(order, cands)
+        roomy = self._room().fits_with(order, cands, freed[covered])
         found = 0
         tried = 0
         walk = np.flatnonzero(roomy)
@@ -422,7 +430,7 @@ class _TaskPlay:
             at = walk[start : start + size]
             start, size = start + size, size * 4
             batch = order[at]
-            victims = self.victims(cands[np.isin(cand_nodes, batch)])
+            victims = self.victims(cands[_on(ssn, batch)[cand_nodes]])
             found += victims.size
             freed = self._freed(batch, victims)
             valid = np.flatnonzero(self._covers(batch, freed) & ~self._queue_doomed(freed))
@@ -437,7 +445,7 @@ class _TaskPlay:
         out = np.flatnonzero(~roomy)
         if out.size:
             batch = order[out]
-            victims = self.victims(cands[np.isin(cand_nodes, batch)])
+            victims = self.victims(cands[_on(ssn, batch)[cand_nodes]])
             found += victims.size
             freed = self._freed(batch, victims)
             for i in np.flatnonzero(self._covers(batch, freed)).tolist():
@@ -624,16 +632,13 @@ class _Room:
         out: I64 = self.req[nodes] if self.gpus else self.req
         return out
 
-    def fits_with(self, nodes: I64, tasks: I64) -> BOOL:
+    def fits_with(self, nodes: I64, tasks: I64, freed: I64) -> BOOL:
         """Per node of ``nodes`` (distinct): whether the task fits there once releases
-        finish with every one of ``tasks`` on it evicted."""
+        finish with every one of ``tasks`` on it evicted (``freed``: what they give back on
+        each node, a row per node)."""
         ssn = self.ssn
         a = ssn.arrays
-        rows = _rows_of(ssn, nodes)
-        at = rows[ssn.task_node[tasks]]
-        mine = tasks[at >= 0]
-        freed = np.zeros((nodes.size, self.room.shape[1]), dtype=np.int64)
-        np.add.at(freed, at[at >= 0], search.given_back(ssn, mine))
+        mine = tasks[_on(ssn, nodes)[ssn.task_node[tasks]]]
         ok: BOOL = np.asarray((self.room[nodes] + freed >= self._req(nodes)).all(axis=1))
         if self.gpus:
             devices, milli = search.devices_given_back(ssn, mine)
@@ -668,6 +673,32 @@ class _Room:
         return int(hit[0]) if hit.size else None
 
 
+class _Pool:
+    """What the loop reads of the snapshot for every task, read once for its run: job and
+    task priorities, and the weights turning amounts into fractions of the cluster."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        self._priorities: tuple[I64, I64] | None = None
+        self._inverse: F64 | None = None
+
+    def priorities(self) -> tuple[I64, I64]:
+        """Each job's priority, and each task's."""
+        if self._priorities is None:
+            snap = self.ssn.snapshot
+            self._priorities = (
+                np.array([j.priority for j in snap.jobs], dtype=np.int64),
+                np.array([t.priority for t in snap.tasks], dtype=np.int64),
+            )
+        return self._priorities
+
+    def inverse_totals(self) -> F64:
+        """:func:`rules.inverse_totals` (the cluster's allocatable does not move)."""
+        if self._inverse is None:
+            self._inverse = v.inverse_totals(self.ssn)
+        return self._inverse
+
+
 # ------------------------------------------------------------------ Volcano's answers
 
 
@@ -682,6 +713,13 @@ def _victim_ranks(ssn: Session, cands: I64) -> I64:
     rank = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
     rank[cands] = search.job_ranks(ssn, cands)
     return rank
+
+
+def _on(ssn: Session, nodes: I64) -> BOOL:
+    """Per node of the cluster, whether it is one of ``nodes``."""
+    out = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
+    out[nodes] = True
+    return out
 
 
 def _rows_of(ssn: Session, nodes: I64) -> I64:
