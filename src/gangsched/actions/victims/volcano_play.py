@@ -61,7 +61,7 @@ which ends without binding it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -256,8 +256,9 @@ class _TaskPlay:
         self.any_queue_refused = False
         #: What the victims of each node where the queue refused the task gave back.
         self.queue_fails: list[I64] = []
-        #: The place in score order of the node of each of ``queue_fails``.
-        self.queue_fail_at: list[int] = []
+        #: The place in score order (negated score, node) of the node of each of
+        #: ``queue_fails``.
+        self.queue_fail_at: list[tuple[float, int]] = []
         #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
         self.monotone_queue = False
         self.room: _Room | None = None
@@ -414,22 +415,18 @@ class _TaskPlay:
         nodes = np.flatnonzero(ok)
         if nodes.size == 0:
             return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
-        order = nodes[np.argsort(-ev.score[nodes], kind="stable")]
+        n_ok = nodes.size
+        neg = -ev.score[nodes]  # score order: ascending, the lowest index on a tie
         cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
-        freed = self._freed(order, cands)
-        covered = self._covers(order, freed)  # the most any walk could give
-        order = order[covered]
+        freed = self._freed(nodes, cands)
+        covered = self._covers(nodes, freed)  # the most any walk could give
+        nodes, neg = nodes[covered], neg[covered]
         cand_nodes = ssn.task_node[cands]
         self.monotone_queue = ssn.points.built_in("allocatable")
-        roomy = self._room().fits_with(order, cands, freed[covered])
+        roomy = self._room().fits_with(nodes, cands, freed[covered])
         found = 0
         tried = 0
-        walk = np.flatnonzero(roomy)
-        start, size = 0, 8
-        while start < walk.size:
-            at = walk[start : start + size]
-            start, size = start + size, size * 4
-            batch = order[at]
+        for batch, where in _in_score_order(nodes[roomy], neg[roomy], 8):
             victims = self.victims(cands[_on(ssn, batch)[cand_nodes]])
             found += victims.size
             freed = self._freed(batch, victims)
@@ -439,25 +436,30 @@ class _TaskPlay:
                 if self._queue_doomed(freed[[i]], seen)[0]:  # refused since the batch began
                     continue
                 tried += 1
-                if self._try_node(stmt, int(batch[i]), victims, freed[i], int(at[i])):
+                node = int(batch[i])
+                if self._try_node(stmt, node, victims, freed[i], (float(where[i]), node)):
                     return None
         # The nodes left out: tried, each would have been undone without asking the queue.
         out = np.flatnonzero(~roomy)
         if out.size:
-            batch = order[out]
+            batch = nodes[out]
             victims = self.victims(cands[_on(ssn, batch)[cand_nodes]])
             found += victims.size
             freed = self._freed(batch, victims)
             for i in np.flatnonzero(self._covers(batch, freed)).tolist():
-                tried += not self._queue_doomed(freed[[i]], before=int(out[i]))[0]
-        return self.diagnose(held, nodes.size, cands, order.size, found, tried)
+                place = (float(neg[out[i]]), int(batch[i]))
+                tried += not self._queue_doomed(freed[[i]], before=place)[0]
+        return self.diagnose(held, n_ok, cands, nodes.size, found, tried)
 
-    def _queue_doomed(self, freed: I64, since: int = 0, before: int | None = None) -> BOOL:
+    def _queue_doomed(
+        self, freed: I64, since: int = 0, before: tuple[float, int] | None = None
+    ) -> BOOL:
         """Per row of ``freed`` (what a node's victims give back): whether the queue refused
         the task on a node whose victims gave back at least as much in every resource (the
         built-in ``allocatable`` rules only loosen as the queue's allocation drops, and every
         victim is of the task's queue); only the refusals from the ``since``-th on are read,
-        and with ``before`` only those on nodes before that place in score order."""
+        and with ``before`` only those on nodes before that place in score order (negated
+        score, node)."""
         fails = self.queue_fails[since:]
         if before is not None:
             fails = [
@@ -469,7 +471,9 @@ class _TaskPlay:
         doomed: BOOL = np.any(covered, axis=1)
         return doomed
 
-    def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64, at: int) -> bool:
+    def _try_node(
+        self, stmt: Statement, node: int, victims: I64, freed: I64, at: tuple[float, int]
+    ) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
         it; undo and return False when it does not fit (``at``: the node's place in score
         order). The victims before the first that :class:`_Room` lets the task fit after are
@@ -713,6 +717,28 @@ def _victim_ranks(ssn: Session, cands: I64) -> I64:
     rank = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
     rank[cands] = search.job_ranks(ssn, cands)
     return rank
+
+
+def _in_score_order(nodes: I64, neg: I64 | F64, first: int) -> Iterator[tuple[I64, F64]]:
+    """``nodes`` in score order (ascending ``neg``, the negated score, then index) a batch
+    at a time, ``first`` nodes then four times as many each time, with each one's ``neg``:
+    each batch is picked by a partition and only it is sorted, so a task that finds its node
+    early sorts a few nodes, not all."""
+    neg = np.asarray(neg, dtype=np.float64)
+    size = first
+    while nodes.size:
+        kth = np.partition(neg, size - 1)[size - 1] if nodes.size > size else np.nan
+        if np.isnan(kth):  # the rest at once (NaN sorts last, as a sort of them does)
+            at = np.lexsort((nodes, neg))
+            yield nodes[at], neg[at]
+            return
+        top = np.flatnonzero(neg <= kth)
+        at = top[np.lexsort((nodes[top], neg[top]))[:size]]
+        yield nodes[at], neg[at]
+        rest = np.ones(nodes.size, dtype=np.bool_)
+        rest[at] = False
+        nodes, neg = nodes[rest], neg[rest]
+        size *= 4
 
 
 def _on(ssn: Session, nodes: I64) -> BOOL:
