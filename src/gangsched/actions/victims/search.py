@@ -1397,8 +1397,10 @@ class _Charges:
         return out
 
     def read(self, ssn: Session, tasks: I64) -> None:
-        nodes = ssn.task_node[tasks]
-        for t in np.unique(tasks[self.read_on[tasks] != nodes]).tolist():
+        stale = self.read_on[tasks] != ssn.task_node[tasks]
+        if not stale.any():
+            return
+        for t in np.unique(tasks[stale]).tolist():
             node = int(ssn.task_node[t])
             self.rows[t] = ssn.row_on(t, node)
             devices = ssn.arrays.device_index(node, ssn.task_gpus[t])

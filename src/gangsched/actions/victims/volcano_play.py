@@ -73,7 +73,6 @@ from gangsched.config import arg_bool, arg_str
 from gangsched.errors import ConfigError
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
-from gangsched.session.fit import gpu_need
 from gangsched.session.statement import OpKind, Statement
 from gangsched.session.task_states import PIPELINED_OR_READY, in_states
 from gangsched.units import PODS
@@ -364,7 +363,7 @@ class _TaskPlay:
             if at.size:
                 by = np.argsort(at, kind="stable")
                 at = at[by]
-                starts = np.flatnonzero(np.r_[True, at[1:] != at[:-1]])
+                starts = _starts(at != np.roll(at, 1))
                 freed[at[starts]] = np.add.reduceat(rows[by], starts, axis=0)
         return freed
 
@@ -377,9 +376,7 @@ class _TaskPlay:
         need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
         g = self.rec.gpu_request
         if g is not None:
-            a = ssn.arrays
-            takes = np.asarray(device_take(g.milli, a.gpu_capacity[nodes], a.gpu_sharing[nodes]))
-            need[:, spec.gpu_column] = g.count * takes.astype(np.int64)
+            need[:, spec.gpu_column] = g.count * self.pool.takes(g.milli)[nodes]
         room = self._room().room[nodes] + freed - need
         room[:, spec.index(PODS)] = 0
         ok: BOOL = (room >= 0).all(axis=1)
@@ -388,7 +385,7 @@ class _TaskPlay:
     def _room(self) -> _Room:
         """The task's room on the nodes as the session is at the task's start."""
         if self.room is None:
-            self.room = _Room(self.ssn, self.tmpl)
+            self.room = _Room(self.ssn, self.tmpl, self.pool)
         return self.room
 
     # -- the play ------------------------------------------------------------------------
@@ -615,7 +612,7 @@ class _Room:
     take the task cannot take it in a try either (the predicates and the queue asked on top
     only refuse more)."""
 
-    def __init__(self, ssn: Session, tmpl: TaskTemplate) -> None:
+    def __init__(self, ssn: Session, tmpl: TaskTemplate, pool: _Pool) -> None:
         a = ssn.arrays
         self.ssn = ssn
         self.room: I64 = ssn.future_idle()
@@ -624,7 +621,7 @@ class _Room:
         self.need: I64 = np.ones(a.n_nodes, dtype=np.int64)
         self.dev_later: I64 = np.zeros(0, dtype=np.int64)
         if self.gpus:
-            take = gpu_need(a, tmpl)
+            take = pool.takes(tmpl.gpu_milli)
             self.req = np.repeat(self.req, a.n_nodes, axis=0)
             self.req[:, a.spec.gpu_column] = self.gpus * take
             self.need = np.maximum(take, 1)
@@ -685,6 +682,7 @@ class _Pool:
         self.ssn = ssn
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
+        self._takes: dict[int, I64] = {}
 
     def priorities(self) -> tuple[I64, I64]:
         """Each job's priority, and each task's."""
@@ -695,6 +693,16 @@ class _Pool:
                 np.array([t.priority for t in snap.tasks], dtype=np.int64),
             )
         return self._priorities
+
+    def takes(self, milli: int) -> I64:
+        """Milli-GPU a take of ``milli`` holds on each device of every node."""
+        out = self._takes.get(milli)
+        if out is None:
+            a = self.ssn.arrays
+            out = self._takes[milli] = np.asarray(
+                device_take(milli, a.gpu_capacity, a.gpu_sharing), dtype=np.int64
+            )
+        return out
 
     def inverse_totals(self) -> F64:
         """:func:`rules.inverse_totals` (the cluster's allocatable does not move)."""
@@ -741,6 +749,15 @@ def _in_score_order(nodes: I64, neg: I64 | F64, first: int) -> Iterator[tuple[I6
         size *= 4
 
 
+def _starts(new: BOOL) -> I64:
+    """Where runs start, given where a value differs from the one before it (the first
+    entry always starts one)."""
+    if new.size:
+        new[0] = True
+    out: I64 = np.flatnonzero(new)
+    return out
+
+
 def _on(ssn: Session, nodes: I64) -> BOOL:
     """Per node of the cluster, whether it is one of ``nodes``."""
     out = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
@@ -762,8 +779,8 @@ def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> tuple[I64, I64, I64
     jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
     at = np.lexsort((rank[cands], nodes, jobs))
     c, j, n = cands[at], jobs[at], nodes[at]
-    starts = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (n[1:] != n[:-1])])
-    first = np.repeat(starts, np.diff(np.r_[starts, c.size]))
+    starts = _starts((j != np.roll(j, 1)) | (n != np.roll(n, 1)))
+    first = np.repeat(starts, np.diff(starts, append=c.size))
     place: I64 = np.arange(c.size, dtype=np.int64) - first
     return c, j, place
 
