@@ -73,6 +73,7 @@ from gangsched.config import arg_bool, arg_str
 from gangsched.errors import ConfigError
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
+from gangsched.session.fit import device_free, node_free
 from gangsched.session.statement import OpKind, Statement
 from gangsched.session.task_states import PIPELINED_OR_READY, in_states
 from gangsched.units import PODS
@@ -293,6 +294,37 @@ class _TaskPlay:
         cands = cands[v.evictable(ssn, cands)]
         return cands
 
+    def candidates_on(self, nodes: I64) -> I64:
+        """:meth:`candidates` on ``nodes`` (whose predicates pass), read from the pool."""
+        ssn = self.ssn
+        cands = self.pool.on(nodes)
+        cands = cands[in_states(ssn.task_state[cands], v.RUNNING_STATES)]
+        jobs = ssn.task_job[cands]
+        if self.own_job:
+            out: I64 = cands[jobs == self.job]
+        else:
+            out = cands[(jobs != self.job) & (ssn.job_queue[jobs] == self.queue)]
+        return out
+
+    def _view(self) -> _View:
+        """The job's :class:`_View` for this task's template, up to date."""
+        ssn = self.ssn
+        view = self.pool.view(self.job, self.own_job, int(ssn.template_of[self.task]))
+        log = ssn.changes
+        if view.lineage is None or not log.knows(view.lineage, view.cursor):
+            rows = np.arange(ssn.arrays.n_nodes, dtype=np.int64)
+        else:
+            rows = np.asarray(log.nodes_since(view.cursor), dtype=np.int64)
+        if rows.size:
+            cands = self.candidates_on(rows)
+            freed = self._freed(rows, cands)
+            covered = self._covers(rows, freed)
+            view.freed[rows] = freed
+            view.covered[rows] = covered
+            view.roomy[rows] = covered & self._room().fits_with(rows, cands, freed)
+        view.lineage, view.cursor = log.lineage, log.end
+        return view
+
     def victims(self, cands: I64) -> I64:
         """Volcano's tier walk about each node's ``cands``, with priority, gang and drf
         answering for this task as Volcano's plugins do."""
@@ -377,7 +409,7 @@ class _TaskPlay:
         g = self.rec.gpu_request
         if g is not None:
             need[:, spec.gpu_column] = g.count * self.pool.takes(g.milli)[nodes]
-        room = self._room().room[nodes] + freed - need
+        room = self._room().later(nodes) + freed - need
         room[:, spec.index(PODS)] = 0
         ok: BOOL = (room >= 0).all(axis=1)
         return ok
@@ -413,18 +445,24 @@ class _TaskPlay:
         if nodes.size == 0:
             return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
         n_ok = nodes.size
-        neg = -ev.score[nodes]  # score order: ascending, the lowest index on a tie
-        cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
-        freed = self._freed(nodes, cands)
-        covered = self._covers(nodes, freed)  # the most any walk could give
-        nodes, neg = nodes[covered], neg[covered]
-        cand_nodes = ssn.task_node[cands]
+        none = np.zeros(0, dtype=np.int64)
+        if held is None:
+            view = self._view()
+            covered, roomy = view.covered[nodes], view.roomy[nodes]
+        else:  # no candidates
+            freed = self._freed(nodes, none)
+            covered = self._covers(nodes, freed)
+            roomy = covered & self._room().fits_with(nodes, none, freed)
+        # the nodes the candidates' room covers (the most any walk could give), in score
+        # order: ascending negated score, the lowest index on a tie
+        neg = -ev.score[nodes[covered]]
+        roomy = roomy[covered]
+        nodes = nodes[covered]
         self.monotone_queue = ssn.points.built_in("allocatable")
-        roomy = self._room().fits_with(nodes, cands, freed[covered])
         found = 0
         tried = 0
         for batch, where in _in_score_order(nodes[roomy], neg[roomy], 8):
-            victims = self.victims(cands[_on(ssn, batch)[cand_nodes]])
+            victims = self.victims(self.candidates_on(batch) if held is None else none)
             found += victims.size
             freed = self._freed(batch, victims)
             valid = np.flatnonzero(self._covers(batch, freed) & ~self._queue_doomed(freed))
@@ -440,12 +478,13 @@ class _TaskPlay:
         out = np.flatnonzero(~roomy)
         if out.size:
             batch = nodes[out]
-            victims = self.victims(cands[_on(ssn, batch)[cand_nodes]])
+            victims = self.victims(self.candidates_on(batch) if held is None else none)
             found += victims.size
             freed = self._freed(batch, victims)
             for i in np.flatnonzero(self._covers(batch, freed)).tolist():
                 place = (float(neg[out[i]]), int(batch[i]))
                 tried += not self._queue_doomed(freed[[i]], before=place)[0]
+        cands = self.candidates(ok) if held is None else none
         return self.diagnose(held, n_ok, cands, nodes.size, found, tried)
 
     def _queue_doomed(
@@ -607,48 +646,63 @@ class _Room:
     (:func:`search.devices_given_back`); the fit rule then asks, of the node's room once
     releases finish (allocatable − used + releasing − pipelined), that it hold the request
     (its GPU column charged per the node's devices) and that ``gpu_count`` devices each hold
-    the take. Read here from the occupancy of the task's start, counting every evicted task as
+    the take. Read from the occupancy as it is when asked (before any eviction of a try, or
+    after its undo: the occupancy of the task's start), counting every evicted task as
     giving all of that back, which is the most it can give, so a node judged here unable to
     take the task cannot take it in a try either (the predicates and the queue asked on top
     only refuse more)."""
 
     def __init__(self, ssn: Session, tmpl: TaskTemplate, pool: _Pool) -> None:
-        a = ssn.arrays
         self.ssn = ssn
-        self.room: I64 = ssn.future_idle()
         self.gpus = int(tmpl.gpu_count)
-        self.req: I64 = np.asarray(tmpl.request, dtype=np.int64)[None, :]
-        self.need: I64 = np.ones(a.n_nodes, dtype=np.int64)
-        self.dev_later: I64 = np.zeros(0, dtype=np.int64)
-        if self.gpus:
-            take = pool.takes(tmpl.gpu_milli)
-            self.req = np.repeat(self.req, a.n_nodes, axis=0)
-            self.req[:, a.spec.gpu_column] = self.gpus * take
-            self.need = np.maximum(take, 1)
-            self.dev_later = (
-                a.gpu_capacity[a.gpu_node] - ssn.gpu_used + ssn.gpu_releasing - ssn.gpu_pipelined
-            )
+        self.request: I64 = np.asarray(tmpl.request, dtype=np.int64)
+        self.take: I64 = pool.takes(tmpl.gpu_milli) if self.gpus else np.zeros(0, np.int64)
+
+    def later(self, nodes: I64) -> I64:
+        """The room of ``nodes`` once releases finish."""
+        out: I64 = node_free(self.ssn, nodes, future=True)
+        return out
 
     def _req(self, nodes: I64) -> I64:
-        out: I64 = self.req[nodes] if self.gpus else self.req
-        return out
+        req = np.broadcast_to(self.request, (nodes.size, self.request.size))
+        if self.gpus:
+            req = req.copy()
+            req[:, self.ssn.arrays.spec.gpu_column] = self.gpus * self.take[nodes]
+        return req
+
+    def _devices_later(self, nodes: I64) -> tuple[I64, I64]:
+        """The flat devices of ``nodes`` and each one's room once releases finish."""
+        a = self.ssn.arrays
+        lo, hi = a.gpu_offset[nodes], a.gpu_offset[nodes + 1]
+        counts = hi - lo
+        first = np.cumsum(counts) - counts
+        devices = np.repeat(lo - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        later: I64 = device_free(self.ssn, future=True, devices=devices)
+        return devices, later
 
     def fits_with(self, nodes: I64, tasks: I64, freed: I64) -> BOOL:
         """Per node of ``nodes`` (distinct): whether the task fits there once releases
         finish with every one of ``tasks`` on it evicted (``freed``: what they give back on
         each node, a row per node)."""
-        ssn = self.ssn
-        a = ssn.arrays
-        mine = tasks[_on(ssn, nodes)[ssn.task_node[tasks]]]
-        ok: BOOL = np.asarray((self.room[nodes] + freed >= self._req(nodes)).all(axis=1))
-        if self.gpus:
-            devices, milli = search.devices_given_back(ssn, mine)
+        ok: BOOL = np.asarray((self.later(nodes) + freed >= self._req(nodes)).all(axis=1))
+        if self.gpus and ok.any():
+            ssn = self.ssn
+            a = ssn.arrays
+            mine, later = self._devices_later(nodes)
+            at = np.full(a.gpu_node.size, -1, dtype=np.int64)
+            at[mine] = np.arange(mine.size, dtype=np.int64)
+            devices, milli = search.devices_given_back(ssn, tasks)
             used = devices >= 0
-            later = self.dev_later.copy()
-            np.add.at(later, devices[used], np.repeat(milli, used.sum(axis=1)))
-            room = later >= self.need[a.gpu_node]
-            held = np.bincount(a.gpu_node, weights=room, minlength=a.n_nodes)
-            ok &= held[nodes] >= self.gpus
+            gives = at[devices[used]]
+            inside = gives >= 0
+            np.add.at(later, gives[inside], np.repeat(milli, used.sum(axis=1))[inside])
+            room = later >= np.maximum(self.take[a.gpu_node[mine]], 1)
+            held = np.bincount(
+                np.repeat(np.arange(nodes.size), a.gpu_count[nodes]),
+                weights=room,
+                minlength=nodes.size,
+            )
+            ok &= held >= self.gpus
         return ok
 
     def first_fit(self, node: int, tasks: list[int]) -> int | None:
@@ -656,30 +710,61 @@ class _Room:
         task fits ``node`` once releases finish; None when not even all of them do."""
         ssn = self.ssn
         listed = np.asarray(tasks, dtype=np.int64)
-        gone = np.zeros((listed.size + 1, self.room.shape[1]), dtype=np.int64)
+        where = np.asarray([node], dtype=np.int64)
+        gone = np.zeros((listed.size + 1, self.request.size), dtype=np.int64)
         np.cumsum(search.given_back(ssn, listed), axis=0, out=gone[1:])
-        ok: BOOL = (self.room[node] + gone >= self._req(np.asarray([node]))).all(axis=1)
+        ok: BOOL = np.asarray((self.later(where) + gone >= self._req(where)).all(axis=1))
         if self.gpus and ok.any():
-            a = ssn.arrays
-            lo, hi = int(a.gpu_offset[node]), int(a.gpu_offset[node + 1])
+            mine, later = self._devices_later(where)
+            lo = int(mine[0]) if mine.size else 0
             devices, milli = search.devices_given_back(ssn, listed)
-            step = np.zeros((listed.size + 1, hi - lo), dtype=np.int64)
+            step = np.zeros((listed.size + 1, mine.size), dtype=np.int64)
             for k, (row, m) in enumerate(zip(devices.tolist(), milli.tolist(), strict=True)):
                 for d in row:
-                    if lo <= d < hi:
+                    if lo <= d < lo + mine.size:
                         step[k + 1, d - lo] += m
-            later = self.dev_later[lo:hi] + np.cumsum(step, axis=0)
-            ok &= (later >= self.need[node]).sum(axis=1) >= self.gpus
+            room = later + np.cumsum(step, axis=0) >= max(int(self.take[node]), 1)
+            ok &= room.sum(axis=1) >= self.gpus
         hit = np.flatnonzero(ok)
         return int(hit[0]) if hit.size else None
 
 
+class _View:
+    """Per node, for one job's pass and one template: what evicting every candidate there
+    would give back, whether the victims' room would cover the task then (Volcano's
+    validation, :meth:`_TaskPlay._covers`) and whether the task would fit (:class:`_Room`).
+    Each is a function of the node's occupancy and tasks alone, so the view is kept across
+    the job's tasks and brought up to date through the change log: only the nodes it names
+    since the view's cursor are worked out again."""
+
+    def __init__(self, n_nodes: int, n_resources: int) -> None:
+        self.lineage: object = None
+        self.cursor = 0
+        self.freed: I64 = np.zeros((n_nodes, n_resources), dtype=np.int64)
+        self.covered: BOOL = np.zeros(n_nodes, dtype=np.bool_)
+        self.roomy: BOOL = np.zeros(n_nodes, dtype=np.bool_)
+
+
 class _Pool:
-    """What the loop reads of the snapshot for every task, read once for its run: job and
-    task priorities, and the weights turning amounts into fractions of the cluster."""
+    """What the loop reads for every task, kept for its run: the tasks that can be
+    candidates by node (running or bound, ``preemptable`` on task and job, when the loop
+    starts: no task becomes running or bound while it runs but one whose eviction is undone,
+    and the candidates are read among these as they are then), job and task priorities, the
+    weights turning amounts into fractions of the cluster, each GPU take's milli-GPU per node,
+    and the :class:`_View` of the job played."""
 
     def __init__(self, ssn: Session) -> None:
         self.ssn = ssn
+        tasks = np.flatnonzero(in_states(ssn.task_state, v.RUNNING_STATES)).astype(np.int64)
+        tasks = tasks[v.evictable(ssn, tasks)]
+        nodes = ssn.task_node[tasks]
+        by_node = np.argsort(nodes, kind="stable")
+        self.tasks: I64 = tasks[by_node]
+        self.offsets: I64 = np.searchsorted(
+            nodes[by_node], np.arange(ssn.arrays.n_nodes + 1, dtype=np.int64)
+        ).astype(np.int64)
+        self._views: dict[tuple[bool, int], _View] = {}
+        self._views_of = -1
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
         self._takes: dict[int, I64] = {}
@@ -693,6 +778,27 @@ class _Pool:
                 np.array([t.priority for t in snap.tasks], dtype=np.int64),
             )
         return self._priorities
+
+    def on(self, nodes: I64) -> I64:
+        """The pool's tasks on ``nodes``, ascending."""
+        lo, hi = self.offsets[nodes], self.offsets[nodes + 1]
+        counts = hi - lo
+        first = np.cumsum(counts) - counts
+        at = np.repeat(lo - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        out: I64 = np.sort(self.tasks[at])
+        return out
+
+    def view(self, job: int, own_job: bool, template: int) -> _View:
+        """The view of ``job``'s pass (``own_job``) for ``template``: the views of one job
+        at a time are kept."""
+        if job != self._views_of:
+            self._views.clear()
+            self._views_of = job
+        got = self._views.get((own_job, template))
+        if got is None:
+            ssn = self.ssn
+            got = self._views[own_job, template] = _View(ssn.arrays.n_nodes, ssn.task_req.shape[1])
+        return got
 
     def takes(self, milli: int) -> I64:
         """Milli-GPU a take of ``milli`` holds on each device of every node."""
@@ -755,13 +861,6 @@ def _starts(new: BOOL) -> I64:
     if new.size:
         new[0] = True
     out: I64 = np.flatnonzero(new)
-    return out
-
-
-def _on(ssn: Session, nodes: I64) -> BOOL:
-    """Per node of the cluster, whether it is one of ``nodes``."""
-    out = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-    out[nodes] = True
     return out
 
 
