@@ -309,12 +309,17 @@ class _TaskPlay:
     def _view(self) -> _View:
         """The job's :class:`_View` for this task's template, up to date."""
         ssn = self.ssn
-        view = self.pool.view(self.job, self.own_job, int(ssn.template_of[self.task]))
+        pool = self.pool
+        view = pool.view(self.queue, self.own_job, int(ssn.template_of[self.task]))
         log = ssn.changes
         if view.lineage is None or not log.knows(view.lineage, view.cursor):
             rows = np.arange(ssn.arrays.n_nodes, dtype=np.int64)
         else:
             rows = np.asarray(log.nodes_since(view.cursor), dtype=np.int64)
+            if view.job != self.job:  # its candidates differ only where either job runs
+                rows = np.union1d(rows, pool.job_nodes(view.job))
+                rows = np.union1d(rows, pool.job_nodes(self.job))
+        view.job = self.job
         if rows.size:
             cands = self.candidates_on(rows)
             freed = self._freed(rows, cands)
@@ -395,7 +400,7 @@ class _TaskPlay:
             if at.size:
                 by = np.argsort(at, kind="stable")
                 at = at[by]
-                starts = _starts(at != np.roll(at, 1))
+                starts = _starts(at)
                 freed[at[starts]] = np.add.reduceat(rows[by], starts, axis=0)
         return freed
 
@@ -730,14 +735,17 @@ class _Room:
 
 
 class _View:
-    """Per node, for one job's pass and one template: what evicting every candidate there
+    """Per node, for a job's pass and one template: what evicting every candidate there
     would give back, whether the victims' room would cover the task then (Volcano's
     validation, :meth:`_TaskPlay._covers`) and whether the task would fit (:class:`_Room`).
     Each is a function of the node's occupancy and tasks alone, so the view is kept across
     the job's tasks and brought up to date through the change log: only the nodes it names
-    since the view's cursor are worked out again."""
+    since the view's cursor are worked out again, and, when another job of the queue plays
+    it next, the nodes where either job has tasks (the candidates differ only there)."""
 
     def __init__(self, n_nodes: int, n_resources: int) -> None:
+        #: The job whose candidates the view holds.
+        self.job = -1
         self.lineage: object = None
         self.cursor = 0
         self.freed: I64 = np.zeros((n_nodes, n_resources), dtype=np.int64)
@@ -763,8 +771,8 @@ class _Pool:
         self.offsets: I64 = np.searchsorted(
             nodes[by_node], np.arange(ssn.arrays.n_nodes + 1, dtype=np.int64)
         ).astype(np.int64)
-        self._views: dict[tuple[bool, int], _View] = {}
-        self._views_of = -1
+        self._views: dict[tuple[int, bool, int], _View] = {}
+        self._job_nodes: dict[int, I64] = {}
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
         self._takes: dict[int, I64] = {}
@@ -788,16 +796,28 @@ class _Pool:
         out: I64 = np.sort(self.tasks[at])
         return out
 
-    def view(self, job: int, own_job: bool, template: int) -> _View:
-        """The view of ``job``'s pass (``own_job``) for ``template``: the views of one job
-        at a time are kept."""
-        if job != self._views_of:
-            self._views.clear()
-            self._views_of = job
-        got = self._views.get((own_job, template))
+    def view(self, queue: int, own_job: bool, template: int) -> _View:
+        """The view of a pass (``own_job``) for ``template`` of the jobs of ``queue``: one
+        at a time plays it (:attr:`_View.job`)."""
+        got = self._views.get((queue, own_job, template))
         if got is None:
             ssn = self.ssn
-            got = self._views[own_job, template] = _View(ssn.arrays.n_nodes, ssn.task_req.shape[1])
+            got = self._views[queue, own_job, template] = _View(
+                ssn.arrays.n_nodes, ssn.task_req.shape[1]
+            )
+        return got
+
+    def job_nodes(self, job: int) -> I64:
+        """The nodes of the pool's tasks of ``job``: the only nodes where its candidates
+        and another job's of its queue can differ."""
+        if not self._job_nodes:
+            jobs = self.ssn.task_job[self.tasks]
+            nodes = self.ssn.task_node[self.tasks]
+            for j in np.unique(jobs).tolist():
+                self._job_nodes[j] = np.unique(nodes[jobs == j])
+        got = self._job_nodes.get(job)
+        if got is None:
+            got = self._job_nodes[job] = np.zeros(0, dtype=np.int64)
         return got
 
     def takes(self, milli: int) -> I64:
@@ -855,11 +875,14 @@ def _in_score_order(nodes: I64, neg: I64 | F64, first: int) -> Iterator[tuple[I6
         size *= 4
 
 
-def _starts(new: BOOL) -> I64:
-    """Where runs start, given where a value differs from the one before it (the first
-    entry always starts one)."""
-    if new.size:
-        new[0] = True
+def _starts(*keys: I64) -> I64:
+    """Where runs of equal ``keys`` (read together, each sorted into runs) start."""
+    new = np.ones(keys[0].size, dtype=np.bool_)
+    if keys[0].size > 1:
+        differs = keys[0][1:] != keys[0][:-1]
+        for key in keys[1:]:
+            differs |= key[1:] != key[:-1]
+        new[1:] = differs
     out: I64 = np.flatnonzero(new)
     return out
 
@@ -878,7 +901,7 @@ def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> tuple[I64, I64, I64
     jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
     at = np.lexsort((rank[cands], nodes, jobs))
     c, j, n = cands[at], jobs[at], nodes[at]
-    starts = _starts((j != np.roll(j, 1)) | (n != np.roll(n, 1)))
+    starts = _starts(j, n)
     first = np.repeat(starts, np.diff(starts, append=c.size))
     place: I64 = np.arange(c.size, dtype=np.int64) - first
     return c, j, place
