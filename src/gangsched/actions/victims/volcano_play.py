@@ -102,6 +102,8 @@ SELECTIONS = (CHEAPEST, VOLCANO)
 
 I64 = v.I64
 BOOL = v.BOOL
+#: How many nodes the walk is first asked about for a task (then four times as many).
+_FIRST_BATCH = 32
 F64 = npt.NDArray[np.float64]
 
 
@@ -466,7 +468,7 @@ class _TaskPlay:
         self.monotone_queue = ssn.points.built_in("allocatable")
         found = 0
         tried = 0
-        for batch, where in _in_score_order(nodes[roomy], neg[roomy], 8):
+        for batch, where in _in_score_order(nodes[roomy], neg[roomy], _FIRST_BATCH):
             victims = self.victims(self.candidates_on(batch) if held is None else none)
             found += victims.size
             freed = self._freed(batch, victims)
@@ -519,10 +521,10 @@ class _TaskPlay:
         it; undo and return False when it does not fit (``at``: the node's place in score
         order). The victims before the first that :class:`_Room` lets the task fit after are
         evicted without asking (the task cannot fit before them), and none when no number of
-        them lets it."""
+        them lets it (with no victim on the node the fit is asked at once)."""
         ssn = self.ssn
         here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
-        first = self._room().first_fit(node, here)
+        first = self._room().first_fit(node, here) if here else 0
         if first is None:
             return False  # would be undone, the queue never asked
         mark = stmt.mark()
