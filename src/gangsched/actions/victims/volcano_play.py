@@ -308,28 +308,44 @@ class _TaskPlay:
             out = cands[(jobs != self.job) & (ssn.job_queue[jobs] == self.queue)]
         return out
 
-    def _view(self) -> _View:
-        """The job's :class:`_View` for this task's template, up to date."""
+    def _rows_since(self, view: _View) -> I64:
+        """The nodes to work ``view`` out again on for this task's job: those the change log
+        names since its cursor, and, when it held another job's, the nodes where either job
+        has tasks (their candidates differ only there); every node when it holds nothing."""
         ssn = self.ssn
-        pool = self.pool
-        view = pool.view(self.queue, self.own_job, int(ssn.template_of[self.task]))
         log = ssn.changes
         if view.lineage is None or not log.knows(view.lineage, view.cursor):
             rows = np.arange(ssn.arrays.n_nodes, dtype=np.int64)
         else:
             rows = np.asarray(log.nodes_since(view.cursor), dtype=np.int64)
-            if view.job != self.job:  # its candidates differ only where either job runs
-                rows = np.union1d(rows, pool.job_nodes(view.job))
-                rows = np.union1d(rows, pool.job_nodes(self.job))
-        view.job = self.job
+            if view.job != self.job:
+                rows = np.union1d(rows, self.pool.job_nodes(view.job))
+                rows = np.union1d(rows, self.pool.job_nodes(self.job))
+        view.job, view.lineage, view.cursor = self.job, log.lineage, log.end
+        return rows
+
+    def _view(self) -> _View:
+        """This task's :class:`_View` (its queue, pass and template), up to date."""
+        ssn = self.ssn
+        pool = self.pool
+        given = pool.view(self.queue, self.own_job, -1)
+        rows = self._rows_since(given)
         if rows.size:
             cands = self.candidates_on(rows)
-            freed = self._freed(rows, cands)
+            given.freed[rows] = self._freed(rows, cands)
+            if given.dev_freed.size:
+                devices = _devices_of(ssn, rows)
+                given.dev_freed[devices] = 0
+                taken, milli = search.devices_given_back(ssn, cands)
+                used = taken >= 0
+                np.add.at(given.dev_freed, taken[used], np.repeat(milli, used.sum(axis=1)))
+        view = pool.view(self.queue, self.own_job, int(ssn.template_of[self.task]))
+        rows = self._rows_since(view)
+        if rows.size:
+            freed = given.freed[rows]
             covered = self._covers(rows, freed)
-            view.freed[rows] = freed
             view.covered[rows] = covered
-            view.roomy[rows] = covered & self._room().fits_with(rows, cands, freed)
-        view.lineage, view.cursor = log.lineage, log.end
+            view.roomy[rows] = covered & self._room().fits_with(rows, freed, given.dev_freed)
         return view
 
     def victims(self, cands: I64) -> I64:
@@ -459,7 +475,8 @@ class _TaskPlay:
         else:  # no candidates
             freed = self._freed(nodes, none)
             covered = self._covers(nodes, freed)
-            roomy = covered & self._room().fits_with(nodes, none, freed)
+            nothing = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
+            roomy = covered & self._room().fits_with(nodes, freed, nothing)
         # the nodes the candidates' room covers (the most any walk could give), in score
         # order: ascending negated score, the lowest index on a tie
         neg = -ev.score[nodes[covered]]
@@ -679,31 +696,19 @@ class _Room:
 
     def _devices_later(self, nodes: I64) -> tuple[I64, I64]:
         """The flat devices of ``nodes`` and each one's room once releases finish."""
-        a = self.ssn.arrays
-        lo, hi = a.gpu_offset[nodes], a.gpu_offset[nodes + 1]
-        counts = hi - lo
-        first = np.cumsum(counts) - counts
-        devices = np.repeat(lo - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        devices = _devices_of(self.ssn, nodes)
         later: I64 = device_free(self.ssn, future=True, devices=devices)
         return devices, later
 
-    def fits_with(self, nodes: I64, tasks: I64, freed: I64) -> BOOL:
+    def fits_with(self, nodes: I64, freed: I64, dev_freed: I64) -> BOOL:
         """Per node of ``nodes`` (distinct): whether the task fits there once releases
-        finish with every one of ``tasks`` on it evicted (``freed``: what they give back on
-        each node, a row per node)."""
+        finish with every candidate on it evicted (``freed``: what they give back on each
+        node, a row per node; ``dev_freed``: on each device of the cluster)."""
         ok: BOOL = np.asarray((self.later(nodes) + freed >= self._req(nodes)).all(axis=1))
         if self.gpus and ok.any():
-            ssn = self.ssn
-            a = ssn.arrays
+            a = self.ssn.arrays
             mine, later = self._devices_later(nodes)
-            at = np.full(a.gpu_node.size, -1, dtype=np.int64)
-            at[mine] = np.arange(mine.size, dtype=np.int64)
-            devices, milli = search.devices_given_back(ssn, tasks)
-            used = devices >= 0
-            gives = at[devices[used]]
-            inside = gives >= 0
-            np.add.at(later, gives[inside], np.repeat(milli, used.sum(axis=1))[inside])
-            room = later >= np.maximum(self.take[a.gpu_node[mine]], 1)
+            room = later + dev_freed[mine] >= np.maximum(self.take[a.gpu_node[mine]], 1)
             held = np.bincount(
                 np.repeat(np.arange(nodes.size), a.gpu_count[nodes]),
                 weights=room,
@@ -745,12 +750,17 @@ class _View:
     since the view's cursor are worked out again, and, when another job of the queue plays
     it next, the nodes where either job has tasks (the candidates differ only there)."""
 
-    def __init__(self, n_nodes: int, n_resources: int) -> None:
-        #: The job whose candidates the view holds.
+    def __init__(self, n_nodes: int, n_resources: int, n_devices: int) -> None:
+        #: The job whose candidates the view holds, and the change log's lineage and
+        #: position when it was last brought up to date.
         self.job = -1
         self.lineage: object = None
         self.cursor = 0
+        #: What evicting every candidate gives back on each node and each device (the
+        #: view of no template), and for the view of a template, whether that covers it
+        #: and lets it fit.
         self.freed: I64 = np.zeros((n_nodes, n_resources), dtype=np.int64)
+        self.dev_freed: I64 = np.zeros(n_devices, dtype=np.int64)
         self.covered: BOOL = np.zeros(n_nodes, dtype=np.bool_)
         self.roomy: BOOL = np.zeros(n_nodes, dtype=np.bool_)
 
@@ -799,13 +809,14 @@ class _Pool:
         return out
 
     def view(self, queue: int, own_job: bool, template: int) -> _View:
-        """The view of a pass (``own_job``) for ``template`` of the jobs of ``queue``: one
-        at a time plays it (:attr:`_View.job`)."""
+        """The view of a pass (``own_job``) for ``template`` (-1: what the candidates give
+        back, for every template) of the jobs of ``queue``: one at a time plays it
+        (:attr:`_View.job`)."""
         got = self._views.get((queue, own_job, template))
         if got is None:
-            ssn = self.ssn
+            a = self.ssn.arrays
             got = self._views[queue, own_job, template] = _View(
-                ssn.arrays.n_nodes, ssn.task_req.shape[1]
+                a.n_nodes, self.ssn.task_req.shape[1], a.gpu_node.size if template < 0 else 0
             )
         return got
 
@@ -886,6 +897,16 @@ def _starts(*keys: I64) -> I64:
             differs |= key[1:] != key[:-1]
         new[1:] = differs
     out: I64 = np.flatnonzero(new)
+    return out
+
+
+def _devices_of(ssn: Session, nodes: I64) -> I64:
+    """The flat indices of the GPU devices of ``nodes``, node by node."""
+    a = ssn.arrays
+    lo, hi = a.gpu_offset[nodes], a.gpu_offset[nodes + 1]
+    counts = hi - lo
+    first = np.cumsum(counts) - counts
+    out: I64 = np.repeat(lo - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
     return out
 
 
