@@ -339,7 +339,7 @@ class _TaskPlay:
                 taken, milli = search.devices_given_back(ssn, cands)
                 used = taken >= 0
                 np.add.at(given.dev_freed, taken[used], np.repeat(milli, used.sum(axis=1)))
-        view = pool.view(self.queue, self.own_job, int(ssn.template_of[self.task]))
+        view = pool.view(self.queue, self.own_job, pool.shape(self))
         rows = self._rows_since(view)
         if rows.size:
             freed = given.freed[rows]
@@ -785,6 +785,7 @@ class _Pool:
         ).astype(np.int64)
         self._views: dict[tuple[int, bool, int], _View] = {}
         self._job_nodes: dict[int, I64] = {}
+        self._shapes: dict[tuple[object, ...], int] = {}
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
         self._takes: dict[int, I64] = {}
@@ -809,9 +810,9 @@ class _Pool:
         return out
 
     def view(self, queue: int, own_job: bool, template: int) -> _View:
-        """The view of a pass (``own_job``) for ``template`` (-1: what the candidates give
-        back, for every template) of the jobs of ``queue``: one at a time plays it
-        (:attr:`_View.job`)."""
+        """The view of a pass (``own_job``) for tasks of one :meth:`shape`, ``template``
+        (-1: what the candidates give back, for every shape) of the jobs of ``queue``: one
+        at a time plays it (:attr:`_View.job`)."""
         got = self._views.get((queue, own_job, template))
         if got is None:
             a = self.ssn.arrays
@@ -819,6 +820,20 @@ class _Pool:
                 a.n_nodes, self.ssn.task_req.shape[1], a.gpu_node.size if template < 0 else 0
             )
         return got
+
+    def shape(self, play: _TaskPlay) -> int:
+        """A number for what the views of ``play``'s task read of it (its request, as the
+        queue and as its nodes are charged, and its GPU request): tasks alike share views."""
+        g = play.rec.gpu_request
+        tmpl = play.tmpl
+        key = (
+            self.ssn.task_req[play.task].tobytes(),
+            np.asarray(tmpl.request, dtype=np.int64).tobytes(),
+            tmpl.gpu_count,
+            tmpl.gpu_milli,
+            None if g is None else (g.count, g.milli),
+        )
+        return self._shapes.setdefault(key, len(self._shapes))
 
     def job_nodes(self, job: int) -> I64:
         """The nodes of the pool's tasks of ``job``: the only nodes where its candidates
