@@ -354,12 +354,12 @@ class _TaskPlay:
         ssn = self.ssn
         if cands.size == 0:
             return cands
-        rank = _victim_ranks(ssn, cands)
+        rank = self.pool.ranks(cands)
         answers: dict[str, Callable[[I64], I64]] = {
             "priority": self._priority,
             "gang": lambda c: _gang_answer(ssn, c, rank),
         }
-        if ssn.points.built_in("preemptable"):  # "drf" names the package's own plugin
+        if self.pool.drf_built_in:  # "drf" names the package's own plugin
             inv = self.pool.inverse_totals()
             answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, rank, inv)
         walked, _ = ssn.points.walk_victims(
@@ -786,6 +786,14 @@ class _Pool:
         self._views: dict[tuple[int, bool, int], _View] = {}
         self._job_nodes: dict[int, I64] = {}
         self._shapes: dict[tuple[object, ...], int] = {}
+        #: Whether the ``preemptable`` plugins are the package's own.
+        self.drf_built_in = ssn.points.built_in("preemptable")
+        #: Each pool task's place in its job's victim order when it never moves (every
+        #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None.
+        self._ranks: I64 | None = None
+        if ssn.points.victim_order_by_job_and_queue():
+            self._ranks = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
+            self._ranks[self.tasks] = search.job_ranks(ssn, self.tasks)
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
         self._takes: dict[int, I64] = {}
@@ -820,6 +828,13 @@ class _Pool:
                 a.n_nodes, self.ssn.task_req.shape[1], a.gpu_node.size if template < 0 else 0
             )
         return got
+
+    def ranks(self, cands: I64) -> I64:
+        """Per task (indexed by task), each of ``cands``' place in its job's victim order
+        (``victim_order`` key, then name): the answers here compare tasks of one job only."""
+        if self._ranks is not None:
+            return self._ranks
+        return _victim_ranks(self.ssn, cands)
 
     def shape(self, play: _TaskPlay) -> int:
         """A number for what the views of ``play``'s task read of it (its request, as the
