@@ -343,9 +343,11 @@ class _TaskPlay:
         rows = self._rows_since(view)
         if rows.size:
             freed = given.freed[rows]
-            covered = self._covers(rows, freed)
+            room = self._room()
+            later = room.later(rows)
+            covered = self._covers(rows, freed, later)
             view.covered[rows] = covered
-            view.roomy[rows] = covered & self._room().fits_with(rows, freed, given.dev_freed)
+            view.roomy[rows] = covered & room.fits_with(rows, freed, given.dev_freed, later)[0]
         return view
 
     def victims(self, cands: I64) -> I64:
@@ -422,20 +424,30 @@ class _TaskPlay:
                 freed[at[starts]] = np.add.reduceat(rows[by], starts, axis=0)
         return freed
 
-    def _covers(self, nodes: I64, freed: I64) -> BOOL:
+    def _covers(self, nodes: I64, freed: I64, later: I64 | None = None) -> BOOL:
         """Volcano's ``ValidateVictims`` on every node of ``nodes`` at once: future idle plus
         ``freed`` (what the victims there give back, a row per node) cover the task's request
-        (pods aside)."""
+        (pods aside; ``later``: the room of ``nodes`` once releases finish, if read already)."""
         ssn = self.ssn
         spec = ssn.arrays.spec
         need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
         g = self.rec.gpu_request
         if g is not None:
             need[:, spec.gpu_column] = g.count * self.pool.takes(g.milli)[nodes]
-        room = self._room().later(nodes) + freed - need
+        room = (self._room().later(nodes) if later is None else later) + freed - need
         room[:, spec.index(PODS)] = 0
         ok: BOOL = (room >= 0).all(axis=1)
         return ok
+
+    def _dev_freed(self, victims: I64) -> I64:
+        """Per device of the cluster, what ``victims`` give back on it."""
+        ssn = self.ssn
+        out = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
+        if victims.size and out.size:
+            devices, milli = search.devices_given_back(ssn, victims)
+            used = devices >= 0
+            np.add.at(out, devices[used], np.repeat(milli, used.sum(axis=1)))
+        return out
 
     def _room(self) -> _Room:
         """The task's room on the nodes as the session is at the task's start."""
@@ -476,7 +488,7 @@ class _TaskPlay:
             freed = self._freed(nodes, none)
             covered = self._covers(nodes, freed)
             nothing = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
-            roomy = covered & self._room().fits_with(nodes, freed, nothing)
+            roomy = covered & self._room().fits_with(nodes, freed, nothing)[0]
         # the nodes the candidates' room covers (the most any walk could give), in score
         # order: ascending negated score, the lowest index on a tie
         neg = -ev.score[nodes[covered]]
@@ -489,14 +501,18 @@ class _TaskPlay:
             victims = self.victims(self.candidates_on(batch) if held is None else none)
             found += victims.size
             freed = self._freed(batch, victims)
-            valid = np.flatnonzero(self._covers(batch, freed) & ~self._queue_doomed(freed))
+            room = self._room()
+            later = room.later(batch)
+            valid = self._covers(batch, freed, later) & ~self._queue_doomed(freed)
+            fit, bare = room.fits_with(batch, freed, self._dev_freed(victims), later)
             seen = len(self.queue_fails)
-            for i in valid.tolist():
+            for i in np.flatnonzero(valid).tolist():
                 if self._queue_doomed(freed[[i]], seen)[0]:  # refused since the batch began
                     continue
                 tried += 1
                 node = int(batch[i])
-                if self._try_node(stmt, node, victims, freed[i], (float(where[i]), node)):
+                at = (float(where[i]), node)
+                if self._try_node(stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i])):
                     return None
         # The nodes left out: tried, each would have been undone without asking the queue.
         out = np.flatnonzero(~roomy)
@@ -532,18 +548,28 @@ class _TaskPlay:
         return doomed
 
     def _try_node(
-        self, stmt: Statement, node: int, victims: I64, freed: I64, at: tuple[float, int]
+        self,
+        stmt: Statement,
+        node: int,
+        victims: I64,
+        freed: I64,
+        at: tuple[float, int],
+        can: bool,
+        bare: bool,
     ) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
         it; undo and return False when it does not fit (``at``: the node's place in score
         order). The victims before the first that :class:`_Room` lets the task fit after are
         evicted without asking (the task cannot fit before them), and none when no number of
-        them lets it (with no victim on the node the fit is asked at once)."""
+        them lets it (``can``: whether all of them do; ``bare``: whether none needs to go,
+        both by :meth:`_Room.fits_with`)."""
+        if not can:
+            return False  # would be undone, the queue never asked
         ssn = self.ssn
         here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
-        first = self._room().first_fit(node, here) if here else 0
+        first = 0 if bare else self._room().first_fit(node, here)
         if first is None:
-            return False  # would be undone, the queue never asked
+            return False
         mark = stmt.mark()
         self.queue_refused = False
         k = 0
@@ -700,22 +726,28 @@ class _Room:
         later: I64 = device_free(self.ssn, future=True, devices=devices)
         return devices, later
 
-    def fits_with(self, nodes: I64, freed: I64, dev_freed: I64) -> BOOL:
+    def fits_with(
+        self, nodes: I64, freed: I64, dev_freed: I64, later: I64 | None = None
+    ) -> tuple[BOOL, BOOL]:
         """Per node of ``nodes`` (distinct): whether the task fits there once releases
-        finish with every candidate on it evicted (``freed``: what they give back on each
-        node, a row per node; ``dev_freed``: on each device of the cluster)."""
-        ok: BOOL = np.asarray((self.later(nodes) + freed >= self._req(nodes)).all(axis=1))
+        finish with some tasks on it evicted (``freed``: what they give back on each node,
+        a row per node; ``dev_freed``: on each device of the cluster), and whether it does
+        without evicting (``later``: :meth:`later` of ``nodes`` if read already)."""
+        later = self.later(nodes) if later is None else later
+        req = self._req(nodes)
+        ok: BOOL = np.asarray((later + freed >= req).all(axis=1))
+        bare: BOOL = ok & np.asarray((later >= req).all(axis=1))
         if self.gpus and ok.any():
             a = self.ssn.arrays
-            mine, later = self._devices_later(nodes)
-            room = later + dev_freed[mine] >= np.maximum(self.take[a.gpu_node[mine]], 1)
-            held = np.bincount(
-                np.repeat(np.arange(nodes.size), a.gpu_count[nodes]),
-                weights=room,
-                minlength=nodes.size,
-            )
-            ok &= held >= self.gpus
-        return ok
+            mine, dev_later = self._devices_later(nodes)
+            need = np.maximum(self.take[a.gpu_node[mine]], 1)
+            owner = np.repeat(np.arange(nodes.size), a.gpu_count[nodes])
+            room = dev_later + dev_freed[mine] >= need
+            ok &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
+            if bare.any():
+                room = dev_later >= need
+                bare &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
+        return ok, bare & ok
 
     def first_fit(self, node: int, tasks: list[int]) -> int | None:
         """The fewest of ``tasks`` (on ``node``, in eviction order) after whose eviction the
