@@ -430,11 +430,13 @@ class _TaskPlay:
         (pods aside; ``later``: the room of ``nodes`` once releases finish, if read already)."""
         ssn = self.ssn
         spec = ssn.arrays.spec
-        need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
+        later = self._room().later(nodes) if later is None else later
+        room = later + freed - ssn.task_req[self.task]
         g = self.rec.gpu_request
         if g is not None:
-            need[:, spec.gpu_column] = g.count * self.pool.takes(g.milli)[nodes]
-        room = (self._room().later(nodes) if later is None else later) + freed - need
+            gpu = spec.gpu_column
+            takes = self.pool.takes(g.milli)[nodes]
+            room[:, gpu] = later[:, gpu] + freed[:, gpu] - g.count * takes
         room[:, spec.index(PODS)] = 0
         ok: BOOL = (room >= 0).all(axis=1)
         return ok
@@ -714,10 +716,11 @@ class _Room:
         return out
 
     def _req(self, nodes: I64) -> I64:
-        req = np.broadcast_to(self.request, (nodes.size, self.request.size))
-        if self.gpus:
-            req = req.copy()
-            req[:, self.ssn.arrays.spec.gpu_column] = self.gpus * self.take[nodes]
+        """The request as each node of ``nodes`` is charged (a row, or one row for all)."""
+        if not self.gpus:
+            return self.request
+        req = np.repeat(self.request[None, :], nodes.size, axis=0)
+        req[:, self.ssn.arrays.spec.gpu_column] = self.gpus * self.take[nodes]
         return req
 
     def _devices_later(self, nodes: I64) -> tuple[I64, I64]:
