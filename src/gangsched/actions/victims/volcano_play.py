@@ -347,7 +347,11 @@ class _TaskPlay:
             later = room.later(rows)
             covered = self._covers(rows, freed, later)
             view.covered[rows] = covered
-            view.roomy[rows] = covered & room.fits_with(rows, freed, given.dev_freed, later)[0]
+            roomy = np.zeros_like(covered)
+            at = np.flatnonzero(covered)
+            if at.size:
+                roomy[at] = room.fits_with(rows[at], freed[at], given.dev_freed, later[at])[0]
+            view.roomy[rows] = roomy
         return view
 
     def victims(self, cands: I64) -> I64:
@@ -374,7 +378,7 @@ class _TaskPlay:
             grouped=_BY_NODE,  # they group a node's candidates by job themselves
         )
         out: I64 = walked
-        kept = v.placed_now(ssn)[ssn.task_job[out]]
+        kept = v.placed_now(ssn, ssn.task_job[out])
         if kept.any() and not self.own_job:
             # a gang this cycle bound or reserved tasks for gives only its surplus
             spare = _gang_answer(ssn, out[kept], rank, PIPELINED_OR_READY)
@@ -481,25 +485,27 @@ class _TaskPlay:
         nodes = np.flatnonzero(ok)
         if nodes.size == 0:
             return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
-        n_ok = nodes.size
         none = np.zeros(0, dtype=np.int64)
         if held is None:
             view = self._view()
-            covered, roomy = view.covered[nodes], view.roomy[nodes]
+            covered, roomy = ok & view.covered, ok & view.roomy
         else:  # no candidates
+            covered = np.zeros_like(ok)
+            roomy = np.zeros_like(ok)
             freed = self._freed(nodes, none)
-            covered = self._covers(nodes, freed)
+            covered[nodes] = self._covers(nodes, freed)
             nothing = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
-            roomy = covered & self._room().fits_with(nodes, freed, nothing)[0]
+            roomy[nodes] = covered[nodes] & self._room().fits_with(nodes, freed, nothing)[0]
         # the nodes the candidates' room covers (the most any walk could give), in score
-        # order: ascending negated score, the lowest index on a tie
-        neg = -ev.score[nodes[covered]]
-        roomy = roomy[covered]
-        nodes = nodes[covered]
+        # order: ascending negated score, the lowest index on a tie; those where the task
+        # cannot fit with them all evicted are left out of the walk
+        walk = np.flatnonzero(roomy)
+        out = np.flatnonzero(covered & ~roomy)
+        out_neg = -ev.score[out]
         self.monotone_queue = ssn.points.built_in("allocatable")
         found = 0
         tried = 0
-        for batch, where in _in_score_order(nodes[roomy], neg[roomy], _FIRST_BATCH):
+        for batch, where in _in_score_order(walk, -ev.score[walk], _FIRST_BATCH):
             victims = self.victims(self.candidates_on(batch) if held is None else none)
             found += victims.size
             freed = self._freed(batch, victims)
@@ -517,17 +523,15 @@ class _TaskPlay:
                 if self._try_node(stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i])):
                     return None
         # The nodes left out: tried, each would have been undone without asking the queue.
-        out = np.flatnonzero(~roomy)
         if out.size:
-            batch = nodes[out]
-            victims = self.victims(self.candidates_on(batch) if held is None else none)
+            victims = self.victims(self.candidates_on(out) if held is None else none)
             found += victims.size
-            freed = self._freed(batch, victims)
-            for i in np.flatnonzero(self._covers(batch, freed)).tolist():
-                place = (float(neg[out[i]]), int(batch[i]))
+            freed = self._freed(out, victims)
+            for i in np.flatnonzero(self._covers(out, freed)).tolist():
+                place = (float(out_neg[i]), int(out[i]))
                 tried += not self._queue_doomed(freed[[i]], before=place)[0]
         cands = self.candidates(ok) if held is None else none
-        return self.diagnose(held, n_ok, cands, nodes.size, found, tried)
+        return self.diagnose(held, nodes.size, cands, int(covered.sum()), found, tried)
 
     def _queue_doomed(
         self, freed: I64, since: int = 0, before: tuple[float, int] | None = None
@@ -1007,8 +1011,8 @@ def _gang_answer(
     if cands.size == 0:
         return np.zeros(0, dtype=np.int64)
     c, j, place = _by_job_and_node(ssn, cands, rank)
-    ready: I64 = ssn.job_count[:, list(states)].sum(axis=1)
-    out: I64 = np.sort(c[place < ready[j] - ssn.job_min[j]])
+    ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
+    out: I64 = np.sort(c[place < ready - ssn.job_min[j]])
     return out
 
 
