@@ -361,13 +361,24 @@ class _TaskPlay:
         if cands.size == 0:
             return cands
         rank = self.pool.ranks(cands)
+        memo: list[tuple[I64, tuple[I64, I64, I64]]] = []
+
+        def grouped(c: I64) -> tuple[I64, I64, I64]:
+            """:func:`_by_job_and_node` of ``c``, kept for the walk's next answer about it
+            (gang and drf are asked about the same candidates)."""
+            if not (memo and memo[0][0] is c):
+                memo[:] = [(c, _by_job_and_node(ssn, c, rank))]
+            return memo[0][1]
+
         answers: dict[str, Callable[[I64], I64]] = {
             "priority": self._priority,
-            "gang": lambda c: _gang_answer(ssn, c, rank),
+            "gang": lambda c: _gang_answer(ssn, c, rank, grouping=grouped(c)),
         }
         if self.pool.drf_built_in:  # "drf" names the package's own plugin
             inv = self.pool.inverse_totals()
-            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, rank, inv)
+            answers["drf"] = lambda c: _drf_answer(
+                ssn, self.job, self.task, c, rank, inv, grouping=grouped(c) if c.size else None
+            )
         walked, _ = ssn.points.walk_victims(
             "preemptable",
             self.job,
@@ -512,7 +523,13 @@ class _TaskPlay:
             room = self._room()
             later = room.later(batch)
             valid = self._covers(batch, freed, later) & ~self._queue_doomed(freed)
-            fit, bare = room.fits_with(batch, freed, self._dev_freed(victims), later)
+            fit = np.zeros_like(valid)
+            bare = np.zeros_like(valid)
+            judged = np.flatnonzero(valid)
+            if judged.size:  # whether all the node's victims, or none, let the task fit
+                fit[judged], bare[judged] = room.fits_with(
+                    batch[judged], freed[judged], self._dev_freed(victims), later[judged]
+                )
             seen = len(self.queue_fails)
             for i in np.flatnonzero(valid).tolist():
                 if self._queue_doomed(freed[[i]], seen)[0]:  # refused since the batch began
@@ -1004,28 +1021,39 @@ def _gang_answer(
     cands: I64,
     rank: I64,
     states: tuple[int, ...] = READY_STATES,
+    *,
+    grouping: tuple[I64, I64, I64] | None = None,
 ) -> I64:
     """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
     min_available`` tasks of each job (here the first in victim order: ``rank``); ``states``:
-    those counted as ready."""
+    those counted as ready; ``grouping``: :func:`_by_job_and_node` of ``cands`` if read)."""
     if cands.size == 0:
         return np.zeros(0, dtype=np.int64)
-    c, j, place = _by_job_and_node(ssn, cands, rank)
+    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
     ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
     out: I64 = np.sort(c[place < ready - ssn.job_min[j]])
     return out
 
 
-def _drf_answer(ssn: Session, job: int, task: int, cands: I64, rank: I64, inv: F64) -> I64:
+def _drf_answer(
+    ssn: Session,
+    job: int,
+    task: int,
+    cands: I64,
+    rank: I64,
+    inv: F64,
+    *,
+    grouping: tuple[I64, I64, I64] | None = None,
+) -> I64:
     """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
-    above it (within 1e-6)."""
+    above it (within 1e-6). ``grouping``: :func:`_by_job_and_node` of ``cands`` if read."""
     mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     if cands.size == 0:
         return cands
     # by (job, node), each group in victim order; integer running sums of what goes
-    c, j, place = _by_job_and_node(ssn, cands, rank)
+    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
     req = ssn.task_req[c]
     cum = np.cumsum(req, axis=0)
     first = np.arange(c.size) - place
