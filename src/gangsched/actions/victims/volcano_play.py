@@ -272,7 +272,7 @@ class _TaskPlay:
         once the releases finish, and the node's predicates pass."""
         ssn = self.ssn
         self.queue_refused = False
-        ev = ssn.evaluate(self.tmpl)
+        ev = ssn.feasible(self.tmpl)  # the scores are not read here
         if not (ev.ok[node] and ev.fit_future[node]):
             return False
         if not ssn.points.allocatable(self.queue, self.tmpl):
