@@ -47,8 +47,23 @@ and its job is pipelined, else discarded and the job's pass ends.
 
 The node scores are read once per task, before any eviction (Volcano scores the nodes once
 per preemptor task). Because a node that fails is undone exactly, every node a task tries
-sees the session of the task's start: the walk, the validation and the order are worked out
-for all nodes at once, and only the evictions are played node by node.
+sees the session of the task's start, so nothing is asked node by node that can be worked
+out without evicting:
+
+* what evicting every candidate of a node would give back, whether that covers the task
+  (Volcano's validation, a bound on what any walk gives) and whether the task would then fit
+  once releases finish (:class:`_Room`, GPU devices included), per node, kept across tasks
+  (per queue, pass and task shape: ``_View``) and worked out again only on the nodes the
+  change log names since (and, when another job of the queue reads it, where either job
+  runs: the candidates differ only there);
+* the nodes are taken in score order a batch at a time by partition (only the batch is
+  sorted), and the walk is asked about a batch of those that pass both at once;
+* with the batch's victims, whether all of a node's victims, or none of them, let the task
+  fit: a node where all of them do not is counted as tried and left (its try would evict and
+  undo without asking the queue), and on a node where they do the victims before the first
+  that can let it fit are evicted without asking. Only the node finally chosen keeps its
+  statement operations, apart from a node where the fit is still refused after that
+  (predicates, the queue, a best-effort victim that frees nothing).
 
 What this loop does not do: a best-effort task (no request) is not a preemptor task (it
 needs no eviction and ``backfill`` places it; Volcano reserves it here when its turn comes
