@@ -229,3 +229,32 @@ def test_walk_membership_is_isin(cands: set[int], got: list[int]) -> None:
     assert np.array_equal(dispatch._membership(c)(g), np.isin(c, g))
     shuffled = c[::-1].copy()
     assert np.array_equal(dispatch._membership(shuffled)(g), np.isin(shuffled, g))
+
+
+def test_asking_only_the_queue_where_the_fit_is_known_decides_as_asking_the_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # With predicates that read the task's shape alone and no pod constraints, a try asks
+    # only the queue once the room says the task fits; asking the session's evaluation each
+    # time instead gives the same decisions, best-effort victims (which free nothing but a
+    # pod slot) included.
+    made = vp._Pool.__init__
+    asked = {"queue alone": 0}
+    queue_takes = vp._TaskPlay.queue_takes
+
+    def counted(self: vp._TaskPlay) -> bool:
+        asked["queue alone"] += 1
+        return queue_takes(self)
+
+    def evaluated(self: vp._Pool, ssn: Any) -> None:
+        made(self, ssn)
+        self.predicates_by_shape = False
+
+    monkeypatch.setattr(vp._TaskPlay, "queue_takes", counted)
+    for name, data in clusters():
+        snap = gs.Snapshot.from_dict(data)
+        known = gs.schedule(snap, CONFIG).to_dict()
+        with monkeypatch.context() as m:
+            m.setattr(vp._Pool, "__init__", evaluated)
+            assert gs.schedule(snap, CONFIG).to_dict() == known, name
+    assert asked["queue alone"] >= 20

@@ -89,6 +89,7 @@ from gangsched.errors import ConfigError
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
 from gangsched.session.fit import device_free, node_free
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.statement import OpKind, Statement
 from gangsched.session.task_states import PIPELINED_OR_READY, in_states
 from gangsched.units import PODS
@@ -281,6 +282,15 @@ class _TaskPlay:
         self.room: _Room | None = None
 
     # -- fit -----------------------------------------------------------------------------
+
+    def queue_takes(self) -> bool:
+        """:meth:`fits` on a node where the task is known to pass the predicates and fit once
+        releases finish: whether the queue may take it."""
+        self.queue_refused = False
+        if not self.ssn.points.allocatable(self.queue, self.tmpl):
+            self.queue_refused = self.any_queue_refused = True
+            return False
+        return True
 
     def fits(self, node: int) -> bool:
         """Volcano's ``preemptorFitsOnNode``: the queue may take the task, it fits ``node``
@@ -610,20 +620,28 @@ class _TaskPlay:
             return False
         mark = stmt.mark()
         self.queue_refused = False
+        # With predicates that read the task's shape alone and no pod constraints, the node's
+        # predicates pass as they did at the task's start, and while every victim so far went
+        # the room is exactly :class:`_Room`'s: from the first victim on, the task fits the
+        # node once releases finish and only the queue is left to ask.
+        known = self.pool.predicates_by_shape
         k = 0
         while k < first:
             victim = here[k]
             k += 1
-            if not self.frees_nothing(victim, node):
+            if self.frees_nothing(victim, node):
+                known = False
+            else:
                 stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
-        fits = self.fits(node)
+        fits = self.queue_takes() if known else self.fits(node)
         while not fits and k < len(here):
             victim = here[k]
             k += 1
             if self.frees_nothing(victim, node):
+                known = False
                 continue
             stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
-            fits = self.fits(node)
+            fits = self.queue_takes() if known else self.fits(node)
         if fits:
             gpus = ssn.choose_gpus(self.task, node, future=True)
             if stmt.attempt(self.task, node, gpus, pipelined=True) is None:
@@ -859,6 +877,9 @@ class _Pool:
         self._shapes: dict[tuple[object, ...], int] = {}
         #: Whether the ``preemptable`` plugins are the package's own.
         self.drf_built_in = ssn.points.built_in("preemptable")
+        #: Whether every predicate reads the task's shape alone and no task has a pod
+        #: constraint: a node's predicates then pass or not whatever it runs.
+        self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
         #: Each pool task's place in its job's victim order when it never moves (every
         #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None.
         self._ranks: I64 | None = None
