@@ -373,7 +373,7 @@ def test_volcano_loops_drf_answer_for_many_nodes_is_each_nodes_answer() -> None:
             (ssn.task_state == TaskState.RUNNING) | (ssn.task_state == TaskState.BOUND)
         ).astype(np.int64)
         inv = rules.inverse_totals(ssn)
-        order = volcano_play._victim_order(ssn, cands)
+        order = volcano_play._victim_ranks(ssn, cands)
         for task in np.flatnonzero(ssn.task_state == TaskState.PENDING).tolist():
             job = int(ssn.task_job[task])
             got = volcano_play._drf_answer(ssn, job, task, cands, order, inv)
@@ -412,7 +412,7 @@ def test_volcano_loops_drf_answer_for_many_nodes_is_each_nodes_answer() -> None:
     )
     ssn = open_session(s, conf)
     x = np.flatnonzero(ssn.task_job == s.job_index["x"]).astype(np.int64)
-    order = volcano_play._victim_order(ssn, x)
+    order = volcano_play._victim_ranks(ssn, x)
     task = s.task_index["p-0"]
     got = volcano_play._drf_answer(ssn, s.job_index["p"], task, x, order, rules.inverse_totals(ssn))
     # x holds 7 of 16 cpu; p would hold 6: x-0 goes (6 left >= 6), x-1 would leave 2

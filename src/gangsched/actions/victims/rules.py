@@ -388,13 +388,14 @@ def walk(ssn: Session, point: str, job: int, candidates: I64, nodes: I64) -> tup
     return out
 
 
-def placed_now(ssn: Session) -> BOOL:
-    """Per job: whether it holds a task bound or reserved by this cycle (or a reservation
-    carried into it): allocated or pipelined. The tier walk never takes such a job below its
-    minimum, whatever tier chooses: the cycle's binds and reservations count on its gang
-    (Volcano's walk may cut it after allocate bound its last task, leaving a bound pod of a
-    gang below ``minAvailable``; gangsched keeps the gang whole instead)."""
-    count = ssn.job_count
+def placed_now(ssn: Session, jobs: I64 | None = None) -> BOOL:
+    """Per job (of ``jobs``, default every job): whether it holds a task bound or reserved by
+    this cycle (or a reservation carried into it): allocated or pipelined. The tier walk
+    never takes such a job below its minimum, whatever tier chooses: the cycle's binds and
+    reservations count on its gang (Volcano's walk may cut it after allocate bound its last
+    task, leaving a bound pod of a gang below ``minAvailable``; gangsched keeps the gang
+    whole instead)."""
+    count = ssn.job_count if jobs is None else ssn.job_count[jobs]
     placed: BOOL = (count[:, TaskState.ALLOCATED] + count[:, TaskState.PIPELINED]) > 0
     return placed
 

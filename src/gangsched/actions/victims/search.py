@@ -117,7 +117,14 @@ from gangsched.session.statement import Statement
 if TYPE_CHECKING:
     from gangsched.session.core import Session
 
-__all__ = ["PAIR_LIMIT", "given_back", "preempt_job", "victim_key_of"]
+__all__ = [
+    "PAIR_LIMIT",
+    "devices_given_back",
+    "given_back",
+    "job_ranks",
+    "preempt_job",
+    "victim_key_of",
+]
 
 #: Largest number of candidate jobs for which every pair of bundles is tried.
 PAIR_LIMIT = 12
@@ -1390,8 +1397,10 @@ class _Charges:
         return out
 
     def read(self, ssn: Session, tasks: I64) -> None:
-        nodes = ssn.task_node[tasks]
-        for t in np.unique(tasks[self.read_on[tasks] != nodes]).tolist():
+        stale = self.read_on[tasks] != ssn.task_node[tasks]
+        if not stale.any():
+            return
+        for t in np.unique(tasks[stale]).tolist():
             node = int(ssn.task_node[t])
             self.rows[t] = ssn.row_on(t, node)
             devices = ssn.arrays.device_index(node, ssn.task_gpus[t])
@@ -1422,6 +1431,30 @@ def given_back(ssn: Session, tasks: I64) -> I64:
     charges.read(ssn, tasks)
     out: I64 = charges.rows[tasks]
     return out
+
+
+def job_ranks(ssn: Session, tasks: I64) -> I64:
+    """Each task's place in its job's victim order (:meth:`Session.victim_key`), comparable
+    between tasks of one job only: kept for the session when every plugin ordering victims
+    is a built-in one (:meth:`_Charges.positions`), else read from the tasks' keys."""
+    if ssn.points.victim_order_by_job_and_queue():
+        return _Charges.of(ssn).positions(ssn, tasks, ssn.victim_key)
+    key = victim_key_of(ssn)
+    listed = tasks.tolist()
+    out = np.empty(tasks.size, dtype=np.int64)
+    out[sorted(range(len(listed)), key=lambda i: key(listed[i]))] = np.arange(tasks.size)
+    return out
+
+
+def devices_given_back(ssn: Session, tasks: I64) -> tuple[I64, I64]:
+    """Per task of ``tasks``, the devices evicting it gives milli-GPU back on (flat device
+    indices, a row per task padded with -1) and how many milli-GPU on each of them: as
+    charged on their nodes, read with :func:`given_back`'s rows."""
+    charges = _Charges.of(ssn)
+    charges.read(ssn, tasks)
+    devices: I64 = charges.devices[tasks]
+    milli: I64 = charges.milli[tasks]
+    return devices, milli
 
 
 @dataclass(slots=True, eq=False)

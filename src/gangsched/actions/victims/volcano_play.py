@@ -47,8 +47,23 @@ and its job is pipelined, else discarded and the job's pass ends.
 
 The node scores are read once per task, before any eviction (Volcano scores the nodes once
 per preemptor task). Because a node that fails is undone exactly, every node a task tries
-sees the session of the task's start: the walk, the validation and the order are worked out
-for all nodes at once, and only the evictions are played node by node.
+sees the session of the task's start, so nothing is asked node by node that can be worked
+out without evicting:
+
+* what evicting every candidate of a node would give back, whether that covers the task
+  (Volcano's validation, a bound on what any walk gives) and whether the task would then fit
+  once releases finish (:class:`_Room`, GPU devices included), per node, kept across tasks
+  (per queue, pass and task shape: ``_View``) and worked out again only on the nodes the
+  change log names since (and, when another job of the queue reads it, where either job
+  runs: the candidates differ only there);
+* the nodes are taken in score order a batch at a time by partition (only the batch is
+  sorted), and the walk is asked about a batch of those that pass both at once;
+* with the batch's victims, whether all of a node's victims, or none of them, let the task
+  fit: a node where all of them do not is counted as tried and left (its try would evict and
+  undo without asking the queue), and on a node where they do the victims before the first
+  that can let it fit are evicted without asking. Only the node finally chosen keeps its
+  statement operations, apart from a node where the fit is still refused after that
+  (predicates, the queue, a best-effort victim that frees nothing).
 
 What this loop does not do: a best-effort task (no request) is not a preemptor task (it
 needs no eviction and ``backfill`` places it; Volcano reserves it here when its turn comes
@@ -61,7 +76,7 @@ which ends without binding it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -73,11 +88,14 @@ from gangsched.config import arg_bool, arg_str
 from gangsched.errors import ConfigError
 from gangsched.model.gpu_charge import device_take
 from gangsched.session.core import READY_STATES, TaskState
+from gangsched.session.fit import device_free, node_free
+from gangsched.session.pod_constraints import pod_rules
 from gangsched.session.statement import OpKind, Statement
 from gangsched.session.task_states import PIPELINED_OR_READY, in_states
 from gangsched.units import PODS
 
 if TYPE_CHECKING:
+    from gangsched.session.arrays import TaskTemplate
     from gangsched.session.core import Session
 
 __all__ = [
@@ -100,6 +118,8 @@ SELECTIONS = (CHEAPEST, VOLCANO)
 
 I64 = v.I64
 BOOL = v.BOOL
+#: How many nodes the walk is first asked about for a task (then four times as many).
+_FIRST_BATCH = 32
 F64 = npt.NDArray[np.float64]
 
 
@@ -139,15 +159,16 @@ def run(ssn: Session, action: str) -> None:
     """Volcano's preempt: the between-jobs pass then the within-job pass, queue by queue
     (carried reservations are bound first, as in gangsched's loop)."""
     loop.realise_reservations(ssn)
+    pool = _Pool(ssn)
     by_queue: dict[int, list[int]] = {}
     for j in v.preemptors(ssn):
         by_queue.setdefault(int(ssn.job_queue[j]), []).append(j)
     for q in sorted(by_queue, key=ssn.queue_key):
         jobs = by_queue[q]
         for j in jobs:
-            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j))
+            v.note_refusal(ssn, j, action, _between_jobs(ssn, action, j, pool))
         for j in jobs:
-            _within_job(ssn, action, j)  # a preemptor keeps the explanation of its first pass
+            _within_job(ssn, action, j, pool)  # a preemptor keeps the explanation of its first pass
 
 
 def _pending(ssn: Session, job: int) -> list[int]:
@@ -159,7 +180,7 @@ def _pending(ssn: Session, job: int) -> list[int]:
     return out
 
 
-def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
+def _between_jobs(ssn: Session, action: str, job: int, pool: _Pool) -> v.VictimRefusal | None:
     rec = ssn.snapshot.jobs[job]
     if rec.network_topology is not None:
         return (
@@ -179,7 +200,7 @@ def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None
         alike = (int(ssn.template_of[t]), tasks[t].priority, tasks[t].preemption_policy)
         if alike in failed:
             continue
-        refusal = _TaskPlay(ssn, action, job, t, own_job=False).play(stmt)
+        refusal = _TaskPlay(ssn, action, job, t, pool, own_job=False).play(stmt)
         if refusal is None:
             placed += 1
             failed.clear()
@@ -210,13 +231,13 @@ def _between_jobs(ssn: Session, action: str, job: int) -> v.VictimRefusal | None
     return code, words
 
 
-def _within_job(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
+def _within_job(ssn: Session, action: str, job: int, pool: _Pool) -> v.VictimRefusal | None:
     """The within-job pass of one job; the refusal of the task that ended it, if any."""
     for t in _pending(ssn, job):
         if ssn.task_state[t] != TaskState.PENDING:
             continue
         stmt = Statement(ssn)
-        refusal = _TaskPlay(ssn, action, job, t, own_job=True).play(stmt)
+        refusal = _TaskPlay(ssn, action, job, t, pool, own_job=True).play(stmt)
         if refusal is None and not ssn.points.job_pipelined(job):
             refusal = (
                 v.GANG_WOULD_BREAK,
@@ -236,8 +257,11 @@ def _within_job(ssn: Session, action: str, job: int) -> v.VictimRefusal | None:
 class _TaskPlay:
     """One preemptor task: Volcano's ``preempt`` for it, inside the caller's statement."""
 
-    def __init__(self, ssn: Session, action: str, job: int, task: int, *, own_job: bool) -> None:
+    def __init__(
+        self, ssn: Session, action: str, job: int, task: int, pool: _Pool, *, own_job: bool
+    ) -> None:
         self.ssn = ssn
+        self.pool = pool
         self.action = action
         self.job = job
         self.task = task
@@ -250,17 +274,30 @@ class _TaskPlay:
         self.any_queue_refused = False
         #: What the victims of each node where the queue refused the task gave back.
         self.queue_fails: list[I64] = []
+        #: The place in score order (negated score, node) of the node of each of
+        #: ``queue_fails``.
+        self.queue_fail_at: list[tuple[float, int]] = []
         #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
         self.monotone_queue = False
+        self.room: _Room | None = None
 
     # -- fit -----------------------------------------------------------------------------
+
+    def queue_takes(self) -> bool:
+        """:meth:`fits` on a node where the task is known to pass the predicates and fit once
+        releases finish: whether the queue may take it."""
+        self.queue_refused = False
+        if not self.ssn.points.allocatable(self.queue, self.tmpl):
+            self.queue_refused = self.any_queue_refused = True
+            return False
+        return True
 
     def fits(self, node: int) -> bool:
         """Volcano's ``preemptorFitsOnNode``: the queue may take the task, it fits ``node``
         once the releases finish, and the node's predicates pass."""
         ssn = self.ssn
         self.queue_refused = False
-        ev = ssn.evaluate(self.tmpl)
+        ev = ssn.feasible(self.tmpl)  # the scores are not read here
         if not (ev.ok[node] and ev.fit_future[node]):
             return False
         if not ssn.points.allocatable(self.queue, self.tmpl):
@@ -284,20 +321,89 @@ class _TaskPlay:
         cands = cands[v.evictable(ssn, cands)]
         return cands
 
+    def candidates_on(self, nodes: I64) -> I64:
+        """:meth:`candidates` on ``nodes`` (whose predicates pass), read from the pool."""
+        ssn = self.ssn
+        cands = self.pool.on(nodes)
+        cands = cands[in_states(ssn.task_state[cands], v.RUNNING_STATES)]
+        jobs = ssn.task_job[cands]
+        if self.own_job:
+            out: I64 = cands[jobs == self.job]
+        else:
+            out = cands[(jobs != self.job) & (ssn.job_queue[jobs] == self.queue)]
+        return out
+
+    def _rows_since(self, view: _View) -> I64:
+        """The nodes to work ``view`` out again on for this task's job: those the change log
+        names since its cursor, and, when it held another job's, the nodes where either job
+        has tasks (their candidates differ only there); every node when it holds nothing."""
+        ssn = self.ssn
+        log = ssn.changes
+        if view.lineage is None or not log.knows(view.lineage, view.cursor):
+            rows = np.arange(ssn.arrays.n_nodes, dtype=np.int64)
+        else:
+            rows = np.asarray(log.nodes_since(view.cursor), dtype=np.int64)
+            if view.job != self.job:
+                rows = np.union1d(rows, self.pool.job_nodes(view.job))
+                rows = np.union1d(rows, self.pool.job_nodes(self.job))
+        view.job, view.lineage, view.cursor = self.job, log.lineage, log.end
+        return rows
+
+    def _view(self) -> _View:
+        """This task's :class:`_View` (its queue, pass and template), up to date."""
+        ssn = self.ssn
+        pool = self.pool
+        given = pool.view(self.queue, self.own_job, -1)
+        rows = self._rows_since(given)
+        if rows.size:
+            cands = self.candidates_on(rows)
+            given.freed[rows] = self._freed(rows, cands)
+            if given.dev_freed.size:
+                devices = _devices_of(ssn, rows)
+                given.dev_freed[devices] = 0
+                taken, milli = search.devices_given_back(ssn, cands)
+                used = taken >= 0
+                np.add.at(given.dev_freed, taken[used], np.repeat(milli, used.sum(axis=1)))
+        view = pool.view(self.queue, self.own_job, pool.shape(self))
+        rows = self._rows_since(view)
+        if rows.size:
+            freed = given.freed[rows]
+            room = self._room()
+            later = room.later(rows)
+            covered = self._covers(rows, freed, later)
+            view.covered[rows] = covered
+            roomy = np.zeros_like(covered)
+            at = np.flatnonzero(covered)
+            if at.size:
+                roomy[at] = room.fits_with(rows[at], freed[at], given.dev_freed, later[at])[0]
+            view.roomy[rows] = roomy
+        return view
+
     def victims(self, cands: I64) -> I64:
         """Volcano's tier walk about each node's ``cands``, with priority, gang and drf
         answering for this task as Volcano's plugins do."""
         ssn = self.ssn
         if cands.size == 0:
             return cands
-        order = _victim_order(ssn, cands)
+        rank = self.pool.ranks(cands)
+        memo: list[tuple[I64, tuple[I64, I64, I64]]] = []
+
+        def grouped(c: I64) -> tuple[I64, I64, I64]:
+            """:func:`_by_job_and_node` of ``c``, kept for the walk's next answer about it
+            (gang and drf are asked about the same candidates)."""
+            if not (memo and memo[0][0] is c):
+                memo[:] = [(c, _by_job_and_node(ssn, c, rank))]
+            return memo[0][1]
+
         answers: dict[str, Callable[[I64], I64]] = {
             "priority": self._priority,
-            "gang": lambda c: _gang_answer(ssn, c, order),
+            "gang": lambda c: _gang_answer(ssn, c, rank, grouping=grouped(c)),
         }
-        if ssn.points.built_in("preemptable"):  # "drf" names the package's own plugin
-            inv = v.inverse_totals(ssn)
-            answers["drf"] = lambda c: _drf_answer(ssn, self.job, self.task, c, order, inv)
+        if self.pool.drf_built_in:  # "drf" names the package's own plugin
+            inv = self.pool.inverse_totals()
+            answers["drf"] = lambda c: _drf_answer(
+                ssn, self.job, self.task, c, rank, inv, grouping=grouped(c) if c.size else None
+            )
         walked, _ = ssn.points.walk_victims(
             "preemptable",
             self.job,
@@ -308,25 +414,26 @@ class _TaskPlay:
             grouped=_BY_NODE,  # they group a node's candidates by job themselves
         )
         out: I64 = walked
-        kept = v.placed_now(ssn)[ssn.task_job[out]]
+        kept = v.placed_now(ssn, ssn.task_job[out])
         if kept.any() and not self.own_job:
             # a gang this cycle bound or reserved tasks for gives only its surplus
-            spare = _gang_answer(ssn, out[kept], order, PIPELINED_OR_READY)
+            spare = _gang_answer(ssn, out[kept], rank, PIPELINED_OR_READY)
             out = np.sort(np.concatenate([out[~kept], spare]))
         return out
 
     def _priority(self, cands: I64) -> I64:
+        """Volcano's priority ``preemptableFn``: the tasks of jobs of lower priority than
+        the preemptor's, and of its own job the tasks of lower task priority."""
         ssn = self.ssn
-        jobs = ssn.snapshot.jobs
-        tasks = ssn.snapshot.tasks
-        mine = jobs[self.job].priority
-        keep = [
-            (tasks[c].priority < self.rec.priority)
-            if int(ssn.task_job[c]) == self.job
-            else jobs[int(ssn.task_job[c])].priority < mine
-            for c in cands.tolist()
-        ]
-        out: I64 = cands[np.array(keep, dtype=np.bool_)] if keep else cands
+        job_priority, task_priority = self.pool.priorities()
+        jobs = ssn.task_job[cands]
+        own = jobs == self.job
+        keep = np.where(
+            own,
+            task_priority[cands] < self.rec.priority,
+            job_priority[jobs] < job_priority[self.job],
+        )
+        out: I64 = cands[keep]
         return out
 
     def frees_nothing(self, victim: int, node: int) -> bool:
@@ -341,30 +448,54 @@ class _TaskPlay:
 
     # -- validation ----------------------------------------------------------------------
 
-    def _freed(self, victims: I64) -> I64:
-        """Per node, what ``victims`` give back there (as charged on their nodes)."""
+    def _freed(self, nodes: I64, victims: I64) -> I64:
+        """Per node of ``nodes`` (distinct), what those of ``victims`` on it give back there
+        (as charged on their nodes)."""
         ssn = self.ssn
-        freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
+        freed = np.zeros((nodes.size, ssn.task_req.shape[1]), dtype=np.int64)
         if victims.size:
-            np.add.at(freed, ssn.task_node[victims], search.given_back(ssn, victims))
+            at = _rows_of(ssn, nodes)[ssn.task_node[victims]]
+            inside = at >= 0
+            at, rows = at[inside], search.given_back(ssn, victims[inside])
+            if at.size:
+                by = np.argsort(at, kind="stable")
+                at = at[by]
+                starts = _starts(at)
+                freed[at[starts]] = np.add.reduceat(rows[by], starts, axis=0)
         return freed
 
-    def validated(self, nodes: I64, victims: I64) -> BOOL:
+    def _covers(self, nodes: I64, freed: I64, later: I64 | None = None) -> BOOL:
         """Volcano's ``ValidateVictims`` on every node of ``nodes`` at once: future idle plus
-        the victims' requests there cover the task's request (pods aside)."""
+        ``freed`` (what the victims there give back, a row per node) cover the task's request
+        (pods aside; ``later``: the room of ``nodes`` once releases finish, if read already)."""
         ssn = self.ssn
         spec = ssn.arrays.spec
-        freed = self._freed(victims)
-        need = np.broadcast_to(ssn.task_req[self.task], freed.shape).copy()
+        later = self._room().later(nodes) if later is None else later
+        room = later + freed - ssn.task_req[self.task]
         g = self.rec.gpu_request
         if g is not None:
-            a = ssn.arrays
-            takes = np.asarray(device_take(g.milli, a.gpu_capacity, a.gpu_sharing), np.int64)
-            need[:, spec.gpu_column] = g.count * takes
-        room = ssn.future_idle() + freed - need
+            gpu = spec.gpu_column
+            takes = self.pool.takes(g.milli)[nodes]
+            room[:, gpu] = later[:, gpu] + freed[:, gpu] - g.count * takes
         room[:, spec.index(PODS)] = 0
-        ok: BOOL = (room >= 0).all(axis=1)[nodes]
+        ok: BOOL = (room >= 0).all(axis=1)
         return ok
+
+    def _dev_freed(self, victims: I64) -> I64:
+        """Per device of the cluster, what ``victims`` give back on it."""
+        ssn = self.ssn
+        out = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
+        if victims.size and out.size:
+            devices, milli = search.devices_given_back(ssn, victims)
+            used = devices >= 0
+            np.add.at(out, devices[used], np.repeat(milli, used.sum(axis=1)))
+        return out
+
+    def _room(self) -> _Room:
+        """The task's room on the nodes as the session is at the task's start."""
+        if self.room is None:
+            self.room = _Room(self.ssn, self.tmpl, self.pool)
+        return self.room
 
     # -- the play ------------------------------------------------------------------------
 
@@ -377,7 +508,10 @@ class _TaskPlay:
         tried before: nodes whose every candidate would not cover the task are left out
         first (the walk's victims are among the candidates), and the walk is asked about the
         rest in score order, a growing batch of nodes at a time, until a node takes the
-        task."""
+        task. A node where the task would not fit once releases finish even with all its
+        candidates evicted (:class:`_Room`) takes no part in the walk: its try would evict
+        and undo without asking the queue; it is walked only when the task finds no node, to
+        count it in the explanation as the try would have."""
         ssn = self.ssn
         held = v.policy_refusal(ssn, self.job, [self.task])
         if held is not None and held[0] == v.POLICY_NEVER:
@@ -387,66 +521,134 @@ class _TaskPlay:
         nodes = np.flatnonzero(ok)
         if nodes.size == 0:
             return (v.INSUFFICIENT, f"task {self.rec.name!r}: {ssn.fit_error(self.tmpl)}")
-        order = nodes[np.argsort(-ev.score[nodes], kind="stable")]
-        cands = self.candidates(ok) if held is None else np.zeros(0, dtype=np.int64)
-        order = order[self.validated(order, cands)]  # the most any walk could give
-        cand_nodes = ssn.task_node[cands]
+        none = np.zeros(0, dtype=np.int64)
+        if held is None:
+            view = self._view()
+            covered, roomy = ok & view.covered, ok & view.roomy
+        else:  # no candidates
+            covered = np.zeros_like(ok)
+            roomy = np.zeros_like(ok)
+            freed = self._freed(nodes, none)
+            covered[nodes] = self._covers(nodes, freed)
+            nothing = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
+            roomy[nodes] = covered[nodes] & self._room().fits_with(nodes, freed, nothing)[0]
+        # the nodes the candidates' room covers (the most any walk could give), in score
+        # order: ascending negated score, the lowest index on a tie; those where the task
+        # cannot fit with them all evicted are left out of the walk
+        walk = np.flatnonzero(roomy)
+        out = np.flatnonzero(covered & ~roomy)
+        out_neg = -ev.score[out]
         self.monotone_queue = ssn.points.built_in("allocatable")
         found = 0
         tried = 0
-        start, size = 0, 8
-        while start < order.size:
-            batch = order[start : start + size]
-            start, size = start + size, size * 4
-            mine = cands[np.isin(cand_nodes, batch)]
-            victims = self.victims(mine)
+        for batch, where in _in_score_order(walk, -ev.score[walk], _FIRST_BATCH):
+            victims = self.victims(self.candidates_on(batch) if held is None else none)
             found += victims.size
-            freed = self._freed(victims)
-            valid = batch[self.validated(batch, victims)]
-            valid = valid[~self._queue_doomed(freed[valid])]
+            freed = self._freed(batch, victims)
+            room = self._room()
+            later = room.later(batch)
+            valid = self._covers(batch, freed, later) & ~self._queue_doomed(freed)
+            fit = np.zeros_like(valid)
+            bare = np.zeros_like(valid)
+            judged = np.flatnonzero(valid)
+            if judged.size:  # whether all the node's victims, or none, let the task fit
+                fit[judged], bare[judged] = room.fits_with(
+                    batch[judged], freed[judged], self._dev_freed(victims), later[judged]
+                )
             seen = len(self.queue_fails)
-            for node in valid.tolist():
-                if self._queue_doomed(freed[[node]], seen)[0]:  # refused since the batch began
+            for i in np.flatnonzero(valid).tolist():
+                if self._queue_doomed(freed[[i]], seen)[0]:  # refused since the batch began
                     continue
                 tried += 1
-                if self._try_node(stmt, node, victims, freed[node]):
+                node = int(batch[i])
+                at = (float(where[i]), node)
+                if self._try_node(stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i])):
                     return None
-        return self.diagnose(held, nodes.size, cands, order.size, found, tried)
+        # The nodes left out: tried, each would have been undone without asking the queue.
+        if out.size:
+            victims = self.victims(self.candidates_on(out) if held is None else none)
+            found += victims.size
+            freed = self._freed(out, victims)
+            for i in np.flatnonzero(self._covers(out, freed)).tolist():
+                place = (float(out_neg[i]), int(out[i]))
+                tried += not self._queue_doomed(freed[[i]], before=place)[0]
+        cands = self.candidates(ok) if held is None else none
+        return self.diagnose(held, nodes.size, cands, int(covered.sum()), found, tried)
 
-    def _queue_doomed(self, freed: I64, since: int = 0) -> BOOL:
+    def _queue_doomed(
+        self, freed: I64, since: int = 0, before: tuple[float, int] | None = None
+    ) -> BOOL:
         """Per row of ``freed`` (what a node's victims give back): whether the queue refused
         the task on a node whose victims gave back at least as much in every resource (the
         built-in ``allocatable`` rules only loosen as the queue's allocation drops, and every
-        victim is of the task's queue); only the refusals from the ``since``-th on are read."""
+        victim is of the task's queue); only the refusals from the ``since``-th on are read,
+        and with ``before`` only those on nodes before that place in score order (negated
+        score, node)."""
         fails = self.queue_fails[since:]
+        if before is not None:
+            fails = [
+                f for f, at in zip(fails, self.queue_fail_at[since:], strict=True) if at < before
+            ]
         if not (self.monotone_queue and fails):
             return np.zeros(len(freed), dtype=np.bool_)
         covered: BOOL = np.all(freed[:, None, :] <= np.asarray(fails)[None], axis=2)
         doomed: BOOL = np.any(covered, axis=1)
         return doomed
 
-    def _try_node(self, stmt: Statement, node: int, victims: I64, freed: I64) -> bool:
+    def _try_node(
+        self,
+        stmt: Statement,
+        node: int,
+        victims: I64,
+        freed: I64,
+        at: tuple[float, int],
+        can: bool,
+        bare: bool,
+    ) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
-        it; undo and return False when it does not fit."""
+        it; undo and return False when it does not fit (``at``: the node's place in score
+        order). The victims before the first that :class:`_Room` lets the task fit after are
+        evicted without asking (the task cannot fit before them), and none when no number of
+        them lets it (``can``: whether all of them do; ``bare``: whether none needs to go,
+        both by :meth:`_Room.fits_with`)."""
+        if not can:
+            return False  # would be undone, the queue never asked
         ssn = self.ssn
         here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
+        first = 0 if bare else self._room().first_fit(node, here)
+        if first is None:
+            return False
         mark = stmt.mark()
         self.queue_refused = False
-        fits = self.fits(node)
+        # With predicates that read the task's shape alone and no pod constraints, the node's
+        # predicates pass as they did at the task's start, and while every victim so far went
+        # the room is exactly :class:`_Room`'s: from the first victim on, the task fits the
+        # node once releases finish and only the queue is left to ask.
+        known = self.pool.predicates_by_shape
         k = 0
+        while k < first:
+            victim = here[k]
+            k += 1
+            if self.frees_nothing(victim, node):
+                known = False
+            else:
+                stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
+        fits = self.queue_takes() if known else self.fits(node)
         while not fits and k < len(here):
             victim = here[k]
             k += 1
             if self.frees_nothing(victim, node):
+                known = False
                 continue
             stmt.evict(victim, self.reason(victim), ssn.snapshot.jobs[self.job].name)
-            fits = self.fits(node)
+            fits = self.queue_takes() if known else self.fits(node)
         if fits:
             gpus = ssn.choose_gpus(self.task, node, future=True)
             if stmt.attempt(self.task, node, gpus, pipelined=True) is None:
                 return True
         elif self.queue_refused and k == len(here):  # the last answer, every victim gone
             self.queue_fails.append(freed)
+            self.queue_fail_at.append(at)
         stmt.undo_to(mark)
         return False
 
@@ -538,65 +740,359 @@ class _TaskPlay:
         )
 
 
+# ------------------------------------------------------------------ the room of a node
+
+
+class _Room:
+    """Whether a task fits a node once releases finish after some of the node's tasks are
+    evicted, read without evicting them.
+
+    Evicting a task adds its row as charged on its node (:func:`search.given_back`) to the
+    node's releasing column and its milli-GPU to each of its devices
+    (:func:`search.devices_given_back`); the fit rule then asks, of the node's room once
+    releases finish (allocatable − used + releasing − pipelined), that it hold the request
+    (its GPU column charged per the node's devices) and that ``gpu_count`` devices each hold
+    the take. Read from the occupancy as it is when asked (before any eviction of a try, or
+    after its undo: the occupancy of the task's start), counting every evicted task as
+    giving all of that back, which is the most it can give, so a node judged here unable to
+    take the task cannot take it in a try either (the predicates and the queue asked on top
+    only refuse more)."""
+
+    def __init__(self, ssn: Session, tmpl: TaskTemplate, pool: _Pool) -> None:
+        self.ssn = ssn
+        self.gpus = int(tmpl.gpu_count)
+        self.request: I64 = np.asarray(tmpl.request, dtype=np.int64)
+        self.take: I64 = pool.takes(tmpl.gpu_milli) if self.gpus else np.zeros(0, np.int64)
+
+    def later(self, nodes: I64) -> I64:
+        """The room of ``nodes`` once releases finish."""
+        out: I64 = node_free(self.ssn, nodes, future=True)
+        return out
+
+    def _req(self, nodes: I64) -> I64:
+        """The request as each node of ``nodes`` is charged (a row, or one row for all)."""
+        if not self.gpus:
+            return self.request
+        req = np.repeat(self.request[None, :], nodes.size, axis=0)
+        req[:, self.ssn.arrays.spec.gpu_column] = self.gpus * self.take[nodes]
+        return req
+
+    def _devices_later(self, nodes: I64) -> tuple[I64, I64]:
+        """The flat devices of ``nodes`` and each one's room once releases finish."""
+        devices = _devices_of(self.ssn, nodes)
+        later: I64 = device_free(self.ssn, future=True, devices=devices)
+        return devices, later
+
+    def fits_with(
+        self, nodes: I64, freed: I64, dev_freed: I64, later: I64 | None = None
+    ) -> tuple[BOOL, BOOL]:
+        """Per node of ``nodes`` (distinct): whether the task fits there once releases
+        finish with some tasks on it evicted (``freed``: what they give back on each node,
+        a row per node; ``dev_freed``: on each device of the cluster), and whether it does
+        without evicting (``later``: :meth:`later` of ``nodes`` if read already)."""
+        later = self.later(nodes) if later is None else later
+        req = self._req(nodes)
+        ok: BOOL = np.asarray((later + freed >= req).all(axis=1))
+        bare: BOOL = ok & np.asarray((later >= req).all(axis=1))
+        if self.gpus and ok.any():
+            a = self.ssn.arrays
+            mine, dev_later = self._devices_later(nodes)
+            need = np.maximum(self.take[a.gpu_node[mine]], 1)
+            owner = np.repeat(np.arange(nodes.size), a.gpu_count[nodes])
+            room = dev_later + dev_freed[mine] >= need
+            ok &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
+            if bare.any():
+                room = dev_later >= need
+                bare &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
+        return ok, bare & ok
+
+    def first_fit(self, node: int, tasks: list[int]) -> int | None:
+        """The fewest of ``tasks`` (on ``node``, in eviction order) after whose eviction the
+        task fits ``node`` once releases finish; None when not even all of them do."""
+        ssn = self.ssn
+        listed = np.asarray(tasks, dtype=np.int64)
+        where = np.asarray([node], dtype=np.int64)
+        gone = np.zeros((listed.size + 1, self.request.size), dtype=np.int64)
+        np.cumsum(search.given_back(ssn, listed), axis=0, out=gone[1:])
+        ok: BOOL = np.asarray((self.later(where) + gone >= self._req(where)).all(axis=1))
+        if self.gpus and ok.any():
+            mine, later = self._devices_later(where)
+            lo = int(mine[0]) if mine.size else 0
+            devices, milli = search.devices_given_back(ssn, listed)
+            step = np.zeros((listed.size + 1, mine.size), dtype=np.int64)
+            for k, (row, m) in enumerate(zip(devices.tolist(), milli.tolist(), strict=True)):
+                for d in row:
+                    if lo <= d < lo + mine.size:
+                        step[k + 1, d - lo] += m
+            room = later + np.cumsum(step, axis=0) >= max(int(self.take[node]), 1)
+            ok &= room.sum(axis=1) >= self.gpus
+        hit = np.flatnonzero(ok)
+        return int(hit[0]) if hit.size else None
+
+
+class _View:
+    """Per node, for a job's pass and one template: what evicting every candidate there
+    would give back, whether the victims' room would cover the task then (Volcano's
+    validation, :meth:`_TaskPlay._covers`) and whether the task would fit (:class:`_Room`).
+    Each is a function of the node's occupancy and tasks alone, so the view is kept across
+    the job's tasks and brought up to date through the change log: only the nodes it names
+    since the view's cursor are worked out again, and, when another job of the queue plays
+    it next, the nodes where either job has tasks (the candidates differ only there)."""
+
+    def __init__(self, n_nodes: int, n_resources: int, n_devices: int) -> None:
+        #: The job whose candidates the view holds, and the change log's lineage and
+        #: position when it was last brought up to date.
+        self.job = -1
+        self.lineage: object = None
+        self.cursor = 0
+        #: What evicting every candidate gives back on each node and each device (the
+        #: view of no template), and for the view of a template, whether that covers it
+        #: and lets it fit.
+        self.freed: I64 = np.zeros((n_nodes, n_resources), dtype=np.int64)
+        self.dev_freed: I64 = np.zeros(n_devices, dtype=np.int64)
+        self.covered: BOOL = np.zeros(n_nodes, dtype=np.bool_)
+        self.roomy: BOOL = np.zeros(n_nodes, dtype=np.bool_)
+
+
+class _Pool:
+    """What the loop reads for every task, kept for its run: the tasks that can be
+    candidates by node (running or bound, ``preemptable`` on task and job, when the loop
+    starts: no task becomes running or bound while it runs but one whose eviction is undone,
+    and the candidates are read among these as they are then), job and task priorities, the
+    weights turning amounts into fractions of the cluster, each GPU take's milli-GPU per node,
+    and the :class:`_View` of the job played."""
+
+    def __init__(self, ssn: Session) -> None:
+        self.ssn = ssn
+        tasks = np.flatnonzero(in_states(ssn.task_state, v.RUNNING_STATES)).astype(np.int64)
+        tasks = tasks[v.evictable(ssn, tasks)]
+        nodes = ssn.task_node[tasks]
+        by_node = np.argsort(nodes, kind="stable")
+        self.tasks: I64 = tasks[by_node]
+        self.offsets: I64 = np.searchsorted(
+            nodes[by_node], np.arange(ssn.arrays.n_nodes + 1, dtype=np.int64)
+        ).astype(np.int64)
+        self._views: dict[tuple[int, bool, int], _View] = {}
+        self._job_nodes: dict[int, I64] = {}
+        self._shapes: dict[tuple[object, ...], int] = {}
+        #: Whether the ``preemptable`` plugins are the package's own.
+        self.drf_built_in = ssn.points.built_in("preemptable")
+        #: Whether every predicate reads the task's shape alone and no task has a pod
+        #: constraint: a node's predicates then pass or not whatever it runs.
+        self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
+        #: Each pool task's place in its job's victim order when it never moves (every
+        #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None.
+        self._ranks: I64 | None = None
+        if ssn.points.victim_order_by_job_and_queue():
+            self._ranks = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
+            self._ranks[self.tasks] = search.job_ranks(ssn, self.tasks)
+        self._priorities: tuple[I64, I64] | None = None
+        self._inverse: F64 | None = None
+        self._takes: dict[int, I64] = {}
+
+    def priorities(self) -> tuple[I64, I64]:
+        """Each job's priority, and each task's."""
+        if self._priorities is None:
+            snap = self.ssn.snapshot
+            self._priorities = (
+                np.array([j.priority for j in snap.jobs], dtype=np.int64),
+                np.array([t.priority for t in snap.tasks], dtype=np.int64),
+            )
+        return self._priorities
+
+    def on(self, nodes: I64) -> I64:
+        """The pool's tasks on ``nodes``, ascending."""
+        lo, hi = self.offsets[nodes], self.offsets[nodes + 1]
+        counts = hi - lo
+        first = np.cumsum(counts) - counts
+        at = np.repeat(lo - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+        out: I64 = np.sort(self.tasks[at])
+        return out
+
+    def view(self, queue: int, own_job: bool, template: int) -> _View:
+        """The view of a pass (``own_job``) for tasks of one :meth:`shape`, ``template``
+        (-1: what the candidates give back, for every shape) of the jobs of ``queue``: one
+        at a time plays it (:attr:`_View.job`)."""
+        got = self._views.get((queue, own_job, template))
+        if got is None:
+            a = self.ssn.arrays
+            got = self._views[queue, own_job, template] = _View(
+                a.n_nodes, self.ssn.task_req.shape[1], a.gpu_node.size if template < 0 else 0
+            )
+        return got
+
+    def ranks(self, cands: I64) -> I64:
+        """Per task (indexed by task), each of ``cands``' place in its job's victim order
+        (``victim_order`` key, then name): the answers here compare tasks of one job only."""
+        if self._ranks is not None:
+            return self._ranks
+        return _victim_ranks(self.ssn, cands)
+
+    def shape(self, play: _TaskPlay) -> int:
+        """A number for what the views of ``play``'s task read of it (its request, as the
+        queue and as its nodes are charged, and its GPU request): tasks alike share views."""
+        g = play.rec.gpu_request
+        tmpl = play.tmpl
+        key = (
+            self.ssn.task_req[play.task].tobytes(),
+            np.asarray(tmpl.request, dtype=np.int64).tobytes(),
+            tmpl.gpu_count,
+            tmpl.gpu_milli,
+            None if g is None else (g.count, g.milli),
+        )
+        return self._shapes.setdefault(key, len(self._shapes))
+
+    def job_nodes(self, job: int) -> I64:
+        """The nodes of the pool's tasks of ``job``: the only nodes where its candidates
+        and another job's of its queue can differ."""
+        if not self._job_nodes:
+            jobs = self.ssn.task_job[self.tasks]
+            nodes = self.ssn.task_node[self.tasks]
+            for j in np.unique(jobs).tolist():
+                self._job_nodes[j] = np.unique(nodes[jobs == j])
+        got = self._job_nodes.get(job)
+        if got is None:
+            got = self._job_nodes[job] = np.zeros(0, dtype=np.int64)
+        return got
+
+    def takes(self, milli: int) -> I64:
+        """Milli-GPU a take of ``milli`` holds on each device of every node."""
+        out = self._takes.get(milli)
+        if out is None:
+            a = self.ssn.arrays
+            out = self._takes[milli] = np.asarray(
+                device_take(milli, a.gpu_capacity, a.gpu_sharing), dtype=np.int64
+            )
+        return out
+
+    def inverse_totals(self) -> F64:
+        """:func:`rules.inverse_totals` (the cluster's allocatable does not move)."""
+        if self._inverse is None:
+            self._inverse = v.inverse_totals(self.ssn)
+        return self._inverse
+
+
 # ------------------------------------------------------------------ Volcano's answers
 
 
 #: The answers given here that judge each node's candidates alone when asked about every
-#: node's at once (:func:`_groups`): the walk asks them once for all nodes.
+#: node's at once (:func:`_by_job_and_node`): the walk asks them once for all nodes.
 _BY_NODE = frozenset({"gang", "drf"})
 
 
-def _victim_order(ssn: Session, cands: I64) -> dict[int, int]:
-    """Each candidate's position in victim order (``victim_order`` key, then name)."""
-    ranked = sorted(cands.tolist(), key=search.victim_key_of(ssn))
-    return {t: i for i, t in enumerate(ranked)}
+def _victim_ranks(ssn: Session, cands: I64) -> I64:
+    """Per task (indexed by task), each candidate's place in its job's victim order
+    (``victim_order`` key, then name): the answers here compare tasks of one job only."""
+    rank = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
+    rank[cands] = search.job_ranks(ssn, cands)
+    return rank
 
 
-def _groups(ssn: Session, cands: I64, order: Mapping[int, int]) -> list[list[int]]:
-    """``cands`` by (job, node), each group in victim order: Volcano's plugins are asked
-    about one node's candidates and judge a job's tasks one after another."""
-    groups: dict[tuple[int, int], list[int]] = {}
-    for t in cands.tolist():
-        groups.setdefault((int(ssn.task_job[t]), int(ssn.task_node[t])), []).append(t)
-    return [sorted(g, key=order.__getitem__) for g in groups.values()]
+def _in_score_order(nodes: I64, neg: I64 | F64, first: int) -> Iterator[tuple[I64, F64]]:
+    """``nodes`` in score order (ascending ``neg``, the negated score, then index) a batch
+    at a time, ``first`` nodes then four times as many each time, with each one's ``neg``:
+    each batch is picked by a partition and only it is sorted, so a task that finds its node
+    early sorts a few nodes, not all."""
+    neg = np.asarray(neg, dtype=np.float64)
+    size = first
+    while nodes.size:
+        kth = np.partition(neg, size - 1)[size - 1] if nodes.size > size else np.nan
+        if np.isnan(kth):  # the rest at once (NaN sorts last, as a sort of them does)
+            at = np.lexsort((nodes, neg))
+            yield nodes[at], neg[at]
+            return
+        top = np.flatnonzero(neg <= kth)
+        at = top[np.lexsort((nodes[top], neg[top]))[:size]]
+        yield nodes[at], neg[at]
+        rest = np.ones(nodes.size, dtype=np.bool_)
+        rest[at] = False
+        nodes, neg = nodes[rest], neg[rest]
+        size *= 4
+
+
+def _starts(*keys: I64) -> I64:
+    """Where runs of equal ``keys`` (read together, each sorted into runs) start."""
+    new = np.ones(keys[0].size, dtype=np.bool_)
+    if keys[0].size > 1:
+        differs = keys[0][1:] != keys[0][:-1]
+        for key in keys[1:]:
+            differs |= key[1:] != key[:-1]
+        new[1:] = differs
+    out: I64 = np.flatnonzero(new)
+    return out
+
+
+def _devices_of(ssn: Session, nodes: I64) -> I64:
+    """The flat indices of the GPU devices of ``nodes``, node by node."""
+    a = ssn.arrays
+    lo, hi = a.gpu_offset[nodes], a.gpu_offset[nodes + 1]
+    counts = hi - lo
+    first = np.cumsum(counts) - counts
+    out: I64 = np.repeat(lo - first, counts) + np.arange(int(counts.sum()), dtype=np.int64)
+    return out
+
+
+def _rows_of(ssn: Session, nodes: I64) -> I64:
+    """Per node of the cluster, its place in ``nodes`` (distinct), -1 when absent."""
+    at = np.full(ssn.arrays.n_nodes, -1, dtype=np.int64)
+    at[nodes] = np.arange(nodes.size, dtype=np.int64)
+    return at
+
+
+def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> tuple[I64, I64, I64]:
+    """``cands`` by (job, node), each group in victim order: the candidates so sorted, their
+    jobs and each one's place in its group (Volcano's plugins are asked about one node's
+    candidates and judge a job's tasks one after another)."""
+    jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
+    at = np.lexsort((rank[cands], nodes, jobs))
+    c, j, n = cands[at], jobs[at], nodes[at]
+    starts = _starts(j, n)
+    first = np.repeat(starts, np.diff(starts, append=c.size))
+    place: I64 = np.arange(c.size, dtype=np.int64) - first
+    return c, j, place
 
 
 def _gang_answer(
     ssn: Session,
     cands: I64,
-    order: Mapping[int, int],
+    rank: I64,
     states: tuple[int, ...] = READY_STATES,
+    *,
+    grouping: tuple[I64, I64, I64] | None = None,
 ) -> I64:
     """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
-    min_available`` tasks of each job (here the first in victim order); ``states``: those
-    counted as ready."""
-    ready: I64 = ssn.job_count[:, list(states)].sum(axis=1)
-    keep: list[int] = []
-    for group in _groups(ssn, cands, order):
-        j = int(ssn.task_job[group[0]])
-        keep.extend(group[: max(int(ready[j]) - int(ssn.job_min[j]), 0)])
-    return np.array(sorted(keep), dtype=np.int64)
+    min_available`` tasks of each job (here the first in victim order: ``rank``); ``states``:
+    those counted as ready; ``grouping``: :func:`_by_job_and_node` of ``cands`` if read)."""
+    if cands.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
+    ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
+    out: I64 = np.sort(c[place < ready - ssn.job_min[j]])
+    return out
 
 
 def _drf_answer(
-    ssn: Session, job: int, task: int, cands: I64, order: Mapping[int, int], inv: F64
+    ssn: Session,
+    job: int,
+    task: int,
+    cands: I64,
+    rank: I64,
+    inv: F64,
+    *,
+    grouping: tuple[I64, I64, I64] | None = None,
 ) -> I64:
     """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
-    above it (within 1e-6)."""
+    above it (within 1e-6). ``grouping``: :func:`_by_job_and_node` of ``cands`` if read."""
     mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     if cands.size == 0:
         return cands
     # by (job, node), each group in victim order; integer running sums of what goes
-    jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
-    rank = np.array([order[t] for t in cands.tolist()], dtype=np.int64)
-    at = np.lexsort((rank, nodes, jobs))
-    c, j, n = cands[at], jobs[at], nodes[at]
+    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
     req = ssn.task_req[c]
     cum = np.cumsum(req, axis=0)
-    starts = np.flatnonzero(np.r_[True, (j[1:] != j[:-1]) | (n[1:] != n[:-1])])
-    first = np.repeat(starts, np.diff(np.r_[starts, c.size]))
+    first = np.arange(c.size) - place
     left = ssn.job_allocated[j].astype(np.int64) - (cum - cum[first] + req[first])
     theirs = (left * inv).max(axis=1, initial=0.0)
     keep = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
