@@ -286,3 +286,60 @@ def test_the_dispatchers_node_points_are_generated_from_their_folds() -> None:
     for name in NODE_POINTS:
         form = getattr(dispatch.Dispatch, name)
         assert form.__code__.co_filename == "<generated node point folds>", name
+
+
+#: Modules that measure fragmentation against the typical pods.
+MEASURE_MODULES = ("fragmentation/measure.py", "fragmentation/policies.py", "sim/fgd/online.py")
+#: What names the typical pods in those modules.
+TYPICAL = {"typical", "typ"}
+
+
+def _reads_typical(node: ast.AST, derived: set[str]) -> bool:
+    """``node`` reads a typical pod's request (``typical.gpu_milli``) or a name taken from
+    one."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name) and sub.id in derived:
+            return True
+        if (
+            isinstance(sub, ast.Attribute)
+            and sub.attr in ("cpu_milli", "gpu_milli", "num_gpu")
+            and any(isinstance(s, ast.Name) and s.id in TYPICAL for s in ast.walk(sub.value))
+        ):
+            return True
+    return False
+
+
+def _typical_names(fn: ast.FunctionDef) -> set[str]:
+    """Local names of ``fn`` computed from the typical pods' requests (to a fixed point)."""
+    derived: set[str] = set()
+    while True:
+        grown = set(derived)
+        for sub in ast.walk(fn):
+            if isinstance(sub, ast.Assign) and _reads_typical(sub.value, derived):
+                for target in sub.targets:
+                    grown |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if grown == derived:
+            return derived
+        derived = grown
+
+
+@pytest.mark.parametrize("path", MEASURE_MODULES)
+def test_the_typical_pods_fit_only_through_the_rule(path: str) -> None:
+    """The fragmentation measure asks whether a typical pod's take has room on a device, or its
+    CPU and device count fit, through the rule's typical_rooms / typical_fits (the least take
+    among it): no comparison of a typical pod's request with anything but a constant."""
+    problems = []
+    for fn in _functions(_tree(path)):
+        derived = _typical_names(fn)
+        for sub in ast.walk(fn):
+            if not isinstance(sub, ast.Compare):
+                continue
+            sides = [sub.left, *sub.comparators]
+            typical = [s for s in sides if _reads_typical(s, derived)]
+            if typical and not all(_constant(s) for s in sides if s not in typical):
+                problems.append(f"{path}:{sub.lineno}: {ast.unparse(sub)}")
+    assert not problems, "a typical pod fits through typical_rooms / typical_fits: " + "; ".join(
+        problems
+    )
+    for form in (measure.typical_rooms, measure.typical_fits):
+        assert form.__code__.co_filename == "<generated fit rule (FGD study)>", form

@@ -311,3 +311,40 @@ def test_kernels_match_brute_force(
                     c - pod_cpu, other, m, typical
                 )
                 assert math.trunc(100 / (1 + math.exp(-alt / 1000))) <= res.score[i]
+
+
+def test_the_measure_counts_room_for_a_typical_pod_as_the_rule_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A device counts as holding a typical pod's take exactly where the fit rule's room_mask
+    says it does — also under a mutant rule whose least take is 600 milli-GPU (a measure
+    comparing the take with the room by hand would keep the real counts)."""
+    from dataclasses import replace
+
+    from gangsched._codegen import define
+    from gangsched.fragmentation import measure
+    from gangsched.session.fit_rule import RULE, study_fit_source
+
+    typical = measure.TypicalPods(
+        cpu_milli=arr([1000, 2000, 4000]),
+        num_gpu=arr([1, 1, 2]),
+        gpu_milli=arr([250, 500, 1000]),
+        allowed=np.ones((3, 1), dtype=np.bool_),
+        prob=np.array([0.5, 0.3, 0.2]),
+    )
+    gpu_free = arr([[1000, 700, 300, 0], [250, 249, 1000, 1000], [500, 600, 0, 0]])
+
+    def counts() -> list[list[int]]:
+        terms = measure.fragment_terms(gpu_free, typical)
+        for j, take in enumerate(typical.gpu_milli.tolist()):
+            by_rule = measure.room_mask(gpu_free, take).sum(axis=1)
+            assert terms.fits_count[:, j].tolist() == by_rule.tolist()
+            small = np.where(measure.room_mask(gpu_free, take), 0, gpu_free).sum(axis=1)
+            assert terms.small_sum[:, j].tolist() == small.tolist()
+        return [list(map(int, row)) for row in terms.fits_count]
+
+    real = counts()
+    mutant = define(study_fit_source(replace(RULE, least_take=600)), {"np": np}, "measure test")
+    monkeypatch.setattr(measure, "room_mask", mutant["room_mask"])
+    monkeypatch.setattr(measure, "typical_rooms", mutant["typical_rooms"])
+    assert counts() != real

@@ -233,9 +233,9 @@ def fragment_terms(gpu_free: I64, typical: TypicalPods) -> FragTerms:
     """Aggregates of :class:`FragTerms` for every node. ``gpu_free`` ``(n_nodes, max_gpus)``."""
     tm = typical.gpu_milli[None, :, None]  # (1, m, 1)
     g = gpu_free[:, None, :]  # (n, 1, G)
-    ge = g >= tm  # (n, m, G)
-    fits = ge.sum(axis=2, dtype=np.int64)
-    small = np.where(ge, 0, g).sum(axis=2, dtype=np.int64)
+    room = typical_rooms(g, tm)  # (n, m, G)
+    fits = room.sum(axis=2, dtype=np.int64)
+    small = np.where(room, 0, g).sum(axis=2, dtype=np.int64)
     return FragTerms(fits_count=fits, small_sum=small, idle=gpu_free.sum(axis=1, dtype=np.int64))
 
 
@@ -246,8 +246,8 @@ def _fragment(
     q3 = (
         (typical.num_gpu > 0)
         & access
-        & (fits >= typical.num_gpu)
-        & (free_cpu[..., None] >= typical.cpu_milli)
+        & typical_fits(fits, typical.num_gpu)
+        & typical_fits(free_cpu[..., None], typical.cpu_milli)
     )
     per_pod = np.where(q3, small, idle[..., None]).astype(np.float64)
     # An elementwise product and a sum over the last axis, not a matrix-vector product: a BLAS
@@ -346,6 +346,8 @@ class ClusterView:
 _made = define(study_fit_source(RULE), globals(), "fit rule (FGD study)")
 room_mask: Callable[[I64, int], B] = _made["room_mask"]
 has_room: Callable[[int, int], bool] = _made["has_room"]
+typical_rooms: Callable[[I64 | int, I64 | int], B] = _made["typical_rooms"]
+typical_fits: Callable[[I64, I64], B] = _made["typical_fits"]
 enough_rooms: Callable[[PodRequest, I64], B] = _made["enough_rooms"]
 fit_rooms: Callable[[I64, I64, B | None, B | None, PodRequest], B] = _made["fit_rooms"]
 fit_mask: Callable[[I64, I64, I64, I64, PodRequest], B] = _made["fit_mask"]

@@ -29,6 +29,7 @@ from gangsched.fragmentation.measure import (
     fit_mask,
     fragment_terms,
     room_mask,
+    typical_rooms,
 )
 
 #: A float array or a float: the policies' formulas are written once for both.
@@ -249,8 +250,9 @@ def fgd_rows(
         g2 = g - pod.gpu_milli
         room = room_mask(g, pod.gpu_milli)  # (k, G)
         g3, g23 = g[:, :, None], g2[:, :, None]  # (k, G, 1)
-        fits2 = fits[:, None, :] - (g3 >= tm) + (g23 >= tm)  # (k, G, m)
-        small2 = small[:, None, :] - np.where(g3 < tm, g3, 0) + np.where(g23 < tm, g23, 0)
+        room3, room23 = typical_rooms(g3, tm), typical_rooms(g23, tm)  # (k, G, m)
+        fits2 = fits[:, None, :] - room3 + room23
+        small2 = small[:, None, :] - np.where(room3, 0, g3) + np.where(room23, 0, g23)
         idle2 = np.broadcast_to((idle - pod.gpu_milli)[:, None], g.shape)
         cpu2 = np.broadcast_to(cpu_after[:, None], g.shape)
         after = _fragment(cpu2, fits2, small2, idle2, access[:, None, :], typical)  # (k, G)
@@ -259,7 +261,7 @@ def fgd_rows(
         return np.asarray(dev_score[np.arange(len(rows)), best], dtype=np.float64), best
     k = pod.num_gpu
     # Whole devices: k fully free devices (g = 1000) drop to 0.
-    fits2 = fits - k * (tm <= MILLI) + k * (tm <= 0)
+    fits2 = fits - k * typical_rooms(MILLI, tm) + k * typical_rooms(0, tm)
     after = _fragment(cpu_after, fits2, small, idle - k * MILLI, access, typical)
     return sig(before - after), np.full(len(rows), -1, dtype=np.int64)
 

@@ -438,7 +438,8 @@ TIGHTEST = "{free}"
 def study_fit_source(r: FitRule, tightest: str = TIGHTEST) -> str:
     """The source of :mod:`gangsched.fragmentation.measure`'s fit (the FGD study's nodes:
     free CPU, memory and milli-GPU per device, a GPU model), rendered from ``r``: whether a
-    device has room for a take (``room_mask`` over devices, ``has_room`` for one), whether a
+    device has room for a take (``room_mask`` over devices, ``has_room`` for one,
+    ``typical_rooms`` for an array of takes, ``typical_fits`` of CPU or counts), whether a
     pod fits every node at once (``fit_mask``, over device tables, and ``fit_rooms``, over
     whether enough devices have room, as the caller keeps it: ``enough_rooms`` of counts)
     and one node in plain ints (``fit_row``),
@@ -460,6 +461,19 @@ def room_mask(free, take):
 def has_room(free, take):
     """:func:`room_mask` of one device, in plain ints."""
     return {r.fit(need, "free")}
+
+
+def typical_rooms(free, takes):
+    """Bool, ``free`` (free milli-GPU) against ``takes`` (milli-GPU takes), two arrays
+    broadcast against each other: the device has the rule's least room for the take (the
+    fragmentation measure asks it of every device for every typical pod at once)."""
+    return {r.fit(r.need("takes", vector=True), "free")}
+
+
+def typical_fits(room, asks):
+    """Bool, ``room`` against ``asks`` broadcast against each other: what is asked (CPU, or
+    a count of devices with room) fits the room (the fragmentation measure's typical pods)."""
+    return {r.fit("asks", "room")}
 
 
 def enough_rooms(pod, rooms):

@@ -55,6 +55,8 @@ from gangsched.fragmentation.measure import (
     TypicalPods,
     _fragment,
     fragment_terms,
+    typical_fits,
+    typical_rooms,
 )
 from gangsched.fragmentation.policies import _sigmoid_exact, _sigmoid_score
 from gangsched.io.openb import NodeTable, PodTable
@@ -151,18 +153,21 @@ class TypicalTable:
         tm, tn, tc = typ.gpu_milli, typ.num_gpu, typ.cpu_milli
         out = np.full((k, m), _NEG)
         # does typical pod j fit the state at all
-        ok = cpu[:, None] >= tc[None, :]
+        ok = typical_fits(cpu[:, None], tc[None, :])
         need_gpu = tn > 0
         ok &= np.where(need_gpu[None, :], access, True)
-        n_whole = (g == MILLI).sum(axis=1)
+        n_whole = typical_rooms(g, MILLI).sum(axis=1)
         max_free = g.max(axis=1) if g.shape[1] else np.zeros(k, dtype=np.int64)
         w = self._whole
         if w.size:
             # whole devices (or none): j's k devices of 1000 drop to 0
             kk = tn[w]  # (w,)
-            ok_w = ok[:, w] & ((kk == 0)[None, :] | (n_whole[:, None] >= kk[None, :]))
+            ok_w = ok[:, w] & ((kk == 0)[None, :] | typical_fits(n_whole[:, None], kk[None, :]))
             cpu2 = cpu[:, None] - tc[w][None, :]  # (k, w)
-            drop = kk[:, None] * (tm <= MILLI)[None, :] - kk[:, None] * (tm <= 0)[None, :]
+            drop = (
+                kk[:, None] * typical_rooms(MILLI, tm)[None, :]
+                - kk[:, None] * typical_rooms(0, tm)[None, :]
+            )
             fits2 = fits[:, None, :] - drop[None, :, :]  # (k, w, m)
             idle2 = idle[:, None] - kk[None, :] * MILLI
             after = _fragment(
@@ -177,20 +182,19 @@ class TypicalTable:
         s = self._shared
         if s.size:
             share = tm[s]  # (s,)
-            ok_s = ok[:, s] & (max_free[:, None] >= share[None, :])
+            ok_s = ok[:, s] & typical_rooms(max_free[:, None], share[None, :])
             g3 = g[:, None, :, None]  # (k, 1, G, 1)
             g23 = g3 - share[None, :, None, None]  # (k, s, G, 1)
             tmm = tm[None, None, None, :]
-            fits2 = fits[:, None, None, :] - (g3 >= tmm) + (g23 >= tmm)  # (k, s, G, m)
-            small2 = (
-                small[:, None, None, :] - np.where(g3 < tmm, g3, 0) + np.where(g23 < tmm, g23, 0)
-            )
+            room3, room23 = typical_rooms(g3, tmm), typical_rooms(g23, tmm)  # (k, s, G, m)
+            fits2 = fits[:, None, None, :] - room3 + room23
+            small2 = small[:, None, None, :] - np.where(room3, 0, g3) + np.where(room23, 0, g23)
             shape3 = (k, s.size, g.shape[1])
             idle2 = np.broadcast_to((idle[:, None] - share[None, :])[:, :, None], shape3)
             cpu2 = np.broadcast_to((cpu[:, None] - tc[s][None, :])[:, :, None], shape3)
             acc = np.broadcast_to(access[:, None, None, :], fits2.shape)
             after = _fragment(cpu2, fits2, small2, idle2, acc, typ)  # (k, s, G)
-            room = g[:, None, :] >= share[None, :, None]
+            room = typical_rooms(g[:, None, :], share[None, :, None])
             dev = np.where(room, self.sig(before[:, None, None] - after), _NEG)
             out[:, s] = np.where(ok_s, dev.max(axis=2), _NEG)
         return out
