@@ -19,7 +19,6 @@ from gangsched.framework.combine import (
     intersect_first_decisive,
     lexicographic,
     vote,
-    weighted_sum,
 )
 
 
@@ -126,10 +125,22 @@ def test_intersect_first_decisive() -> None:
     assert intersect_first_decisive([]).size == 0
 
 
-def test_weighted_sum_adds_every_plugins_scores() -> None:
-    total = weighted_sum([[lambda: np.array([1.0, 2.0])], [lambda: np.array([10.0, 0.5])]], size=2)
-    assert total.tolist() == [11.0, 2.5]
-    assert weighted_sum([], size=3).tolist() == [0.0, 0.0, 0.0]
+def test_the_node_score_fold_adds_every_plugins_scores_in_tier_order() -> None:
+    """The dispatcher's generated score fold (SCORE_FOLD) over every row and over one row."""
+    from types import SimpleNamespace
+
+    from gangsched.framework.dispatch import Dispatch
+
+    chain = [[lambda s, t, r: np.array([1.0, 2.0])], [lambda s, t, r: np.array([10.0, 0.5])]]
+    one = [[lambda s, t, r: np.array([1.5])], [lambda s, t, r: -0.25]]
+    many = SimpleNamespace(_chains={"node_score": chain}, _ssn=None)
+    rows = np.array([3, 7])
+    assert Dispatch.node_score(many, None, rows).tolist() == [11.0, 2.5]  # type: ignore[arg-type]
+    single = SimpleNamespace(_chains={"node_score": one}, _ssn=None)
+    row = np.array([3])
+    assert Dispatch.node_score_one(single, None, row) == 1.25  # type: ignore[arg-type]
+    nobody = SimpleNamespace(_chains={"node_score": []}, _ssn=None)
+    assert Dispatch.node_score(nobody, None, rows).tolist() == [0.0, 0.0]  # type: ignore[arg-type]
 
 
 def test_first_tier_all_uses_only_the_first_tier_with_plugins() -> None:

@@ -3,7 +3,11 @@
 Each combiner receives the plugins' bound methods grouped by tier and the arguments of the
 call (``tiers[i][j](*args)`` asks plugin ``j`` of tier ``i``; with no arguments they are
 thunks), so it can stop early exactly where Volcano stops. They are
-named, pure and unit-tested; the session's dispatcher maps every extension point to one of them.
+named, pure and unit-tested; the session's dispatcher maps every extension point to one of them,
+except the two asked per node row: ``predicate`` and ``node_score`` are folded by functions the
+dispatcher generates from one formula each (``dispatch.PREDICATE_FOLD``, every answer true;
+``dispatch.SCORE_FOLD``, the scores added in tier order, each plugin applying its own weight),
+rendered for every row and for one.
 
 ================================  ===========================================================
 combiner                          rule
@@ -18,7 +22,6 @@ combiner                          rule
 :func:`intersect_first_decisive`  per tier, intersect the victim sets of the plugins that did
                                   not abstain (an empty answer empties the tier); the first
                                   tier with a non-empty set decides (preemptable, reclaimable)
-:func:`weighted_sum`              scores added (each plugin applies its own weight)
 :func:`first_tier_all`            only the first tier with any plugin answers; all of its
                                   answers must be true; no plugin → false (job_starving)
 :func:`first_answer`              the first non-``None`` answer (job_valid, hypernode order,
@@ -46,7 +49,6 @@ __all__ = [
     "intersect_first_decisive",
     "lexicographic",
     "vote",
-    "weighted_sum",
 ]
 
 T = TypeVar("T")
@@ -117,16 +119,6 @@ def intersect_first_decisive(
         if victims is not None:
             return np.sort(victims)
     return np.zeros(0, dtype=np.int64)
-
-
-def weighted_sum(
-    tiers: Tiers[npt.NDArray[np.float64]], size: int, *args: Any
-) -> npt.NDArray[np.float64]:
-    total = np.zeros(size, dtype=np.float64)
-    for tier in tiers:
-        for answer in tier:
-            total += answer(*args)
-    return total
 
 
 def first_tier_all(tiers: Tiers[bool], *args: Any) -> bool:

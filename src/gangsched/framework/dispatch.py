@@ -6,9 +6,10 @@ members of the
 plugins that serve the point (the member exists, the config leaves the point switched on for
 that plugin, and its signature matches the point's Protocol — a mismatch is a
 :class:`~gangsched.errors.ConfigError` naming the plugin and the point). Each point then has one
-typed method here that hands the chain to its combiner (:mod:`gangsched.framework.combine`); the
-combiners
-are the only tier loops in the package, and nothing else walks plugins.
+typed method here that hands the chain to its combiner (:mod:`gangsched.framework.combine`), or,
+for the node points (``predicate``, ``node_score``), to the folds generated from
+:data:`PREDICATE_FOLD` and :data:`SCORE_FOLD`. Outside this module and the combiners, nothing
+walks plugins.
 
 Actions reach it as ``ssn.points``::
 

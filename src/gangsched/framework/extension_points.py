@@ -339,7 +339,7 @@ EXTENSION_POINTS: tuple[ExtensionPoint, ...] = (
     _P("exposed", ExposedPlugin, Kind.CALL, "first_answer, per reclaimable tier", "reclaimable"),
     _P("preemptive", PreemptivePlugin, Kind.CALL, "first_answer"),
     _P("predicate", PredicatePlugin, Kind.ROWS, "all_pass per row, first reason"),
-    _P("node_score", NodeScorePlugin, Kind.ROWS, "weighted_sum"),
+    _P("node_score", NodeScorePlugin, Kind.ROWS, "sum in tier order"),
     _P("on_allocate", OnAllocatePlugin, Kind.EVENT, "each, in tier order"),
     _P("on_deallocate", OnDeallocatePlugin, Kind.EVENT, "each, in tier order"),
     _P("gpu_choice", GpuChoicePlugin, Kind.CALL, "first_answer of the right length that fits"),
