@@ -410,6 +410,7 @@ TESTS: tuple[str, ...] = (
     "tests/cycle/test_pod_affinity.py",
     "tests/state/test_state_templates_carry.py",
     "tests/state/test_close_reuse.py",
+    "tests/preemption/test_volcano_play_room.py",
 )
 
 

@@ -364,3 +364,78 @@ def test_a_cursor_from_before_a_node_set_change_is_not_valid_for_the_nodes() -> 
     assert not after.knows(lineage, before)
     assert after.knows(lineage, mark) and after.knows_jobs(lineage, before)
     assert after.nodes_since(mark).tolist() == [3]
+
+
+DRF_CONFIG = gs.Config.from_dict(
+    {
+        "actions": ["enqueue", "allocate", "preempt", "backfill"],
+        "tiers": [
+            [{"name": "priority"}, {"name": "gang"}],
+            [{"name": "drf"}, {"name": "predicates"}, {"name": "proportion"}],
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_victim_keys_kept_across_searches_are_the_keys_read_afresh(seed: int) -> None:
+    """The victim search keeps victim keys across searches (drf's key reads its job's share)
+    and drops those of jobs and queues the log names since: after every burst, each key still
+    kept is the key read afresh — one change (a cursor read a step stale misses it), a few,
+    more than the cut-off."""
+    from gangsched.actions.victims.search import _Charges
+
+    cluster = _cluster(seed)
+    cluster["queues"] = [{"name": f"q{q}"} for q in range(4)]
+    for j, job in enumerate(cluster["jobs"]):
+        job["queue"] = f"q{j % 4}"
+    ssn = open_session(gs.Snapshot.from_dict(cluster), DRF_CONFIG)
+    assert ssn.points.victim_order_by_job_and_queue()
+    changes = _Changes(ssn, seed)
+    changes.burst(30)
+    charges = _Charges.of(ssn)
+    checked = 0
+    for size in BURSTS:
+        keys = charges.victim_keys(ssn)
+        for t in np.flatnonzero(ssn.task_state == TaskState.ALLOCATED).tolist():
+            keys.setdefault(t, ssn.victim_key(t))  # what a search reads and keeps
+        changes.burst(size)
+        kept = charges.victim_keys(ssn)
+        for t, key in kept.items():
+            assert key == ssn.victim_key(t), (t, key, ssn.victim_key(t))
+            checked += 1
+    assert checked > 50
+
+
+def test_a_victim_key_is_dropped_when_its_job_moved_though_its_queue_did_not() -> None:
+    """One job's task evicted, then another job of the same queue placed with the same
+    request: the queue's allocation is back where it was, so only the log's list of jobs tells
+    that the first job's share (drf's victim key) moved — the first of the two entries."""
+    from gangsched.actions.victims.search import _Charges
+
+    def task(name: str, job: str, running: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {"name": name, "job": job, "request": {"cpu": 1, "memory": "1Gi"}}
+        return out | ({"phase": "Running", "node": "n0"} if running else {})
+
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 16, "memory": "64Gi"}}],
+            "queues": [{"name": "q0"}],
+            "jobs": [
+                {"name": "A", "queue": "q0", "min_available": 1, "phase": "Running"},
+                {"name": "B", "queue": "q0", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": [task("a0", "A", True), task("a1", "A", True), task("b0", "B", False)],
+        }
+    )
+    ssn = open_session(snap, DRF_CONFIG)
+    charges = _Charges.of(ssn)
+    charges.victim_keys(ssn)[1] = ssn.victim_key(1)
+    queue_before = ssn.queue_allocated.copy()
+    stmt = Statement(ssn)
+    stmt.evict(0, "test")
+    stmt.allocate(2, 0, ())
+    stmt.commit()
+    assert np.array_equal(ssn.queue_allocated, queue_before)
+    kept = charges.victim_keys(ssn)
+    assert all(key == ssn.victim_key(t) for t, key in kept.items()), kept
