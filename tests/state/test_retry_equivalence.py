@@ -308,7 +308,7 @@ def test_drawn_streams_decide_alike(data: st.DataObject, config_name: str) -> No
     ("rule", "blind"),
     [
         ("gained", lambda then, now, rows, *rest: rows[:0]),  # no node ever gains room
-        ("room_short", lambda *args: True),  # no place ever has room enough
+        ("room_short", lambda *args, **kwargs: True),  # no place ever has room enough
     ],
 )
 def test_a_carry_that_ignores_freed_room_is_caught(
