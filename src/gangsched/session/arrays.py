@@ -714,38 +714,18 @@ def build_templates(
     task_indices: list[int],
     known: Mapping[int, tuple[object, ...]] | None = None,
     split: Mapping[int, int] | None = None,
-    prior: tuple[Sequence[tuple[object, ...]], list[int]] | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
     its first task's row. ``known``: the :func:`template_key` of some, from an earlier cycle.
-    ``prior``: instead of ``known``, the keys of an earlier cycle's templates and, per task
-    of ``task_indices``, the one it belonged to (-1: none) — its tasks are grouped by it, so
-    a key is read once per template rather than once per task.
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
     index (-1 for tasks not given). ``split``: per task, a group its template keeps apart
     from otherwise identical tasks of the job (the task-topology buckets).
     """
+    groups: dict[tuple[object, ...], list[int]] = {}
     tasks = snapshot.tasks
     read = pod_label_keys(snapshot)
-    groups: dict[tuple[object, ...], list[int]] | list[tuple[tuple[object, ...], list[int]]]
-    if prior is not None and split is None and read is None:
-        groups = _group_by_prior(tasks, task_indices, *prior)
-    else:
-        groups = _group_by_key(tasks, task_indices, known, split, read)
-    return _templates_of(snapshot, requests, groups)
-
-
-def _group_by_key(
-    tasks: Sequence[Task],
-    task_indices: list[int],
-    known: Mapping[int, tuple[object, ...]] | None,
-    split: Mapping[int, int] | None,
-    read: tuple[str, ...] | None,
-) -> dict[tuple[object, ...], list[int]]:
-    """:func:`build_templates`' groups, by each task's key (in order of first appearance)."""
-    groups: dict[tuple[object, ...], list[int]] = {}
     if read is not None:
         known = None  # keys of an earlier cycle may lack the pod part
     for t in task_indices:
@@ -758,81 +738,21 @@ def _group_by_key(
         if read is not None:
             key = (*key, pod_key(tasks[t], read))
         groups.setdefault(key, []).append(t)
-    return groups
-
-
-def _group_by_prior(
-    tasks: Sequence[Task],
-    task_indices: list[int],
-    keys: Sequence[tuple[object, ...]],
-    codes: list[int],
-) -> list[tuple[tuple[object, ...], list[int]]]:
-    """:func:`_group_by_key`'s groups (the same keys, members and order) when each task of an
-    earlier template (``codes``: its index in ``keys``, -1: none) has that template's key:
-    tasks are gathered by that index, and a key is compared only with the keys of the same
-    job and role (its first two parts), and only when a task joins an earlier template's."""
-    by_code: dict[int, list[int]] = {}
-    fresh: list[int] = []
-    for t, c in zip(task_indices, codes, strict=True):
-        if c < 0:
-            fresh.append(t)
-        else:
-            members = by_code.get(c)
-            if members is None:
-                by_code[c] = [t]
-            else:
-                members.append(t)
-    # Per (job, role), the groups of that pair: a group joins an earlier one of its key
-    # (earlier templates of one key, as a template added for one task may be, are one).
-    found: list[tuple[tuple[object, ...], list[int]]] = []
-    pairs: dict[tuple[object, object], list[int]] = {}
-    merged: set[int] = set()
-
-    def join(key: tuple[object, ...], members: list[int]) -> None:
-        near = pairs.setdefault((key[0], key[1]), [])
-        g = next((g for g in near if found[g][0] == key), -1) if near else -1
-        if g < 0:
-            near.append(len(found))
-            found.append((key, members))
-        else:
-            found[g][1].extend(members)
-            merged.add(g)
-
-    for c, members in by_code.items():
-        join(keys[c], members)
-    for t in fresh:
-        join(template_key(tasks[t]), [t])
-    for g in merged:
-        found[g][1].sort()
-    found.sort(key=lambda group: group[1][0])  # in order of first appearance
-    return found
-
-
-def _templates_of(
-    snapshot: Snapshot,
-    requests: I64,
-    groups: dict[tuple[object, ...], list[int]] | list[tuple[tuple[object, ...], list[int]]],
-) -> tuple[list[TaskTemplate], I64]:
-    """The templates of ``groups`` (key -> members, in order) and every task's template."""
-    tasks = snapshot.tasks
-    items = list(groups.items()) if isinstance(groups, dict) else groups
-    members_of = [members for _, members in items]
     # The first members' rows in one gather (read-only: a template's row is a view of it).
-    rows = requests[[members[0] for members in members_of]]
+    rows = requests[[members[0] for members in groups.values()]]
     rows.flags.writeable = False
-    sizes = [len(members) for members in members_of]
-    flat = np.fromiter(chain.from_iterable(members_of), dtype=np.int64, count=sum(sizes))
+    sizes = [len(members) for members in groups.values()]
+    flat = np.fromiter(chain.from_iterable(groups.values()), dtype=np.int64, count=sum(sizes))
     template_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
-    template_of[flat] = np.repeat(np.arange(len(items), dtype=np.int64), sizes)
+    template_of[flat] = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
     templates: list[TaskTemplate] = []
-    job_index = snapshot.job_index
-    for idx, (key, members) in enumerate(items):
+    for idx, (key, members) in enumerate(groups.items()):
         first = tasks[members[0]]
         g = first.gpu_request
         templates.append(
             TaskTemplate(
                 index=idx,
-                job=job_index[first.job],
+                job=snapshot.job_index[first.job],
                 role=first.role,
                 tasks=tuple(members),
                 request=rows[idx],

@@ -262,28 +262,16 @@ class Session(Occupancy):
             snapshot, cols, job_queue
         )
         pending = np.flatnonzero(cols.state == TaskState.PENDING).tolist()
+        known = None
+        if previous is not None and cols.source is not None:
+            keys = {t: tmpl.key for tmpl in previous.templates for t in tmpl.tasks}
+            src = cols.source.tolist()
+            known = {t: keys[src[t]] for t in pending if src[t] in keys}
         split = None
         if config.plugin("task-topology") is not None:
             buckets = build_buckets(snapshot)
             split = {t: b for jb in buckets.values() for t, b in jb.bucket_of.items()}
-        known = prior_groups = None
-        if previous is not None and cols.source is not None:
-            # A pending task that is the same record as a task of the last cycle's templates
-            # has that template's key: tasks are grouped by it, a key read once a template.
-            src = cols.source[pending]
-            prev_of = previous.template_of
-            was = np.where(src >= 0, prev_of[np.maximum(src, 0)], -1) if prev_of.size else src
-            if split is None:
-                keys = [tmpl.key for tmpl in previous.templates]
-                prior_groups = (keys, was.tolist())
-            else:
-                old = previous.templates
-                known = {
-                    t: old[w].key for t, w in zip(pending, was.tolist(), strict=True) if w >= 0
-                }
-        templates, template_of = build_templates(
-            snapshot, cols.req, pending, known, split, prior_groups
-        )
+        templates, template_of = build_templates(snapshot, cols.req, pending, known, split)
         ssn = cls(
             snapshot=snapshot,
             config=config,
