@@ -250,13 +250,17 @@ class AllocateAction(ConfiguredAction):
         waiting = pending[~best_effort]  # backfill places the best-effort ones
         # With enqueue on, a job without a waiting task has nothing to do here; without it,
         # every Pending job is admitted.
+        # Each job's waiting tasks (task order), from one pass over them.
+        waiting_of: dict[int, list[int]] = {}
+        for t, j in zip(waiting.tolist(), ssn.task_job[waiting].tolist(), strict=True):
+            mine = waiting_of.get(j)
+            if mine is None:
+                waiting_of[j] = [t]
+            else:
+                mine.append(t)
         candidates: Iterable[int] = (
-            np.unique(ssn.task_job[waiting]).tolist()
-            if enqueue_on
-            else range(len(ssn.snapshot.jobs))
+            sorted(waiting_of) if enqueue_on else range(len(ssn.snapshot.jobs))
         )
-        mask = np.zeros(len(ssn.snapshot.tasks), dtype=np.bool_)
-        mask[waiting] = True
         placer, place_all = self._placer(ssn)
         run = _Run(placer, place_all, shared=ssn.points.built_in("allocatable"))
         joint = bool(getattr(placer, "joint", False))
@@ -269,19 +273,20 @@ class AllocateAction(ConfiguredAction):
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
             run.context = context_of(ssn)
-        template_of = ssn.template_of
+        template_of = ssn.template_of.tolist() if skip else []
+        phases = ssn.job_phase
         for j in candidates:
-            if ssn.job_phase[j] is JobPhase.PENDING:
+            if phases[j] is JobPhase.PENDING:
                 if enqueue_on:
                     continue
                 admission.admit(j)
-            own = ssn.job_tasks(j)
-            tasks: list[int] = own[mask[own]].tolist()
+            tasks = waiting_of.get(j)
             if not tasks:
                 continue
             if skip:
-                ti = int(template_of[tasks[0]])
-                if ti >= 0 and all(int(template_of[t]) == ti for t in tasks[1:]):
+                ti = template_of[tasks[0]]
+                if ti >= 0 and all(template_of[t] == ti for t in tasks[1:]):
+                    own = ssn.job_tasks(j)
                     if self._carry(ssn, run, j, own, ti, len(tasks)):
                         continue
                     if runs_nothing(ssn, j):
