@@ -337,14 +337,28 @@ class AllocateAction(ConfiguredAction):
                 for _, j in per_queue.pop(q):
                     ssn.note_job(j, "QueueOverused", why)
                 continue
-            _, j = heapq.heappop(per_queue[q])
-            if not per_queue[q]:
+            heap = per_queue[q]
+            _, j = heapq.heappop(heap)
+            if not heap:
                 del per_queue[q]
             held = run.deferred.pop(j, None)
             if held is not None and not self._takes(ssn, run, q, ssn.templates[held[1]]):
                 # Its queue refuses its one template at its turn: the attempt would have every
                 # task refused and fail, so it is carried (see ``_retry``).
                 self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+                # A job carried changes nothing the queue order, the queue's overuse or a
+                # verdict reads: the queue would come first again, so its next jobs carried
+                # the same way are taken at once.
+                while heap:
+                    j = heap[0][1]
+                    held = run.deferred.get(j)
+                    if held is None or self._takes(ssn, run, q, ssn.templates[held[1]]):
+                        break
+                    heapq.heappop(heap)
+                    del run.deferred[j]
+                    self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+                    if not heap:
+                        del per_queue[q]
             elif self._attempt(ssn, run, j, q, worklist[j], failed, single.get(j)):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
