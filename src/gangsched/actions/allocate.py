@@ -146,14 +146,13 @@ class _Run:
     #: not prove would fail again: that failure and the job's one template (carried at its
     #: turn if its queue refuses the template then).
     deferred: dict[int, tuple[Failure, int]] = field(default_factory=dict)
-    #: What the checks of the run's start share while nothing changes (the change log's end
-    #: they hold at, :meth:`AllocateAction._carry`): whether a remembered context is this
-    #: run's (by the context's identity), whether a queue takes a template (by queue and
-    #: template), whether no place has room enough (by what :func:`room_short` reads of a
-    #: job), and per job the tasks it still needs for its minimum. Templates of one shape
+    #: What the checks of the run's start share (:meth:`AllocateAction._carry`; nothing
+    #: changes before the first attempt): whether a remembered context is this run's (by the
+    #: context's identity), whether a queue takes a template (by queue and template shape),
+    #: whether no place has room enough (by what :func:`room_short` reads of a job), and per
+    #: job the tasks it still needs for its minimum. Templates of one shape
     #: (:attr:`~gangsched.session.arrays.TaskTemplate.shape`: what feasibility, fit and the
     #: queue verdicts read) share their answers: ``shapes`` numbers the shapes.
-    start: int = -1
     contexts: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     shapes: dict[object, int] = field(default_factory=dict)
     takes: dict[tuple[int, int], bool] = field(default_factory=dict)
@@ -405,22 +404,16 @@ class AllocateAction(ConfiguredAction):
         not tried. ``own``: its tasks; ``ti``: the one template of its ``waiting`` pending
         tasks.
 
-        Only the run's start asks, before any attempt: what the checks read of the session
-        (queue verdicts, room, the nodes changed since a cursor) is the same for every job
-        then, so each answer is worked out once per context, queue and template, or per
-        failure ground, and shared (``run.start`` holds the log's end they were made at)."""
+        Only the run's start asks, before any attempt (the admissions it makes place
+        nothing): what the checks read of the session (queue verdicts, room, the nodes
+        changed since a cursor) is the same for every job then, so each answer is worked out
+        once per context, queue and template shape, or per failure ground, and shared."""
         snap = ssn.snapshot
         rec = snap.jobs[j]
         e = run.prior.get(rec.name)
         if e is None or e.job is not rec or len(e.tasks) != own.size:
             return False
         log = ssn.changes
-        if run.start != log.end:
-            run.start = log.end
-            run.takes.clear()
-            run.short.clear()
-            run.gains.clear()
-            run.missing = None
         # Under another configuration, queue or hypernode records, nothing is carried; under
         # other node records, only what the nodes now prove (the queue refuses, or no place
         # has room enough) or what the log names as changed since (room and records).
