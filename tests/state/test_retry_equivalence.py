@@ -308,7 +308,7 @@ def test_drawn_streams_decide_alike(data: st.DataObject, config_name: str) -> No
     ("rule", "blind"),
     [
         ("gained", lambda then, now, rows, *rest: rows[:0]),  # no node ever gains room
-        ("room_short", lambda *args: True),  # no place ever has room enough
+        ("room_short", lambda *args, **kwargs: True),  # no place ever has room enough
     ],
 )
 def test_a_carry_that_ignores_freed_room_is_caught(
@@ -514,3 +514,73 @@ def test_a_job_held_by_spread_is_tried_once_a_pod_lands_in_the_other_zone() -> N
     assert placed == [False, False, False, True]
     for fast, every in zip(decided["on-change"], decided["always"], strict=True):
         assert_equivalent(fast, every)
+
+
+def test_jobs_of_one_shape_are_judged_by_their_own_queue_and_size() -> None:
+    """The checks at allocate's start are shared by the jobs of one template shape; what
+    differs between such jobs must still tell them apart: the queue (one refuses the shape,
+    another takes it), the tasks the gang still needs (room for one task, not for two) and a
+    hard topology (two tasks inside one node never fit; on two nodes they do). Room frees
+    and a queue opens while the jobs wait; both sides must place the same jobs, in the
+    same cycles."""
+    nodes = [{"name": f"n{i}", "allocatable": {"cpu": 8, "memory": "32Gi"}} for i in range(3)]
+    hypernodes = [{"name": f"h-n{i}", "tier": 1, "members": [f"n{i}"]} for i in range(3)]
+    queues = [{"name": "qa", "capability": {"cpu": 4}}, {"name": "qb", "capability": {"cpu": 99}}]
+    snap = Snapshot.from_dict({"nodes": nodes, "queues": queues, "hypernodes": hypernodes})
+    shape = Resources({"cpu": 8000, "memory": 2**30})
+    one_node = NetworkTopology(mode=TopologyMode.HARD, highest_tier_allowed=1)
+
+    def job(name: str, queue: str, size: int, topology: Any = None) -> tuple[Job, list[Task]]:
+        rec = Job(
+            name=name,
+            queue=queue,
+            min_available=size,
+            network_topology=topology,
+            phase=JobPhase.INQUEUE,  # admitted: allocate's turn, not enqueue's
+        )
+        return rec, [Task(name=f"{name}-{i}", job=name, request=shape) for i in range(size)]
+
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        cfg = Config.from_dict(
+            {
+                "actions": _CONFIGS["capacity"]["actions"],
+                "tiers": _CONFIGS["capacity"]["tiers"],
+                "configurations": {"allocate": {"retry": retry}},
+            }
+        )
+        state = ClusterState(snap)
+        for i in range(3):  # the cluster is full
+            state.add_job(*job(f"r{i}", "qb", 1))
+        out = decided[retry] = [state.schedule(cfg)]
+        state.apply(out[-1], bound=TaskPhase.RUNNING)
+        # Waiting jobs of one shape, in this order: in a queue that refuses it, two tasks
+        # inside one node, two tasks anywhere, one task.
+        for rec, tasks in (
+            job("refused", "qa", 1),
+            job("inside", "qb", 2, one_node),
+            job("pair", "qb", 2),
+            job("single", "qb", 1),
+        ):
+            state.add_job(rec, tasks)
+        for step in range(8):
+            if step == 2:
+                state.remove_job("r0", with_tasks=True)  # room for one task
+            if step == 4:
+                state.remove_job("r1", with_tasks=True)  # room for two, on two nodes
+                state.remove_job("r2", with_tasks=True)
+            if step == 6:
+                queue = state.queues["qa"]
+                state.update_queue(dataclasses.replace(queue, capability=Resources({})))
+                state.remove_job("single", with_tasks=True)
+            out.append(state.schedule(cfg))
+            state.apply(out[-1], bound=TaskPhase.RUNNING)
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
+    bound = [sorted({b.task.rsplit("-", 1)[0] for b in d.binds}) for d in decided["always"]]
+    assert bound[1:] == [[], [], ["single"], [], ["pair"], [], ["refused"], []]
+    carried = [
+        sorted(n for n, s in d.jobs.items() if s.message.startswith(CARRIED))
+        for d in decided["on-change"]
+    ]
+    assert "pair" in carried[3] and "inside" in carried[5]  # the shared checks were asked

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,7 @@ import gangsched as gs
 from _carried import uncarried
 from _state_cases import zoned_cluster
 from gangsched.model import TaskPhase
+from gangsched.scheduler import default_registry
 from gangsched.session.arrays import build_cluster_arrays
 
 
@@ -273,3 +275,79 @@ def test_a_queue_plugin_from_elsewhere_is_asked_for_every_task() -> None:
     assert not d.binds
     # Every task of every job is asked, then asked again by the refusal's wording.
     assert _CountingQueueGate.asked == 2 * 12
+
+
+class _Drain:
+    """An action that evicts the running tasks its ``tasks`` argument names (a descheduler
+    between allocate and the next cycle): its evictions are the only change of their nodes."""
+
+    name = "drain"
+
+    def __init__(self, arguments: Any) -> None:
+        self.tasks = tuple(str(t) for t in arguments.get("tasks", ()))
+
+    def execute(self, ssn: Any) -> None:
+        from gangsched.session.statement import Statement
+        from gangsched.session.task_states import TaskState
+
+        stmt = Statement(ssn)
+        for name in self.tasks:
+            t = ssn.snapshot.task_index.get(name)
+            if t is not None and ssn.task_state[t] == TaskState.RUNNING:
+                stmt.evict(t, "drained")
+        stmt.commit()
+
+
+@pytest.mark.no_invariant_hook  # ``drain`` evicts for no preemptor, as no built-in action does
+def test_a_node_freed_at_the_failed_attempts_own_cursor_wakes_the_waiting_gang() -> None:
+    """The first entry after a failed attempt's cursor is the one a stale read of the cursor
+    misses: here it is the eviction that frees the only node the waiting job can use, and no
+    later entry names that node (the next cycle finds it as the last one left it). Retrying
+    every job pipelines the job there in the next cycle; gang-aware retry must wake it too
+    (reading the log from the attempt's cursor, not a step after it)."""
+    reg = default_registry()
+    reg.register_action("drain", _Drain)
+    nodes = [{"name": n, "allocatable": {"cpu": 8, "memory": "32Gi"}} for n in ("y1", "y2")]
+    snap = gs.Snapshot.from_dict({"nodes": nodes, "queues": [{"name": "q"}]})
+    eight = gs.model.Resources({"cpu": 8000, "memory": 2**30})
+    decided: dict[str, list[gs.Decisions]] = {}
+    for retry in ("on-change", "always"):
+        config = gs.Config.from_dict(
+            {
+                "actions": ["enqueue", "allocate", "drain", "backfill"],
+                "tiers": [
+                    [{"name": "priority"}, {"name": "gang"}],
+                    [{"name": "predicates"}, {"name": "nodeorder"}],
+                ],  # no queue limit: a-0 fails for room alone
+                "configurations": {"allocate": {"retry": retry}, "drain": {"tasks": ["v-0"]}},
+            },
+            actions=reg.actions,
+        )
+        state = gs.ClusterState(snap)
+        for job, node in (("v", "y1"), ("w", "y2")):
+            state.add_job(
+                gs.model.Job(name=job, queue="q", min_available=1, phase=gs.model.JobPhase.RUNNING),
+                [gs.model.Task(name=f"{job}-0", job=job, request=eight, node=node,
+                               phase=TaskPhase.RUNNING)],
+            )  # fmt: skip
+        state.add_job(
+            gs.model.Job(name="a", queue="q", min_available=1, phase=gs.model.JobPhase.INQUEUE),
+            [gs.model.Task(name="a-0", job="a", request=eight)],
+        )
+        out = decided[retry] = []
+        for _ in range(3):
+            d = state.schedule(config, registry=reg)
+            out.append(d)
+            state.apply(d, bound=TaskPhase.RUNNING)
+    every = decided["always"]
+    assert [e.task for e in every[0].evictions] == ["v-0"]  # y1 frees after a-0 failed
+    assert [(p.task, p.node) for p in every[1].pipelined] == [("a-0", "y1")]
+    fast = decided["on-change"]
+    assert fast[0].jobs["a"].phase == every[0].jobs["a"].phase
+    for mine, theirs in zip(fast, every, strict=True):
+        assert mine.binds == theirs.binds
+        assert mine.evictions == theirs.evictions
+        assert mine.pipelined == theirs.pipelined
+        assert {k: s.phase for k, s in mine.jobs.items()} == {
+            k: s.phase for k, s in theirs.jobs.items()
+        }

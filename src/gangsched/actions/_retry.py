@@ -218,26 +218,31 @@ def room_short(
     job: int,
     waiting: int,
     tmpl: TaskTemplate,
-    bounds: dict[int, I64],
+    bounds: dict[object, I64],
     rows: _NodeRows | None = None,
+    size: int | None = None,
 ) -> bool:
     """Whether every place the gang of ``job`` may use that holds one of ``rows`` (None:
     any node) has room for fewer tasks than the gang still needs (``waiting``: its pending
     tasks, all of template ``tmpl``): the whole cluster, or for a hard network topology each
-    domain of its highest allowed tier. ``bounds``: :func:`copies_bound` per template, worked
-    out on the room of now and kept there (room only shrinks during a run)."""
-    missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
-    missing -= ssn.pending_best_effort(job)
-    size = waiting if missing <= 0 else missing
+    domain of its highest allowed tier. ``bounds``: :func:`copies_bound` per template shape
+    (what it reads of a template, when predicates and scores answer by shape), worked
+    out on the room of now and kept there (room only shrinks during a run). ``size``: the
+    tasks the gang still needs, when the caller has counted them (its minimum less its
+    tasks placed, reserved or pending best-effort, else ``waiting``)."""
+    if size is None:
+        missing = int(ssn.job_min[job]) - ssn.count_states(job, PIPELINED_OR_READY)
+        missing -= ssn.pending_best_effort(job)
+        size = waiting if missing <= 0 else missing
     nt = ssn.snapshot.jobs[job].network_topology
     hard = nt is not None and nt.mode is TopologyMode.HARD
     if size <= 1 and not hard:
         # One task: short when no node could take it at all.
         ev = ssn.feasible(tmpl)
         return not bool((ev.ok & ev.fit_future).any())
-    bound = bounds.get(tmpl.index)
+    bound = bounds.get(tmpl.shape)
     if bound is None:
-        bound = bounds[tmpl.index] = copies_bound(ssn, tmpl, placement_ground(ssn))
+        bound = bounds[tmpl.shape] = copies_bound(ssn, tmpl, placement_ground(ssn))
     if nt is None or not hard:
         return int(bound.sum()) < size
     topo = build_topology(ssn.snapshot)

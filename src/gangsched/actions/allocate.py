@@ -73,10 +73,10 @@ from gangsched.actions.victims.loop import realise_reservations
 from gangsched.config import arg_float, arg_int, arg_str
 from gangsched.errors import ConfigError
 from gangsched.framework.extension_points import argument_names
-from gangsched.model import JobPhase
+from gangsched.model import Job, JobPhase, TopologyMode
 from gangsched.placement import GreedyPlacer, Placer
 from gangsched.placement._common import check_solver_parameters
-from gangsched.session.core import TaskState
+from gangsched.session.core import PIPELINED_OR_READY, TaskState
 from gangsched.session.rules.gang import pending_tasks
 from gangsched.session.statement import Statement
 from gangsched.units import PODS, show_amount
@@ -139,13 +139,25 @@ class _Run:
     memory: dict[str, Failure] = field(default_factory=dict)
     context: tuple[object, ...] = ()
     gains: dict[tuple[int, int, int], npt.NDArray[np.intp]] = field(default_factory=dict)
-    #: Per template, at most how many of its tasks each node could take (this run's start;
-    #: :func:`~gangsched.actions._retry.copies_bound`).
-    bounds: dict[int, I64] = field(default_factory=dict)
+    #: Per template shape, at most how many of its tasks each node could take (this run's
+    #: start; :func:`~gangsched.actions._retry.copies_bound`).
+    bounds: dict[object, I64] = field(default_factory=dict)
     #: Per job whose last failure still holds for its records but that the run's start could
     #: not prove would fail again: that failure and the job's one template (carried at its
     #: turn if its queue refuses the template then).
     deferred: dict[int, tuple[Failure, int]] = field(default_factory=dict)
+    #: What the checks of the run's start share (:meth:`AllocateAction._carry`; nothing
+    #: changes before the first attempt): whether a remembered context is this run's (by the
+    #: context's identity), whether a queue takes a template (by queue and template shape),
+    #: whether no place has room enough (by what :func:`room_short` reads of a job), and per
+    #: job the tasks it still needs for its minimum. Templates of one shape
+    #: (:attr:`~gangsched.session.arrays.TaskTemplate.shape`: what feasibility, fit and the
+    #: queue verdicts read) share their answers: ``shapes`` numbers the shapes.
+    contexts: dict[int, tuple[bool, bool]] = field(default_factory=dict)
+    shapes: dict[object, int] = field(default_factory=dict)
+    takes: dict[tuple[int, int], bool] = field(default_factory=dict)
+    short: dict[tuple[object, ...], bool] = field(default_factory=dict)
+    missing: list[int] | None = None
 
     def as_gang(self, ssn: Session, j: int) -> bool:
         """Whether job ``j`` is placed whole by the placer rather than task by task."""
@@ -237,13 +249,17 @@ class AllocateAction(ConfiguredAction):
         waiting = pending[~best_effort]  # backfill places the best-effort ones
         # With enqueue on, a job without a waiting task has nothing to do here; without it,
         # every Pending job is admitted.
+        # Each job's waiting tasks (task order), from one pass over them.
+        waiting_of: dict[int, list[int]] = {}
+        for t, j in zip(waiting.tolist(), ssn.task_job[waiting].tolist(), strict=True):
+            mine = waiting_of.get(j)
+            if mine is None:
+                waiting_of[j] = [t]
+            else:
+                mine.append(t)
         candidates: Iterable[int] = (
-            np.unique(ssn.task_job[waiting]).tolist()
-            if enqueue_on
-            else range(len(ssn.snapshot.jobs))
+            sorted(waiting_of) if enqueue_on else range(len(ssn.snapshot.jobs))
         )
-        mask = np.zeros(len(ssn.snapshot.tasks), dtype=np.bool_)
-        mask[waiting] = True
         placer, place_all = self._placer(ssn)
         run = _Run(placer, place_all, shared=ssn.points.built_in("allocatable"))
         joint = bool(getattr(placer, "joint", False))
@@ -256,19 +272,20 @@ class AllocateAction(ConfiguredAction):
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
             run.context = context_of(ssn)
-        template_of = ssn.template_of
+        template_of = ssn.template_of.tolist() if skip else []
+        phases = ssn.job_phase
         for j in candidates:
-            if ssn.job_phase[j] is JobPhase.PENDING:
+            if phases[j] is JobPhase.PENDING:
                 if enqueue_on:
                     continue
                 admission.admit(j)
-            own = ssn.job_tasks(j)
-            tasks: list[int] = own[mask[own]].tolist()
+            tasks = waiting_of.get(j)
             if not tasks:
                 continue
             if skip:
-                ti = int(template_of[tasks[0]])
-                if ti >= 0 and all(int(template_of[t]) == ti for t in tasks[1:]):
+                ti = template_of[tasks[0]]
+                if ti >= 0 and all(template_of[t] == ti for t in tasks[1:]):
+                    own = ssn.job_tasks(j)
                     if self._carry(ssn, run, j, own, ti, len(tasks)):
                         continue
                     if runs_nothing(ssn, j):
@@ -319,14 +336,28 @@ class AllocateAction(ConfiguredAction):
                 for _, j in per_queue.pop(q):
                     ssn.note_job(j, "QueueOverused", why)
                 continue
-            _, j = heapq.heappop(per_queue[q])
-            if not per_queue[q]:
+            heap = per_queue[q]
+            _, j = heapq.heappop(heap)
+            if not heap:
                 del per_queue[q]
             held = run.deferred.pop(j, None)
             if held is not None and not self._takes(ssn, run, q, ssn.templates[held[1]]):
                 # Its queue refuses its one template at its turn: the attempt would have every
                 # task refused and fail, so it is carried (see ``_retry``).
                 self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+                # A job carried changes nothing the queue order, the queue's overuse or a
+                # verdict reads: the queue would come first again, so its next jobs carried
+                # the same way are taken at once.
+                while heap:
+                    j = heap[0][1]
+                    held = run.deferred.get(j)
+                    if held is None or self._takes(ssn, run, q, ssn.templates[held[1]]):
+                        break
+                    heapq.heappop(heap)
+                    del run.deferred[j]
+                    self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+                    if not heap:
+                        del per_queue[q]
             elif self._attempt(ssn, run, j, q, worklist[j], failed, single.get(j)):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
@@ -371,37 +402,61 @@ class AllocateAction(ConfiguredAction):
         """Carry job ``j`` when its last attempt failed and nothing since could help it
         (:mod:`gangsched.actions._retry`): its last words come back, marked carried, and it is
         not tried. ``own``: its tasks; ``ti``: the one template of its ``waiting`` pending
-        tasks."""
+        tasks.
+
+        Only the run's start asks, before any attempt (the admissions it makes place
+        nothing): what the checks read of the session (queue verdicts, room, the nodes
+        changed since a cursor) is the same for every job then, so each answer is worked out
+        once per context, queue and template shape, or per failure ground, and shared."""
         snap = ssn.snapshot
         rec = snap.jobs[j]
         e = run.prior.get(rec.name)
         if e is None or e.job is not rec or len(e.tasks) != own.size:
             return False
+        log = ssn.changes
         # Under another configuration, queue or hypernode records, nothing is carried; under
         # other node records, only what the nodes now prove (the queue refuses, or no place
         # has room enough) or what the log names as changed since (room and records).
-        same = e.context is run.context or same_context(e.context, run.context)
-        if not same and not same_but_nodes(e.context, run.context):
+        known = run.contexts.get(id(e.context))
+        if known is None:
+            same = e.context is run.context or same_context(e.context, run.context)
+            known = run.contexts[id(e.context)] = (
+                same,
+                same or same_but_nodes(e.context, run.context),
+            )
+        same, usable = known
+        if not usable:
             return False
         tasks = snap.tasks
-        for t, was in zip(own.tolist(), e.tasks, strict=True):
-            if tasks[t] is not was:
+        if own.size == 1:
+            if tasks[int(own[0])] is not e.tasks[0]:
                 return False
+        else:
+            for t, was in zip(own.tolist(), e.tasks, strict=True):
+                if tasks[t] is not was:
+                    return False
         if ssn.task_state[own].tobytes() != e.states:
             return False
         q = int(ssn.job_queue[j])
         tmpl = ssn.templates[ti]
+        shape = run.shapes.setdefault(tmpl.shape, len(run.shapes))
         # Each proof alone shows the attempt would fail again: the queue refuses the template,
         # no node that may help changed since, or no place has room enough.
-        if not self._takes(ssn, run, q, tmpl):
+        takes = run.takes.get((q, shape))
+        if takes is None:
+            takes = run.takes[q, shape] = self._takes(ssn, run, q, tmpl)
+        if not takes:
             self._give_back(ssn, run, j, own, e)
             return True
-        log = ssn.changes
-        more: npt.NDArray[np.intp] | None = None  # the nodes that may help (None: any)
+        # No place has room enough for the gang, whichever nodes changed: the cheapest proof,
+        # shared by the jobs of one shape and size, asked first.
+        if self._short(ssn, run, j, rec, ti, shape, waiting, None):
+            self._give_back(ssn, run, j, own, e)
+            return True
         if e.capacity and log.knows(e.lineage, e.cursor):
             # A ground is worked out again after every change the log names, so failures on
             # one ground share the nodes changed since.
-            key = (id(e.ground[0]), id(e.context), ti)
+            key = (id(e.ground[0]), id(e.context), shape)
             more = run.gains.get(key)
             if more is None:
                 # Only a node that changed and could take one of the tasks now or later may
@@ -415,13 +470,54 @@ class AllocateAction(ConfiguredAction):
                 if not same:
                     found = np.union1d(found, renewed(e.context, run.context, rows))
                 more = run.gains[key] = found
-        if (more is not None and not more.size) or room_short(
-            ssn, j, waiting, tmpl, run.bounds, more
-        ):
-            self._give_back(ssn, run, j, own, e)
-            return True
+            # No node that may help, or (under a hard topology, where the places are
+            # domains) no place holding one has room enough.
+            if not more.size or self._short(ssn, run, j, rec, ti, shape, waiting, key):
+                self._give_back(ssn, run, j, own, e)
+                return True
         run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
         return False
+
+    @staticmethod
+    def _short(
+        ssn: Session,
+        run: _Run,
+        j: int,
+        rec: Job,
+        ti: int,
+        shape: int,
+        waiting: int,
+        key: tuple[int, int, int] | None,
+    ) -> bool:
+        """:func:`room_short` for job ``j`` at the run's start, shared by the jobs it would
+        answer alike: what it reads of a job is the template, how many tasks the gang still
+        needs, and under a hard topology its tier and the nodes that may help (``key``: their
+        entry in ``run.gains``, None: any node). ``shape``: the template's number in
+        ``run.shapes``."""
+        missing = run.missing
+        if missing is None:
+            pending, best_effort = pending_tasks(ssn)
+            spare = np.bincount(
+                ssn.task_job[pending[best_effort]], minlength=len(ssn.snapshot.jobs)
+            )
+            have = ssn.job_count[:, list(PIPELINED_OR_READY)].sum(axis=1) + spare
+            missing = run.missing = (ssn.job_min - have).tolist()
+        size = waiting if missing[j] <= 0 else missing[j]
+        nt = rec.network_topology
+        hard = nt is not None and nt.mode is TopologyMode.HARD
+        memo: tuple[object, ...]
+        if hard:
+            assert nt is not None
+            memo = (shape, size, nt.highest_tier_allowed, key)
+        else:
+            memo = (shape, size)
+        short = run.short.get(memo)
+        if short is None:
+            more = None if key is None else run.gains[key]
+            short = run.short[memo] = room_short(
+                ssn, j, waiting, ssn.templates[ti], run.bounds, more, size=size
+            )
+        return short
 
     @staticmethod
     def _give_back(ssn: Session, run: _Run, j: int, own: I64, e: Failure) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import math
 import sys
 import time
@@ -150,6 +151,12 @@ def run_replay(args: argparse.Namespace) -> int:
         vc_date=args.vc_date,
     )
     derived = build_gang_trace(nodes, pods, settings)
+    # The trace's records (every job and task of the replay) live until the end: leave them
+    # out of the cyclic collector's full passes, which would otherwise walk them again and
+    # again as the cycles' sessions come and go (a process-wide setting: this is the
+    # command's own process; the decisions do not depend on it).
+    gc.collect()
+    gc.freeze()
     config = None
     if args.config is not None:
         from gangsched.cli.schedule import read_config
