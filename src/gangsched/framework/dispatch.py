@@ -594,36 +594,35 @@ def _walk_by_mask(
     decided = np.zeros(n, dtype=np.bool_)
 
     def per_group(mask: BOOL) -> BOOL:
-        hit: BOOL = np.bincount(group[mask], minlength=n) > 0
+        hit = np.zeros(n, dtype=np.bool_)
+        hit[group[mask]] = True
         return hit
 
+    # Per group of this tier: ``alive``, no plugin answered none; ``has``, its victims so far
+    # are not nil (``cur``, per candidate, holds them); ``marked``, the marker's answer is
+    # among those that chose them. ``cur``, ``has`` and ``marked`` are read only for groups
+    # alive: an answer starts a group that has none (``cur`` becomes the answer) and meets
+    # one that has some (``cur`` keeps what both keep), ``keep & (cur | ~has)`` either way;
+    # a group left with none starts again from the next answer. ``marked`` stays inside
+    # ``has``, so a marker's answer marks every group with victims and another unmarks those
+    # left with none.
     for tier_names, tier_asks in zip(names, asks, strict=True):
-        alive = ~decided  # groups still walking this tier (no plugin answered none)
-        has = np.zeros(n, dtype=np.bool_)  # the group's victims so far are not nil
-        marked = np.zeros(n, dtype=np.bool_)
-        cur = np.zeros(groups.size, dtype=np.bool_)
+        alive = ~decided
+        has = np.zeros(n, dtype=np.bool_)
+        marked = has
+        cur = chosen  # read only where ``has``: nothing yet
         for name, ask in zip(tier_names, tier_asks, strict=True):
             if not alive.any():
                 break  # every group decided or out of this tier: the rest changes nothing
             keep = ask()
             if keep is None:
                 continue
-            empty = alive & ~per_group(keep)
-            has &= ~empty
-            alive &= ~empty
-            start = alive & ~has
-            meet = alive & has
-            on_start, on_meet = start[group], meet[group]
-            cur = np.where(on_start, keep, np.where(on_meet, cur & keep, cur))
-            is_marker = name == marker
-            marked = np.where(start, is_marker, np.where(meet, marked | is_marker, marked))
-            has |= start
-            gone = meet & ~per_group(cur & on_meet)  # empty: the next answer starts again
-            has &= ~gone
-            marked &= ~gone
-        done = has & alive
-        on = done[group]
-        chosen |= cur & on
-        loose |= cur & on & ~marked[group]
-        decided |= done
+            alive &= per_group(keep)  # a plugin answering none ends the tier for the group
+            cur = keep & (cur | ~has[group])
+            has = alive & per_group(cur)
+            marked = has if name == marker else marked & has
+        on = has[group]
+        chosen = chosen | (cur & on)
+        loose = loose | (cur & on & ~marked[group])
+        decided |= has
     return chosen, loose
