@@ -265,10 +265,11 @@ class Dispatch:
         preemptor: int,
         candidates: I64,
         groups: I64,
-        answers: Mapping[str, Callable[[I64], I64]],
+        answers: Mapping[str, Callable[[I64], I64 | BOOL]],
         *,
         marker: str,
         grouped: frozenset[str] = frozenset(),
+        masks: bool = False,
     ) -> tuple[I64, I64]:
         """Volcano's ``Session.Preemptable`` / ``Reclaimable`` (today's, since v1.11.0) asked
         about each group of ``candidates`` on its own (``groups``: the group of each, the
@@ -277,8 +278,10 @@ class Dispatch:
         empty intersection starts the tier again from the next answer, and the first tier
         left with victims decides. ``answers`` gives the answer of the plugins it names
         instead of theirs; ``grouped`` names those of them that judge each group alone when
-        given every group's candidates at once. Returns the sorted victims and, among them,
-        those whose deciding answers did not include the plugin named ``marker``.
+        given every group's candidates at once; with ``masks``, each of ``answers`` tells
+        which of the candidates it is given it keeps (a mask over them) instead of naming
+        them. Returns the sorted victims and, among them, those whose deciding answers did
+        not include the plugin named ``marker``.
 
         Worked out on every group at once when every plugin asked keeps or drops each
         candidate on its own (:data:`ONE_BY_ONE_VICTIMS`) or answers for every group at once
@@ -292,7 +295,12 @@ class Dispatch:
             got = (
                 given(cands) if given is not None else getattr(plugin, point)(ssn, preemptor, cands)
             )
-            return None if got is None else np.asarray(got, dtype=np.int64)
+            if got is None:
+                return None
+            if masks and given is not None:
+                kept: I64 = cands[np.asarray(got, dtype=np.bool_)]
+                return kept
+            return np.asarray(got, dtype=np.int64)
 
         def by_group(plugin: Any) -> Callable[[], BOOL | None] | None:
             """The plugin's answer for every group at once, if it gives one."""
@@ -303,6 +311,9 @@ class Dispatch:
             ):
 
                 def each_alone() -> BOOL | None:
+                    if masks and plugin.name in answers:
+                        keep = answers[plugin.name](candidates)
+                        return None if keep is None else np.asarray(keep, dtype=np.bool_)
                     got = answer(plugin, candidates)
                     return None if got is None else is_member(got)
 
@@ -577,6 +588,11 @@ def _walk_group(
     return candidates[:0], False
 
 
+#: Groups numbered below this are their own labels in :func:`_walk_by_mask` (masks over
+#: that many labels cost less than numbering the groups afresh on every walk).
+_DIRECT_LABELS = 1 << 16
+
+
 def _walk_by_mask(
     names: Sequence[Sequence[str]],
     asks: Sequence[Sequence[Callable[[], BOOL | None]]],
@@ -587,11 +603,17 @@ def _walk_by_mask(
     answer about every candidate (whether it keeps each, every group judged on its own; None:
     it abstains; ``names`` its name), asked once. Returns which candidates are victims, and
     which of them were chosen without the answer of the plugin named ``marker``."""
-    _, group = np.unique(groups, return_inverse=True)
+    # a label per group: the group itself when it is a small non-negative number (a node);
+    # labels without candidates count as decided from the start
+    if groups.size and int(groups.min()) >= 0 and int(groups.max()) < _DIRECT_LABELS:
+        group = groups
+    else:
+        _, group = np.unique(groups, return_inverse=True)
     n = int(group.max()) + 1 if group.size else 0
     chosen = np.zeros(groups.size, dtype=np.bool_)
     loose = np.zeros(groups.size, dtype=np.bool_)
-    decided = np.zeros(n, dtype=np.bool_)
+    decided = np.ones(n, dtype=np.bool_)
+    decided[group] = False
 
     def per_group(mask: BOOL) -> BOOL:
         hit = np.zeros(n, dtype=np.bool_)

@@ -375,7 +375,9 @@ class _TaskPlay:
             roomy = np.zeros_like(covered)
             at = np.flatnonzero(covered)
             if at.size:
-                roomy[at] = room.fits_with(rows[at], freed[at], given.dev_freed, later[at])[0]
+                roomy[at] = room.fits_with(
+                    rows[at], freed[at], given.dev_freed, later[at], without=False
+                )[0]
             view.roomy[rows] = roomy
         return view
 
@@ -386,22 +388,22 @@ class _TaskPlay:
         if cands.size == 0:
             return cands
         rank = self.pool.ranks(cands)
-        memo: list[tuple[I64, tuple[I64, I64, I64]]] = []
+        memo: list[tuple[I64, _Grouping]] = []
 
-        def grouped(c: I64) -> tuple[I64, I64, I64]:
+        def grouped(c: I64) -> _Grouping:
             """:func:`_by_job_and_node` of ``c``, kept for the walk's next answer about it
             (gang and drf are asked about the same candidates)."""
             if not (memo and memo[0][0] is c):
                 memo[:] = [(c, _by_job_and_node(ssn, c, rank))]
             return memo[0][1]
 
-        answers: dict[str, Callable[[I64], I64]] = {
-            "priority": self._priority,
-            "gang": lambda c: _gang_answer(ssn, c, rank, grouping=grouped(c)),
+        answers: dict[str, Callable[[I64], BOOL]] = {
+            "priority": self._priority_keeps,
+            "gang": lambda c: _gang_keeps(ssn, c, rank, grouping=grouped(c)),
         }
         if self.pool.drf_built_in:  # "drf" names the package's own plugin
             inv = self.pool.inverse_totals()
-            answers["drf"] = lambda c: _drf_answer(
+            answers["drf"] = lambda c: _drf_keeps(
                 ssn, self.job, self.task, c, rank, inv, grouping=grouped(c) if c.size else None
             )
         walked, _ = ssn.points.walk_victims(
@@ -412,6 +414,7 @@ class _TaskPlay:
             answers,
             marker="gang",
             grouped=_BY_NODE,  # they group a node's candidates by job themselves
+            masks=True,
         )
         out: I64 = walked
         kept = v.placed_now(ssn, ssn.task_job[out])
@@ -424,17 +427,21 @@ class _TaskPlay:
     def _priority(self, cands: I64) -> I64:
         """Volcano's priority ``preemptableFn``: the tasks of jobs of lower priority than
         the preemptor's, and of its own job the tasks of lower task priority."""
+        out: I64 = cands[self._priority_keeps(cands)]
+        return out
+
+    def _priority_keeps(self, cands: I64) -> BOOL:
+        """Which of ``cands`` :meth:`_priority` keeps."""
         ssn = self.ssn
         job_priority, task_priority = self.pool.priorities()
         jobs = ssn.task_job[cands]
         own = jobs == self.job
-        keep = np.where(
+        keep: BOOL = np.where(
             own,
             task_priority[cands] < self.rec.priority,
             job_priority[jobs] < job_priority[self.job],
         )
-        out: I64 = cands[keep]
-        return out
+        return keep
 
     def frees_nothing(self, victim: int, node: int) -> bool:
         """A best-effort victim (no request) frees only its pod slot: it goes only when the
@@ -453,7 +460,11 @@ class _TaskPlay:
         (as charged on their nodes)."""
         ssn = self.ssn
         freed = np.zeros((nodes.size, ssn.task_req.shape[1]), dtype=np.int64)
-        if victims.size:
+        if victims.size and nodes.size == 1:
+            here = victims[ssn.task_node[victims] == nodes[0]]
+            if here.size:
+                freed[0] = search.given_back(ssn, here).sum(axis=0)
+        elif victims.size:
             at = _rows_of(ssn, nodes)[ssn.task_node[victims]]
             inside = at >= 0
             at, rows = at[inside], search.given_back(ssn, victims[inside])
@@ -531,7 +542,9 @@ class _TaskPlay:
             freed = self._freed(nodes, none)
             covered[nodes] = self._covers(nodes, freed)
             nothing = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
-            roomy[nodes] = covered[nodes] & self._room().fits_with(nodes, freed, nothing)[0]
+            roomy[nodes] = (
+                covered[nodes] & self._room().fits_with(nodes, freed, nothing, without=False)[0]
+            )
         # the nodes the candidates' room covers (the most any walk could give), in score
         # order: ascending negated score, the lowest index on a tie; those where the task
         # cannot fit with them all evicted are left out of the walk
@@ -562,7 +575,9 @@ class _TaskPlay:
                 tried += 1
                 node = int(batch[i])
                 at = (float(where[i]), node)
-                if self._try_node(stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i])):
+                if self._try_node(
+                    stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i]), later[i]
+                ):
                     return None
         # The nodes left out: tried, each would have been undone without asking the queue.
         if out.size:
@@ -604,18 +619,19 @@ class _TaskPlay:
         at: tuple[float, int],
         can: bool,
         bare: bool,
+        later: I64,
     ) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
         it; undo and return False when it does not fit (``at``: the node's place in score
         order). The victims before the first that :class:`_Room` lets the task fit after are
         evicted without asking (the task cannot fit before them), and none when no number of
         them lets it (``can``: whether all of them do; ``bare``: whether none needs to go,
-        both by :meth:`_Room.fits_with`)."""
+        both by :meth:`_Room.fits_with`; ``later``: the node's room once releases finish)."""
         if not can:
             return False  # would be undone, the queue never asked
         ssn = self.ssn
         here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
-        first = 0 if bare else self._room().first_fit(node, here)
+        first = 0 if bare else self._room().first_fit(node, here, later)
         if first is None:
             return False
         mark = stmt.mark()
@@ -784,16 +800,23 @@ class _Room:
         return devices, later
 
     def fits_with(
-        self, nodes: I64, freed: I64, dev_freed: I64, later: I64 | None = None
+        self,
+        nodes: I64,
+        freed: I64,
+        dev_freed: I64,
+        later: I64 | None = None,
+        *,
+        without: bool = True,
     ) -> tuple[BOOL, BOOL]:
         """Per node of ``nodes`` (distinct): whether the task fits there once releases
         finish with some tasks on it evicted (``freed``: what they give back on each node,
         a row per node; ``dev_freed``: on each device of the cluster), and whether it does
-        without evicting (``later``: :meth:`later` of ``nodes`` if read already)."""
+        without evicting (``later``: :meth:`later` of ``nodes`` if read already; with
+        ``without`` false, the second is not worked out and reads false)."""
         later = self.later(nodes) if later is None else later
         req = self._req(nodes)
         ok: BOOL = np.asarray((later + freed >= req).all(axis=1))
-        bare: BOOL = ok & np.asarray((later >= req).all(axis=1))
+        bare: BOOL = ok & np.asarray((later >= req).all(axis=1)) if without else ok & False
         if self.gpus and ok.any():
             a = self.ssn.arrays
             mine, dev_later = self._devices_later(nodes)
@@ -806,15 +829,17 @@ class _Room:
                 bare &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
         return ok, bare & ok
 
-    def first_fit(self, node: int, tasks: list[int]) -> int | None:
+    def first_fit(self, node: int, tasks: list[int], later: I64 | None = None) -> int | None:
         """The fewest of ``tasks`` (on ``node``, in eviction order) after whose eviction the
-        task fits ``node`` once releases finish; None when not even all of them do."""
+        task fits ``node`` once releases finish; None when not even all of them do
+        (``later``: the node's room once releases finish, if read already)."""
         ssn = self.ssn
         listed = np.asarray(tasks, dtype=np.int64)
         where = np.asarray([node], dtype=np.int64)
         gone = np.zeros((listed.size + 1, self.request.size), dtype=np.int64)
         np.cumsum(search.given_back(ssn, listed), axis=0, out=gone[1:])
-        ok: BOOL = np.asarray((self.later(where) + gone >= self._req(where)).all(axis=1))
+        room_later = self.later(where) if later is None else later
+        ok: BOOL = np.asarray((room_later + gone >= self._req(where)).all(axis=1))
         if self.gpus and ok.any():
             mine, later = self._devices_later(where)
             lo = int(mine[0]) if mine.size else 0
@@ -902,6 +927,10 @@ class _Pool:
 
     def on(self, nodes: I64) -> I64:
         """The pool's tasks on ``nodes``, ascending."""
+        if nodes.size == 1:  # a node's tasks ascend already
+            node = int(nodes[0])
+            one: I64 = self.tasks[int(self.offsets[node]) : int(self.offsets[node + 1])].copy()
+            return one
         lo, hi = self.offsets[nodes], self.offsets[nodes + 1]
         counts = hi - lo
         first = np.cumsum(counts) - counts
@@ -1039,17 +1068,24 @@ def _rows_of(ssn: Session, nodes: I64) -> I64:
     return at
 
 
-def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> tuple[I64, I64, I64]:
+#: :func:`_by_job_and_node`'s answer: the candidates sorted, their jobs, each one's place in
+#: its group, and where each was among the candidates given.
+_Grouping = tuple[I64, I64, I64, I64]
+
+
+def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> _Grouping:
     """``cands`` by (job, node), each group in victim order: the candidates so sorted, their
-    jobs and each one's place in its group (Volcano's plugins are asked about one node's
-    candidates and judge a job's tasks one after another)."""
+    jobs, each one's place in its group and its place in ``cands`` (Volcano's plugins are
+    asked about one node's candidates and judge a job's tasks one after another)."""
     jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
-    at = np.lexsort((rank[cands], nodes, jobs))
+    at: I64 = np.lexsort((rank[cands], nodes, jobs))
     c, j, n = cands[at], jobs[at], nodes[at]
+    first = np.zeros(c.size, dtype=np.int64)
     starts = _starts(j, n)
-    first = np.repeat(starts, np.diff(starts, append=c.size))
+    first[starts] = starts
+    np.maximum.accumulate(first, out=first)  # each one's group's start
     place: I64 = np.arange(c.size, dtype=np.int64) - first
-    return c, j, place
+    return c, j, place, at
 
 
 def _gang_answer(
@@ -1058,17 +1094,32 @@ def _gang_answer(
     rank: I64,
     states: tuple[int, ...] = READY_STATES,
     *,
-    grouping: tuple[I64, I64, I64] | None = None,
+    grouping: _Grouping | None = None,
 ) -> I64:
     """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
     min_available`` tasks of each job (here the first in victim order: ``rank``); ``states``:
     those counted as ready; ``grouping``: :func:`_by_job_and_node` of ``cands`` if read)."""
     if cands.size == 0:
         return np.zeros(0, dtype=np.int64)
-    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
-    ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
-    out: I64 = np.sort(c[place < ready - ssn.job_min[j]])
+    out: I64 = np.sort(cands[_gang_keeps(ssn, cands, rank, states, grouping=grouping)])
     return out
+
+
+def _gang_keeps(
+    ssn: Session,
+    cands: I64,
+    rank: I64,
+    states: tuple[int, ...] = READY_STATES,
+    *,
+    grouping: _Grouping | None = None,
+) -> BOOL:
+    """Which of ``cands`` :func:`_gang_answer` keeps."""
+    keep = np.zeros(cands.size, dtype=np.bool_)
+    if cands.size:
+        _, j, place, at = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
+        ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
+        keep[at] = place < ready - ssn.job_min[j]
+    return keep
 
 
 def _drf_answer(
@@ -1079,22 +1130,39 @@ def _drf_answer(
     rank: I64,
     inv: F64,
     *,
-    grouping: tuple[I64, I64, I64] | None = None,
+    grouping: _Grouping | None = None,
 ) -> I64:
     """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
     above it (within 1e-6). ``grouping``: :func:`_by_job_and_node` of ``cands`` if read."""
-    mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     if cands.size == 0:
         return cands
+    out: I64 = np.sort(cands[_drf_keeps(ssn, job, task, cands, rank, inv, grouping=grouping)])
+    return out
+
+
+def _drf_keeps(
+    ssn: Session,
+    job: int,
+    task: int,
+    cands: I64,
+    rank: I64,
+    inv: F64,
+    *,
+    grouping: _Grouping | None = None,
+) -> BOOL:
+    """Which of ``cands`` :func:`_drf_answer` keeps."""
+    keep = np.zeros(cands.size, dtype=np.bool_)
+    if cands.size == 0:
+        return keep
+    mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     # by (job, node), each group in victim order; integer running sums of what goes
-    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
+    c, j, place, at = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
     req = ssn.task_req[c]
     cum = np.cumsum(req, axis=0)
     first = np.arange(c.size) - place
     left = ssn.job_allocated[j].astype(np.int64) - (cum - cum[first] + req[first])
     theirs = (left * inv).max(axis=1, initial=0.0)
-    keep = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
-    out: I64 = np.sort(c[keep])
-    return out
+    keep[at] = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
+    return keep
