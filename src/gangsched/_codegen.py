@@ -35,7 +35,9 @@ def define(source: str, namespace: dict[str, Any], label: str) -> dict[str, Call
 # ---------------------------------------------------------------- one formula, two forms
 #
 # A score formula is written once, as a Python expression over named operands (``{name}``),
-# with ``+ - * / //``, ``min(a, b)``, ``max(a, b)``, ``floor(x)`` and ``sqrt(x)``. It is
+# with ``+ - * / //``, ``min(a, b)``, ``max(a, b)``, ``floor(x)``, ``sqrt(x)`` and
+# ``trunc(x)`` (toward zero, the sign of a zero kept), and the choice ``where(c, a, b)`` (``a``
+# where ``c`` holds, else ``b``) over conditions ``c & d``, ``~c`` and ``isfinite(x)``. It is
 # rendered into the two forms a scorer needs: a plain-Python expression for one row
 # (:func:`scalar`) and NumPy statements over columns for every row (:func:`vector`), which
 # write into arrays the formula owns instead of allocating one per operation.
@@ -48,7 +50,12 @@ def define(source: str, namespace: dict[str, Any], label: str) -> dict[str, Call
 # * with ``floats``, ``a // b`` is ``floor(a / b)`` in floats: exact when ``a`` and ``b``
 #   are whole numbers below 2**53 and the quotient is small against the divisor (a quotient
 #   at most ``q`` needs ``b < 2**53 / (q + 1)``; the caller checks its operands);
-# * ``floor`` and ``sqrt`` of a float are NumPy's, which round as :mod:`math`'s.
+# * ``floor`` and ``sqrt`` of a float are NumPy's, which round as :mod:`math`'s; ``trunc``
+#   is NumPy's and :mod:`math`'s with the sign of the number (``-0.5`` gives ``-0.0``),
+#   of a finite number in one row;
+# * ``where`` is :func:`numpy.where`, and a conditional expression in one row (its unused
+#   branch not evaluated); ``c & d`` and ``~c`` are elementwise, ``and`` and ``not`` in one
+#   row.
 
 _UFUNCS = {
     ast.Add: "np.add",
@@ -56,9 +63,19 @@ _UFUNCS = {
     ast.Mult: "np.multiply",
     ast.Div: "np.divide",
     ast.FloorDiv: "np.floor_divide",
+    ast.BitAnd: "np.logical_and",
 }
-_CALLS = {"min": "np.minimum", "max": "np.maximum", "floor": "np.floor", "sqrt": "np.sqrt"}
-_MATH = {"floor": "math.floor", "sqrt": "math.sqrt"}
+_CALLS = {
+    "min": "np.minimum",
+    "max": "np.maximum",
+    "floor": "np.floor",
+    "sqrt": "np.sqrt",
+    "trunc": "np.trunc",
+    "isfinite": "np.isfinite",
+    "where": "np.where",
+}
+_MATH = {"floor": "math.floor", "sqrt": "math.sqrt", "isfinite": "math.isfinite"}
+_ARITY = {"where": 3, "min": 2, "max": 2}  # the others take one argument
 
 
 def _parse(formula: str, operands: Iterable[str]) -> ast.expr:
@@ -75,12 +92,16 @@ def _parse(formula: str, operands: Iterable[str]) -> ast.expr:
             | ast.Load
             | ast.operator
             | ast.UnaryOp
-            | ast.USub,
+            | ast.USub
+            | ast.Invert,
         )
         if isinstance(sub, ast.BinOp) and type(sub.op) not in _UFUNCS:
             ok = False
         if isinstance(sub, ast.Call) and not (
-            isinstance(sub.func, ast.Name) and sub.func.id in _CALLS and not sub.keywords
+            isinstance(sub.func, ast.Name)
+            and sub.func.id in _CALLS
+            and not sub.keywords
+            and len(sub.args) == _ARITY.get(sub.func.id, 1)
         ):
             ok = False
         if not ok:
@@ -113,25 +134,48 @@ def scalar(formula: str, names: Mapping[str, str], divisors: Mapping[str, str]) 
     return "(" + ast.unparse(node) + ")"
 
 
+def _bool_and(node: ast.BinOp) -> ast.expr:
+    return ast.BoolOp(ast.And(), [node.left, node.right])
+
+
 class _Choices(ast.NodeTransformer):
     """``min(a, b)`` and ``max(a, b)`` as conditional expressions (a call costs more than the
     comparison), each operand evaluated once and the tie going to ``a``, as the builtins
-    do."""
+    do; ``where(c, a, b)`` as ``a if c else b``, ``c & d`` as ``c and d`` and ``trunc(x)`` as
+    :func:`math.trunc` given the sign of ``x`` (evaluated once)."""
 
     def __init__(self) -> None:
         self.made = 0
 
-    def _once(self, node: ast.expr) -> tuple[ast.expr, ast.expr]:
-        """``node`` as evaluated first (bound to a name unless plain) and as read again."""
-        if isinstance(node, ast.Name | ast.Constant):
+    def _once(self, node: ast.expr, *, spelled: bool = False) -> tuple[ast.expr, ast.expr]:
+        """``node`` as evaluated first (bound to a name unless plain) and as read again; with
+        ``spelled``, an operand spelled as an expression is not plain."""
+        plain = isinstance(node, ast.Constant) or (
+            isinstance(node, ast.Name) and (not spelled or node.id.isidentifier())
+        )
+        if plain:
             return node, node
         name = f"_v{self.made}"
         self.made += 1
         return ast.NamedExpr(ast.Name(name, ast.Store()), node), ast.Name(name, ast.Load())
 
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        return ast.UnaryOp(ast.Not(), node.operand) if isinstance(node.op, ast.Invert) else node
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        return _bool_and(node) if isinstance(node.op, ast.BitAnd) else node
+
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
         func = node.func
+        if isinstance(func, ast.Name) and func.id == "where" and len(node.args) == 3:
+            return ast.IfExp(node.args[0], node.args[1], node.args[2])
+        if isinstance(func, ast.Name) and func.id == "trunc" and len(node.args) == 1:
+            first, again = self._once(node.args[0], spelled=True)
+            whole = ast.Call(_dotted("math.trunc"), [first], [])
+            return ast.Call(_dotted("math.copysign"), [whole, again], [])
         if not (isinstance(func, ast.Name) and func.id in ("min", "max") and len(node.args) == 2):
             return node
         first, a = self._once(node.args[0])
@@ -140,11 +184,17 @@ class _Choices(ast.NodeTransformer):
         return ast.IfExp(ast.Compare(first, [keep], [second]), a, b)
 
 
+def _dotted(name: str) -> ast.expr:
+    """``name`` (``module.function``) as an expression."""
+    module, attr = name.split(".")
+    return ast.Attribute(ast.Name(module, ast.Load()), attr, ast.Load())
+
+
 @dataclass(frozen=True, slots=True)
 class Operand:
-    """How the vector form reads an operand: its spelling, its kind (``"i"`` integer or
-    ``"f"`` float), its spelling as a divisor, and whether the formula may overwrite it (an
-    array the form made for this formula alone)."""
+    """How the vector form reads an operand: its spelling, its kind (``"i"`` integer,
+    ``"f"`` float or ``"b"`` bool), its spelling as a divisor, and whether the formula may
+    overwrite it (an array the form made for this formula alone)."""
 
     code: str
     kind: str
@@ -155,7 +205,7 @@ class Operand:
 @dataclass(slots=True)
 class _Val:
     code: str
-    kind: str  # "i", "f", or "c" (a constant: either)
+    kind: str  # "i", "f", "b", or "c" (a constant: either)
     owned: bool
 
 
@@ -212,6 +262,8 @@ class _Vector:
     @staticmethod
     def _kind(*vals: _Val) -> str:
         kinds = {v.kind for v in vals}
+        if kinds == {"b"}:
+            return "b"
         if "f" in kinds:
             return "f"
         return "i" if "i" in kinds else "c"
@@ -226,18 +278,25 @@ class _Vector:
             return _Val(repr(node.value), "f" if isinstance(node.value, float) else "c", False)
         if isinstance(node, ast.UnaryOp):
             val = self.emit(node.operand)
+            if isinstance(node.op, ast.Invert):
+                return self._into("np.logical_not", [val], "b")
             return self._into("np.negative", [val], self._kind(val))
         if isinstance(node, ast.Call):
             assert isinstance(node.func, ast.Name)
             args = [self.emit(a) for a in node.args]
-            kind = "f" if node.func.id in ("floor", "sqrt") else self._kind(*args)
-            return self._into(_CALLS[node.func.id], args, kind)
+            name = node.func.id
+            if name == "where":  # no ``out=``: a new array of its branches' kind
+                return self._new(f"np.where({', '.join(a.code for a in args)})", "f")
+            kind = {"floor": "f", "sqrt": "f", "trunc": "f", "isfinite": "b"}.get(name, "")
+            return self._into(_CALLS[name], args, kind or self._kind(*args))
         assert isinstance(node, ast.BinOp)
         left = self.emit(node.left)
         if isinstance(node.op, ast.FloorDiv):
             return self._floor_div(left, node.right)
         right = self.emit(node.right, divisor=isinstance(node.op, ast.Div))
         kind = "f" if isinstance(node.op, ast.Div) else self._kind(left, right)
+        if isinstance(node.op, ast.BitAnd):
+            kind = "b"
         return self._into(_UFUNCS[type(node.op)], [left, right], kind)
 
     def _floor_div(self, left: _Val, right_node: ast.expr) -> _Val:

@@ -17,6 +17,7 @@ placements, in float and in integer arithmetic, with every node allocatable and 
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -30,13 +31,18 @@ import pytest
 import gangsched.plugins._node_score_rule as node_score_rule
 from gangsched import Config, Snapshot, open_session
 from gangsched._codegen import define
-from gangsched.fragmentation import policies
+from gangsched.fragmentation import PodRequest, policies
+from gangsched.framework import dispatch
+from gangsched.framework.dispatch import Fold
 from gangsched.plugins import _gpu_common as gpu_common
-from gangsched.plugins import nodeorder
-from gangsched.plugins._gpu_scorers import BestFitPlugin, DotProdPlugin
+from gangsched.plugins import _gpu_scorers, fgd_scores, nodeorder
+from gangsched.plugins._gpu_scorers import BestFitPlugin, DotProdPlugin, GpuPackingPlugin
 from gangsched.plugins._node_score_rule import RULE, NodeScoreRule, node_score_source
+from gangsched.plugins.fgd_scores import FgdPlugin
 from gangsched.scheduler import run_cycle
 from gangsched.session.core import Session
+from gangsched.session.fit_rule import RULE as FIT_RULE
+from gangsched.session.fit_rule import TIGHTEST, study_fit_source
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from benchmarks.common import cluster_dict
@@ -255,3 +261,202 @@ def test_a_mutated_device_share_changes_both_forms_alike(formula: str) -> None:
     assert (every == real["_device_shares"](table.copy(), cap).tolist()) == (
         formula == gpu_common.DEVICE_SHARE
     )
+
+
+# ---------------------------------------------------------------- the GPU scorers' answers
+
+#: Mutants of the finishing formulas (each changes some answer on the tables below).
+FINISH_MUTANTS = [
+    gpu_common.FINISH,
+    "where({fits} & isfinite({value}), {value}, 0.0) * {weight} * 0.5",
+    "where({fits}, {value}, 0.0) * {weight}",
+    "where(isfinite({value}), {value}, 0.0) * {weight}",
+]
+TRUNCATED_MUTANTS = [
+    gpu_common.FINISH_TRUNCATED,
+    "where({fits}, floor({raw}), 0.0) * {weight}",
+    "where({fits}, trunc({raw}), 1.0) * {weight}",
+    "where({fits}, {raw}, 0.0) * {weight}",
+]
+
+
+def _finishing(
+    finish: str, truncated: str, scored: str = gpu_common.FINISH_SCORED
+) -> dict[str, Callable[..., Any]]:
+    source = gpu_common.finish_source(finish, truncated, scored)
+    return define(source, {"np": np, "math": math}, "GPU scorer answers test")
+
+
+def _bits(values: Any) -> list[str]:
+    """Each float's exact value and sign (``-0.0`` is not ``0.0``; NaN is NaN)."""
+    return [float(x).hex() for x in values]
+
+
+def _finished(made: dict[str, Callable[..., Any]]) -> tuple[list[str], list[str]]:
+    """Both formulas' answers on values at, around and between whole numbers (negative ones,
+    non-numbers among them), in every form, checked equal; returns the answers."""
+    rng = np.random.default_rng(11)
+    n = 64
+    fits = rng.random(n) < 0.7
+    value = np.round(rng.normal(0.0, 40.0, n), 1)
+    value[::9] = -np.inf
+    value[4::11] = np.nan
+    value[5::13] = -0.5
+    weight = 1.5
+    rows = made["_finish_rows"](fits, value, weight)
+    few = made["_finish_few"](fits.tolist(), value.tolist(), weight)
+    assert _bits(rows) == _bits(few)
+    raw = np.where(np.isfinite(value), value, -7.25)  # a raw score is a number
+    asked: list[int] = []
+
+    def one(pod: object, cpu: int, idle: int) -> float:
+        asked.append(cpu)
+        return float(raw[cpu])
+
+    cut = made["_truncated_rows"](fits, raw.copy(), weight)
+    index = list(range(n))
+    cut_few = made["_truncated_few"](
+        None, index, lambda p, r: bool(fits[r]), one, index, index, 1.5
+    )
+    assert _bits(cut) == _bits(cut_few)
+    assert asked == np.flatnonzero(fits).tolist()  # the raw score is read only where it fits
+    return _bits(rows), _bits(cut)
+
+
+@pytest.mark.parametrize("finish", FINISH_MUTANTS)
+@pytest.mark.parametrize("truncated", TRUNCATED_MUTANTS)
+def test_a_mutated_finishing_changes_both_forms_alike(finish: str, truncated: str) -> None:
+    real = _finished(_finishing(gpu_common.FINISH, gpu_common.FINISH_TRUNCATED))
+    changed = _finished(_finishing(finish, truncated))
+    assert (changed[0] == real[0]) == (finish == gpu_common.FINISH)
+    assert (changed[1] == real[1]) == (truncated == gpu_common.FINISH_TRUNCATED)
+
+
+def test_a_masked_kernel_score_finishes_as_its_value_where_it_fits() -> None:
+    """FINISH_SCORED (a kernel's score, -inf where the pod does not fit) answers as FINISH
+    of the value and the mask; a mutant of it does not."""
+    rng = np.random.default_rng(13)
+    fits = rng.random(50) < 0.6
+    value = np.round(rng.normal(0.0, 40.0, 50), 1)
+    value[::7] = -np.inf
+    masked = np.where(fits, value, -np.inf)
+    for scored in (gpu_common.FINISH_SCORED, "where(isfinite({score}), {score}, 1.0) * {weight}"):
+        made = _finishing(gpu_common.FINISH, gpu_common.FINISH_TRUNCATED, scored)
+        same = _bits(made["_scored_rows"](masked, 2.5)) == _bits(
+            made["_finish_rows"](fits, value, 2.5)
+        )
+        assert same == (scored == gpu_common.FINISH_SCORED)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "module"),
+    [(BestFitPlugin, _gpu_scorers), (FgdPlugin, fgd_scores), (GpuPackingPlugin, _gpu_scorers)],
+)
+def test_a_mutated_finishing_changes_a_scorers_every_path_alike(
+    plugin: Any, module: ModuleType, sessions: list[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scorer's array path and its few-rows path both read the generated finishing: a
+    mutant (half the weight) changes both alike."""
+    real = [list(_policy_answers(plugin({}), ssn)) for ssn in sessions]
+    made = _finishing(
+        gpu_common.FINISH + " * 0.5",
+        gpu_common.FINISH_TRUNCATED + " * 0.5",
+        gpu_common.FINISH_SCORED + " * 0.5",
+    )
+    names = ("_finish_rows", "_finish_few", "_truncated_rows", "_truncated_few", "_scored_rows")
+    for name in names:
+        monkeypatch.setattr(module, name, made[name], raising=False)
+    changed = [list(_policy_answers(plugin({}), ssn)) for ssn in sessions]
+    assert changed != real
+
+
+# ---------------------------------------------------------------- the dispatcher's folds
+
+#: The dispatcher's node points, generated from the folds.
+NODE_POINTS = ("predicate_ok", "predicate_ok_one", "node_score", "node_score_one")
+#: Mutants of the node points' folds (each changes some sum or mask on the sessions).
+FOLD_MUTANTS = {
+    "score halves": (dispatch.PREDICATE_FOLD, Fold("0.0", "{so_far} + {answer} * 0.5")),
+    "score start": (dispatch.PREDICATE_FOLD, Fold("1.0", "{so_far} + {answer}")),
+    "predicate keeps": (Fold("True", "{so_far} & {answer}"), dispatch.SCORE_FOLD),
+    "predicate start": (Fold("False", "{so_far} & ~{answer}"), dispatch.SCORE_FOLD),
+}
+
+
+def _fold_answers(ssn: Session) -> list[object]:
+    """The node points' mask and sum of some templates on every node, every row at once and
+    one row at a time, checked equal; returns them."""
+    every = _every(ssn)
+    out: list[object] = []
+    for tmpl in ssn.templates[:12]:
+        mask = ssn.points.predicate_ok(tmpl, every).tolist()
+        assert [ssn.points.predicate_ok_one(tmpl, every[i : i + 1]) for i in every] == mask
+        summed = ssn.points.node_score(tmpl, every).tolist()
+        assert [ssn.points.node_score_one(tmpl, every[i : i + 1]) for i in every] == summed
+        out += [mask, summed]
+    return out
+
+
+@pytest.mark.parametrize("mutant", sorted(FOLD_MUTANTS))
+def test_a_mutated_fold_changes_both_forms_alike(
+    mutant: str, sessions: list[Session], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = [_fold_answers(ssn) for ssn in sessions]
+    made = define(dispatch.fold_source(*FOLD_MUTANTS[mutant]), {"np": np}, "folds test")
+    for name in NODE_POINTS:
+        monkeypatch.setattr(dispatch.Dispatch, name, made[name])
+    assert [_fold_answers(ssn) for ssn in sessions] != real
+
+
+def test_the_real_folds_render_the_sources_forms() -> None:
+    made = define(
+        dispatch.fold_source(dispatch.PREDICATE_FOLD, dispatch.SCORE_FOLD), {"np": np}, "again"
+    )
+    assert set(made) == set(NODE_POINTS)
+    for name, form in made.items():
+        assert form.__code__.co_code == getattr(dispatch.Dispatch, name).__code__.co_code
+
+
+# ---------------------------------------------------------------- the study's device choice
+
+#: Mutants of the fit rule's room and of the device choice's key.
+CHOICE_MUTANTS = {
+    "least_take": (replace(FIT_RULE, least_take=600), TIGHTEST),
+    "fits": (replace(FIT_RULE, fits="<"), TIGHTEST),
+    "loosest": (FIT_RULE, "-{free}"),
+    "by index parity": (FIT_RULE, "{free} % 2"),
+}
+
+
+def _choices(made: dict[str, Callable[..., Any]]) -> list[object]:
+    """Device rooms, fits over room counts and shared-device choices on device tables whose
+    frees sit at, just below and above each take, every row at once and one row at a time,
+    checked equal; returns them."""
+    rng = np.random.default_rng(5)
+    n, width = 120, 6
+    out: list[object] = []
+    for milli in (1, 300, 500, 999):
+        pod = PodRequest(cpu_milli=100, memory=100, num_gpu=1, gpu_milli=milli)
+        free = np.clip(milli + rng.choice([-1, 0, 1, 100, 250], size=(n, width)), 0, 1000)
+        free[::5] = 600
+        room = made["room_mask"](free, milli)
+        one_room = [[made["has_room"](int(f), milli) for f in row] for row in free.tolist()]
+        assert room.tolist() == one_room
+        rows = made["best_fit_devices"](free, pod)
+        assert rows.tolist() == [made["best_fit_device"](r, pod) for r in free.tolist()]
+        cpu = np.full(n, 100, dtype=np.int64)
+        enough = made["enough_rooms"](pod, room.sum(axis=1))
+        fits = made["fit_rooms"](cpu, cpu, None, enough, pod)
+        assert (
+            fits.tolist() == made["fit_mask"](cpu, cpu, free, np.zeros(n, np.int64), pod).tolist()
+        )
+        out += [room.tolist(), rows.tolist(), fits.tolist()]
+    return out
+
+
+@pytest.mark.parametrize("mutant", sorted(CHOICE_MUTANTS))
+def test_a_mutated_device_room_or_choice_changes_both_forms_alike(mutant: str) -> None:
+    real = _choices(define(study_fit_source(FIT_RULE), {"np": np}, "study test"))
+    rule, tightest = CHOICE_MUTANTS[mutant]
+    changed = _choices(define(study_fit_source(rule, tightest), {"np": np}, "study mutant"))
+    assert changed != real

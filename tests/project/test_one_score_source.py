@@ -12,9 +12,18 @@ a hand-written one-row (or every-row) copy of a formula is what these tests refu
   read with one formula (``DEVICE_SHARE``) for every row and for one; the hand-written
   module divides nowhere.
 * **The fit of the FGD study and of the GPU scorers**: generated from the fit rule
-  (:mod:`gangsched.session.fit_rule`); no scorer or study module compares a pod's CPU or
-  memory request with a room by hand (what a copy of the node fit would do; the device
-  choices' own checks of one device's room are not the node fit).
+  (:mod:`gangsched.session.fit_rule`); no scorer or study module (the FGD engine and its
+  window among them) compares a pod's CPU or memory request with a room by hand (what a copy
+  of the node fit would do), nor a device's free milli-GPU with the pod's take: whether a
+  device has room is the rule's (``room_mask`` / ``has_room``, with its least take), and so
+  is the shared device a pod takes (``best_fit_devices`` / ``best_fit_device``).
+* **The GPU scorers' answers**: truncating, masking and weighting a kernel's value is
+  :data:`~gangsched.plugins._gpu_common.FINISH` / ``FINISH_TRUNCATED`` / ``FINISH_SCORED``,
+  rendered for many rows
+  and for a few; the scorer modules truncate, test finiteness and weight nowhere by hand.
+* **The dispatcher's node points**: ``predicate_ok`` / ``node_score`` and their one-row forms
+  fold the chain with one formula each (``PREDICATE_FOLD``, ``SCORE_FOLD``), generated; the
+  four methods loop and compute nothing of their own.
 """
 
 from __future__ import annotations
@@ -26,9 +35,11 @@ from pathlib import Path
 import pytest
 
 import gangsched
-from gangsched.fragmentation import measure
+from gangsched.fragmentation import measure, policies
+from gangsched.framework import dispatch
 from gangsched.plugins import _gpu_common as gpu_common
-from gangsched.plugins import nodeorder
+from gangsched.plugins import _gpu_scorers, fgd_scores, nodeorder
+from gangsched.sim.fgd import engine
 
 SRC = Path(gangsched.__file__).resolve().parent
 
@@ -44,7 +55,11 @@ SCORER_MODULES = (
     "plugins/_gpu_scorers.py",
     "plugins/fgd_scores.py",
     "plugins/nodeorder.py",
+    "sim/fgd/engine.py",
+    "sim/fgd/window.py",
 )
+#: What names a pod's request in those modules.
+REQUESTS = {"pod", "req"}
 
 
 def _tree(path: str) -> ast.Module:
@@ -146,19 +161,128 @@ def test_no_scorer_compares_a_request_with_a_room_by_hand(path: str) -> None:
         if not isinstance(sub, ast.Compare):
             continue
         sides = [sub.left, *sub.comparators]
-        request = [
-            s
-            for s in sides
-            if isinstance(s, ast.Attribute)
-            and s.attr in ("cpu_milli", "memory")
-            and isinstance(s.value, ast.Name)
-            and s.value.id == "pod"
-        ]
+        request = [s for s in sides if _request(s, "cpu_milli", "memory")]
         if request and not all(isinstance(s, ast.Constant) for s in sides if s not in request):
             problems.append(f"{path}:{sub.lineno}: {ast.unparse(sub)}")
     assert not problems, "the fit is the fit rule's generated forms': " + "; ".join(problems)
 
 
+def _request(node: ast.expr, *fields: str) -> bool:
+    """``node`` reads one of ``fields`` of a pod's request (``pod.gpu_milli``)."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in fields
+        and isinstance(node.value, ast.Name)
+        and node.value.id in REQUESTS
+    )
+
+
+@pytest.mark.parametrize("path", SCORER_MODULES)
+def test_no_scorer_checks_a_devices_room_by_hand(path: str) -> None:
+    """A device's room for the pod's take is the rule's (its least take among it): no
+    comparison of the take with anything but a constant (``pod.gpu_milli < MILLI`` says
+    what the request is, not whether a device holds it)."""
+    problems = []
+    for sub in ast.walk(_tree(path)):
+        if not isinstance(sub, ast.Compare):
+            continue
+        sides = [sub.left, *sub.comparators]
+        take = [s for s in sides if _request(s, "gpu_milli")]
+        others = [s for s in sides if s not in take]
+        if take and not all(_constant(s) for s in others):
+            problems.append(f"{path}:{sub.lineno}: {ast.unparse(sub)}")
+    assert not problems, "a device's room is the fit rule's room_mask / has_room: " + "; ".join(
+        problems
+    )
+
+
+def _constant(node: ast.expr) -> bool:
+    """A literal or a module constant (an upper-case name such as ``MILLI``)."""
+    return isinstance(node, ast.Constant) or (isinstance(node, ast.Name) and node.id.isupper())
+
+
 def test_the_study_fit_is_generated() -> None:
-    for form in (measure.fit_mask, measure.fit_row):
-        assert form.__code__.co_filename == "<generated fit rule (FGD study)>"
+    for form in (
+        measure.fit_mask,
+        measure.fit_row,
+        measure.fit_rooms,
+        measure.enough_rooms,
+        measure.room_mask,
+        measure.has_room,
+        measure.best_fit_devices,
+        measure.best_fit_device,
+    ):
+        assert form.__code__.co_filename == "<generated fit rule (FGD study)>", form
+    # the shared-device choice is the generated one, for every row and for one
+    assert policies._best_fit_gpu is measure.best_fit_devices
+    assert vars(_gpu_scorers)["best_fit_device"] is measure.best_fit_device
+
+
+def test_the_fgd_engine_fits_with_the_rule() -> None:
+    fits = next(
+        f
+        for f in _functions(_tree("sim/fgd/engine.py"))
+        if f.name == "fits"  # StudyArrays.fits
+    )
+    assert {"fit_rooms", "room_mask", "enough_rooms"} <= _called(fits)
+    assert vars(engine)["fit_rooms"] is measure.fit_rooms
+    assert vars(engine)["room_mask"] is measure.room_mask
+    assert vars(engine)["enough_rooms"] is measure.enough_rooms
+
+
+#: Calls that finish a kernel's value (truncate it, test that it is a number).
+FINISHING_CALLS = {"trunc", "trunc_one", "isfinite", "copysign"}
+
+
+def _weighted(node: ast.AST) -> list[str]:
+    """Products with a weight in ``node``."""
+    return [
+        ast.unparse(sub)
+        for sub in ast.walk(node)
+        if isinstance(sub, ast.BinOp)
+        and isinstance(sub.op, ast.Mult)
+        and any(
+            (isinstance(x, ast.Name) and x.id == "weight")
+            or (isinstance(x, ast.Attribute) and x.attr == "weight")
+            for x in ast.walk(sub)
+        )
+    ]
+
+
+@pytest.mark.parametrize("path", ["plugins/_gpu_scorers.py", "plugins/fgd_scores.py"])
+def test_the_gpu_scorers_finish_only_through_their_formulas(path: str) -> None:
+    """Every path of a kernel scorer (many rows, a few rows) finishes its kernel's value with
+    the generated forms of FINISH / FINISH_TRUNCATED: no truncation, finiteness test or weight
+    product by hand (``random``'s score is no kernel's: it draws its own)."""
+    problems = []
+    for cls in ast.walk(_tree(path)):
+        if not isinstance(cls, ast.ClassDef) or cls.name == "RandomPlugin":
+            continue
+        for fn in _functions(cls):
+            problems += [f"{cls.name}.{fn.name} calls {c}" for c in _called(fn) & FINISHING_CALLS]
+            problems += [f"{cls.name}.{fn.name}: {w}" for w in _weighted(fn)]
+    assert not problems, "finish with the generated _finish_* / _truncated_*: " + "; ".join(
+        problems
+    )
+    generated = ("_finish_rows", "_finish_few", "_truncated_rows", "_truncated_few", "_scored_rows")
+    for name in generated:
+        form = getattr(gpu_common, name)
+        assert form.__code__.co_filename == "<generated GPU scorer answers>"
+    assert vars(fgd_scores)["_finish_few"] is gpu_common._finish_few
+
+
+#: The dispatcher's node points: each is generated from its fold.
+NODE_POINTS = ("predicate_ok", "predicate_ok_one", "node_score", "node_score_one")
+
+
+def test_the_dispatchers_node_points_are_generated_from_their_folds() -> None:
+    """No node point of the dispatcher is written by hand: each is one of the functions
+    generated from PREDICATE_FOLD and SCORE_FOLD (a hand-written one-row loop beside the
+    every-row fold is what this refuses)."""
+    written = {f.name for f in _functions(_tree("framework/dispatch.py"))}
+    assert not written & set(NODE_POINTS), "written by hand: " + ", ".join(
+        sorted(written & set(NODE_POINTS))
+    )
+    for name in NODE_POINTS:
+        form = getattr(dispatch.Dispatch, name)
+        assert form.__code__.co_filename == "<generated node point folds>", name

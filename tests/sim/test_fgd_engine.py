@@ -87,3 +87,66 @@ def test_fgd_cache_scores_each_shape_state_pair_once(monkeypatch: pytest.MonkeyP
     second, _ = cache.scores(arrays, pod, key)
     assert rows_asked == [arrays.n_states - 1, 1]  # only node 0's new state is scored
     assert np.array_equal(first[1:], second[1:])
+
+
+def _partly_used(arrays: object) -> None:
+    """Place a mix of shared, whole-device and CPU-only pods on the first nodes that fit, so
+    devices sit at several frees (half used among them)."""
+    from gangsched.fragmentation import PodRequest
+    from gangsched.fragmentation.measure import best_fit_device, device_indices
+    from gangsched.sim.fgd.engine import StudyArrays
+
+    assert isinstance(arrays, StudyArrays)
+    shapes = [
+        PodRequest(cpu_milli=1000, memory=100, num_gpu=1, gpu_milli=500),
+        PodRequest(cpu_milli=1000, memory=100, num_gpu=1, gpu_milli=300),
+        PodRequest(cpu_milli=2000, memory=100, num_gpu=2, gpu_milli=1000),
+        PodRequest(cpu_milli=500, memory=100, num_gpu=0, gpu_milli=0),
+    ]
+    for i in range(400):
+        pod = shapes[i % len(shapes)]
+        fit = np.flatnonzero(arrays.fits(pod, -1))
+        node = int(fit[(i * 7919) % fit.size])  # spread over the nodes that fit
+        share = best_fit_device(arrays.gpu_free[node].tolist(), pod)
+        arrays.place(node, pod, device_indices(arrays.gpu_free[node], pod, share))
+
+
+def test_the_engines_fit_is_the_rules_fit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's fit over its kept counts (fully free devices, the roomiest device) is the
+    rule's ``fit_mask`` over the device table — with the real rule and with a mutant whose
+    least take is 600 milli-GPU (a copy of the old comparison would keep the real answers)."""
+    from dataclasses import replace
+
+    from gangsched._codegen import define
+    from gangsched.fragmentation import PodRequest, fit_mask
+    from gangsched.session.fit_rule import RULE, study_fit_source
+    from gangsched.sim.fgd import engine as fgd_engine
+
+    nodes, pods = load_nodes(None), load_pods(None)
+    arrays = fgd_engine.StudyArrays(nodes, workload_typical(pods, nodes))
+    _partly_used(arrays)
+    asked = [
+        PodRequest(cpu_milli=4000, memory=1000, num_gpu=1, gpu_milli=500),
+        PodRequest(cpu_milli=4000, memory=1000, num_gpu=1, gpu_milli=1000),
+        PodRequest(cpu_milli=4000, memory=1000, num_gpu=4, gpu_milli=1000),
+        PodRequest(cpu_milli=64000, memory=1000, num_gpu=0, gpu_milli=0),
+    ]
+
+    def answers(study_fit: object) -> list[list[bool]]:
+        got = []
+        for pod in asked:
+            kept = arrays.fits(pod, -1).tolist()
+            table = study_fit(  # type: ignore[operator]
+                arrays.free_cpu, arrays.free_mem, arrays.gpu_free, arrays.model_idx, pod
+            )
+            assert kept == table.tolist()
+            got.append(kept)
+        return got
+
+    real = answers(fit_mask)
+    assert any(any(r) for r in real) and not all(all(r) for r in real)
+    mutant = define(study_fit_source(replace(RULE, least_take=600)), {"np": np}, "engine test")
+    monkeypatch.setattr(fgd_engine, "fit_rooms", mutant["fit_rooms"])
+    monkeypatch.setattr(fgd_engine, "room_mask", mutant["room_mask"])
+    monkeypatch.setattr(fgd_engine, "enough_rooms", mutant["enough_rooms"])
+    assert answers(mutant["fit_mask"]) != real

@@ -301,17 +301,19 @@ def choose_node(scores: NodeScores, rank: I64 | None = None) -> int:
 
 
 def device_indices(gpu_free_row: I64, pod: PodRequest, share_gpu: int) -> tuple[int, ...]:
-    """Devices the pod takes on its node: the policy's device for a shared pod, else the first
-    ``num_gpu`` fully free devices in index order."""
+    """Devices the pod takes on its node: the policy's device for a shared pod (it must have
+    room for the take), else the first ``num_gpu`` devices with room for a whole device (the
+    fully free ones) in index order."""
     if pod.num_gpu == 0:
         return ()
     if pod.is_shared:
-        if share_gpu < 0 or gpu_free_row[share_gpu] < pod.gpu_milli:
+        if share_gpu < 0 or not has_room(int(gpu_free_row[share_gpu]), pod.gpu_milli):
             raise PlacementError(
                 "no device with room for the shared pod", kind="pod", field="gpu_milli"
             )
         return (int(share_gpu),)
-    free = np.flatnonzero(gpu_free_row == MILLI)
+    # a whole-device pod takes MILLI of each: the devices with room for it are the free ones
+    free = np.flatnonzero(room_mask(gpu_free_row, pod.gpu_milli))
     if free.size < pod.num_gpu:
         raise PlacementError(
             f"{pod.num_gpu} free devices needed, {free.size} found", kind="pod", field="num_gpu"
@@ -336,10 +338,17 @@ class ClusterView:
 
 # ------------------------------------------------------------------ the fit rule's forms
 #
-# Whether a pod fits a node is the fit rule's (:data:`gangsched.session.fit_rule.RULE`), as
-# for the scheduler's nodes: ``fit_mask`` (every node) and ``fit_row`` (one node) are rendered
-# from it and defined in this module's namespace; the declarations give each its type.
+# Whether a pod fits a node, and whether a device has room for a take, are the fit rule's
+# (:data:`gangsched.session.fit_rule.RULE`), as for the scheduler's nodes; so is the shared
+# device a pod takes (the tightest with room). Every form is rendered from the rule and
+# defined in this module's namespace; the declarations give each its type.
 
 _made = define(study_fit_source(RULE), globals(), "fit rule (FGD study)")
+room_mask: Callable[[I64, int], B] = _made["room_mask"]
+has_room: Callable[[int, int], bool] = _made["has_room"]
+enough_rooms: Callable[[PodRequest, I64], B] = _made["enough_rooms"]
+fit_rooms: Callable[[I64, I64, B | None, B | None, PodRequest], B] = _made["fit_rooms"]
 fit_mask: Callable[[I64, I64, I64, I64, PodRequest], B] = _made["fit_mask"]
 fit_row: Callable[[PodRequest, int, int, int, Sequence[int]], bool] = _made["fit_row"]
+best_fit_devices: Callable[[I64, PodRequest], I64] = _made["best_fit_devices"]
+best_fit_device: Callable[[Sequence[int], PodRequest], int] = _made["best_fit_device"]

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 import numpy as np
@@ -25,8 +25,10 @@ from gangsched.fragmentation.measure import (
     PodRequest,
     TypicalPods,
     _fragment,
+    best_fit_devices,
     fit_mask,
     fragment_terms,
+    room_mask,
 )
 
 #: A float array or a float: the policies' formulas are written once for both.
@@ -51,26 +53,10 @@ def _trunc_score(values: F64, feasible: B) -> F64:
     return np.where(feasible, np.trunc(values), -np.inf)
 
 
-def _best_fit_gpu(gpu_free: I64, pod: PodRequest) -> I64:
-    """Tightest device with room per node (lowest index on ties), -1 if none or not shared."""
-    n = gpu_free.shape[0]
-    if not pod.is_shared or gpu_free.shape[1] == 0:  # no node has a device: none has room
-        return np.full(n, -1, dtype=np.int64)
-    room = gpu_free >= pod.gpu_milli
-    masked = np.where(room, gpu_free, np.iinfo(np.int64).max)
-    idx = np.argmin(masked, axis=1).astype(np.int64)
-    return np.where(room.any(axis=1), idx, -1)
-
-
-def best_fit_device(devices: Sequence[int], pod: PodRequest) -> int:
-    """:func:`_best_fit_gpu` of one node (``devices``: its devices' free milli-GPU)."""
-    if not pod.is_shared:
-        return -1
-    best = -1
-    for i, g in enumerate(devices):
-        if g >= pod.gpu_milli and (best < 0 or g < devices[best]):
-            best = i
-    return best
+#: The tightest device with room per node (the fit rule's, generated in
+#: :mod:`~gangsched.fragmentation.measure`: :func:`best_fit_devices`, one node's
+#: :func:`best_fit_device`).
+_best_fit_gpu = best_fit_devices
 
 
 def trunc_one(value: float) -> float:
@@ -95,7 +81,7 @@ def score_random(feasible: B, pod: PodRequest, gpu_free: I64, rng: IntSource) ->
     score[pick] = float(MAX_NODE_SCORE)
     if pod.is_shared:
         chosen = -1
-        for seen, dev in enumerate(np.flatnonzero(gpu_free[pick] >= pod.gpu_milli), start=1):
+        for seen, dev in enumerate(np.flatnonzero(room_mask(gpu_free[pick], pod.gpu_milli)), 1):
             if rng.intn(seen) == 0:
                 chosen = int(dev)
         share[pick] = chosen
@@ -261,7 +247,7 @@ def fgd_rows(
     if pod.is_shared:
         g = gpu_free[rows]  # (k, G)
         g2 = g - pod.gpu_milli
-        room = g >= pod.gpu_milli  # (k, G)
+        room = room_mask(g, pod.gpu_milli)  # (k, G)
         g3, g23 = g[:, :, None], g2[:, :, None]  # (k, G, 1)
         fits2 = fits[:, None, :] - (g3 >= tm) + (g23 >= tm)  # (k, G, m)
         small2 = small[:, None, :] - np.where(g3 < tm, g3, 0) + np.where(g23 < tm, g23, 0)

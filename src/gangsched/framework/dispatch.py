@@ -18,14 +18,17 @@ Actions reach it as ``ssn.points``::
 
 from __future__ import annotations
 
+import ast
 import inspect
 import types
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
+from gangsched._codegen import Operand, define, scalar, vector
 from gangsched.config import EXTENSION_POINTS as SWITCHED_POINTS
 from gangsched.config import PluginOption
 from gangsched.errors import ConfigError, GangschedError
@@ -39,7 +42,6 @@ from gangsched.framework.combine import (
     intersect_first_decisive,
     lexicographic,
     vote,
-    weighted_sum,
 )
 from gangsched.framework.extension_points import (
     EXTENSION_POINTS,
@@ -128,6 +130,95 @@ def _switched_off(option: PluginOption | None, ep: ExtensionPoint) -> bool:
         return False
     name = ep.follows or ep.name
     return name in _SWITCHED and not option.enabled(name)
+
+
+# ------------------------------------------------------------------ the node points' folds
+#
+# ``predicate`` and ``node_score`` are asked about many rows (a mask, a sum of arrays) and
+# about one row (a bool, a float: the refresh after a placement, where an array and in-place
+# operations on one row cost more than the numbers). Each point folds its chain's answers
+# with one formula, from one start; both forms are rendered from that text by
+# :mod:`gangsched._codegen` (NumPy statements writing into the fold's own array, or one
+# plain expression), so they add (or combine) the same answers in the same order.
+
+
+@dataclass(frozen=True, slots=True)
+class Fold:
+    """How a chain's answers fold: from ``start``, each answer taken in by ``take`` (a formula
+    over ``{so_far}`` and ``{answer}``), in tier order."""
+
+    start: str
+    take: str
+
+
+#: No predicate rejects the node: true so far and not rejected by this answer.
+PREDICATE_FOLD = Fold(start="True", take="{so_far} & ~{answer}")
+#: The node's score: the scorers' answers added, in tier order, from zero.
+SCORE_FOLD = Fold(start="0.0", take="{so_far} + {answer}")
+
+
+def fold_source(predicate: Fold, score: Fold) -> str:
+    """The source of the dispatcher's node points, rendered from ``predicate`` and ``score``:
+    many rows (``predicate_ok``, ``node_score``) and one row (``predicate_ok_one``,
+    ``node_score_one``), as functions of the dispatcher (``self``)."""
+
+    def rows(fold: Fold, kind: str, answer: str, indent: int) -> str:
+        ops = {"so_far": Operand("so_far", kind, owned=True), "answer": Operand(answer, kind)}
+        return vector(fold.take, ops, "fold", floats=False, indent=" " * indent)
+
+    def start(fold: Fold, dtype: str) -> str:
+        # an array of the start (np.zeros / np.ones when it is 0 / 1: the same, and cheaper)
+        value = ast.literal_eval(fold.start)
+        made = {0: "np.zeros(rows.size", 1: "np.ones(rows.size"}.get(
+            value, f"np.full(rows.size, {fold.start}"
+        )
+        return f"{made}, dtype={dtype})"
+
+    def one(fold: Fold, answer: str) -> str:
+        return scalar(fold.take, {"so_far": "so_far", "answer": answer}, {})
+
+    return f'''
+def predicate_ok(self, tmpl, rows, *, without=None):
+    """Nodes among ``rows`` no predicate rejects (``without``: leave that plugin out)."""
+    so_far = {start(predicate, "np.bool_")}
+    for reject, _reason in self.rejections(tmpl, rows, without=without):
+{rows(predicate, "b", "reject", 8)}        so_far = fold
+    return so_far
+
+
+def predicate_ok_one(self, tmpl, row):
+    """:meth:`predicate_ok` of the one node of ``row``, as a bool (every plugin is asked)."""
+    so_far = {predicate.start}
+    for reject, _reason in self.rejections(tmpl, row):
+        so_far = {one(predicate, "reject[0]")}
+    return so_far
+
+
+def node_score(self, tmpl, rows):
+    """The node_score chain's answers over ``rows``, folded in float64."""
+    so_far = {start(score, "np.float64")}
+    for tier in self._chains["node_score"]:
+        for answer in tier:
+            got = answer(self._ssn, tmpl, rows)
+{rows(score, "f", "got", 12)}            so_far = fold
+    return so_far
+
+
+def node_score_one(self, tmpl, row):
+    """:meth:`node_score` of the one node of ``row``, as a float (each plugin answers its one
+    row in its own one-row form; its one number is read as a float)."""
+    so_far = {score.start}
+    for tier in self._chains["node_score"]:
+        for answer in tier:
+            got = answer(self._ssn, tmpl, row)
+            so_far = {one(score, "float(got[0] if np.ndim(got) else got)")}
+    return so_far
+'''
+
+
+#: The four methods of :class:`Dispatch` the folds are (defined in this module's namespace,
+#: made methods in the class body).
+_folds = define(fold_source(PREDICATE_FOLD, SCORE_FOLD), globals(), "node point folds")
 
 
 class Dispatch:
@@ -468,35 +559,17 @@ class Dispatch:
                 if without is None or getattr(answer, "__self__", None) is not without:
                     yield from answer(self._ssn, tmpl, rows)
 
-    def predicate_ok(self, tmpl: TaskTemplate, rows: Rows, *, without: object = None) -> BOOL:
-        """Nodes among ``rows`` no predicate rejects."""
-        ok = np.ones(rows.size, dtype=np.bool_)
-        for reject, _reason in self.rejections(tmpl, rows, without=without):
-            ok &= ~reject
-        return ok
-
-    def predicate_ok_one(self, tmpl: TaskTemplate, row: Rows) -> bool:
-        """:meth:`predicate_ok` of the one node of ``row``, as a bool (every plugin is asked)."""
-        ok = True
-        for reject, _reason in self.rejections(tmpl, row):
-            ok = ok and not reject[0]
-        return ok
-
-    def node_score(self, tmpl: TaskTemplate, rows: Rows) -> F64:
-        return weighted_sum(self._chains["node_score"], rows.size, self._ssn, tmpl, rows)
-
-    def node_score_one(self, tmpl: TaskTemplate, row: Rows) -> float:
-        """:meth:`node_score` of the one node of ``row``, as a float: the same chain summed in
-        the same order from 0.0, in Python floats (each plugin answers its one row in its own
-        one-row form). Not :func:`~gangsched.framework.combine.weighted_sum` on one row: its
-        array and in-place adds cost about a microsecond a call more, a few percent of a
-        cycle that refreshes one row after each placement."""
-        total = 0.0
-        for tier in self._chains["node_score"]:
-            for answer in tier:
-                got = answer(self._ssn, tmpl, row)
-                total += float(got[0] if np.ndim(got) else got)
-        return total
+    # The node points, generated from PREDICATE_FOLD and SCORE_FOLD (see fold_source): many
+    # rows in NumPy, one row in plain bools and floats (an array and in-place operations on
+    # one row cost about a microsecond a call more, 2-4 % of a 1,000-node cycle).
+    predicate_ok: ClassVar[Callable[..., BOOL]] = _folds["predicate_ok"]
+    predicate_ok_one: ClassVar[Callable[[Dispatch, TaskTemplate, Rows], bool]] = _folds[
+        "predicate_ok_one"
+    ]
+    node_score: ClassVar[Callable[[Dispatch, TaskTemplate, Rows], F64]] = _folds["node_score"]
+    node_score_one: ClassVar[Callable[[Dispatch, TaskTemplate, Rows], float]] = _folds[
+        "node_score_one"
+    ]
 
     def node_scores(self, tmpl: TaskTemplate, rows: Rows) -> dict[str, F64]:
         """Each node_score plugin's own scores over ``rows`` (for explanations)."""

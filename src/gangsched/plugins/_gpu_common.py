@@ -3,6 +3,7 @@ reading, the kernels' view of a session's rows, the kernels' pod of a task."""
 
 from __future__ import annotations
 
+import math  # noqa: F401 -- read by the generated _truncated_few and _finish_few
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -15,8 +16,8 @@ from gangsched._types import F64, I64
 from gangsched.config import check_arguments
 from gangsched.config.args import arg_weight
 from gangsched.errors import ConfigError
-from gangsched.fragmentation import MILLI, NodeScores, PodRequest, fit_mask
-from gangsched.fragmentation.measure import fit_row
+from gangsched.fragmentation import MILLI, PodRequest, fit_mask
+from gangsched.fragmentation.measure import fit_row, has_room
 from gangsched.framework.extension_points import Rows, argument_names
 from gangsched.session.arrays import TaskTemplate
 from gangsched.session.core import TaskState
@@ -158,6 +159,98 @@ def _device_shares_row(frees, cap):
 _made = define(device_share_source(DEVICE_SHARE), globals(), "device shares")
 _device_shares: Callable[[I64, I64], I64] = _made["_device_shares"]
 _device_shares_row: Callable[[list[int], int], list[int]] = _made["_device_shares_row"]
+
+
+#: A GPU scorer's answer on a node from its kernel's ``value`` there: the value where the
+#: pod ``fits`` and the value is a number, else 0; times the plugin's ``weight``.
+FINISH = "where({fits} & isfinite({value}), {value}, 0.0) * {weight}"
+#: The answer of a scorer whose kernel's value is a finite ``raw`` score truncated toward
+#: zero (DotProd, BestFit): :data:`FINISH` of ``trunc({raw})``, whose value is a number.
+FINISH_TRUNCATED = "where({fits}, trunc({raw}), 0.0) * {weight}"
+#: The answer of a scorer whose kernel's ``score`` is already ``-inf`` where the pod does not
+#: fit (gpu-packing, gpu-clustering): :data:`FINISH` without the mask, which changes nothing.
+FINISH_SCORED = "where(isfinite({score}), {score}, 0.0) * {weight}"
+
+
+def finish_source(finish: str, truncated: str, scored: str = FINISH_SCORED) -> str:
+    """The source of the GPU scorers' finishing, rendered from the formulas ``finish``
+    (:data:`FINISH`), ``truncated`` (:data:`FINISH_TRUNCATED`) and ``scored``
+    (:data:`FINISH_SCORED`): over rows of NumPy columns (``_finish_rows``,
+    ``_truncated_rows``, ``_scored_rows``) and over a few rows in plain floats
+    (``_finish_few``, ``_truncated_few``: the kernel's value, and the raw score, read only
+    where the pod fits)."""
+    ops = {"fits": Operand("fits", "b"), "weight": Operand("weight", "f")}
+    rows = vector(
+        finish, {**ops, "value": Operand("value", "f")}, "out", floats=True, indent="    "
+    )
+    cut = vector(
+        truncated,
+        {**ops, "raw": Operand("raw", "f", owned=True)},
+        "out",
+        floats=True,
+        indent="    ",
+    )
+    kernel = vector(
+        scored,
+        {"score": Operand("score", "f"), "weight": Operand("weight", "f")},
+        "out",
+        floats=True,
+        indent="    ",
+    )
+    few = scalar(finish, {"fits": "fit", "value": "value", "weight": "weight"}, {})
+    few_cut = scalar(
+        truncated,
+        {"fits": "fits(pod, r)", "raw": "one(pod, cpu[r], idle[r])", "weight": "weight"},
+        {},
+    )
+    return f'''
+def _finish_rows(fits, value, weight):
+    """The scorer's answers on rows where the pod ``fits`` (bools) from its kernel's
+    ``value`` (floats) there."""
+{rows}    return out
+
+
+def _truncated_rows(fits, raw, weight):
+    """The answers of rows whose kernel's value is ``raw`` (floats, a new array the answers
+    may be written into) truncated."""
+{cut}    return out
+
+
+def _scored_rows(score, weight):
+    """The answers of rows whose kernel's ``score`` (floats) is ``-inf`` where the pod does
+    not fit."""
+{kernel}    return out
+
+
+def _finish_few(feasible, values, weight):
+    """:func:`_finish_rows` of a few rows, from lists of bools and floats."""
+    return [{few} for fit, value in zip(feasible, values, strict=True)]
+
+
+def _truncated_few(pod, rows, fits, one, cpu, idle, weight):
+    """:func:`_truncated_rows` of the rows ``rows``: ``fits(pod, r)`` says whether the pod
+    fits row ``r``, ``one(pod, cpu[r], idle[r])`` is its raw score (read where it fits)."""
+    return [{few_cut} for r in rows]
+'''
+
+
+_finished = define(finish_source(FINISH, FINISH_TRUNCATED), globals(), "GPU scorer answers")
+_finish_rows: Callable[[B, F64, float], F64] = _finished["_finish_rows"]
+_truncated_rows: Callable[[B, F64, float], F64] = _finished["_truncated_rows"]
+_scored_rows: Callable[[F64, float], F64] = _finished["_scored_rows"]
+_finish_few: Callable[[list[bool], list[float], float], list[float]] = _finished["_finish_few"]
+_truncated_few: Callable[
+    [
+        PodRequest,
+        list[int],
+        Callable[[PodRequest, int], bool],
+        Callable[[PodRequest, int, int], float],
+        list[int],
+        list[int],
+        float,
+    ],
+    list[float],
+] = _finished["_truncated_few"]
 
 
 #: Up to this many rows a scorer with a scalar formula scores them one by one: a few rows
@@ -411,18 +504,13 @@ def _shared_device(
 def _answer(share_gpu: int, free: Sequence[int] | I64, pod: PodRequest) -> tuple[int, ...] | None:
     """``(share_gpu,)`` when that device of the node (``free``: its devices' free milli)
     has room for the pod, else None."""
-    if not 0 <= share_gpu < len(free) or int(free[share_gpu]) < pod.gpu_milli:
+    if not 0 <= share_gpu < len(free) or not has_room(int(free[share_gpu]), pod.gpu_milli):
         return None
     return (share_gpu,)
 
 
 def _feasible(view: _View, pod: PodRequest) -> B:
     return fit_mask(view.free_cpu, view.free_mem, view.gpu_free, view.model_idx, pod)
-
-
-def _finish(scores: NodeScores, weight: float) -> F64:
-    s = scores.score
-    return np.where(np.isfinite(s), s, 0.0) * weight
 
 
 class SharedDeviceChoice:

@@ -23,13 +23,12 @@ from gangsched.fragmentation import (
     score_gpu_clustering,
     score_gpu_packing,
 )
+from gangsched.fragmentation.measure import best_fit_device, room_mask
 from gangsched.fragmentation.policies import (
-    best_fit_device,
     bestfit_one,
     bestfit_raw,
     dotprod_one,
     dotprod_raw,
-    trunc_one,
 )
 from gangsched.framework.extension_points import Rows
 from gangsched.plugins._gpu_common import (
@@ -41,6 +40,9 @@ from gangsched.plugins._gpu_common import (
     _both,
     _feasible,
     _read_args,
+    _scored_rows,
+    _truncated_few,
+    _truncated_rows,
     _View,
     _weight,
 )
@@ -102,7 +104,7 @@ class RandomPlugin(SharedDeviceChoice):
     def choose_device(
         self, ssn: Session, task: int, node: int, view: _View, pod: PodRequest
     ) -> tuple[int, ...] | None:
-        room = np.flatnonzero(view.gpu_free[0] >= pod.gpu_milli)
+        room = np.flatnonzero(room_mask(view.gpu_free[0], pod.gpu_milli))
         if room.size == 0:
             return None
         version = np.full(room.size, int(ssn.changes.node_changes[node]), dtype=np.int64)
@@ -136,10 +138,12 @@ class _KernelScorer(SharedDeviceChoice):
         """Scores of the node ``rows`` (``v`` is their view, ``mask`` where the pod fits)."""
         raise NotImplementedError
 
-    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
-        """The kernel's scores alone (``-inf`` where ``mask`` is false); a scorer whose device
-        choice costs more than its score overrides it with the score's own formula."""
-        return self._kernel(ssn, rows, mask, pod, v).score
+    def _answers(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        """The scorer's answers on ``rows``: its kernel's scores (``-inf`` where the pod does
+        not fit) finished (:data:`FINISH_SCORED`); a scorer whose device choice costs more than
+        its score overrides it with the score's own formula."""
+        score = self._kernel(ssn, rows, mask, pod, v).score
+        return _scored_rows(score, self.weight)
 
     def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
         """:meth:`node_score` of a few ``rows`` in scalar arithmetic (the same operations),
@@ -155,8 +159,7 @@ class _KernelScorer(SharedDeviceChoice):
             if few is not None:
                 return np.array(few, dtype=np.float64)
         v = self.views.view(ssn, rows)
-        score = self._score(ssn, rows, _feasible(v, pod), pod, v)
-        return np.where(np.isfinite(score), score, 0.0) * self.weight
+        return self._answers(ssn, rows, _feasible(v, pod), pod, v)
 
     def gpu_choice(
         self, ssn: Session, task: int, node: int, *, future: bool
@@ -188,18 +191,17 @@ class _LeftoverScorer(_KernelScorer):
     kernel: Callable[[B, PodRequest, I64, I64], NodeScores]
 
     def _few(self, lists: RowLists, rows: list[int], pod: PodRequest) -> list[float] | None:
-        one, weight, fits, cpu, idle = self.one, self.weight, lists.fits, lists.free_cpu, lists.idle
-        return [
-            trunc_one(one(pod, cpu[r], idle[r])) * weight if fits(pod, r) else 0.0 * weight
-            for r in rows
-        ]
+        return _truncated_few(
+            pod, rows, lists.fits, self.one, lists.free_cpu, lists.idle, self.weight
+        )
 
     def _kernel(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> NodeScores:
         return self.kernel(mask, pod, v.free_cpu, v.gpu_free)
 
-    def _score(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+    def _answers(self, ssn: Session, rows: Rows, mask: B, pod: PodRequest, v: _View) -> F64:
+        # the kernel's score (its raw score truncated where the pod fits), finished
         raw = self.raw(pod, v.free_cpu, v.gpu_free.sum(axis=1))
-        return np.where(mask, np.trunc(raw), -np.inf)  # the kernel's score
+        return _truncated_rows(mask, raw, self.weight)
 
 
 class DotProdPlugin(_LeftoverScorer):

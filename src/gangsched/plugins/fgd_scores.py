@@ -78,6 +78,8 @@ from gangsched.plugins._gpu_common import (
     _answer,
     _both,
     _feasible,
+    _finish_few,
+    _finish_rows,
     _models,
     _read_args,
     _View,
@@ -306,9 +308,8 @@ class FgdPlugin(SharedDeviceChoice):
                 self._frag[rows[missing]],
             )
             known = self._memo.store(pod, rows, missing, value, share)
-        # score_fgd's scores (-inf where the pod does not fit) through _finish.
-        score = np.where(feasible & np.isfinite(known), known, 0.0)
-        return np.asarray(score * self.weight, dtype=np.float64)
+        # score_fgd's scores (-inf where the pod does not fit), finished
+        return _finish_rows(feasible, known, self.weight)
 
     def _few(
         self, ssn: Session, rows: Rows, pod: PodRequest, typical: TypicalPods, terms: FragTerms
@@ -344,12 +345,8 @@ class FgdPlugin(SharedDeviceChoice):
                 self._frag[sel],
             )
             values = self._memo.store(pod, rows, np.asarray(missing), value, share).tolist()
-        weight = self.weight
-        # score_fgd's scores (-inf where the pod does not fit) through _finish.
-        return [
-            (value if fit and math.isfinite(value) else 0.0) * weight
-            for fit, value in zip(feasible, values, strict=True)
-        ]
+        # score_fgd's scores (-inf where the pod does not fit), finished
+        return _finish_few(feasible, values, self.weight)
 
     def gpu_choice(
         self, ssn: Session, task: int, node: int, *, future: bool

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["NEGATED", "RULE", "FitRule", "fit_source", "study_fit_source"]
+__all__ = ["NEGATED", "RULE", "TIGHTEST", "FitRule", "fit_source", "study_fit_source"]
 
 #: The comparison that holds exactly when the rule's does not (integers: no NaN).
 NEGATED = {"<=": ">", "<": ">=", ">=": "<", ">": "<=", "==": "!=", "!=": "=="}
@@ -429,21 +429,69 @@ def shortfalls_view(a, tmpl, view, m_all, rows=None):
 '''
 
 
-def study_fit_source(r: FitRule) -> str:
+#: The shared-device choice of the FGD study: among a node's devices with room for the take,
+#: the one with the least of this key (its free milli-GPU: the tightest), the lower index on
+#: ties.
+TIGHTEST = "{free}"
+
+
+def study_fit_source(r: FitRule, tightest: str = TIGHTEST) -> str:
     """The source of :mod:`gangsched.fragmentation.measure`'s fit (the FGD study's nodes:
-    free CPU, memory and milli-GPU per device, a GPU model), rendered from ``r``: every node
-    at once (``fit_mask``) and one node in plain ints (``fit_row``)."""
-    count_all = f"({r.fit('need', 'gpu_free')}).sum(axis=1)"
+    free CPU, memory and milli-GPU per device, a GPU model), rendered from ``r``: whether a
+    device has room for a take (``room_mask`` over devices, ``has_room`` for one), whether a
+    pod fits every node at once (``fit_mask``, over device tables, and ``fit_rooms``, over
+    whether enough devices have room, as the caller keeps it: ``enough_rooms`` of counts)
+    and one node in plain ints (``fit_row``),
+    and the shared device a pod takes (``best_fit_devices`` per row of a device table,
+    ``best_fit_device`` of one node's devices), by the key ``tightest`` of a device's
+    free milli-GPU."""
+    need = r.need("take", vector=False)
+    room_any = r.fit("need", "gpu_free")
+    count_all = f"({room_any}).sum(axis=1)"
+    key_rows = tightest.format(free="gpu_free")
+    key_one = tightest.format(free="g")
     return f'''
+def room_mask(free, take):
+    """Bool per device of ``free`` (free milli-GPU, an array of any shape): the device has
+    the rule's least room for a take of ``take`` milli-GPU."""
+    return {r.fit(need, "free")}
+
+
+def has_room(free, take):
+    """:func:`room_mask` of one device, in plain ints."""
+    return {r.fit(need, "free")}
+
+
+def enough_rooms(pod, rooms):
+    """Bool per node: ``rooms`` (how many of its devices have room for the pod's take) are
+    enough for the pod's devices."""
+    return {r.fit("pod.num_gpu", "rooms")}
+
+
+def fit_rooms(free_cpu, free_mem, allowed, enough, pod):
+    """``(n_nodes,)`` bool: the pod's CPU and memory fit, its GPU model is allowed
+    (``allowed``: bool per node, None for any) and enough devices have room for its take
+    (``enough``: bool per node, :func:`enough_rooms`; read for a pod asking devices)."""
+    ok = ({r.fit("pod.cpu_milli", "free_cpu")}) & ({r.fit("pod.memory", "free_mem")})
+    if pod.num_gpu == 0:
+        return ok
+    if allowed is not None:
+        ok &= allowed
+    ok &= enough
+    return ok
+
+
 def fit_mask(free_cpu, free_mem, gpu_free, model_idx, pod):
     """``(n_nodes,)`` bool: the pod's CPU and memory fit, its GPU model is allowed and enough
-    devices have room for its take on each."""
+    devices have room for its take on each (:func:`fit_rooms` of the device table, its
+    steps written out: the scorers ask it on every refresh)."""
     ok = ({r.fit("pod.cpu_milli", "free_cpu")}) & ({r.fit("pod.memory", "free_mem")})
     if pod.num_gpu == 0:
         return np.asarray(ok, dtype=np.bool_)
     if pod.allowed_models is not None:
         ok &= pod.allowed_models[model_idx]
-    need = {r.need("pod.gpu_milli", vector=False)}
+    take = pod.gpu_milli
+    need = {need}
     ok &= {r.fit("pod.num_gpu", count_all)}
     return np.asarray(ok, dtype=np.bool_)
 
@@ -457,10 +505,43 @@ def fit_row(pod, cpu, memory, model, devices):
         return True
     if pod.allowed_models is not None and not pod.allowed_models[model]:
         return False
-    need = {r.need("pod.gpu_milli", vector=False)}
+    take = pod.gpu_milli
+    need = {need}
     count = 0  # a loop costs less than a generator's sum
     for d in devices:
         if {r.fit("need", "d")}:
             count += 1
     return {r.fit("pod.num_gpu", "count")}
+
+
+def best_fit_devices(gpu_free, pod):
+    """Per row of ``gpu_free`` (a node's devices' free milli-GPU), the device a shared pod
+    takes: the one with room for its take and the least key, the lowest index on ties;
+    -1 where no device has room, everywhere for a pod that shares no device."""
+    n = gpu_free.shape[0]
+    if not pod.is_shared or gpu_free.shape[1] == 0:  # no node has a device: none has room
+        return np.full(n, -1, dtype=np.int64)
+    take = pod.gpu_milli
+    need = {need}
+    room = {room_any}
+    key = {key_rows}
+    idx = np.argmin(np.where(room, key, np.iinfo(np.int64).max), axis=1).astype(np.int64)
+    return np.where(room.any(axis=1), idx, -1)
+
+
+def best_fit_device(devices, pod):
+    """:func:`best_fit_devices` of one node (``devices``: its devices' free milli-GPU), in
+    plain ints."""
+    if not pod.is_shared:
+        return -1
+    take = pod.gpu_milli
+    need = {need}
+    best = -1
+    least = 0
+    for i, g in enumerate(devices):
+        if {r.fit("need", "g")}:
+            key = {key_one}
+            if best < 0 or key < least:  # strictly less: a tie keeps the lower index
+                best, least = i, key
+    return best
 '''

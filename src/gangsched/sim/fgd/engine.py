@@ -48,8 +48,11 @@ from gangsched.fragmentation.measure import (
     _fragment,
     choose_node,
     device_indices,
+    enough_rooms,
+    fit_rooms,
     fragment_terms,
     node_fragment_from_terms,
+    room_mask,
     typical_pods,
 )
 from gangsched.fragmentation.policies import (
@@ -95,7 +98,7 @@ class StudyArrays:
         real = np.arange(width)[None, :] < self.gpu_count[:, None]
         self.gpu_cap: I64 = np.where(real, MILLI, 0).astype(np.int64)
         self.gpu_free: I64 = self.gpu_cap.copy()
-        self.n_whole: I64 = self.gpu_count.copy()
+        self.n_whole: I64 = room_mask(self.gpu_free, MILLI).sum(axis=1)  # whole devices free
         self.max_free: I64 = self.gpu_free.max(axis=1) if n else np.zeros(0, dtype=np.int64)
         self.affinity: I64 = np.zeros((n, N_AFFINITY), dtype=np.int64)
         self.n_tags: I64 = np.zeros(n, dtype=np.int64)
@@ -126,20 +129,24 @@ class StudyArrays:
         return ClusterView(**{name: getattr(self, name) for name in _VIEW_FIELDS})
 
     def fits(self, pod: PodRequest, spec: int) -> B:
-        """The kernels' fit mask (:func:`~gangsched.fragmentation.fit_mask`) from the kept rows."""
-        ok = (self.free_cpu >= pod.cpu_milli) & (self.free_mem >= pod.memory)
+        """The kernels' fit mask (:func:`~gangsched.fragmentation.fit_mask`) from the kept rows:
+        the rule's :func:`~gangsched.fragmentation.measure.fit_rooms` over whether enough
+        devices have room, read off the kept aggregates. A whole-device pod's devices with
+        room are the fully free ones (``n_whole``, :func:`enough_rooms` of them); a shared pod
+        asks one device, and some device has room for its take exactly when the roomiest one
+        has (``max_free``: the rule's room is "at least the take")."""
         if pod.num_gpu == 0:
-            return ok
+            return fit_rooms(self.free_cpu, self.free_mem, None, None, pod)
+        allowed = None
         if pod.allowed_models is not None:
             allowed = self._allowed.get(spec)
             if allowed is None:
                 allowed = self._allowed[spec] = pod.allowed_models[self.model_idx]
-            ok &= allowed
         if pod.is_shared:
-            ok &= self.max_free >= pod.gpu_milli
+            enough = room_mask(self.max_free, pod.gpu_milli)
         else:
-            ok &= self.n_whole >= pod.num_gpu
-        return ok
+            enough = enough_rooms(pod, self.n_whole)
+        return fit_rooms(self.free_cpu, self.free_mem, allowed, enough, pod)
 
     def place(self, node: int, pod: PodRequest, devs: tuple[int, ...]) -> None:
         """Take ``pod`` onto ``node`` (devices ``devs``) and refresh that row's aggregates."""
@@ -153,7 +160,7 @@ class StudyArrays:
             if self.affinity[node, tag] == 0:
                 self.n_tags[node] += 1
             self.affinity[node, tag] += 1
-            self.n_whole[node] = int((row == MILLI).sum())
+            self.n_whole[node] = np.count_nonzero(room_mask(row, MILLI))  # room for a whole device
             self.max_free[node] = int(row.max())
             # fragment_terms on one row, without building the (1, m, G) arrays' wrappers
             ge = row >= self._tm_col  # (m, G)
@@ -272,8 +279,10 @@ def _fast_packing(
         return NodeScores(_masked(np.zeros(c.n), f), _no_share(c.n))
     tight = np.zeros(c.n, dtype=np.int64)
     if pod.is_shared:
-        room = c.gpu_free >= pod.gpu_milli
-        tight = np.where(c.max_free >= pod.gpu_milli, np.where(room, c.gpu_free, _BIG).min(1), 0)
+        room = room_mask(c.gpu_free, pod.gpu_milli)
+        tight = np.where(
+            room_mask(c.max_free, pod.gpu_milli), np.where(room, c.gpu_free, _BIG).min(1), 0
+        )
     raw = packing_raw(pod, c.n_whole, c.gpu_count, tight)
     return NodeScores(_masked(raw, f), _no_share(c.n))
 

@@ -49,7 +49,13 @@ from ortools.sat.python import cp_model
 
 from gangsched._types import I64
 from gangsched.errors import ConfigError, PlacementError
-from gangsched.fragmentation.measure import MILLI, IntSource, TypicalPods, choose_node
+from gangsched.fragmentation.measure import (
+    MILLI,
+    IntSource,
+    TypicalPods,
+    choose_node,
+    room_mask,
+)
 from gangsched.io.openb import NodeTable, PodTable
 from gangsched.sim.fgd.engine import (
     FAST_POLICIES,
@@ -338,7 +344,7 @@ def _solve_model(
             points = max(top - pos, 1)
             agree = node == greedy_nodes[j]
             devs_free = c.gpu_free[node]
-            shared = np.flatnonzero(devs_free >= req.gpu_milli).tolist()
+            shared = np.flatnonzero(room_mask(devs_free, req.gpu_milli)).tolist()
             picks = shared if req.is_shared else [-1]
             for d in picks:
                 lit = m.new_bool_var(f"p{j}n{node}d{d}")
@@ -353,7 +359,7 @@ def _solve_model(
                     dev_load.setdefault((node, d), []).append((lit, req.gpu_milli))
                 if req.num_gpu and not req.is_shared:
                     ys = []
-                    for e in np.flatnonzero(devs_free == MILLI).tolist():
+                    for e in np.flatnonzero(room_mask(devs_free, req.gpu_milli)).tolist():
                         y = m.new_bool_var(f"p{j}n{node}w{e}")
                         hints.append((y, int(on and e in greedy_devs[j])))
                         ys.append((e, y))
