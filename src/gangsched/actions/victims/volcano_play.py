@@ -551,7 +551,7 @@ class _TaskPlay:
         walk = np.flatnonzero(roomy)
         out = np.flatnonzero(covered & ~roomy)
         out_neg = -ev.score[out]
-        self.monotone_queue = ssn.points.built_in("allocatable")
+        self.monotone_queue = self.pool.monotone_queue
         found = 0
         tried = 0
         for batch, where in _in_score_order(walk, -ev.score[walk], _FIRST_BATCH):
@@ -630,7 +630,9 @@ class _TaskPlay:
         if not can:
             return False  # would be undone, the queue never asked
         ssn = self.ssn
-        here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
+        here = victims[ssn.task_node[victims] == node].tolist()
+        if len(here) > 1:  # a victim alone needs no key
+            here.sort(key=ssn.victim_key)
         first = 0 if bare else self._room().first_fit(node, here, later)
         if first is None:
             return False
@@ -836,23 +838,33 @@ class _Room:
         ssn = self.ssn
         listed = np.asarray(tasks, dtype=np.int64)
         where = np.asarray([node], dtype=np.int64)
-        gone = np.zeros((listed.size + 1, self.request.size), dtype=np.int64)
-        np.cumsum(search.given_back(ssn, listed), axis=0, out=gone[1:])
-        room_later = self.later(where) if later is None else later
-        ok: BOOL = np.asarray((room_later + gone >= self._req(where)).all(axis=1))
-        if self.gpus and ok.any():
-            mine, later = self._devices_later(where)
+        # a few victims on one node: plain numbers, one victim added at a time
+        room: list[int] = (self.later(where)[0] if later is None else later).tolist()
+        req: list[int] = self.request.tolist()
+        rows: list[list[int]] = search.given_back(ssn, listed).tolist()
+        devices: list[list[int]] = []
+        milli: list[int] = []
+        dev_room: list[int] = []
+        lo = need = 0
+        if self.gpus:
+            req[ssn.arrays.spec.gpu_column] = self.gpus * int(self.take[node])
+            mine, dev_later = self._devices_later(where)
             lo = int(mine[0]) if mine.size else 0
-            devices, milli = search.devices_given_back(ssn, listed)
-            step = np.zeros((listed.size + 1, mine.size), dtype=np.int64)
-            for k, (row, m) in enumerate(zip(devices.tolist(), milli.tolist(), strict=True)):
-                for d in row:
-                    if lo <= d < lo + mine.size:
-                        step[k + 1, d - lo] += m
-            room = later + np.cumsum(step, axis=0) >= max(int(self.take[node]), 1)
-            ok &= room.sum(axis=1) >= self.gpus
-        hit = np.flatnonzero(ok)
-        return int(hit[0]) if hit.size else None
+            dev_room = dev_later.tolist()
+            need = max(int(self.take[node]), 1)
+            given, each = search.devices_given_back(ssn, listed)
+            devices, milli = given.tolist(), each.tolist()
+        for k in range(len(rows) + 1):
+            if k:
+                room = [r + g for r, g in zip(room, rows[k - 1], strict=True)]
+                for d in devices[k - 1] if self.gpus else ():
+                    if lo <= d < lo + len(dev_room):
+                        dev_room[d - lo] += milli[k - 1]
+            if all(r >= q for r, q in zip(room, req, strict=True)) and (
+                not self.gpus or sum(r >= need for r in dev_room) >= self.gpus
+            ):
+                return k
+        return None
 
 
 class _View:
@@ -902,6 +914,8 @@ class _Pool:
         self._shapes: dict[tuple[object, ...], int] = {}
         #: Whether the ``preemptable`` plugins are the package's own.
         self.drf_built_in = ssn.points.built_in("preemptable")
+        #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
+        self.monotone_queue = ssn.points.built_in("allocatable")
         #: Whether every predicate reads the task's shape alone and no task has a pod
         #: constraint: a node's predicates then pass or not whatever it runs.
         self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
