@@ -132,6 +132,11 @@ def test_the_view_kept_across_tasks_is_the_view_worked_out_afresh(
         again = kept(fresh)
         assert np.array_equal(view.covered, again.covered), name
         assert np.array_equal(view.roomy, again.roomy), name
+        # and what evicting every candidate gives back, per node and per device
+        mine = self.pool._views[self.queue, self.own_job, -1]
+        afresh = fresh.pool._views[self.queue, self.own_job, -1]
+        assert np.array_equal(mine.freed, afresh.freed), name
+        assert np.array_equal(mine.dev_freed, afresh.dev_freed), name
         asked["views"] += 1
         return view
 

@@ -359,8 +359,12 @@ class _TaskPlay:
             cands = self.candidates_on(rows)
             given.freed[rows] = self._freed(rows, cands)
             if given.dev_freed.size:
-                devices = _devices_of(ssn, rows)
-                given.dev_freed[devices] = 0
+                if rows.size == 1:  # one node: its devices are a slice
+                    a = ssn.arrays
+                    node = int(rows[0])
+                    given.dev_freed[int(a.gpu_offset[node]) : int(a.gpu_offset[node + 1])] = 0
+                else:
+                    given.dev_freed[_devices_of(ssn, rows)] = 0
                 taken, milli = search.devices_given_back(ssn, cands)
                 used = taken >= 0
                 np.add.at(given.dev_freed, taken[used], np.repeat(milli, used.sum(axis=1)))
@@ -816,6 +820,8 @@ class _Room:
         without evicting (``later``: :meth:`later` of ``nodes`` if read already; with
         ``without`` false, the second is not worked out and reads false)."""
         later = self.later(nodes) if later is None else later
+        if nodes.size == 1:
+            return self._fits_one(int(nodes[0]), freed[0], dev_freed, later[0], without)
         req = self._req(nodes)
         ok: BOOL = np.asarray((later + freed >= req).all(axis=1))
         bare: BOOL = ok & np.asarray((later >= req).all(axis=1)) if without else ok & False
@@ -830,6 +836,29 @@ class _Room:
                 room = dev_later >= need
                 bare &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
         return ok, bare & ok
+
+    def _fits_one(
+        self, node: int, freed: I64, dev_freed: I64, later: I64, without: bool
+    ) -> tuple[BOOL, BOOL]:
+        """:meth:`fits_with` on one node, in plain numbers (``freed`` and ``later``: its
+        rows)."""
+        room: list[int] = later.tolist()
+        req: list[int] = self.request.tolist()
+        if self.gpus:
+            req[self.ssn.arrays.spec.gpu_column] = self.gpus * int(self.take[node])
+        ok = all(r + f >= q for r, f, q in zip(room, freed.tolist(), req, strict=True))
+        bare = without and ok and all(r >= q for r, q in zip(room, req, strict=True))
+        if self.gpus and ok:
+            a = self.ssn.arrays
+            lo, hi = int(a.gpu_offset[node]), int(a.gpu_offset[node + 1])
+            dev_later = device_free(
+                self.ssn, future=True, devices=np.arange(lo, hi, dtype=np.int64)
+            ).tolist()
+            need = max(int(self.take[node]), 1)
+            back = dev_freed[lo:hi].tolist()
+            ok = sum(r + b >= need for r, b in zip(dev_later, back, strict=True)) >= self.gpus
+            bare = bare and sum(r >= need for r in dev_later) >= self.gpus
+        return np.array([ok], dtype=np.bool_), np.array([bare and ok], dtype=np.bool_)
 
     def first_fit(self, node: int, tasks: list[int], later: I64 | None = None) -> int | None:
         """The fewest of ``tasks`` (on ``node``, in eviction order) after whose eviction the
