@@ -22,7 +22,7 @@ from gangsched.actions.victims import rules
 from gangsched.config import Config
 from gangsched.framework import dispatch
 from gangsched.scheduler import open_session
-from gangsched.session.core import Session, TaskState
+from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.testing.invariants import check_cycle
 
 TIERS = """tiers:
@@ -513,3 +513,117 @@ def test_the_walk_leaves_whole_a_gang_this_cycle_reserved_a_task_for() -> None:
         assert [(e.task, e.preemptor) for e in d.evictions] == [("low-0", "a")]
         assert [(p.task, p.node) for p in d.pipelined] == [("a-1", "n1")]
         check_cycle(s, d, cfg)
+
+
+class _Answer:
+    """A plugin of the walk tests: its name and its answer about every candidate (whether it
+    keeps each; None: it abstains)."""
+
+    def __init__(self, name: str, keep: npt.NDArray[np.bool_] | None) -> None:
+        self.name = name
+        self.keep = keep
+
+    def __call__(self) -> npt.NDArray[np.bool_] | None:
+        return self.keep
+
+    def about(self, groups: npt.NDArray[np.int64], group: int) -> Any:
+        """The answer about the candidates of one group alone (the victims, or None)."""
+
+        def answer(plugin: Any, cands: npt.NDArray[np.int64]) -> Any:
+            keep = plugin.keep
+            return None if keep is None else cands[keep[groups == group]]
+
+        return answer
+
+
+def test_the_walk_by_mask_chooses_as_the_walk_of_each_group_alone() -> None:
+    # Random answers (None: the plugin abstains) on random groups, the marker anywhere: the
+    # walk of every group at once chooses, and marks, as the walk of each group alone.
+    rng = np.random.default_rng(7)
+    names = ["a", "b", "c", "d", "e"]
+    seen = {"some victims": 0, "some loose": 0, "two tiers": 0}
+    for _ in range(3000):
+        size = int(rng.integers(0, 12))
+        groups = rng.integers(0, 4, size).astype(np.int64) * 3 - 3 * int(rng.random() < 0.3)
+        cands = np.arange(size, dtype=np.int64) * 2 + 1
+        tiers = [
+            [
+                _Answer(
+                    names[int(rng.integers(0, len(names)))],
+                    None if rng.random() < 0.2 else rng.random(size) < 0.6,
+                )
+                for _ in range(int(rng.integers(1, 4)))
+            ]
+            for _ in range(int(rng.integers(1, 4)))
+        ]
+        marker = names[int(rng.integers(0, len(names)))]
+        chosen, loose = dispatch._walk_by_mask(
+            [[p.name for p in tier] for tier in tiers], tiers, groups, marker
+        )
+        want: list[int] = []
+        want_loose: list[int] = []
+        for g in np.unique(groups).tolist():
+            here = cands[groups == g]
+            answer = _Answer("", None).about(groups, g)
+            victims, marked = dispatch._walk_group(tiers, here, answer, marker)
+            want += victims.tolist()
+            if not marked:
+                want_loose += victims.tolist()
+        assert sorted(cands[chosen].tolist()) == sorted(want)
+        assert sorted(cands[loose].tolist()) == sorted(want_loose)
+        seen["some victims"] += 0 < len(want) < size
+        seen["some loose"] += 0 < len(want_loose) < len(want)
+        seen["two tiers"] += bool(want) and len(tiers) > 1
+    assert min(seen.values()) >= 100, seen
+
+
+def _keeps(ssn: Session, job: int) -> dict[str, Any]:
+    """Answers telling which of the candidates they keep: lower job priority, the gang's
+    surplus, and (as ``drf``) an arbitrary third."""
+    prio = np.array([j.priority for j in ssn.snapshot.jobs], dtype=np.int64)
+    ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
+
+    def lower(c: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        keep: npt.NDArray[np.bool_] = prio[ssn.task_job[c]] < prio[job]
+        return keep
+
+    def surplus(c: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        jobs = ssn.task_job[c]
+        keep: npt.NDArray[np.bool_] = ready[jobs] > ssn.job_min[jobs]
+        return keep
+
+    def some(c: npt.NDArray[np.int64]) -> npt.NDArray[np.bool_]:
+        keep: npt.NDArray[np.bool_] = c % 3 != 0
+        return keep
+
+    return {"priority": lower, "gang": surplus, "drf": some}
+
+
+def _named(keep: Any) -> Any:
+    """The answer naming the candidates ``keep`` keeps, sorted."""
+    return lambda c: np.sort(c[keep(c)])
+
+
+def test_the_walk_reads_answers_given_as_masks_as_answers_naming_the_victims() -> None:
+    # walk_victims(masks=True) with answers telling which candidates they keep chooses as
+    # with answers naming the kept candidates, on every group at once and group by group
+    # (a given drf answer not judging each group alone sends the walk group by group).
+    paths = {"at once": 0, "group by group": 0}
+    chose = 0
+    for seed in range(20):
+        for ssn, job, cands, groups in _asked(seed):
+            every = _keeps(ssn, job)
+            for path, names in (("at once", ("priority", "gang")), ("group by group", every)):
+                keeps = {name: every[name] for name in names}
+                named = {name: _named(keep) for name, keep in keeps.items()}
+                want = ssn.points.walk_victims(
+                    "preemptable", job, cands, groups, named, marker="gang"
+                )
+                got = ssn.points.walk_victims(
+                    "preemptable", job, cands, groups, keeps, marker="gang", masks=True
+                )
+                assert got[0].tolist() == want[0].tolist(), (seed, job, path)
+                assert got[1].tolist() == want[1].tolist(), (seed, job, path)
+                paths[path] += 1
+                chose += 0 < want[0].size < cands.size
+    assert min(paths.values()) >= 100 and chose >= 100, (paths, chose)

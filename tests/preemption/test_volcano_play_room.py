@@ -22,6 +22,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gangsched as gs
+from gangsched.actions.victims import search
 from gangsched.actions.victims import volcano_play as vp
 from gangsched.framework import dispatch
 from gangsched.scheduler import open_session
@@ -131,6 +132,11 @@ def test_the_view_kept_across_tasks_is_the_view_worked_out_afresh(
         again = kept(fresh)
         assert np.array_equal(view.covered, again.covered), name
         assert np.array_equal(view.roomy, again.roomy), name
+        # and what evicting every candidate gives back, per node and per device
+        mine = self.pool._views[self.queue, self.own_job, -1]
+        afresh = fresh.pool._views[self.queue, self.own_job, -1]
+        assert np.array_equal(mine.freed, afresh.freed), name
+        assert np.array_equal(mine.dev_freed, afresh.dev_freed), name
         asked["views"] += 1
         return view
 
@@ -258,3 +264,27 @@ def test_asking_only_the_queue_where_the_fit_is_known_decides_as_asking_the_fit(
             m.setattr(vp._Pool, "__init__", evaluated)
             assert gs.schedule(snap, CONFIG).to_dict() == known, name
     assert asked["queue alone"] >= 20
+
+
+def test_what_evicting_gives_back_is_each_tasks_row_and_devices_on_its_node() -> None:
+    # search.given_back / devices_given_back, read for many tasks at once (half of them
+    # first), are Session.row_on, the task's devices and its milli-GPU on each, task by task;
+    # on shared GPUs a node's charge differs from the request's (the queue's charge)
+    differs = 0
+    for _, data in clusters():
+        for node in data["nodes"][1::2]:  # devices of 2,000 milli-GPU: a whole GPU takes all
+            if "gpus" in node:
+                node["gpus"] = {**node["gpus"], "milli": 2000}
+        ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
+        placed = np.flatnonzero(ssn.task_node >= 0).astype(np.int64)
+        search.given_back(ssn, placed[::2])
+        rows = search.given_back(ssn, placed)
+        devices, milli = search.devices_given_back(ssn, placed)
+        for k, t in enumerate(placed.tolist()):
+            node = int(ssn.task_node[t])
+            assert rows[k].tolist() == ssn.row_on(t, node).tolist(), t
+            held = ssn.arrays.device_index(node, ssn.task_gpus[t])
+            assert devices[k].tolist() == held + [-1] * (devices.shape[1] - len(held)), t
+            assert int(milli[k]) == ssn.device_milli(t, node), t
+            differs += rows[k].tolist() != ssn.task_req[t].tolist()
+    assert differs >= 20, differs

@@ -357,10 +357,11 @@ class Dispatch:
         preemptor: int,
         candidates: I64,
         groups: I64,
-        answers: Mapping[str, Callable[[I64], I64]],
+        answers: Mapping[str, Callable[[I64], I64 | BOOL]],
         *,
         marker: str,
         grouped: frozenset[str] = frozenset(),
+        masks: bool = False,
     ) -> tuple[I64, I64]:
         """Volcano's ``Session.Preemptable`` / ``Reclaimable`` (today's, since v1.11.0) asked
         about each group of ``candidates`` on its own (``groups``: the group of each, the
@@ -369,8 +370,10 @@ class Dispatch:
         empty intersection starts the tier again from the next answer, and the first tier
         left with victims decides. ``answers`` gives the answer of the plugins it names
         instead of theirs; ``grouped`` names those of them that judge each group alone when
-        given every group's candidates at once. Returns the sorted victims and, among them,
-        those whose deciding answers did not include the plugin named ``marker``.
+        given every group's candidates at once; with ``masks``, each of ``answers`` tells
+        which of the candidates it is given it keeps (a mask over them) instead of naming
+        them. Returns the sorted victims and, among them, those whose deciding answers did
+        not include the plugin named ``marker``.
 
         Worked out on every group at once when every plugin asked keeps or drops each
         candidate on its own (:data:`ONE_BY_ONE_VICTIMS`) or answers for every group at once
@@ -384,7 +387,12 @@ class Dispatch:
             got = (
                 given(cands) if given is not None else getattr(plugin, point)(ssn, preemptor, cands)
             )
-            return None if got is None else np.asarray(got, dtype=np.int64)
+            if got is None:
+                return None
+            if masks and given is not None:
+                kept: I64 = cands[np.asarray(got, dtype=np.bool_)]
+                return kept
+            return np.asarray(got, dtype=np.int64)
 
         def by_group(plugin: Any) -> Callable[[], BOOL | None] | None:
             """The plugin's answer for every group at once, if it gives one."""
@@ -395,6 +403,9 @@ class Dispatch:
             ):
 
                 def each_alone() -> BOOL | None:
+                    if masks and plugin.name in answers:
+                        keep = answers[plugin.name](candidates)
+                        return None if keep is None else np.asarray(keep, dtype=np.bool_)
                     got = answer(plugin, candidates)
                     return None if got is None else is_member(got)
 
@@ -651,6 +662,11 @@ def _walk_group(
     return candidates[:0], False
 
 
+#: Groups numbered below this are their own labels in :func:`_walk_by_mask` (masks over
+#: that many labels cost less than numbering the groups afresh on every walk).
+_DIRECT_LABELS = 1 << 16
+
+
 def _walk_by_mask(
     names: Sequence[Sequence[str]],
     asks: Sequence[Sequence[Callable[[], BOOL | None]]],
@@ -661,43 +677,48 @@ def _walk_by_mask(
     answer about every candidate (whether it keeps each, every group judged on its own; None:
     it abstains; ``names`` its name), asked once. Returns which candidates are victims, and
     which of them were chosen without the answer of the plugin named ``marker``."""
-    _, group = np.unique(groups, return_inverse=True)
+    # a label per group: the group itself when it is a small non-negative number (a node);
+    # labels without candidates count as decided from the start
+    if groups.size and int(groups.min()) >= 0 and int(groups.max()) < _DIRECT_LABELS:
+        group = groups
+    else:
+        _, group = np.unique(groups, return_inverse=True)
     n = int(group.max()) + 1 if group.size else 0
     chosen = np.zeros(groups.size, dtype=np.bool_)
     loose = np.zeros(groups.size, dtype=np.bool_)
-    decided = np.zeros(n, dtype=np.bool_)
+    decided = np.ones(n, dtype=np.bool_)
+    decided[group] = False
 
     def per_group(mask: BOOL) -> BOOL:
-        hit: BOOL = np.bincount(group[mask], minlength=n) > 0
+        hit = np.zeros(n, dtype=np.bool_)
+        hit[group[mask]] = True
         return hit
 
+    # Per group of this tier: ``alive``, no plugin answered none; ``has``, its victims so far
+    # are not nil (``cur``, per candidate, holds them); ``marked``, the marker's answer is
+    # among those that chose them. ``cur``, ``has`` and ``marked`` are read only for groups
+    # alive: an answer starts a group that has none (``cur`` becomes the answer) and meets
+    # one that has some (``cur`` keeps what both keep), ``keep & (cur | ~has)`` either way;
+    # a group left with none starts again from the next answer. ``marked`` stays inside
+    # ``has``, so a marker's answer marks every group with victims and another unmarks those
+    # left with none.
     for tier_names, tier_asks in zip(names, asks, strict=True):
-        alive = ~decided  # groups still walking this tier (no plugin answered none)
-        has = np.zeros(n, dtype=np.bool_)  # the group's victims so far are not nil
-        marked = np.zeros(n, dtype=np.bool_)
-        cur = np.zeros(groups.size, dtype=np.bool_)
+        alive = ~decided
+        has = np.zeros(n, dtype=np.bool_)
+        marked = has
+        cur = chosen  # read only where ``has``: nothing yet
         for name, ask in zip(tier_names, tier_asks, strict=True):
             if not alive.any():
                 break  # every group decided or out of this tier: the rest changes nothing
             keep = ask()
             if keep is None:
                 continue
-            empty = alive & ~per_group(keep)
-            has &= ~empty
-            alive &= ~empty
-            start = alive & ~has
-            meet = alive & has
-            on_start, on_meet = start[group], meet[group]
-            cur = np.where(on_start, keep, np.where(on_meet, cur & keep, cur))
-            is_marker = name == marker
-            marked = np.where(start, is_marker, np.where(meet, marked | is_marker, marked))
-            has |= start
-            gone = meet & ~per_group(cur & on_meet)  # empty: the next answer starts again
-            has &= ~gone
-            marked &= ~gone
-        done = has & alive
-        on = done[group]
-        chosen |= cur & on
-        loose |= cur & on & ~marked[group]
-        decided |= done
+            alive &= per_group(keep)  # a plugin answering none ends the tier for the group
+            cur = keep & (cur | ~has[group])
+            has = alive & per_group(cur)
+            marked = has if name == marker else marked & has
+        on = has[group]
+        chosen = chosen | (cur & on)
+        loose = loose | (cur & on & ~marked[group])
+        decided |= has
     return chosen, loose

@@ -1400,14 +1400,27 @@ class _Charges:
         stale = self.read_on[tasks] != ssn.task_node[tasks]
         if not stale.any():
             return
-        for t in np.unique(tasks[stale]).tolist():
-            node = int(ssn.task_node[t])
-            self.rows[t] = ssn.row_on(t, node)
-            devices = ssn.arrays.device_index(node, ssn.task_gpus[t])
-            self.devices[t] = -1
+        todo = np.unique(tasks[stale])
+        nodes = ssn.task_node[todo]
+        # :meth:`Session.row_on` for every task at once; a GPU task's column and devices
+        # (and any task holding devices) one by one
+        self.rows[todo] = ssn.task_req[todo]
+        self.devices[todo] = -1
+        self.milli[todo] = 0
+        self.read_on[todo] = nodes
+        records = ssn.snapshot.tasks
+        gpu = ssn.arrays.spec.gpu_column
+        for t, node in zip(todo.tolist(), nodes.tolist(), strict=True):
+            g = records[t].gpu_request
+            held = ssn.task_gpus[t]
+            if g is None and not held:
+                continue
+            milli = ssn.device_milli(t, node)
+            if g is not None:
+                self.rows[t, gpu] = g.count * milli
+            devices = ssn.arrays.device_index(node, held)
             self.devices[t, : len(devices)] = devices
-            self.milli[t] = ssn.device_milli(t, node)
-            self.read_on[t] = node
+            self.milli[t] = milli
 
 
 def _kept_key(ssn: Session, keys: dict[int, tuple[Any, ...]], task: int) -> tuple[Any, ...]:

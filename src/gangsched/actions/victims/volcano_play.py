@@ -359,8 +359,12 @@ class _TaskPlay:
             cands = self.candidates_on(rows)
             given.freed[rows] = self._freed(rows, cands)
             if given.dev_freed.size:
-                devices = _devices_of(ssn, rows)
-                given.dev_freed[devices] = 0
+                if rows.size == 1:  # one node: its devices are a slice
+                    a = ssn.arrays
+                    node = int(rows[0])
+                    given.dev_freed[int(a.gpu_offset[node]) : int(a.gpu_offset[node + 1])] = 0
+                else:
+                    given.dev_freed[_devices_of(ssn, rows)] = 0
                 taken, milli = search.devices_given_back(ssn, cands)
                 used = taken >= 0
                 np.add.at(given.dev_freed, taken[used], np.repeat(milli, used.sum(axis=1)))
@@ -375,7 +379,9 @@ class _TaskPlay:
             roomy = np.zeros_like(covered)
             at = np.flatnonzero(covered)
             if at.size:
-                roomy[at] = room.fits_with(rows[at], freed[at], given.dev_freed, later[at])[0]
+                roomy[at] = room.fits_with(
+                    rows[at], freed[at], given.dev_freed, later[at], without=False
+                )[0]
             view.roomy[rows] = roomy
         return view
 
@@ -386,22 +392,22 @@ class _TaskPlay:
         if cands.size == 0:
             return cands
         rank = self.pool.ranks(cands)
-        memo: list[tuple[I64, tuple[I64, I64, I64]]] = []
+        memo: list[tuple[I64, _Grouping]] = []
 
-        def grouped(c: I64) -> tuple[I64, I64, I64]:
+        def grouped(c: I64) -> _Grouping:
             """:func:`_by_job_and_node` of ``c``, kept for the walk's next answer about it
             (gang and drf are asked about the same candidates)."""
             if not (memo and memo[0][0] is c):
                 memo[:] = [(c, _by_job_and_node(ssn, c, rank))]
             return memo[0][1]
 
-        answers: dict[str, Callable[[I64], I64]] = {
-            "priority": self._priority,
-            "gang": lambda c: _gang_answer(ssn, c, rank, grouping=grouped(c)),
+        answers: dict[str, Callable[[I64], BOOL]] = {
+            "priority": self._priority_keeps,
+            "gang": lambda c: _gang_keeps(ssn, c, rank, grouping=grouped(c)),
         }
         if self.pool.drf_built_in:  # "drf" names the package's own plugin
             inv = self.pool.inverse_totals()
-            answers["drf"] = lambda c: _drf_answer(
+            answers["drf"] = lambda c: _drf_keeps(
                 ssn, self.job, self.task, c, rank, inv, grouping=grouped(c) if c.size else None
             )
         walked, _ = ssn.points.walk_victims(
@@ -412,6 +418,7 @@ class _TaskPlay:
             answers,
             marker="gang",
             grouped=_BY_NODE,  # they group a node's candidates by job themselves
+            masks=True,
         )
         out: I64 = walked
         kept = v.placed_now(ssn, ssn.task_job[out])
@@ -424,17 +431,21 @@ class _TaskPlay:
     def _priority(self, cands: I64) -> I64:
         """Volcano's priority ``preemptableFn``: the tasks of jobs of lower priority than
         the preemptor's, and of its own job the tasks of lower task priority."""
+        out: I64 = cands[self._priority_keeps(cands)]
+        return out
+
+    def _priority_keeps(self, cands: I64) -> BOOL:
+        """Which of ``cands`` :meth:`_priority` keeps."""
         ssn = self.ssn
         job_priority, task_priority = self.pool.priorities()
         jobs = ssn.task_job[cands]
         own = jobs == self.job
-        keep = np.where(
+        keep: BOOL = np.where(
             own,
             task_priority[cands] < self.rec.priority,
             job_priority[jobs] < job_priority[self.job],
         )
-        out: I64 = cands[keep]
-        return out
+        return keep
 
     def frees_nothing(self, victim: int, node: int) -> bool:
         """A best-effort victim (no request) frees only its pod slot: it goes only when the
@@ -453,7 +464,11 @@ class _TaskPlay:
         (as charged on their nodes)."""
         ssn = self.ssn
         freed = np.zeros((nodes.size, ssn.task_req.shape[1]), dtype=np.int64)
-        if victims.size:
+        if victims.size and nodes.size == 1:
+            here = victims[ssn.task_node[victims] == nodes[0]]
+            if here.size:
+                freed[0] = search.given_back(ssn, here).sum(axis=0)
+        elif victims.size:
             at = _rows_of(ssn, nodes)[ssn.task_node[victims]]
             inside = at >= 0
             at, rows = at[inside], search.given_back(ssn, victims[inside])
@@ -531,14 +546,16 @@ class _TaskPlay:
             freed = self._freed(nodes, none)
             covered[nodes] = self._covers(nodes, freed)
             nothing = np.zeros(ssn.arrays.gpu_node.size, dtype=np.int64)
-            roomy[nodes] = covered[nodes] & self._room().fits_with(nodes, freed, nothing)[0]
+            roomy[nodes] = (
+                covered[nodes] & self._room().fits_with(nodes, freed, nothing, without=False)[0]
+            )
         # the nodes the candidates' room covers (the most any walk could give), in score
         # order: ascending negated score, the lowest index on a tie; those where the task
         # cannot fit with them all evicted are left out of the walk
         walk = np.flatnonzero(roomy)
         out = np.flatnonzero(covered & ~roomy)
         out_neg = -ev.score[out]
-        self.monotone_queue = ssn.points.built_in("allocatable")
+        self.monotone_queue = self.pool.monotone_queue
         found = 0
         tried = 0
         for batch, where in _in_score_order(walk, -ev.score[walk], _FIRST_BATCH):
@@ -562,7 +579,9 @@ class _TaskPlay:
                 tried += 1
                 node = int(batch[i])
                 at = (float(where[i]), node)
-                if self._try_node(stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i])):
+                if self._try_node(
+                    stmt, node, victims, freed[i], at, bool(fit[i]), bool(bare[i]), later[i]
+                ):
                     return None
         # The nodes left out: tried, each would have been undone without asking the queue.
         if out.size:
@@ -604,18 +623,21 @@ class _TaskPlay:
         at: tuple[float, int],
         can: bool,
         bare: bool,
+        later: I64,
     ) -> bool:
         """Evict ``node``'s victims in victim order until the task fits there and pipeline
         it; undo and return False when it does not fit (``at``: the node's place in score
         order). The victims before the first that :class:`_Room` lets the task fit after are
         evicted without asking (the task cannot fit before them), and none when no number of
         them lets it (``can``: whether all of them do; ``bare``: whether none needs to go,
-        both by :meth:`_Room.fits_with`)."""
+        both by :meth:`_Room.fits_with`; ``later``: the node's room once releases finish)."""
         if not can:
             return False  # would be undone, the queue never asked
         ssn = self.ssn
-        here = sorted(victims[ssn.task_node[victims] == node].tolist(), key=ssn.victim_key)
-        first = 0 if bare else self._room().first_fit(node, here)
+        here = victims[ssn.task_node[victims] == node].tolist()
+        if len(here) > 1:  # a victim alone needs no key
+            here.sort(key=ssn.victim_key)
+        first = 0 if bare else self._room().first_fit(node, here, later)
         if first is None:
             return False
         mark = stmt.mark()
@@ -784,16 +806,25 @@ class _Room:
         return devices, later
 
     def fits_with(
-        self, nodes: I64, freed: I64, dev_freed: I64, later: I64 | None = None
+        self,
+        nodes: I64,
+        freed: I64,
+        dev_freed: I64,
+        later: I64 | None = None,
+        *,
+        without: bool = True,
     ) -> tuple[BOOL, BOOL]:
         """Per node of ``nodes`` (distinct): whether the task fits there once releases
         finish with some tasks on it evicted (``freed``: what they give back on each node,
         a row per node; ``dev_freed``: on each device of the cluster), and whether it does
-        without evicting (``later``: :meth:`later` of ``nodes`` if read already)."""
+        without evicting (``later``: :meth:`later` of ``nodes`` if read already; with
+        ``without`` false, the second is not worked out and reads false)."""
         later = self.later(nodes) if later is None else later
+        if nodes.size == 1:
+            return self._fits_one(int(nodes[0]), freed[0], dev_freed, later[0], without)
         req = self._req(nodes)
         ok: BOOL = np.asarray((later + freed >= req).all(axis=1))
-        bare: BOOL = ok & np.asarray((later >= req).all(axis=1))
+        bare: BOOL = ok & np.asarray((later >= req).all(axis=1)) if without else ok & False
         if self.gpus and ok.any():
             a = self.ssn.arrays
             mine, dev_later = self._devices_later(nodes)
@@ -806,28 +837,63 @@ class _Room:
                 bare &= np.bincount(owner, weights=room, minlength=nodes.size) >= self.gpus
         return ok, bare & ok
 
-    def first_fit(self, node: int, tasks: list[int]) -> int | None:
+    def _fits_one(
+        self, node: int, freed: I64, dev_freed: I64, later: I64, without: bool
+    ) -> tuple[BOOL, BOOL]:
+        """:meth:`fits_with` on one node, in plain numbers (``freed`` and ``later``: its
+        rows)."""
+        room: list[int] = later.tolist()
+        req: list[int] = self.request.tolist()
+        if self.gpus:
+            req[self.ssn.arrays.spec.gpu_column] = self.gpus * int(self.take[node])
+        ok = all(r + f >= q for r, f, q in zip(room, freed.tolist(), req, strict=True))
+        bare = without and ok and all(r >= q for r, q in zip(room, req, strict=True))
+        if self.gpus and ok:
+            a = self.ssn.arrays
+            lo, hi = int(a.gpu_offset[node]), int(a.gpu_offset[node + 1])
+            dev_later = device_free(
+                self.ssn, future=True, devices=np.arange(lo, hi, dtype=np.int64)
+            ).tolist()
+            need = max(int(self.take[node]), 1)
+            back = dev_freed[lo:hi].tolist()
+            ok = sum(r + b >= need for r, b in zip(dev_later, back, strict=True)) >= self.gpus
+            bare = bare and sum(r >= need for r in dev_later) >= self.gpus
+        return np.array([ok], dtype=np.bool_), np.array([bare and ok], dtype=np.bool_)
+
+    def first_fit(self, node: int, tasks: list[int], later: I64 | None = None) -> int | None:
         """The fewest of ``tasks`` (on ``node``, in eviction order) after whose eviction the
-        task fits ``node`` once releases finish; None when not even all of them do."""
+        task fits ``node`` once releases finish; None when not even all of them do
+        (``later``: the node's room once releases finish, if read already)."""
         ssn = self.ssn
         listed = np.asarray(tasks, dtype=np.int64)
         where = np.asarray([node], dtype=np.int64)
-        gone = np.zeros((listed.size + 1, self.request.size), dtype=np.int64)
-        np.cumsum(search.given_back(ssn, listed), axis=0, out=gone[1:])
-        ok: BOOL = np.asarray((self.later(where) + gone >= self._req(where)).all(axis=1))
-        if self.gpus and ok.any():
-            mine, later = self._devices_later(where)
+        # a few victims on one node: plain numbers, one victim added at a time
+        room: list[int] = (self.later(where)[0] if later is None else later).tolist()
+        req: list[int] = self.request.tolist()
+        rows: list[list[int]] = search.given_back(ssn, listed).tolist()
+        devices: list[list[int]] = []
+        milli: list[int] = []
+        dev_room: list[int] = []
+        lo = need = 0
+        if self.gpus:
+            req[ssn.arrays.spec.gpu_column] = self.gpus * int(self.take[node])
+            mine, dev_later = self._devices_later(where)
             lo = int(mine[0]) if mine.size else 0
-            devices, milli = search.devices_given_back(ssn, listed)
-            step = np.zeros((listed.size + 1, mine.size), dtype=np.int64)
-            for k, (row, m) in enumerate(zip(devices.tolist(), milli.tolist(), strict=True)):
-                for d in row:
-                    if lo <= d < lo + mine.size:
-                        step[k + 1, d - lo] += m
-            room = later + np.cumsum(step, axis=0) >= max(int(self.take[node]), 1)
-            ok &= room.sum(axis=1) >= self.gpus
-        hit = np.flatnonzero(ok)
-        return int(hit[0]) if hit.size else None
+            dev_room = dev_later.tolist()
+            need = max(int(self.take[node]), 1)
+            given, each = search.devices_given_back(ssn, listed)
+            devices, milli = given.tolist(), each.tolist()
+        for k in range(len(rows) + 1):
+            if k:
+                room = [r + g for r, g in zip(room, rows[k - 1], strict=True)]
+                for d in devices[k - 1] if self.gpus else ():
+                    if lo <= d < lo + len(dev_room):
+                        dev_room[d - lo] += milli[k - 1]
+            if all(r >= q for r, q in zip(room, req, strict=True)) and (
+                not self.gpus or sum(r >= need for r in dev_room) >= self.gpus
+            ):
+                return k
+        return None
 
 
 class _View:
@@ -877,6 +943,8 @@ class _Pool:
         self._shapes: dict[tuple[object, ...], int] = {}
         #: Whether the ``preemptable`` plugins are the package's own.
         self.drf_built_in = ssn.points.built_in("preemptable")
+        #: Whether every ``allocatable`` rule is a built-in one (loosening as a queue gives).
+        self.monotone_queue = ssn.points.built_in("allocatable")
         #: Whether every predicate reads the task's shape alone and no task has a pod
         #: constraint: a node's predicates then pass or not whatever it runs.
         self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
@@ -902,6 +970,10 @@ class _Pool:
 
     def on(self, nodes: I64) -> I64:
         """The pool's tasks on ``nodes``, ascending."""
+        if nodes.size == 1:  # a node's tasks ascend already
+            node = int(nodes[0])
+            one: I64 = self.tasks[int(self.offsets[node]) : int(self.offsets[node + 1])].copy()
+            return one
         lo, hi = self.offsets[nodes], self.offsets[nodes + 1]
         counts = hi - lo
         first = np.cumsum(counts) - counts
@@ -1039,17 +1111,24 @@ def _rows_of(ssn: Session, nodes: I64) -> I64:
     return at
 
 
-def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> tuple[I64, I64, I64]:
+#: :func:`_by_job_and_node`'s answer: the candidates sorted, their jobs, each one's place in
+#: its group, and where each was among the candidates given.
+_Grouping = tuple[I64, I64, I64, I64]
+
+
+def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> _Grouping:
     """``cands`` by (job, node), each group in victim order: the candidates so sorted, their
-    jobs and each one's place in its group (Volcano's plugins are asked about one node's
-    candidates and judge a job's tasks one after another)."""
+    jobs, each one's place in its group and its place in ``cands`` (Volcano's plugins are
+    asked about one node's candidates and judge a job's tasks one after another)."""
     jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
-    at = np.lexsort((rank[cands], nodes, jobs))
+    at: I64 = np.lexsort((rank[cands], nodes, jobs))
     c, j, n = cands[at], jobs[at], nodes[at]
+    first = np.zeros(c.size, dtype=np.int64)
     starts = _starts(j, n)
-    first = np.repeat(starts, np.diff(starts, append=c.size))
+    first[starts] = starts
+    np.maximum.accumulate(first, out=first)  # each one's group's start
     place: I64 = np.arange(c.size, dtype=np.int64) - first
-    return c, j, place
+    return c, j, place, at
 
 
 def _gang_answer(
@@ -1058,17 +1137,32 @@ def _gang_answer(
     rank: I64,
     states: tuple[int, ...] = READY_STATES,
     *,
-    grouping: tuple[I64, I64, I64] | None = None,
+    grouping: _Grouping | None = None,
 ) -> I64:
     """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
     min_available`` tasks of each job (here the first in victim order: ``rank``); ``states``:
     those counted as ready; ``grouping``: :func:`_by_job_and_node` of ``cands`` if read)."""
     if cands.size == 0:
         return np.zeros(0, dtype=np.int64)
-    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
-    ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
-    out: I64 = np.sort(c[place < ready - ssn.job_min[j]])
+    out: I64 = np.sort(cands[_gang_keeps(ssn, cands, rank, states, grouping=grouping)])
     return out
+
+
+def _gang_keeps(
+    ssn: Session,
+    cands: I64,
+    rank: I64,
+    states: tuple[int, ...] = READY_STATES,
+    *,
+    grouping: _Grouping | None = None,
+) -> BOOL:
+    """Which of ``cands`` :func:`_gang_answer` keeps."""
+    keep = np.zeros(cands.size, dtype=np.bool_)
+    if cands.size:
+        _, j, place, at = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
+        ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
+        keep[at] = place < ready - ssn.job_min[j]
+    return keep
 
 
 def _drf_answer(
@@ -1079,22 +1173,39 @@ def _drf_answer(
     rank: I64,
     inv: F64,
     *,
-    grouping: tuple[I64, I64, I64] | None = None,
+    grouping: _Grouping | None = None,
 ) -> I64:
     """Volcano's drf ``preemptableFn`` for one preemptor task: the preemptor's share is its
     job's allocation now plus this task's request; a candidate is kept while its job's share,
     after it and the job's candidates before it (victim order) are taken away, stays at or
     above it (within 1e-6). ``grouping``: :func:`_by_job_and_node` of ``cands`` if read."""
-    mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     if cands.size == 0:
         return cands
+    out: I64 = np.sort(cands[_drf_keeps(ssn, job, task, cands, rank, inv, grouping=grouping)])
+    return out
+
+
+def _drf_keeps(
+    ssn: Session,
+    job: int,
+    task: int,
+    cands: I64,
+    rank: I64,
+    inv: F64,
+    *,
+    grouping: _Grouping | None = None,
+) -> BOOL:
+    """Which of ``cands`` :func:`_drf_answer` keeps."""
+    keep = np.zeros(cands.size, dtype=np.bool_)
+    if cands.size == 0:
+        return keep
+    mine = float(((ssn.job_allocated[job] + ssn.task_req[task]) * inv).max(initial=0.0))
     # by (job, node), each group in victim order; integer running sums of what goes
-    c, j, place = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
+    c, j, place, at = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
     req = ssn.task_req[c]
     cum = np.cumsum(req, axis=0)
     first = np.arange(c.size) - place
     left = ssn.job_allocated[j].astype(np.int64) - (cum - cum[first] + req[first])
     theirs = (left * inv).max(axis=1, initial=0.0)
-    keep = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
-    out: I64 = np.sort(c[keep])
-    return out
+    keep[at] = (mine < theirs) | (np.abs(mine - theirs) <= 1e-6)
+    return keep
