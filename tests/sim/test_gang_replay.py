@@ -181,6 +181,9 @@ def test_bad_settings_are_config_errors() -> None:
 
 
 def test_replay_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import gc
+
+    thresholds = gc.get_threshold()
     status = main(
         [
             "replay",
@@ -201,4 +204,6 @@ def test_replay_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "derived:" in out.out and "all" in out.out
     assert "replayed in" in out.err
     assert (tmp_path / "summary.csv").exists() and (tmp_path / "jobs.csv").exists()
+    # the collector's thresholds are the replay's own while it runs, given back after it
+    assert gc.get_threshold() == thresholds
     assert main(["replay", "--node-step", "0"]) == 1

@@ -154,9 +154,14 @@ def run_replay(args: argparse.Namespace) -> int:
     # The trace's records (every job and task of the replay) live until the end: leave them
     # out of the cyclic collector's full passes, which would otherwise walk them again and
     # again as the cycles' sessions come and go (a process-wide setting: this is the
-    # command's own process; the decisions do not depend on it).
+    # command's own process; the decisions do not depend on it). Each cycle's session makes
+    # many short-lived objects in reference cycles (the dispatcher, gate and evaluator point
+    # back at it): collecting the youngest generation every 50,000 allocations rather than
+    # every 700 took the default replay from 32.2 / 31.1 s to 30.6 / 26.0 s of CPU (two
+    # interleaved pairs on a loaded machine), the same output.
     gc.collect()
     gc.freeze()
+    thresholds = gc.get_threshold()
     config = None
     if args.config is not None:
         from gangsched.cli.schedule import read_config
@@ -173,11 +178,13 @@ def run_replay(args: argparse.Namespace) -> int:
     )
     show, close = replay_progress(sys.stderr)
     start = time.perf_counter()
+    gc.set_threshold(50_000, 20, 100)
     try:
         report = run_gang_replay(
             derived, config=config, policy=args.policy, period=args.period, progress=show
         )
     finally:
+        gc.set_threshold(*thresholds)
         close()
     elapsed = time.perf_counter() - start
     print(format_summary(report))
