@@ -460,3 +460,80 @@ def test_a_mutated_device_room_or_choice_changes_both_forms_alike(mutant: str) -
     rule, tightest = CHOICE_MUTANTS[mutant]
     changed = _choices(define(study_fit_source(rule, tightest), {"np": np}, "study mutant"))
     assert changed != real
+
+
+BINPACK = Config.from_dict(
+    {
+        "actions": ["allocate"],
+        "tiers": [
+            [
+                {
+                    "name": "binpack",
+                    "arguments": {
+                        "binpack.weight": 3,
+                        "binpack.cpu": 2,
+                        "binpack.memory": 1,
+                        "binpack.resources": "example.com/foo",
+                        "binpack.resources.example.com/foo": 5,
+                    },
+                }
+            ]
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_binpack_scores_one_node_as_its_every_node_form_does(seed: int) -> None:
+    """binpack's one-node answer (plain numbers) equals its every-node answer bit for bit, on
+    nodes that overflow, lack a resource or have none of it allocatable."""
+    rng = np.random.default_rng(seed)
+    nodes, tasks = [], []
+    for i in range(24):
+        alloc: dict[str, Any] = {
+            "cpu": int(rng.integers(8, 17)),
+            "memory": f"{rng.integers(32, 65)}Gi",
+        }
+        if i % 3:
+            alloc["example.com/foo"] = int(rng.integers(0, 4))
+        nodes.append({"name": f"n{i}", "allocatable": alloc})
+        for k in range(int(rng.integers(0, 3))):  # running tasks fill the nodes
+            req = {"cpu": int(rng.integers(1, 5)), "memory": f"{rng.integers(1, 17)}Gi"}
+            tasks.append(
+                {
+                    "name": f"r{i}-{k}",
+                    "job": "run",
+                    "request": req,
+                    "phase": "Running",
+                    "node": f"n{i}",
+                }
+            )
+    for k in range(8):
+        req = {"cpu": int(rng.integers(1, 13)), "memory": f"{rng.integers(1, 49)}Gi"}
+        if k % 2:
+            req["example.com/foo"] = int(rng.integers(1, 3))
+        tasks.append({"name": f"p{k}", "job": "pend", "request": req})
+    snap = Snapshot.from_dict(
+        {
+            "nodes": nodes,
+            "queues": [{"name": "default"}],
+            "jobs": [
+                {"name": "run", "min_available": 1, "phase": "Running"},
+                {"name": "pend", "min_available": 1, "phase": "Inqueue"},
+            ],
+            "tasks": tasks,
+        }
+    )
+    ssn = open_session(snap, BINPACK)
+    plugin = ssn.plugin("binpack")
+    assert plugin is not None
+    every = np.arange(ssn.arrays.n_nodes, dtype=np.intp)
+    zero = positive = 0
+    for tmpl in ssn.templates:
+        scores = plugin.node_score(ssn, tmpl, every)
+        for r in every.tolist():
+            one = plugin.node_score(ssn, tmpl, np.array([r], dtype=np.intp))
+            assert one.tolist() == [scores[r]], (tmpl.index, r)
+        zero += int((scores == 0).sum())
+        positive += int((scores > 0).sum())
+    assert zero and positive  # overflowing nodes and scored ones both met

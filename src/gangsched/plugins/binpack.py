@@ -15,7 +15,7 @@ anything else is a :class:`~gangsched.errors.ConfigError` naming the argument.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -57,10 +57,48 @@ class BinpackPlugin:
                     weights.append(w)
         if not cols:
             return np.zeros(rows.size)
+        if rows.size == 1:  # one node (a refresh after one placement): plain numbers
+            return np.array([self._score_one(ssn, tmpl, int(rows[0]), cols, weights)])
         alloc = ssn.arrays.allocatable[rows][:, cols]
         after = ssn.used[rows][:, cols] + tmpl.request[cols]
         wv = np.array(weights)
-        part = np.where(alloc > 0, wv * after / np.maximum(alloc, 1), 0.0)
-        score = part.sum(axis=1) / wv.sum() * 100.0 * self.weight
+        part = np.where(alloc > 0, _fill(wv, after, np.maximum(alloc, 1)), 0.0)
+        score = _total(part.sum(axis=1), wv.sum(), self.weight)
         overflow = ((after > alloc) & (alloc > 0)).any(axis=1)
         return np.where(overflow, 0.0, score)
+
+    def _score_one(
+        self, ssn: Session, tmpl: TaskTemplate, row: int, cols: list[int], weights: list[float]
+    ) -> float:
+        """:meth:`node_score` of one node from the same two formulas, summed in the same
+        order (the columns' fills from the first, as NumPy sums a row of a few)."""
+        alloc = ssn.arrays.allocatable[row].tolist()
+        used = ssn.used[row].tolist()
+        request = tmpl.request.tolist()
+        total = 0.0
+        weight_sum = 0.0
+        for c, w in zip(cols, weights, strict=True):
+            a, after = alloc[c], used[c] + request[c]
+            if a > 0:
+                if after > a:
+                    return 0.0
+                total += _fill(w, after, a)
+            weight_sum += w
+        return float(_total(total, weight_sum, self.weight))
+
+
+_N = TypeVar("_N", float, npt.NDArray[np.float64])
+
+
+def _fill(w: _N, after: object, alloc: object) -> _N:
+    """One column's weighted fill once the request is placed (``alloc`` > 0): the formula
+    both forms read, NumPy columns and one node's numbers alike."""
+    out: _N = w * after / alloc  # type: ignore[operator]
+    return out
+
+
+def _total(fills: _N, weight_sum: object, weight: float) -> _N:
+    """The node's score from its columns' summed fills: their weighted mean in percent,
+    times the plugin's weight."""
+    out: _N = fills / weight_sum * 100.0 * weight  # type: ignore[operator]
+    return out
