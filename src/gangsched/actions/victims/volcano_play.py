@@ -423,8 +423,17 @@ class _TaskPlay:
         out: I64 = walked
         kept = v.placed_now(ssn, ssn.task_job[out])
         if kept.any() and not self.own_job:
-            # a gang this cycle bound or reserved tasks for gives only its surplus
-            spare = _gang_answer(ssn, out[kept], rank, PIPELINED_OR_READY)
+            # a gang this cycle bound or reserved tasks for gives only its surplus: over its
+            # ready tasks where it has binds (they need the gang ready, reservations do not
+            # make it so), over ready and reserved tasks where it has reservations alone
+            held = out[kept]
+            bound = ssn.job_count[ssn.task_job[held], TaskState.ALLOCATED] > 0
+            spare = np.concatenate(
+                [
+                    _gang_answer(ssn, held[bound], rank, READY_STATES),
+                    _gang_answer(ssn, held[~bound], rank, PIPELINED_OR_READY),
+                ]
+            )
             out = np.sort(np.concatenate([out[~kept], spare]))
         return out
 
