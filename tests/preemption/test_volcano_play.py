@@ -465,6 +465,5 @@ def test_a_gang_the_cycle_bound_for_gives_only_its_surplus_of_ready_tasks() -> N
     config = Config.from_volcano_yaml(data["config_yaml"])
     decisions = gs.schedule(snap, config)
     check_cycle(snap, decisions, config)
-    done = decisions.to_dict()
-    assert any(b["task"].startswith("j1-") for b in done["binds"])
-    assert not any(e["task"].startswith("j1-") for e in done["evictions"])
+    assert any(b.task.startswith("j1-") for b in decisions.binds)
+    assert not any(e.task.startswith("j1-") for e in decisions.evictions)
