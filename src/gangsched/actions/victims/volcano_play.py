@@ -428,13 +428,10 @@ class _TaskPlay:
             # make it so), over ready and reserved tasks where it has reservations alone
             held = out[kept]
             bound = ssn.job_count[ssn.task_job[held], TaskState.ALLOCATED] > 0
-            spare = np.concatenate(
-                [
-                    _gang_answer(ssn, held[bound], rank, READY_STATES),
-                    _gang_answer(ssn, held[~bound], rank, PIPELINED_OR_READY),
-                ]
-            )
-            out = np.sort(np.concatenate([out[~kept], spare]))
+            spare = np.zeros(held.size, dtype=np.bool_)
+            spare[bound] = _gang_keeps(ssn, held[bound], rank, READY_STATES)
+            spare[~bound] = _gang_keeps(ssn, held[~bound], rank, PIPELINED_OR_READY)
+            out = np.sort(np.concatenate([out[~kept], held[spare]]))
         return out
 
     def _priority(self, cands: I64) -> I64:
@@ -1140,23 +1137,6 @@ def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> _Grouping:
     return c, j, place, at
 
 
-def _gang_answer(
-    ssn: Session,
-    cands: I64,
-    rank: I64,
-    states: tuple[int, ...] = READY_STATES,
-    *,
-    grouping: _Grouping | None = None,
-) -> I64:
-    """Volcano's gang ``preemptableFn``: of one node's candidates, at most ``ready −
-    min_available`` tasks of each job (here the first in victim order: ``rank``); ``states``:
-    those counted as ready; ``grouping``: :func:`_by_job_and_node` of ``cands`` if read)."""
-    if cands.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    out: I64 = np.sort(cands[_gang_keeps(ssn, cands, rank, states, grouping=grouping)])
-    return out
-
-
 def _gang_keeps(
     ssn: Session,
     cands: I64,
@@ -1165,7 +1145,10 @@ def _gang_keeps(
     *,
     grouping: _Grouping | None = None,
 ) -> BOOL:
-    """Which of ``cands`` :func:`_gang_answer` keeps."""
+    """Volcano's gang ``preemptableFn``, as a mask over ``cands``: of one node's candidates,
+    at most ``ready − min_available`` tasks of each job (the first in victim order:
+    ``rank``); ``states``: those counted as ready; ``grouping``: :func:`_by_job_and_node` of
+    ``cands`` if read)."""
     keep = np.zeros(cands.size, dtype=np.bool_)
     if cands.size:
         _, j, place, at = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
