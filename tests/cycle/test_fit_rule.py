@@ -13,7 +13,6 @@ meets its boundary.
 
 from __future__ import annotations
 
-import importlib.util
 import operator
 import sys
 from collections.abc import Callable, Iterator
@@ -26,6 +25,7 @@ import numpy as np
 import pytest
 
 import gangsched.session.fit_rule as fit_rule
+from _regenerated import regenerated
 from gangsched import Snapshot, open_session
 from gangsched.fragmentation import PodRequest, measure
 from gangsched.session import fit
@@ -58,15 +58,7 @@ MUTANTS = {
 
 def _generated(rule: FitRule, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """A fresh copy of :mod:`gangsched.session.fit`, generated from ``rule``."""
-    name = f"_fit_from_{abs(hash(rule))}"
-    spec = importlib.util.spec_from_file_location(name, fit.__file__)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with monkeypatch.context() as m:
-        m.setattr(fit_rule, "RULE", rule)
-        m.setitem(sys.modules, name, module)
-        spec.loader.exec_module(module)
-    return module
+    return regenerated(fit, fit_rule, rule, monkeypatch)
 
 
 @pytest.fixture(scope="module")
@@ -251,15 +243,7 @@ def test_the_generated_source_is_shown_in_tracebacks() -> None:
 def _generated_measure(rule: FitRule, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """A fresh copy of :mod:`gangsched.fragmentation.measure`, its fit generated from
     ``rule``."""
-    name = f"_measure_from_{abs(hash(rule))}"
-    spec = importlib.util.spec_from_file_location(name, measure.__file__)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with monkeypatch.context() as m:
-        m.setattr(fit_rule, "RULE", rule)
-        m.setitem(sys.modules, name, module)
-        spec.loader.exec_module(module)
-    return module
+    return regenerated(measure, fit_rule, rule, monkeypatch)
 
 
 def _study_answers(m: ModuleType) -> list[bool]:

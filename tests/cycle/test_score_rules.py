@@ -16,7 +16,6 @@ placements, in float and in integer arithmetic, with every node allocatable and 
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from collections.abc import Callable, Iterator
@@ -29,6 +28,7 @@ import numpy as np
 import pytest
 
 import gangsched.plugins._node_score_rule as node_score_rule
+from _regenerated import regenerated
 from gangsched import Config, Snapshot, open_session
 from gangsched._codegen import define
 from gangsched.fragmentation import PodRequest, policies
@@ -74,15 +74,7 @@ _CONFIG = Config.from_dict(
 
 def _generated(rule: NodeScoreRule, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """A fresh copy of :mod:`gangsched.plugins.nodeorder`, generated from ``rule``."""
-    name = f"_nodeorder_from_{abs(hash(rule))}"
-    spec = importlib.util.spec_from_file_location(name, nodeorder.__file__)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    with monkeypatch.context() as m:
-        m.setattr(node_score_rule, "RULE", rule)
-        m.setitem(sys.modules, name, module)
-        spec.loader.exec_module(module)
-    return module
+    return regenerated(nodeorder, node_score_rule, rule, monkeypatch)
 
 
 @pytest.fixture(scope="module")
