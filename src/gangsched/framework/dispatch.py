@@ -126,6 +126,52 @@ def _cache_key(plugin: object, member: str) -> tuple[type, str] | None:
     return None if isinstance(own, dict) and member in own else (cls, member)
 
 
+#: Per point, the attributes of a plugin deciding whether it serves the point reads: the
+#: point's name, or the fair-share provider's members.
+_READS: dict[str, tuple[str, ...]] = {
+    ep.name: (
+        tuple(sorted(m for m in dir(ep.protocol) if m.startswith("queue_")))
+        if ep.kind is Kind.PROVIDER
+        else (ep.name,)
+    )
+    for ep in EXTENSION_POINTS
+}
+#: Per plugin type and point the type decides (:func:`_type_decides`): whether its plugins
+#: serve the point.
+_SERVES: dict[tuple[type, str], bool] = {}
+#: Per plugin type and point: whether the type's class attributes alone decide it.
+_BY_TYPE: dict[tuple[type, str], bool] = {}
+
+
+def _type_decides(plugin: object, ep: ExtensionPoint) -> bool:
+    """Whether ``plugin``'s type alone decides whether it serves ``ep``: the type reads its
+    attributes the ordinary way, each attribute the decision reads is a function or a plain
+    value of the class (not a property or another descriptor), and the instance holds none
+    of them itself. Then every plugin of the type answers alike (worked out once)."""
+    cls = type(plugin)
+    reads = _READS[ep.name]
+    decides = _BY_TYPE.get((cls, ep.name))
+    if decides is None:
+        decides = (
+            cls.__getattribute__ is object.__getattribute__
+            and inspect.getattr_static(cls, "__getattr__", None) is None
+            and all(_plain(inspect.getattr_static(cls, n, None)) for n in reads)
+        )
+        _BY_TYPE[cls, ep.name] = decides
+    if not decides:
+        return False
+    own = getattr(plugin, "__dict__", None)
+    return own is None or all(n not in own for n in reads)
+
+
+def _plain(found: object) -> bool:
+    """A class attribute read the same through every instance: none, a function (a method,
+    static or class method) or a value that is not a descriptor."""
+    if found is None or isinstance(found, types.FunctionType | staticmethod | classmethod):
+        return True
+    return not hasattr(type(found), "__get__")
+
+
 def _switched_off(option: PluginOption | None, ep: ExtensionPoint) -> bool:
     if option is None:
         return False
@@ -263,8 +309,16 @@ class Dispatch:
 
     @staticmethod
     def _serves(plugin: object, ep: ExtensionPoint) -> bool:
+        by_type = _type_decides(plugin, ep)
+        if by_type:
+            known = _SERVES.get((type(plugin), ep.name))
+            if known is not None:
+                return known
         try:
-            return Dispatch._resolve(plugin, ep)
+            found = Dispatch._resolve(plugin, ep)
+            if by_type:
+                _SERVES[type(plugin), ep.name] = found
+            return found
         except GangschedError:
             raise
         except Exception as err:  # a member (property, __getattr__) that raises when read

@@ -66,9 +66,14 @@ class GangPlugin:
         # rule (best-effort tasks, roles, phase) runs only for the few jobs it leaves.
         held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
         ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
-        roles = np.array([bool(rec.min_task_member) for rec in ssn.snapshot.jobs], dtype=bool)
-        # (a role below its minimum makes a job not ready whatever its total count)
-        maybe = (held > 0) & ((ready < ssn.job_min) | roles)
+        holding = held > 0
+        maybe = holding & (ready < ssn.job_min)
+        # (a role below its minimum makes a job not ready whatever its total count: the
+        # role minimums are read only for the jobs holding something the count leaves out)
+        jobs = ssn.snapshot.jobs
+        for j in np.flatnonzero(holding & ~maybe).tolist():
+            if jobs[j].min_task_member:
+                maybe[j] = True
         for j in np.flatnonzero(maybe).tolist():
             if self.restoring(ssn, j):
                 have = ssn.count_states(j, READY_STATES)

@@ -71,6 +71,7 @@ from gangsched.session.task_states import (
     TaskColumns,
     TaskState,
     job_counters,
+    same_records,
     task_columns,
 )
 from gangsched.session.task_topology import build_buckets
@@ -140,14 +141,9 @@ def _unchanged_jobs(
     o_snap, n_snap = old.snapshot, new.snapshot
     if source is None or not o_snap.jobs or not o_snap.tasks or not o_snap.queues:
         return None, None
-    o_index = o_snap.job_index
     o_jobs = o_snap.jobs
     n_jobs = len(n_snap.jobs)
-    old_of = np.full(n_jobs, -1, dtype=np.int64)
-    for j, job in enumerate(n_snap.jobs):
-        oj = o_index.get(job.name, -1)
-        if oj >= 0 and o_jobs[oj] is job:
-            old_of[j] = oj
+    old_of = same_records(old.columns.job_ids, new.columns.job_ids)  # the same record
     mapped = old_of >= 0
     at = np.where(mapped, old_of, 0)
     # every task of the job is a record of the old job, and there are as many

@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
-from gangsched.model import TaskPhase
+from gangsched.model import Job, TaskPhase
 from gangsched.model.gpu_charge import queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.fit import FullView
@@ -35,6 +35,7 @@ __all__ = [
     "TaskState",
     "in_states",
     "job_counters",
+    "same_records",
     "task_columns",
 ]
 
@@ -106,6 +107,8 @@ class TaskColumns:
     #: Per task, the identity of its record (``id``; two records alive at once never share
     #: one): how the next cycle finds the records it shares with this one.
     ids: npt.NDArray[np.uint64]
+    #: Per job, the identity of its record (as ``ids``).
+    job_ids: npt.NDArray[np.uint64]
     #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
     source: I64 | None = None
 
@@ -128,12 +131,26 @@ def same_records(old_ids: npt.NDArray[np.uint64], ids: npt.NDArray[np.uint64]) -
     return out
 
 
-def index_map(old_names: Iterable[str], index: Mapping[str, int]) -> I64:
+def _index_map(old_names: Iterable[str], index: Mapping[str, int]) -> I64:
     """Per name of ``old_names``, its index in ``index`` (-1: absent)."""
     return np.fromiter(map(index.get, old_names, repeat(-1)), dtype=np.int64)
 
 
 _NAME = attrgetter("name")
+
+
+def _moved(
+    old_ids: npt.NDArray[np.uint64],
+    ids: npt.NDArray[np.uint64],
+    old: Sequence[Job],
+    index: Mapping[str, int],
+) -> I64:
+    """Per job of an earlier snapshot (records ``old``, identities ``old_ids``), its index
+    among ``ids``: the same record's, else the one ``index`` names (-1: gone)."""
+    to = same_records(ids, old_ids)
+    for k in np.flatnonzero(to < 0).tolist():
+        to[k] = index.get(old[k].name, -1)
+    return to
 
 
 def task_columns(
@@ -149,6 +166,7 @@ def task_columns(
     tasks = snapshot.tasks
     n_tasks = len(tasks)
     ids = _record_ids(tasks)
+    job_ids = _record_ids(snapshot.jobs)
     state = np.zeros(n_tasks, dtype=np.int8)
     node = np.full(n_tasks, -1, dtype=np.int64)
     job = np.zeros(n_tasks, dtype=np.int64)
@@ -162,11 +180,10 @@ def task_columns(
         src = source[have]
         state[have] = old.state[src]
         req[have] = old.req[src]
-        jobs_to = index_map(map(_NAME, old_snap.jobs), snapshot.job_index)
-        job[have] = jobs_to[old.job[src]]
+        job[have] = _moved(old.job_ids, job_ids, old_snap.jobs, snapshot.job_index)[old.job[src]]
         old_node = old.node[src]
         placed = old_node >= 0
-        nodes_to = index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
+        nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
         node[have[placed]] = nodes_to[old_node[placed]]
         todo = np.flatnonzero(source < 0).tolist()
     node_index, job_index = snapshot.node_index, snapshot.job_index
@@ -186,7 +203,7 @@ def task_columns(
         if task.gpu_request is not None:
             g = task.gpu_request
             row[gpu_col] = queue_gpu_charge(g.count, g.milli)
-    for column in (state, node, ids):  # the session works on copies of state and node
+    for column in (state, node, ids, job_ids):  # the session works on copies of state and node
         column.flags.writeable = False
     return TaskColumns(
         state=state,
@@ -195,6 +212,7 @@ def task_columns(
         req=req,
         gpus=list(map(_GPUS, tasks)),
         ids=ids,
+        job_ids=job_ids,
         source=source,
     )
 
