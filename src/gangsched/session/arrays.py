@@ -442,22 +442,53 @@ def _rebook(
     rows: Sequence[tuple[int, tuple[Task, ...]]],
     books: tuple[I64, I64, I64, I64, I64, I64],
 ) -> None:
-    """Zero the occupancy of each row of ``rows`` in ``books`` and book its tasks there."""
+    """Zero the occupancy of each row of ``rows`` in ``books`` and book its tasks there (as
+    :func:`_book` does, each row summed in plain integers and written once)."""
     used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
+    spec = arrays.spec
+    n_res = len(spec)
+    col = {name: c for c, name in enumerate(spec.names)}
+    pods_col, gpu_col = col[PODS], spec.gpu_column
+    capacity, sharing = arrays.gpu_capacity.tolist(), arrays.gpu_sharing.tolist()
+    offset = arrays.gpu_offset.tolist()
+    pipelined_phase, releasing_phase = TaskPhase.PIPELINED, TaskPhase.RELEASING
     for i, tasks in rows:
-        used[i] = releasing[i] = pipelined[i] = 0
+        # per book (used, releasing, pipelined): the row's sums and the devices' takes
+        sums = ([0] * n_res, [0] * n_res, [0] * n_res)
+        takes: tuple[dict[int, int], dict[int, int], dict[int, int]] = ({}, {}, {})
+        first = offset[i]
+        for task in tasks:
+            phase = task.phase
+            if task.node is None or not (phase in OCCUPYING_PHASES or phase is pipelined_phase):
+                continue
+            g = task.gpu_request
+            per_device = device_take(g.milli, capacity[i], sharing[i]) if g is not None else 0
+            row = [0] * n_res
+            for res, amount in task.request.items():
+                if res != PODS:
+                    row[col[res]] = amount
+            row[pods_col] = 1
+            if g is not None:
+                row[gpu_col] = g.count * per_device
+            if phase is pipelined_phase:
+                books_of: tuple[int, ...] = (2,)
+            elif phase is releasing_phase:
+                books_of = (0, 1)
+            else:
+                books_of = (0,)
+            for k in books_of:
+                total = sums[k]
+                for c in range(n_res):
+                    total[c] += row[c]
+                took = takes[k]
+                for d in task.gpu_indices:
+                    took[first + d] = took.get(first + d, 0) + per_device
+        used[i], releasing[i], pipelined[i] = sums
         devices = arrays.devices(i)
         gpu_used[devices] = gpu_releasing[devices] = gpu_pipelined[devices] = 0
-        for task in tasks:
-            _book(
-                task,
-                i,
-                arrays.spec,
-                arrays.gpu_capacity,
-                arrays.gpu_sharing,
-                arrays.gpu_offset,
-                books,
-            )
+        for book, took in zip((gpu_used, gpu_releasing, gpu_pipelined), takes, strict=True):
+            for flat, amount in took.items():
+                book[flat] = amount
 
 
 def _with_books(arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64]) -> ClusterArrays:
