@@ -115,6 +115,10 @@ def overused_reason(ssn: Session, queue: int) -> str:
     return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
 
 
+#: A queue's refusal kept before anyone asked why (see :attr:`_Run.verdicts`).
+_UNWORDED = "\0unworded"
+
+
 @dataclass(slots=True, eq=False)
 class _Run:
     """What one run of the action keeps while it runs (never on the action object, which the
@@ -126,7 +130,9 @@ class _Run:
     #: Whether the ``allocatable`` point is served by built-in plugins only (their verdicts
     #: depend on a template's request and the queues' holdings alone).
     shared: bool
-    #: ``(queue, request)`` -> ``(change-log cursor, why it refuses or None)``.
+    #: ``(queue, request)`` -> ``(change-log cursor, why it refuses or None)``; a refusal
+    #: found without its words (:meth:`AllocateAction._takes`) is kept as :data:`_UNWORDED`
+    #: until some task needs them.
     verdicts: dict[tuple[int, bytes], tuple[int, str | None]] = field(default_factory=dict)
     #: Per job, the joint placer's plan.
     joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = field(default_factory=dict)
@@ -155,6 +161,8 @@ class _Run:
     #: queue verdicts read) share their answers: ``shapes`` numbers the shapes.
     contexts: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     shapes: dict[object, int] = field(default_factory=dict)
+    #: Per template index, its shape's number in ``shapes``.
+    shape_of: dict[int, int] = field(default_factory=dict)
     takes: dict[tuple[int, int], bool] = field(default_factory=dict)
     short: dict[tuple[object, ...], bool] = field(default_factory=dict)
     missing: list[int] | None = None
@@ -290,7 +298,10 @@ class AllocateAction(ConfiguredAction):
                         continue
                     if runs_nothing(ssn, j):
                         single[j] = (ti, ssn.task_state[own].tobytes())
-            invalid = ssn.points.job_valid(j)
+            # A job held for its turn is valid: its records and task states are those of the
+            # attempt it failed, which the package's validity check (the only one allowed
+            # when jobs are carried) passed, reading nothing else.
+            invalid = None if j in run.deferred else ssn.points.job_valid(j)
             if invalid is not None:
                 ssn.note_job(j, "NotEnoughTasks", invalid)
                 continue
@@ -439,7 +450,9 @@ class AllocateAction(ConfiguredAction):
             return False
         q = int(ssn.job_queue[j])
         tmpl = ssn.templates[ti]
-        shape = run.shapes.setdefault(tmpl.shape, len(run.shapes))
+        shape = run.shape_of.get(ti)
+        if shape is None:
+            shape = run.shape_of[ti] = run.shapes.setdefault(tmpl.shape, len(run.shapes))
         # Each proof alone shows the attempt would fail again: the queue refuses the template,
         # no node that may help changed since, or no place has room enough.
         takes = run.takes.get((q, shape))
@@ -608,8 +621,8 @@ class AllocateAction(ConfiguredAction):
         if holds:
             return why is None
         takes = bool(ssn.points.allocatable(q, tmpl))
-        if takes and key is not None:
-            run.verdicts[key] = (ssn.changes.end, None)
+        if key is not None:
+            run.verdicts[key] = (ssn.changes.end, None if takes else _UNWORDED)
         return takes
 
     @classmethod
@@ -622,6 +635,11 @@ class AllocateAction(ConfiguredAction):
             why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
             if key is not None:
                 run.verdicts[key] = (ssn.changes.end, why)
+        elif why is _UNWORDED:
+            # The refusal still holds and nothing changed since: its words are those of now.
+            why = queue_refusal(ssn, q, tmpl)
+            if key is not None:
+                run.verdicts[key] = (run.verdicts[key][0], why)
         if why is not None:
             run.refused = True
         return why
