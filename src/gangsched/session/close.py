@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from itertools import repeat
+from operator import attrgetter, is_not, ne
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,9 @@ from gangsched.units import GPU
 
 __all__ = ["close_session", "job_phase", "nondeterministic_options"]
 
+Rows = npt.NDArray[np.intp]
+_NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
+
 
 def close_session(ssn: Session) -> Decisions:
     """Turn a finished session into decisions: the operations as records, then each job's
@@ -42,8 +47,9 @@ def close_session(ssn: Session) -> Decisions:
     snap = ssn.snapshot
     node_names = ssn.arrays.node_names
     binds, evictions, pipelined, state = _op_records(ssn)
-    jobs, fresh = _job_statuses(ssn, state)
-    phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
+    names = list(snap.job_index)
+    jobs, fresh, asks = _job_statuses(ssn, state, names)
+    phase_of = dict(zip(names, map(_PHASE, jobs.values()), strict=True))
     task_reasons = _task_reasons(ssn, state, jobs)
     queues = _queue_statuses(ssn, state, phase_of, fresh)
     evicted = {e.task: e.reason for e in evictions}
@@ -74,7 +80,8 @@ def close_session(ssn: Session) -> Decisions:
         jobs=FrozenDict(jobs),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
-        job_actions=job_actions(snap, evicted, phase_of),
+        # (no job policies: no job actions, without reading every job's record again)
+        job_actions=job_actions(snap, evicted, phase_of) if asks else (),
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
         nondeterministic=tuple(options),
@@ -168,15 +175,15 @@ JOB_STATUSES = ("close", "job statuses")
 QUEUE_STATUSES = ("close", "queue statuses")
 
 
-def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], set[int]]:
+def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], Rows]:
     """The last cycle's statuses kept under ``key`` and the jobs (or queues, by key) the change
     log names since they were made; nothing kept when the log does not continue theirs."""
     known = ssn.prior_records.get(key)
     log = ssn.changes
     if known is None or not log.knows_jobs(known[0], known[1]):
-        return {}, set()
+        return {}, _NO_ROWS
     since = log.jobs_since(known[1]) if key is JOB_STATUSES else log.queues_since(known[1])
-    return known[2], set(since.tolist())
+    return known[2], since
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,75 +193,117 @@ class _JobEntry:
 
     status: JobStatus
     job: object  # the job's record
-    phase: JobPhase  # admitted or not, in the session
+    phase: JobPhase | None  # admitted or not, in the session (None: no status yet)
     reason: tuple[str, str] | None
     lost: bool  # unschedulable while it runs
     row: tuple[int, ...]  # tasks per state
     best_effort: int  # pending best-effort tasks
+    asks: bool  # its record names job policies (the job actions read it)
+
+
+#: What a job without a status from the last cycle is read as: its phase is no job's, so its
+#: status is always worked out.
+_NO_ENTRY = _JobEntry(JobStatus(phase="Pending"), None, None, None, False, (), -1, False)
+
+_STATUS = attrgetter("status")
+_PHASE = attrgetter("phase")
+_REASON = attrgetter("reason")
+_LOST = attrgetter("lost")
+_ASKS = attrgetter("asks")
 
 
 def _job_statuses(
-    ssn: Session, state: npt.NDArray[np.int64]
-) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_]]:
-    """Every job's status, and the jobs whose figures a queue's status reads (phase, tasks
-    per state, record) may differ from the last cycle's close: new jobs, jobs the change log
-    names whose record or tasks per state moved, and jobs whose phase did."""
+    ssn: Session, state: npt.NDArray[np.int64], names: list[str]
+) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_], bool]:
+    """Every job's status (``names``: the jobs' names in snapshot order), the jobs whose
+    figures a queue's status reads (phase, tasks per state, record) may differ from the last
+    cycle's close: new jobs, jobs the change log names whose record or tasks per state moved,
+    and jobs whose phase did; and whether some job's record names job policies."""
     snap = ssn.snapshot
-    # Tasks per (job, state) from one bincount.
-    n_states = int(ssn.job_count.shape[1])
-    counts = np.bincount(
-        ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
-    ).reshape(len(snap.jobs), n_states)
-    jobs: dict[str, JobStatus] = {}
+    n_jobs = len(names)
     # A job the change log names no change of since the last cycle's close, admitted or not
     # as then and with the same words, has the status it had (records are immutable). One it
     # names (a trial placement undone is an entry too) has it when what the status is made
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
     last, changed = _since_last_close(ssn, JOB_STATUSES)
-    made: dict[str, _JobEntry] = {}
-    built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
-    fresh = np.zeros(len(snap.jobs), dtype=np.bool_)
-    best_effort: list[int] | None = None
+    entries: list[_JobEntry] = list(map(last.get, names, repeat(_NO_ENTRY, n_jobs)))
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
-    for j, job in enumerate(snap.jobs):
-        phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
-        entry = before = last.get(job.name)
-        row: tuple[int, ...] | None = None
-        if entry is not None and j in changed:
-            if best_effort is None:
-                best_effort = _pending_best_effort(ssn)
+    # The jobs to look at: those the log names, those admitted (or not) unlike then (a job
+    # without a status has no phase), those whose words or whose being lost moved.
+    look = np.fromiter(map(is_not, phases, map(_PHASE, entries)), dtype=np.bool_, count=n_jobs)
+    look[changed] = True
+    words = list(map(_REASON, entries))
+    now = np.zeros(n_jobs, dtype=np.bool_)
+    if reasons:
+        said = list(reasons)
+        now[said] = True
+        look[said] |= np.fromiter(
+            map(ne, map(words.__getitem__, said), reasons.values()), np.bool_, len(said)
+        )
+    look |= ~now & np.fromiter(map(is_not, words, repeat(None)), np.bool_, n_jobs)
+    # (being unschedulable changes a status only while the job runs: PHASE_RULES)
+    for j in unschedulable:
+        if not entries[j].lost and entries[j].status.running > 0:
+            look[j] = True
+    was_lost = np.fromiter(map(_LOST, entries), np.bool_, n_jobs)
+    if was_lost.any():
+        gone = [j for j in np.flatnonzero(was_lost).tolist() if j not in unschedulable]
+        look[gone] = True
+    fresh = np.zeros(n_jobs, dtype=np.bool_)
+    todo = np.flatnonzero(look).tolist()
+    if todo:
+        # Tasks per (job, state) from one bincount.
+        n_states = int(ssn.job_count.shape[1])
+        counts = np.bincount(ssn.task_job * n_states + state, minlength=n_jobs * n_states).reshape(
+            n_jobs, n_states
+        )
+        best_effort = _pending_best_effort(ssn)
+        changed_set = set(changed.tolist())
+        built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
+        jobs_rec = snap.jobs
+        for j in todo:
+            job = jobs_rec[j]
+            phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
+            before = entries[j]
+            entry: _JobEntry | None = None if before is _NO_ENTRY else before
             row = tuple(counts[j].tolist())
-            if entry.job is not job or entry.row != row or entry.best_effort != best_effort[j]:
-                entry = None
-                fresh[j] = True
-        # (being unschedulable changes a status only while the job runs: PHASE_RULES)
-        if (
-            entry is None
-            or entry.phase is not phase
-            or entry.reason != reason
-            or entry.lost != (lost and entry.status.running > 0)
-        ):
-            if best_effort is None:
-                best_effort = _pending_best_effort(ssn)
-            if row is None:
-                row = tuple(counts[j].tolist())
-            # jobs of one shape waiting for one reason have one status: made once a cycle
-            given = (row, best_effort[j], job.min_available, phase, lost, reason)
-            status = built.get(given)
-            if status is None:
-                status = built[given] = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
-            entry = _JobEntry(
-                status, job, phase, reason, lost and status.running > 0, row, best_effort[j]
-            )
-            if before is None or before.status.phase != status.phase:
-                fresh[j] = True
-        made[job.name] = entry
-        jobs[job.name] = entry.status
+            if entry is not None and j in changed_set:
+                be = best_effort[j]
+                if entry.job is not job or entry.row != row or entry.best_effort != be:
+                    entry = None
+                    fresh[j] = True
+            if (
+                entry is None
+                or entry.phase is not phase
+                or entry.reason != reason
+                or entry.lost != (lost and entry.status.running > 0)
+            ):
+                # jobs of one shape waiting for one reason have one status: made once a cycle
+                given = (row, best_effort[j], job.min_available, phase, lost, reason)
+                status = built.get(given)
+                if status is None:
+                    status = built[given] = _job_status(
+                        ssn, j, dict(enumerate(row)), best_effort[j]
+                    )
+                entry = _JobEntry(
+                    status,
+                    job,
+                    phase,
+                    reason,
+                    lost and status.running > 0,
+                    row,
+                    best_effort[j],
+                    bool(job.policies or job.role_policies),
+                )
+                if before is _NO_ENTRY or before.status.phase != status.phase:
+                    fresh[j] = True
+            entries[j] = entry
     log = ssn.changes
-    ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    return jobs, fresh
+    ssn.records[JOB_STATUSES] = (log.lineage, log.end, dict(zip(names, entries, strict=True)))
+    jobs = dict(zip(names, map(_STATUS, entries), strict=True))
+    return jobs, fresh, any(map(_ASKS, entries))
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
@@ -304,15 +353,32 @@ def _task_reasons(
     a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs
     (``jobs`` is updated in place)."""
     snap = ssn.snapshot
-    task_reasons: dict[str, str] = {}
     notes = ssn.points.reason_notes()
-    task_job = ssn.task_job
-    for t in np.flatnonzero(state == TaskState.PENDING).tolist():
-        j = int(task_job[t])
-        why = ssn.task_reasons.get(t) or ssn.job_reasons.get(j, ("", ""))[1]
-        if not why:
-            why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
-        task_reasons[snap.tasks[t].name] = _with_note(why, notes.get(j))
+    pending = np.flatnonzero(state == TaskState.PENDING).tolist()
+    tasks = snap.tasks
+    # A task's own reason, else its job's message, else the job's status in words.
+    said: list[str | None] = list(map(ssn.task_reasons.get, pending))
+    whys = [why or "" for why in said]
+    task_job = ssn.task_job[pending].tolist()
+    unsaid = [i for i, why in enumerate(whys) if not why]
+    if unsaid:
+        of_job: dict[int, str] = {}
+        for i in unsaid:
+            j = task_job[i]
+            why = of_job.get(j)
+            if why is None:
+                why = ssn.job_reasons.get(j, ("", ""))[1]
+                if not why:
+                    name = snap.jobs[j].name
+                    why = f"job {name!r}: {jobs[name].message or 'not tried'}"
+                of_job[j] = why
+            whys[i] = why
+    if notes:
+        for i, j in enumerate(task_job):
+            note = notes.get(j)
+            if note:
+                whys[i] = _with_note(whys[i], note)
+    task_reasons = dict(zip([tasks[t].name for t in pending], whys, strict=True))
     # A carried reservation that stays unbound says why, when a rule held it back.
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
         held_back = ssn.task_reasons.get(t)
