@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import attrgetter, is_not, ne
+from operator import attrgetter, eq, is_not, ne
 from typing import Any
 
 import numpy as np
@@ -391,15 +391,35 @@ def _task_reasons(
     return task_reasons
 
 
+@dataclass(frozen=True, slots=True)
+class _QueueEntry:
+    """A queue's status as the close step keeps it for the next cycle, with what it was made
+    of besides the change log's cursor."""
+
+    status: QueueStatus
+    queue: object  # the queue's record
+    deserved: bytes | None  # its deserved row
+    real: bytes | None  # its real capability row
+    share: float
+    overused: bool
+    rows: tuple[bytes, bytes, bytes, bytes]  # allocated, pending, inqueue, request rows
+
+
+#: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
+_PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
+_INQUEUE = _PHASE_COLUMN["Inqueue"]
+
+
 def _queue_statuses(
     ssn: Session,
     state: npt.NDArray[np.int64],
     phase_of: Mapping[str, str],
     fresh: npt.NDArray[np.bool_],
 ) -> dict[str, QueueStatus]:
-    """Every queue's status. ``fresh``: the jobs whose figures may have moved since the last
-    cycle's close (:func:`_job_statuses`)."""
+    """Every queue's status. ``phase_of``: each job's phase, in snapshot order; ``fresh``: the
+    jobs whose figures may have moved since the last cycle's close (:func:`_job_statuses`)."""
     snap = ssn.snapshot
+    n_q = len(snap.queues)
     queues: dict[str, QueueStatus] = {}
     pending_req = np.zeros_like(ssn.queue_allocated)
     pend = np.flatnonzero(state == TaskState.PENDING)
@@ -408,7 +428,11 @@ def _queue_statuses(
     returning = np.zeros_like(ssn.queue_allocated)
     back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
     np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
-    inqueue_req = _inqueue_resources(ssn, phase_of)
+    others = len(_QUEUE_PHASES)
+    column = np.fromiter(
+        map(_PHASE_COLUMN.get, phase_of.values(), repeat(others)), np.int64, len(phase_of)
+    )
+    inqueue_req = _inqueue_resources(ssn, column == _INQUEUE)
 
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
     def subtrees(per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -418,53 +442,82 @@ def _queue_statuses(
     pending_req = subtrees(pending_req)
     returning = subtrees(returning)
     inqueue_req = subtrees(inqueue_req)
+    request_q = allocated_q + pending_req + returning
     gpu = ssn.arrays.spec.gpu_column
-    phases_of: list[list[str]] = [[] for _ in snap.queues]
-    for q, job in zip(ssn.job_queue.tolist(), snap.jobs, strict=True):
-        phases_of[q].append(phase_of[job.name])
+    # Jobs per queue and phase, from one bincount.
+    per_phase = np.bincount(
+        ssn.job_queue * (others + 1) + column, minlength=n_q * (others + 1)
+    ).reshape(n_q, others + 1)
+    phase_counts: list[list[int]] = per_phase[:, :others].tolist()
     # A queue the change log names no change of since the last cycle's close, none of whose
     # jobs' figures moved, has the figures it had then; with the same
     # fair-share figures (the water-filling reads every queue) it has the status it had. Under
     # a hierarchy a queue's figures are its subtree's: every status is worked out again.
-    last, changed = _since_last_close(ssn, QUEUE_STATUSES)
-    if ssn.gate.rules.hierarchical:
-        last = {}
-    dirty = np.bincount(ssn.job_queue[fresh], minlength=len(snap.queues)) > 0
-    made: dict[str, tuple[QueueStatus, bytes | None, bytes | None, float, bool]] = {}
+    kept, changed = _since_last_close(ssn, QUEUE_STATUSES)
+    last = {} if ssn.gate.rules.hierarchical else kept
+    dirty = np.bincount(ssn.job_queue[fresh], minlength=n_q) > 0
+    dirty[changed] = True
+    made: dict[str, _QueueEntry] = {}
     for q, queue in enumerate(snap.queues):
         share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
         real = fair.queue_real_capability(ssn, q) if fair is not None else None
         overused = bool(fair.queue_overused(ssn, q)) if fair is not None else False
         deserved_row = None if ssn.queue_deserved is None else ssn.queue_deserved[q].tobytes()
         real_row = None if real is None else real.tobytes()
-        entry = None if q in changed or dirty[q] else last.get(queue.name)
+        entry = None if dirty[q] else last.get(queue.name)
         if (
             entry is not None
-            and entry[1] == deserved_row
-            and entry[2] == real_row
-            and entry[3] == share
-            and entry[4] == overused
+            and entry.deserved == deserved_row
+            and entry.real == real_row
+            and entry.share == share
+            and entry.overused == overused
         ):
-            queues[queue.name] = entry[0]
+            queues[queue.name] = entry.status
             made[queue.name] = entry
             continue
-        counts = tuple(phases_of[q].count(p) for p in _QUEUE_PHASES)
-        deserved: Mapping[str, int] = {}
-        if ssn.queue_deserved is not None:
-            deserved = ssn.as_mapping(ssn.queue_deserved[q])
+        # Worked out again: a resource mapping made of the very row the last status's was
+        # made of is that mapping (a mapping is a function of its row).
+        before = kept.get(queue.name)
+        rows = (
+            allocated_q[q].tobytes(),
+            pending_req[q].tobytes(),
+            inqueue_req[q].tobytes(),
+            request_q[q].tobytes(),
+        )
+        old: QueueStatus | None = None if before is None else before.status
+        same = (False,) * 4 if before is None else tuple(map(eq, rows, before.rows))
+        same_queue = before is not None and before.queue is queue
+        if old is not None and before is not None and before.deserved == deserved_row:
+            deserved: Mapping[str, int] = old.deserved
+        elif ssn.queue_deserved is not None:
+            deserved = FrozenDict(ssn.as_mapping(ssn.queue_deserved[q]))
+        else:
+            deserved = FrozenDict()
         cap_gpu = None
         if queue.capability is not None and GPU in queue.capability:
             cap_gpu = queue.capability[GPU] / 1000
         status = QueueStatus(
             state=queue.state.value,
-            allocated=FrozenDict(ssn.as_mapping(allocated_q[q])),
-            deserved=FrozenDict(deserved),
-            guarantee=FrozenDict(dict(queue.guarantee or {})),
-            capability=FrozenDict(dict(queue.capability or {})),
-            pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
-            inqueue_resources=FrozenDict(ssn.as_mapping(inqueue_req[q])),
-            real_capability=FrozenDict(_finite(ssn, real)),
-            request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q] + returning[q])),
+            allocated=old.allocated if old and same[0] else _frozen(ssn, allocated_q[q]),
+            deserved=deserved,
+            guarantee=(
+                old.guarantee if old and same_queue else FrozenDict(dict(queue.guarantee or {}))
+            ),
+            capability=(
+                old.capability if old and same_queue else FrozenDict(dict(queue.capability or {}))
+            ),
+            pending_resources=(
+                old.pending_resources if old and same[1] else _frozen(ssn, pending_req[q])
+            ),
+            inqueue_resources=(
+                old.inqueue_resources if old and same[2] else _frozen(ssn, inqueue_req[q])
+            ),
+            real_capability=(
+                old.real_capability
+                if old and before is not None and before.real == real_row
+                else FrozenDict(_finite(ssn, real))
+            ),
+            request=old.request if old and same[3] else _frozen(ssn, request_q[q]),
             weight=queue.weight,
             overused=overused,
             allocated_gpu=int(allocated_q[q, gpu]) / 1000,
@@ -473,17 +526,21 @@ def _queue_statuses(
             deserved_gpu=deserved.get(GPU, 0) / 1000,
             capability_gpu=cap_gpu,
             share=share,
-            inqueue=counts[0],
-            pending=counts[1],
-            running=counts[2],
-            unknown=counts[3],
-            completed=counts[4],
+            inqueue=phase_counts[q][0],
+            pending=phase_counts[q][1],
+            running=phase_counts[q][2],
+            unknown=phase_counts[q][3],
+            completed=phase_counts[q][4],
         )
-        made[queue.name] = (status, deserved_row, real_row, share, overused)
+        made[queue.name] = _QueueEntry(status, queue, deserved_row, real_row, share, overused, rows)
         queues[queue.name] = status
     log = ssn.changes
     ssn.records[QUEUE_STATUSES] = (log.lineage, log.end, made)
     return queues
+
+
+def _frozen(ssn: Session, row: npt.NDArray[np.int64]) -> FrozenDict[str, int]:
+    return FrozenDict(ssn.as_mapping(row))
 
 
 def nondeterministic_options(placer: object) -> tuple[str, ...]:
@@ -519,12 +576,14 @@ def _with_note(why: str, note: str | None) -> str:
     return f"{why.rstrip('.')}; {note}" if why else note
 
 
-def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:
-    """Per queue, what jobs left Inqueue still reserve: the unallocated part of their
-    ``min_resources``."""
+def _inqueue_resources(ssn: Session, inqueue: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """Per queue, what jobs left Inqueue (``inqueue``: per job) still reserve: the unallocated
+    part of their ``min_resources``."""
     out = np.zeros_like(ssn.queue_allocated)
-    for j, job in enumerate(ssn.snapshot.jobs):
-        if job.min_resources is not None and phase_of[job.name] == "Inqueue":
+    jobs = ssn.snapshot.jobs
+    for j in np.flatnonzero(inqueue).tolist():
+        job = jobs[j]
+        if job.min_resources is not None:
             need = ssn.vector(job.min_resources)
             out[ssn.job_queue[j]] += np.where(
                 need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
