@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import attrgetter, eq, is_not, ne
+from operator import attrgetter, eq, is_, ne
 from typing import Any
 
 import numpy as np
@@ -199,16 +199,15 @@ class _JobEntry:
     row: tuple[int, ...]  # tasks per state
     best_effort: int  # pending best-effort tasks
     asks: bool  # its record names job policies (the job actions read it)
+    settled: JobPhase | None  # its record's phase, which a cycle keeps (None: Pending)
 
 
 #: What a job without a status from the last cycle is read as: its phase is no job's, so its
 #: status is always worked out.
-_NO_ENTRY = _JobEntry(JobStatus(phase="Pending"), None, None, None, False, (), -1, False)
+_NO_ENTRY = _JobEntry(JobStatus(phase="Pending"), None, None, None, False, (), -1, False, None)
 
 _STATUS = attrgetter("status")
 _PHASE = attrgetter("phase")
-_REASON = attrgetter("reason")
-_LOST = attrgetter("lost")
 _ASKS = attrgetter("asks")
 
 
@@ -226,31 +225,34 @@ def _job_statuses(
     # names (a trial placement undone is an entry too) has it when what the status is made
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
     last, changed = _since_last_close(ssn, JOB_STATUSES)
+    known = ssn.prior_records.get(JOB_NOTES) if last else None
+    notes: _JobNotes = known[1] if known is not None and known[0] is last else _NO_NOTES
     entries: list[_JobEntry] = list(map(last.get, names, repeat(_NO_ENTRY, n_jobs)))
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
-    # The jobs to look at: those the log names, those admitted (or not) unlike then (a job
-    # without a status has no phase), those whose words or whose being lost moved.
-    look = np.fromiter(map(is_not, phases, map(_PHASE, entries)), dtype=np.bool_, count=n_jobs)
+    index = snap.job_index
+    # The jobs to look at: those without a status, those the log names, those whose phase
+    # may have moved (admitted in the last cycle or in this one: only a Pending job is), those
+    # whose words or whose being lost moved. Every other job has the entry it had.
+    look = np.fromiter(map(is_, entries, repeat(_NO_ENTRY)), np.bool_, n_jobs)
     look[changed] = True
-    words = list(map(_REASON, entries))
-    now = np.zeros(n_jobs, dtype=np.bool_)
+    look[[index[n] for n in notes.unsettled if n in index]] = True
     if reasons:
         said = list(reasons)
-        now[said] = True
         look[said] |= np.fromiter(
-            map(ne, map(words.__getitem__, said), reasons.values()), np.bool_, len(said)
+            map(ne, (entries[j].reason for j in said), reasons.values()), np.bool_, len(said)
         )
-    look |= ~now & np.fromiter(map(is_not, words, repeat(None)), np.bool_, n_jobs)
+    look[[j for j in map(index.get, notes.worded, repeat(-1)) if j >= 0 and j not in reasons]] = (
+        True
+    )
     # (being unschedulable changes a status only while the job runs: PHASE_RULES)
     for j in unschedulable:
         if not entries[j].lost and entries[j].status.running > 0:
             look[j] = True
-    was_lost = np.fromiter(map(_LOST, entries), np.bool_, n_jobs)
-    if was_lost.any():
-        gone = [j for j in np.flatnonzero(was_lost).tolist() if j not in unschedulable]
-        look[gone] = True
+    look[
+        [j for j in map(index.get, notes.lost, repeat(-1)) if j >= 0 and j not in unschedulable]
+    ] = True
     fresh = np.zeros(n_jobs, dtype=np.bool_)
     todo = np.flatnonzero(look).tolist()
     if todo:
@@ -296,14 +298,60 @@ def _job_statuses(
                     row,
                     best_effort[j],
                     bool(job.policies or job.role_policies),
+                    None if job.phase is JobPhase.PENDING else job.phase,
                 )
                 if before is _NO_ENTRY or before.status.phase != status.phase:
                     fresh[j] = True
             entries[j] = entry
     log = ssn.changes
-    ssn.records[JOB_STATUSES] = (log.lineage, log.end, dict(zip(names, entries, strict=True)))
+    made = dict(zip(names, entries, strict=True))
+    ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
+    ssn.records[JOB_NOTES] = (made, _notes(notes, names, todo, entries, index))
     jobs = dict(zip(names, map(_STATUS, entries), strict=True))
     return jobs, fresh, any(map(_ASKS, entries))
+
+
+@dataclass(frozen=True, slots=True)
+class _JobNotes:
+    """The names of the jobs whose kept entries the close step looks at again in any cycle:
+    with words (``worded``), lost (``lost``), and whose phase may move (``unsettled``: its
+    session's phase is not its record's, or its record is Pending, which a cycle may admit)."""
+
+    worded: frozenset[str]
+    lost: frozenset[str]
+    unsettled: frozenset[str]
+
+
+_NO_NOTES = _JobNotes(frozenset(), frozenset(), frozenset())
+
+#: Where a finished session keeps its :class:`_JobNotes` (in ``Session.records``), with the
+#: statuses they describe.
+JOB_NOTES = ("close", "job notes")
+
+
+def _notes(
+    before: _JobNotes,
+    names: list[str],
+    todo: list[int],
+    entries: list[_JobEntry],
+    index: Mapping[str, int],
+) -> _JobNotes:
+    """:class:`_JobNotes` of ``entries``: ``before``'s for the jobs still there and not looked
+    at (their entries are those ``before`` describes), worked out for the ``todo`` ones."""
+    looked = {names[j] for j in todo}
+    sets: list[set[str]] = [
+        {n for n in group if n in index and n not in looked}
+        for group in (before.worded, before.lost, before.unsettled)
+    ]
+    for j in todo:
+        entry = entries[j]
+        if entry.reason is not None:
+            sets[0].add(names[j])
+        if entry.lost:
+            sets[1].add(names[j])
+        if entry.phase is not entry.settled:
+            sets[2].add(names[j])
+    return _JobNotes(frozenset(sets[0]), frozenset(sets[1]), frozenset(sets[2]))
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
