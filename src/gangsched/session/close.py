@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import attrgetter, eq, is_, ne
+from operator import eq
 from typing import Any
 
 import numpy as np
@@ -47,12 +47,17 @@ def close_session(ssn: Session) -> Decisions:
     snap = ssn.snapshot
     node_names = ssn.arrays.node_names
     binds, evictions, pipelined, state = _op_records(ssn)
-    names = list(snap.job_index)
-    jobs, fresh, asks = _job_statuses(ssn, state, names)
-    phase_of = dict(zip(names, map(_PHASE, jobs.values()), strict=True))
-    task_reasons = _task_reasons(ssn, state, jobs)
-    queues = _queue_statuses(ssn, state, phase_of, fresh)
     evicted = {e.task: e.reason for e in evictions}
+    names = list(snap.job_index)
+    jobs, book = _job_statuses(ssn, state, names)
+    # (no job policies: no job actions, and no need of every job's phase by name)
+    actions = (
+        job_actions(snap, evicted, {name: jobs[name].phase for name in names})
+        if book.asking
+        else ()
+    )
+    task_reasons = _task_reasons(ssn, state, jobs)
+    queues = _queue_statuses(ssn, state, names, book)
     preemption_reasons = {
         snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
         for j, per_action in sorted(ssn.preemption_reasons.items())
@@ -80,8 +85,7 @@ def close_session(ssn: Session) -> Decisions:
         jobs=FrozenDict(jobs),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
-        # (no job policies: no job actions, without reading every job's record again)
-        job_actions=job_actions(snap, evicted, phase_of) if asks else (),
+        job_actions=actions,
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
         nondeterministic=tuple(options),
@@ -204,58 +208,63 @@ class _JobEntry:
 
 #: What a job without a status from the last cycle is read as: its phase is no job's, so its
 #: status is always worked out.
-_NO_ENTRY = _JobEntry(JobStatus(phase="Pending"), None, None, None, False, (), -1, False, None)
-
-_STATUS = attrgetter("status")
-_PHASE = attrgetter("phase")
-_ASKS = attrgetter("asks")
 
 
 def _job_statuses(
     ssn: Session, state: npt.NDArray[np.int64], names: list[str]
-) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_], bool]:
-    """Every job's status (``names``: the jobs' names in snapshot order), the jobs whose
-    figures a queue's status reads (phase, tasks per state, record) may differ from the last
-    cycle's close: new jobs, jobs the change log names whose record or tasks per state moved,
-    and jobs whose phase did; and whether some job's record names job policies."""
+) -> tuple[dict[str, JobStatus], _JobBook]:
+    """Every job's status (``names``: the jobs' names in snapshot order) and the book of them
+    the next cycle's close starts from (:class:`_JobBook`; its ``fresh`` are the jobs whose
+    figures a queue's status reads — phase, tasks per state, record — may differ from the
+    last cycle's close: new jobs, jobs the change log names whose record or tasks per state
+    moved, and jobs whose phase did)."""
     snap = ssn.snapshot
     n_jobs = len(names)
+    index = snap.job_index
     # A job the change log names no change of since the last cycle's close, admitted or not
     # as then and with the same words, has the status it had (records are immutable). One it
     # names (a trial placement undone is an entry too) has it when what the status is made
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
     last, changed = _since_last_close(ssn, JOB_STATUSES)
-    known = ssn.prior_records.get(JOB_NOTES) if last else None
-    notes: _JobNotes = known[1] if known is not None and known[0] is last else _NO_NOTES
-    entries: list[_JobEntry] = list(map(last.get, names, repeat(_NO_ENTRY, n_jobs)))
+    known = ssn.prior_records.get(JOB_BOOK) if last else None
+    book: _JobBook = known[1] if known is not None and known[0] is last else _NO_BOOK
+    if book is _NO_BOOK:
+        last = {}
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
-    index = snap.job_index
-    # The jobs to look at: those without a status, those the log names, those whose phase
-    # may have moved (admitted in the last cycle or in this one: only a Pending job is), those
-    # whose words or whose being lost moved. Every other job has the entry it had.
-    look = np.fromiter(map(is_, entries, repeat(_NO_ENTRY)), np.bool_, n_jobs)
-    look[changed] = True
-    look[[index[n] for n in notes.unsettled if n in index]] = True
-    if reasons:
-        said = list(reasons)
-        look[said] |= np.fromiter(
-            map(ne, (entries[j].reason for j in said), reasons.values()), np.bool_, len(said)
-        )
-    look[[j for j in map(index.get, notes.worded, repeat(-1)) if j >= 0 and j not in reasons]] = (
-        True
-    )
+    # The jobs to look at: those the log names (a new job among them), those whose phase may
+    # have moved (admitted in the last cycle or in this one: only a Pending job is), those
+    # whose words or whose being lost moved. Every other job keeps the entry it had, and the
+    # book is the last one's with the entries of these (and of the jobs gone) replaced.
+    look = set(changed.tolist())
+    look.update(index[n] for n in book.unsettled if n in index)
+    for j, words in reasons.items():
+        entry = last.get(names[j])
+        if entry is None or entry.reason != words:
+            look.add(j)
+    look.update(j for j in map(index.get, book.worded, repeat(-1)) if j >= 0 and j not in reasons)
     # (being unschedulable changes a status only while the job runs: PHASE_RULES)
     for j in unschedulable:
-        if not entries[j].lost and entries[j].status.running > 0:
-            look[j] = True
-    look[
-        [j for j in map(index.get, notes.lost, repeat(-1)) if j >= 0 and j not in unschedulable]
-    ] = True
+        entry = last.get(names[j])
+        if entry is None or (not entry.lost and entry.status.running > 0):
+            look.add(j)
+    look.update(
+        j for j in map(index.get, book.lost, repeat(-1)) if j >= 0 and j not in unschedulable
+    )
+    made = dict(last)
+    statuses = dict(book.statuses)
+    columns = dict(book.columns)
+    sets = [set(book.worded), set(book.lost), set(book.unsettled), set(book.asking)]
+    absent = [j for j in look if names[j] not in last]
+    if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
+        for name in last.keys() - index.keys():
+            del made[name], statuses[name], columns[name]
+            for group in sets:
+                group.discard(name)
+        look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
-    todo = np.flatnonzero(look).tolist()
-    if todo:
+    if look:
         # Tasks per (job, state) from one bincount.
         n_states = int(ssn.job_count.shape[1])
         counts = np.bincount(ssn.task_job * n_states + state, minlength=n_jobs * n_states).reshape(
@@ -265,11 +274,11 @@ def _job_statuses(
         changed_set = set(changed.tolist())
         built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
         jobs_rec = snap.jobs
-        for j in todo:
+        for j in sorted(look):
             job = jobs_rec[j]
+            name = names[j]
             phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
-            before = entries[j]
-            entry: _JobEntry | None = None if before is _NO_ENTRY else before
+            entry = before = last.get(name)
             row = tuple(counts[j].tolist())
             if entry is not None and j in changed_set:
                 be = best_effort[j]
@@ -300,58 +309,56 @@ def _job_statuses(
                     bool(job.policies or job.role_policies),
                     None if job.phase is JobPhase.PENDING else job.phase,
                 )
-                if before is _NO_ENTRY or before.status.phase != status.phase:
+                if before is None or before.status.phase != status.phase:
                     fresh[j] = True
-            entries[j] = entry
+            made[name] = entry
+            statuses[name] = entry.status
+            columns[name] = _PHASE_COLUMN.get(entry.status.phase, len(_QUEUE_PHASES))
+            marks = (
+                entry.reason is not None,
+                entry.lost,
+                entry.phase is not entry.settled,
+                entry.asks,
+            )
+            for group, marked in zip(sets, marks, strict=True):
+                if marked:
+                    group.add(name)
+                else:
+                    group.discard(name)
     log = ssn.changes
-    made = dict(zip(names, entries, strict=True))
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    ssn.records[JOB_NOTES] = (made, _notes(notes, names, todo, entries, index))
-    jobs = dict(zip(names, map(_STATUS, entries), strict=True))
-    return jobs, fresh, any(map(_ASKS, entries))
+    worded, lost_now, unsettled, asking = map(frozenset, sets)
+    book = _JobBook(statuses, columns, worded, lost_now, unsettled, asking, fresh)
+    ssn.records[JOB_BOOK] = (made, book)
+    return dict(statuses), book
 
 
 @dataclass(frozen=True, slots=True)
-class _JobNotes:
-    """The names of the jobs whose kept entries the close step looks at again in any cycle:
-    with words (``worded``), lost (``lost``), and whose phase may move (``unsettled``: its
-    session's phase is not its record's, or its record is Pending, which a cycle may admit)."""
+class _JobBook:
+    """What the close step works a cycle's job statuses out from besides the kept entries:
+    each job's status and its phase's column in a queue's counts (:data:`_QUEUE_PHASES`), and
+    the names of the jobs whose entries it looks at again in any cycle — with words
+    (``worded``), lost (``lost``), whose phase may move (``unsettled``: its session's phase
+    is not its record's, or its record is Pending, which a cycle may admit) and whose record
+    names job policies (``asking``). ``fresh``: per job of the cycle, whether its figures
+    may differ from the last cycle's (:func:`_job_statuses`)."""
 
+    statuses: dict[str, JobStatus]
+    columns: dict[str, int]
     worded: frozenset[str]
     lost: frozenset[str]
     unsettled: frozenset[str]
+    asking: frozenset[str]
+    fresh: npt.NDArray[np.bool_]
 
 
-_NO_NOTES = _JobNotes(frozenset(), frozenset(), frozenset())
+_NO_BOOK = _JobBook(
+    {}, {}, frozenset(), frozenset(), frozenset(), frozenset(), np.zeros(0, dtype=np.bool_)
+)
 
-#: Where a finished session keeps its :class:`_JobNotes` (in ``Session.records``), with the
-#: statuses they describe.
-JOB_NOTES = ("close", "job notes")
-
-
-def _notes(
-    before: _JobNotes,
-    names: list[str],
-    todo: list[int],
-    entries: list[_JobEntry],
-    index: Mapping[str, int],
-) -> _JobNotes:
-    """:class:`_JobNotes` of ``entries``: ``before``'s for the jobs still there and not looked
-    at (their entries are those ``before`` describes), worked out for the ``todo`` ones."""
-    looked = {names[j] for j in todo}
-    sets: list[set[str]] = [
-        {n for n in group if n in index and n not in looked}
-        for group in (before.worded, before.lost, before.unsettled)
-    ]
-    for j in todo:
-        entry = entries[j]
-        if entry.reason is not None:
-            sets[0].add(names[j])
-        if entry.lost:
-            sets[1].add(names[j])
-        if entry.phase is not entry.settled:
-            sets[2].add(names[j])
-    return _JobNotes(frozenset(sets[0]), frozenset(sets[1]), frozenset(sets[2]))
+#: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
+#: kept entries it goes with.
+JOB_BOOK = ("close", "job book")
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
@@ -461,11 +468,12 @@ _INQUEUE = _PHASE_COLUMN["Inqueue"]
 def _queue_statuses(
     ssn: Session,
     state: npt.NDArray[np.int64],
-    phase_of: Mapping[str, str],
-    fresh: npt.NDArray[np.bool_],
+    names: list[str],
+    book: _JobBook,
 ) -> dict[str, QueueStatus]:
-    """Every queue's status. ``phase_of``: each job's phase, in snapshot order; ``fresh``: the
-    jobs whose figures may have moved since the last cycle's close (:func:`_job_statuses`)."""
+    """Every queue's status. ``names``: the jobs' names in snapshot order; ``book``: their
+    phases, and the jobs whose figures may have moved since the last cycle's close
+    (:func:`_job_statuses`)."""
     snap = ssn.snapshot
     n_q = len(snap.queues)
     queues: dict[str, QueueStatus] = {}
@@ -477,9 +485,7 @@ def _queue_statuses(
     back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
     np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
     others = len(_QUEUE_PHASES)
-    column = np.fromiter(
-        map(_PHASE_COLUMN.get, phase_of.values(), repeat(others)), np.int64, len(phase_of)
-    )
+    column = np.fromiter(map(book.columns.__getitem__, names), np.int64, len(names))
     inqueue_req = _inqueue_resources(ssn, column == _INQUEUE)
 
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
@@ -503,7 +509,7 @@ def _queue_statuses(
     # a hierarchy a queue's figures are its subtree's: every status is worked out again.
     kept, changed = _since_last_close(ssn, QUEUE_STATUSES)
     last = {} if ssn.gate.rules.hierarchical else kept
-    dirty = np.bincount(ssn.job_queue[fresh], minlength=n_q) > 0
+    dirty = np.bincount(ssn.job_queue[book.fresh], minlength=n_q) > 0
     dirty[changed] = True
     made: dict[str, _QueueEntry] = {}
     for q, queue in enumerate(snap.queues):
