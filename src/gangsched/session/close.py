@@ -238,31 +238,28 @@ def _job_statuses(
     # whose words or whose being lost moved. Every other job keeps the entry it had, and the
     # book is the last one's with the entries of these (and of the jobs gone) replaced.
     look = set(changed.tolist())
-    look.update(index[n] for n in book.unsettled if n in index)
-    for j, words in reasons.items():
-        entry = last.get(names[j])
-        if entry is None or entry.reason != words:
-            look.add(j)
-    look.update(j for j in map(index.get, book.worded, repeat(-1)) if j >= 0 and j not in reasons)
+    said = dict(zip(map(names.__getitem__, reasons), reasons.values(), strict=True))
+    unschedulable_now = set(map(names.__getitem__, unschedulable))
+    moved = {name for name, _ in said.items() ^ book.words.items()}
     # (being unschedulable changes a status only while the job runs: PHASE_RULES)
-    for j in unschedulable:
-        entry = last.get(names[j])
-        if entry is None or (not entry.lost and entry.status.running > 0):
-            look.add(j)
-    look.update(
-        j for j in map(index.get, book.lost, repeat(-1)) if j >= 0 and j not in unschedulable
-    )
+    moved |= (unschedulable_now & book.running) - book.lost
+    moved |= book.lost - unschedulable_now
+    moved |= book.unsettled
+    look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
     made = dict(last)
     statuses = dict(book.statuses)
     columns = dict(book.columns)
-    sets = [set(book.worded), set(book.lost), set(book.unsettled), set(book.asking)]
+    words = dict(book.words)
+    sets = [set(book.lost), set(book.running), set(book.unsettled), set(book.asking)]
     absent = [j for j in look if names[j] not in last]
     if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
         for name in last.keys() - index.keys():
             del made[name], statuses[name], columns[name]
+            words.pop(name, None)
             for group in sets:
                 group.discard(name)
-        look.update(j for j, name in enumerate(names) if name not in made)
+        if len(made) + len(absent) != n_jobs:
+            look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
     if look:
         # Tasks per (job, state) from one bincount.
@@ -314,9 +311,13 @@ def _job_statuses(
             made[name] = entry
             statuses[name] = entry.status
             columns[name] = _PHASE_COLUMN.get(entry.status.phase, len(_QUEUE_PHASES))
+            if entry.reason is None:
+                words.pop(name, None)
+            else:
+                words[name] = entry.reason
             marks = (
-                entry.reason is not None,
                 entry.lost,
+                entry.status.running > 0,
                 entry.phase is not entry.settled,
                 entry.asks,
             )
@@ -327,34 +328,34 @@ def _job_statuses(
                     group.discard(name)
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    worded, lost_now, unsettled, asking = map(frozenset, sets)
-    book = _JobBook(statuses, columns, worded, lost_now, unsettled, asking, fresh)
+    lost_now, running, unsettled, asking = map(frozenset, sets)
+    book = _JobBook(statuses, columns, words, lost_now, running, unsettled, asking, fresh)
     ssn.records[JOB_BOOK] = (made, book)
     return dict(statuses), book
 
 
 @dataclass(frozen=True, slots=True)
 class _JobBook:
-    """What the close step works a cycle's job statuses out from besides the kept entries:
-    each job's status and its phase's column in a queue's counts (:data:`_QUEUE_PHASES`), and
-    the names of the jobs whose entries it looks at again in any cycle — with words
-    (``worded``), lost (``lost``), whose phase may move (``unsettled``: its session's phase
-    is not its record's, or its record is Pending, which a cycle may admit) and whose record
-    names job policies (``asking``). ``fresh``: per job of the cycle, whether its figures
-    may differ from the last cycle's (:func:`_job_statuses`)."""
+    """What the close step works a cycle's job statuses out from besides the kept entries, by
+    job name: each job's status and its phase's column in a queue's counts
+    (:data:`_QUEUE_PHASES`), the words of the jobs that have some (``words``), and the jobs
+    lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
+    session's phase is not its record's, or its record is Pending, which a cycle may admit)
+    and whose record names job policies (``asking``). ``fresh``: per job of the cycle,
+    whether its figures may differ from the last cycle's (:func:`_job_statuses`)."""
 
     statuses: dict[str, JobStatus]
     columns: dict[str, int]
-    worded: frozenset[str]
+    words: dict[str, tuple[str, str]]
     lost: frozenset[str]
+    running: frozenset[str]
     unsettled: frozenset[str]
     asking: frozenset[str]
     fresh: npt.NDArray[np.bool_]
 
 
-_NO_BOOK = _JobBook(
-    {}, {}, frozenset(), frozenset(), frozenset(), frozenset(), np.zeros(0, dtype=np.bool_)
-)
+_NONE: frozenset[str] = frozenset()
+_NO_BOOK = _JobBook({}, {}, {}, _NONE, _NONE, _NONE, _NONE, np.zeros(0, dtype=np.bool_))
 
 #: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
 #: kept entries it goes with.
