@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
-from operator import eq
+from operator import eq, itemgetter
 from typing import Any
 
 import numpy as np
@@ -411,10 +411,8 @@ def _task_reasons(
     snap = ssn.snapshot
     notes = ssn.points.reason_notes()
     pending = np.flatnonzero(state == TaskState.PENDING).tolist()
-    tasks = snap.tasks
     # A task's own reason, else its job's message, else the job's status in words.
-    said: list[str | None] = list(map(ssn.task_reasons.get, pending))
-    whys = [why or "" for why in said]
+    whys: list[str] = list(map(ssn.task_reasons.get, pending, repeat("")))
     task_job = ssn.task_job[pending].tolist()
     unsaid = [i for i, why in enumerate(whys) if not why]
     if unsaid:
@@ -434,7 +432,7 @@ def _task_reasons(
             note = notes.get(j)
             if note:
                 whys[i] = _with_note(whys[i], note)
-    task_reasons = dict(zip([tasks[t].name for t in pending], whys, strict=True))
+    task_reasons = dict(zip(_picked(list(snap.task_index), pending), whys, strict=True))
     # A carried reservation that stays unbound says why, when a rule held it back.
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
         held_back = ssn.task_reasons.get(t)
@@ -464,6 +462,14 @@ class _QueueEntry:
 #: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
 _PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
 _INQUEUE = _PHASE_COLUMN["Inqueue"]
+
+
+def _picked(names: list[str], rows: list[int]) -> list[str] | tuple[str, ...]:
+    """``names`` at ``rows``, in that order."""
+    if len(rows) > 1:
+        picked: tuple[str, ...] = itemgetter(*rows)(names)
+        return picked
+    return [names[r] for r in rows]
 
 
 def _queue_statuses(
