@@ -392,7 +392,7 @@ class AllocateAction(ConfiguredAction):
         discarded, explained and (``before``: it may be) remembered. Whether it goes back to
         its queue (ready with elastic tasks left)."""
         stmt = Statement(ssn)
-        ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
+        cursor = ssn.changes.end
         run.refused = False
         again = self._allocate_job(ssn, run, stmt, j, q, tasks, failed.setdefault(j, set()))
         if ssn.points.job_ready(j):
@@ -403,8 +403,10 @@ class AllocateAction(ConfiguredAction):
             tried = [op.task for op in stmt.ops]
             stmt.discard()
             self._explain_discard(ssn, j, tried)
-            if before is not None and ground is not None:
-                self._remember(ssn, run, j, before, *ground)
+            if before is not None:
+                # The discard gave back exactly what the attempt took: the room of now is the
+                # room the attempt saw (read only for an attempt that failed).
+                self._remember(ssn, run, j, before, cursor, placement_ground(ssn))
         return again
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
