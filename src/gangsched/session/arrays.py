@@ -816,8 +816,9 @@ def build_templates(
     template_of[pending] = group
     firsts = pending[first[by_first]]
     # The first members' rows in one gather (read-only: a template's row is a view of it).
-    rows = requests[firsts]
-    rows.flags.writeable = False
+    gathered = requests[firsts]
+    gathered.flags.writeable = False
+    rows = list(gathered)
     job_index = snapshot.job_index
     templates: list[TaskTemplate] = []
     b = bounds.tolist()
