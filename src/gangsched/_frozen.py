@@ -43,11 +43,17 @@ class FrozenDict(Mapping[K, V]):
     _hash: int | None
 
     def __init__(self, data: Mapping[K, V] | None = None) -> None:
-        items = dict(data or {})
+        if isinstance(data, FrozenDict):  # sorted already, and never changed: shared
+            object.__setattr__(self, "_data", data._data)
+            object.__setattr__(self, "_hash", data._hash)
+            return
+        items = data if type(data) is dict else dict(data or {})
         try:
-            ordered = dict(sorted(items.items()))
+            keys = sorted(items)  # keys alone: comparing (key, value) pairs costs twice
         except TypeError:
-            ordered = items
+            ordered = dict(items)
+        else:
+            ordered = dict(zip(keys, map(items.__getitem__, keys), strict=True))
         object.__setattr__(self, "_data", ordered)
         object.__setattr__(self, "_hash", None)
 

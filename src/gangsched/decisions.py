@@ -102,12 +102,23 @@ def _node_names(record: str, field_name: str, v: object) -> tuple[str, ...]:
 
 
 def _amounts(record: str, field_name: str, v: object) -> object:
+    # (the usual case, plain names and plain integers, told by type alone: no bool is a plain
+    # int by type)
+    if (type(v) is FrozenDict or type(v) is dict) and (
+        {*map(type, v)} <= _NAMES and {*map(type, v.values())} <= _INTEGERS
+    ):
+        return v
     if not isinstance(v, Mapping) or any(
         not isinstance(k, str) or isinstance(a, bool) or not isinstance(a, int)
         for k, a in v.items()
     ):
         raise _bad(record, field_name, "expected a mapping of resource names to integers", v)
     return v
+
+
+#: The types of a resource mapping's keys and amounts that need no closer look.
+_NAMES = frozenset({str})
+_INTEGERS = frozenset({int})
 
 
 def _one_of(allowed: frozenset[str]) -> _Check:

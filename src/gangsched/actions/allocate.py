@@ -161,8 +161,6 @@ class _Run:
     #: queue verdicts read) share their answers: ``shapes`` numbers the shapes.
     contexts: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     shapes: dict[object, int] = field(default_factory=dict)
-    #: Per template index, its shape's number in ``shapes``.
-    shape_of: dict[int, int] = field(default_factory=dict)
     takes: dict[tuple[int, int], bool] = field(default_factory=dict)
     short: dict[tuple[object, ...], bool] = field(default_factory=dict)
     missing: list[int] | None = None
@@ -450,9 +448,7 @@ class AllocateAction(ConfiguredAction):
             return False
         q = int(ssn.job_queue[j])
         tmpl = ssn.templates[ti]
-        shape = run.shape_of.get(ti)
-        if shape is None:
-            shape = run.shape_of[ti] = run.shapes.setdefault(tmpl.shape, len(run.shapes))
+        shape = run.shapes.setdefault(tmpl.shape, len(run.shapes))
         # Each proof alone shows the attempt would fail again: the queue refuses the template,
         # no node that may help changed since, or no place has room enough.
         takes = run.takes.get((q, shape))

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from itertools import repeat
+from operator import eq, itemgetter
 from typing import Any
 
 import numpy as np
@@ -35,6 +37,9 @@ from gangsched.units import GPU
 
 __all__ = ["close_session", "job_phase", "nondeterministic_options"]
 
+Rows = npt.NDArray[np.intp]
+_NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
+
 
 def close_session(ssn: Session) -> Decisions:
     """Turn a finished session into decisions: the operations as records, then each job's
@@ -42,11 +47,17 @@ def close_session(ssn: Session) -> Decisions:
     snap = ssn.snapshot
     node_names = ssn.arrays.node_names
     binds, evictions, pipelined, state = _op_records(ssn)
-    jobs, fresh = _job_statuses(ssn, state)
-    phase_of = {job.name: jobs[job.name].phase for job in snap.jobs}
-    task_reasons = _task_reasons(ssn, state, jobs)
-    queues = _queue_statuses(ssn, state, phase_of, fresh)
     evicted = {e.task: e.reason for e in evictions}
+    names = list(snap.job_index)
+    jobs, book = _job_statuses(ssn, state, names)
+    # (no job policies: no job actions, and no need of every job's phase by name)
+    actions = (
+        job_actions(snap, evicted, {name: jobs[name].phase for name in names})
+        if book.asking
+        else ()
+    )
+    task_reasons = _task_reasons(ssn, state, jobs)
+    queues = _queue_statuses(ssn, state, names, book)
     preemption_reasons = {
         snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
         for j, per_action in sorted(ssn.preemption_reasons.items())
@@ -74,7 +85,7 @@ def close_session(ssn: Session) -> Decisions:
         jobs=FrozenDict(jobs),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
-        job_actions=job_actions(snap, evicted, phase_of),
+        job_actions=actions,
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
         nondeterministic=tuple(options),
@@ -168,15 +179,15 @@ JOB_STATUSES = ("close", "job statuses")
 QUEUE_STATUSES = ("close", "queue statuses")
 
 
-def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], set[int]]:
+def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], Rows]:
     """The last cycle's statuses kept under ``key`` and the jobs (or queues, by key) the change
     log names since they were made; nothing kept when the log does not continue theirs."""
     known = ssn.prior_records.get(key)
     log = ssn.changes
     if known is None or not log.knows_jobs(known[0], known[1]):
-        return {}, set()
+        return {}, _NO_ROWS
     since = log.jobs_since(known[1]) if key is JOB_STATUSES else log.queues_since(known[1])
-    return known[2], set(since.tolist())
+    return known[2], since
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,75 +197,169 @@ class _JobEntry:
 
     status: JobStatus
     job: object  # the job's record
-    phase: JobPhase  # admitted or not, in the session
+    phase: JobPhase | None  # admitted or not, in the session (None: no status yet)
     reason: tuple[str, str] | None
     lost: bool  # unschedulable while it runs
     row: tuple[int, ...]  # tasks per state
     best_effort: int  # pending best-effort tasks
+    asks: bool  # its record names job policies (the job actions read it)
+    settled: JobPhase | None  # its record's phase, which a cycle keeps (None: Pending)
+
+
+#: What a job without a status from the last cycle is read as: its phase is no job's, so its
+#: status is always worked out.
 
 
 def _job_statuses(
-    ssn: Session, state: npt.NDArray[np.int64]
-) -> tuple[dict[str, JobStatus], npt.NDArray[np.bool_]]:
-    """Every job's status, and the jobs whose figures a queue's status reads (phase, tasks
-    per state, record) may differ from the last cycle's close: new jobs, jobs the change log
-    names whose record or tasks per state moved, and jobs whose phase did."""
+    ssn: Session, state: npt.NDArray[np.int64], names: list[str]
+) -> tuple[dict[str, JobStatus], _JobBook]:
+    """Every job's status (``names``: the jobs' names in snapshot order) and the book of them
+    the next cycle's close starts from (:class:`_JobBook`; its ``fresh`` are the jobs whose
+    figures a queue's status reads — phase, tasks per state, record — may differ from the
+    last cycle's close: new jobs, jobs the change log names whose record or tasks per state
+    moved, and jobs whose phase did)."""
     snap = ssn.snapshot
-    # Tasks per (job, state) from one bincount.
-    n_states = int(ssn.job_count.shape[1])
-    counts = np.bincount(
-        ssn.task_job * n_states + state, minlength=len(snap.jobs) * n_states
-    ).reshape(len(snap.jobs), n_states)
-    jobs: dict[str, JobStatus] = {}
+    n_jobs = len(names)
+    index = snap.job_index
     # A job the change log names no change of since the last cycle's close, admitted or not
     # as then and with the same words, has the status it had (records are immutable). One it
     # names (a trial placement undone is an entry too) has it when what the status is made
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
     last, changed = _since_last_close(ssn, JOB_STATUSES)
-    made: dict[str, _JobEntry] = {}
-    built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
-    fresh = np.zeros(len(snap.jobs), dtype=np.bool_)
-    best_effort: list[int] | None = None
+    known = ssn.prior_records.get(JOB_BOOK) if last else None
+    book: _JobBook = known[1] if known is not None and known[0] is last else _NO_BOOK
+    if book is _NO_BOOK:
+        last = {}
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
-    for j, job in enumerate(snap.jobs):
-        phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
-        entry = before = last.get(job.name)
-        row: tuple[int, ...] | None = None
-        if entry is not None and j in changed:
-            if best_effort is None:
-                best_effort = _pending_best_effort(ssn)
+    # The jobs to look at: those the log names (a new job among them), those whose phase may
+    # have moved (admitted in the last cycle or in this one: only a Pending job is), those
+    # whose words or whose being lost moved. Every other job keeps the entry it had, and the
+    # book is the last one's with the entries of these (and of the jobs gone) replaced.
+    look = set(changed.tolist())
+    said = dict(zip(map(names.__getitem__, reasons), reasons.values(), strict=True))
+    unschedulable_now = set(map(names.__getitem__, unschedulable))
+    moved = {name for name, _ in said.items() ^ book.words.items()}
+    # (being unschedulable changes a status only while the job runs: PHASE_RULES)
+    moved |= (unschedulable_now & book.running) - book.lost
+    moved |= book.lost - unschedulable_now
+    moved |= book.unsettled
+    look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
+    made = dict(last)
+    statuses = dict(book.statuses)
+    columns = dict(book.columns)
+    words = dict(book.words)
+    sets = [set(book.lost), set(book.running), set(book.unsettled), set(book.asking)]
+    absent = [j for j in look if names[j] not in last]
+    if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
+        for name in last.keys() - index.keys():
+            del made[name], statuses[name], columns[name]
+            words.pop(name, None)
+            for group in sets:
+                group.discard(name)
+        if len(made) + len(absent) != n_jobs:
+            look.update(j for j, name in enumerate(names) if name not in made)
+    fresh = np.zeros(n_jobs, dtype=np.bool_)
+    if look:
+        # Tasks per (job, state) from one bincount.
+        n_states = int(ssn.job_count.shape[1])
+        counts = np.bincount(ssn.task_job * n_states + state, minlength=n_jobs * n_states).reshape(
+            n_jobs, n_states
+        )
+        best_effort = _pending_best_effort(ssn)
+        changed_set = set(changed.tolist())
+        built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
+        jobs_rec = snap.jobs
+        for j in sorted(look):
+            job = jobs_rec[j]
+            name = names[j]
+            phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
+            entry = before = last.get(name)
             row = tuple(counts[j].tolist())
-            if entry.job is not job or entry.row != row or entry.best_effort != best_effort[j]:
-                entry = None
-                fresh[j] = True
-        # (being unschedulable changes a status only while the job runs: PHASE_RULES)
-        if (
-            entry is None
-            or entry.phase is not phase
-            or entry.reason != reason
-            or entry.lost != (lost and entry.status.running > 0)
-        ):
-            if best_effort is None:
-                best_effort = _pending_best_effort(ssn)
-            if row is None:
-                row = tuple(counts[j].tolist())
-            # jobs of one shape waiting for one reason have one status: made once a cycle
-            given = (row, best_effort[j], job.min_available, phase, lost, reason)
-            status = built.get(given)
-            if status is None:
-                status = built[given] = _job_status(ssn, j, dict(enumerate(row)), best_effort[j])
-            entry = _JobEntry(
-                status, job, phase, reason, lost and status.running > 0, row, best_effort[j]
+            if entry is not None and j in changed_set:
+                be = best_effort[j]
+                if entry.job is not job or entry.row != row or entry.best_effort != be:
+                    entry = None
+                    fresh[j] = True
+            if (
+                entry is None
+                or entry.phase is not phase
+                or entry.reason != reason
+                or entry.lost != (lost and entry.status.running > 0)
+            ):
+                # jobs of one shape waiting for one reason have one status: made once a cycle
+                given = (row, best_effort[j], job.min_available, phase, lost, reason)
+                status = built.get(given)
+                if status is None:
+                    status = built[given] = _job_status(
+                        ssn, j, dict(enumerate(row)), best_effort[j]
+                    )
+                entry = _JobEntry(
+                    status,
+                    job,
+                    phase,
+                    reason,
+                    lost and status.running > 0,
+                    row,
+                    best_effort[j],
+                    bool(job.policies or job.role_policies),
+                    None if job.phase is JobPhase.PENDING else job.phase,
+                )
+                if before is None or before.status.phase != status.phase:
+                    fresh[j] = True
+            made[name] = entry
+            statuses[name] = entry.status
+            columns[name] = _PHASE_COLUMN.get(entry.status.phase, len(_QUEUE_PHASES))
+            if entry.reason is None:
+                words.pop(name, None)
+            else:
+                words[name] = entry.reason
+            marks = (
+                entry.lost,
+                entry.status.running > 0,
+                entry.phase is not entry.settled,
+                entry.asks,
             )
-            if before is None or before.status.phase != status.phase:
-                fresh[j] = True
-        made[job.name] = entry
-        jobs[job.name] = entry.status
+            for group, marked in zip(sets, marks, strict=True):
+                if marked:
+                    group.add(name)
+                else:
+                    group.discard(name)
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    return jobs, fresh
+    lost_now, running, unsettled, asking = map(frozenset, sets)
+    book = _JobBook(statuses, columns, words, lost_now, running, unsettled, asking, fresh)
+    ssn.records[JOB_BOOK] = (made, book)
+    return dict(statuses), book
+
+
+@dataclass(frozen=True, slots=True)
+class _JobBook:
+    """What the close step works a cycle's job statuses out from besides the kept entries, by
+    job name: each job's status and its phase's column in a queue's counts
+    (:data:`_QUEUE_PHASES`), the words of the jobs that have some (``words``), and the jobs
+    lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
+    session's phase is not its record's, or its record is Pending, which a cycle may admit)
+    and whose record names job policies (``asking``). ``fresh``: per job of the cycle,
+    whether its figures may differ from the last cycle's (:func:`_job_statuses`)."""
+
+    statuses: dict[str, JobStatus]
+    columns: dict[str, int]
+    words: dict[str, tuple[str, str]]
+    lost: frozenset[str]
+    running: frozenset[str]
+    unsettled: frozenset[str]
+    asking: frozenset[str]
+    fresh: npt.NDArray[np.bool_]
+
+
+_NONE: frozenset[str] = frozenset()
+_NO_BOOK = _JobBook({}, {}, {}, _NONE, _NONE, _NONE, _NONE, np.zeros(0, dtype=np.bool_))
+
+#: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
+#: kept entries it goes with.
+JOB_BOOK = ("close", "job book")
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
@@ -304,15 +409,30 @@ def _task_reasons(
     a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs
     (``jobs`` is updated in place)."""
     snap = ssn.snapshot
-    task_reasons: dict[str, str] = {}
     notes = ssn.points.reason_notes()
-    task_job = ssn.task_job
-    for t in np.flatnonzero(state == TaskState.PENDING).tolist():
-        j = int(task_job[t])
-        why = ssn.task_reasons.get(t) or ssn.job_reasons.get(j, ("", ""))[1]
-        if not why:
-            why = f"job {snap.jobs[j].name!r}: {jobs[snap.jobs[j].name].message or 'not tried'}"
-        task_reasons[snap.tasks[t].name] = _with_note(why, notes.get(j))
+    pending = np.flatnonzero(state == TaskState.PENDING).tolist()
+    # A task's own reason, else its job's message, else the job's status in words.
+    whys: list[str] = list(map(ssn.task_reasons.get, pending, repeat("")))
+    task_job = ssn.task_job[pending].tolist()
+    unsaid = [i for i, why in enumerate(whys) if not why]
+    if unsaid:
+        of_job: dict[int, str] = {}
+        for i in unsaid:
+            j = task_job[i]
+            why = of_job.get(j)
+            if why is None:
+                why = ssn.job_reasons.get(j, ("", ""))[1]
+                if not why:
+                    name = snap.jobs[j].name
+                    why = f"job {name!r}: {jobs[name].message or 'not tried'}"
+                of_job[j] = why
+            whys[i] = why
+    if notes:
+        for i, j in enumerate(task_job):
+            note = notes.get(j)
+            if note:
+                whys[i] = _with_note(whys[i], note)
+    task_reasons = dict(zip(_picked(list(snap.task_index), pending), whys, strict=True))
     # A carried reservation that stays unbound says why, when a rule held it back.
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
         held_back = ssn.task_reasons.get(t)
@@ -325,15 +445,44 @@ def _task_reasons(
     return task_reasons
 
 
+@dataclass(frozen=True, slots=True)
+class _QueueEntry:
+    """A queue's status as the close step keeps it for the next cycle, with what it was made
+    of besides the change log's cursor."""
+
+    status: QueueStatus
+    queue: object  # the queue's record
+    deserved: bytes | None  # its deserved row
+    real: bytes | None  # its real capability row
+    share: float
+    overused: bool
+    rows: tuple[bytes, bytes, bytes, bytes]  # allocated, pending, inqueue, request rows
+
+
+#: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
+_PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
+_INQUEUE = _PHASE_COLUMN["Inqueue"]
+
+
+def _picked(names: list[str], rows: list[int]) -> list[str] | tuple[str, ...]:
+    """``names`` at ``rows``, in that order."""
+    if len(rows) > 1:
+        picked: tuple[str, ...] = itemgetter(*rows)(names)
+        return picked
+    return [names[r] for r in rows]
+
+
 def _queue_statuses(
     ssn: Session,
     state: npt.NDArray[np.int64],
-    phase_of: Mapping[str, str],
-    fresh: npt.NDArray[np.bool_],
+    names: list[str],
+    book: _JobBook,
 ) -> dict[str, QueueStatus]:
-    """Every queue's status. ``fresh``: the jobs whose figures may have moved since the last
-    cycle's close (:func:`_job_statuses`)."""
+    """Every queue's status. ``names``: the jobs' names in snapshot order; ``book``: their
+    phases, and the jobs whose figures may have moved since the last cycle's close
+    (:func:`_job_statuses`)."""
     snap = ssn.snapshot
+    n_q = len(snap.queues)
     queues: dict[str, QueueStatus] = {}
     pending_req = np.zeros_like(ssn.queue_allocated)
     pend = np.flatnonzero(state == TaskState.PENDING)
@@ -342,7 +491,9 @@ def _queue_statuses(
     returning = np.zeros_like(ssn.queue_allocated)
     back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
     np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
-    inqueue_req = _inqueue_resources(ssn, phase_of)
+    others = len(_QUEUE_PHASES)
+    column = np.fromiter(map(book.columns.__getitem__, names), np.int64, len(names))
+    inqueue_req = _inqueue_resources(ssn, column == _INQUEUE)
 
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
     def subtrees(per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -352,53 +503,82 @@ def _queue_statuses(
     pending_req = subtrees(pending_req)
     returning = subtrees(returning)
     inqueue_req = subtrees(inqueue_req)
+    request_q = allocated_q + pending_req + returning
     gpu = ssn.arrays.spec.gpu_column
-    phases_of: list[list[str]] = [[] for _ in snap.queues]
-    for q, job in zip(ssn.job_queue.tolist(), snap.jobs, strict=True):
-        phases_of[q].append(phase_of[job.name])
+    # Jobs per queue and phase, from one bincount.
+    per_phase = np.bincount(
+        ssn.job_queue * (others + 1) + column, minlength=n_q * (others + 1)
+    ).reshape(n_q, others + 1)
+    phase_counts: list[list[int]] = per_phase[:, :others].tolist()
     # A queue the change log names no change of since the last cycle's close, none of whose
     # jobs' figures moved, has the figures it had then; with the same
     # fair-share figures (the water-filling reads every queue) it has the status it had. Under
     # a hierarchy a queue's figures are its subtree's: every status is worked out again.
-    last, changed = _since_last_close(ssn, QUEUE_STATUSES)
-    if ssn.gate.rules.hierarchical:
-        last = {}
-    dirty = np.bincount(ssn.job_queue[fresh], minlength=len(snap.queues)) > 0
-    made: dict[str, tuple[QueueStatus, bytes | None, bytes | None, float, bool]] = {}
+    kept, changed = _since_last_close(ssn, QUEUE_STATUSES)
+    last = {} if ssn.gate.rules.hierarchical else kept
+    dirty = np.bincount(ssn.job_queue[book.fresh], minlength=n_q) > 0
+    dirty[changed] = True
+    made: dict[str, _QueueEntry] = {}
     for q, queue in enumerate(snap.queues):
         share: float = fair.queue_share(ssn, q) if fair is not None else 0.0
         real = fair.queue_real_capability(ssn, q) if fair is not None else None
         overused = bool(fair.queue_overused(ssn, q)) if fair is not None else False
         deserved_row = None if ssn.queue_deserved is None else ssn.queue_deserved[q].tobytes()
         real_row = None if real is None else real.tobytes()
-        entry = None if q in changed or dirty[q] else last.get(queue.name)
+        entry = None if dirty[q] else last.get(queue.name)
         if (
             entry is not None
-            and entry[1] == deserved_row
-            and entry[2] == real_row
-            and entry[3] == share
-            and entry[4] == overused
+            and entry.deserved == deserved_row
+            and entry.real == real_row
+            and entry.share == share
+            and entry.overused == overused
         ):
-            queues[queue.name] = entry[0]
+            queues[queue.name] = entry.status
             made[queue.name] = entry
             continue
-        counts = tuple(phases_of[q].count(p) for p in _QUEUE_PHASES)
-        deserved: Mapping[str, int] = {}
-        if ssn.queue_deserved is not None:
-            deserved = ssn.as_mapping(ssn.queue_deserved[q])
+        # Worked out again: a resource mapping made of the very row the last status's was
+        # made of is that mapping (a mapping is a function of its row).
+        before = kept.get(queue.name)
+        rows = (
+            allocated_q[q].tobytes(),
+            pending_req[q].tobytes(),
+            inqueue_req[q].tobytes(),
+            request_q[q].tobytes(),
+        )
+        old: QueueStatus | None = None if before is None else before.status
+        same = (False,) * 4 if before is None else tuple(map(eq, rows, before.rows))
+        same_queue = before is not None and before.queue is queue
+        if old is not None and before is not None and before.deserved == deserved_row:
+            deserved: Mapping[str, int] = old.deserved
+        elif ssn.queue_deserved is not None:
+            deserved = FrozenDict(ssn.as_mapping(ssn.queue_deserved[q]))
+        else:
+            deserved = FrozenDict()
         cap_gpu = None
         if queue.capability is not None and GPU in queue.capability:
             cap_gpu = queue.capability[GPU] / 1000
         status = QueueStatus(
             state=queue.state.value,
-            allocated=FrozenDict(ssn.as_mapping(allocated_q[q])),
-            deserved=FrozenDict(deserved),
-            guarantee=FrozenDict(dict(queue.guarantee or {})),
-            capability=FrozenDict(dict(queue.capability or {})),
-            pending_resources=FrozenDict(ssn.as_mapping(pending_req[q])),
-            inqueue_resources=FrozenDict(ssn.as_mapping(inqueue_req[q])),
-            real_capability=FrozenDict(_finite(ssn, real)),
-            request=FrozenDict(ssn.as_mapping(allocated_q[q] + pending_req[q] + returning[q])),
+            allocated=old.allocated if old and same[0] else _frozen(ssn, allocated_q[q]),
+            deserved=deserved,
+            guarantee=(
+                old.guarantee if old and same_queue else FrozenDict(dict(queue.guarantee or {}))
+            ),
+            capability=(
+                old.capability if old and same_queue else FrozenDict(dict(queue.capability or {}))
+            ),
+            pending_resources=(
+                old.pending_resources if old and same[1] else _frozen(ssn, pending_req[q])
+            ),
+            inqueue_resources=(
+                old.inqueue_resources if old and same[2] else _frozen(ssn, inqueue_req[q])
+            ),
+            real_capability=(
+                old.real_capability
+                if old and before is not None and before.real == real_row
+                else FrozenDict(_finite(ssn, real))
+            ),
+            request=old.request if old and same[3] else _frozen(ssn, request_q[q]),
             weight=queue.weight,
             overused=overused,
             allocated_gpu=int(allocated_q[q, gpu]) / 1000,
@@ -407,17 +587,21 @@ def _queue_statuses(
             deserved_gpu=deserved.get(GPU, 0) / 1000,
             capability_gpu=cap_gpu,
             share=share,
-            inqueue=counts[0],
-            pending=counts[1],
-            running=counts[2],
-            unknown=counts[3],
-            completed=counts[4],
+            inqueue=phase_counts[q][0],
+            pending=phase_counts[q][1],
+            running=phase_counts[q][2],
+            unknown=phase_counts[q][3],
+            completed=phase_counts[q][4],
         )
-        made[queue.name] = (status, deserved_row, real_row, share, overused)
+        made[queue.name] = _QueueEntry(status, queue, deserved_row, real_row, share, overused, rows)
         queues[queue.name] = status
     log = ssn.changes
     ssn.records[QUEUE_STATUSES] = (log.lineage, log.end, made)
     return queues
+
+
+def _frozen(ssn: Session, row: npt.NDArray[np.int64]) -> FrozenDict[str, int]:
+    return FrozenDict(ssn.as_mapping(row))
 
 
 def nondeterministic_options(placer: object) -> tuple[str, ...]:
@@ -453,12 +637,14 @@ def _with_note(why: str, note: str | None) -> str:
     return f"{why.rstrip('.')}; {note}" if why else note
 
 
-def _inqueue_resources(ssn: Session, phase_of: Mapping[str, str]) -> npt.NDArray[np.int64]:
-    """Per queue, what jobs left Inqueue still reserve: the unallocated part of their
-    ``min_resources``."""
+def _inqueue_resources(ssn: Session, inqueue: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
+    """Per queue, what jobs left Inqueue (``inqueue``: per job) still reserve: the unallocated
+    part of their ``min_resources``."""
     out = np.zeros_like(ssn.queue_allocated)
-    for j, job in enumerate(ssn.snapshot.jobs):
-        if job.min_resources is not None and phase_of[job.name] == "Inqueue":
+    jobs = ssn.snapshot.jobs
+    for j in np.flatnonzero(inqueue).tolist():
+        job = jobs[j]
+        if job.min_resources is not None:
             need = ssn.vector(job.min_resources)
             out[ssn.job_queue[j]] += np.where(
                 need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
