@@ -271,7 +271,9 @@ class Session(Occupancy):
         cols = task_columns(snapshot, arrays.spec, prior)
         jobs = snapshot.jobs
         job_queue = np.fromiter(
-            map(snapshot.queue_index.__getitem__, map(_QUEUE, jobs)), dtype=np.int64, count=len(jobs)
+            map(snapshot.queue_index.__getitem__, map(_QUEUE, jobs)),
+            dtype=np.int64,
+            count=len(jobs),
         )
         job_count, role_count, job_allocated, queue_allocated = job_counters(
             snapshot, cols, job_queue

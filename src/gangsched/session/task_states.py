@@ -241,8 +241,10 @@ def job_counters(
     per_pair = np.bincount(
         row.reshape(-1) * N_STATES + states, minlength=pairs.size * N_STATES
     ).reshape(pairs.size, N_STATES)
-    keys = zip((pairs // width).tolist(), map(names.__getitem__, (pairs % width).tolist()))
-    role_count: dict[tuple[int, str], I64] = dict(zip(keys, per_pair))
+    keys = zip(
+        (pairs // width).tolist(), map(names.__getitem__, (pairs % width).tolist()), strict=True
+    )
+    role_count: dict[tuple[int, str], I64] = dict(zip(keys, per_pair, strict=True))
     holding = in_states(cols.state, HOLDING_STATES) & (cols.node >= 0)
     job_allocated = np.zeros((n_jobs, n_res), dtype=np.int64)
     np.add.at(job_allocated, cols.job[holding], cols.req[holding])

@@ -127,9 +127,7 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     return request, inqueue, elastic, has_jobs
 
 
-def _sum_rows(
-    group: I64, rows: npt.NDArray[Any], n_groups: int, start: I64 | None = None
-) -> F64:
+def _sum_rows(group: I64, rows: npt.NDArray[Any], n_groups: int, start: I64 | None = None) -> F64:
     """Per group, ``start``'s row (zeros without) plus the ``rows`` of the group (``group``:
     each row's), in float64, as ``np.add.at`` adds them one by one into the floats of
     ``start``. The rows are whole amounts, summed by one sort and one ``reduceat``: while
