@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
-from gangsched.model import Job, TaskPhase
+from gangsched.model import JobPhase, TaskPhase
 from gangsched.model.gpu_charge import queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.fit import FullView
@@ -109,8 +109,14 @@ class TaskColumns:
     ids: npt.NDArray[np.uint64]
     #: Per job, the identity of its record (as ``ids``).
     job_ids: npt.NDArray[np.uint64]
+    #: Per job: its queue's index, its ``min_available`` and its phase as the cycle opened.
+    job_queue: I64
+    job_min: I64
+    job_phase: tuple[JobPhase, ...]
     #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
     source: I64 | None = None
+    #: Per job, its index in the earlier snapshot that holds the same record (-1: none).
+    job_source: I64 | None = None
 
 
 def _record_ids(records: Sequence[object]) -> npt.NDArray[np.uint64]:
@@ -139,53 +145,65 @@ def _index_map(old_names: Iterable[str], index: Mapping[str, int]) -> I64:
 _NAME = attrgetter("name")
 
 
-def _moved(
-    old_ids: npt.NDArray[np.uint64],
-    ids: npt.NDArray[np.uint64],
-    old: Sequence[Job],
-    index: Mapping[str, int],
-) -> I64:
-    """Per job of an earlier snapshot (records ``old``, identities ``old_ids``), its index
-    among ``ids``: the same record's, else the one ``index`` names (-1: gone)."""
-    to = same_records(ids, old_ids)
-    for k in np.flatnonzero(to < 0).tolist():
-        to[k] = index.get(old[k].name, -1)
-    return to
-
-
 def task_columns(
     snapshot: Snapshot,
     spec: ResourceSpec,
     previous: tuple[Snapshot, TaskColumns] | None = None,
 ) -> TaskColumns:
-    """The per-task columns a session opens with. ``previous``: an earlier snapshot on the same
-    resource columns and its opening columns; the rows of the task records it shares (the
-    same record object, as a :class:`~gangsched.ClusterState` hands out) are copied from it
-    (state, node and job carried over through the names of the nodes and jobs), not worked
-    out again."""
-    tasks = snapshot.tasks
-    n_tasks = len(tasks)
+    """The per-task and per-job columns a session opens with. ``previous``: an earlier
+    snapshot on the same resource columns and its opening columns; the rows of the task and
+    job records it shares (the same record object, as a :class:`~gangsched.ClusterState`
+    hands out) are copied from it (nodes, jobs and queues carried over through their names),
+    not worked out again."""
+    tasks, jobs = snapshot.tasks, snapshot.jobs
+    n_tasks, n_jobs = len(tasks), len(jobs)
     ids = _record_ids(tasks)
-    job_ids = _record_ids(snapshot.jobs)
+    job_ids = _record_ids(jobs)
     state = np.zeros(n_tasks, dtype=np.int8)
     node = np.full(n_tasks, -1, dtype=np.int64)
     job = np.zeros(n_tasks, dtype=np.int64)
     req = np.zeros((n_tasks, len(spec)), dtype=np.int64)
+    job_queue = np.zeros(n_jobs, dtype=np.int64)
+    job_min = np.zeros(n_jobs, dtype=np.int64)
+    job_phase: list[JobPhase | None] = [None] * n_jobs
     source: I64 | None = None
+    job_source: I64 | None = None
     todo: list[int] | range = range(n_tasks)
+    new_jobs: list[int] | range = range(n_jobs)
     if previous is not None:
         old_snap, old = previous
+        # the jobs first: each carried job's row, and where each earlier job is now
+        job_source = same_records(old.job_ids, job_ids)
+        kept = np.flatnonzero(job_source >= 0)
+        was = job_source[kept]
+        queues_to = _index_map(map(_NAME, old_snap.queues), snapshot.queue_index)
+        job_queue[kept] = queues_to[old.job_queue[was]]
+        job_min[kept] = old.job_min[was]
+        for k, phase in zip(kept.tolist(), _gather(old.job_phase, was), strict=True):
+            job_phase[k] = phase
+        new_jobs = np.flatnonzero(job_source < 0).tolist()
+        jobs_to = np.full(len(old_snap.jobs), -1, dtype=np.int64)
+        jobs_to[was] = kept
+        for k in np.flatnonzero(jobs_to < 0).tolist():  # a record replaced, or gone
+            jobs_to[k] = snapshot.job_index.get(old_snap.jobs[k].name, -1)
+        # then the tasks
         source = same_records(old.ids, ids)
         have = np.flatnonzero(source >= 0)
         src = source[have]
         state[have] = old.state[src]
         req[have] = old.req[src]
-        job[have] = _moved(old.job_ids, job_ids, old_snap.jobs, snapshot.job_index)[old.job[src]]
+        job[have] = jobs_to[old.job[src]]
         old_node = old.node[src]
         placed = old_node >= 0
         nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
         node[have[placed]] = nodes_to[old_node[placed]]
         todo = np.flatnonzero(source < 0).tolist()
+    queue_index = snapshot.queue_index
+    for k in new_jobs:
+        rec = jobs[k]
+        job_queue[k] = queue_index[rec.queue]
+        job_min[k] = rec.min_available
+        job_phase[k] = rec.phase
     node_index, job_index = snapshot.node_index, snapshot.job_index
     col = {name: i for i, name in enumerate(spec.names)}
     pods_col, gpu_col = col[PODS], spec.gpu_column
@@ -203,7 +221,9 @@ def task_columns(
         if task.gpu_request is not None:
             g = task.gpu_request
             row[gpu_col] = queue_gpu_charge(g.count, g.milli)
-    for column in (state, node, ids, job_ids):  # the session works on copies of state and node
+    # Read-only: the next cycle copies rows from them (the session works on copies of the
+    # state and node columns, and of the job phases).
+    for column in (state, node, job, req, ids, job_ids, job_queue, job_min):
         column.flags.writeable = False
     return TaskColumns(
         state=state,
@@ -213,8 +233,20 @@ def task_columns(
         gpus=list(map(_GPUS, tasks)),
         ids=ids,
         job_ids=job_ids,
+        job_queue=job_queue,
+        job_min=job_min,
+        job_phase=tuple(job_phase),  # type: ignore[arg-type]  # every job's is set above
         source=source,
+        job_source=job_source,
     )
+
+
+def _gather(items: Sequence[JobPhase], at: I64) -> tuple[JobPhase, ...]:
+    """``items`` at the indices ``at``, in order."""
+    if not at.size:
+        return ()
+    got = itemgetter(*at.tolist())(items)
+    return got if at.size > 1 else (got,)
 
 
 _GPUS = attrgetter("gpu_indices")
