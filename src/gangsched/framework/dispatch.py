@@ -348,11 +348,12 @@ class Dispatch:
                 fair = next((p for tier in tiers for p in tier), None)
                 self._fair = fair if fair is None or builtin(fair) else GuardedFairShare(fair)
             else:
-                chain = tuple(tuple(guarded_member(p, ep.name) for p in tier) for tier in tiers)
+                chain = tuple([tuple([guarded_member(p, ep.name) for p in tier]) for tier in tiers])
                 self._chains[ep.name] = chain
+                members = self._members
                 for tier_plugins, tier_members in zip(tiers, chain, strict=True):
                     for p, fn in zip(tier_plugins, tier_members, strict=True):
-                        self._members[ep.name, id(p)] = fn
+                        members[ep.name, id(p)] = fn
         rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
         declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
         self._flags["shape_only"] = all(id(p) in declared for p in rows)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from itertools import repeat
-from operator import attrgetter, is_
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -54,9 +54,6 @@ PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
 HELD_STATES = (TaskState.BOUND, TaskState.RUNNING)
 #: Job phases of a gang that was running (Volcano marks a gang below its minimum Unknown).
 RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
-#: A job's role minimums as the plain dict its FrozenDict holds (its truth is read in C, the
-#: mapping's own ``__len__`` is a Python call per job).
-_ROLE_MINIMUMS = attrgetter("min_task_member._data")
 
 
 class GangPlugin:
@@ -71,13 +68,11 @@ class GangPlugin:
         # rule (best-effort tasks, roles, phase) runs only for the few jobs it leaves.
         held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
         ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
-        jobs = ssn.snapshot.jobs
-        roles = np.fromiter(map(bool, map(_ROLE_MINIMUMS, jobs)), dtype=bool, count=len(jobs))
-        running = np.zeros(len(jobs), dtype=bool)
+        n_jobs = len(ssn.job_phase)
+        roles = ssn.columns.job_roles
+        running = np.zeros(n_jobs, dtype=bool)
         for phase in RUNNING_PHASES:  # (identity, read in C: an enum's hash is a Python call)
-            running |= np.fromiter(
-                map(is_, ssn.job_phase, repeat(phase)), dtype=bool, count=len(jobs)
-            )
+            running |= np.fromiter(map(is_, ssn.job_phase, repeat(phase)), dtype=bool, count=n_jobs)
         # (a role below its minimum makes a job not ready whatever its total count; a gang
         # restoring its minimum was running)
         maybe = (held > 0) & running & ((ready < ssn.job_min) | roles)

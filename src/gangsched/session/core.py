@@ -281,7 +281,7 @@ class Session(Occupancy):
             have = cols.source >= 0
             old_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
             old_of[have] = previous.template_of[cols.source[have]]
-            carried = (previous.templates, old_of)
+            carried = (previous.templates, old_of, previous.snapshot.job_index)
             if previous.pod_label_keys is None:
                 tasks = snapshot.tasks
                 fresh = np.flatnonzero(~have).tolist()
