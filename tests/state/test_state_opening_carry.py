@@ -98,9 +98,11 @@ def _wiring(ssn: Session) -> dict[str, Any]:
 def assert_same_opening(carried: Session, fresh: Session) -> None:
     """Every column, counter, template and figure of the opening agree."""
     a, b = carried, fresh
-    for name in ("state", "node", "job", "req"):
+    for name in ("state", "node", "job", "req", "job_queue", "job_min", "job_roles"):
         assert np.array_equal(getattr(a.columns, name), getattr(b.columns, name)), name
-    assert a.columns.gpus == b.columns.gpus
+    for name in ("roles", "devices"):
+        assert getattr(a.columns, name).tolist() == getattr(b.columns, name).tolist(), name
+    assert a.columns.job_phase == b.columns.job_phase
     for name in (
         "task_state",
         "task_node",

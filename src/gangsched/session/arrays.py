@@ -752,6 +752,7 @@ def build_templates(
     split: Mapping[int, int] | None = None,
     *,
     read: tuple[str, ...] | None = _LOOK_UP,
+    jobs: I64 | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
@@ -762,7 +763,8 @@ def build_templates(
     such a task joins the template of that one's key, whose attributes are taken over (the
     same key: the same attributes), and only the other tasks' keys are made (each compared
     with the earlier keys of its job alone: a key starts with its job's name). ``read``: the
-    snapshot's :func:`pod_label_keys` when the caller knows them. ``split``: per task, a
+    snapshot's :func:`pod_label_keys` when the caller knows them; ``jobs``: every snapshot
+    task's job index, when the caller knows them (a session's ``task_job``). ``split``: per task, a
     group its template keeps apart from
     otherwise identical tasks of the job (the task-topology buckets; such a task's key is
     always made).
@@ -826,13 +828,13 @@ def build_templates(
     gathered.flags.writeable = False
     rows = list(gathered)
     job_index = snapshot.job_index
+    job_of = None if jobs is None else jobs[firsts].tolist()
     templates: list[TaskTemplate] = []
     b = bounds.tolist()
     for idx, (lab, f) in enumerate(zip(found[by_first].tolist(), firsts.tolist(), strict=True)):
-        first_task = tasks[f]
-        job = job_index[first_task.job]
-        if lab < n_old:
+        if lab < n_old:  # (a carried template's attributes are its earlier one's)
             was = old[lab]
+            job = job_of[idx] if job_of is not None else job_index[tasks[f].job]
             templates.append(
                 _made(
                     idx,
@@ -854,6 +856,8 @@ def build_templates(
             )
             continue
         key = new_keys[lab - n_old]
+        first_task = tasks[f]
+        job = job_of[idx] if job_of is not None else job_index[first_task.job]
         g = first_task.gpu_request
         templates.append(
             _made(

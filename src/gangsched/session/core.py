@@ -297,7 +297,7 @@ class Session(Occupancy):
             buckets = build_buckets(snapshot)
             split = {t: b for jb in buckets.values() for t, b in jb.bucket_of.items()}
         templates, template_of = build_templates(
-            snapshot, cols.req, pending, carried, split, read=read
+            snapshot, cols.req, pending, carried, split, read=read, jobs=cols.job
         )
         ssn = cls(
             snapshot=snapshot,
@@ -312,7 +312,7 @@ class Session(Occupancy):
             changes=ChangeLog(arrays.n_nodes, len(snapshot.queues), len(snapshot.jobs)),
             task_state=cols.state.copy(),
             task_node=cols.node.copy(),
-            task_gpus=cols.gpus,
+            task_gpus=cols.devices.tolist(),
             task_job=cols.job,
             task_req=cols.req,
             job_queue=job_queue,

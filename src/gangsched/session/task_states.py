@@ -95,7 +95,7 @@ def in_states(codes: npt.NDArray[np.int8], states: tuple[int, ...]) -> BOOL:
 @dataclass(slots=True, eq=False)
 class TaskColumns:
     """The per-task columns of a snapshot as a session opens with them (never changed after:
-    the session works on copies of ``state``, ``node`` and ``gpus``)."""
+    the session works on copies of ``state``, ``node`` and ``devices``)."""
 
     state: npt.NDArray[np.int8]
     node: I64
@@ -103,7 +103,10 @@ class TaskColumns:
     #: (n_tasks, n_resources) what each task charges its job and queue: its request, pods = 1,
     #: the GPU column per :func:`~gangsched.model.gpu_charge.queue_gpu_charge`.
     req: I64
-    gpus: list[tuple[int, ...]]
+    #: Per task, its role (objects: the record's strings).
+    roles: npt.NDArray[np.object_]
+    #: Per task, its GPU devices (objects: the record's tuples).
+    devices: npt.NDArray[np.object_]
     #: Per task, the identity of its record (``id``; two records alive at once never share
     #: one): how the next cycle finds the records it shares with this one.
     ids: npt.NDArray[np.uint64]
@@ -165,6 +168,8 @@ def task_columns(
     node = np.full(n_tasks, -1, dtype=np.int64)
     job = np.zeros(n_tasks, dtype=np.int64)
     req = np.zeros((n_tasks, len(spec)), dtype=np.int64)
+    roles = np.empty(n_tasks, dtype=object)
+    devices = np.empty(n_tasks, dtype=object)
     job_queue = np.zeros(n_jobs, dtype=np.int64)
     job_min = np.zeros(n_jobs, dtype=np.int64)
     job_roles = np.zeros(n_jobs, dtype=np.bool_)
@@ -196,6 +201,8 @@ def task_columns(
         src = source[have]
         state[have] = old.state[src]
         req[have] = old.req[src]
+        roles[have] = old.roles[src]
+        devices[have] = old.devices[src]
         job[have] = jobs_to[old.job[src]]
         old_node = old.node[src]
         placed = old_node >= 0
@@ -215,6 +222,8 @@ def task_columns(
     for i in todo:
         task = tasks[i]
         state[i] = FROM_PHASE[task.phase]
+        roles[i] = task.role
+        devices[i] = task.gpu_indices
         if task.node is not None:
             node[i] = node_index[task.node]
         job[i] = job_index[task.job]
@@ -228,14 +237,27 @@ def task_columns(
             row[gpu_col] = queue_gpu_charge(g.count, g.milli)
     # Read-only: the next cycle copies rows from them (the session works on copies of the
     # state and node columns, and of the job phases).
-    for column in (state, node, job, req, ids, job_ids, job_queue, job_min, job_roles):
+    for column in (
+        state,
+        node,
+        job,
+        req,
+        roles,
+        devices,
+        ids,
+        job_ids,
+        job_queue,
+        job_min,
+        job_roles,
+    ):
         column.flags.writeable = False
     return TaskColumns(
         state=state,
         node=node,
         job=job,
         req=req,
-        gpus=list(map(_GPUS, tasks)),
+        roles=roles,
+        devices=devices,
         ids=ids,
         job_ids=job_ids,
         job_queue=job_queue,
@@ -255,10 +277,6 @@ def _gather(items: Sequence[JobPhase], at: I64) -> tuple[JobPhase, ...]:
     return got if at.size > 1 else (got,)
 
 
-_GPUS = attrgetter("gpu_indices")
-_ROLE = attrgetter("role")
-
-
 def job_counters(
     snapshot: Snapshot, cols: TaskColumns, job_queue: I64
 ) -> tuple[I64, dict[tuple[int, str], I64], I64, I64]:
@@ -270,7 +288,7 @@ def job_counters(
         n_jobs, N_STATES
     )
     # Per (job, role): the roles coded in order of appearance, one row per pair present.
-    roles = list(map(_ROLE, snapshot.tasks))
+    roles = cols.roles.tolist()
     names = list(dict.fromkeys(roles))
     codes = {name: i for i, name in enumerate(names)}
     role = np.fromiter(map(codes.__getitem__, roles), dtype=np.int64, count=n_tasks)
