@@ -52,6 +52,7 @@ KINDS = (
     "retask",
     "rejob",
     "roles",
+    "minimum",
     "queue",
     "pod",
 )
@@ -98,7 +99,16 @@ def _wiring(ssn: Session) -> dict[str, Any]:
 def assert_same_opening(carried: Session, fresh: Session) -> None:
     """Every column, counter, template and figure of the opening agree."""
     a, b = carried, fresh
-    for name in ("state", "node", "job", "req", "job_queue", "job_min", "job_roles"):
+    for name in (
+        "state",
+        "node",
+        "job",
+        "req",
+        "job_queue",
+        "job_min",
+        "job_roles",
+        "job_minimums",
+    ):
         assert np.array_equal(getattr(a.columns, name), getattr(b.columns, name)), name
     for name in ("roles", "devices"):
         assert getattr(a.columns, name).tolist() == getattr(b.columns, name).tolist(), name
@@ -235,10 +245,12 @@ def _change(state: ClusterState, kind: str, a: int, b: int, serial: int) -> None
             task = _pick([t for t in tasks if t.phase is TaskPhase.PENDING], b)
             if task is not None:
                 state.update_task(dataclasses.replace(task, priority=task.priority + 1 + a % 3))
-        elif kind in ("rejob", "roles"):
+        elif kind in ("rejob", "roles", "minimum"):
             job = _pick(list(state.jobs.values()), b)
             if job is not None and kind == "rejob":
                 state.update_job(dataclasses.replace(job, priority=job.priority + 1))
+            elif job is not None and kind == "minimum":
+                state.update_job(dataclasses.replace(job, min_resources={"cpu": 1 + a % 4}))
             elif job is not None:
                 roles = {t.role for t in tasks if t.job == job.name}
                 state.update_job(
@@ -297,7 +309,19 @@ def test_an_opening_carried_from_the_last_cycle_equals_one_from_scratch(
 
 @pytest.mark.parametrize(
     "kind",
-    ["retask", "pend", "release", "rejob", "roles", "queue", "pod", "remove", "add", "finish"],
+    [
+        "retask",
+        "pend",
+        "release",
+        "rejob",
+        "roles",
+        "minimum",
+        "queue",
+        "pod",
+        "remove",
+        "add",
+        "finish",
+    ],
 )
 def test_each_kind_of_change_is_seen_by_the_next_opening(kind: str) -> None:
     """One change of each kind between two cycles of a busy state: the carried opening still

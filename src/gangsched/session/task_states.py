@@ -116,8 +116,10 @@ class TaskColumns:
     job_queue: I64
     job_min: I64
     job_phase: tuple[JobPhase, ...]
-    #: Per job: whether its record sets role minimums (``min_task_member``).
+    #: Per job: whether its record sets role minimums (``min_task_member``) and a minimum of
+    #: resources (``min_resources``).
     job_roles: BOOL
+    job_minimums: BOOL
     #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
     source: I64 | None = None
     #: Per job, its index in the earlier snapshot that holds the same record (-1: none).
@@ -173,6 +175,7 @@ def task_columns(
     job_queue = np.zeros(n_jobs, dtype=np.int64)
     job_min = np.zeros(n_jobs, dtype=np.int64)
     job_roles = np.zeros(n_jobs, dtype=np.bool_)
+    job_minimums = np.zeros(n_jobs, dtype=np.bool_)
     job_phase: list[JobPhase | None] = [None] * n_jobs
     source: I64 | None = None
     job_source: I64 | None = None
@@ -188,6 +191,7 @@ def task_columns(
         job_queue[kept] = queues_to[old.job_queue[was]]
         job_min[kept] = old.job_min[was]
         job_roles[kept] = old.job_roles[was]
+        job_minimums[kept] = old.job_minimums[was]
         for k, phase in zip(kept.tolist(), _gather(old.job_phase, was), strict=True):
             job_phase[k] = phase
         new_jobs = np.flatnonzero(job_source < 0).tolist()
@@ -215,6 +219,7 @@ def task_columns(
         job_queue[k] = queue_index[rec.queue]
         job_min[k] = rec.min_available
         job_roles[k] = bool(rec.min_task_member)
+        job_minimums[k] = rec.min_resources is not None
         job_phase[k] = rec.phase
     node_index, job_index = snapshot.node_index, snapshot.job_index
     col = {name: i for i, name in enumerate(spec.names)}
@@ -237,20 +242,10 @@ def task_columns(
             row[gpu_col] = queue_gpu_charge(g.count, g.milli)
     # Read-only: the next cycle copies rows from them (the session works on copies of the
     # state and node columns, and of the job phases).
-    for column in (
-        state,
-        node,
-        job,
-        req,
-        roles,
-        devices,
-        ids,
-        job_ids,
-        job_queue,
-        job_min,
-        job_roles,
-    ):
+    for column in (state, node, job, req, roles, devices, ids, job_ids, job_queue, job_min):
         column.flags.writeable = False
+    for flags in (job_roles, job_minimums):
+        flags.flags.writeable = False
     return TaskColumns(
         state=state,
         node=node,
@@ -264,6 +259,7 @@ def task_columns(
         job_min=job_min,
         job_phase=tuple(job_phase),  # type: ignore[arg-type]  # every job's is set above
         job_roles=job_roles,
+        job_minimums=job_minimums,
         source=source,
         job_source=job_source,
     )
