@@ -290,7 +290,7 @@ class AllocateAction(ConfiguredAction):
                 continue
             if skip:
                 ti = template_of[tasks[0]]
-                if ti >= 0 and all(template_of[t] == ti for t in tasks[1:]):
+                if ti >= 0 and (len(tasks) == 1 or all(template_of[t] == ti for t in tasks[1:])):
                     own = ssn.job_tasks(j)
                     if self._carry(ssn, run, j, own, ti, len(tasks)):
                         continue
@@ -392,7 +392,7 @@ class AllocateAction(ConfiguredAction):
         discarded, explained and (``before``: it may be) remembered. Whether it goes back to
         its queue (ready with elastic tasks left)."""
         stmt = Statement(ssn)
-        ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
+        cursor = ssn.changes.end
         run.refused = False
         again = self._allocate_job(ssn, run, stmt, j, q, tasks, failed.setdefault(j, set()))
         if ssn.points.job_ready(j):
@@ -403,8 +403,10 @@ class AllocateAction(ConfiguredAction):
             tried = [op.task for op in stmt.ops]
             stmt.discard()
             self._explain_discard(ssn, j, tried)
-            if before is not None and ground is not None:
-                self._remember(ssn, run, j, before, *ground)
+            if before is not None:
+                # The discard gave back exactly what the attempt took: the room of now is the
+                # room the attempt saw (read only for an attempt that failed).
+                self._remember(ssn, run, j, before, cursor, placement_ground(ssn))
         return again
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
@@ -534,13 +536,15 @@ class AllocateAction(ConfiguredAction):
         attempt is remembered for the next run."""
         if e.reason is not None:
             ssn.note_job(j, *e.reason)
-        reasons = ssn.task_reasons
-        for offset, text in e.task_words:
-            reasons[int(own[offset])] = text
+        if e.task_words:
+            reasons = ssn.task_reasons
+            rows = own.tolist()
+            for offset, text in e.task_words:
+                reasons[rows[offset]] = text
         ssn.unschedulable_jobs.add(j)
         if e.placement is not None:
             ssn.placements[j] = e.placement
-        run.memory[ssn.snapshot.jobs[j].name] = e
+        run.memory[e.job.name] = e  # the job's record (the carry checks found it the same)
 
     @staticmethod
     def _remember(
