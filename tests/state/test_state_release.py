@@ -8,8 +8,8 @@ from __future__ import annotations
 import gc
 import sys
 from collections.abc import Iterator
-from typing import cast
 from pathlib import Path
+from typing import cast
 
 import pytest
 

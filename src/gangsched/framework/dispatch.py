@@ -168,7 +168,9 @@ def _type_decides(plugin: object, ep: ExtensionPoint) -> bool:
 Wiring = tuple[tuple[int, ...], ...]
 #: Per configuration of plugin types and switched-off points (:func:`_wiring_key`): per
 #: point, its wiring when the types decide it (None: resolved for each session).
-_WIRING: dict[tuple[tuple[tuple[type, frozenset[str] | None], ...], ...], tuple[Wiring | None, ...]] = {}
+_WIRING: dict[
+    tuple[tuple[tuple[type, frozenset[str] | None], ...], ...], tuple[Wiring | None, ...]
+] = {}
 #: How many configurations' wirings are kept.
 _WIRINGS_KEPT = 64
 #: Every attribute a decision of :func:`_type_decides` reads.
@@ -318,12 +320,13 @@ class Dispatch:
             fixed = wiring[n] if wiring is not None else None
             tiers: list[tuple[Any, ...]] = []
             if fixed is not None:
-                for tier, picks in zip(opened, fixed, strict=True):
-                    tiers.append(tuple([tier[k][1] for k in picks]))
+                for tier, fixed_picks in zip(opened, fixed, strict=True):
+                    tiers.append(tuple([tier[k][1] for k in fixed_picks]))
             else:
                 chosen: list[tuple[int, ...]] = []
                 for tier in opened:
-                    serving, picks = [], []
+                    serving: list[Any] = []
+                    picks: list[int] = []
                     for k, (option, plugin) in enumerate(tier):
                         if _switched_off(option, ep) or not self._serves(plugin, ep):
                             continue
@@ -345,11 +348,12 @@ class Dispatch:
                 fair = next((p for tier in tiers for p in tier), None)
                 self._fair = fair if fair is None or builtin(fair) else GuardedFairShare(fair)
             else:
-                chain = tuple(tuple(guarded_member(p, ep.name) for p in tier) for tier in tiers)
+                chain = tuple([tuple([guarded_member(p, ep.name) for p in tier]) for tier in tiers])
                 self._chains[ep.name] = chain
+                members = self._members
                 for tier_plugins, tier_members in zip(tiers, chain, strict=True):
                     for p, fn in zip(tier_plugins, tier_members, strict=True):
-                        self._members[ep.name, id(p)] = fn
+                        members[ep.name, id(p)] = fn
         rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
         declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
         self._flags["shape_only"] = all(id(p) in declared for p in rows)

@@ -26,7 +26,8 @@ running)`` until a later word replaces it (allocate's explanation when it still 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from operator import attrgetter
+from itertools import repeat
+from operator import is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,7 +54,6 @@ PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
 HELD_STATES = (TaskState.BOUND, TaskState.RUNNING)
 #: Job phases of a gang that was running (Volcano marks a gang below its minimum Unknown).
 RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
-_ROLE_MINIMUMS = attrgetter("min_task_member")
 
 
 class GangPlugin:
@@ -68,10 +68,14 @@ class GangPlugin:
         # rule (best-effort tasks, roles, phase) runs only for the few jobs it leaves.
         held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
         ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
-        jobs = ssn.snapshot.jobs
-        roles = np.fromiter(map(bool, map(_ROLE_MINIMUMS, jobs)), dtype=bool, count=len(jobs))
-        # (a role below its minimum makes a job not ready whatever its total count)
-        maybe = (held > 0) & ((ready < ssn.job_min) | roles)
+        n_jobs = len(ssn.job_phase)
+        roles = ssn.columns.job_roles
+        running = np.zeros(n_jobs, dtype=bool)
+        for phase in RUNNING_PHASES:  # (identity, read in C: an enum's hash is a Python call)
+            running |= np.fromiter(map(is_, ssn.job_phase, repeat(phase)), dtype=bool, count=n_jobs)
+        # (a role below its minimum makes a job not ready whatever its total count; a gang
+        # restoring its minimum was running)
+        maybe = (held > 0) & running & ((ready < ssn.job_min) | roles)
         for j in np.flatnonzero(maybe).tolist():
             if self.restoring(ssn, j):
                 have = ssn.count_states(j, READY_STATES)

@@ -748,20 +748,24 @@ def build_templates(
     snapshot: Snapshot,
     requests: I64,
     task_indices: list[int],
-    carried: tuple[Sequence[TaskTemplate], I64] | None = None,
+    carried: tuple[Sequence[TaskTemplate], I64, Mapping[str, int]] | None = None,
     split: Mapping[int, int] | None = None,
     *,
     read: tuple[str, ...] | None = _LOOK_UP,
+    jobs: I64 | None = None,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
     its first task's row.
 
-    ``carried``: the templates of an earlier cycle and, per snapshot task, the index of the
-    one among them its record was a task of (-1: none); such a task joins the template of
-    that one's key, whose attributes are taken over (the same key: the same attributes),
-    and only the other tasks' keys are made. ``read``: the snapshot's :func:`pod_label_keys`
-    when the caller knows them. ``split``: per task, a group its template keeps apart from
+    ``carried``: the templates of an earlier cycle, per snapshot task the index of the one
+    among them its record was a task of (-1: none), and that cycle's job index (by name);
+    such a task joins the template of that one's key, whose attributes are taken over (the
+    same key: the same attributes), and only the other tasks' keys are made (each compared
+    with the earlier keys of its job alone: a key starts with its job's name). ``read``: the
+    snapshot's :func:`pod_label_keys` when the caller knows them; ``jobs``: every snapshot
+    task's job index, when the caller knows them (a session's ``task_job``). ``split``: per task, a
+    group its template keeps apart from
     otherwise identical tasks of the job (the task-topology buckets; such a task's key is
     always made).
 
@@ -776,8 +780,9 @@ def build_templates(
     pending = np.asarray(task_indices, dtype=np.int64)
     n_pending = pending.size
     old: Sequence[TaskTemplate] = ()
+    old_jobs: Mapping[str, int] = {}
     if carried is not None:
-        old, old_of = carried
+        old, old_of, old_jobs = carried
         label = old_of[pending].copy()
         if split is not None:
             label[[i for i, t in enumerate(task_indices) if t in split]] = -1
@@ -785,21 +790,24 @@ def build_templates(
         label = np.full(n_pending, -1, dtype=np.int64)
     # The tasks without a carried template: their keys, each an earlier template's or new.
     made: dict[tuple[object, ...], int] = {}
-    old_by_key: dict[tuple[object, ...], int] | None = None
+    old_by_job: dict[int, list[TaskTemplate]] | None = None
     n_old = len(old)
     for i in np.flatnonzero(label < 0).tolist():
         t = task_indices[i]
-        key = template_key(tasks[t])
+        task = tasks[t]
+        key = template_key(task)
         if split is not None and t in split:
             key = (*key, ("bucket", split[t]))
         if read is not None:
-            key = (*key, pod_key(tasks[t], read))
+            key = (*key, pod_key(task, read))
         if n_old:
-            if old_by_key is None:
-                old_by_key = {tmpl.key: tmpl.index for tmpl in old}
-            o = old_by_key.get(key, -1)
-            if o >= 0:
-                label[i] = o
+            if old_by_job is None:
+                old_by_job = {}
+                for tmpl in old:
+                    old_by_job.setdefault(tmpl.job, []).append(tmpl)
+            same = [o for o in old_by_job.get(old_jobs.get(task.job, -1), ()) if o.key == key]
+            if same:
+                label[i] = same[0].index
                 continue
         label[i] = n_old + made.setdefault(key, len(made))
     new_keys = list(made)
@@ -816,16 +824,17 @@ def build_templates(
     template_of[pending] = group
     firsts = pending[first[by_first]]
     # The first members' rows in one gather (read-only: a template's row is a view of it).
-    rows = requests[firsts]
-    rows.flags.writeable = False
+    gathered = requests[firsts]
+    gathered.flags.writeable = False
+    rows = list(gathered)
     job_index = snapshot.job_index
+    job_of = None if jobs is None else jobs[firsts].tolist()
     templates: list[TaskTemplate] = []
     b = bounds.tolist()
     for idx, (lab, f) in enumerate(zip(found[by_first].tolist(), firsts.tolist(), strict=True)):
-        first_task = tasks[f]
-        job = job_index[first_task.job]
-        if lab < n_old:
+        if lab < n_old:  # (a carried template's attributes are its earlier one's)
             was = old[lab]
+            job = job_of[idx] if job_of is not None else job_index[tasks[f].job]
             templates.append(
                 _made(
                     idx,
@@ -847,6 +856,8 @@ def build_templates(
             )
             continue
         key = new_keys[lab - n_old]
+        first_task = tasks[f]
+        job = job_of[idx] if job_of is not None else job_index[first_task.job]
         g = first_task.gpu_request
         templates.append(
             _made(

@@ -28,7 +28,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -88,9 +87,6 @@ __all__ = [
 
 
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
-_QUEUE = attrgetter("queue")
-_MIN = attrgetter("min_available")
-_PHASE = attrgetter("phase")
 
 
 def _continue_log(old: Session, new: Session, source: I64 | None) -> None:
@@ -143,7 +139,9 @@ def _unchanged_jobs(
         return None, None
     o_jobs = o_snap.jobs
     n_jobs = len(n_snap.jobs)
-    old_of = same_records(old.columns.job_ids, new.columns.job_ids)  # the same record
+    old_of = new.columns.job_source  # the same record
+    if old_of is None:
+        old_of = same_records(old.columns.job_ids, new.columns.job_ids)
     mapped = old_of >= 0
     at = np.where(mapped, old_of, 0)
     # every task of the job is a record of the old job, and there are as many
@@ -269,10 +267,7 @@ class Session(Occupancy):
         same = previous is not None and previous.arrays.spec.names == arrays.spec.names
         prior = (previous.snapshot, previous.columns) if previous is not None and same else None
         cols = task_columns(snapshot, arrays.spec, prior)
-        jobs = snapshot.jobs
-        job_queue = np.fromiter(
-            map(snapshot.queue_index.__getitem__, map(_QUEUE, jobs)), dtype=np.int64, count=len(jobs)
-        )
+        job_queue = cols.job_queue
         job_count, role_count, job_allocated, queue_allocated = job_counters(
             snapshot, cols, job_queue
         )
@@ -286,7 +281,7 @@ class Session(Occupancy):
             have = cols.source >= 0
             old_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
             old_of[have] = previous.template_of[cols.source[have]]
-            carried = (previous.templates, old_of)
+            carried = (previous.templates, old_of, previous.snapshot.job_index)
             if previous.pod_label_keys is None:
                 tasks = snapshot.tasks
                 fresh = np.flatnonzero(~have).tolist()
@@ -302,7 +297,7 @@ class Session(Occupancy):
             buckets = build_buckets(snapshot)
             split = {t: b for jb in buckets.values() for t, b in jb.bucket_of.items()}
         templates, template_of = build_templates(
-            snapshot, cols.req, pending, carried, split, read=read
+            snapshot, cols.req, pending, carried, split, read=read, jobs=cols.job
         )
         ssn = cls(
             snapshot=snapshot,
@@ -317,12 +312,12 @@ class Session(Occupancy):
             changes=ChangeLog(arrays.n_nodes, len(snapshot.queues), len(snapshot.jobs)),
             task_state=cols.state.copy(),
             task_node=cols.node.copy(),
-            task_gpus=cols.gpus,
+            task_gpus=cols.devices.tolist(),
             task_job=cols.job,
             task_req=cols.req,
             job_queue=job_queue,
-            job_min=np.fromiter(map(_MIN, jobs), dtype=np.int64, count=len(jobs)),
-            job_phase=list(map(_PHASE, jobs)),
+            job_min=cols.job_min,
+            job_phase=list(cols.job_phase),
             job_allocated=job_allocated,
             job_count=job_count,
             role_count=role_count,

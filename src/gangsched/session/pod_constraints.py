@@ -64,7 +64,7 @@ from gangsched.config.args import arg_weight
 from gangsched.model.pod_affinity import LabelSelector, PodAffinityTerm, TopologySpreadConstraint
 from gangsched.model.tasks import Task
 from gangsched.session.affinity_masks import required_mask
-from gangsched.session.arrays import TaskTemplate, pod_label_keys
+from gangsched.session.arrays import TaskTemplate
 from gangsched.session.evaluation import Evaluation
 from gangsched.session.task_states import TaskState, in_states
 
@@ -725,7 +725,7 @@ def pod_rules(ssn: Session) -> PodRules | None:
         return None
     if isinstance(found, PodRules):
         return found
-    read = pod_label_keys(ssn.snapshot)
+    read = ssn.pod_label_keys  # the opening's pod_label_keys(ssn.snapshot)
     if read is None:
         cache.pod_rules = False
         return None

@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
-from gangsched.model import Job, TaskPhase
+from gangsched.model import JobPhase, TaskPhase
 from gangsched.model.gpu_charge import queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.fit import FullView
@@ -95,7 +95,7 @@ def in_states(codes: npt.NDArray[np.int8], states: tuple[int, ...]) -> BOOL:
 @dataclass(slots=True, eq=False)
 class TaskColumns:
     """The per-task columns of a snapshot as a session opens with them (never changed after:
-    the session works on copies of ``state``, ``node`` and ``gpus``)."""
+    the session works on copies of ``state``, ``node`` and ``devices``)."""
 
     state: npt.NDArray[np.int8]
     node: I64
@@ -103,14 +103,27 @@ class TaskColumns:
     #: (n_tasks, n_resources) what each task charges its job and queue: its request, pods = 1,
     #: the GPU column per :func:`~gangsched.model.gpu_charge.queue_gpu_charge`.
     req: I64
-    gpus: list[tuple[int, ...]]
+    #: Per task, its role (objects: the record's strings).
+    roles: npt.NDArray[np.object_]
+    #: Per task, its GPU devices (objects: the record's tuples).
+    devices: npt.NDArray[np.object_]
     #: Per task, the identity of its record (``id``; two records alive at once never share
     #: one): how the next cycle finds the records it shares with this one.
     ids: npt.NDArray[np.uint64]
     #: Per job, the identity of its record (as ``ids``).
     job_ids: npt.NDArray[np.uint64]
+    #: Per job: its queue's index, its ``min_available`` and its phase as the cycle opened.
+    job_queue: I64
+    job_min: I64
+    job_phase: tuple[JobPhase, ...]
+    #: Per job: whether its record sets role minimums (``min_task_member``) and a minimum of
+    #: resources (``min_resources``).
+    job_roles: BOOL
+    job_minimums: BOOL
     #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
     source: I64 | None = None
+    #: Per job, its index in the earlier snapshot that holds the same record (-1: none).
+    job_source: I64 | None = None
 
 
 def _record_ids(records: Sequence[object]) -> npt.NDArray[np.uint64]:
@@ -139,59 +152,83 @@ def _index_map(old_names: Iterable[str], index: Mapping[str, int]) -> I64:
 _NAME = attrgetter("name")
 
 
-def _moved(
-    old_ids: npt.NDArray[np.uint64],
-    ids: npt.NDArray[np.uint64],
-    old: Sequence[Job],
-    index: Mapping[str, int],
-) -> I64:
-    """Per job of an earlier snapshot (records ``old``, identities ``old_ids``), its index
-    among ``ids``: the same record's, else the one ``index`` names (-1: gone)."""
-    to = same_records(ids, old_ids)
-    for k in np.flatnonzero(to < 0).tolist():
-        to[k] = index.get(old[k].name, -1)
-    return to
-
-
 def task_columns(
     snapshot: Snapshot,
     spec: ResourceSpec,
     previous: tuple[Snapshot, TaskColumns] | None = None,
 ) -> TaskColumns:
-    """The per-task columns a session opens with. ``previous``: an earlier snapshot on the same
-    resource columns and its opening columns; the rows of the task records it shares (the
-    same record object, as a :class:`~gangsched.ClusterState` hands out) are copied from it
-    (state, node and job carried over through the names of the nodes and jobs), not worked
-    out again."""
-    tasks = snapshot.tasks
-    n_tasks = len(tasks)
+    """The per-task and per-job columns a session opens with. ``previous``: an earlier
+    snapshot on the same resource columns and its opening columns; the rows of the task and
+    job records it shares (the same record object, as a :class:`~gangsched.ClusterState`
+    hands out) are copied from it (nodes, jobs and queues carried over through their names),
+    not worked out again."""
+    tasks, jobs = snapshot.tasks, snapshot.jobs
+    n_tasks, n_jobs = len(tasks), len(jobs)
     ids = _record_ids(tasks)
-    job_ids = _record_ids(snapshot.jobs)
+    job_ids = _record_ids(jobs)
     state = np.zeros(n_tasks, dtype=np.int8)
     node = np.full(n_tasks, -1, dtype=np.int64)
     job = np.zeros(n_tasks, dtype=np.int64)
     req = np.zeros((n_tasks, len(spec)), dtype=np.int64)
+    roles = np.empty(n_tasks, dtype=object)
+    devices = np.empty(n_tasks, dtype=object)
+    job_queue = np.zeros(n_jobs, dtype=np.int64)
+    job_min = np.zeros(n_jobs, dtype=np.int64)
+    job_roles = np.zeros(n_jobs, dtype=np.bool_)
+    job_minimums = np.zeros(n_jobs, dtype=np.bool_)
+    job_phase: list[JobPhase | None] = [None] * n_jobs
     source: I64 | None = None
+    job_source: I64 | None = None
     todo: list[int] | range = range(n_tasks)
+    new_jobs: list[int] | range = range(n_jobs)
     if previous is not None:
         old_snap, old = previous
+        # the jobs first: each carried job's row, and where each earlier job is now
+        job_source = same_records(old.job_ids, job_ids)
+        kept = np.flatnonzero(job_source >= 0)
+        was = job_source[kept]
+        queues_to = _index_map(map(_NAME, old_snap.queues), snapshot.queue_index)
+        job_queue[kept] = queues_to[old.job_queue[was]]
+        job_min[kept] = old.job_min[was]
+        job_roles[kept] = old.job_roles[was]
+        job_minimums[kept] = old.job_minimums[was]
+        for k, phase in zip(kept.tolist(), _gather(old.job_phase, was), strict=True):
+            job_phase[k] = phase
+        new_jobs = np.flatnonzero(job_source < 0).tolist()
+        jobs_to = np.full(len(old_snap.jobs), -1, dtype=np.int64)
+        jobs_to[was] = kept
+        for k in np.flatnonzero(jobs_to < 0).tolist():  # a record replaced, or gone
+            jobs_to[k] = snapshot.job_index.get(old_snap.jobs[k].name, -1)
+        # then the tasks
         source = same_records(old.ids, ids)
         have = np.flatnonzero(source >= 0)
         src = source[have]
         state[have] = old.state[src]
         req[have] = old.req[src]
-        job[have] = _moved(old.job_ids, job_ids, old_snap.jobs, snapshot.job_index)[old.job[src]]
+        roles[have] = old.roles[src]
+        devices[have] = old.devices[src]
+        job[have] = jobs_to[old.job[src]]
         old_node = old.node[src]
         placed = old_node >= 0
         nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
         node[have[placed]] = nodes_to[old_node[placed]]
         todo = np.flatnonzero(source < 0).tolist()
+    queue_index = snapshot.queue_index
+    for k in new_jobs:
+        rec = jobs[k]
+        job_queue[k] = queue_index[rec.queue]
+        job_min[k] = rec.min_available
+        job_roles[k] = bool(rec.min_task_member)
+        job_minimums[k] = rec.min_resources is not None
+        job_phase[k] = rec.phase
     node_index, job_index = snapshot.node_index, snapshot.job_index
     col = {name: i for i, name in enumerate(spec.names)}
     pods_col, gpu_col = col[PODS], spec.gpu_column
     for i in todo:
         task = tasks[i]
         state[i] = FROM_PHASE[task.phase]
+        roles[i] = task.role
+        devices[i] = task.gpu_indices
         if task.node is not None:
             node[i] = node_index[task.node]
         job[i] = job_index[task.job]
@@ -203,22 +240,37 @@ def task_columns(
         if task.gpu_request is not None:
             g = task.gpu_request
             row[gpu_col] = queue_gpu_charge(g.count, g.milli)
-    for column in (state, node, ids, job_ids):  # the session works on copies of state and node
+    # Read-only: the next cycle copies rows from them (the session works on copies of the
+    # state and node columns, and of the job phases).
+    for column in (state, node, job, req, roles, devices, ids, job_ids, job_queue, job_min):
         column.flags.writeable = False
+    for flags in (job_roles, job_minimums):
+        flags.flags.writeable = False
     return TaskColumns(
         state=state,
         node=node,
         job=job,
         req=req,
-        gpus=list(map(_GPUS, tasks)),
+        roles=roles,
+        devices=devices,
         ids=ids,
         job_ids=job_ids,
+        job_queue=job_queue,
+        job_min=job_min,
+        job_phase=tuple(job_phase),  # type: ignore[arg-type]  # every job's is set above
+        job_roles=job_roles,
+        job_minimums=job_minimums,
         source=source,
+        job_source=job_source,
     )
 
 
-_GPUS = attrgetter("gpu_indices")
-_ROLE = attrgetter("role")
+def _gather(items: Sequence[JobPhase], at: I64) -> tuple[JobPhase, ...]:
+    """``items`` at the indices ``at``, in order."""
+    if not at.size:
+        return ()
+    got = itemgetter(*at.tolist())(items)
+    return got if at.size > 1 else (got,)
 
 
 def job_counters(
@@ -232,7 +284,7 @@ def job_counters(
         n_jobs, N_STATES
     )
     # Per (job, role): the roles coded in order of appearance, one row per pair present.
-    roles = list(map(_ROLE, snapshot.tasks))
+    roles = cols.roles.tolist()
     names = list(dict.fromkeys(roles))
     codes = {name: i for i, name in enumerate(names)}
     role = np.fromiter(map(codes.__getitem__, roles), dtype=np.int64, count=n_tasks)
@@ -241,8 +293,10 @@ def job_counters(
     per_pair = np.bincount(
         row.reshape(-1) * N_STATES + states, minlength=pairs.size * N_STATES
     ).reshape(pairs.size, N_STATES)
-    keys = zip((pairs // width).tolist(), map(names.__getitem__, (pairs % width).tolist()))
-    role_count: dict[tuple[int, str], I64] = dict(zip(keys, per_pair))
+    keys = zip(
+        (pairs // width).tolist(), map(names.__getitem__, (pairs % width).tolist()), strict=True
+    )
+    role_count: dict[tuple[int, str], I64] = dict(zip(keys, per_pair, strict=True))
     holding = in_states(cols.state, HOLDING_STATES) & (cols.node >= 0)
     job_allocated = np.zeros((n_jobs, n_res), dtype=np.int64)
     np.add.at(job_allocated, cols.job[holding], cols.req[holding])

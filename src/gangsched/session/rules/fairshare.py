@@ -106,9 +106,9 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     )
     inqueue = np.zeros((n_q, n_r))
     job_min = np.zeros((len(snap.jobs), n_r))
-    for j, job in enumerate(snap.jobs):
-        if job.min_resources is None:
-            continue
+    jobs = snap.jobs
+    for j in np.flatnonzero(ssn.columns.job_minimums).tolist():  # the jobs with a minimum
+        job = jobs[j]
         need = ssn.vector(job.min_resources).astype(np.float64)
         job_min[j] = need
         phase = ssn.job_phase[j]
@@ -127,14 +127,12 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     return request, inqueue, elastic, has_jobs
 
 
-def _sum_rows(
-    group: I64, rows: npt.NDArray[Any], n_groups: int, start: I64 | None = None
-) -> F64:
+def _sum_rows(group: I64, rows: npt.NDArray[Any], n_groups: int, start: I64 | None = None) -> F64:
     """Per group, ``start``'s row (zeros without) plus the ``rows`` of the group (``group``:
     each row's), in float64, as ``np.add.at`` adds them one by one into the floats of
-    ``start``. The rows are whole amounts, summed by one sort and one ``reduceat``: while
-    the magnitudes of them all add up to less than 2**52, every float along the way is a
-    whole number held exactly, so the order does not matter (``np.add.at`` otherwise)."""
+    ``start``. The rows are whole amounts, summed per column by ``np.bincount``: while the
+    magnitudes of them all add up to less than 2**52, every float along the way is a whole
+    number held exactly, so the order does not matter (``np.add.at`` otherwise)."""
     out: F64 = np.zeros((n_groups, rows.shape[1])) if start is None else start.astype(np.float64)
     if not group.size:
         return out
@@ -142,10 +140,8 @@ def _sum_rows(
     if not np.all(bound < _EXACT):
         np.add.at(out, group, rows)
         return out
-    order = np.argsort(group, kind="stable")
-    ranked = group[order]
-    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
-    out[ranked[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+    for c in range(rows.shape[1]):
+        out[:, c] += np.bincount(group, weights=rows[:, c], minlength=n_groups)
     return out
 
 

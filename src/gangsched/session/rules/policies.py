@@ -37,6 +37,7 @@ must apply actions idempotently.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from gangsched.decisions import JobAction
 from gangsched.model import Job, JobPolicy, TaskPhase
@@ -55,6 +56,12 @@ def _match(policies: Iterable[JobPolicy], event: str) -> str | None:
         if p.event == event or p.event == "*":
             return p.action
     return None
+
+
+#: A job's policies (a tuple) and role policies as the plain dict its FrozenDict holds (their
+#: truth is read in C; the mapping's own ``__len__`` is a Python call per job).
+_POLICIES = attrgetter("policies")
+_ROLE_POLICIES = attrgetter("role_policies._data")
 
 
 def _lookup(job: Job, event: str, role: str | None) -> str | None:
@@ -84,9 +91,10 @@ def job_actions(
     tuple of JobAction
         In snapshot job order; see the module docstring for which events and actions.
     """
-    asking = {job.name for job in snapshot.jobs if job.policies or job.role_policies}
-    if not asking:
+    jobs = snapshot.jobs
+    if not any(map(_POLICIES, jobs)) and not any(map(_ROLE_POLICIES, jobs)):
         return ()
+    asking = {job.name for job in jobs if job.policies or job.role_policies}
     by_job: dict[str, list[tuple[str, str | None, str]]] = {}
     roles: dict[str, dict[str, list[TaskPhase]]] = {}
     for task in snapshot.tasks:
