@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from itertools import repeat
 from operator import eq, itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -56,7 +56,7 @@ def close_session(ssn: Session) -> Decisions:
         if book.asking
         else ()
     )
-    task_reasons = _task_reasons(ssn, state, jobs)
+    task_reasons, noted = _task_reasons(ssn, state, jobs)
     queues = _queue_statuses(ssn, state, names, book)
     preemption_reasons = {
         snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
@@ -82,7 +82,7 @@ def close_session(ssn: Session) -> Decisions:
         binds=binds,
         evictions=evictions,
         pipelined=pipelined,
-        jobs=FrozenDict(jobs),
+        jobs=FrozenDict({**jobs, **noted} if noted else jobs),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
         job_actions=actions,
@@ -179,10 +179,13 @@ JOB_STATUSES = ("close", "job statuses")
 QUEUE_STATUSES = ("close", "queue statuses")
 
 
-def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], Rows]:
+def _since_last_close(
+    ssn: Session, key: tuple[str, str], *, take: bool = False
+) -> tuple[dict[str, Any], Rows]:
     """The last cycle's statuses kept under ``key`` and the jobs (or queues, by key) the change
-    log names since they were made; nothing kept when the log does not continue theirs."""
-    known = ssn.prior_records.get(key)
+    log names since they were made; nothing kept when the log does not continue theirs.
+    ``take``: they pass to this cycle (the last one keeps them no more)."""
+    known = ssn.prior_records.pop(key, None) if take else ssn.prior_records.get(key)
     log = ssn.changes
     if known is None or not log.knows_jobs(known[0], known[1]):
         return {}, _NO_ROWS
@@ -190,10 +193,9 @@ def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any
     return known[2], since
 
 
-@dataclass(frozen=True, slots=True)
-class _JobEntry:
+class _JobEntry(NamedTuple):
     """A job's status as the close step keeps it for the next cycle, with what it was made
-    of besides the change log's cursor."""
+    of besides the change log's cursor (a named tuple: one is made per job looked at)."""
 
     status: JobStatus
     job: object  # the job's record
@@ -225,11 +227,14 @@ def _job_statuses(
     # as then and with the same words, has the status it had (records are immutable). One it
     # names (a trial placement undone is an entry too) has it when what the status is made
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
-    last, changed = _since_last_close(ssn, JOB_STATUSES)
-    known = ssn.prior_records.get(JOB_BOOK) if last else None
-    book: _JobBook = known[1] if known is not None and known[0] is last else _NO_BOOK
-    if book is _NO_BOOK:
-        last = {}
+    # (the kept entries and their book pass from the last cycle to this one, which updates
+    # them in place: a cycle costs what changed, not what waits)
+    last, changed = _since_last_close(ssn, JOB_STATUSES, take=True)
+    known = ssn.prior_records.pop(JOB_BOOK, None)
+    if known is not None and known[0] is last and last:
+        book: _JobBook = known[1]
+    else:
+        book, last = _no_book(), {}
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
@@ -246,11 +251,8 @@ def _job_statuses(
     moved |= book.lost - unschedulable_now
     moved |= book.unsettled
     look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
-    made = dict(last)
-    statuses = dict(book.statuses)
-    columns = dict(book.columns)
-    words = dict(book.words)
-    sets = [set(book.lost), set(book.running), set(book.unsettled), set(book.asking)]
+    made, statuses, columns, words = last, book.statuses, book.columns, book.words
+    sets = [book.lost, book.running, book.unsettled, book.asking]
     absent = [j for j in look if names[j] not in last]
     if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
         for name in last.keys() - index.keys():
@@ -328,10 +330,10 @@ def _job_statuses(
                     group.discard(name)
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    lost_now, running, unsettled, asking = map(frozenset, sets)
+    lost_now, running, unsettled, asking = sets
     book = _JobBook(statuses, columns, words, lost_now, running, unsettled, asking, fresh)
     ssn.records[JOB_BOOK] = (made, book)
-    return dict(statuses), book
+    return statuses, book
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,15 +349,16 @@ class _JobBook:
     statuses: dict[str, JobStatus]
     columns: dict[str, int]
     words: dict[str, tuple[str, str]]
-    lost: frozenset[str]
-    running: frozenset[str]
-    unsettled: frozenset[str]
-    asking: frozenset[str]
+    lost: set[str]
+    running: set[str]
+    unsettled: set[str]
+    asking: set[str]
     fresh: npt.NDArray[np.bool_]
 
 
-_NONE: frozenset[str] = frozenset()
-_NO_BOOK = _JobBook({}, {}, {}, _NONE, _NONE, _NONE, _NONE, np.zeros(0, dtype=np.bool_))
+def _no_book() -> _JobBook:
+    return _JobBook({}, {}, {}, set(), set(), set(), set(), np.zeros(0, dtype=np.bool_))
+
 
 #: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
 #: kept entries it goes with.
@@ -403,11 +406,11 @@ def _job_status(ssn: Session, j: int, count: Mapping[int, int], best_effort: int
 
 
 def _task_reasons(
-    ssn: Session, state: npt.NDArray[np.int64], jobs: dict[str, JobStatus]
-) -> dict[str, str]:
+    ssn: Session, state: npt.NDArray[np.int64], jobs: Mapping[str, JobStatus]
+) -> tuple[dict[str, str], dict[str, JobStatus]]:
     """Why each task left pending was not placed (and why a carried reservation held back by
-    a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs
-    (``jobs`` is updated in place)."""
+    a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs (the
+    second mapping: the statuses of ``jobs`` with a note)."""
     snap = ssn.snapshot
     notes = ssn.points.reason_notes()
     pending = np.flatnonzero(state == TaskState.PENDING).tolist()
@@ -438,11 +441,12 @@ def _task_reasons(
         held_back = ssn.task_reasons.get(t)
         if held_back and snap.tasks[t].phase is TaskPhase.PIPELINED:
             task_reasons[snap.tasks[t].name] = held_back
+    noted: dict[str, JobStatus] = {}
     for j, note in notes.items():
         status = jobs[snap.jobs[j].name]
         if status.pending and not status.ready:
-            jobs[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
-    return task_reasons
+            noted[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
+    return task_reasons, noted
 
 
 @dataclass(frozen=True, slots=True)
