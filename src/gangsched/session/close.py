@@ -27,7 +27,7 @@ from gangsched.decisions import (
     PlacementInfo,
     QueueStatus,
 )
-from gangsched.model import JobPhase, TaskPhase
+from gangsched.model import Job, JobPhase, TaskPhase
 from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.session.rules.fairshare import demand_mask
 from gangsched.session.rules.gang import pending_tasks
@@ -198,7 +198,7 @@ class _JobEntry(NamedTuple):
     of besides the change log's cursor (a named tuple: one is made per job looked at)."""
 
     status: JobStatus
-    job: object  # the job's record
+    job: Job  # the job's record
     phase: JobPhase | None  # admitted or not, in the session (None: no status yet)
     reason: tuple[str, str] | None
     lost: bool  # unschedulable while it runs
@@ -252,7 +252,7 @@ def _job_statuses(
     moved |= book.unsettled
     look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
     made, statuses, columns, words = last, book.statuses, book.columns, book.words
-    sets = [book.lost, book.running, book.unsettled, book.asking]
+    sets = [book.lost, book.running, book.unsettled, book.asking, book.reserving]
     absent = [j for j in look if names[j] not in last]
     if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
         for name in last.keys() - index.keys():
@@ -310,6 +310,8 @@ def _job_statuses(
                 )
                 if before is None or before.status.phase != status.phase:
                     fresh[j] = True
+            if entry is before:
+                continue  # (its book entries are those it had)
             made[name] = entry
             statuses[name] = entry.status
             columns[name] = _PHASE_COLUMN.get(entry.status.phase, len(_QUEUE_PHASES))
@@ -322,6 +324,7 @@ def _job_statuses(
                 entry.status.running > 0,
                 entry.phase is not entry.settled,
                 entry.asks,
+                entry.status.phase == "Inqueue" and job.min_resources is not None,
             )
             for group, marked in zip(sets, marks, strict=True):
                 if marked:
@@ -330,8 +333,10 @@ def _job_statuses(
                     group.discard(name)
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    lost_now, running, unsettled, asking = sets
-    book = _JobBook(statuses, columns, words, lost_now, running, unsettled, asking, fresh)
+    lost_now, running, unsettled, asking, reserving = sets
+    book = _JobBook(
+        statuses, columns, words, lost_now, running, unsettled, asking, reserving, fresh
+    )
     ssn.records[JOB_BOOK] = (made, book)
     return statuses, book
 
@@ -342,9 +347,10 @@ class _JobBook:
     job name: each job's status and its phase's column in a queue's counts
     (:data:`_QUEUE_PHASES`), the words of the jobs that have some (``words``), and the jobs
     lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
-    session's phase is not its record's, or its record is Pending, which a cycle may admit)
-    and whose record names job policies (``asking``). ``fresh``: per job of the cycle,
-    whether its figures may differ from the last cycle's (:func:`_job_statuses`)."""
+    session's phase is not its record's, or its record is Pending, which a cycle may admit),
+    whose record names job policies (``asking``) and the Inqueue ones with
+    ``min_resources`` (``reserving``). ``fresh``: per job of the cycle, whether its figures
+    may differ from the last cycle's (:func:`_job_statuses`)."""
 
     statuses: dict[str, JobStatus]
     columns: dict[str, int]
@@ -353,11 +359,12 @@ class _JobBook:
     running: set[str]
     unsettled: set[str]
     asking: set[str]
+    reserving: set[str]
     fresh: npt.NDArray[np.bool_]
 
 
 def _no_book() -> _JobBook:
-    return _JobBook({}, {}, {}, set(), set(), set(), set(), np.zeros(0, dtype=np.bool_))
+    return _JobBook({}, {}, {}, set(), set(), set(), set(), set(), np.zeros(0, dtype=np.bool_))
 
 
 #: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
@@ -465,7 +472,6 @@ class _QueueEntry:
 
 #: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
 _PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
-_INQUEUE = _PHASE_COLUMN["Inqueue"]
 
 
 def _picked(names: list[str], rows: list[int]) -> list[str] | tuple[str, ...]:
@@ -493,11 +499,13 @@ def _queue_statuses(
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
     fair = ssn.points.fair_share
     returning = np.zeros_like(ssn.queue_allocated)
-    back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
-    np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
+    if (state == TaskState.RELEASING).any():  # (else the demand holds no task not pending)
+        back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
+        np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
     others = len(_QUEUE_PHASES)
     column = np.fromiter(map(book.columns.__getitem__, names), np.int64, len(names))
-    inqueue_req = _inqueue_resources(ssn, column == _INQUEUE)
+    index = snap.job_index
+    inqueue_req = _inqueue_resources(ssn, sorted(index[name] for name in book.reserving))
 
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
     def subtrees(per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -641,18 +649,14 @@ def _with_note(why: str, note: str | None) -> str:
     return f"{why.rstrip('.')}; {note}" if why else note
 
 
-def _inqueue_resources(ssn: Session, inqueue: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """Per queue, what jobs left Inqueue (``inqueue``: per job) still reserve: the unallocated
-    part of their ``min_resources``."""
+def _inqueue_resources(ssn: Session, reserving: list[int]) -> npt.NDArray[np.int64]:
+    """Per queue, what jobs left Inqueue with ``min_resources`` (``reserving``) still
+    reserve: the unallocated part of their ``min_resources``."""
     out = np.zeros_like(ssn.queue_allocated)
     jobs = ssn.snapshot.jobs
-    for j in np.flatnonzero(inqueue).tolist():
-        job = jobs[j]
-        if job.min_resources is not None:
-            need = ssn.vector(job.min_resources)
-            out[ssn.job_queue[j]] += np.where(
-                need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
-            )
+    for j in reserving:
+        need = ssn.vector(jobs[j].min_resources)
+        out[ssn.job_queue[j]] += np.where(need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0)
     return out
 
 
