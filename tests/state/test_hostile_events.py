@@ -16,7 +16,9 @@ of 60 operations: 120,000 operations.
 
 from __future__ import annotations
 
+import dataclasses
 import os
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -60,6 +62,32 @@ def test_a_stream_replays_to_the_same_trace() -> None:
     two = run_stream(RandomChooser("7:3"), steps=60, config_name="preempt")
     assert one[1] == two[1] and len(one[1]) > 60
     assert replay(7, 3, 60).operations == 60
+
+
+@pytest.mark.parametrize("index", [15, 78, 183, 246, 591])
+def test_streams_with_carried_jobs_compare_their_words_as_carried(index: int) -> None:
+    """Streams of the soak (seed 1) where the state's cycle carries a waiting job's words
+    (``carried: ...``, the retry contract) and a cycle from records words it afresh: the
+    decisions are the same, the words are compared as the fresh cycle's."""
+    summary = replay(1, index, 60)
+    assert not summary.failures, summary.table()
+    assert summary.cycles > 0
+
+
+def test_the_streams_catch_carried_words_on_a_decision(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the words may be carried: a carried job whose phase is another is caught."""
+    import gangsched.testing._carried as carried_module
+
+    real = carried_module.uncarried
+
+    def lenient(d: Any, fresh: Any) -> Any:
+        out = real(d, fresh)
+        jobs = {name: dataclasses.replace(s, phase="Pending") for name, s in out.jobs.items()}
+        return dataclasses.replace(out, jobs=jobs)
+
+    monkeypatch.setattr(carried_module, "uncarried", lenient)
+    summary = replay(1, 15, 60)
+    assert {f.category for f in summary.failures} == {"equivalence"}, summary.table()
 
 
 def test_the_streams_catch_a_lost_removal(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,6 +23,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -319,6 +320,41 @@ def test_a_carry_that_ignores_freed_room_is_caught(
     with pytest.raises(AssertionError):
         for seed in range(60):
             run_seeded("default", seed)
+
+
+def test_a_failed_attempt_is_remembered_with_the_room_it_saw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The room a failed attempt is remembered with is read after its discard: it must be
+    the room of the attempt's start, every node and device, though the attempt placed some
+    of its gang's tasks before failing."""
+    from gangsched.actions._gang_placement import placement_ground
+    from gangsched.actions._retry import MEMORY_KEY
+
+    seen: dict[str, tuple[Any, ...]] = {}
+    allocate_job = allocate_module.AllocateAction._allocate_job
+
+    def watched(self: Any, ssn: Any, run: Any, stmt: Any, j: int, *rest: Any) -> bool:
+        seen[ssn.snapshot.jobs[j].name] = tuple(part.copy() for part in placement_ground(ssn))
+        placed: bool = allocate_job(self, ssn, run, stmt, j, *rest)
+        return placed
+
+    monkeypatch.setattr(allocate_module.AllocateAction, "_allocate_job", watched)
+    state = ClusterState(_cluster())
+    state.add_job(
+        Job(name="big", queue="qa", min_available=8, phase=JobPhase.INQUEUE),
+        [
+            Task(name=f"big-{i}", job="big", request=Resources({"cpu": 7000, "memory": 2**30}))
+            for i in range(8)
+        ],
+    )
+    state.schedule(config("default", "on-change"))
+    memory = state.__dict__["_last_session"].records[MEMORY_KEY]
+    failure = memory["big"]
+    before = seen["big"]
+    assert failure.ground[0].sum() > 0
+    for kept, then in zip(failure.ground, before, strict=True):
+        assert np.array_equal(kept, then)
 
 
 @pytest.mark.parametrize("blind", [False, True])

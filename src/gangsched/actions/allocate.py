@@ -115,6 +115,10 @@ def overused_reason(ssn: Session, queue: int) -> str:
     return f"queue {name!r} is overused" + (f": {'; '.join(parts)}" if parts else "")
 
 
+#: A queue's refusal kept before anyone asked why (see :attr:`_Run.verdicts`).
+_UNWORDED = "\0unworded"
+
+
 @dataclass(slots=True, eq=False)
 class _Run:
     """What one run of the action keeps while it runs (never on the action object, which the
@@ -126,7 +130,9 @@ class _Run:
     #: Whether the ``allocatable`` point is served by built-in plugins only (their verdicts
     #: depend on a template's request and the queues' holdings alone).
     shared: bool
-    #: ``(queue, request)`` -> ``(change-log cursor, why it refuses or None)``.
+    #: ``(queue, request)`` -> ``(change-log cursor, why it refuses or None)``; a refusal
+    #: found without its words (:meth:`AllocateAction._takes`) is kept as :data:`_UNWORDED`
+    #: until some task needs them.
     verdicts: dict[tuple[int, bytes], tuple[int, str | None]] = field(default_factory=dict)
     #: Per job, the joint placer's plan.
     joint: dict[int, list[tuple[int, int, tuple[int, ...], bool]]] = field(default_factory=dict)
@@ -290,7 +296,10 @@ class AllocateAction(ConfiguredAction):
                         continue
                     if runs_nothing(ssn, j):
                         single[j] = (ti, ssn.task_state[own].tobytes())
-            invalid = ssn.points.job_valid(j)
+            # A job held for its turn is valid: its records and task states are those of the
+            # attempt it failed, which the package's validity check (the only one allowed
+            # when jobs are carried) passed, reading nothing else.
+            invalid = None if j in run.deferred else ssn.points.job_valid(j)
             if invalid is not None:
                 ssn.note_job(j, "NotEnoughTasks", invalid)
                 continue
@@ -383,7 +392,7 @@ class AllocateAction(ConfiguredAction):
         discarded, explained and (``before``: it may be) remembered. Whether it goes back to
         its queue (ready with elastic tasks left)."""
         stmt = Statement(ssn)
-        ground = (ssn.changes.end, placement_ground(ssn)) if before is not None else None
+        cursor = ssn.changes.end
         run.refused = False
         again = self._allocate_job(ssn, run, stmt, j, q, tasks, failed.setdefault(j, set()))
         if ssn.points.job_ready(j):
@@ -394,8 +403,10 @@ class AllocateAction(ConfiguredAction):
             tried = [op.task for op in stmt.ops]
             stmt.discard()
             self._explain_discard(ssn, j, tried)
-            if before is not None and ground is not None:
-                self._remember(ssn, run, j, before, *ground)
+            if before is not None:
+                # The discard gave back exactly what the attempt took: the room of now is the
+                # room the attempt saw (read only for an attempt that failed).
+                self._remember(ssn, run, j, before, cursor, placement_ground(ssn))
         return again
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
@@ -608,8 +619,8 @@ class AllocateAction(ConfiguredAction):
         if holds:
             return why is None
         takes = bool(ssn.points.allocatable(q, tmpl))
-        if takes and key is not None:
-            run.verdicts[key] = (ssn.changes.end, None)
+        if key is not None:
+            run.verdicts[key] = (ssn.changes.end, None if takes else _UNWORDED)
         return takes
 
     @classmethod
@@ -622,6 +633,11 @@ class AllocateAction(ConfiguredAction):
             why = None if ssn.points.allocatable(q, tmpl) else queue_refusal(ssn, q, tmpl)
             if key is not None:
                 run.verdicts[key] = (ssn.changes.end, why)
+        elif why is _UNWORDED:
+            # The refusal still holds and nothing changed since: its words are those of now.
+            why = queue_refusal(ssn, q, tmpl)
+            if key is not None:
+                run.verdicts[key] = (run.verdicts[key][0], why)
         if why is not None:
             run.refused = True
         return why

@@ -126,6 +126,81 @@ def _cache_key(plugin: object, member: str) -> tuple[type, str] | None:
     return None if isinstance(own, dict) and member in own else (cls, member)
 
 
+#: Per point, the attributes of a plugin deciding whether it serves the point reads: the
+#: point's name, or the fair-share provider's members.
+_READS: dict[str, tuple[str, ...]] = {
+    ep.name: (
+        tuple(sorted(m for m in dir(ep.protocol) if m.startswith("queue_")))
+        if ep.kind is Kind.PROVIDER
+        else (ep.name,)
+    )
+    for ep in EXTENSION_POINTS
+}
+#: Per plugin type and point the type decides (:func:`_type_decides`): whether its plugins
+#: serve the point.
+_SERVES: dict[tuple[type, str], bool] = {}
+#: Per plugin type and point: whether the type's class attributes alone decide it.
+_BY_TYPE: dict[tuple[type, str], bool] = {}
+
+
+def _type_decides(plugin: object, ep: ExtensionPoint) -> bool:
+    """Whether ``plugin``'s type alone decides whether it serves ``ep``: the type reads its
+    attributes the ordinary way, each attribute the decision reads is a function or a plain
+    value of the class (not a property or another descriptor), and the instance holds none
+    of them itself. Then every plugin of the type answers alike (worked out once)."""
+    cls = type(plugin)
+    reads = _READS[ep.name]
+    decides = _BY_TYPE.get((cls, ep.name))
+    if decides is None:
+        decides = (
+            cls.__getattribute__ is object.__getattribute__
+            and inspect.getattr_static(cls, "__getattr__", None) is None
+            and all(_plain(inspect.getattr_static(cls, n, None)) for n in reads)
+        )
+        _BY_TYPE[cls, ep.name] = decides
+    if not decides:
+        return False
+    own = getattr(plugin, "__dict__", None)
+    return own is None or all(n not in own for n in reads)
+
+
+#: Per point, per tier, the positions of the plugins serving it (in tier order).
+Wiring = tuple[tuple[int, ...], ...]
+#: Per configuration of plugin types and switched-off points (:func:`_wiring_key`): per
+#: point, its wiring when the types decide it (None: resolved for each session).
+_WIRING: dict[tuple[tuple[tuple[type, frozenset[str] | None], ...], ...], tuple[Wiring | None, ...]] = {}
+#: How many configurations' wirings are kept.
+_WIRINGS_KEPT = 64
+#: Every attribute a decision of :func:`_type_decides` reads.
+_ALL_READS = frozenset(n for reads in _READS.values() for n in reads)
+
+
+def _wiring_key(
+    opened: Sequence[Sequence[tuple[PluginOption | None, Any]]],
+) -> tuple[tuple[tuple[type, frozenset[str] | None], ...], ...] | None:
+    """What decides which plugins serve which points when their types decide it: per tier,
+    each plugin's type and switched-off points. None when a plugin holds one of the
+    attributes read itself (its own answer is read for each session)."""
+    key = []
+    for tier in opened:
+        row = []
+        for option, plugin in tier:
+            own = getattr(plugin, "__dict__", None)
+            if own is not None and not own.keys().isdisjoint(_ALL_READS):
+                return None
+            row.append((type(plugin), None if option is None else option.disabled))
+        key.append(tuple(row))
+    return tuple(key)
+
+
+def _plain(found: object) -> bool:
+    """A class attribute read the same through every instance: none, a function (a method,
+    static or class method) or a value that is not a descriptor."""
+    if found is None or isinstance(found, types.FunctionType | staticmethod | classmethod):
+        return True
+    return not hasattr(type(found), "__get__")
+
+
 def _switched_off(option: PluginOption | None, ep: ExtensionPoint) -> bool:
     if option is None:
         return False
@@ -236,15 +311,33 @@ class Dispatch:
         self._flags: dict[str, bool] = {}
         self._fair: Any = None
         self._members: dict[tuple[str, int], Callable[..., Any]] = {}
-        for ep in EXTENSION_POINTS:
+        key = _wiring_key(opened)
+        wiring = _WIRING.get(key) if key is not None else None
+        found: list[Wiring | None] | None = [] if key is not None and wiring is None else None
+        for n, ep in enumerate(EXTENSION_POINTS):
+            fixed = wiring[n] if wiring is not None else None
             tiers: list[tuple[Any, ...]] = []
-            for tier in opened:
-                serving = []
-                for option, plugin in tier:
-                    if _switched_off(option, ep) or not self._serves(plugin, ep):
-                        continue
-                    serving.append(plugin)
-                tiers.append(tuple(serving))
+            if fixed is not None:
+                for tier, picks in zip(opened, fixed, strict=True):
+                    tiers.append(tuple([tier[k][1] for k in picks]))
+            else:
+                chosen: list[tuple[int, ...]] = []
+                for tier in opened:
+                    serving, picks = [], []
+                    for k, (option, plugin) in enumerate(tier):
+                        if _switched_off(option, ep) or not self._serves(plugin, ep):
+                            continue
+                        serving.append(plugin)
+                        picks.append(k)
+                    tiers.append(tuple(serving))
+                    chosen.append(tuple(picks))
+                if found is not None:
+                    by_type = all(
+                        _switched_off(option, ep) or _BY_TYPE.get((type(plugin), ep.name), False)
+                        for tier in opened
+                        for option, plugin in tier
+                    )
+                    found.append(tuple(chosen) if by_type else None)
             self._plugins[ep.name] = tuple(tiers)
             if ep.kind is Kind.FLAG:
                 self._flags[ep.name] = any(p for tier in tiers for p in tier)
@@ -260,11 +353,23 @@ class Dispatch:
         rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
         declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
         self._flags["shape_only"] = all(id(p) in declared for p in rows)
+        if found is not None and key is not None:
+            if len(_WIRING) >= _WIRINGS_KEPT:
+                _WIRING.clear()
+            _WIRING[key] = tuple(found)
 
     @staticmethod
     def _serves(plugin: object, ep: ExtensionPoint) -> bool:
+        by_type = _type_decides(plugin, ep)
+        if by_type:
+            known = _SERVES.get((type(plugin), ep.name))
+            if known is not None:
+                return known
         try:
-            return Dispatch._resolve(plugin, ep)
+            found = Dispatch._resolve(plugin, ep)
+            if by_type:
+                _SERVES[type(plugin), ep.name] = found
+            return found
         except GangschedError:
             raise
         except Exception as err:  # a member (property, __getattr__) that raises when read

@@ -26,6 +26,7 @@ running)`` until a later word replaces it (allocate's explanation when it still 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -52,6 +53,7 @@ PIPELINED_STATES = (*READY_STATES, TaskState.PIPELINED)
 HELD_STATES = (TaskState.BOUND, TaskState.RUNNING)
 #: Job phases of a gang that was running (Volcano marks a gang below its minimum Unknown).
 RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
+_ROLE_MINIMUMS = attrgetter("min_task_member")
 
 
 class GangPlugin:
@@ -66,7 +68,8 @@ class GangPlugin:
         # rule (best-effort tasks, roles, phase) runs only for the few jobs it leaves.
         held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
         ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
-        roles = np.array([bool(rec.min_task_member) for rec in ssn.snapshot.jobs], dtype=bool)
+        jobs = ssn.snapshot.jobs
+        roles = np.fromiter(map(bool, map(_ROLE_MINIMUMS, jobs)), dtype=bool, count=len(jobs))
         # (a role below its minimum makes a job not ready whatever its total count)
         maybe = (held > 0) & ((ready < ssn.job_min) | roles)
         for j in np.flatnonzero(maybe).tolist():

@@ -25,13 +25,14 @@ Only :func:`build_cluster_arrays` reads the records, in one pass; everything els
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from gangsched._codegen import define
 from gangsched._types import BOOL, I64
 from gangsched.model import (
     OCCUPYING_PHASES,
@@ -441,22 +442,53 @@ def _rebook(
     rows: Sequence[tuple[int, tuple[Task, ...]]],
     books: tuple[I64, I64, I64, I64, I64, I64],
 ) -> None:
-    """Zero the occupancy of each row of ``rows`` in ``books`` and book its tasks there."""
+    """Zero the occupancy of each row of ``rows`` in ``books`` and book its tasks there (as
+    :func:`_book` does, each row summed in plain integers and written once)."""
     used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
+    spec = arrays.spec
+    n_res = len(spec)
+    col = {name: c for c, name in enumerate(spec.names)}
+    pods_col, gpu_col = col[PODS], spec.gpu_column
+    capacity, sharing = arrays.gpu_capacity.tolist(), arrays.gpu_sharing.tolist()
+    offset = arrays.gpu_offset.tolist()
+    pipelined_phase, releasing_phase = TaskPhase.PIPELINED, TaskPhase.RELEASING
     for i, tasks in rows:
-        used[i] = releasing[i] = pipelined[i] = 0
+        # per book (used, releasing, pipelined): the row's sums and the devices' takes
+        sums = ([0] * n_res, [0] * n_res, [0] * n_res)
+        takes: tuple[dict[int, int], dict[int, int], dict[int, int]] = ({}, {}, {})
+        first = offset[i]
+        for task in tasks:
+            phase = task.phase
+            if task.node is None or not (phase in OCCUPYING_PHASES or phase is pipelined_phase):
+                continue
+            g = task.gpu_request
+            per_device = device_take(g.milli, capacity[i], sharing[i]) if g is not None else 0
+            row = [0] * n_res
+            for res, amount in task.request.items():
+                if res != PODS:
+                    row[col[res]] = amount
+            row[pods_col] = 1
+            if g is not None:
+                row[gpu_col] = g.count * per_device
+            if phase is pipelined_phase:
+                books_of: tuple[int, ...] = (2,)
+            elif phase is releasing_phase:
+                books_of = (0, 1)
+            else:
+                books_of = (0,)
+            for k in books_of:
+                total = sums[k]
+                for c in range(n_res):
+                    total[c] += row[c]
+                took = takes[k]
+                for d in task.gpu_indices:
+                    took[first + d] = took.get(first + d, 0) + per_device
+        used[i], releasing[i], pipelined[i] = sums
         devices = arrays.devices(i)
         gpu_used[devices] = gpu_releasing[devices] = gpu_pipelined[devices] = 0
-        for task in tasks:
-            _book(
-                task,
-                i,
-                arrays.spec,
-                arrays.gpu_capacity,
-                arrays.gpu_sharing,
-                arrays.gpu_offset,
-                books,
-            )
+        for book, took in zip((gpu_used, gpu_releasing, gpu_pipelined), takes, strict=True):
+            for flat, amount in took.items():
+                book[flat] = amount
 
 
 def _with_books(arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64]) -> ClusterArrays:
@@ -708,64 +740,147 @@ def pod_key(task: Task, read: tuple[str, ...]) -> tuple[object, ...]:
     )
 
 
+#: ``read`` of :func:`build_templates` left to it: the snapshot's pod label keys are looked up.
+_LOOK_UP: tuple[str, ...] = ("",)
+
+
 def build_templates(
     snapshot: Snapshot,
     requests: I64,
     task_indices: list[int],
-    known: Mapping[int, tuple[object, ...]] | None = None,
+    carried: tuple[Sequence[TaskTemplate], I64] | None = None,
     split: Mapping[int, int] | None = None,
+    *,
+    read: tuple[str, ...] | None = _LOOK_UP,
 ) -> tuple[list[TaskTemplate], I64]:
     """Group ``task_indices`` (already in task order) into templates. ``requests``: every
     snapshot task's :func:`request_vector` (a session's ``task_req``); a template's request is
-    its first task's row. ``known``: the :func:`template_key` of some, from an earlier cycle.
+    its first task's row.
+
+    ``carried``: the templates of an earlier cycle and, per snapshot task, the index of the
+    one among them its record was a task of (-1: none); such a task joins the template of
+    that one's key, whose attributes are taken over (the same key: the same attributes),
+    and only the other tasks' keys are made. ``read``: the snapshot's :func:`pod_label_keys`
+    when the caller knows them. ``split``: per task, a group its template keeps apart from
+    otherwise identical tasks of the job (the task-topology buckets; such a task's key is
+    always made).
 
     Returns the templates (ordered by first appearance) and, per snapshot task, its template
-    index (-1 for tasks not given). ``split``: per task, a group its template keeps apart
-    from otherwise identical tasks of the job (the task-topology buckets).
+    index (-1 for tasks not given).
     """
-    groups: dict[tuple[object, ...], list[int]] = {}
     tasks = snapshot.tasks
-    read = pod_label_keys(snapshot)
+    if read is _LOOK_UP:
+        read = pod_label_keys(snapshot)
     if read is not None:
-        known = None  # keys of an earlier cycle may lack the pod part
-    for t in task_indices:
+        carried = None  # keys of an earlier cycle may lack the pod part
+    pending = np.asarray(task_indices, dtype=np.int64)
+    n_pending = pending.size
+    old: Sequence[TaskTemplate] = ()
+    if carried is not None:
+        old, old_of = carried
+        label = old_of[pending].copy()
+        if split is not None:
+            label[[i for i, t in enumerate(task_indices) if t in split]] = -1
+    else:
+        label = np.full(n_pending, -1, dtype=np.int64)
+    # The tasks without a carried template: their keys, each an earlier template's or new.
+    made: dict[tuple[object, ...], int] = {}
+    old_by_key: dict[tuple[object, ...], int] | None = None
+    n_old = len(old)
+    for i in np.flatnonzero(label < 0).tolist():
+        t = task_indices[i]
+        key = template_key(tasks[t])
         if split is not None and t in split:
-            key: tuple[object, ...] | None = (*template_key(tasks[t]), ("bucket", split[t]))
-        else:
-            key = known.get(t) if known is not None else None
-        if key is None:
-            key = template_key(tasks[t])
+            key = (*key, ("bucket", split[t]))
         if read is not None:
             key = (*key, pod_key(tasks[t], read))
-        groups.setdefault(key, []).append(t)
+        if n_old:
+            if old_by_key is None:
+                old_by_key = {tmpl.key: tmpl.index for tmpl in old}
+            o = old_by_key.get(key, -1)
+            if o >= 0:
+                label[i] = o
+                continue
+        label[i] = n_old + made.setdefault(key, len(made))
+    new_keys = list(made)
+    # Groups in order of first appearance; members in task order.
+    found, first, inverse = np.unique(label, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty(found.size, dtype=np.int64)
+    rank[by_first] = np.arange(found.size, dtype=np.int64)
+    group = rank[inverse.reshape(-1)]
+    members = pending[np.argsort(group, kind="stable")].tolist()
+    bounds = np.zeros(found.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(group, minlength=found.size), out=bounds[1:])
+    template_of = np.full(len(tasks), -1, dtype=np.int64)
+    template_of[pending] = group
+    firsts = pending[first[by_first]]
     # The first members' rows in one gather (read-only: a template's row is a view of it).
-    rows = requests[[members[0] for members in groups.values()]]
+    rows = requests[firsts]
     rows.flags.writeable = False
-    sizes = [len(members) for members in groups.values()]
-    flat = np.fromiter(chain.from_iterable(groups.values()), dtype=np.int64, count=sum(sizes))
-    template_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
-    template_of[flat] = np.repeat(np.arange(len(groups), dtype=np.int64), sizes)
+    job_index = snapshot.job_index
     templates: list[TaskTemplate] = []
-    for idx, (key, members) in enumerate(groups.items()):
-        first = tasks[members[0]]
-        g = first.gpu_request
+    b = bounds.tolist()
+    for idx, (lab, f) in enumerate(zip(found[by_first].tolist(), firsts.tolist(), strict=True)):
+        first_task = tasks[f]
+        job = job_index[first_task.job]
+        if lab < n_old:
+            was = old[lab]
+            templates.append(
+                _made(
+                    idx,
+                    job,
+                    was.role,
+                    tuple(members[b[idx] : b[idx + 1]]),
+                    rows[idx],
+                    was.gpu_count,
+                    was.gpu_milli,
+                    was.gpu_models,
+                    was.node_selector,
+                    was.tolerations,
+                    was.best_effort,
+                    was.priority,
+                    was.key,
+                    was.shape,
+                    was.node_affinity,
+                )
+            )
+            continue
+        key = new_keys[lab - n_old]
+        g = first_task.gpu_request
         templates.append(
-            TaskTemplate(
-                index=idx,
-                job=snapshot.job_index[first.job],
-                role=first.role,
-                tasks=tuple(members),
-                request=rows[idx],
-                gpu_count=g.count if g is not None else 0,
-                gpu_milli=g.milli if g is not None else 0,
-                gpu_models=g.models if g is not None else (),
-                node_selector=first.node_selector,
-                tolerations=first.tolerations,
-                best_effort=first.best_effort,
-                priority=first.priority,
-                key=key,
-                shape=(*key[2:6], key[8]),
-                node_affinity=first.node_affinity,
+            _made(
+                idx,
+                job,
+                first_task.role,
+                tuple(members[b[idx] : b[idx + 1]]),
+                rows[idx],
+                g.count if g is not None else 0,
+                g.milli if g is not None else 0,
+                g.models if g is not None else (),
+                first_task.node_selector,
+                first_task.tolerations,
+                first_task.best_effort,
+                first_task.priority,
+                key,
+                (*key[2:6], key[8]),
+                first_task.node_affinity,
             )
         )
     return templates, template_of
+
+
+def _maker() -> Callable[..., TaskTemplate]:
+    """A function making a :class:`TaskTemplate` from its fields in order, each written once
+    through its slot (the record stays frozen: only this writes its slots; the dataclass's
+    own constructor costs twice as much, and a cycle makes a template per waiting job)."""
+    names = [f.name for f in dataclasses.fields(TaskTemplate)]
+    space: dict[str, Any] = {"_new": object.__new__, "_cls": TaskTemplate}
+    space.update({f"_{n}": getattr(TaskTemplate, n).__set__ for n in names})
+    body = "".join(f"    _{n}(made, {n})\n" for n in names)
+    source = f"def made({', '.join(names)}):\n    made = _new(_cls)\n{body}    return made\n"
+    made: Callable[..., TaskTemplate] = define(source, space, "task template maker")["made"]
+    return made
+
+
+_made = _maker()

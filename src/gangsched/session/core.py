@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -41,7 +42,12 @@ from gangsched.framework.registry import Registry
 from gangsched.model import JobPhase
 from gangsched.model.gpu_charge import device_take
 from gangsched.model.snapshot import Snapshot
-from gangsched.session.arrays import TaskTemplate, build_cluster_arrays, build_templates
+from gangsched.session.arrays import (
+    TaskTemplate,
+    build_cluster_arrays,
+    build_templates,
+    pod_label_keys,
+)
 from gangsched.session.changes import ChangeLog, changed_nodes
 from gangsched.session.evaluation import Evaluation, Evaluator
 from gangsched.session.fit import (
@@ -62,8 +68,10 @@ from gangsched.session.task_states import (
     PIPELINED_OR_READY,
     READY_STATES,
     CycleCache,
+    TaskColumns,
     TaskState,
     job_counters,
+    same_records,
     task_columns,
 )
 from gangsched.session.task_topology import build_buckets
@@ -80,6 +88,9 @@ __all__ = [
 
 
 _INDEX_SUFFIX = re.compile(r"-(\d+)$")
+_QUEUE = attrgetter("queue")
+_MIN = attrgetter("min_available")
+_PHASE = attrgetter("phase")
 
 
 def _continue_log(old: Session, new: Session, source: I64 | None) -> None:
@@ -130,14 +141,9 @@ def _unchanged_jobs(
     o_snap, n_snap = old.snapshot, new.snapshot
     if source is None or not o_snap.jobs or not o_snap.tasks or not o_snap.queues:
         return None, None
-    o_index = o_snap.job_index
     o_jobs = o_snap.jobs
     n_jobs = len(n_snap.jobs)
-    old_of = np.full(n_jobs, -1, dtype=np.int64)
-    for j, job in enumerate(n_snap.jobs):
-        oj = o_index.get(job.name, -1)
-        if oj >= 0 and o_jobs[oj] is job:
-            old_of[j] = oj
+    old_of = same_records(old.columns.job_ids, new.columns.job_ids)  # the same record
     mapped = old_of >= 0
     at = np.where(mapped, old_of, 0)
     # every task of the job is a record of the old job, and there are as many
@@ -194,6 +200,12 @@ class Session(Occupancy):
     queue_allocated: I64  # (n_queues, n_resources) Σ job_allocated of the queue's jobs
     templates: list[TaskTemplate]
     template_of: I64
+    #: The per-task columns as the cycle opened (read-only; the next cycle carries the rows
+    #: of the records it shares from them).
+    columns: TaskColumns
+    #: The pod label keys some pod constraint of the snapshot reads (None: no task has one;
+    #: :func:`~gangsched.session.arrays.pod_label_keys`).
+    pod_label_keys: tuple[str, ...] | None
     #: The opened plugins, by tier.
     plugins: list[list[Any]] = field(default_factory=list)
     job_reasons: dict[int, tuple[str, str]] = field(default_factory=dict)
@@ -255,23 +267,43 @@ class Session(Occupancy):
         with or without it."""
         arrays = build_cluster_arrays(snapshot)
         same = previous is not None and previous.arrays.spec.names == arrays.spec.names
-        prior = (previous.snapshot, previous.task_req) if previous is not None and same else None
+        prior = (previous.snapshot, previous.columns) if previous is not None and same else None
         cols = task_columns(snapshot, arrays.spec, prior)
-        job_queue = np.array([snapshot.queue_index[j.queue] for j in snapshot.jobs], dtype=np.int64)
+        jobs = snapshot.jobs
+        job_queue = np.fromiter(
+            map(snapshot.queue_index.__getitem__, map(_QUEUE, jobs)), dtype=np.int64, count=len(jobs)
+        )
         job_count, role_count, job_allocated, queue_allocated = job_counters(
             snapshot, cols, job_queue
         )
         pending = np.flatnonzero(cols.state == TaskState.PENDING).tolist()
-        known = None
+        carried = None
+        read = pod_keys = None
         if previous is not None and cols.source is not None:
-            keys = {t: tmpl.key for tmpl in previous.templates for t in tmpl.tasks}
-            src = cols.source.tolist()
-            known = {t: keys[src[t]] for t in pending if src[t] in keys}
+            # A task whose record was a task of the last cycle's template joins that key's
+            # template; the pod label keys, none last cycle, are none unless a new record
+            # asks for some.
+            have = cols.source >= 0
+            old_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
+            old_of[have] = previous.template_of[cols.source[have]]
+            carried = (previous.templates, old_of)
+            if previous.pod_label_keys is None:
+                tasks = snapshot.tasks
+                fresh = np.flatnonzero(~have).tolist()
+                if any(tasks[t].pod_constrained for t in fresh):
+                    read = pod_label_keys(snapshot)
+            else:
+                read = pod_label_keys(snapshot)
+        else:
+            read = pod_label_keys(snapshot)
+        pod_keys = read
         split = None
         if config.plugin("task-topology") is not None:
             buckets = build_buckets(snapshot)
             split = {t: b for jb in buckets.values() for t, b in jb.bucket_of.items()}
-        templates, template_of = build_templates(snapshot, cols.req, pending, known, split)
+        templates, template_of = build_templates(
+            snapshot, cols.req, pending, carried, split, read=read
+        )
         ssn = cls(
             snapshot=snapshot,
             config=config,
@@ -283,20 +315,22 @@ class Session(Occupancy):
             gpu_releasing=arrays.gpu_releasing.copy(),
             gpu_pipelined=arrays.gpu_pipelined.copy(),
             changes=ChangeLog(arrays.n_nodes, len(snapshot.queues), len(snapshot.jobs)),
-            task_state=cols.state,
-            task_node=cols.node,
+            task_state=cols.state.copy(),
+            task_node=cols.node.copy(),
             task_gpus=cols.gpus,
             task_job=cols.job,
             task_req=cols.req,
             job_queue=job_queue,
-            job_min=np.array([j.min_available for j in snapshot.jobs], dtype=np.int64),
-            job_phase=[j.phase for j in snapshot.jobs],
+            job_min=np.fromiter(map(_MIN, jobs), dtype=np.int64, count=len(jobs)),
+            job_phase=list(map(_PHASE, jobs)),
             job_allocated=job_allocated,
             job_count=job_count,
             role_count=role_count,
             queue_allocated=queue_allocated,
             templates=templates,
             template_of=template_of,
+            columns=cols,
+            pod_label_keys=pod_keys,
         )
         ssn.registry = registry
         if previous is not None:
@@ -481,6 +515,16 @@ class Session(Occupancy):
     def note_job(self, job: int, reason: str, message: str) -> None:
         """Record why a job did not progress (the last word wins)."""
         self.job_reasons[job] = (reason, message)
+
+    def release(self) -> None:
+        """Let a finished session go: drop its dispatcher, gate and evaluator, which point
+        back at it, so that it and everything it alone holds are freed as soon as the last
+        reference to it goes, without waiting for the cyclic garbage collector. For a caller
+        that runs cycle after cycle (:class:`gangsched.ClusterState` releases a session once
+        the next one has taken over what it lends); the session cannot run anything after."""
+        for name in ("points", "gate", "evaluator"):
+            if hasattr(self, name):
+                delattr(self, name)
 
     def preemptable_for(self, job: int, *, quota: bool = False) -> I64:
         """Resources ``job`` may take by preemption, in ``task_req``'s terms, as the enqueue

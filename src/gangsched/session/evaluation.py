@@ -164,10 +164,11 @@ class Evaluator:
             return 0
         self.same_ground = True
         records = log.records_changed.any()
-        wanted: dict[object, TaskTemplate] = {("shape", t.shape): t for t in ssn.templates}
+        # (the evaluations' keys are ("shape", shape): the shape_only contract holds)
+        wanted: dict[object, TaskTemplate] = {t.shape: t for t in ssn.templates}
         taken = 0
         for key, ev in previous._evals.items():
-            tmpl = wanted.get(key)
+            tmpl = wanted.get(key[1]) if isinstance(key, tuple) else None
             if tmpl is None:
                 continue
             # Its cursors stay: the continued log names what changed since, the nodes whose
@@ -206,10 +207,10 @@ class Evaluator:
         moved = _moved_rows(old, ssn)
         if moved is None:
             return 0
-        wanted = {("shape", t.shape) for t in ssn.templates}
+        wanted = {t.shape for t in ssn.templates}
         taken = 0
         for key, ev in previous._evals.items():
-            if key not in wanted or ev.moved is not None:
+            if not isinstance(key, tuple) or key[1] not in wanted or ev.moved is not None:
                 continue  # not wanted, or moved twice before any use: evaluated afresh
             ev.moved = moved
             ev.error = None  # counts over another node set

@@ -9,13 +9,16 @@ fields, never outputs: outputs are the session's own fields).
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from gangsched._types import BOOL, I64
-from gangsched.model import Task, TaskPhase
+from gangsched.model import Job, TaskPhase
 from gangsched.model.gpu_charge import queue_gpu_charge
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.fit import FullView
@@ -32,6 +35,7 @@ __all__ = [
     "TaskState",
     "in_states",
     "job_counters",
+    "same_records",
     "task_columns",
 ]
 
@@ -90,6 +94,9 @@ def in_states(codes: npt.NDArray[np.int8], states: tuple[int, ...]) -> BOOL:
 
 @dataclass(slots=True, eq=False)
 class TaskColumns:
+    """The per-task columns of a snapshot as a session opens with them (never changed after:
+    the session works on copies of ``state``, ``node`` and ``gpus``)."""
+
     state: npt.NDArray[np.int8]
     node: I64
     job: I64
@@ -97,56 +104,121 @@ class TaskColumns:
     #: the GPU column per :func:`~gangsched.model.gpu_charge.queue_gpu_charge`.
     req: I64
     gpus: list[tuple[int, ...]]
+    #: Per task, the identity of its record (``id``; two records alive at once never share
+    #: one): how the next cycle finds the records it shares with this one.
+    ids: npt.NDArray[np.uint64]
+    #: Per job, the identity of its record (as ``ids``).
+    job_ids: npt.NDArray[np.uint64]
     #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
     source: I64 | None = None
 
 
+def _record_ids(records: Sequence[object]) -> npt.NDArray[np.uint64]:
+    return np.fromiter(map(id, records), dtype=np.uint64, count=len(records))
+
+
+def same_records(old_ids: npt.NDArray[np.uint64], ids: npt.NDArray[np.uint64]) -> I64:
+    """Per record of ``ids``, the index in ``old_ids`` of the very same record (-1: none);
+    both sets of records alive (so an identity names one record)."""
+    out = np.full(ids.size, -1, dtype=np.int64)
+    if not old_ids.size or not ids.size:
+        return out
+    order = np.argsort(old_ids, kind="stable")
+    ranked = old_ids[order]
+    pos = np.minimum(np.searchsorted(ranked, ids), ranked.size - 1)
+    hit = ranked[pos] == ids
+    out[hit] = order[pos[hit]]
+    return out
+
+
+def _index_map(old_names: Iterable[str], index: Mapping[str, int]) -> I64:
+    """Per name of ``old_names``, its index in ``index`` (-1: absent)."""
+    return np.fromiter(map(index.get, old_names, repeat(-1)), dtype=np.int64)
+
+
+_NAME = attrgetter("name")
+
+
+def _moved(
+    old_ids: npt.NDArray[np.uint64],
+    ids: npt.NDArray[np.uint64],
+    old: Sequence[Job],
+    index: Mapping[str, int],
+) -> I64:
+    """Per job of an earlier snapshot (records ``old``, identities ``old_ids``), its index
+    among ``ids``: the same record's, else the one ``index`` names (-1: gone)."""
+    to = same_records(ids, old_ids)
+    for k in np.flatnonzero(to < 0).tolist():
+        to[k] = index.get(old[k].name, -1)
+    return to
+
+
 def task_columns(
-    snapshot: Snapshot, spec: ResourceSpec, previous: tuple[Snapshot, I64] | None = None
+    snapshot: Snapshot,
+    spec: ResourceSpec,
+    previous: tuple[Snapshot, TaskColumns] | None = None,
 ) -> TaskColumns:
     """The per-task columns a session opens with. ``previous``: an earlier snapshot on the same
-    resource columns and its ``task_req``; rows of task records it shares (the same record
-    object, as a :class:`~gangsched.ClusterState` hands out) are copied, not parsed again."""
+    resource columns and its opening columns; the rows of the task records it shares (the
+    same record object, as a :class:`~gangsched.ClusterState` hands out) are copied from it
+    (state, node and job carried over through the names of the nodes and jobs), not worked
+    out again."""
     tasks = snapshot.tasks
     n_tasks = len(tasks)
-    node_index, job_index = snapshot.node_index, snapshot.job_index
-    cols = TaskColumns(
-        state=np.fromiter((FROM_PHASE[t.phase] for t in tasks), dtype=np.int8, count=n_tasks),
-        node=np.fromiter(
-            (-1 if t.node is None else node_index[t.node] for t in tasks),
-            dtype=np.int64,
-            count=n_tasks,
-        ),
-        job=np.fromiter((job_index[t.job] for t in tasks), dtype=np.int64, count=n_tasks),
-        req=np.zeros((n_tasks, len(spec)), dtype=np.int64),
-        gpus=[t.gpu_indices for t in tasks],
-    )
+    ids = _record_ids(tasks)
+    job_ids = _record_ids(snapshot.jobs)
+    state = np.zeros(n_tasks, dtype=np.int8)
+    node = np.full(n_tasks, -1, dtype=np.int64)
+    job = np.zeros(n_tasks, dtype=np.int64)
+    req = np.zeros((n_tasks, len(spec)), dtype=np.int64)
+    source: I64 | None = None
     todo: list[int] | range = range(n_tasks)
     if previous is not None:
-        old, old_req = previous
-        src = np.fromiter((_same_record(old, t) for t in tasks), dtype=np.int64, count=n_tasks)
-        have = src >= 0
-        cols.req[have] = old_req[src[have]]
-        cols.source = src
-        todo = np.flatnonzero(~have).tolist()
+        old_snap, old = previous
+        source = same_records(old.ids, ids)
+        have = np.flatnonzero(source >= 0)
+        src = source[have]
+        state[have] = old.state[src]
+        req[have] = old.req[src]
+        job[have] = _moved(old.job_ids, job_ids, old_snap.jobs, snapshot.job_index)[old.job[src]]
+        old_node = old.node[src]
+        placed = old_node >= 0
+        nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
+        node[have[placed]] = nodes_to[old_node[placed]]
+        todo = np.flatnonzero(source < 0).tolist()
+    node_index, job_index = snapshot.node_index, snapshot.job_index
     col = {name: i for i, name in enumerate(spec.names)}
     pods_col, gpu_col = col[PODS], spec.gpu_column
     for i in todo:
         task = tasks[i]
+        state[i] = FROM_PHASE[task.phase]
+        if task.node is not None:
+            node[i] = node_index[task.node]
+        job[i] = job_index[task.job]
+        row = req[i]
         for res, amount in task.request.items():
             if res != PODS:
-                cols.req[i, col[res]] = amount
-        cols.req[i, pods_col] = 1
+                row[col[res]] = amount
+        row[pods_col] = 1
         if task.gpu_request is not None:
             g = task.gpu_request
-            cols.req[i, gpu_col] = queue_gpu_charge(g.count, g.milli)
-    return cols
+            row[gpu_col] = queue_gpu_charge(g.count, g.milli)
+    for column in (state, node, ids, job_ids):  # the session works on copies of state and node
+        column.flags.writeable = False
+    return TaskColumns(
+        state=state,
+        node=node,
+        job=job,
+        req=req,
+        gpus=list(map(_GPUS, tasks)),
+        ids=ids,
+        job_ids=job_ids,
+        source=source,
+    )
 
 
-def _same_record(old: Snapshot, task: Task) -> int:
-    """``task``'s index in ``old`` when ``old`` holds this very record, else -1."""
-    j = old.task_index.get(task.name, -1)
-    return j if j >= 0 and old.tasks[j] is task else -1
+_GPUS = attrgetter("gpu_indices")
+_ROLE = attrgetter("role")
 
 
 def job_counters(
@@ -154,22 +226,23 @@ def job_counters(
 ) -> tuple[I64, dict[tuple[int, str], I64], I64, I64]:
     """``(job_count, role_count, job_allocated, queue_allocated)`` of the opening state."""
     n_jobs, n_res = len(snapshot.jobs), cols.req.shape[1]
-    job_count = np.zeros((n_jobs, N_STATES), dtype=np.int64)
-    np.add.at(job_count, (cols.job, cols.state.astype(np.int64)), 1)
-    # Per (job, role): the roles coded in order of appearance, one row per pair present.
-    codes: dict[str, int] = {}
-    role = np.fromiter(
-        (codes.setdefault(t.role, len(codes)) for t in snapshot.tasks),
-        dtype=np.int64,
-        count=len(snapshot.tasks),
+    n_tasks = len(snapshot.tasks)
+    states = cols.state.astype(np.int64)
+    job_count = np.bincount(cols.job * N_STATES + states, minlength=n_jobs * N_STATES).reshape(
+        n_jobs, N_STATES
     )
-    pairs, row = np.unique(cols.job * max(len(codes), 1) + role, return_inverse=True)
-    per_pair = np.zeros((pairs.size, N_STATES), dtype=np.int64)
-    np.add.at(per_pair, (row.reshape(-1), cols.state.astype(np.int64)), 1)
-    names = list(codes)
-    role_count: dict[tuple[int, str], I64] = {
-        (p // len(names), names[p % len(names)]): per_pair[k] for k, p in enumerate(pairs.tolist())
-    }
+    # Per (job, role): the roles coded in order of appearance, one row per pair present.
+    roles = list(map(_ROLE, snapshot.tasks))
+    names = list(dict.fromkeys(roles))
+    codes = {name: i for i, name in enumerate(names)}
+    role = np.fromiter(map(codes.__getitem__, roles), dtype=np.int64, count=n_tasks)
+    width = max(len(names), 1)
+    pairs, row = np.unique(cols.job * width + role, return_inverse=True)
+    per_pair = np.bincount(
+        row.reshape(-1) * N_STATES + states, minlength=pairs.size * N_STATES
+    ).reshape(pairs.size, N_STATES)
+    keys = zip((pairs // width).tolist(), map(names.__getitem__, (pairs % width).tolist()))
+    role_count: dict[tuple[int, str], I64] = dict(zip(keys, per_pair))
     holding = in_states(cols.state, HOLDING_STATES) & (cols.node >= 0)
     job_allocated = np.zeros((n_jobs, n_res), dtype=np.int64)
     np.add.at(job_allocated, cols.job[holding], cols.req[holding])

@@ -55,9 +55,11 @@ def realise_reservations(ssn: Session) -> None:
         return
     ssn.messages.reservations.mark()
     carried: dict[int, list[int]] = {}
-    for t, task in enumerate(ssn.snapshot.tasks):
-        if task.phase is TaskPhase.PIPELINED and ssn.task_state[t] == TaskState.PIPELINED:
-            carried.setdefault(int(ssn.task_job[t]), []).append(t)
+    tasks_of = ssn.snapshot.tasks
+    reserved = np.flatnonzero(ssn.task_state == TaskState.PIPELINED)
+    for t, j in zip(reserved.tolist(), ssn.task_job[reserved].tolist(), strict=True):
+        if tasks_of[t].phase is TaskPhase.PIPELINED:
+            carried.setdefault(j, []).append(t)
     shapes = _carried_templates(ssn, [t for j in sorted(carried) for t in carried[j]])
     for j in sorted(carried):
         tasks = sorted(carried[j], key=ssn.task_key)

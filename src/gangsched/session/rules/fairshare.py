@@ -78,9 +78,13 @@ def demand_mask(ssn: Session, state: npt.NDArray[Any]) -> BOOL:
     An evicted pod comes back (it is recreated), so its demand stays while it terminates: a
     queue's share must not drop for the length of a termination and be taken by the queue
     that evicted it, which would then be over its share and lose it back (a ping-pong)."""
-    live = np.array([p is not JobPhase.COMPLETED for p in ssn.job_phase], dtype=np.bool_)
-    back = (state == TaskState.RELEASING) & live[ssn.task_job]
-    out: BOOL = (state == TaskState.PENDING) | back
+    out: BOOL = state == TaskState.PENDING
+    releasing = np.flatnonzero(state == TaskState.RELEASING)
+    if releasing.size:  # (the phases read for the jobs of releasing tasks alone)
+        phases = ssn.job_phase
+        jobs = ssn.task_job[releasing].tolist()
+        live = [phases[j] is not JobPhase.COMPLETED for j in jobs]
+        out[releasing[np.array(live, dtype=np.bool_)]] = True
     return out
 
 
@@ -96,9 +100,10 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
     snap, a = ssn.snapshot, ssn.arrays
     n_q, n_r = len(snap.queues), len(a.spec)
     pods = a.spec.index(PODS)
-    request = ssn.queue_allocated.astype(np.float64)
     wanted = np.flatnonzero(demand_mask(ssn, ssn.task_state))
-    np.add.at(request, ssn.job_queue[ssn.task_job[wanted]], ssn.task_req[wanted])
+    request = _sum_rows(
+        ssn.job_queue[ssn.task_job[wanted]], ssn.task_req[wanted], n_q, ssn.queue_allocated
+    )
     inqueue = np.zeros((n_q, n_r))
     job_min = np.zeros((len(snap.jobs), n_r))
     for j, job in enumerate(snap.jobs):
@@ -114,13 +119,38 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
             dims = need > 0
             short = np.where(dims, np.maximum(need - ssn.job_allocated[j], 0.0), 0.0)
             inqueue[ssn.job_queue[j]] += short
-    elastic = np.zeros((n_q, n_r))
-    np.add.at(elastic, ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0))
+    elastic = _sum_rows(ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0), n_q)
     for m in (request, inqueue, elastic):
         m[:, pods] = 0.0
     has_jobs = np.zeros(n_q, dtype=np.bool_)
     has_jobs[ssn.job_queue] = True
     return request, inqueue, elastic, has_jobs
+
+
+def _sum_rows(
+    group: I64, rows: npt.NDArray[Any], n_groups: int, start: I64 | None = None
+) -> F64:
+    """Per group, ``start``'s row (zeros without) plus the ``rows`` of the group (``group``:
+    each row's), in float64, as ``np.add.at`` adds them one by one into the floats of
+    ``start``. The rows are whole amounts, summed by one sort and one ``reduceat``: while
+    the magnitudes of them all add up to less than 2**52, every float along the way is a
+    whole number held exactly, so the order does not matter (``np.add.at`` otherwise)."""
+    out: F64 = np.zeros((n_groups, rows.shape[1])) if start is None else start.astype(np.float64)
+    if not group.size:
+        return out
+    bound = np.abs(rows).sum(axis=0, dtype=np.float64) + np.abs(out).sum(axis=0)
+    if not np.all(bound < _EXACT):
+        np.add.at(out, group, rows)
+        return out
+    order = np.argsort(group, kind="stable")
+    ranked = group[order]
+    starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+    out[ranked[starts]] += np.add.reduceat(rows[order], starts, axis=0)
+    return out
+
+
+#: Whole numbers whose magnitudes add up to less than this add exactly in float64.
+_EXACT = float(2**52)
 
 
 def enqueue_need(ssn: Session, job: int, pods: int) -> Vote | tuple[F64, BOOL, I64]:
