@@ -100,12 +100,18 @@ class EnqueueAction(ConfiguredAction):
         )
 
     def execute(self, ssn: Session) -> None:
-        per_queue: dict[int, list[tuple[Any, int]]] = {}
+        waiting: dict[int, list[int]] = {}
         for j in range(len(ssn.snapshot.jobs)):
             if ssn.job_phase[j] is JobPhase.PENDING:
-                per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
+                waiting.setdefault(int(ssn.job_queue[j]), []).append(j)
+        # A queue's jobs in job order (a queue with one job needs no order: its key is never
+        # compared).
+        per_queue: dict[int, list[tuple[Any, int]]] = {}
         order: list[tuple[Any, int]] = []
-        for q, heap in per_queue.items():
+        for q, jobs in waiting.items():
+            heap = per_queue[q] = (
+                [(ssn.job_key(j), j) for j in jobs] if len(jobs) > 1 else [((), jobs[0])]
+            )
             heapq.heapify(heap)
             order.append((ssn.queue_key(q), q))
         heapq.heapify(order)
@@ -288,7 +294,8 @@ class ShapeCheck:
         ]
         if ssn.count_states(j, PIPELINED_OR_READY) + len(tasks) < rec.min_available:
             return None  # not a shape question: the job lacks tasks (allocate reports it)
-        tasks.sort(key=ssn.task_key)
+        if len(tasks) > 1:
+            tasks.sort(key=ssn.task_key)
         runs: list[tuple[Any, int]] = []
         for t in tasks:
             shape = ssn.templates[int(ssn.template_of[t])].key[1:6]
