@@ -242,7 +242,8 @@ def _job_statuses(
     # have moved (admitted in the last cycle or in this one: only a Pending job is), those
     # whose words or whose being lost moved. Every other job keeps the entry it had, and the
     # book is the last one's with the entries of these (and of the jobs gone) replaced.
-    look = set(changed.tolist())
+    changed_set = set(changed.tolist())
+    look = set(changed_set)
     said = dict(zip(map(names.__getitem__, reasons), reasons.values(), strict=True))
     unschedulable_now = set(map(names.__getitem__, unschedulable))
     moved = {name for name, _ in said.items() ^ book.words.items()}
@@ -270,15 +271,14 @@ def _job_statuses(
             n_jobs, n_states
         )
         best_effort = _pending_best_effort(ssn)
-        changed_set = set(changed.tolist())
         built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
         jobs_rec = snap.jobs
-        for j in sorted(look):
+        todo = sorted(look)
+        for j, row in zip(todo, map(tuple, counts[todo].tolist()), strict=True):
             job = jobs_rec[j]
             name = names[j]
             phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
             entry = before = last.get(name)
-            row = tuple(counts[j].tolist())
             if entry is not None and j in changed_set:
                 be = best_effort[j]
                 if entry.job is not job or entry.row != row or entry.best_effort != be:
