@@ -420,7 +420,7 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "close:book-gone-jobs-kept",
         "a job gone from the snapshot keeps its status in the book",
         "session/close.py",
-        "            del made[name], statuses[name], columns[name]\n",
+        "            del statuses[name]\n",
         "            pass\n",
     ),
     (
@@ -429,6 +429,13 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "session/close.py",
         '                entry.status.phase == "Inqueue" and job.min_resources is not None,\n',
         "                False,\n",
+    ),
+    (
+        "close:book-queue-phases-not-moved",
+        "a job whose phase moved still counts in its queue under its last phase",
+        "session/close.py",
+        "                phases_of[before.job.queue][_column(before.status)] -= 1\n",
+        "                pass\n",
     ),
     (
         "close:book-asking-not-marked",

@@ -252,12 +252,14 @@ def _job_statuses(
     moved |= book.lost - unschedulable_now
     moved |= book.unsettled
     look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
-    made, statuses, columns, words = last, book.statuses, book.columns, book.words
+    made, statuses, words, phases_of = last, book.statuses, book.words, book.phases_of
     sets = [book.lost, book.running, book.unsettled, book.asking, book.reserving]
     absent = [j for j in look if names[j] not in last]
     if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
         for name in last.keys() - index.keys():
-            del made[name], statuses[name], columns[name]
+            gone = made.pop(name)
+            phases_of[gone.job.queue][_column(gone.status)] -= 1
+            del statuses[name]
             words.pop(name, None)
             for group in sets:
                 group.discard(name)
@@ -312,9 +314,13 @@ def _job_statuses(
                     fresh[j] = True
             if entry is before:
                 continue  # (its book entries are those it had)
+            if before is not None:
+                phases_of[before.job.queue][_column(before.status)] -= 1
+            phases_of.setdefault(job.queue, [0] * (len(_QUEUE_PHASES) + 1))[
+                _column(entry.status)
+            ] += 1
             made[name] = entry
             statuses[name] = entry.status
-            columns[name] = _PHASE_COLUMN.get(entry.status.phase, len(_QUEUE_PHASES))
             if entry.reason is None:
                 words.pop(name, None)
             else:
@@ -335,7 +341,7 @@ def _job_statuses(
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
     lost_now, running, unsettled, asking, reserving = sets
     book = _JobBook(
-        statuses, columns, words, lost_now, running, unsettled, asking, reserving, fresh
+        statuses, phases_of, words, lost_now, running, unsettled, asking, reserving, fresh
     )
     ssn.records[JOB_BOOK] = (made, book)
     return statuses, book
@@ -344,8 +350,9 @@ def _job_statuses(
 @dataclass(frozen=True, slots=True)
 class _JobBook:
     """What the close step works a cycle's job statuses out from besides the kept entries, by
-    job name: each job's status and its phase's column in a queue's counts
-    (:data:`_QUEUE_PHASES`), the words of the jobs that have some (``words``), and the jobs
+    job name: each job's status, per queue name its jobs per phase (``phases_of``: in the
+    order of :data:`_QUEUE_PHASES`, any other phase last), the words of the jobs that have
+    some (``words``), and the jobs
     lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
     session's phase is not its record's, or its record is Pending, which a cycle may admit),
     whose record names job policies (``asking``) and the Inqueue ones with
@@ -353,7 +360,7 @@ class _JobBook:
     may differ from the last cycle's (:func:`_job_statuses`)."""
 
     statuses: dict[str, JobStatus]
-    columns: dict[str, int]
+    phases_of: dict[str, list[int]]
     words: dict[str, tuple[str, str]]
     lost: set[str]
     running: set[str]
@@ -361,6 +368,11 @@ class _JobBook:
     asking: set[str]
     reserving: set[str]
     fresh: npt.NDArray[np.bool_]
+
+
+def _column(status: JobStatus) -> int:
+    """The column of a job with ``status`` in its queue's jobs per phase."""
+    return _PHASE_COLUMN.get(status.phase, len(_QUEUE_PHASES))
 
 
 def _no_book() -> _JobBook:
@@ -503,7 +515,6 @@ def _queue_statuses(
         back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
         np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
     others = len(_QUEUE_PHASES)
-    column = np.fromiter(map(book.columns.__getitem__, names), np.int64, len(names))
     index = snap.job_index
     inqueue_req = _inqueue_resources(ssn, sorted(index[name] for name in book.reserving))
 
@@ -517,11 +528,9 @@ def _queue_statuses(
     inqueue_req = subtrees(inqueue_req)
     request_q = allocated_q + pending_req + returning
     gpu = ssn.arrays.spec.gpu_column
-    # Jobs per queue and phase, from one bincount.
-    per_phase = np.bincount(
-        ssn.job_queue * (others + 1) + column, minlength=n_q * (others + 1)
-    ).reshape(n_q, others + 1)
-    phase_counts: list[list[int]] = per_phase[:, :others].tolist()
+    # Jobs per queue and phase, as the book counts them.
+    nothing = [0] * others
+    phase_counts = [book.phases_of.get(queue.name, nothing)[:others] for queue in snap.queues]
     # A queue the change log names no change of since the last cycle's close, none of whose
     # jobs' figures moved, has the figures it had then; with the same
     # fair-share figures (the water-filling reads every queue) it has the status it had. Under
