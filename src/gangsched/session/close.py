@@ -37,8 +37,8 @@ from gangsched.units import GPU
 
 __all__ = ["close_session", "job_phase", "nondeterministic_options"]
 
-Rows = npt.NDArray[np.intp]
-_NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
+_Rows = npt.NDArray[np.intp]
+_NO_ROWS: _Rows = np.zeros(0, dtype=np.intp)
 
 
 def close_session(ssn: Session) -> Decisions:
@@ -181,7 +181,7 @@ QUEUE_STATUSES = ("close", "queue statuses")
 
 def _since_last_close(
     ssn: Session, key: tuple[str, str], *, take: bool = False
-) -> tuple[dict[str, Any], Rows]:
+) -> tuple[dict[str, Any], _Rows]:
     """The last cycle's statuses kept under ``key`` and the jobs (or queues, by key) the change
     log names since they were made; nothing kept when the log does not continue theirs.
     ``take``: they pass to this cycle (the last one keeps them no more)."""
