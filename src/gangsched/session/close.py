@@ -199,17 +199,13 @@ class _JobEntry(NamedTuple):
 
     status: JobStatus
     job: Job  # the job's record
-    phase: JobPhase | None  # admitted or not, in the session (None: no status yet)
+    phase: JobPhase  # admitted or not, in the session
     reason: tuple[str, str] | None
     lost: bool  # unschedulable while it runs
     row: tuple[int, ...]  # tasks per state
     best_effort: int  # pending best-effort tasks
     asks: bool  # its record names job policies (the job actions read it)
     settled: JobPhase | None  # its record's phase, which a cycle keeps (None: Pending)
-
-
-#: What a job without a status from the last cycle is read as: its phase is no job's, so its
-#: status is always worked out.
 
 
 def _job_statuses(
@@ -255,16 +251,15 @@ def _job_statuses(
     made, statuses, words, phases_of = last, book.statuses, book.words, book.phases_of
     sets = [book.lost, book.running, book.unsettled, book.asking, book.reserving]
     absent = [j for j in look if names[j] not in last]
-    if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
-        for name in last.keys() - index.keys():
-            gone = made.pop(name)
-            phases_of[gone.job.queue][_column(gone.status)] -= 1
-            del statuses[name]
-            words.pop(name, None)
-            for group in sets:
-                group.discard(name)
-        if len(made) + len(absent) != n_jobs:
-            look.update(j for j, name in enumerate(names) if name not in made)
+    for name in last.keys() - index.keys():  # the jobs gone
+        gone = made.pop(name)
+        phases_of[gone.job.queue][_column(gone.status)] -= 1
+        del statuses[name]
+        words.pop(name, None)
+        for group in sets:
+            group.discard(name)
+    if len(made) + len(absent) != n_jobs:  # (a new job the log does not name: looked at too)
+        look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
     if look:
         # Tasks per (job, state) from one bincount.
