@@ -420,8 +420,8 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "close:book-gone-jobs-kept",
         "a job gone from the snapshot keeps its status in the book",
         "session/close.py",
-        "            del statuses[name]\n",
-        "            pass\n",
+        "        del statuses[name]\n",
+        "        pass\n",
     ),
     (
         "close:book-reserving-not-marked",
