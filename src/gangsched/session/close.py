@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from itertools import repeat
-from operator import eq, itemgetter
+from itertools import compress, repeat
+from operator import eq, itemgetter, not_
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -431,7 +431,7 @@ def _task_reasons(
     # A task's own reason, else its job's message, else the job's status in words.
     whys: list[str] = list(map(ssn.task_reasons.get, pending, repeat("")))
     task_job = ssn.task_job[pending].tolist()
-    unsaid = [i for i, why in enumerate(whys) if not why]
+    unsaid = list(compress(range(len(whys)), map(not_, whys)))
     if unsaid:
         of_job: dict[int, str] = {}
         for i in unsaid:
