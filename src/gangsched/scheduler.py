@@ -114,6 +114,20 @@ def open_session(
             f"expected a Snapshot, got {type(snapshot).__name__}", kind="schedule", field="snapshot"
         )
     config, registry = _given_or_default(config, registry)
+    if previous is not None:
+        if not isinstance(previous, Session):
+            raise ConfigError(
+                f"expected a finished Session or None, got {type(previous).__name__}",
+                kind="schedule",
+                field="previous",
+            )
+        if previous.released:
+            raise ConfigError(
+                "this session was released (Session.release): it lends nothing to another "
+                "cycle; pass the last session that was not released, or None",
+                kind="schedule",
+                field="previous",
+            )
     return Session.open(snapshot, config, registry, previous=previous)
 
 

@@ -334,3 +334,26 @@ def test_a_new_reservation_never_takes_a_queue_past_its_capability() -> None:
     tasks[-1]["request"] = {"cpu": 1, GPU: 1}
     d = gs.schedule(snap(nodes, jobs, tasks, queues=queues), cfg)
     assert [p.task for p in d.pipelined] == ["more-0"]
+
+
+def test_a_gang_is_not_bound_in_part_on_a_best_effort_reservation_left_reserved() -> None:
+    """A gang of two carried reservations: one fits its node now, the other is a best-effort
+    task on a node cordoned since. The cordoned one cannot bind and stays reserved, so the
+    gang is not ready (a reserved task is not a ready one, a best-effort one no more than
+    another) and binding its other task alone would place it in part. While lifted, the
+    best-effort task is pending, which the gang rule counts toward readiness: readiness must
+    be asked with it back on its reservation."""
+    s = snap(
+        [node("n0", unschedulable=True), node("n1")],
+        [job("j", 2, phase="Inqueue")],
+        [
+            {"name": "j-0", "job": "j", "request": {"cpu": 3}, "phase": "Pipelined", "node": "n1"},
+            {"name": "j-1", "job": "j", "request": {}, "phase": "Pipelined", "node": "n0"},
+        ],
+    )
+    cfg = config("enqueue", "allocate", "backfill")
+    d = gs.schedule(s, cfg)
+    check_cycle(s, d, cfg)
+    assert d.binds == ()
+    assert d.jobs["j"].pipelined == 2 and not d.jobs["j"].ready
+    assert "no longer passes its predicates" in d.task_reasons["j-1"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import gc
 import sys
 from collections.abc import Iterator
+from typing import cast
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,19 @@ def test_release_drops_the_references_back_to_the_session() -> None:
     assert state.__dict__["_last_session"] is not first
     for name in ("points", "gate", "evaluator"):
         assert not hasattr(first, name)
+
+
+def test_a_released_session_handed_as_previous_is_a_typed_error() -> None:
+    from gangsched.errors import ConfigError
+    from gangsched.scheduler import run_cycle
+
+    snap = Snapshot.from_dict(cluster_dict(4, 8, seed=2))
+    _, ssn = run_cycle(snap, CONFIG)
+    assert not ssn.released
+    ssn.release()
+    assert ssn.released
+    with pytest.raises(ConfigError, match="released") as err:
+        run_cycle(snap, CONFIG, previous=ssn)
+    assert err.value.field == "previous"
+    with pytest.raises(ConfigError, match="Session or None"):
+        run_cycle(snap, CONFIG, previous=cast(Session, "last"))

@@ -290,7 +290,7 @@ class AllocateAction(ConfiguredAction):
                 continue
             if skip:
                 ti = template_of[tasks[0]]
-                if ti >= 0 and all(template_of[t] == ti for t in tasks[1:]):
+                if ti >= 0 and (len(tasks) == 1 or all(template_of[t] == ti for t in tasks[1:])):
                     own = ssn.job_tasks(j)
                     if self._carry(ssn, run, j, own, ti, len(tasks)):
                         continue
@@ -536,13 +536,15 @@ class AllocateAction(ConfiguredAction):
         attempt is remembered for the next run."""
         if e.reason is not None:
             ssn.note_job(j, *e.reason)
-        reasons = ssn.task_reasons
-        for offset, text in e.task_words:
-            reasons[int(own[offset])] = text
+        if e.task_words:
+            reasons = ssn.task_reasons
+            rows = own.tolist()
+            for offset, text in e.task_words:
+                reasons[rows[offset]] = text
         ssn.unschedulable_jobs.add(j)
         if e.placement is not None:
             ssn.placements[j] = e.placement
-        run.memory[ssn.snapshot.jobs[j].name] = e
+        run.memory[e.job.name] = e  # the job's record (the carry checks found it the same)
 
     @staticmethod
     def _remember(

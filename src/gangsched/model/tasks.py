@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -161,42 +162,7 @@ class Task:
         # count > 1 with a fractional milli is several shares of distinct devices: allowed.
         check.assign(self, "request", req)
         check.assign(self, "gpu_request", gpu)
-        check.assign(
-            self,
-            "phase",
-            check.member(TaskPhase, self.phase, kind="task", name=name, field="phase"),
-        )
-        check.string(self.node, kind="task", name=name, field="node", optional=True)
-        indices = tuple(
-            check.integer(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
-            for i, idx in enumerate(
-                check.sequence(self.gpu_indices, kind="task", name=name, field="gpu_indices")
-            )
-        )
-        if len(set(indices)) != len(indices):
-            raise SnapshotError(
-                f"repeated GPU index in {list(indices)}",
-                kind="task",
-                name=name,
-                field="gpu_indices",
-            )
-        check.assign(self, "gpu_indices", indices)
-        n_devices = gpu.count if gpu is not None else 0
-        placed = self.phase in NODE_PHASES
-        if placed and self.node is None:
-            raise SnapshotError(
-                f"a {self.phase.value} task must name its node",
-                kind="task",
-                name=name,
-                field="node",
-            )
-        if (placed or indices) and len(indices) != n_devices:
-            raise SnapshotError(
-                f"{len(indices)} GPU indices for a request of {n_devices} devices",
-                kind="task",
-                name=name,
-                field="gpu_indices",
-            )
+        self._check_placement(name)
         check.assign(
             self, "priority", check.integer(self.priority, kind="task", name=name, field="priority")
         )
@@ -269,6 +235,63 @@ class Task:
                     field=f"topology_spread[{i}]",
                 )
             c.check(kind="task", name=name, field=f"topology_spread[{i}]")
+
+    def _check_placement(self, name: str) -> None:
+        """Check (and normalise) the phase, node and GPU indices against the GPU request."""
+        check.assign(
+            self,
+            "phase",
+            check.member(TaskPhase, self.phase, kind="task", name=name, field="phase"),
+        )
+        check.string(self.node, kind="task", name=name, field="node", optional=True)
+        indices = tuple(
+            check.integer(idx, kind="task", name=name, field=f"gpu_indices[{i}]", minimum=0)
+            for i, idx in enumerate(
+                check.sequence(self.gpu_indices, kind="task", name=name, field="gpu_indices")
+            )
+        )
+        if len(set(indices)) != len(indices):
+            raise SnapshotError(
+                f"repeated GPU index in {list(indices)}",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+        check.assign(self, "gpu_indices", indices)
+        gpu = self.gpu_request
+        n_devices = gpu.count if gpu is not None else 0
+        placed = self.phase in NODE_PHASES
+        if placed and self.node is None:
+            raise SnapshotError(
+                f"a {self.phase.value} task must name its node",
+                kind="task",
+                name=name,
+                field="node",
+            )
+        if (placed or indices) and len(indices) != n_devices:
+            raise SnapshotError(
+                f"{len(indices)} GPU indices for a request of {n_devices} devices",
+                kind="task",
+                name=name,
+                field="gpu_indices",
+            )
+
+    def placed(
+        self, phase: TaskPhase | str, node: str | None, gpu_indices: Iterable[int] = ()
+    ) -> Task:
+        """This task in ``phase`` on ``node`` and its ``gpu_indices``: the record
+        ``dataclasses.replace(self, phase=..., node=..., gpu_indices=...)`` makes, equal to
+        it field by field, with only those three checked again (with the same errors) —
+        every other field is this record's, checked when it was made. For a simulator or a
+        binder that moves many tasks through their phases."""
+        new = object.__new__(Task)
+        for name in _FIELD_NAMES:
+            object.__setattr__(new, name, getattr(self, name))
+        object.__setattr__(new, "phase", phase)
+        object.__setattr__(new, "node", node)
+        object.__setattr__(new, "gpu_indices", gpu_indices)
+        new._check_placement(self.name)
+        return new
 
     @property
     def pod_labels(self) -> Mapping[str, str]:
@@ -435,3 +458,7 @@ _TASK_KEYS = frozenset(
 def quantity(value: object, resource: str) -> int:
     """Shorthand for :func:`gangsched.units.parse_quantity` without object context."""
     return parse_quantity(value, resource)
+
+
+#: The fields of a task record, in order (what :meth:`Task.placed` copies).
+_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Task))

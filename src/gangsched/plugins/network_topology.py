@@ -207,12 +207,15 @@ class NetworkTopologyAwarePlugin:
             if not cols:
                 score[inside] = 0.0
             elif inside.any():
+                # Worked out once per domain of the tier, then read per row (a row's score
+                # is its domain's: the same numbers).
                 d = dom[inside]
-                alloc = self._alloc[t - 1][d][:, cols].astype(np.float64)
-                after = self._used[t - 1][d][:, cols] + tmpl.request[cols]
+                alloc = self._alloc[t - 1][:, cols].astype(np.float64)
+                after = self._used[t - 1][:, cols] + tmpl.request[cols]
                 part = np.where(alloc > 0, wv * after / np.maximum(alloc, 1.0), 0.0)
                 inner = part.sum(axis=1) / wv.sum()
-                score[inside] = np.where((after > alloc).any(axis=1), 0.0, inner)
+                per_domain = np.where((after > alloc).any(axis=1), 0.0, inner)
+                score[inside] = per_domain[d]
             num += fade * score
         res: npt.NDArray[np.float64] = num / total
         return res * 100.0 * self.weight

@@ -526,6 +526,11 @@ class Session(Occupancy):
             if hasattr(self, name):
                 delattr(self, name)
 
+    @property
+    def released(self) -> bool:
+        """Whether :meth:`release` let this session go."""
+        return not hasattr(self, "evaluator")
+
     def preemptable_for(self, job: int, *, quota: bool = False) -> I64:
         """Resources ``job`` may take by preemption, in ``task_req``'s terms, as the enqueue
         action counts them while it votes on the job's admission (zeros otherwise): the

@@ -246,6 +246,16 @@ class Statement:
         else:
             _ledger.unplace(ssn, op.task)
 
+    def put_back(self) -> None:
+        """Put every lifted task not placed again back on its reservation now, as the
+        statement's end would (in the order lifted): what is asked next (a job's readiness)
+        then reads those tasks reserved, not pending."""
+        self._check_open()
+        ssn = self.ssn
+        for op in self._lifted:
+            if ssn.task_state[op.task] == TaskState.PENDING:
+                _ledger.place(ssn, op.task, op.node, op.gpus, pipelined=True)
+
     def _end(self) -> None:
         """Close the statement: every lifted task not placed again goes back to its
         reservation, in the order lifted."""

@@ -94,6 +94,10 @@ def realise_reservations(ssn: Session) -> None:
         if over is not None:
             for t in tasks:
                 ssn.task_reasons[t] = f"reservation not bound: {over}"
+        if kept and bound and over is None:
+            # Readiness reads the reservations not bound as what they stay (reserved), not as
+            # the pending tasks they are while lifted: a best-effort one would count as ready.
+            stmt.put_back()
         if bound and over is None and ssn.points.job_ready(j):
             # Allocations ``allocate`` kept for this job (not ready then) count toward its
             # readiness now: they become binds too, or the job would be bound in part.

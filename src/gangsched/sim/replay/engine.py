@@ -385,7 +385,7 @@ class Engine:
         phase = JobPhase.RUNNING if self.job_started[j] else self.job_phase[j]
         rec = self.job_records.get((j, phase))
         if rec is None:
-            rec = dataclasses.replace(self.trace.jobs[j].job, phase=phase, creation=j)
+            rec = self.trace.jobs[j].job.in_phase(phase, creation=j)
             self.job_records[(j, phase)] = rec
         return rec
 
@@ -396,11 +396,8 @@ class Engine:
         phase = TaskPhase.RUNNING if st == _RUNNING else TaskPhase.RELEASING
         rec = self.task_record[t]
         if rec is None or rec.phase is not phase:
-            rec = dataclasses.replace(
-                self.task_base[t],
-                phase=phase,
-                node=self.trace.nodes[int(self.task_node[t])].name,
-                gpu_indices=self.task_gpus[t],
+            rec = self.task_base[t].placed(
+                phase, self.trace.nodes[int(self.task_node[t])].name, self.task_gpus[t]
             )
             self.task_record[t] = rec
         return rec
