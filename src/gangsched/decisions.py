@@ -65,6 +65,8 @@ def _need_text(record: str, field_name: str, v: object) -> object:
 
 
 def _need_count(record: str, field_name: str, v: object) -> object:
+    if type(v) is int and v >= 0:  # (the usual case: no bool is an int by type)
+        return v
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise _bad(record, field_name, "expected an integer >= 0", v)
     return v
@@ -78,6 +80,8 @@ def _need_flag(record: str, field_name: str, v: object) -> object:
 
 def _need_number(record: str, field_name: str, v: object) -> object:
     """A number >= 0 (infinity allowed: a share over an empty deserved amount), not NaN."""
+    if (type(v) is float or type(v) is int) and v >= 0:  # (NaN is not >= 0)
+        return v
     if isinstance(v, bool) or not isinstance(v, int | float) or math.isnan(v) or v < 0:
         raise _bad(record, field_name, "expected a number >= 0", v)
     return v

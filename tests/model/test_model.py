@@ -541,3 +541,21 @@ def test_generated_jobs_and_tasks_are_valid(job: Job, members: tuple[Task, ...])
 def test_any_non_empty_name_round_trips(name: str) -> None:
     node = Node(name=name, labels={name: name})
     assert Node.from_dict(json.loads(json.dumps(node.to_dict()))) == node
+
+
+def test_frozen_dict_of_a_frozen_dict_shares_its_sorted_data() -> None:
+    d = FrozenDict({"b": 2, "a": 1})
+    again = FrozenDict(d)
+    assert again == d and list(again) == ["a", "b"] and hash(again) == hash(d)
+    assert again._data is d._data  # immutable: nothing to copy
+
+
+def test_frozen_dict_of_any_mapping_is_sorted_by_its_keys() -> None:
+    from types import MappingProxyType
+
+    d = FrozenDict(MappingProxyType({"b": (2,), "a": (1,)}))
+    assert list(d.items()) == [("a", (1,)), ("b", (2,))]
+    mixed = {1: 1, "a": 2}
+    kept: FrozenDict[object, int] = FrozenDict(mixed)
+    mixed["z"] = 3  # the unorderable case copies its input too
+    assert dict(kept) == {1: 1, "a": 2}

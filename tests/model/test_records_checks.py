@@ -104,3 +104,35 @@ def test_an_unhashable_phase_is_refused_naming_the_field(cls: type[Any]) -> None
     field = "phase" if cls is JobStatus else "state"
     with pytest.raises(DecisionError, match=f": {field}: expected one of"):
         cls(**{field: []})
+
+
+@pytest.mark.parametrize(
+    "amounts",
+    [{1: 2}, {"cpu": True}, {"cpu": 1.0}, {"cpu": "1"}, {"cpu": 1, 2: 3}],
+    ids=repr,
+)
+@pytest.mark.parametrize("frozen", [False, True], ids=["dict", "FrozenDict"])
+def test_a_resource_mapping_of_other_types_is_refused(amounts: Any, frozen: bool) -> None:
+    """Plain names and plain integers are accepted by type alone; a name that is not a string
+    or an amount that is not a plain integer (a bool, a float, a string) is still refused,
+    whether the mapping is a dict or a FrozenDict."""
+    from gangsched._frozen import FrozenDict
+
+    value = FrozenDict(amounts) if frozen else amounts
+    with pytest.raises(DecisionError, match="queue status: allocated"):
+        QueueStatus(allocated=value)
+    assert QueueStatus(allocated=FrozenDict({"cpu": 1}) if frozen else {"cpu": 1}).allocated == {
+        "cpu": 1
+    }
+
+
+@pytest.mark.parametrize("value", [True, -1, 1.0, float("nan"), float("-inf")], ids=repr)
+def test_counts_and_numbers_of_other_values_are_refused(value: object) -> None:
+    """Counts accept plain non-negative integers, numbers plain non-negative ints and floats
+    (infinity included): a bool, a negative, a NaN are refused by either."""
+    with pytest.raises(DecisionError, match="job status: running"):
+        JobStatus(phase="Running", running=value)  # type: ignore[arg-type]
+    if not isinstance(value, float) or value != 1.0:
+        with pytest.raises(DecisionError, match="queue status: share"):
+            QueueStatus(share=value)  # type: ignore[arg-type]
+    assert QueueStatus(share=float("inf")).share == float("inf")

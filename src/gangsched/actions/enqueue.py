@@ -100,12 +100,18 @@ class EnqueueAction(ConfiguredAction):
         )
 
     def execute(self, ssn: Session) -> None:
+        waiting: dict[int, list[int]] = {}
+        pending = [j for j, phase in enumerate(ssn.job_phase) if phase is JobPhase.PENDING]
+        for j, q in zip(pending, ssn.job_queue[pending].tolist(), strict=True):
+            waiting.setdefault(q, []).append(j)
+        # A queue's jobs in job order (a queue with one job needs no order: its key is never
+        # compared).
         per_queue: dict[int, list[tuple[Any, int]]] = {}
-        for j in range(len(ssn.snapshot.jobs)):
-            if ssn.job_phase[j] is JobPhase.PENDING:
-                per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
         order: list[tuple[Any, int]] = []
-        for q, heap in per_queue.items():
+        for q, jobs in waiting.items():
+            heap = per_queue[q] = (
+                [(ssn.job_key(j), j) for j in jobs] if len(jobs) > 1 else [((), jobs[0])]
+            )
             heapq.heapify(heap)
             order.append((ssn.queue_key(q), q))
         heapq.heapify(order)
@@ -281,17 +287,22 @@ class ShapeCheck:
         if self._enough(j):
             return None
         rec = ssn.snapshot.jobs[j]
+        own = ssn.job_tasks(j)
+        records = ssn.snapshot.tasks
         tasks = [
-            int(t)
-            for t in ssn.job_tasks(j)
-            if ssn.task_state[t] == TaskState.PENDING and not ssn.snapshot.tasks[int(t)].best_effort
+            t
+            for t in own[ssn.task_state[own] == TaskState.PENDING].tolist()
+            if not records[t].best_effort
         ]
-        if ssn.count_states(j, PIPELINED_OR_READY) + len(tasks) < rec.min_available:
+        ready = ssn.count_states(j, PIPELINED_OR_READY)
+        if ready + len(tasks) < rec.min_available:
             return None  # not a shape question: the job lacks tasks (allocate reports it)
-        tasks.sort(key=ssn.task_key)
+        if len(tasks) > 1:
+            tasks.sort(key=ssn.task_key)
         runs: list[tuple[Any, int]] = []
+        templates, template_of = ssn.templates, ssn.template_of
         for t in tasks:
-            shape = ssn.templates[int(ssn.template_of[t])].key[1:6]
+            shape = templates[int(template_of[t])].key[1:6]
             if runs and runs[-1][0] == shape:
                 runs[-1] = (shape, runs[-1][1] + 1)
             else:
@@ -300,7 +311,7 @@ class ShapeCheck:
             tuple(runs),
             rec.min_available,
             tuple(sorted(rec.min_task_member.items())),
-            ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j),
+            ready + ssn.pending_best_effort(j),
             int(ssn.job_queue[j]) if (self.preempt or self.reclaim) else -1,
         )
         if key not in self._cache:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from itertools import repeat
-from operator import eq, itemgetter
-from typing import Any
+from itertools import compress, repeat
+from operator import eq, itemgetter, not_
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -27,7 +27,7 @@ from gangsched.decisions import (
     PlacementInfo,
     QueueStatus,
 )
-from gangsched.model import JobPhase, TaskPhase
+from gangsched.model import Job, JobPhase, TaskPhase
 from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.session.rules.fairshare import demand_mask
 from gangsched.session.rules.gang import pending_tasks
@@ -37,8 +37,8 @@ from gangsched.units import GPU
 
 __all__ = ["close_session", "job_phase", "nondeterministic_options"]
 
-Rows = npt.NDArray[np.intp]
-_NO_ROWS: Rows = np.zeros(0, dtype=np.intp)
+_Rows = npt.NDArray[np.intp]
+_NO_ROWS: _Rows = np.zeros(0, dtype=np.intp)
 
 
 def close_session(ssn: Session) -> Decisions:
@@ -56,7 +56,7 @@ def close_session(ssn: Session) -> Decisions:
         if book.asking
         else ()
     )
-    task_reasons = _task_reasons(ssn, state, jobs)
+    task_reasons, noted = _task_reasons(ssn, state, jobs)
     queues = _queue_statuses(ssn, state, names, book)
     preemption_reasons = {
         snap.jobs[j].name: "; ".join(f"{action}: {why}" for action, why in per_action.items())
@@ -82,7 +82,7 @@ def close_session(ssn: Session) -> Decisions:
         binds=binds,
         evictions=evictions,
         pipelined=pipelined,
-        jobs=FrozenDict(jobs),
+        jobs=FrozenDict({**jobs, **noted} if noted else jobs),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
         job_actions=actions,
@@ -179,10 +179,13 @@ JOB_STATUSES = ("close", "job statuses")
 QUEUE_STATUSES = ("close", "queue statuses")
 
 
-def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any], Rows]:
+def _since_last_close(
+    ssn: Session, key: tuple[str, str], *, take: bool = False
+) -> tuple[dict[str, Any], _Rows]:
     """The last cycle's statuses kept under ``key`` and the jobs (or queues, by key) the change
-    log names since they were made; nothing kept when the log does not continue theirs."""
-    known = ssn.prior_records.get(key)
+    log names since they were made; nothing kept when the log does not continue theirs.
+    ``take``: they pass to this cycle (the last one keeps them no more)."""
+    known = ssn.prior_records.pop(key, None) if take else ssn.prior_records.get(key)
     log = ssn.changes
     if known is None or not log.knows_jobs(known[0], known[1]):
         return {}, _NO_ROWS
@@ -190,24 +193,19 @@ def _since_last_close(ssn: Session, key: tuple[str, str]) -> tuple[dict[str, Any
     return known[2], since
 
 
-@dataclass(frozen=True, slots=True)
-class _JobEntry:
+class _JobEntry(NamedTuple):
     """A job's status as the close step keeps it for the next cycle, with what it was made
-    of besides the change log's cursor."""
+    of besides the change log's cursor (a named tuple: one is made per job looked at)."""
 
     status: JobStatus
-    job: object  # the job's record
-    phase: JobPhase | None  # admitted or not, in the session (None: no status yet)
+    job: Job  # the job's record
+    phase: JobPhase  # admitted or not, in the session
     reason: tuple[str, str] | None
     lost: bool  # unschedulable while it runs
     row: tuple[int, ...]  # tasks per state
     best_effort: int  # pending best-effort tasks
     asks: bool  # its record names job policies (the job actions read it)
     settled: JobPhase | None  # its record's phase, which a cycle keeps (None: Pending)
-
-
-#: What a job without a status from the last cycle is read as: its phase is no job's, so its
-#: status is always worked out.
 
 
 def _job_statuses(
@@ -225,11 +223,14 @@ def _job_statuses(
     # as then and with the same words, has the status it had (records are immutable). One it
     # names (a trial placement undone is an entry too) has it when what the status is made
     # of is as then: its record, its tasks per state and its pending best-effort tasks.
-    last, changed = _since_last_close(ssn, JOB_STATUSES)
-    known = ssn.prior_records.get(JOB_BOOK) if last else None
-    book: _JobBook = known[1] if known is not None and known[0] is last else _NO_BOOK
-    if book is _NO_BOOK:
-        last = {}
+    # (the kept entries and their book pass from the last cycle to this one, which updates
+    # them in place: a cycle costs what changed, not what waits)
+    last, changed = _since_last_close(ssn, JOB_STATUSES, take=True)
+    known = ssn.prior_records.pop(JOB_BOOK, None)
+    if known is not None and known[0] is last and last:
+        book: _JobBook = known[1]
+    else:
+        book, last = _no_book(), {}
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
@@ -237,7 +238,8 @@ def _job_statuses(
     # have moved (admitted in the last cycle or in this one: only a Pending job is), those
     # whose words or whose being lost moved. Every other job keeps the entry it had, and the
     # book is the last one's with the entries of these (and of the jobs gone) replaced.
-    look = set(changed.tolist())
+    changed_set = set(changed.tolist())
+    look = set(changed_set)
     said = dict(zip(map(names.__getitem__, reasons), reasons.values(), strict=True))
     unschedulable_now = set(map(names.__getitem__, unschedulable))
     moved = {name for name, _ in said.items() ^ book.words.items()}
@@ -246,20 +248,18 @@ def _job_statuses(
     moved |= book.lost - unschedulable_now
     moved |= book.unsettled
     look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
-    made = dict(last)
-    statuses = dict(book.statuses)
-    columns = dict(book.columns)
-    words = dict(book.words)
-    sets = [set(book.lost), set(book.running), set(book.unsettled), set(book.asking)]
+    made, statuses, words, phases_of = last, book.statuses, book.words, book.phases_of
+    sets = [book.lost, book.running, book.unsettled, book.asking, book.reserving]
     absent = [j for j in look if names[j] not in last]
-    if len(last) + len(absent) != n_jobs:  # some job left (or the log named no new one)
-        for name in last.keys() - index.keys():
-            del made[name], statuses[name], columns[name]
-            words.pop(name, None)
-            for group in sets:
-                group.discard(name)
-        if len(made) + len(absent) != n_jobs:
-            look.update(j for j, name in enumerate(names) if name not in made)
+    for name in last.keys() - index.keys():  # the jobs gone
+        gone = made.pop(name)
+        phases_of[gone.job.queue][_column(gone.status)] -= 1
+        del statuses[name]
+        words.pop(name, None)
+        for group in sets:
+            group.discard(name)
+    if len(made) + len(absent) != n_jobs:  # (a new job the log does not name: looked at too)
+        look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
     if look:
         # Tasks per (job, state) from one bincount.
@@ -268,15 +268,14 @@ def _job_statuses(
             n_jobs, n_states
         )
         best_effort = _pending_best_effort(ssn)
-        changed_set = set(changed.tolist())
         built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
         jobs_rec = snap.jobs
-        for j in sorted(look):
+        todo = sorted(look)
+        for j, row in zip(todo, map(tuple, counts[todo].tolist()), strict=True):
             job = jobs_rec[j]
             name = names[j]
             phase, reason, lost = phases[j], reasons.get(j), j in unschedulable
             entry = before = last.get(name)
-            row = tuple(counts[j].tolist())
             if entry is not None and j in changed_set:
                 be = best_effort[j]
                 if entry.job is not job or entry.row != row or entry.best_effort != be:
@@ -308,9 +307,15 @@ def _job_statuses(
                 )
                 if before is None or before.status.phase != status.phase:
                     fresh[j] = True
+            if entry is before:
+                continue  # (its book entries are those it had)
+            if before is not None:
+                phases_of[before.job.queue][_column(before.status)] -= 1
+            phases_of.setdefault(job.queue, [0] * (len(_QUEUE_PHASES) + 1))[
+                _column(entry.status)
+            ] += 1
             made[name] = entry
             statuses[name] = entry.status
-            columns[name] = _PHASE_COLUMN.get(entry.status.phase, len(_QUEUE_PHASES))
             if entry.reason is None:
                 words.pop(name, None)
             else:
@@ -320,6 +325,7 @@ def _job_statuses(
                 entry.status.running > 0,
                 entry.phase is not entry.settled,
                 entry.asks,
+                entry.status.phase == "Inqueue" and job.min_resources is not None,
             )
             for group, marked in zip(sets, marks, strict=True):
                 if marked:
@@ -328,34 +334,45 @@ def _job_statuses(
                     group.discard(name)
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
-    lost_now, running, unsettled, asking = map(frozenset, sets)
-    book = _JobBook(statuses, columns, words, lost_now, running, unsettled, asking, fresh)
+    lost_now, running, unsettled, asking, reserving = sets
+    book = _JobBook(
+        statuses, phases_of, words, lost_now, running, unsettled, asking, reserving, fresh
+    )
     ssn.records[JOB_BOOK] = (made, book)
-    return dict(statuses), book
+    return statuses, book
 
 
 @dataclass(frozen=True, slots=True)
 class _JobBook:
     """What the close step works a cycle's job statuses out from besides the kept entries, by
-    job name: each job's status and its phase's column in a queue's counts
-    (:data:`_QUEUE_PHASES`), the words of the jobs that have some (``words``), and the jobs
+    job name: each job's status, per queue name its jobs per phase (``phases_of``: in the
+    order of :data:`_QUEUE_PHASES`, any other phase last), the words of the jobs that have
+    some (``words``), and the jobs
     lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
-    session's phase is not its record's, or its record is Pending, which a cycle may admit)
-    and whose record names job policies (``asking``). ``fresh``: per job of the cycle,
-    whether its figures may differ from the last cycle's (:func:`_job_statuses`)."""
+    session's phase is not its record's, or its record is Pending, which a cycle may admit),
+    whose record names job policies (``asking``) and the Inqueue ones with
+    ``min_resources`` (``reserving``). ``fresh``: per job of the cycle, whether its figures
+    may differ from the last cycle's (:func:`_job_statuses`)."""
 
     statuses: dict[str, JobStatus]
-    columns: dict[str, int]
+    phases_of: dict[str, list[int]]
     words: dict[str, tuple[str, str]]
-    lost: frozenset[str]
-    running: frozenset[str]
-    unsettled: frozenset[str]
-    asking: frozenset[str]
+    lost: set[str]
+    running: set[str]
+    unsettled: set[str]
+    asking: set[str]
+    reserving: set[str]
     fresh: npt.NDArray[np.bool_]
 
 
-_NONE: frozenset[str] = frozenset()
-_NO_BOOK = _JobBook({}, {}, {}, _NONE, _NONE, _NONE, _NONE, np.zeros(0, dtype=np.bool_))
+def _column(status: JobStatus) -> int:
+    """The column of a job with ``status`` in its queue's jobs per phase."""
+    return _PHASE_COLUMN.get(status.phase, len(_QUEUE_PHASES))
+
+
+def _no_book() -> _JobBook:
+    return _JobBook({}, {}, {}, set(), set(), set(), set(), set(), np.zeros(0, dtype=np.bool_))
+
 
 #: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
 #: kept entries it goes with.
@@ -403,18 +420,18 @@ def _job_status(ssn: Session, j: int, count: Mapping[int, int], best_effort: int
 
 
 def _task_reasons(
-    ssn: Session, state: npt.NDArray[np.int64], jobs: dict[str, JobStatus]
-) -> dict[str, str]:
+    ssn: Session, state: npt.NDArray[np.int64], jobs: Mapping[str, JobStatus]
+) -> tuple[dict[str, str], dict[str, JobStatus]]:
     """Why each task left pending was not placed (and why a carried reservation held back by
-    a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs
-    (``jobs`` is updated in place)."""
+    a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs (the
+    second mapping: the statuses of ``jobs`` with a note)."""
     snap = ssn.snapshot
     notes = ssn.points.reason_notes()
     pending = np.flatnonzero(state == TaskState.PENDING).tolist()
     # A task's own reason, else its job's message, else the job's status in words.
     whys: list[str] = list(map(ssn.task_reasons.get, pending, repeat("")))
     task_job = ssn.task_job[pending].tolist()
-    unsaid = [i for i, why in enumerate(whys) if not why]
+    unsaid = list(compress(range(len(whys)), map(not_, whys)))
     if unsaid:
         of_job: dict[int, str] = {}
         for i in unsaid:
@@ -438,11 +455,12 @@ def _task_reasons(
         held_back = ssn.task_reasons.get(t)
         if held_back and snap.tasks[t].phase is TaskPhase.PIPELINED:
             task_reasons[snap.tasks[t].name] = held_back
+    noted: dict[str, JobStatus] = {}
     for j, note in notes.items():
         status = jobs[snap.jobs[j].name]
         if status.pending and not status.ready:
-            jobs[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
-    return task_reasons
+            noted[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
+    return task_reasons, noted
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,7 +479,6 @@ class _QueueEntry:
 
 #: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
 _PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
-_INQUEUE = _PHASE_COLUMN["Inqueue"]
 
 
 def _picked(names: list[str], rows: list[int]) -> list[str] | tuple[str, ...]:
@@ -489,11 +506,12 @@ def _queue_statuses(
     np.add.at(pending_req, ssn.job_queue[ssn.task_job[pend]], ssn.task_req[pend])
     fair = ssn.points.fair_share
     returning = np.zeros_like(ssn.queue_allocated)
-    back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
-    np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
+    if (state == TaskState.RELEASING).any():  # (else the demand holds no task not pending)
+        back = np.flatnonzero(demand_mask(ssn, state) & (state != TaskState.PENDING))
+        np.add.at(returning, ssn.job_queue[ssn.task_job[back]], ssn.task_req[back])
     others = len(_QUEUE_PHASES)
-    column = np.fromiter(map(book.columns.__getitem__, names), np.int64, len(names))
-    inqueue_req = _inqueue_resources(ssn, column == _INQUEUE)
+    index = snap.job_index
+    inqueue_req = _inqueue_resources(ssn, sorted(index[name] for name in book.reserving))
 
     # Under a queue hierarchy an inner queue's figures are those of its subtree.
     def subtrees(per_queue: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -505,11 +523,9 @@ def _queue_statuses(
     inqueue_req = subtrees(inqueue_req)
     request_q = allocated_q + pending_req + returning
     gpu = ssn.arrays.spec.gpu_column
-    # Jobs per queue and phase, from one bincount.
-    per_phase = np.bincount(
-        ssn.job_queue * (others + 1) + column, minlength=n_q * (others + 1)
-    ).reshape(n_q, others + 1)
-    phase_counts: list[list[int]] = per_phase[:, :others].tolist()
+    # Jobs per queue and phase, as the book counts them.
+    nothing = [0] * others
+    phase_counts = [book.phases_of.get(queue.name, nothing)[:others] for queue in snap.queues]
     # A queue the change log names no change of since the last cycle's close, none of whose
     # jobs' figures moved, has the figures it had then; with the same
     # fair-share figures (the water-filling reads every queue) it has the status it had. Under
@@ -637,18 +653,14 @@ def _with_note(why: str, note: str | None) -> str:
     return f"{why.rstrip('.')}; {note}" if why else note
 
 
-def _inqueue_resources(ssn: Session, inqueue: npt.NDArray[np.bool_]) -> npt.NDArray[np.int64]:
-    """Per queue, what jobs left Inqueue (``inqueue``: per job) still reserve: the unallocated
-    part of their ``min_resources``."""
+def _inqueue_resources(ssn: Session, reserving: list[int]) -> npt.NDArray[np.int64]:
+    """Per queue, what jobs left Inqueue with ``min_resources`` (``reserving``) still
+    reserve: the unallocated part of their ``min_resources``."""
     out = np.zeros_like(ssn.queue_allocated)
     jobs = ssn.snapshot.jobs
-    for j in np.flatnonzero(inqueue).tolist():
-        job = jobs[j]
-        if job.min_resources is not None:
-            need = ssn.vector(job.min_resources)
-            out[ssn.job_queue[j]] += np.where(
-                need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0
-            )
+    for j in reserving:
+        need = ssn.vector(jobs[j].min_resources)
+        out[ssn.job_queue[j]] += np.where(need > 0, np.maximum(need - ssn.job_allocated[j], 0), 0)
     return out
 
 
