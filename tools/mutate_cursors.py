@@ -232,8 +232,10 @@ ARRAYS: tuple[tuple[str, str, str, str, str], ...] = (
         "arrays:rebooked-rows-not-zeroed",
         "a node booked again keeps its old per-node occupancy under the new",
         "session/arrays.py",
-        "        used[i] = releasing[i] = pipelined[i] = 0\n",
-        "        pass\n",
+        "        used[i], releasing[i], pipelined[i] = sums\n",
+        "        used[i] += sums[0]\n"
+        "        releasing[i] += sums[1]\n"
+        "        pipelined[i] += sums[2]\n",
     ),
     (
         "arrays:rebooked-devices-not-zeroed",
@@ -280,8 +282,12 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "core:job-record-not-compared",
         "a job whose record changed is carried",
         "session/core.py",
-        "        if oj >= 0 and o_jobs[oj] is job:",
-        "        if oj >= 0:",
+        "    old_of = new.columns.job_source  # the same record\n"
+        "    if old_of is None:\n"
+        "        old_of = same_records(old.columns.job_ids, new.columns.job_ids)\n",
+        "    old_of = np.array(\n"
+        "        [o_snap.job_index.get(j.name, -1) for j in n_snap.jobs], dtype=np.int64\n"
+        "    )\n",
     ),
     (
         "core:queue-jobs-not-compared",

@@ -132,3 +132,38 @@ def test_a_type_whose_class_decides_is_remembered_per_point() -> None:
     drf = ssn.plugin("drf")
     if drf is not None:
         assert dispatch._BY_TYPE[type(drf), "queue_order_global"] is False
+
+
+def test_enqueue_asks_a_foreign_job_order_even_for_a_queue_of_one_job() -> None:
+    """The package's job orders need not be asked for a queue with one waiting job (its key
+    is never compared); a plugin from elsewhere is, so that a wrong answer is reported
+    whatever the queue holds."""
+    from gangsched.errors import ConfigError
+    from gangsched.scheduler import default_registry
+
+    class BadOrder:
+        name = "badorder"
+        known_arguments = ()
+
+        def __init__(self, arguments: object) -> None:
+            pass
+
+        def job_order(self, ssn: object, job: int) -> object:
+            return 7  # not a tuple sort key
+
+    reg = default_registry()
+    reg.register_plugin("badorder", BadOrder)
+    cfg = gs.Config.from_dict(
+        {"actions": ["enqueue"], "tiers": [[{"name": "badorder"}, {"name": "gang"}]]},
+        plugins=reg.plugins,
+    )
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi"}}],
+            "queues": [{"name": "default"}],
+            "jobs": [{"name": "a", "min_available": 1}],
+            "tasks": [{"name": "a0", "job": "a", "request": {"cpu": 1}}],
+        }
+    )
+    with pytest.raises(ConfigError, match="job_order"):
+        gs.schedule(snap, cfg, registry=reg)

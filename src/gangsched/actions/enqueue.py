@@ -104,13 +104,17 @@ class EnqueueAction(ConfiguredAction):
         pending = [j for j, phase in enumerate(ssn.job_phase) if phase is JobPhase.PENDING]
         for j, q in zip(pending, ssn.job_queue[pending].tolist(), strict=True):
             waiting.setdefault(q, []).append(j)
-        # A queue's jobs in job order (a queue with one job needs no order: its key is never
-        # compared).
+        # A queue's jobs in job order. With the package's job orders, a queue with one job
+        # needs none (its key is never compared); a plugin from elsewhere is asked anyway,
+        # so that a wrong answer is reported whatever the queue holds.
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         order: list[tuple[Any, int]] = []
+        unordered = ssn.points.built_in("job_order")
         for q, jobs in waiting.items():
             heap = per_queue[q] = (
-                [(ssn.job_key(j), j) for j in jobs] if len(jobs) > 1 else [((), jobs[0])]
+                [((), jobs[0])]
+                if unordered and len(jobs) == 1
+                else [(ssn.job_key(j), j) for j in jobs]
             )
             heapq.heapify(heap)
             order.append((ssn.queue_key(q), q))

@@ -251,19 +251,19 @@ class Statement:
         statement's end would (in the order lifted): what is asked next (a job's readiness)
         then reads those tasks reserved, not pending."""
         self._check_open()
-        ssn = self.ssn
-        for op in self._lifted:
-            if ssn.task_state[op.task] == TaskState.PENDING:
-                _ledger.place(ssn, op.task, op.node, op.gpus, pipelined=True)
+        self._return_lifted()
 
     def _end(self) -> None:
         """Close the statement: every lifted task not placed again goes back to its
         reservation, in the order lifted."""
+        self._return_lifted()
+        self._done = True
+
+    def _return_lifted(self) -> None:
         ssn = self.ssn
         for op in self._lifted:
             if ssn.task_state[op.task] == TaskState.PENDING:
                 _ledger.place(ssn, op.task, op.node, op.gpus, pipelined=True)
-        self._done = True
 
     def _gang_refusal(self, *, binding: bool) -> Refusal | None:
         if self.relax:
