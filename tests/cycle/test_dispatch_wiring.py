@@ -167,3 +167,43 @@ def test_enqueue_asks_a_foreign_job_order_even_for_a_queue_of_one_job() -> None:
     )
     with pytest.raises(ConfigError, match="job_order"):
         gs.schedule(snap, cfg, registry=reg)
+
+
+def test_enqueue_asks_a_foreign_task_order_even_for_a_job_of_one_task() -> None:
+    """The same for the shape check's task order: a job with one pending task needs none
+    from the package's plugins; one from elsewhere is asked, and its wrong answer reported."""
+    from gangsched.errors import ConfigError
+    from gangsched.scheduler import default_registry
+
+    class BadTaskOrder:
+        name = "badtask"
+        known_arguments = ()
+
+        def __init__(self, arguments: object) -> None:
+            pass
+
+        def task_order(self, ssn: object, task: int) -> object:
+            return 7  # not a tuple sort key
+
+    reg = default_registry()
+    reg.register_plugin("badtask", BadTaskOrder)
+    cfg = gs.Config.from_dict(
+        {
+            "actions": ["enqueue"],
+            "tiers": [
+                [{"name": "badtask"}, {"name": "gang"}],
+                [{"name": "predicates"}, {"name": "proportion"}],
+            ],
+        },
+        plugins=reg.plugins,
+    )
+    snap = gs.Snapshot.from_dict(
+        {
+            "nodes": [{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi"}}],
+            "queues": [{"name": "default"}],
+            "jobs": [{"name": "a", "min_available": 1}],
+            "tasks": [{"name": "a0", "job": "a", "request": {"cpu": 1}}],
+        }
+    )
+    with pytest.raises(ConfigError, match="task_order"):
+        gs.schedule(snap, cfg, registry=reg)

@@ -301,7 +301,9 @@ class ShapeCheck:
         ready = ssn.count_states(j, PIPELINED_OR_READY)
         if ready + len(tasks) < rec.min_available:
             return None  # not a shape question: the job lacks tasks (allocate reports it)
-        if len(tasks) > 1:
+        if len(tasks) > 1 or not ssn.points.built_in("task_order"):
+            # (one task needs no order, but a task order from elsewhere is asked anyway, so
+            # that a wrong answer is reported)
             tasks.sort(key=ssn.task_key)
         runs: list[tuple[Any, int]] = []
         templates, template_of = ssn.templates, ssn.template_of
