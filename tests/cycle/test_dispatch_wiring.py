@@ -134,10 +134,12 @@ def test_a_type_whose_class_decides_is_remembered_per_point() -> None:
         assert dispatch._BY_TYPE[type(drf), "queue_order_global"] is False
 
 
-def test_enqueue_asks_a_foreign_job_order_even_for_a_queue_of_one_job() -> None:
-    """The package's job orders need not be asked for a queue with one waiting job (its key
-    is never compared); a plugin from elsewhere is, so that a wrong answer is reported
-    whatever the queue holds."""
+@pytest.mark.parametrize("point", ["job_order", "task_order"])
+def test_enqueue_asks_a_foreign_order_even_for_one_job_of_one_task(point: str) -> None:
+    """With the package's orders, a queue with one waiting job needs no job order (its key is
+    never compared) and the shape check of a job with one pending task no task order; a
+    plugin from elsewhere is asked anyway, so that its wrong answer is reported whatever the
+    queue holds."""
     from gangsched.errors import ConfigError
     from gangsched.scheduler import default_registry
 
@@ -148,50 +150,17 @@ def test_enqueue_asks_a_foreign_job_order_even_for_a_queue_of_one_job() -> None:
         def __init__(self, arguments: object) -> None:
             pass
 
-        def job_order(self, ssn: object, job: int) -> object:
-            return 7  # not a tuple sort key
+    def wrong(self: object, ssn: object, item: int) -> object:
+        return 7  # not a tuple sort key
 
+    setattr(BadOrder, point, wrong)
     reg = default_registry()
     reg.register_plugin("badorder", BadOrder)
-    cfg = gs.Config.from_dict(
-        {"actions": ["enqueue"], "tiers": [[{"name": "badorder"}, {"name": "gang"}]]},
-        plugins=reg.plugins,
-    )
-    snap = gs.Snapshot.from_dict(
-        {
-            "nodes": [{"name": "n0", "allocatable": {"cpu": 4, "memory": "8Gi"}}],
-            "queues": [{"name": "default"}],
-            "jobs": [{"name": "a", "min_available": 1}],
-            "tasks": [{"name": "a0", "job": "a", "request": {"cpu": 1}}],
-        }
-    )
-    with pytest.raises(ConfigError, match="job_order"):
-        gs.schedule(snap, cfg, registry=reg)
-
-
-def test_enqueue_asks_a_foreign_task_order_even_for_a_job_of_one_task() -> None:
-    """The same for the shape check's task order: a job with one pending task needs none
-    from the package's plugins; one from elsewhere is asked, and its wrong answer reported."""
-    from gangsched.errors import ConfigError
-    from gangsched.scheduler import default_registry
-
-    class BadTaskOrder:
-        name = "badtask"
-        known_arguments = ()
-
-        def __init__(self, arguments: object) -> None:
-            pass
-
-        def task_order(self, ssn: object, task: int) -> object:
-            return 7  # not a tuple sort key
-
-    reg = default_registry()
-    reg.register_plugin("badtask", BadTaskOrder)
     cfg = gs.Config.from_dict(
         {
             "actions": ["enqueue"],
             "tiers": [
-                [{"name": "badtask"}, {"name": "gang"}],
+                [{"name": "badorder"}, {"name": "gang"}],
                 [{"name": "predicates"}, {"name": "proportion"}],
             ],
         },
@@ -205,5 +174,5 @@ def test_enqueue_asks_a_foreign_task_order_even_for_a_job_of_one_task() -> None:
             "tasks": [{"name": "a0", "job": "a", "request": {"cpu": 1}}],
         }
     )
-    with pytest.raises(ConfigError, match="task_order"):
+    with pytest.raises(ConfigError, match=point):
         gs.schedule(snap, cfg, registry=reg)
