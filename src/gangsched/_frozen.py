@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["FrozenDict", "plain_fields"]
+__all__ = ["FrozenDict", "copied", "plain_fields"]
 
 
 class DataclassInstance(Protocol):
@@ -18,16 +18,32 @@ class DataclassInstance(Protocol):
     __dataclass_fields__: ClassVar[dict[str, Any]]
 
 
+R = TypeVar("R", bound="DataclassInstance")
+
 #: Field names per record class, read once (``dataclasses.fields`` walks the class each call).
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _names(record: DataclassInstance) -> tuple[str, ...]:
+    names = _FIELD_NAMES.get(type(record))
+    if names is None:
+        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    return names
+
+
+def copied(record: R) -> R:
+    """A new record of ``record``'s type holding every one of its fields, made without its
+    constructor (no check runs: the caller changes fields and checks those it changed)."""
+    new = object.__new__(type(record))
+    for name in _names(record):
+        object.__setattr__(new, name, getattr(record, name))
+    return new
 
 
 def plain_fields(record: DataclassInstance) -> dict[str, object]:
     """A frozen record's plain form: its fields in declaration order, tuples as lists and
     mappings as dicts (the interchange form of records that add nothing to their fields)."""
-    names = _FIELD_NAMES.get(type(record))
-    if names is None:
-        names = _FIELD_NAMES[type(record)] = tuple(f.name for f in fields(record))
+    names = _names(record)
     out: dict[str, object] = {}
     for name in names:
         v = getattr(record, name)

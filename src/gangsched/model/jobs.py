@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from gangsched._frozen import FrozenDict, plain_fields
+from gangsched._frozen import FrozenDict, copied, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.model import fields as check
 from gangsched.model.affinity import TaskTopology
@@ -255,9 +254,7 @@ class Job:
         ``dataclasses.replace`` makes, equal to it field by field, with only those checked
         again (with the same errors) — every other field is this record's, checked when it
         was made. For a simulator that moves many jobs through their phases."""
-        new = object.__new__(Job)
-        for attr in _FIELD_NAMES:
-            object.__setattr__(new, attr, getattr(self, attr))
+        new = copied(self)
         name = self.name
         check.assign(
             new, "phase", check.member(JobPhase, phase, kind="job", name=name, field="phase")
@@ -495,7 +492,3 @@ class DisruptionBudget:
 
 
 _BUDGET_KEYS = frozenset({"name", "jobs", "tasks", "min_available", "max_unavailable"})
-
-
-#: The fields of a job record, in order (what :meth:`Job.in_phase` copies).
-_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Job))

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from gangsched._frozen import FrozenDict, plain_fields
+from gangsched._frozen import FrozenDict, copied, plain_fields
 from gangsched.errors import SnapshotError
 from gangsched.limits import MAX_QUANTITY
 from gangsched.model import fields as check
@@ -284,9 +283,7 @@ class Task:
         it field by field, with only those three checked again (with the same errors) —
         every other field is this record's, checked when it was made. For a simulator or a
         binder that moves many tasks through their phases."""
-        new = object.__new__(Task)
-        for name in _FIELD_NAMES:
-            object.__setattr__(new, name, getattr(self, name))
+        new = copied(self)
         object.__setattr__(new, "phase", phase)
         object.__setattr__(new, "node", node)
         object.__setattr__(new, "gpu_indices", gpu_indices)
@@ -458,7 +455,3 @@ _TASK_KEYS = frozenset(
 def quantity(value: object, resource: str) -> int:
     """Shorthand for :func:`gangsched.units.parse_quantity` without object context."""
     return parse_quantity(value, resource)
-
-
-#: The fields of a task record, in order (what :meth:`Task.placed` copies).
-_FIELD_NAMES: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Task))

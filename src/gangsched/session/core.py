@@ -273,7 +273,7 @@ class Session(Occupancy):
         )
         pending = np.flatnonzero(cols.state == TaskState.PENDING).tolist()
         carried = None
-        read = pod_keys = None
+        read: tuple[str, ...] | None = None
         if previous is not None and cols.source is not None:
             # A task whose record was a task of the last cycle's template joins that key's
             # template; the pod label keys, none last cycle, are none unless a new record
@@ -282,16 +282,13 @@ class Session(Occupancy):
             old_of = np.full(len(snapshot.tasks), -1, dtype=np.int64)
             old_of[have] = previous.template_of[cols.source[have]]
             carried = (previous.templates, old_of, previous.snapshot.job_index)
-            if previous.pod_label_keys is None:
-                tasks = snapshot.tasks
-                fresh = np.flatnonzero(~have).tolist()
-                if any(tasks[t].pod_constrained for t in fresh):
-                    read = pod_label_keys(snapshot)
-            else:
+            tasks = snapshot.tasks
+            if previous.pod_label_keys is not None or any(
+                tasks[t].pod_constrained for t in np.flatnonzero(~have).tolist()
+            ):
                 read = pod_label_keys(snapshot)
         else:
             read = pod_label_keys(snapshot)
-        pod_keys = read
         split = None
         if config.plugin("task-topology") is not None:
             buckets = build_buckets(snapshot)
@@ -325,7 +322,7 @@ class Session(Occupancy):
             templates=templates,
             template_of=template_of,
             columns=cols,
-            pod_label_keys=pod_keys,
+            pod_label_keys=read,
         )
         ssn.registry = registry
         if previous is not None:
