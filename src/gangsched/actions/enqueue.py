@@ -109,11 +109,11 @@ class EnqueueAction(ConfiguredAction):
         # so that a wrong answer is reported whatever the queue holds.
         per_queue: dict[int, list[tuple[Any, int]]] = {}
         order: list[tuple[Any, int]] = []
-        unordered = ssn.points.built_in("job_order")
+        one_needs_no_key = ssn.points.built_in("job_order")
         for q, jobs in waiting.items():
             heap = per_queue[q] = (
                 [((), jobs[0])]
-                if unordered and len(jobs) == 1
+                if one_needs_no_key and len(jobs) == 1
                 else [(ssn.job_key(j), j) for j in jobs]
             )
             heapq.heapify(heap)
@@ -248,6 +248,10 @@ class ShapeCheck:
         self.ssn = ssn
         self.preempt = any(ssn.config.has_action(a) for a in _PREEMPT_ACTIONS)
         self.reclaim = any(ssn.config.has_action(a) for a in ("reclaim", "gangreclaim"))
+        #: Whether the package's task orders alone order tasks: then one pending task needs
+        #: no order; a task order from elsewhere is asked anyway, so that a wrong answer is
+        #: reported.
+        self._one_needs_no_order = ssn.points.built_in("task_order")
         self._cache: dict[tuple[Any, ...], str | None] = {}
 
     # ------------------------------------------------------------------ gang bookkeeping
@@ -301,9 +305,7 @@ class ShapeCheck:
         ready = ssn.count_states(j, PIPELINED_OR_READY)
         if ready + len(tasks) < rec.min_available:
             return None  # not a shape question: the job lacks tasks (allocate reports it)
-        if len(tasks) > 1 or not ssn.points.built_in("task_order"):
-            # (one task needs no order, but a task order from elsewhere is asked anyway, so
-            # that a wrong answer is reported)
+        if len(tasks) > 1 or not self._one_needs_no_order:
             tasks.sort(key=ssn.task_key)
         runs: list[tuple[Any, int]] = []
         templates, template_of = ssn.templates, ssn.template_of
