@@ -161,6 +161,10 @@ class _Run:
     #: queue verdicts read) share their answers: ``shapes`` numbers the shapes.
     contexts: dict[int, tuple[bool, bool]] = field(default_factory=dict)
     shapes: dict[object, int] = field(default_factory=dict)
+    #: Per template (by index), its shape's number in ``shapes`` (-1: not numbered yet).
+    shape_of: list[int] = field(default_factory=list)
+    #: Per job, its queue (the session's, as plain ints, for the checks of the run's start).
+    queue_of: list[int] = field(default_factory=list)
     takes: dict[tuple[int, int], bool] = field(default_factory=dict)
     short: dict[tuple[object, ...], bool] = field(default_factory=dict)
     missing: list[int] | None = None
@@ -278,6 +282,8 @@ class AllocateAction(ConfiguredAction):
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
             run.context = context_of(ssn)
+            run.shape_of = [-1] * len(ssn.templates)
+            run.queue_of = ssn.job_queue.tolist()
         template_of = ssn.template_of.tolist() if skip else []
         phases = ssn.job_phase
         for j in candidates:
@@ -353,7 +359,7 @@ class AllocateAction(ConfiguredAction):
             if held is not None and not self._takes(ssn, run, q, ssn.templates[held[1]]):
                 # Its queue refuses its one template at its turn: the attempt would have every
                 # task refused and fail, so it is carried (see ``_retry``).
-                self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+                self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
                 # A job carried changes nothing the queue order, the queue's overuse or a
                 # verdict reads: the queue would come first again, so its next jobs carried
                 # the same way are taken at once.
@@ -364,7 +370,7 @@ class AllocateAction(ConfiguredAction):
                         break
                     heapq.heappop(heap)
                     del run.deferred[j]
-                    self._give_back(ssn, run, j, ssn.job_tasks(j), held[0])
+                    self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
                     if not heap:
                         del per_queue[q]
             elif self._attempt(ssn, run, j, q, worklist[j], failed, single.get(j)):
@@ -422,9 +428,11 @@ class AllocateAction(ConfiguredAction):
         snap = ssn.snapshot
         rec = snap.jobs[j]
         e = run.prior.get(rec.name)
-        if e is None or e.job is not rec or len(e.tasks) != own.size:
+        if e is None or e.job is not rec:
             return False
-        log = ssn.changes
+        rows = own.tolist()
+        if len(rows) != len(e.tasks):
+            return False
         # Under another configuration, queue or hypernode records, nothing is carried; under
         # other node records, only what the nodes now prove (the queue refuses, or no place
         # has room enough) or what the log names as changed since (room and records).
@@ -439,31 +447,31 @@ class AllocateAction(ConfiguredAction):
         if not usable:
             return False
         tasks = snap.tasks
-        if own.size == 1:
-            if tasks[int(own[0])] is not e.tasks[0]:
+        for t, was in zip(rows, e.tasks, strict=True):
+            if tasks[t] is not was:
                 return False
-        else:
-            for t, was in zip(own.tolist(), e.tasks, strict=True):
-                if tasks[t] is not was:
-                    return False
         if ssn.task_state[own].tobytes() != e.states:
             return False
-        q = int(ssn.job_queue[j])
-        tmpl = ssn.templates[ti]
-        shape = run.shapes.setdefault(tmpl.shape, len(run.shapes))
+        q = run.queue_of[j]
+        shape = run.shape_of[ti]
+        if shape < 0:
+            shape = run.shape_of[ti] = run.shapes.setdefault(
+                ssn.templates[ti].shape, len(run.shapes)
+            )
         # Each proof alone shows the attempt would fail again: the queue refuses the template,
         # no node that may help changed since, or no place has room enough.
         takes = run.takes.get((q, shape))
         if takes is None:
-            takes = run.takes[q, shape] = self._takes(ssn, run, q, tmpl)
+            takes = run.takes[q, shape] = self._takes(ssn, run, q, ssn.templates[ti])
         if not takes:
-            self._give_back(ssn, run, j, own, e)
+            self._give_back(ssn, run, j, rows, e)
             return True
         # No place has room enough for the gang, whichever nodes changed: the cheapest proof,
         # shared by the jobs of one shape and size, asked first.
         if self._short(ssn, run, j, rec, ti, shape, waiting, None):
-            self._give_back(ssn, run, j, own, e)
+            self._give_back(ssn, run, j, rows, e)
             return True
+        log = ssn.changes
         if e.capacity and log.knows(e.lineage, e.cursor):
             # A ground is worked out again after every change the log names, so failures on
             # one ground share the nodes changed since.
@@ -473,18 +481,18 @@ class AllocateAction(ConfiguredAction):
                 # Only a node that changed and could take one of the tasks now or later may
                 # take more of them than at the failure: one with more room, or one whose
                 # record changed (it may admit the template now).
-                rows = log.nodes_since(e.cursor)
-                if rows.size:
-                    ev = ssn.feasible(tmpl)
-                    rows = rows[ev.ok[rows] & ev.fit_future[rows]]
-                found = gained(e.ground, placement_ground(ssn), rows, e.request, e.gpu)
+                changed = log.nodes_since(e.cursor)
+                if changed.size:
+                    ev = ssn.feasible(ssn.templates[ti])
+                    changed = changed[ev.ok[changed] & ev.fit_future[changed]]
+                found = gained(e.ground, placement_ground(ssn), changed, e.request, e.gpu)
                 if not same:
-                    found = np.union1d(found, renewed(e.context, run.context, rows))
+                    found = np.union1d(found, renewed(e.context, run.context, changed))
                 more = run.gains[key] = found
             # No node that may help, or (under a hard topology, where the places are
             # domains) no place holding one has room enough.
             if not more.size or self._short(ssn, run, j, rec, ti, shape, waiting, key):
-                self._give_back(ssn, run, j, own, e)
+                self._give_back(ssn, run, j, rows, e)
                 return True
         run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
         return False
@@ -531,14 +539,13 @@ class AllocateAction(ConfiguredAction):
         return short
 
     @staticmethod
-    def _give_back(ssn: Session, run: _Run, j: int, own: I64, e: Failure) -> None:
-        """Carry job ``j``: the words of its last failed attempt ``e`` come back, and the
-        attempt is remembered for the next run."""
+    def _give_back(ssn: Session, run: _Run, j: int, rows: list[int], e: Failure) -> None:
+        """Carry job ``j`` (``rows``: its tasks): the words of its last failed attempt ``e``
+        come back, and the attempt is remembered for the next run."""
         if e.reason is not None:
-            ssn.note_job(j, *e.reason)
+            ssn.job_reasons[j] = e.reason  # (Session.note_job: the last word wins)
         if e.task_words:
             reasons = ssn.task_reasons
-            rows = own.tolist()
             for offset, text in e.task_words:
                 reasons[rows[offset]] = text
         ssn.unschedulable_jobs.add(j)

@@ -55,6 +55,13 @@ HELD_STATES = (TaskState.BOUND, TaskState.RUNNING)
 #: Job phases of a gang that was running (Volcano marks a gang below its minimum Unknown).
 RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
 
+# The job order's keys, lowest first: a gang restoring its minimum, a job that waits, a
+# job ready already.
+_READY: tuple[Any, ...] = (1,)
+_RESTORING: tuple[Any, ...] = (-1,)
+_WAITING: tuple[Any, ...] = (0,)
+_BOUND, _RUNNING = int(TaskState.BOUND), int(TaskState.RUNNING)
+
 
 class GangPlugin:
     name = "gang"
@@ -111,9 +118,20 @@ class GangPlugin:
         return self._was_running(ssn, job) and not self.is_ready(ssn, job)
 
     def job_order(self, ssn: Session, job: int) -> tuple[Any, ...]:
-        if _ready_by_count(ssn, job):
-            return (1,)
-        return (-1 if self._was_running(ssn, job) else 0,)
+        # Ready by count first: ready and pending best-effort tasks at least
+        # ``min_available``, per-role minimums not read (Volcano's gang ``JobOrderFn`` asks
+        # ``JobInfo.IsReady``, a count; the roles are for ``job_ready`` and
+        # ``job_pipelined``); then whether it was running. One read of the job's counters, as
+        # plain ints: every job a cycle orders asks.
+        counts = ssn.job_count[job].tolist()
+        have = 0
+        for s in READY_STATES:
+            have += counts[s]
+        if have + ssn.pending_best_effort(job) >= int(ssn.job_min[job]):
+            return _READY
+        if ssn.job_phase[job] in RUNNING_PHASES and counts[_BOUND] + counts[_RUNNING] > 0:
+            return _RESTORING
+        return _WAITING
 
     def job_pipelined(self, ssn: Session, job: int) -> Vote:
         return Vote.PERMIT if is_pipelined(ssn, job) else Vote.REJECT
@@ -134,11 +152,3 @@ class GangPlugin:
     def victim_order(self, ssn: Session, task: int) -> tuple[Any, ...]:
         j = int(ssn.task_job[task])
         return (0 if ssn.count_states(j, READY_STATES) > ssn.job_min[j] else 1,)
-
-
-def _ready_by_count(ssn: Session, job: int) -> bool:
-    """Readiness as the job order reads it: ready and pending best-effort tasks at least
-    ``min_available``, per-role minimums not read (Volcano's gang ``JobOrderFn`` asks
-    ``JobInfo.IsReady``, a count; the roles are for ``job_ready`` and ``job_pipelined``)."""
-    have = ssn.count_states(job, READY_STATES) + ssn.pending_best_effort(job)
-    return bool(have >= ssn.job_min[job])
