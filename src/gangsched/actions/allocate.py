@@ -275,9 +275,11 @@ class AllocateAction(ConfiguredAction):
         joint = bool(getattr(placer, "joint", False))
         # Gang-aware retry: a job whose last attempt failed and that nothing since could help
         # is carried (not tried); ``single`` holds, per job that may be remembered, its one
-        # template and what its tasks were at the start.
+        # template, and from its first attempt on what its tasks were at the start (nothing
+        # moves a job's tasks before its own attempt, so they are read then: a job carried at
+        # its turn is never read).
         skip = self.retry == "on-change" and skipping_allowed(ssn, placer, joint)
-        single: dict[int, tuple[int, bytes]] = {}
+        single: dict[int, int | tuple[int, bytes] | None] = {}
         if skip:
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
@@ -300,8 +302,7 @@ class AllocateAction(ConfiguredAction):
                     own = ssn.job_tasks(j)
                     if self._carry(ssn, run, j, own, ti, len(tasks)):
                         continue
-                    if runs_nothing(ssn, j):
-                        single[j] = (ti, ssn.task_state[own].tobytes())
+                    single[j] = ti
             # A job held for its turn is valid: its records and task states are those of the
             # attempt it failed, which the package's validity check (the only one allowed
             # when jobs are carried) passed, reading nothing else.
@@ -373,7 +374,7 @@ class AllocateAction(ConfiguredAction):
                     self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
                     if not heap:
                         del per_queue[q]
-            elif self._attempt(ssn, run, j, q, worklist[j], failed, single.get(j)):
+            elif self._attempt(ssn, run, j, q, worklist[j], failed, self._start_of(ssn, single, j)):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
@@ -414,6 +415,20 @@ class AllocateAction(ConfiguredAction):
                 # room the attempt saw (read only for an attempt that failed).
                 self._remember(ssn, run, j, before, cursor, placement_ground(ssn))
         return again
+
+    @staticmethod
+    def _start_of(
+        ssn: Session, single: dict[int, int | tuple[int, bytes] | None], j: int
+    ) -> tuple[int, bytes] | None:
+        """Job ``j``'s one template and its tasks' states at the run's start when it may be
+        remembered (it runs nothing), else None; read at its first attempt."""
+        known = single.get(j)
+        if isinstance(known, int):
+            own = ssn.job_tasks(j)
+            known = single[j] = (
+                (known, ssn.task_state[own].tobytes()) if runs_nothing(ssn, j) else None
+            )
+        return known
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
         """Carry job ``j`` when its last attempt failed and nothing since could help it
