@@ -620,3 +620,62 @@ def test_jobs_of_one_shape_are_judged_by_their_own_queue_and_size() -> None:
         for d in decided["on-change"]
     ]
     assert "pair" in carried[3] and "inside" in carried[5]  # the shared checks were asked
+
+
+@pytest.mark.parametrize("proofs_at_turn", [True, False])
+def test_a_job_whose_room_went_to_a_job_ahead_is_carried_at_its_turn(
+    monkeypatch: pytest.MonkeyPatch, proofs_at_turn: bool
+) -> None:
+    """Room frees where a waiting job could use it, so the run's start cannot prove that job
+    would fail; a job ahead of it in the queue then takes that room. At its turn the room
+    proofs hold, so it is carried (its last words, marked) instead of tried, and both sides
+    still bind the same tasks in every cycle. Without the room proofs
+    (``proofs_at_turn=False``: only the queue's verdict is asked at the turn) the job is
+    tried, and its words are an attempt's."""
+    if not proofs_at_turn:
+
+        def queue_only(self: Any, ssn: Any, run: Any, j: int, q: int, held: Any) -> bool:
+            return not self._takes(ssn, run, q, ssn.templates[held[1]])
+
+        monkeypatch.setattr(allocate_module.AllocateAction, "_fails_now", queue_only)
+    snap = Snapshot.from_dict(
+        {
+            "nodes": [
+                {"name": "n0", "allocatable": {"cpu": 8, "memory": "32Gi"}},
+                # room the queue counts and no task may use: the queue keeps taking
+                {
+                    "name": "n1",
+                    "allocatable": {"cpu": 64, "memory": "256Gi"},
+                    "taints": [{"key": "reserved", "effect": "NoSchedule"}],
+                },
+            ],
+            "queues": [{"name": "q"}],
+        }
+    )
+    shape = Resources({"cpu": 8000, "memory": 2**30})
+
+    def job(name: str, creation: int) -> tuple[Job, list[Task]]:
+        rec = Job(name=name, queue="q", min_available=1, phase=JobPhase.INQUEUE, creation=creation)
+        return rec, [Task(name=f"{name}-0", job=name, request=shape)]
+
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        cfg = config("default", retry)
+        state = ClusterState(snap)
+        state.add_job(*job("holder", 0))
+        state.add_job(*job("waiter", 5))
+        out = decided[retry] = []
+        for step in range(3):
+            if step == 1:  # the holder finishes; a job created before the waiter arrives
+                state.remove_job("holder", with_tasks=True)
+                state.add_job(*job("early", 1))
+            out.append(state.schedule(cfg))
+            state.apply(out[-1], bound=TaskPhase.RUNNING)
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
+    bound = [sorted(b.task for b in d.binds) for d in decided["always"]]
+    assert bound == [["holder-0"], ["early-0"], []]
+    waiter = [d.jobs["waiter"].message for d in decided["on-change"]]
+    assert not waiter[0].startswith(CARRIED)  # its first attempt
+    # (and then while nothing changes for it: no room, the same gang)
+    assert [m.startswith(CARRIED) for m in waiter[1:]] == [proofs_at_turn] * 2

@@ -9,8 +9,8 @@ then (now and once releases finish, per resource and per GPU device: the placeme
 in the session's ``records`` and reaches the next cycle through ``prior_records`` (a
 :class:`~gangsched.state.ClusterState` opens each cycle with the last session).
 
-At the start of a later ``allocate`` run, a job is *carried* — not tried, and given its last
-words back, prefixed with :data:`CARRIED` — when all of these hold:
+In a later ``allocate`` run, a job is *carried* — not tried, and given its last words back,
+prefixed with :data:`CARRIED` — when all of these hold:
 
 * the session may skip at all (:func:`skipping_allowed`): predicates and node scores answer by
   a task's shape (``shape_only``), the ``allocatable``, ``job_ready``, ``job_pipelined`` and
@@ -19,30 +19,33 @@ words back, prefixed with :data:`CARRIED` — when all of these hold:
   pod (anti-)affinity or topology spread constraint (those read where other pods are);
 * the job's pending tasks share one template and none of its tasks runs;
 * its records (job, every task) and its tasks' states are those of the failed attempt, and
-  the hypernode and queue records, the configuration and the resource names too;
-* and either its queue refuses the template now, or the attempt failed for room alone (the
-  queue took every task the attempt asked it for), the change log still knows the attempt's
-  cursor, and no node gained room since the cursor in a column the template asks for (or in
-  one where the node was short), nor in a GPU device when the template asks for GPUs, nor
-  had its record changed (:func:`renewed`: it may admit the template now) — or every place
-  the gang may use that holds such a node has room for fewer of its tasks than it still
-  needs (:func:`room_short`);
-* or, whatever the last attempt's cause, no place the gang may use has room for the tasks it
-  still needs now (:func:`room_short` over every node).
+  the hypernode and queue records, the configuration and the resource names too (checked at
+  the run's start);
+* and its attempt would fail: at the run's start, its queue refuses the template; otherwise
+  at its turn in its queue, on the room and holdings of then, one of: its queue refuses the
+  template; no place the gang may use has room for the tasks it still needs
+  (:func:`room_short` over every node), whatever the last attempt's cause; or the attempt
+  failed for room alone (the queue took every task the attempt asked it for), the change log
+  still knows the attempt's cursor, and no node gained room since the cursor in a column the
+  template asks for (or in one where the node was short), nor in a GPU device when the
+  template asks for GPUs, nor had its record changed (:func:`renewed`: it may admit the
+  template now) — or every place the gang may use that holds such a node has room for fewer
+  of its tasks than it still needs (:func:`room_short`).
 
 The node records may differ from the attempt's (:func:`same_but_nodes`): the queue's verdict
 and the room are read now, and the rows the log names since the attempt include every node
-whose record changed. A job the run's start cannot carry is carried at its turn when its
-queue refuses its template then: every task of the attempt would be refused.
+whose record changed. The room proofs wait for the job's turn: most jobs held there are
+refused by their queue, having cost none.
 
 Why that is exact (the contract in ``docs/scheduling.md``): inside one ``allocate`` run room
 only shrinks (a placement takes, a discarded attempt gives back exactly what it took) and a
-queue's holdings only grow, so a job that fails on the room and holdings of the run's start
-fails at its turn too; a failing attempt changes nothing another job reads. With one template,
+queue's holdings only grow, so a job that fails on the room and holdings of a moment of the
+run fails at its turn too; a failing attempt changes nothing another job reads. With one template,
 how many of the job's tasks fit is the sum over nodes of how many copies fit each node, which
 no node's smaller room can raise; the built-in queue verdicts (``alloc + request <= limit``)
 only refuse more as holdings grow. So the attempt would fail, and leaving it out changes no
-bind, eviction, reservation or phase.
+bind, eviction, reservation or phase. An answer worked out earlier in the run (per queue and
+shape, per shape and size, per failure ground) still proves what it proved later in it.
 """
 
 from __future__ import annotations

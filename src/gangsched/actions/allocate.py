@@ -118,6 +118,10 @@ def overused_reason(ssn: Session, queue: int) -> str:
 #: A queue's refusal kept before anyone asked why (see :attr:`_Run.verdicts`).
 _UNWORDED = "\0unworded"
 
+#: A job held for its turn (:attr:`_Run.deferred`): its last failure, its one template, its
+#: pending tasks, whether the failure's context is the run's.
+_Held = tuple[Failure, int, int, bool]
+
 
 @dataclass(slots=True, eq=False)
 class _Run:
@@ -148,15 +152,19 @@ class _Run:
     #: Per template shape, at most how many of its tasks each node could take (this run's
     #: start; :func:`~gangsched.actions._retry.copies_bound`).
     bounds: dict[object, I64] = field(default_factory=dict)
-    #: Per job whose last failure still holds for its records but that the run's start could
-    #: not prove would fail again: that failure and the job's one template (carried at its
-    #: turn if its queue refuses the template then).
-    deferred: dict[int, tuple[Failure, int]] = field(default_factory=dict)
-    #: What the checks of the run's start share (:meth:`AllocateAction._carry`; nothing
-    #: changes before the first attempt): whether a remembered context is this run's (by the
-    #: context's identity), whether a queue takes a template (by queue and template shape),
-    #: whether no place has room enough (by what :func:`room_short` reads of a job), and per
-    #: job the tasks it still needs for its minimum. Templates of one shape
+    #: Per job whose last failure still holds for its records and whose queue takes its
+    #: template at the run's start: that failure, the job's one template, its pending tasks
+    #: and whether the failure's context is this run's (the job is carried at its turn when
+    #: the attempt would fail then: :meth:`AllocateAction._fails_now`).
+    deferred: dict[int, _Held] = field(default_factory=dict)
+    #: What the checks of the run share: at its start (:meth:`AllocateAction._carry`;
+    #: nothing changes before the first attempt), whether a remembered context is this run's
+    #: (by the context's identity) and whether a queue takes a template (by queue and
+    #: template shape); at the jobs' turns (:meth:`AllocateAction._fails_now`; room only
+    #: shrinks, so an answer found earlier still proves), whether no place has room enough
+    #: (by what :func:`room_short` reads of a job), and per job the tasks it still needs for
+    #: its minimum (as at the start: a job's tasks move only in its own attempt). Templates
+    #: of one shape
     #: (:attr:`~gangsched.session.arrays.TaskTemplate.shape`: what feasibility, fit and the
     #: queue verdicts read) share their answers: ``shapes`` numbers the shapes.
     contexts: dict[int, tuple[bool, bool]] = field(default_factory=dict)
@@ -357,17 +365,17 @@ class AllocateAction(ConfiguredAction):
             if not heap:
                 del per_queue[q]
             held = run.deferred.pop(j, None)
-            if held is not None and not self._takes(ssn, run, q, ssn.templates[held[1]]):
-                # Its queue refuses its one template at its turn: the attempt would have every
-                # task refused and fail, so it is carried (see ``_retry``).
+            if held is not None and self._fails_now(ssn, run, j, q, held):
+                # Its attempt would fail at its turn (its queue refuses its one template, or
+                # the room of now cannot hold it): it is carried (see ``_retry``).
                 self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
-                # A job carried changes nothing the queue order, the queue's overuse or a
-                # verdict reads: the queue would come first again, so its next jobs carried
-                # the same way are taken at once.
+                # A job carried changes nothing the queue order, the queue's overuse, a
+                # verdict or the room reads: the queue would come first again, so its next
+                # jobs carried the same way are taken at once.
                 while heap:
                     j = heap[0][1]
                     held = run.deferred.get(j)
-                    if held is None or self._takes(ssn, run, q, ssn.templates[held[1]]):
+                    if held is None or not self._fails_now(ssn, run, j, q, held):
                         break
                     heapq.heappop(heap)
                     del run.deferred[j]
@@ -431,15 +439,16 @@ class AllocateAction(ConfiguredAction):
         return known
 
     def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
-        """Carry job ``j`` when its last attempt failed and nothing since could help it
-        (:mod:`gangsched.actions._retry`): its last words come back, marked carried, and it is
-        not tried. ``own``: its tasks; ``ti``: the one template of its ``waiting`` pending
-        tasks.
+        """Carry job ``j`` when its last attempt failed, its gang and the records it read
+        are the same, and its queue refuses its template now
+        (:mod:`gangsched.actions._retry`): its last words come back, marked carried, and it
+        is not tried. A job whose memory holds but whose queue takes the template is held
+        for its turn (:attr:`_Run.deferred`, :meth:`_fails_now`). ``own``: its tasks;
+        ``ti``: the one template of its ``waiting`` pending tasks.
 
         Only the run's start asks, before any attempt (the admissions it makes place
-        nothing): what the checks read of the session (queue verdicts, room, the nodes
-        changed since a cursor) is the same for every job then, so each answer is worked out
-        once per context, queue and template shape, or per failure ground, and shared."""
+        nothing): what the checks read of the session is the same for every job then, so
+        each answer is worked out once per context, queue and template shape, and shared."""
         snap = ssn.snapshot
         rec = snap.jobs[j]
         e = run.prior.get(rec.name)
@@ -449,8 +458,8 @@ class AllocateAction(ConfiguredAction):
         if len(rows) != len(e.tasks):
             return False
         # Under another configuration, queue or hypernode records, nothing is carried; under
-        # other node records, only what the nodes now prove (the queue refuses, or no place
-        # has room enough) or what the log names as changed since (room and records).
+        # other node records, only what the nodes prove (the queue refuses, or no place has
+        # room enough) or what the log names as changed since (room and records).
         known = run.contexts.get(id(e.context))
         if known is None:
             same = e.context is run.context or same_context(e.context, run.context)
@@ -473,23 +482,40 @@ class AllocateAction(ConfiguredAction):
             shape = run.shape_of[ti] = run.shapes.setdefault(
                 ssn.templates[ti].shape, len(run.shapes)
             )
-        # Each proof alone shows the attempt would fail again: the queue refuses the template,
-        # no node that may help changed since, or no place has room enough.
+        # The queue refuses the template: the attempt would fail again.
         takes = run.takes.get((q, shape))
         if takes is None:
             takes = run.takes[q, shape] = self._takes(ssn, run, q, ssn.templates[ti])
         if not takes:
             self._give_back(ssn, run, j, rows, e)
             return True
+        # The room proofs wait for the job's turn (most jobs held are refused by their queue
+        # then, having cost no proof), where the room is at most the run start's.
+        run.deferred[j] = (e, ti, waiting, same)
+        return False
+
+    def _fails_now(self, ssn: Session, run: _Run, j: int, q: int, held: _Held) -> bool:
+        """Whether the attempt of job ``j`` (held for its turn: ``held``) would fail now, at
+        its turn: its queue ``q`` refuses its one template, no place has room enough for the
+        gang, or no node that may help changed since its failure (or, under a hard topology,
+        no place holding one has room enough). Room only shrinks and holdings only grow
+        during a run, so each answer worked out earlier in the run (by queue and shape, by
+        shape and size, by failure ground) still proves what it proved."""
+        e, ti, waiting, same = held
+        tmpl = ssn.templates[ti]
+        if not self._takes(ssn, run, q, tmpl):
+            return True
+        shape = run.shape_of[ti]  # (numbered when the run's start held the job)
+        rec = ssn.snapshot.jobs[j]
         # No place has room enough for the gang, whichever nodes changed: the cheapest proof,
         # shared by the jobs of one shape and size, asked first.
         if self._short(ssn, run, j, rec, ti, shape, waiting, None):
-            self._give_back(ssn, run, j, rows, e)
             return True
         log = ssn.changes
         if e.capacity and log.knows(e.lineage, e.cursor):
             # A ground is worked out again after every change the log names, so failures on
-            # one ground share the nodes changed since.
+            # one ground share the nodes changed since (a node changed later in the run only
+            # lost room, or got back exactly what an attempt took).
             key = (id(e.ground[0]), id(e.context), shape)
             more = run.gains.get(key)
             if more is None:
@@ -498,7 +524,7 @@ class AllocateAction(ConfiguredAction):
                 # record changed (it may admit the template now).
                 changed = log.nodes_since(e.cursor)
                 if changed.size:
-                    ev = ssn.feasible(ssn.templates[ti])
+                    ev = ssn.feasible(tmpl)
                     changed = changed[ev.ok[changed] & ev.fit_future[changed]]
                 found = gained(e.ground, placement_ground(ssn), changed, e.request, e.gpu)
                 if not same:
@@ -507,9 +533,7 @@ class AllocateAction(ConfiguredAction):
             # No node that may help, or (under a hard topology, where the places are
             # domains) no place holding one has room enough.
             if not more.size or self._short(ssn, run, j, rec, ti, shape, waiting, key):
-                self._give_back(ssn, run, j, rows, e)
                 return True
-        run.deferred[j] = (e, ti)  # the queue may still refuse it at its turn
         return False
 
     @staticmethod
