@@ -361,28 +361,25 @@ class AllocateAction(ConfiguredAction):
                     ssn.note_job(j, "QueueOverused", why)
                 continue
             heap = per_queue[q]
-            _, j = heapq.heappop(heap)
-            if not heap:
-                del per_queue[q]
-            held = run.deferred.pop(j, None)
-            if held is not None and self._fails_now(ssn, run, j, q, held):
+            # A job carried at its turn changes nothing the queue order, the queue's overuse,
+            # a verdict or the room reads: the queue would come first again, so the jobs
+            # after it are taken in this turn, until one is to be tried or none is left.
+            while True:
+                _, j = heapq.heappop(heap)
+                held = run.deferred.pop(j, None)
+                if held is None or not self._fails_now(ssn, run, j, q, held):
+                    break
                 # Its attempt would fail at its turn (its queue refuses its one template, or
                 # the room of now cannot hold it): it is carried (see ``_retry``).
                 self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
-                # A job carried changes nothing the queue order, the queue's overuse, a
-                # verdict or the room reads: the queue would come first again, so its next
-                # jobs carried the same way are taken at once.
-                while heap:
-                    j = heap[0][1]
-                    held = run.deferred.get(j)
-                    if held is None or not self._fails_now(ssn, run, j, q, held):
-                        break
-                    heapq.heappop(heap)
-                    del run.deferred[j]
-                    self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
-                    if not heap:
-                        del per_queue[q]
-            elif self._attempt(ssn, run, j, q, worklist[j], failed, self._start_of(ssn, single, j)):
+                if not heap:
+                    j = -1
+                    break
+            if not heap:
+                del per_queue[q]
+            if j >= 0 and self._attempt(
+                ssn, run, j, q, worklist[j], failed, self._start_of(ssn, single, j)
+            ):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
                 heapq.heappush(qheap, (ssn.queue_key(q), q))
