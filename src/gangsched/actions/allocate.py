@@ -149,8 +149,9 @@ class _Run:
     memory: dict[str, Failure] = field(default_factory=dict)
     context: tuple[object, ...] = ()
     gains: dict[tuple[int, int, int], npt.NDArray[np.intp]] = field(default_factory=dict)
-    #: Per template shape, at most how many of its tasks each node could take (this run's
-    #: start; :func:`~gangsched.actions._retry.copies_bound`).
+    #: Per template shape, at most how many of its tasks each node could take (on the room
+    #: of when it was first asked, at least the room of later in the run;
+    #: :func:`~gangsched.actions._retry.copies_bound`).
     bounds: dict[object, I64] = field(default_factory=dict)
     #: Per job whose last failure still holds for its records and whose queue takes its
     #: template at the run's start: that failure, the job's one template, its pending tasks
@@ -544,8 +545,8 @@ class AllocateAction(ConfiguredAction):
         waiting: int,
         key: tuple[int, int, int] | None,
     ) -> bool:
-        """:func:`room_short` for job ``j`` at the run's start, shared by the jobs it would
-        answer alike: what it reads of a job is the template, how many tasks the gang still
+        """:func:`room_short` for job ``j`` at its turn, shared by the jobs it would answer
+        alike (room only shrinks during a run: an answer found earlier still proves): what it reads of a job is the template, how many tasks the gang still
         needs, and under a hard topology its tier and the nodes that may help (``key``: their
         entry in ``run.gains``, None: any node). ``shape``: the template's number in
         ``run.shapes``."""
