@@ -546,10 +546,10 @@ class AllocateAction(ConfiguredAction):
         key: tuple[int, int, int] | None,
     ) -> bool:
         """:func:`room_short` for job ``j`` at its turn, shared by the jobs it would answer
-        alike (room only shrinks during a run: an answer found earlier still proves): what it reads of a job is the template, how many tasks the gang still
-        needs, and under a hard topology its tier and the nodes that may help (``key``: their
-        entry in ``run.gains``, None: any node). ``shape``: the template's number in
-        ``run.shapes``."""
+        alike (room only shrinks during a run: an answer found earlier still proves): what it
+        reads of a job is the template, how many tasks the gang still needs, and under a hard
+        topology its tier and the nodes that may help (``key``: their entry in
+        ``run.gains``, None: any node). ``shape``: the template's number in ``run.shapes``."""
         missing = run.missing
         if missing is None:
             pending, best_effort = pending_tasks(ssn)
