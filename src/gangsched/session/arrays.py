@@ -833,26 +833,9 @@ def build_templates(
     b = bounds.tolist()
     for idx, (lab, f) in enumerate(zip(found[by_first].tolist(), firsts.tolist(), strict=True)):
         if lab < n_old:  # (a carried template's attributes are its earlier one's)
-            was = old[lab]
             job = job_of[idx] if job_of is not None else job_index[tasks[f].job]
             templates.append(
-                _made(
-                    idx,
-                    job,
-                    was.role,
-                    tuple(members[b[idx] : b[idx + 1]]),
-                    rows[idx],
-                    was.gpu_count,
-                    was.gpu_milli,
-                    was.gpu_models,
-                    was.node_selector,
-                    was.tolerations,
-                    was.best_effort,
-                    was.priority,
-                    was.key,
-                    was.shape,
-                    was.node_affinity,
-                )
+                _made_like(old[lab], idx, job, tuple(members[b[idx] : b[idx + 1]]), rows[idx])
             )
             continue
         key = new_keys[lab - n_old]
@@ -881,17 +864,33 @@ def build_templates(
     return templates, template_of
 
 
-def _maker() -> Callable[..., TaskTemplate]:
-    """A function making a :class:`TaskTemplate` from its fields in order, each written once
-    through its slot (the record stays frozen: only this writes its slots; the dataclass's
-    own constructor costs twice as much, and a cycle makes a template per waiting job)."""
+def _maker() -> tuple[Callable[..., TaskTemplate], Callable[..., TaskTemplate]]:
+    """Two functions making a :class:`TaskTemplate` (a cycle makes a template per waiting
+    job, and the dataclass's own constructor costs three times as much): ``made`` from its
+    fields in order, ``made_like`` from an earlier template whose fields it takes but the
+    four that follow the snapshot's order (``index``, ``job``, ``tasks``, ``request``).
+
+    The record is frozen: its ``__setattr__`` refuses every write. The makers fill a
+    private twin class instead -- the same slots, in the same order, and no ``__setattr__``
+    of its own, so each field is one plain slot store -- and then make the object a
+    :class:`TaskTemplate` (``__class__``: allowed between classes of the same layout, which
+    the twin has by construction). Nothing else ever holds the twin."""
     names = [f.name for f in dataclasses.fields(TaskTemplate)]
-    space: dict[str, Any] = {"_new": object.__new__, "_cls": TaskTemplate}
-    space.update({f"_{n}": getattr(TaskTemplate, n).__set__ for n in names})
-    body = "".join(f"    _{n}(made, {n})\n" for n in names)
-    source = f"def made({', '.join(names)}):\n    made = _new(_cls)\n{body}    return made\n"
-    made: Callable[..., TaskTemplate] = define(source, space, "task template maker")["made"]
-    return made
+    slots = TaskTemplate.__slots__
+    assert tuple(slots) == tuple(names)  # the layout the twin copies
+    twin = type("_TaskTemplateFilling", (), {"__slots__": slots})
+    space: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": TaskTemplate}
+    end = "    made.__class__ = _cls\n    return made\n"
+    own = ("index", "job", "tasks", "request")
+    taken = "".join(f"    made.{n} = {n if n in own else 'was.' + n}\n" for n in names)
+    source = (
+        f"def made({', '.join(names)}):\n    made = _new(_twin)\n"
+        + "".join(f"    made.{n} = {n}\n" for n in names)
+        + end
+        + f"\n\ndef made_like(was, {', '.join(own)}):\n    made = _new(_twin)\n{taken}{end}"
+    )
+    found = define(source, space, "task template maker")
+    return found["made"], found["made_like"]
 
 
-_made = _maker()
+_made, _made_like = _maker()
