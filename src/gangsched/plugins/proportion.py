@@ -53,7 +53,7 @@ import numpy.typing as npt
 from gangsched._types import BOOL, F64
 from gangsched.framework.combine import Vote
 from gangsched.model import QueueState
-from gangsched.plugins._exact_shares import as_floats, exact_water_fill, floor_limits
+from gangsched.plugins._exact_shares import as_floats, exact_water_fill, water_fill_figures
 from gangsched.plugins._queue_amounts import (
     EPS,
     SLACK,
@@ -198,13 +198,14 @@ class ProportionPlugin(QueueShares):
         self.real_capability = np.minimum(real, capability)
         weights = np.array([q.weight for q in snap.queues], dtype=np.float64)
         self.request = request
-        exact = exact_water_fill(total, weights, request, guarantee, self.real_capability, has_jobs)
-        self.deserved = as_floats(exact, total.size)
-        self.deserved_amounts = to_amounts(self.deserved)
         # deserved ≤ realCapability except where a guarantee is above the capability (floored
-        # there, as Volcano does); the capability stays a ceiling even then. Whole units,
-        # rounded down from the exact amounts: the admission test compares exactly.
-        self._limit = floor_limits(exact, self.real_capability)
+        # there, as Volcano does); the capability stays a ceiling even then. The limits are
+        # whole units, rounded down from the exact amounts: the admission test compares
+        # exactly.
+        self.deserved, self._limit = water_fill_figures(
+            total, weights, request, guarantee, self.real_capability, has_jobs
+        )
+        self.deserved_amounts = to_amounts(self.deserved)
         self._limit_rows: list[list[int]] = self._limit.tolist()
         self._asks: dict[bytes, tuple[tuple[int, int], ...]] = {}
         self._inv = inverse(self.deserved, pods)
