@@ -740,6 +740,25 @@ def pod_key(task: Task, read: tuple[str, ...]) -> tuple[object, ...]:
     )
 
 
+#: One tuple per distinct template shape made: a template made with a shape equal to an
+#: earlier one's shares its tuple (and a carried template keeps its earlier one's), so
+#: the cycle's templates hold few distinct shape objects and what looks them up by value
+#: hashes each once (:meth:`~gangsched.session.evaluation.Evaluator.carry`). An equal
+#: value is all it ever hands out; emptied when it holds ``_SHAPES_KEPT``.
+_SHAPES: dict[tuple[object, ...], tuple[object, ...]] = {}
+_SHAPES_KEPT = 4096
+
+
+def _shared_shape(shape: tuple[object, ...]) -> tuple[object, ...]:
+    """The tuple of :data:`_SHAPES` equal to ``shape`` (``shape`` itself when new)."""
+    got = _SHAPES.get(shape)
+    if got is None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        got = _SHAPES[shape] = shape
+    return got
+
+
 #: ``read`` of :func:`build_templates` left to it: the snapshot's pod label keys are looked up.
 _LOOK_UP: tuple[str, ...] = ("",)
 
@@ -857,7 +876,7 @@ def build_templates(
                 first_task.best_effort,
                 first_task.priority,
                 key,
-                (*key[2:6], key[8]),
+                _shared_shape((*key[2:6], key[8])),
                 first_task.node_affinity,
             )
         )
