@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -847,38 +848,52 @@ def build_templates(
     gathered.flags.writeable = False
     rows = list(gathered)
     job_index = snapshot.job_index
-    job_of = None if jobs is None else jobs[firsts].tolist()
-    templates: list[TaskTemplate] = []
+    labels = found[by_first].tolist()
+    firsts_at = firsts.tolist()
+    job_of = (
+        jobs[firsts].tolist() if jobs is not None else [job_index[tasks[f].job] for f in firsts_at]
+    )
     b = bounds.tolist()
-    for idx, (lab, f) in enumerate(zip(found[by_first].tolist(), firsts.tolist(), strict=True)):
-        if lab < n_old:  # (a carried template's attributes are its earlier one's)
-            job = job_of[idx] if job_of is not None else job_index[tasks[f].job]
-            templates.append(
-                _made_like(old[lab], idx, job, tuple(members[b[idx] : b[idx + 1]]), rows[idx])
+    spans = [tuple(members[start:end]) for start, end in pairwise(b)]
+    # The carried templates in one pass (a carried template's attributes are its earlier
+    # one's); a new template's place holds a stand-in until it is made below.
+    stand_in = old[0] if n_old else None
+    templates: list[TaskTemplate] = (
+        list(
+            map(
+                _made_like,
+                [old[lab] if lab < n_old else stand_in for lab in labels],
+                range(len(labels)),
+                job_of,
+                spans,
+                rows,
             )
+        )
+        if n_old
+        else [None] * len(labels)  # type: ignore[list-item]  # every place is made below
+    )
+    for idx, lab in enumerate(labels):
+        if lab < n_old:
             continue
         key = new_keys[lab - n_old]
-        first_task = tasks[f]
-        job = job_of[idx] if job_of is not None else job_index[first_task.job]
+        first_task = tasks[firsts_at[idx]]
         g = first_task.gpu_request
-        templates.append(
-            _made(
-                idx,
-                job,
-                first_task.role,
-                tuple(members[b[idx] : b[idx + 1]]),
-                rows[idx],
-                g.count if g is not None else 0,
-                g.milli if g is not None else 0,
-                g.models if g is not None else (),
-                first_task.node_selector,
-                first_task.tolerations,
-                first_task.best_effort,
-                first_task.priority,
-                key,
-                _shared_shape((*key[2:6], key[8])),
-                first_task.node_affinity,
-            )
+        templates[idx] = _made(
+            idx,
+            job_of[idx],
+            first_task.role,
+            spans[idx],
+            rows[idx],
+            g.count if g is not None else 0,
+            g.milli if g is not None else 0,
+            g.models if g is not None else (),
+            first_task.node_selector,
+            first_task.tolerations,
+            first_task.best_effort,
+            first_task.priority,
+            key,
+            _shared_shape((*key[2:6], key[8])),
+            first_task.node_affinity,
         )
     return templates, template_of
 

@@ -483,7 +483,8 @@ class Session(Occupancy):
         by_job = self.cache.job_tasks
         if by_job is None:
             by_job = self.cache.job_tasks = JobTasks(self.task_job, len(self.snapshot.jobs))
-        return by_job.of(job)
+        got = by_job.made[job]
+        return by_job.of(job) if got is None else got
 
     def pending_best_effort(self, job: int) -> int:
         """Pending best-effort tasks of the job (Volcano counts them toward readiness)."""

@@ -272,31 +272,31 @@ def task_columns(
 class JobTasks:
     """Each job's task indices (snapshot order) over a per-task column of job indices that
     does not change: grouped once, when first asked, and each job's indices sliced the
-    first time that job is asked (a cycle asks for few of its jobs)."""
+    first time that job is asked (a cycle asks for few of its jobs). ``made[job]``: the
+    job's indices once sliced (None before), for a caller on a hot path."""
 
-    __slots__ = ("_bounds", "_job", "_n_jobs", "_of", "_order")
+    __slots__ = ("_bounds", "_job", "_order", "made")
 
     def __init__(self, task_job: I64, n_jobs: int) -> None:
         self._job = task_job
-        self._n_jobs = n_jobs
         self._order: I64 | None = None
         self._bounds: list[int] = []
-        self._of: list[I64 | None] = []
+        self.made: list[I64 | None] = [None] * n_jobs
 
     def of(self, job: int) -> I64:
         """The indices of ``job``'s tasks, in snapshot order (read-only)."""
+        got = self.made[job]  # (an index out of range is refused here, as by a list)
+        if got is not None:
+            return got
         order = self._order
         if order is None:
             order = np.argsort(self._job, kind="stable")
             order.flags.writeable = False
-            self._bounds = np.searchsorted(self._job[order], np.arange(self._n_jobs + 1)).tolist()
-            self._of = [None] * self._n_jobs
+            self._bounds = np.searchsorted(self._job[order], np.arange(len(self.made) + 1)).tolist()
             self._order = order
-        got = self._of[job]  # (an index out of range is refused here, as by a list)
-        if got is None:
-            j = job % self._n_jobs
-            b = self._bounds
-            got = self._of[j] = order[b[j] : b[j + 1]]
+        j = job % len(self.made)
+        b = self._bounds
+        got = self.made[j] = order[b[j] : b[j + 1]]
         return got
 
 
