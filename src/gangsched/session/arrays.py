@@ -453,6 +453,10 @@ def _rebook(
     capacity, sharing = arrays.gpu_capacity.tolist(), arrays.gpu_sharing.tolist()
     offset = arrays.gpu_offset.tolist()
     pipelined_phase, releasing_phase = TaskPhase.PIPELINED, TaskPhase.RELEASING
+    # Within this call: each request mapping's row (pods = 1, by the mapping's identity: the
+    # tasks keep them alive) and each GPU take, worked out once.
+    request_rows: dict[int, list[int]] = {}
+    takes_of: dict[tuple[int, int, bool], int] = {}
     for i, tasks in rows:
         # per book (used, releasing, pipelined): the row's sums and the devices' takes
         sums = ([0] * n_res, [0] * n_res, [0] * n_res)
@@ -462,14 +466,23 @@ def _rebook(
             phase = task.phase
             if task.node is None or not (phase in OCCUPYING_PHASES or phase is pipelined_phase):
                 continue
+            request = task.request
+            row = request_rows.get(id(request))
+            if row is None:
+                row = [0] * n_res
+                for res, amount in request.items():
+                    if res != PODS:
+                        row[col[res]] = amount
+                row[pods_col] = 1
+                request_rows[id(request)] = row
             g = task.gpu_request
-            per_device = device_take(g.milli, capacity[i], sharing[i]) if g is not None else 0
-            row = [0] * n_res
-            for res, amount in task.request.items():
-                if res != PODS:
-                    row[col[res]] = amount
-            row[pods_col] = 1
+            per_device = 0
             if g is not None:
+                asked = (g.milli, capacity[i], sharing[i])
+                per_device = takes_of.get(asked, -1)
+                if per_device < 0:
+                    per_device = takes_of[asked] = device_take(*asked)
+                row = row.copy()
                 row[gpu_col] = g.count * per_device
             if phase is pipelined_phase:
                 books_of: tuple[int, ...] = (2,)
