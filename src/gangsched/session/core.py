@@ -160,12 +160,15 @@ def _unchanged_jobs(
     )
     jobs = np.where(same, old_of, -1)
     # queues
-    o_queues = o_snap.queue_index
-    q_old = np.full(len(n_snap.queues), -1, dtype=np.int64)
-    for q, queue in enumerate(n_snap.queues):
-        oq = o_queues.get(queue.name, -1)
-        if oq >= 0 and o_snap.queues[oq] is queue:
-            q_old[q] = oq
+    if o_snap.queues is n_snap.queues:  # the same queue records, in the same order
+        q_old = np.arange(len(n_snap.queues), dtype=np.int64)
+    else:
+        o_queues = o_snap.queue_index
+        q_old = np.full(len(n_snap.queues), -1, dtype=np.int64)
+        for q, queue in enumerate(n_snap.queues):
+            oq = o_queues.get(queue.name, -1)
+            if oq >= 0 and o_snap.queues[oq] is queue:
+                q_old[q] = oq
     q_at = np.where(q_old >= 0, q_old, 0)
     n_q = len(n_snap.queues)
     moved = np.bincount(new.job_queue[~same], minlength=n_q) > 0

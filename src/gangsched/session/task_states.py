@@ -191,8 +191,11 @@ def task_columns(
         job_source = same_records(old.job_ids, job_ids)
         kept = np.flatnonzero(job_source >= 0)
         was = job_source[kept]
-        queues_to = _index_map(map(_NAME, old_snap.queues), snapshot.queue_index)
-        job_queue[kept] = queues_to[old.job_queue[was]]
+        if old_snap.queues is snapshot.queues:  # the same queue records: the same rows
+            job_queue[kept] = old.job_queue[was]
+        else:
+            queues_to = _index_map(map(_NAME, old_snap.queues), snapshot.queue_index)
+            job_queue[kept] = queues_to[old.job_queue[was]]
         job_min[kept] = old.job_min[was]
         job_roles[kept] = old.job_roles[was]
         job_minimums[kept] = old.job_minimums[was]
@@ -212,9 +215,12 @@ def task_columns(
         devices[have] = old.devices[src]
         job[have] = jobs_to[old.job[src]]
         old_node = old.node[src]
-        placed = old_node >= 0
-        nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
-        node[have[placed]] = nodes_to[old_node[placed]]
+        if old_snap.nodes is snapshot.nodes:  # the same node records: the same rows
+            node[have] = old_node
+        else:
+            placed = old_node >= 0
+            nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
+            node[have[placed]] = nodes_to[old_node[placed]]
         todo = np.flatnonzero(source < 0).tolist()
     queue_index = snapshot.queue_index
     for k in new_jobs:
