@@ -367,9 +367,7 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
         if (i := snapshot.node_index.get(name)) is not None
     ]
     _rebook(base, rows, books)
-    return _with_books(
-        dataclasses.replace(base, allocatable=allocatable, unschedulable=unschedulable), books
-    )
+    return _with_books(base, books, allocatable=allocatable, unschedulable=unschedulable)
 
 
 def _node_set_moved(
@@ -505,10 +503,14 @@ def _rebook(
                 book[flat] = amount
 
 
-def _with_books(arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64]) -> ClusterArrays:
+def _with_books(
+    arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64], **changes: Any
+) -> ClusterArrays:
+    """``arrays`` with the occupancy ``books`` (and ``changes``), in one copy."""
     used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
     return dataclasses.replace(
         arrays,
+        **changes,
         used=used,
         releasing=releasing,
         pipelined=pipelined,
