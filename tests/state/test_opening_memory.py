@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import gangsched as gs
+from gangsched.plugins.proportion import ProportionPlugin
 from gangsched.scheduler import open_session
 from gangsched.session import arrays as session_arrays
 from gangsched.session.arrays import TaskTemplate
@@ -219,3 +220,56 @@ def test_a_task_record_replaced_under_its_name_is_read_afresh() -> None:
     assert second.role_count[a, "worker"].tolist() == _counted(second, a, "worker")
     assert int(second.template_of[t]) == -1  # no longer pending: in no template
     assert all(t not in tmpl.tasks for tmpl in second.templates)
+
+
+def test_queue_figures_are_taken_over_only_from_the_same_queue_records(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """proportion's figures read from the queues and the nodes alone (total, guarantee,
+    realCapability, weights) pass from one opening to the next while the queue records and
+    the allocatable array are the same objects, and are read again once a queue changes."""
+    opened: list[Session] = []
+    original = Session.open.__func__  # type: ignore[attr-defined]
+
+    def kept(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
+        ssn: Session = original(cls, *args, **kwargs)
+        opened.append(ssn)
+        return ssn
+
+    monkeypatch.setattr(Session, "open", classmethod(kept))
+    queues = [
+        {"name": "default", "weight": 1},
+        {"name": "other", "weight": 3, "capability": {"cpu": 6}, "guarantee": {"cpu": 2}},
+    ]
+    jobs = [{"name": "d", "min_available": 1, "queue": "other", "phase": "Inqueue"}]
+    base = _snapshot(queues=queues).to_dict()
+    state = gs.ClusterState(
+        gs.Snapshot.from_dict(
+            {
+                **base,
+                "jobs": [*base["jobs"], *jobs],
+                "tasks": [*base["tasks"], _task("d-w-0", "d", "worker", cpu=3)],
+            }
+        )
+    )
+    config = gs.Config.default()
+    for _ in range(3):  # (the first cycle's arrays are built afresh by the second)
+        state.apply(state.schedule(config))
+    first, second = (_proportion(ssn) for ssn in opened[-2:])
+    assert second.real_capability is first.real_capability  # the same records: taken over
+    assert not second.real_capability.flags.writeable
+    state.update_queue(dataclasses.replace(state.queues["other"], weight=1, capability=None))
+    state.apply(state.schedule(config))
+    third = opened[-1]
+    fresh = open_session(_read_back(third.snapshot))
+    now, afresh = _proportion(third), _proportion(fresh)
+    assert now.real_capability is not second.real_capability
+    for name in ("real_capability", "deserved", "_limit"):
+        assert getattr(now, name).tolist() == getattr(afresh, name).tolist(), name
+    assert now.real_capability.tolist() != second.real_capability.tolist()
+
+
+def _proportion(ssn: Session) -> ProportionPlugin:
+    plugin = ssn.plugin("proportion")
+    assert isinstance(plugin, ProportionPlugin)
+    return plugin
