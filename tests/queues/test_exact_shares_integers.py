@@ -25,6 +25,7 @@ from gangsched.plugins._exact_shares import (
     exact_rounds,
     exact_water_fill,
     floor_limits,
+    water_fill_figures,
 )
 
 EXAMPLES = int(
@@ -160,6 +161,10 @@ def _check(case: tuple[np.ndarray, ...]) -> None:
     assert got == expected
     assert all(isinstance(x, Fraction) for row in got for x in row)
     assert floor_limits(got, case[4]).tolist() == reference_limits(expected, case[4])
+    # the figures read from the rounds' integers: the floats and limits of the fractions
+    floats, limits = water_fill_figures(*case)
+    assert floats.tolist() == [[float(x) for x in row] for row in expected]
+    assert limits.tolist() == reference_limits(expected, case[4])
 
 
 # One queue met in the first round while another takes three rounds to fill its share.

@@ -316,12 +316,15 @@ class Dispatch:
         key = _wiring_key(opened)
         wiring = _WIRING.get(key) if key is not None else None
         found: list[Wiring | None] | None = [] if key is not None and wiring is None else None
+        # per tier, its plugins; per plugin (by id), whether it is one of the package's own
+        plugins = [[p for _, p in tier] for tier in opened]
+        own = {id(p): builtin(p) for tier in plugins for p in tier}
         for n, ep in enumerate(EXTENSION_POINTS):
             fixed = wiring[n] if wiring is not None else None
             tiers: list[tuple[Any, ...]] = []
             if fixed is not None:
-                for tier, fixed_picks in zip(opened, fixed, strict=True):
-                    tiers.append(tuple([tier[k][1] for k in fixed_picks]))
+                for tier_plugins, fixed_picks in zip(plugins, fixed, strict=True):
+                    tiers.append(tuple([tier_plugins[k] for k in fixed_picks]))
             else:
                 chosen: list[tuple[int, ...]] = []
                 for tier in opened:
@@ -348,12 +351,18 @@ class Dispatch:
                 fair = next((p for tier in tiers for p in tier), None)
                 self._fair = fair if fair is None or builtin(fair) else GuardedFairShare(fair)
             else:
-                chain = tuple([tuple([guarded_member(p, ep.name) for p in tier]) for tier in tiers])
-                self._chains[ep.name] = chain
+                name = ep.name
                 members = self._members
-                for tier_plugins, tier_members in zip(tiers, chain, strict=True):
-                    for p, fn in zip(tier_plugins, tier_members, strict=True):
-                        members[ep.name, id(p)] = fn
+                chain_tiers: list[tuple[Callable[..., Any], ...]] = []
+                for tier in tiers:
+                    got: list[Callable[..., Any]] = []
+                    for p in tier:
+                        # (a built-in plugin's member as it is: guarded_member's answer)
+                        fn = getattr(p, name) if own[id(p)] else guarded_member(p, name)
+                        members[name, id(p)] = fn
+                        got.append(fn)
+                    chain_tiers.append(tuple(got))
+                self._chains[name] = tuple(chain_tiers)
         rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
         declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
         self._flags["shape_only"] = all(id(p) in declared for p in rows)

@@ -24,7 +24,7 @@ import numpy as np
 from gangsched._types import BOOL, F64, I64
 from gangsched.limits import MAX_TOTAL
 
-__all__ = ["as_floats", "exact_water_fill", "floor_limits"]
+__all__ = ["as_floats", "exact_water_fill", "floor_limits", "water_fill_figures"]
 
 #: Volcano's ``minResource``: amounts closer than this compare equal, smaller ones are empty.
 _EPS = Fraction(1, 10)
@@ -43,11 +43,48 @@ def exact_water_fill(
 ) -> Exact:
     """The deserved amounts, exactly: Volcano's rounds, and the exact water level on every
     dimension the rounds overdraw. Shapes as :func:`~gangsched.plugins.proportion.water_fill`."""
+    got = _fill(total, weights, request, guarantee, real_capability, part)
+    if isinstance(got, tuple):
+        den, nums = got
+        return [[Fraction(x, den) for x in row] for row in nums]
+    return got
+
+
+def water_fill_figures(
+    total: F64, weights: F64, request: F64, guarantee: F64, real_capability: F64, part: BOOL
+) -> tuple[F64, I64]:
+    """``(as_floats, floor_limits)`` of :func:`exact_water_fill`'s amounts. In the usual
+    case (whole amounts and weights, no dimension overdrawn) both are read from the rounds'
+    integers ``nums / den`` as they are, with no fraction made: a float of ``x / den`` is
+    the float of the fraction (true division of integers rounds once, correctly), and the
+    limits compare values alone."""
+    got = _fill(total, weights, request, guarantee, real_capability, part)
+    if not isinstance(got, tuple):
+        return as_floats(got, total.size), floor_limits(got, real_capability)
+    den, nums = got
+    out: F64 = np.zeros((len(nums), total.size), dtype=np.float64)
+    for q, row in enumerate(nums):
+        out[q] = [x / den for x in row]
+    pairs = [[(x, den) for x in row] for row in nums]
+    return out, _limits(pairs, real_capability)
+
+
+def _fill(
+    total: F64, weights: F64, request: F64, guarantee: F64, real_capability: F64, part: BOOL
+) -> tuple[int, list[list[int]]] | Exact:
+    """:func:`exact_water_fill`'s amounts: ``(den, nums)`` (each amount ``nums[q][c] / den``)
+    when the whole rounds stand, else the fractions."""
     n, r = request.shape
     inside = [bool(x) for x in part.tolist()]
     floats = (total.tolist(), weights.tolist(), request.tolist(), guarantee.tolist())
     rc_rows = real_capability.tolist()
-    if _all_whole(floats, rc_rows):
+    if (
+        _whole(total)
+        and _whole(weights)
+        and _whole(request)
+        and _whole(guarantee)
+        and _whole(real_capability, unbounded=True)
+    ):
         # The usual case: whole amounts and weights, worked in plain integers.
         t_f, w_f, req_f, g_f = floats
         tot_i = [int(x) for x in t_f]
@@ -67,9 +104,9 @@ def exact_water_fill(
             for c in range(r)
             if 10 * sum(nums[i][c] for i in range(n) if inside[i]) > (10 * tot_i[c] + 1) * den
         ]
-        deserved = [[Fraction(x, den) for x in row] for row in nums]
         if not over:
-            return deserved
+            return den, nums
+        deserved = [[Fraction(x, den) for x in row] for row in nums]
         tot = [Fraction(x) for x in tot_i]
         w = [Fraction(x) for x in w_i]
         g = [[Fraction(x) for x in row] for row in g_i]
@@ -106,23 +143,12 @@ def exact_water_fill(
     return deserved
 
 
-def _all_whole(
-    floats: tuple[list[float], list[float], list[list[float]], list[list[float]]],
-    real_capability: list[list[float]],
-) -> bool:
-    """Whether every amount and weight is a whole number (realCapabilities may be ``inf``)."""
-    total, weights, request, guarantee = floats
-    if not all(x.is_integer() for x in total) or not all(x.is_integer() for x in weights):
-        return False
-    for rows in (request, guarantee):
-        for row in rows:
-            if not all(x.is_integer() for x in row):
-                return False
-    for row in real_capability:
-        for x in row:
-            if not (x.is_integer() or x == math.inf):
-                return False
-    return True
+def _whole(values: F64, *, unbounded: bool = False) -> bool:
+    """Whether every value is a whole number (``unbounded``: or ``inf``)."""
+    ok = np.isfinite(values) & (np.floor(values) == values)
+    if unbounded:
+        ok |= values == math.inf
+    return bool(ok.all())
 
 
 def _common_denominator(values: Iterable[Fraction]) -> int:
@@ -298,15 +324,20 @@ def floor_limits(exact: Exact, real_capability: F64) -> I64:
     Computed on the exact amount, so an exact 8Gi admits 8Gi, and a share the rounds approach
     without reaching (a geometric series stopped once less than 0.1 is left) admits the whole
     amount it converges to."""
+    return _limits([[(d.numerator, d.denominator) for d in row] for row in exact], real_capability)
+
+
+def _limits(exact: list[list[tuple[int, int]]], real_capability: F64) -> I64:
+    """:func:`floor_limits` of the amounts ``a / b`` given as ``(a, b)`` pairs (``b > 0``;
+    not necessarily in lowest terms: every step compares values)."""
     rows = []
     for row, caps in zip(exact, real_capability.tolist(), strict=True):
         out_row = []
-        for d, rc in zip(row, caps, strict=True):
-            a, b = d.numerator, d.denominator
+        for (a, b), rc in zip(row, caps, strict=True):
             if rc.is_integer() and int(rc) * b < a:
                 lim = int(rc)  # a whole ceiling below deserved: ⌈rc + 1/10⌉ − 1 = rc
             else:
-                if math.isfinite(rc) and not rc.is_integer() and Fraction(rc) < d:
+                if math.isfinite(rc) and not rc.is_integer() and Fraction(rc) < Fraction(a, b):
                     a, b = Fraction(rc).as_integer_ratio()
                 # ⌈a/b + 1/10⌉ − 1 in integers: ⌈(10a + b) / 10b⌉ − 1
                 lim = -(-(10 * a + b) // (10 * b)) - 1

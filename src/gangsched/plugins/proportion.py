@@ -53,7 +53,7 @@ import numpy.typing as npt
 from gangsched._types import BOOL, F64
 from gangsched.framework.combine import Vote
 from gangsched.model import QueueState
-from gangsched.plugins._exact_shares import as_floats, exact_water_fill, floor_limits
+from gangsched.plugins._exact_shares import as_floats, exact_water_fill, water_fill_figures
 from gangsched.plugins._queue_amounts import (
     EPS,
     SLACK,
@@ -180,6 +180,35 @@ def inverse(deserved: F64, pods: int) -> F64:
     return inv
 
 
+#: The last opening's figures read from the queue records and the nodes' allocatable alone
+#: (:func:`_queue_figures`), with the very objects they were read from: a record tuple or
+#: an array held here cannot be another with the same identity, and both are immutable.
+_LAST_QUEUE_FIGURES: list[tuple[tuple[Any, ...], npt.NDArray[np.int64], Any, tuple[F64, ...]]] = []
+
+
+def _queue_figures(ssn: Session, pods: int) -> tuple[F64, ...]:
+    """``(total, guarantee, real_capability, weights)``: the cluster total, every queue's
+    guarantee, its realCapability (its capability, and what the other queues' guarantees
+    leave) and its weight -- read-only, and taken from the last opening when its queue
+    records, allocatable array and resource columns are the very same objects."""
+    snap, a = ssn.snapshot, ssn.arrays
+    for queues, allocatable, spec, figures in _LAST_QUEUE_FIGURES:
+        if queues is snap.queues and allocatable is a.allocatable and spec is a.spec:
+            return figures
+    total = cluster_total(a.allocatable, pods)
+    guarantee = resource_matrix(ssn, "guarantee")
+    capability, _ = capability_matrix(ssn)
+    capability[:, pods] = np.inf
+    real = np.maximum(total - guarantee.sum(axis=0), 0.0) + guarantee
+    real_capability = np.minimum(real, capability)
+    weights = np.array([q.weight for q in snap.queues], dtype=np.float64)
+    figures = (total, guarantee, real_capability, weights)
+    for array in figures:
+        array.flags.writeable = False
+    _LAST_QUEUE_FIGURES[:] = [(snap.queues, a.allocatable, a.spec, figures)]
+    return figures
+
+
 class ProportionPlugin(QueueShares):
     """Weighted fair share between queues; see the module docstring."""
 
@@ -187,24 +216,19 @@ class ProportionPlugin(QueueShares):
     known_arguments: tuple[str, ...] = ()
 
     def on_session_open(self, ssn: Session) -> None:
-        snap, a = ssn.snapshot, ssn.arrays
+        a = ssn.arrays
         self._pods = pods = a.spec.index(PODS)
-        total = cluster_total(a.allocatable, pods)
+        total, guarantee, self.real_capability, weights = _queue_figures(ssn, pods)
         request, self.inqueue, self.elastic, has_jobs = job_figures(ssn)
-        guarantee = resource_matrix(ssn, "guarantee")
-        capability, _ = capability_matrix(ssn)
-        capability[:, pods] = np.inf
-        real = np.maximum(total - guarantee.sum(axis=0), 0.0) + guarantee
-        self.real_capability = np.minimum(real, capability)
-        weights = np.array([q.weight for q in snap.queues], dtype=np.float64)
         self.request = request
-        exact = exact_water_fill(total, weights, request, guarantee, self.real_capability, has_jobs)
-        self.deserved = as_floats(exact, total.size)
-        self.deserved_amounts = to_amounts(self.deserved)
         # deserved ≤ realCapability except where a guarantee is above the capability (floored
-        # there, as Volcano does); the capability stays a ceiling even then. Whole units,
-        # rounded down from the exact amounts: the admission test compares exactly.
-        self._limit = floor_limits(exact, self.real_capability)
+        # there, as Volcano does); the capability stays a ceiling even then. The limits are
+        # whole units, rounded down from the exact amounts: the admission test compares
+        # exactly.
+        self.deserved, self._limit = water_fill_figures(
+            total, weights, request, guarantee, self.real_capability, has_jobs
+        )
+        self.deserved_amounts = to_amounts(self.deserved)
         self._limit_rows: list[list[int]] = self._limit.tolist()
         self._asks: dict[bytes, tuple[tuple[int, int], ...]] = {}
         self._inv = inverse(self.deserved, pods)

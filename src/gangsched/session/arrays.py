@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -366,9 +367,7 @@ def _from_previous(snapshot: Snapshot, hint: ArraysBase) -> ClusterArrays:
         if (i := snapshot.node_index.get(name)) is not None
     ]
     _rebook(base, rows, books)
-    return _with_books(
-        dataclasses.replace(base, allocatable=allocatable, unschedulable=unschedulable), books
-    )
+    return _with_books(base, books, allocatable=allocatable, unschedulable=unschedulable)
 
 
 def _node_set_moved(
@@ -452,6 +451,10 @@ def _rebook(
     capacity, sharing = arrays.gpu_capacity.tolist(), arrays.gpu_sharing.tolist()
     offset = arrays.gpu_offset.tolist()
     pipelined_phase, releasing_phase = TaskPhase.PIPELINED, TaskPhase.RELEASING
+    # Within this call: each request mapping's row (pods = 1, by the mapping's identity: the
+    # tasks keep them alive) and each GPU take, worked out once.
+    request_rows: dict[int, list[int]] = {}
+    takes_of: dict[tuple[int, int, bool], int] = {}
     for i, tasks in rows:
         # per book (used, releasing, pipelined): the row's sums and the devices' takes
         sums = ([0] * n_res, [0] * n_res, [0] * n_res)
@@ -461,14 +464,23 @@ def _rebook(
             phase = task.phase
             if task.node is None or not (phase in OCCUPYING_PHASES or phase is pipelined_phase):
                 continue
+            request = task.request
+            row = request_rows.get(id(request))
+            if row is None:
+                row = [0] * n_res
+                for res, amount in request.items():
+                    if res != PODS:
+                        row[col[res]] = amount
+                row[pods_col] = 1
+                request_rows[id(request)] = row
             g = task.gpu_request
-            per_device = device_take(g.milli, capacity[i], sharing[i]) if g is not None else 0
-            row = [0] * n_res
-            for res, amount in task.request.items():
-                if res != PODS:
-                    row[col[res]] = amount
-            row[pods_col] = 1
+            per_device = 0
             if g is not None:
+                asked = (g.milli, capacity[i], sharing[i])
+                per_device = takes_of.get(asked, -1)
+                if per_device < 0:
+                    per_device = takes_of[asked] = device_take(*asked)
+                row = row.copy()
                 row[gpu_col] = g.count * per_device
             if phase is pipelined_phase:
                 books_of: tuple[int, ...] = (2,)
@@ -491,10 +503,14 @@ def _rebook(
                 book[flat] = amount
 
 
-def _with_books(arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64]) -> ClusterArrays:
+def _with_books(
+    arrays: ClusterArrays, books: tuple[I64, I64, I64, I64, I64, I64], **changes: Any
+) -> ClusterArrays:
+    """``arrays`` with the occupancy ``books`` (and ``changes``), in one copy."""
     used, releasing, pipelined, gpu_used, gpu_releasing, gpu_pipelined = books
     return dataclasses.replace(
         arrays,
+        **changes,
         used=used,
         releasing=releasing,
         pipelined=pipelined,
@@ -740,6 +756,25 @@ def pod_key(task: Task, read: tuple[str, ...]) -> tuple[object, ...]:
     )
 
 
+#: One tuple per distinct template shape made: a template made with a shape equal to an
+#: earlier one's shares its tuple (and a carried template keeps its earlier one's), so
+#: the cycle's templates hold few distinct shape objects and what looks them up by value
+#: hashes each once (:meth:`~gangsched.session.evaluation.Evaluator.carry`). An equal
+#: value is all it ever hands out; emptied when it holds ``_SHAPES_KEPT``.
+_SHAPES: dict[tuple[object, ...], tuple[object, ...]] = {}
+_SHAPES_KEPT = 4096
+
+
+def _shared_shape(shape: tuple[object, ...]) -> tuple[object, ...]:
+    """The tuple of :data:`_SHAPES` equal to ``shape`` (``shape`` itself when new)."""
+    got = _SHAPES.get(shape)
+    if got is None:
+        if len(_SHAPES) >= _SHAPES_KEPT:
+            _SHAPES.clear()
+        got = _SHAPES[shape] = shape
+    return got
+
+
 #: ``read`` of :func:`build_templates` left to it: the snapshot's pod label keys are looked up.
 _LOOK_UP: tuple[str, ...] = ("",)
 
@@ -828,70 +863,83 @@ def build_templates(
     gathered.flags.writeable = False
     rows = list(gathered)
     job_index = snapshot.job_index
-    job_of = None if jobs is None else jobs[firsts].tolist()
-    templates: list[TaskTemplate] = []
+    labels = found[by_first].tolist()
+    firsts_at = firsts.tolist()
+    job_of = (
+        jobs[firsts].tolist() if jobs is not None else [job_index[tasks[f].job] for f in firsts_at]
+    )
     b = bounds.tolist()
-    for idx, (lab, f) in enumerate(zip(found[by_first].tolist(), firsts.tolist(), strict=True)):
-        if lab < n_old:  # (a carried template's attributes are its earlier one's)
-            was = old[lab]
-            job = job_of[idx] if job_of is not None else job_index[tasks[f].job]
-            templates.append(
-                _made(
-                    idx,
-                    job,
-                    was.role,
-                    tuple(members[b[idx] : b[idx + 1]]),
-                    rows[idx],
-                    was.gpu_count,
-                    was.gpu_milli,
-                    was.gpu_models,
-                    was.node_selector,
-                    was.tolerations,
-                    was.best_effort,
-                    was.priority,
-                    was.key,
-                    was.shape,
-                    was.node_affinity,
-                )
+    spans = [tuple(members[start:end]) for start, end in pairwise(b)]
+    # The carried templates in one pass (a carried template's attributes are its earlier
+    # one's); a new template's place holds a stand-in until it is made below.
+    stand_in = old[0] if n_old else None
+    templates: list[TaskTemplate] = (
+        list(
+            map(
+                _made_like,
+                [old[lab] if lab < n_old else stand_in for lab in labels],
+                range(len(labels)),
+                job_of,
+                spans,
+                rows,
             )
+        )
+        if n_old
+        else [None] * len(labels)  # type: ignore[list-item]  # every place is made below
+    )
+    for idx, lab in enumerate(labels):
+        if lab < n_old:
             continue
         key = new_keys[lab - n_old]
-        first_task = tasks[f]
-        job = job_of[idx] if job_of is not None else job_index[first_task.job]
+        first_task = tasks[firsts_at[idx]]
         g = first_task.gpu_request
-        templates.append(
-            _made(
-                idx,
-                job,
-                first_task.role,
-                tuple(members[b[idx] : b[idx + 1]]),
-                rows[idx],
-                g.count if g is not None else 0,
-                g.milli if g is not None else 0,
-                g.models if g is not None else (),
-                first_task.node_selector,
-                first_task.tolerations,
-                first_task.best_effort,
-                first_task.priority,
-                key,
-                (*key[2:6], key[8]),
-                first_task.node_affinity,
-            )
+        templates[idx] = _made(
+            idx,
+            job_of[idx],
+            first_task.role,
+            spans[idx],
+            rows[idx],
+            g.count if g is not None else 0,
+            g.milli if g is not None else 0,
+            g.models if g is not None else (),
+            first_task.node_selector,
+            first_task.tolerations,
+            first_task.best_effort,
+            first_task.priority,
+            key,
+            _shared_shape((*key[2:6], key[8])),
+            first_task.node_affinity,
         )
     return templates, template_of
 
 
-def _maker() -> Callable[..., TaskTemplate]:
-    """A function making a :class:`TaskTemplate` from its fields in order, each written once
-    through its slot (the record stays frozen: only this writes its slots; the dataclass's
-    own constructor costs twice as much, and a cycle makes a template per waiting job)."""
+def _maker() -> tuple[Callable[..., TaskTemplate], Callable[..., TaskTemplate]]:
+    """Two functions making a :class:`TaskTemplate` (a cycle makes a template per waiting
+    job, and the dataclass's own constructor costs three times as much): ``made`` from its
+    fields in order, ``made_like`` from an earlier template whose fields it takes but the
+    four that follow the snapshot's order (``index``, ``job``, ``tasks``, ``request``).
+
+    The record is frozen: its ``__setattr__`` refuses every write. The makers fill a
+    private twin class instead -- the same slots, in the same order, and no ``__setattr__``
+    of its own, so each field is one plain slot store -- and then make the object a
+    :class:`TaskTemplate` (``__class__``: allowed between classes of the same layout, which
+    the twin has by construction). Nothing else ever holds the twin."""
     names = [f.name for f in dataclasses.fields(TaskTemplate)]
-    space: dict[str, Any] = {"_new": object.__new__, "_cls": TaskTemplate}
-    space.update({f"_{n}": getattr(TaskTemplate, n).__set__ for n in names})
-    body = "".join(f"    _{n}(made, {n})\n" for n in names)
-    source = f"def made({', '.join(names)}):\n    made = _new(_cls)\n{body}    return made\n"
-    made: Callable[..., TaskTemplate] = define(source, space, "task template maker")["made"]
-    return made
+    slots = TaskTemplate.__slots__
+    assert tuple(slots) == tuple(names)  # the layout the twin copies
+    twin = type("_TaskTemplateFilling", (), {"__slots__": slots})
+    space: dict[str, Any] = {"_new": object.__new__, "_twin": twin, "_cls": TaskTemplate}
+    end = "    made.__class__ = _cls\n    return made\n"
+    own = ("index", "job", "tasks", "request")
+    taken = "".join(f"    made.{n} = {n if n in own else 'was.' + n}\n" for n in names)
+    source = (
+        f"def made({', '.join(names)}):\n    made = _new(_twin)\n"
+        + "".join(f"    made.{n} = {n}\n" for n in names)
+        + end
+        + f"\n\ndef made_like(was, {', '.join(own)}):\n    made = _new(_twin)\n{taken}{end}"
+    )
+    found = define(source, space, "task template maker")
+    return found["made"], found["made_like"]
 
 
-_made = _maker()
+_made, _made_like = _maker()

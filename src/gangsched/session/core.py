@@ -67,6 +67,8 @@ from gangsched.session.task_states import (
     PIPELINED_OR_READY,
     READY_STATES,
     CycleCache,
+    JobTasks,
+    RoleCounts,
     TaskColumns,
     TaskState,
     job_counters,
@@ -158,12 +160,15 @@ def _unchanged_jobs(
     )
     jobs = np.where(same, old_of, -1)
     # queues
-    o_queues = o_snap.queue_index
-    q_old = np.full(len(n_snap.queues), -1, dtype=np.int64)
-    for q, queue in enumerate(n_snap.queues):
-        oq = o_queues.get(queue.name, -1)
-        if oq >= 0 and o_snap.queues[oq] is queue:
-            q_old[q] = oq
+    if o_snap.queues is n_snap.queues:  # the same queue records, in the same order
+        q_old = np.arange(len(n_snap.queues), dtype=np.int64)
+    else:
+        o_queues = o_snap.queue_index
+        q_old = np.full(len(n_snap.queues), -1, dtype=np.int64)
+        for q, queue in enumerate(n_snap.queues):
+            oq = o_queues.get(queue.name, -1)
+            if oq >= 0 and o_snap.queues[oq] is queue:
+                q_old[q] = oq
     q_at = np.where(q_old >= 0, q_old, 0)
     n_q = len(n_snap.queues)
     moved = np.bincount(new.job_queue[~same], minlength=n_q) > 0
@@ -194,7 +199,7 @@ class Session(Occupancy):
     job_phase: list[JobPhase]
     job_allocated: I64  # (n_jobs, n_resources) held or reserved, in task_req's terms
     job_count: I64  # (n_jobs, n_states) tasks per state
-    role_count: dict[tuple[int, str], I64]  # (job, role) -> (n_states,) tasks per state
+    role_count: RoleCounts  # (job, role) -> (n_states,) tasks per state
     queue_allocated: I64  # (n_queues, n_resources) Σ job_allocated of the queue's jobs
     templates: list[TaskTemplate]
     template_of: I64
@@ -268,8 +273,9 @@ class Session(Occupancy):
         prior = (previous.snapshot, previous.columns) if previous is not None and same else None
         cols = task_columns(snapshot, arrays.spec, prior)
         job_queue = cols.job_queue
+        by_job = JobTasks(cols.job, len(snapshot.jobs))
         job_count, role_count, job_allocated, queue_allocated = job_counters(
-            snapshot, cols, job_queue
+            snapshot, cols, job_queue, by_job
         )
         pending = np.flatnonzero(cols.state == TaskState.PENDING).tolist()
         carried = None
@@ -324,6 +330,7 @@ class Session(Occupancy):
             columns=cols,
             pod_label_keys=read,
         )
+        ssn.cache.job_tasks = by_job
         ssn.registry = registry
         if previous is not None:
             _continue_log(previous, ssn, cols.source)
@@ -461,11 +468,13 @@ class Session(Occupancy):
 
     def count_states(self, job: int, states: Sequence[int], role: str | None = None) -> int:
         """Number of the job's tasks (of ``role``, if given) in any of ``states``."""
-        counts = (
-            self.job_count[job]
-            if role is None
-            else self.role_count.get((job, role), np.zeros(N_STATES, dtype=np.int64))
-        )
+        if role is None:
+            counts = self.job_count[job]
+        else:
+            try:
+                counts = self.role_count[job, role]
+            except KeyError:
+                return 0  # no task of the job has that role
         per_state = counts.tolist()
         total = 0
         for s in states:  # a plain loop: a generator costs twice as much on this hot path
@@ -476,11 +485,9 @@ class Session(Occupancy):
         """Indices of the job's tasks (snapshot order)."""
         by_job = self.cache.job_tasks
         if by_job is None:
-            order = np.argsort(self.task_job, kind="stable")
-            bounds = np.searchsorted(self.task_job[order], np.arange(len(self.snapshot.jobs) + 1))
-            by_job = [order[bounds[j] : bounds[j + 1]] for j in range(len(self.snapshot.jobs))]
-            self.cache.job_tasks = by_job
-        return by_job[job]
+            by_job = self.cache.job_tasks = JobTasks(self.task_job, len(self.snapshot.jobs))
+        got = by_job.made[job]
+        return by_job.of(job) if got is None else got
 
     def pending_best_effort(self, job: int) -> int:
         """Pending best-effort tasks of the job (Volcano counts them toward readiness)."""

@@ -164,8 +164,11 @@ class Evaluator:
             return 0
         self.same_ground = True
         records = log.records_changed.any()
-        # (the evaluations' keys are ("shape", shape): the shape_only contract holds)
-        wanted: dict[object, TaskTemplate] = {t.shape: t for t in ssn.templates}
+        # (the evaluations' keys are ("shape", shape): the shape_only contract holds; the
+        # templates share few shape objects, each hashed once here: any template of a shape
+        # serves, its evaluation reads the shape alone)
+        by_object = {id(t.shape): t for t in ssn.templates}
+        wanted: dict[object, TaskTemplate] = {t.shape: t for t in by_object.values()}
         taken = 0
         for key, ev in previous._evals.items():
             tmpl = wanted.get(key[1]) if isinstance(key, tuple) else None

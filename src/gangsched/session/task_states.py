@@ -9,10 +9,10 @@ fields, never outputs: outputs are the session's own fields).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import repeat
-from operator import attrgetter, itemgetter
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,8 @@ __all__ = [
     "READY_STATES",
     "RUNNING_STATES",
     "CycleCache",
+    "JobTasks",
+    "RoleCounts",
     "TaskColumns",
     "TaskState",
     "in_states",
@@ -116,6 +118,8 @@ class TaskColumns:
     job_queue: I64
     job_min: I64
     job_phase: tuple[JobPhase, ...]
+    #: ``job_phase`` as an object array (how the next cycle gathers the rows it carries).
+    phases: npt.NDArray[np.object_]
     #: Per job: whether its record sets role minimums (``min_task_member``) and a minimum of
     #: resources (``min_resources``).
     job_roles: BOOL
@@ -176,7 +180,7 @@ def task_columns(
     job_min = np.zeros(n_jobs, dtype=np.int64)
     job_roles = np.zeros(n_jobs, dtype=np.bool_)
     job_minimums = np.zeros(n_jobs, dtype=np.bool_)
-    job_phase: list[JobPhase | None] = [None] * n_jobs
+    phases = np.empty(n_jobs, dtype=object)
     source: I64 | None = None
     job_source: I64 | None = None
     todo: list[int] | range = range(n_tasks)
@@ -187,13 +191,15 @@ def task_columns(
         job_source = same_records(old.job_ids, job_ids)
         kept = np.flatnonzero(job_source >= 0)
         was = job_source[kept]
-        queues_to = _index_map(map(_NAME, old_snap.queues), snapshot.queue_index)
-        job_queue[kept] = queues_to[old.job_queue[was]]
+        if old_snap.queues is snapshot.queues:  # the same queue records: the same rows
+            job_queue[kept] = old.job_queue[was]
+        else:
+            queues_to = _index_map(map(_NAME, old_snap.queues), snapshot.queue_index)
+            job_queue[kept] = queues_to[old.job_queue[was]]
         job_min[kept] = old.job_min[was]
         job_roles[kept] = old.job_roles[was]
         job_minimums[kept] = old.job_minimums[was]
-        for k, phase in zip(kept.tolist(), _gather(old.job_phase, was), strict=True):
-            job_phase[k] = phase
+        phases[kept] = old.phases[was]
         new_jobs = np.flatnonzero(job_source < 0).tolist()
         jobs_to = np.full(len(old_snap.jobs), -1, dtype=np.int64)
         jobs_to[was] = kept
@@ -209,9 +215,12 @@ def task_columns(
         devices[have] = old.devices[src]
         job[have] = jobs_to[old.job[src]]
         old_node = old.node[src]
-        placed = old_node >= 0
-        nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
-        node[have[placed]] = nodes_to[old_node[placed]]
+        if old_snap.nodes is snapshot.nodes:  # the same node records: the same rows
+            node[have] = old_node
+        else:
+            placed = old_node >= 0
+            nodes_to = _index_map(map(_NAME, old_snap.nodes), snapshot.node_index)
+            node[have[placed]] = nodes_to[old_node[placed]]
         todo = np.flatnonzero(source < 0).tolist()
     queue_index = snapshot.queue_index
     for k in new_jobs:
@@ -220,7 +229,7 @@ def task_columns(
         job_min[k] = rec.min_available
         job_roles[k] = bool(rec.min_task_member)
         job_minimums[k] = rec.min_resources is not None
-        job_phase[k] = rec.phase
+        phases[k] = rec.phase
     node_index, job_index = snapshot.node_index, snapshot.job_index
     col = {name: i for i, name in enumerate(spec.names)}
     pods_col, gpu_col = col[PODS], spec.gpu_column
@@ -242,7 +251,7 @@ def task_columns(
             row[gpu_col] = queue_gpu_charge(g.count, g.milli)
     # Read-only: the next cycle copies rows from them (the session works on copies of the
     # state and node columns, and of the job phases).
-    for column in (state, node, job, req, roles, devices, ids, job_ids, job_queue, job_min):
+    for column in (state, node, job, req, roles, devices, ids, job_ids, job_queue, job_min, phases):
         column.flags.writeable = False
     for flags in (job_roles, job_minimums):
         flags.flags.writeable = False
@@ -257,7 +266,8 @@ def task_columns(
         job_ids=job_ids,
         job_queue=job_queue,
         job_min=job_min,
-        job_phase=tuple(job_phase),  # type: ignore[arg-type]  # every job's is set above
+        job_phase=tuple(phases.tolist()),
+        phases=phases,
         job_roles=job_roles,
         job_minimums=job_minimums,
         source=source,
@@ -265,25 +275,87 @@ def task_columns(
     )
 
 
-def _gather(items: Sequence[JobPhase], at: I64) -> tuple[JobPhase, ...]:
-    """``items`` at the indices ``at``, in order."""
-    if not at.size:
-        return ()
-    got = itemgetter(*at.tolist())(items)
-    return got if at.size > 1 else (got,)
+class JobTasks:
+    """Each job's task indices (snapshot order) over a per-task column of job indices that
+    does not change: grouped once, when first asked, and each job's indices sliced the
+    first time that job is asked (a cycle asks for few of its jobs). ``made[job]``: the
+    job's indices once sliced (None before), for a caller on a hot path."""
+
+    __slots__ = ("_bounds", "_job", "_order", "made")
+
+    def __init__(self, task_job: I64, n_jobs: int) -> None:
+        self._job = task_job
+        self._order: I64 | None = None
+        self._bounds: list[int] = []
+        self.made: list[I64 | None] = [None] * n_jobs
+
+    def of(self, job: int) -> I64:
+        """The indices of ``job``'s tasks, in snapshot order (read-only)."""
+        got = self.made[job]  # (an index out of range is refused here, as by a list)
+        if got is not None:
+            return got
+        order = self._order
+        if order is None:
+            order = np.argsort(self._job, kind="stable")
+            order.flags.writeable = False
+            self._bounds = np.searchsorted(self._job[order], np.arange(len(self.made) + 1)).tolist()
+            self._order = order
+        j = job % len(self.made)
+        b = self._bounds
+        got = self.made[j] = order[b[j] : b[j + 1]]
+        return got
 
 
-def job_counters(
-    snapshot: Snapshot, cols: TaskColumns, job_queue: I64
-) -> tuple[I64, dict[tuple[int, str], I64], I64, I64]:
-    """``(job_count, role_count, job_allocated, queue_allocated)`` of the opening state."""
-    n_jobs, n_res = len(snapshot.jobs), cols.req.shape[1]
-    n_tasks = len(snapshot.tasks)
+class RoleCounts(Mapping[tuple[int, str], I64]):
+    """Per ``(job, role)`` pair present, the pair's tasks per state: a ``(N_STATES,)`` row the
+    session's ledger keeps current. A pair's row is worked out from the opening columns the
+    first time it is asked (every change of a task's state reads its pair's row first, so a
+    row made later still starts from the opening); iterating works every row out, pairs
+    ordered by job, then by each role's first appearance among the snapshot's tasks."""
+
+    __slots__ = ("_all", "_cols", "_rows", "_tasks")
+
+    def __init__(self, cols: TaskColumns, tasks: JobTasks) -> None:
+        self._cols = cols
+        self._tasks = tasks
+        self._rows: dict[tuple[int, str], I64] = {}
+        self._all = False
+
+    def __getitem__(self, key: tuple[int, str]) -> I64:
+        row = self._rows.get(key)
+        if row is None:
+            if self._all:
+                raise KeyError(key)
+            job, role = key
+            mine = self._tasks.of(job)
+            mine = mine[self._cols.roles[mine] == role]
+            if not mine.size:
+                raise KeyError(key)
+            row = np.bincount(self._cols.state[mine], minlength=N_STATES).astype(np.int64)
+            self._rows[key] = row
+        return row
+
+    def _complete(self) -> dict[tuple[int, str], I64]:
+        """Every pair's row, in the order of the class docstring (the rows already asked for
+        kept: the ledger may have moved them)."""
+        if not self._all:
+            made = self._rows
+            self._rows = {key: made.get(key, row) for key, row in _role_rows(self._cols)}
+            self._all = True
+        return self._rows
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        return iter(self._complete())
+
+    def __len__(self) -> int:
+        return len(self._complete())
+
+
+def _role_rows(cols: TaskColumns) -> list[tuple[tuple[int, str], I64]]:
+    """Per ``(job, role)`` pair present in ``cols``, its tasks per state at the opening, pairs
+    ordered by job, then by each role's first appearance."""
+    n_tasks = cols.job.size
     states = cols.state.astype(np.int64)
-    job_count = np.bincount(cols.job * N_STATES + states, minlength=n_jobs * N_STATES).reshape(
-        n_jobs, N_STATES
-    )
-    # Per (job, role): the roles coded in order of appearance, one row per pair present.
     roles = cols.roles.tolist()
     names = list(dict.fromkeys(roles))
     codes = {name: i for i, name in enumerate(names)}
@@ -296,13 +368,25 @@ def job_counters(
     keys = zip(
         (pairs // width).tolist(), map(names.__getitem__, (pairs % width).tolist()), strict=True
     )
-    role_count: dict[tuple[int, str], I64] = dict(zip(keys, per_pair, strict=True))
+    return list(zip(keys, per_pair, strict=True))
+
+
+def job_counters(
+    snapshot: Snapshot, cols: TaskColumns, job_queue: I64, tasks: JobTasks
+) -> tuple[I64, RoleCounts, I64, I64]:
+    """``(job_count, role_count, job_allocated, queue_allocated)`` of the opening state
+    (``tasks``: the grouping of ``cols``' tasks by job the role counts read)."""
+    n_jobs, n_res = len(snapshot.jobs), cols.req.shape[1]
+    states = cols.state.astype(np.int64)
+    job_count = np.bincount(cols.job * N_STATES + states, minlength=n_jobs * N_STATES).reshape(
+        n_jobs, N_STATES
+    )
     holding = in_states(cols.state, HOLDING_STATES) & (cols.node >= 0)
     job_allocated = np.zeros((n_jobs, n_res), dtype=np.int64)
     np.add.at(job_allocated, cols.job[holding], cols.req[holding])
     queue_allocated = np.zeros((len(snapshot.queues), n_res), dtype=np.int64)
     np.add.at(queue_allocated, job_queue, job_allocated)
-    return job_count, role_count, job_allocated, queue_allocated
+    return job_count, RoleCounts(cols, tasks), job_allocated, queue_allocated
 
 
 _UNSET = object()
@@ -313,7 +397,7 @@ class CycleCache:
     """What actions and plugins compute once per session. Each field has one owner (named)."""
 
     #: Session.job_tasks: each job's task indices.
-    job_tasks: list[I64] | None = None
+    job_tasks: JobTasks | None = None
     #: Session.pending_best_effort: each job's best-effort task indices.
     best_effort: dict[int, I64] = field(default_factory=dict)
     #: gangsched.session.rules.disruption: the snapshot's disruption budgets, resolved
