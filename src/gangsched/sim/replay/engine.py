@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from gangsched.decisions import Decisions
+from gangsched.decisions import Decisions, JobStatus
 from gangsched.errors import ConfigError, PlacementError
 from gangsched.fragmentation import MILLI, fragment_terms, node_fragment_from_terms
 from gangsched.model import Job, JobPhase, Task, TaskPhase
@@ -112,6 +112,11 @@ class Engine:
         self.job_restarts = np.zeros(n_jobs, np.int64)
         self.job_running_tasks = np.zeros(n_jobs, np.int64)
         self.job_records: dict[tuple[int, JobPhase], Job] = {}
+        self.job_of = {tj.job.name: j for j, tj in enumerate(trace.jobs)}
+        # Per job name, the status :meth:`apply` last looked at while the job's phase and
+        # waiting stood as they stand now (every move of either outside that look drops it):
+        # a status seen again moves nothing, so a cycle looks at the statuses that changed.
+        self.seen: dict[str, JobStatus] = {}
         self.live: set[int] = set()  # arrived and not finished
         self.n_started = 0  # live jobs that have started
         self.n_arrived = 0
@@ -285,6 +290,7 @@ class Engine:
 
     def _start(self, j: int, time: float) -> None:
         self.log.append((time, LOG_START, j, -1, 0))
+        self.seen.pop(self._name(j), None)
         self.job_started[j] = True
         self.n_started += 1
         self.job_state[j] = JobState.RUNNING
@@ -309,6 +315,7 @@ class Engine:
             self.n_started -= 1
             self.job_started[j] = False
         self.log.append((time, LOG_END, j, -1, 0))
+        self.seen.pop(self._name(j), None)
         self.job_state[j] = state
         self.job_end[j] = time
         self.job_running_tasks[j] = 0
@@ -331,6 +338,7 @@ class Engine:
             self.n_started -= 1
             self.job_started[j] = False
         self.log.append((self.now, LOG_RESTART, j, -1, 0))
+        self.seen.pop(self._name(j), None)
         self.job_state[j] = JobState.QUEUED
         self.job_running_tasks[j] = 0
         self.job_phase[j] = self.trace.jobs[j].job.phase
@@ -451,19 +459,27 @@ class Engine:
             self.push(time + self.opts.eviction_grace, RELEASE, t, int(self.job_epoch[j]))
         self.step_evictions += len(out.evictions)
         self.step_pipelined += len(out.pipelined)
-        waiting = [j for j in sorted(self.live) if not self.job_started[j]]
-        for j in waiting:
-            status = out.jobs.get(self.trace.jobs[j].job.name)
-            # The state holds the job's record for its phase: an unchanged phase moves nothing.
-            if (
-                status is not None
-                and status.phase in ("Pending", "Inqueue")
-                and status.phase != self.job_phase[j].value
-            ):
-                self.job_phase[j] = JobPhase(status.phase)
+        # A waiting job's phase follows its status (Pending or Inqueue; the state holds the
+        # job's record for its phase). A status seen before, the job's phase and waiting as
+        # then, moves nothing: only the statuses not seen yet are looked at.
+        seen = self.seen
+        seen_get = seen.get
+        job_of = self.job_of
+        new = sorted(
+            (job_of.get(name, -1), name, status)
+            for name, status in out.jobs.items()
+            if seen_get(name) is not status
+        )
+        for j, name, status in new:
+            seen[name] = status
+            if j < 0 or self.job_started[j] or j not in self.live:
+                continue
+            phase = status.phase
+            if phase in ("Pending", "Inqueue") and phase != self.job_phase[j].value:
+                self.job_phase[j] = JobPhase(phase)
                 self._sync_job(j)
         if self.opts.drop_unplaced:
-            for j in waiting:
+            for j in [j for j in sorted(self.live) if not self.job_started[j]]:
                 if self.job_running_tasks[j] == 0:
                     self._finish(j, JobState.DROPPED, time)
 
