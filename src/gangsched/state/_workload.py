@@ -178,7 +178,10 @@ class WorkloadOps(StateCore):
         check_task_refs(task, self._jobs, self._nodes)
         totals = self._totals["task"]
         amounts = (old.request if old else None, task.request, task_gpu(old), task_gpu(task))
-        totals.move(task.name, *amounts, commit=False)
+        # (the same amounts as the record it replaces: the totals stay as they are)
+        same = old is not None and old.request is task.request and amounts[2] == amounts[3]
+        if not same:
+            totals.move(task.name, *amounts, commit=False)
         here = task.node if task.node is not None and task.phase in NODE_PHASES else None
         there = None
         if old is not None and old.node is not None and old.phase in NODE_PHASES:
@@ -194,7 +197,8 @@ class WorkloadOps(StateCore):
                 others = [self._tasks[t] for t in self._node_tasks[here] if t != task.name]
                 others.append(task)
                 check_node_tasks(self._nodes[here], others)
-        totals.move(task.name, *amounts, commit=True)  # commit
+        if not same:
+            totals.move(task.name, *amounts, commit=True)  # commit
         left = self._node_load(there) if there is not None and there != here else None
         self._link_task(task, old)
         self.generation += 1

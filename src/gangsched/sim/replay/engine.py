@@ -157,6 +157,9 @@ class Engine:
             self.cap_cpu.copy(), self.model_idx, self.terms, self.typical
         )
         self.rows: dict[str, list[object]] = {key: [] for key in _ROW_KEYS}
+        # The allocated GPU and CPU, fragment and idle GPU sums of the last row (None: to
+        # sum again, the nodes marked since have moved).
+        self.sums: tuple[int, int, float, int] | None = None
         # (time, kind, job or task, node, milli-GPU held): what happened to whom, in order.
         self.log: list[tuple[float, int, int, int, int]] = []
         self.now = 0.0
@@ -496,12 +499,22 @@ class Engine:
                 self.cap_cpu[rows] - self.used_cpu[rows], self.model_idx[rows], part, self.typical
             )
             self.dirty_nodes.clear()
+            self.sums = None
+        if self.sums is None:
+            # (every hold and free marks its node: with none marked, the sums are the last)
+            self.sums = (
+                int(self.queue_alloc.sum()),
+                int(self.used_cpu.sum()),
+                float(self.node_frag.sum()),
+                int(self.terms.idle.sum()),
+            )
+        gpu_alloc, cpu_alloc, frag, idle = self.sums
         r = self.rows
         r["time"].append(time)
-        r["gpu_alloc"].append(int(self.queue_alloc.sum()))
-        r["cpu_alloc"].append(int(self.used_cpu.sum()))
-        r["frag"].append(float(self.node_frag.sum()))
-        r["idle"].append(int(self.terms.idle.sum()))
+        r["gpu_alloc"].append(gpu_alloc)
+        r["cpu_alloc"].append(cpu_alloc)
+        r["frag"].append(frag)
+        r["idle"].append(idle)
         r["arrived_gpu"].append(self.arrived_gpu)
         r["waiting"].append(self.n_waiting)
         r["running"].append(self.n_started)
