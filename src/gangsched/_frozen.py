@@ -9,7 +9,7 @@ from typing import Any, ClassVar, Protocol, TypeVar
 K = TypeVar("K")
 V = TypeVar("V")
 
-__all__ = ["FrozenDict", "copied", "plain_fields", "refrozen"]
+__all__ = ["FrozenDict", "copied", "plain_fields"]
 
 
 class DataclassInstance(Protocol):
@@ -114,30 +114,3 @@ class FrozenDict(Mapping[K, V]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._data!r})"
-
-
-def refrozen(last: FrozenDict[K, V] | None, now: Mapping[K, V]) -> FrozenDict[K, V]:
-    """``FrozenDict(now)``, made from ``last`` (one made before of a mapping whose keys are
-    mostly ``now``'s) when both have string keys and every key ``now`` adds comes after
-    those it keeps: ``last``'s dict copied, the keys gone taken out, the new ones added in
-    order and every value set from ``now`` — linear, with no sort. The result depends on
-    ``now`` alone; ``last`` only spares the sort."""
-    if last is None or type(now) is not dict or not now:
-        return FrozenDict(now)
-    old = last._data
-    if {*map(type, old)} != {str} or {*map(type, now)} != {str}:
-        return FrozenDict(now)  # (string keys: ``last``'s are in sorted order)
-    out = old.copy()
-    if old.keys() != now.keys():
-        for key in old.keys() - now.keys():
-            del out[key]
-        added = sorted(now.keys() - old.keys())
-        if added and out and not next(reversed(out)) < added[0]:
-            return FrozenDict(now)
-        for key in added:
-            out[key] = now[key]
-    out.update(now)
-    made: FrozenDict[K, V] = FrozenDict.__new__(FrozenDict)
-    object.__setattr__(made, "_data", out)
-    object.__setattr__(made, "_hash", None)
-    return made

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from gangsched._frozen import FrozenDict, refrozen
+from gangsched._frozen import FrozenDict
 from gangsched.decisions import (
     Bind,
     Decisions,
@@ -78,19 +78,13 @@ def close_session(ssn: Session) -> Decisions:
     options = dict.fromkeys(
         note for placer in ssn.placers for note in nondeterministic_options(placer)
     )
-    # The two large mappings are made from the last cycle's (the same keys mostly, new ones
-    # mostly last in order: no sort); they depend on this cycle's alone.
-    last_jobs, last_reasons = ssn.prior_records.pop(MAPPINGS, (None, None))
-    jobs_out = refrozen(last_jobs, {**jobs, **noted} if noted else jobs)
-    reasons_out = refrozen(last_reasons, task_reasons)
-    ssn.records[MAPPINGS] = (jobs_out, reasons_out)
     return Decisions(
         binds=binds,
         evictions=evictions,
         pipelined=pipelined,
-        jobs=jobs_out,
+        jobs=FrozenDict({**jobs, **noted} if noted else jobs),
         queues=FrozenDict(queues),
-        task_reasons=reasons_out,
+        task_reasons=FrozenDict(task_reasons),
         job_actions=actions,
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
@@ -182,8 +176,6 @@ _QUEUE_PHASES = ("Inqueue", "Pending", "Running", "Unknown", "Completed")
 #: ``Session.records``): ``(lineage, cursor, {name: entry})`` with the change log's lineage
 #: and end when they were made.
 JOB_STATUSES = ("close", "job statuses")
-#: The last cycle's job statuses and task reasons as the decisions hold them.
-MAPPINGS = ("close", "mappings")
 QUEUE_STATUSES = ("close", "queue statuses")
 
 
