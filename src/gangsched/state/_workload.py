@@ -67,7 +67,8 @@ class WorkloadOps(StateCore):
         """Replace the job of that name (phase, priority, min_available, queue, ...)."""
         old = check_known(job, Job, "job", self._jobs)
         self._check_job(job)
-        self._totals["job"].move(job.name, old.min_resources, job.min_resources, commit=True)
+        if old.min_resources is not job.min_resources:  # (the same amounts: totals as they are)
+            self._totals["job"].move(job.name, old.min_resources, job.min_resources, commit=True)
         if old.queue != job.queue:
             del self._queue_jobs[old.queue][job.name]
             self._queue_jobs[job.queue][job.name] = None

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Callable
+from itertools import compress
+from operator import is_not
 
 import numpy as np
 import numpy.typing as npt
@@ -325,7 +328,7 @@ class Engine:
         self.job_epoch[j] += 1
         if j in self.live:
             self.live.discard(j)
-            self.live_order.remove(j)
+            del self.live_order[bisect_left(self.live_order, j)]
             self.state.remove_job(self._name(j), with_tasks=True)
 
     def _restart(self, j: int) -> None:
@@ -468,11 +471,9 @@ class Engine:
         seen = self.seen
         seen_get = seen.get
         job_of = self.job_of
-        new = sorted(
-            (job_of.get(name, -1), name, status)
-            for name, status in out.jobs.items()
-            if seen_get(name) is not status
-        )
+        jobs = out.jobs
+        unseen = compress(jobs.items(), map(is_not, jobs.values(), map(seen_get, jobs.keys())))
+        new = sorted((job_of.get(name, -1), name, status) for name, status in unseen)
         for j, name, status in new:
             seen[name] = status
             if j < 0 or self.job_started[j] or j not in self.live:
