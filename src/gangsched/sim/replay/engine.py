@@ -160,9 +160,14 @@ class Engine:
             self.cap_cpu.copy(), self.model_idx, self.terms, self.typical
         )
         self.rows: dict[str, list[object]] = {key: [] for key in _ROW_KEYS}
-        # The allocated GPU and CPU, fragment and idle GPU sums of the last row (None: to
-        # sum again, the nodes marked since have moved).
-        self.sums: tuple[int, int, float, int] | None = None
+        # The allocated GPU and CPU of the last row (None: to sum again, a node marked since
+        # moved).
+        self.sums: tuple[int, int] | None = None
+        # Per row that found nodes marked, to work its fragment and idle GPU out later: the
+        # row, the nodes, the milli-GPU per device and the CPU they held then (:meth:`_settle`).
+        self.frag_todo: list[tuple[int, npt.NDArray[np.intp], I64, I64]] = []
+        # The fragment and idle GPU sums of the last row worked out.
+        self.frag_last = (float(self.node_frag.sum()), int(self.terms.idle.sum()))
         # (time, kind, job or task, node, milli-GPU held): what happened to whom, in order.
         self.log: list[tuple[float, int, int, int, int]] = []
         self.now = 0.0
@@ -177,10 +182,12 @@ class Engine:
 
     # -------------------------------------------------------------------------- resources
 
-    def _gpu_free(self, rows: npt.NDArray[np.intp]) -> I64:
-        """(k, width) free milli-GPU per device, scaled to 1000 per device, padding 0."""
+    def _gpu_free(self, rows: npt.NDArray[np.intp], used: I64 | None = None) -> I64:
+        """(k, width) free milli-GPU per device, scaled to 1000 per device, padding 0 (with
+        ``used``: the milli-GPU the devices of ``rows`` held then, else now)."""
         cap = self.dev_cap[rows][:, None]
-        free = np.where(self.dev_valid[rows], cap - self.dev_used[rows], 0)
+        held = self.dev_used[rows] if used is None else used
+        free = np.where(self.dev_valid[rows], cap - held, 0)
         out: I64 = np.where(cap == MILLI, free, free * MILLI // np.maximum(cap, 1))
         return out
 
@@ -490,32 +497,21 @@ class Engine:
     # -------------------------------------------------------------------------- recording
 
     def record(self, time: float) -> None:
+        r = self.rows
         if self.dirty_nodes:
+            # The fragment and idle GPU of the nodes marked since the last row are worked out
+            # later, all in one pass (:meth:`_settle`), from what the nodes hold now.
             rows = np.array(sorted(self.dirty_nodes), dtype=np.intp)
-            part = fragment_terms(self._gpu_free(rows), self.typical)
-            self.terms.fits_count[rows] = part.fits_count
-            self.terms.small_sum[rows] = part.small_sum
-            self.terms.idle[rows] = part.idle
-            self.node_frag[rows] = node_fragment_from_terms(
-                self.cap_cpu[rows] - self.used_cpu[rows], self.model_idx[rows], part, self.typical
-            )
+            self.frag_todo.append((len(r["time"]), rows, self.dev_used[rows], self.used_cpu[rows]))
             self.dirty_nodes.clear()
             self.sums = None
         if self.sums is None:
             # (every hold and free marks its node: with none marked, the sums are the last)
-            self.sums = (
-                int(self.queue_alloc.sum()),
-                int(self.used_cpu.sum()),
-                float(self.node_frag.sum()),
-                int(self.terms.idle.sum()),
-            )
-        gpu_alloc, cpu_alloc, frag, idle = self.sums
-        r = self.rows
+            self.sums = (int(self.queue_alloc.sum()), int(self.used_cpu.sum()))
+        gpu_alloc, cpu_alloc = self.sums
         r["time"].append(time)
         r["gpu_alloc"].append(gpu_alloc)
         r["cpu_alloc"].append(cpu_alloc)
-        r["frag"].append(frag)
-        r["idle"].append(idle)
         r["arrived_gpu"].append(self.arrived_gpu)
         r["waiting"].append(self.n_waiting)
         r["running"].append(self.n_started)
@@ -569,7 +565,38 @@ class Engine:
                 )
         return self.result()
 
+    def _settle(self) -> None:
+        """The fragment and idle rows :meth:`record` left to work out: every node state it
+        noted goes through the fragment measure in one pass (the measure is exact per node,
+        whatever nodes it is given with), then each row sums the nodes as they stood."""
+        r, todo = self.rows, self.frag_todo
+        n_rows, have = len(r["time"]), len(r["frag"])
+        if have == n_rows:
+            return
+        if todo:
+            rows = np.concatenate([rows for _, rows, _, _ in todo])
+            used = np.concatenate([used for _, _, used, _ in todo])
+            part = fragment_terms(self._gpu_free(rows, used), self.typical)
+            free_cpu = self.cap_cpu[rows] - np.concatenate([cpu for _, _, _, cpu in todo])
+            frag = node_fragment_from_terms(free_cpu, self.model_idx[rows], part, self.typical)
+        last, step, start = self.frag_last, 0, 0
+        for row in range(have, n_rows):
+            if step < len(todo) and todo[step][0] == row:
+                nodes = todo[step][1]
+                end = start + len(nodes)
+                self.terms.fits_count[nodes] = part.fits_count[start:end]
+                self.terms.small_sum[nodes] = part.small_sum[start:end]
+                self.terms.idle[nodes] = part.idle[start:end]
+                self.node_frag[nodes] = frag[start:end]
+                last = (float(self.node_frag.sum()), int(self.terms.idle.sum()))
+                step, start = step + 1, end
+            r["frag"].append(last[0])
+            r["idle"].append(last[1])
+        self.frag_last = last
+        todo.clear()
+
     def result(self) -> ReplayResult:
+        self._settle()
         return collect(self)
 
 
