@@ -46,6 +46,9 @@ _WAITING, _PENDING, _RUNNING, _RELEASING, _GONE = range(5)
 class Engine:
     """The replay's mutable state. One instance per :func:`replay` call."""
 
+    #: About how many (row, node) figures the fragment rows are worked out over at once.
+    settle_cells = 1 << 20
+
     def __init__(
         self, trace: Trace, opts: ReplayOptions, progress: Callable[[ReplayProgress], None] | None
     ) -> None:
@@ -573,27 +576,51 @@ class Engine:
         n_rows, have = len(r["time"]), len(r["frag"])
         if have == n_rows:
             return
-        if todo:
-            rows = np.concatenate([rows for _, rows, _, _ in todo])
-            used = np.concatenate([used for _, _, used, _ in todo])
-            part = fragment_terms(self._gpu_free(rows, used), self.typical)
-            free_cpu = self.cap_cpu[rows] - np.concatenate([cpu for _, _, _, cpu in todo])
-            frag = node_fragment_from_terms(free_cpu, self.model_idx[rows], part, self.typical)
-        last, step, start = self.frag_last, 0, 0
+        sums: dict[int, tuple[float, int]] = {}  # per row that found nodes marked
+        # (rows taken together so that a chunk's nodes-by-rows arrays stay about
+        # ``settle_cells`` long)
+        per_chunk = max(1, self.settle_cells // max(len(self.cap_cpu), 1))
+        for first in range(0, len(todo), per_chunk):
+            self._settle_rows(todo[first : first + per_chunk], sums)
+        last = self.frag_last
         for row in range(have, n_rows):
-            if step < len(todo) and todo[step][0] == row:
-                nodes = todo[step][1]
-                end = start + len(nodes)
-                self.terms.fits_count[nodes] = part.fits_count[start:end]
-                self.terms.small_sum[nodes] = part.small_sum[start:end]
-                self.terms.idle[nodes] = part.idle[start:end]
-                self.node_frag[nodes] = frag[start:end]
-                last = (float(self.node_frag.sum()), int(self.terms.idle.sum()))
-                step, start = step + 1, end
+            last = sums.get(row, last)
             r["frag"].append(last[0])
             r["idle"].append(last[1])
         self.frag_last = last
         todo.clear()
+
+    def _settle_rows(
+        self,
+        chunk: list[tuple[int, npt.NDArray[np.intp], I64, I64]],
+        sums: dict[int, tuple[float, int]],
+    ) -> None:
+        """The fragment and idle sums of the rows of ``chunk`` (in order, the first following
+        the nodes as they stand), and the nodes as they stand after its last row."""
+        rows = np.concatenate([rows for _, rows, _, _ in chunk])
+        used = np.concatenate([used for _, _, used, _ in chunk])
+        part = fragment_terms(self._gpu_free(rows, used), self.typical)
+        free_cpu = self.cap_cpu[rows] - np.concatenate([cpu for _, _, _, cpu in chunk])
+        frag = node_fragment_from_terms(free_cpu, self.model_idx[rows], part, self.typical)
+        # Per row of the chunk and node, the state noted last at or before that row (-1: the
+        # node's state before the chunk), then every node's figures at every row; each row
+        # sums its nodes in node order, as one row of figures alone would be summed.
+        at = np.full((len(chunk), len(self.cap_cpu)), -1, dtype=np.int64)
+        step = np.repeat(np.arange(len(chunk)), [len(nodes) for _, nodes, _, _ in chunk])
+        at[step, rows] = np.arange(len(rows))
+        np.maximum.accumulate(at, axis=0, out=at)
+        noted = at >= 0
+        frag_now = np.where(noted, frag[at], self.node_frag[None, :]).sum(axis=1)
+        idle_now = np.where(noted, part.idle[at], self.terms.idle[None, :]).sum(axis=1)
+        for (row, _, _, _), f, i in zip(chunk, frag_now.tolist(), idle_now.tolist(), strict=True):
+            sums[row] = (float(f), int(i))
+        final = at[-1]
+        moved = final >= 0
+        last = final[moved]
+        self.terms.fits_count[moved] = part.fits_count[last]
+        self.terms.small_sum[moved] = part.small_sum[last]
+        self.terms.idle[moved] = part.idle[last]
+        self.node_frag[moved] = frag[last]
 
     def result(self) -> ReplayResult:
         self._settle()
