@@ -482,9 +482,58 @@ class StateCore:
         cached = self._cache.get(attr)
         if cached is None:
             store: dict[str, Any] = getattr(self, f"_{attr}")
-            cached = (tuple(store.values()), dict(zip(store, range(len(store)), strict=True)))
+            records = tuple(store.values())
+            # (the tasks' name index is made only if read: a cycle reads tasks by row)
+            index: Mapping[str, int] = (
+                NameIndex(records)
+                if attr == "tasks"
+                else dict(zip(store, range(len(store)), strict=True))
+            )
+            cached = (records, index)
             self._cache[attr] = cached
         return cached
+
+
+class NameIndex(Mapping[str, int]):
+    """Each record's position in ``records`` by its name, as a snapshot's name index; the
+    dict is made the first time it is read (``records`` never change)."""
+
+    __slots__ = ("_index", "_records")
+
+    def __init__(self, records: tuple[Any, ...]) -> None:
+        self._records = records
+        self._index: dict[str, int] | None = None
+
+    def _made(self) -> dict[str, int]:
+        index = self._index
+        if index is None:
+            names = [rec.name for rec in self._records]
+            index = self._index = dict(zip(names, range(len(names)), strict=True))
+        return index
+
+    def __getitem__(self, key: str) -> int:
+        return self._made()[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._made()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._made().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._made().keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._made().values()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._made().items()
 
 
 class View(Mapping[str, V]):
