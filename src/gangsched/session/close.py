@@ -7,11 +7,11 @@ more than its input.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from itertools import compress, repeat
-from operator import eq, itemgetter, not_
-from typing import Any, NamedTuple
+from operator import attrgetter, eq, itemgetter, not_
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -449,7 +449,9 @@ def _task_reasons(
             note = notes.get(j)
             if note:
                 whys[i] = _with_note(whys[i], note)
-    task_reasons = dict(zip(_picked(list(snap.task_index), pending), whys, strict=True))
+    # (the names from the records: the snapshot's name index of tasks is made only if read)
+    names = map(_NAME, _picked(snap.tasks, pending))
+    task_reasons = dict(zip(names, whys, strict=True))
     # A carried reservation that stays unbound says why, when a rule held it back.
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
         held_back = ssn.task_reasons.get(t)
@@ -481,12 +483,16 @@ class _QueueEntry:
 _PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
 
 
-def _picked(names: list[str], rows: list[int]) -> list[str] | tuple[str, ...]:
-    """``names`` at ``rows``, in that order."""
+def _picked(items: Sequence[_T], rows: list[int]) -> Sequence[_T]:
+    """``items`` at ``rows``, in that order."""
     if len(rows) > 1:
-        picked: tuple[str, ...] = itemgetter(*rows)(names)
+        picked: tuple[_T, ...] = itemgetter(*rows)(items)
         return picked
-    return [names[r] for r in rows]
+    return [items[r] for r in rows]
+
+
+_T = TypeVar("_T")
+_NAME = attrgetter("name")
 
 
 def _queue_statuses(

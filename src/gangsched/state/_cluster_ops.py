@@ -60,6 +60,7 @@ class ClusterOps(StateCore):
         self._totals["node"].move(name, old.allocatable, None, node_gpu(old), 0, commit=True)
         del self._node_tasks[name]
         del self._node_gen[name]
+        self._node_loads.pop(name, None)
         self._removed_nodes.add(name)
         self._bump("nodes")
         self._topology = None

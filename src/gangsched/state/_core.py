@@ -8,11 +8,13 @@ from typing import Any, TypeVar
 
 from gangsched.errors import SnapshotError
 from gangsched.limits import DEFAULT_LIMITS, MAX_TOTAL, Limits
-from gangsched.model import DisruptionBudget, HyperNode, Job, Node, Queue, Task
+from gangsched.model import NODE_PHASES, DisruptionBudget, HyperNode, Job, Node, Queue, Task
+from gangsched.model.enums import TaskPhase
+from gangsched.model.gpu_charge import device_take
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.arrays import ArraysBase
 from gangsched.state._args import count_arg, name_arg
-from gangsched.units import canonical_unit
+from gangsched.units import PODS, canonical_unit
 
 V = TypeVar("V")
 
@@ -137,6 +139,83 @@ def task_gpu(task: Task | None) -> int:
     return task.gpu_request.total_milli if task is not None and task.gpu_request else 0
 
 
+class NodeLoad:
+    """What the tasks on one node hold, summed as :func:`~gangsched.model.checks.check_node_tasks`
+    books them: per resource (and pods) now and once releases finish, and per GPU device.
+    Valid for the node's record ``node`` at its change generation ``gen`` (the state's
+    ``_node_gen``): any change of the node or of a task on it that does not move the load
+    along moves the generation past it, and a load of another record or generation is not
+    read (:meth:`StateCore._node_load`)."""
+
+    __slots__ = ("devices", "gen", "named", "node", "totals")
+
+    def __init__(self, node: Node, gen: int, tasks: Iterable[Task]) -> None:
+        self.node, self.gen = node, gen
+        # 0 = now, 1 = once releases finish (reservations included), as the check books them.
+        self.totals: tuple[dict[str, int], dict[str, int]] = ({}, {})
+        self.devices: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        self.named: dict[int, int] = {}  # device index -> tasks naming it
+        for task in tasks:
+            self.move(task, 1)
+
+    def move(self, task: Task, sign: int) -> None:
+        """Add (``sign`` 1) or take away (-1) what ``task``, which names this node, holds."""
+        phase = task.phase
+        if phase not in NODE_PHASES:
+            return
+        which = (
+            (1,)
+            if phase is TaskPhase.PIPELINED
+            else ((0,) if phase is TaskPhase.RELEASING else (0, 1))
+        )
+        request = task.request.items()
+        for b in which:
+            book = self.totals[b]
+            for res, amount in request:
+                if res != PODS:
+                    book[res] = book.get(res, 0) + sign * amount
+            book[PODS] = book.get(PODS, 0) + sign
+        gpu = task.gpu_request
+        if gpu is None:
+            return
+        gpus = self.node.gpus
+        take = sign * (
+            device_take(gpu.milli, gpus.milli, gpus.sharing)
+            if gpus is not None
+            else device_take(gpu.milli, 0, False)
+        )
+        named = self.named
+        for idx in task.gpu_indices:
+            # (an index past the node's devices is booked too: it fails :meth:`fits`)
+            left = named.get(idx, 0) + sign
+            if left:
+                named[idx] = left
+            else:
+                del named[idx]
+            for b in which:
+                held = self.devices[b]
+                held[idx] = held.get(idx, 0) + take
+
+    def fits(self) -> bool:
+        """Whether every total fits the node: exactly when ``check_node_tasks`` on the node's
+        tasks passes (it reads the same sums; which error it raises, it alone says)."""
+        node = self.node
+        allocatable = node.allocatable
+        for book in self.totals:
+            for res, amount in book.items():
+                if res == PODS:
+                    limit = node.pod_limit
+                    if limit is not None and amount > limit:
+                        return False
+                elif amount > allocatable.get(res, 0):
+                    return False
+        gpus = node.gpus
+        n_dev, cap = (gpus.count, gpus.milli) if gpus is not None else (0, 0)
+        if any(idx >= n_dev for idx in self.named):
+            return False
+        return all(amount <= cap for held in self.devices for amount in held.values())
+
+
 class StateCore:
     """What every operation of the state reads and keeps current (see
     :class:`~gangsched.state.ClusterState`)."""
@@ -188,6 +267,8 @@ class StateCore:
         self._node_gen: dict[str, int] = {}
         self._cycle_gen = 0
         self._removed_nodes: set[str] = set()
+        # Per node, what its tasks hold (:class:`NodeLoad`), kept with the generation it is of.
+        self._node_loads: dict[str, NodeLoad] = {}
         self._cache: dict[str, tuple[tuple[Any, ...], Mapping[str, int]]] = {}
         self._topology: object = None
         self._last: Snapshot | None = None
@@ -308,6 +389,25 @@ class StateCore:
             for ref in getattr(budget, attr):
                 self._budget_refs.setdefault((attr[:-1], ref), {})[budget.name] = None
 
+    def _node_load(self, name: str) -> NodeLoad:
+        """What the tasks on node ``name`` hold now, taken out of the kept loads (the caller
+        puts it back with :meth:`_keep_load` once the change it checks is made; an error in
+        between leaves none kept): the kept one when it is of the node's record and
+        generation, else summed again from the node's tasks."""
+        load = self._node_loads.pop(name, None)
+        node = self._nodes[name]
+        gen = self._node_gen[name]
+        if load is None or load.node is not node or load.gen != gen:
+            tasks = self._tasks
+            load = NodeLoad(node, gen, [tasks[t] for t in self._node_tasks[name]])
+        return load
+
+    def _keep_load(self, name: str, load: NodeLoad) -> None:
+        """Keep ``load`` as node ``name``'s, at the node's generation now (the change it
+        follows is made)."""
+        load.gen = self._node_gen[name]
+        self._node_loads[name] = load
+
     # ------------------------------------------------------------------ lookups
 
     @property
@@ -382,9 +482,58 @@ class StateCore:
         cached = self._cache.get(attr)
         if cached is None:
             store: dict[str, Any] = getattr(self, f"_{attr}")
-            cached = (tuple(store.values()), dict(zip(store, range(len(store)), strict=True)))
+            records = tuple(store.values())
+            # (the tasks' name index is made only if read: a cycle reads tasks by row)
+            index: Mapping[str, int] = (
+                NameIndex(records)
+                if attr == "tasks"
+                else dict(zip(store, range(len(store)), strict=True))
+            )
+            cached = (records, index)
             self._cache[attr] = cached
         return cached
+
+
+class NameIndex(Mapping[str, int]):
+    """Each record's position in ``records`` by its name, as a snapshot's name index; the
+    dict is made the first time it is read (``records`` never change)."""
+
+    __slots__ = ("_index", "_records")
+
+    def __init__(self, records: tuple[Any, ...]) -> None:
+        self._records = records
+        self._index: dict[str, int] | None = None
+
+    def _made(self) -> dict[str, int]:
+        index = self._index
+        if index is None:
+            names = [rec.name for rec in self._records]
+            index = self._index = dict(zip(names, range(len(names)), strict=True))
+        return index
+
+    def __getitem__(self, key: str) -> int:
+        return self._made()[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._made()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._made().get(key, default)
+
+    def keys(self) -> KeysView[str]:
+        return self._made().keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._made().values()
+
+    def items(self) -> ItemsView[str, int]:
+        return self._made().items()
 
 
 class View(Mapping[str, V]):

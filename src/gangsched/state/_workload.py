@@ -20,6 +20,7 @@ from gangsched.model.checks import (
 from gangsched.state._args import flag_arg, indices_arg, name_arg, records_arg
 from gangsched.state._batch import Change, check_changes, commit_changes, decision_changes
 from gangsched.state._core import (
+    NodeLoad,
     StateCore,
     check_known,
     check_new,
@@ -66,7 +67,8 @@ class WorkloadOps(StateCore):
         """Replace the job of that name (phase, priority, min_available, queue, ...)."""
         old = check_known(job, Job, "job", self._jobs)
         self._check_job(job)
-        self._totals["job"].move(job.name, old.min_resources, job.min_resources, commit=True)
+        if old.min_resources is not job.min_resources:  # (the same amounts: totals as they are)
+            self._totals["job"].move(job.name, old.min_resources, job.min_resources, commit=True)
         if old.queue != job.queue:
             del self._queue_jobs[old.queue][job.name]
             self._queue_jobs[job.queue][job.name] = None
@@ -155,35 +157,63 @@ class WorkloadOps(StateCore):
     def remove_task(self, name: str) -> None:
         old = self._task(name)
         self._check_unbudgeted("task", name)
+        there = old.node if old.node is not None and old.phase in NODE_PHASES else None
+        left = self._node_load(there) if there is not None else None
         self._totals["task"].move(name, old.request, None, task_gpu(old), 0, commit=True)
         del self._tasks[name]
         del self._job_tasks[old.job][name]
         if old.node is not None:
             del self._node_tasks[old.node][name]
-        self._bump("tasks", old.node if old.phase in NODE_PHASES else None)
+        self._bump("tasks", there)
+        if left is not None and there is not None:
+            left.move(old, -1)
+            self._keep_load(there, left)
 
     def _task(self, name: str) -> Task:
         return known(self._tasks, "task", name)
 
     def _put_task(self, task: Task, old: Task | None) -> None:
-        """Check then store ``task`` (replacing ``old``)."""
+        """Check then store ``task`` (replacing ``old``). The node it lands on is checked
+        against the load its tasks hold (kept from one change to the next); only a change
+        that does not fit goes through the whole check, which names the error."""
         check_task_refs(task, self._jobs, self._nodes)
         totals = self._totals["task"]
         amounts = (old.request if old else None, task.request, task_gpu(old), task_gpu(task))
-        totals.move(task.name, *amounts, commit=False)
-        if task.node is not None and task.phase in NODE_PHASES:
-            others = [self._tasks[t] for t in self._node_tasks[task.node] if t != task.name]
-            others.append(task)
-            check_node_tasks(self._nodes[task.node], others)
-        totals.move(task.name, *amounts, commit=True)  # commit
+        # (the same amounts as the record it replaces: the totals stay as they are)
+        same = old is not None and old.request is task.request and amounts[2] == amounts[3]
+        if not same:
+            totals.move(task.name, *amounts, commit=False)
+        here = task.node if task.node is not None and task.phase in NODE_PHASES else None
+        there = None
+        if old is not None and old.node is not None and old.phase in NODE_PHASES:
+            there = old.node
+        load: NodeLoad | None = None
+        if here is not None:
+            load = self._node_load(here)
+            if old is not None and there == here:
+                load.move(old, -1)
+            load.move(task, 1)
+            if not load.fits():
+                load = None
+                others = [self._tasks[t] for t in self._node_tasks[here] if t != task.name]
+                others.append(task)
+                check_node_tasks(self._nodes[here], others)
+        if not same:
+            totals.move(task.name, *amounts, commit=True)  # commit
+        left = self._node_load(there) if there is not None and there != here else None
         self._link_task(task, old)
         self.generation += 1
         self._cache.pop("tasks", None)
         gen = self.generation
-        if old is not None and old.node is not None and old.phase in NODE_PHASES:
-            self._node_gen[old.node] = gen
-        if task.node is not None and task.phase in NODE_PHASES:
-            self._node_gen[task.node] = gen
+        if there is not None:
+            self._node_gen[there] = gen
+        if here is not None:
+            self._node_gen[here] = gen
+        if load is not None and here is not None:
+            self._keep_load(here, load)
+        if left is not None and there is not None and old is not None:
+            left.move(old, -1)
+            self._keep_load(there, left)
 
     # ------------------------------------------------------------------ disruption budgets
 

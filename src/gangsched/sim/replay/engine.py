@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import math
+from bisect import bisect_left
 from collections.abc import Callable
+from itertools import compress
+from operator import is_not
 
 import numpy as np
 import numpy.typing as npt
 
-from gangsched.decisions import Decisions
+from gangsched.decisions import Decisions, JobStatus
 from gangsched.errors import ConfigError, PlacementError
 from gangsched.fragmentation import MILLI, fragment_terms, node_fragment_from_terms
 from gangsched.model import Job, JobPhase, Task, TaskPhase
@@ -42,6 +45,9 @@ _WAITING, _PENDING, _RUNNING, _RELEASING, _GONE = range(5)
 
 class Engine:
     """The replay's mutable state. One instance per :func:`replay` call."""
+
+    #: About how many (row, node) figures the fragment rows are worked out over at once.
+    settle_cells = 1 << 20
 
     def __init__(
         self, trace: Trace, opts: ReplayOptions, progress: Callable[[ReplayProgress], None] | None
@@ -112,6 +118,11 @@ class Engine:
         self.job_restarts = np.zeros(n_jobs, np.int64)
         self.job_running_tasks = np.zeros(n_jobs, np.int64)
         self.job_records: dict[tuple[int, JobPhase], Job] = {}
+        self.job_of = {tj.job.name: j for j, tj in enumerate(trace.jobs)}
+        # Per job name, the status :meth:`apply` last looked at while the job's phase and
+        # waiting stood as they stand now (every move of either outside that look drops it):
+        # a status seen again moves nothing, so a cycle looks at the statuses that changed.
+        self.seen: dict[str, JobStatus] = {}
         self.live: set[int] = set()  # arrived and not finished
         self.n_started = 0  # live jobs that have started
         self.n_arrived = 0
@@ -152,6 +163,14 @@ class Engine:
             self.cap_cpu.copy(), self.model_idx, self.terms, self.typical
         )
         self.rows: dict[str, list[object]] = {key: [] for key in _ROW_KEYS}
+        # The allocated GPU and CPU of the last row (None: to sum again, a node marked since
+        # moved).
+        self.sums: tuple[int, int] | None = None
+        # Per row that found nodes marked, to work its fragment and idle GPU out later: the
+        # row, the nodes, the milli-GPU per device and the CPU they held then (:meth:`_settle`).
+        self.frag_todo: list[tuple[int, npt.NDArray[np.intp], I64, I64]] = []
+        # The fragment and idle GPU sums of the last row worked out.
+        self.frag_last = (float(self.node_frag.sum()), int(self.terms.idle.sum()))
         # (time, kind, job or task, node, milli-GPU held): what happened to whom, in order.
         self.log: list[tuple[float, int, int, int, int]] = []
         self.now = 0.0
@@ -166,10 +185,12 @@ class Engine:
 
     # -------------------------------------------------------------------------- resources
 
-    def _gpu_free(self, rows: npt.NDArray[np.intp]) -> I64:
-        """(k, width) free milli-GPU per device, scaled to 1000 per device, padding 0."""
+    def _gpu_free(self, rows: npt.NDArray[np.intp], used: I64 | None = None) -> I64:
+        """(k, width) free milli-GPU per device, scaled to 1000 per device, padding 0 (with
+        ``used``: the milli-GPU the devices of ``rows`` held then, else now)."""
         cap = self.dev_cap[rows][:, None]
-        free = np.where(self.dev_valid[rows], cap - self.dev_used[rows], 0)
+        held = self.dev_used[rows] if used is None else used
+        free = np.where(self.dev_valid[rows], cap - held, 0)
         out: I64 = np.where(cap == MILLI, free, free * MILLI // np.maximum(cap, 1))
         return out
 
@@ -285,6 +306,7 @@ class Engine:
 
     def _start(self, j: int, time: float) -> None:
         self.log.append((time, LOG_START, j, -1, 0))
+        self.seen.pop(self._name(j), None)
         self.job_started[j] = True
         self.n_started += 1
         self.job_state[j] = JobState.RUNNING
@@ -309,13 +331,14 @@ class Engine:
             self.n_started -= 1
             self.job_started[j] = False
         self.log.append((time, LOG_END, j, -1, 0))
+        self.seen.pop(self._name(j), None)
         self.job_state[j] = state
         self.job_end[j] = time
         self.job_running_tasks[j] = 0
         self.job_epoch[j] += 1
         if j in self.live:
             self.live.discard(j)
-            self.live_order.remove(j)
+            del self.live_order[bisect_left(self.live_order, j)]
             self.state.remove_job(self._name(j), with_tasks=True)
 
     def _restart(self, j: int) -> None:
@@ -331,6 +354,7 @@ class Engine:
             self.n_started -= 1
             self.job_started[j] = False
         self.log.append((self.now, LOG_RESTART, j, -1, 0))
+        self.seen.pop(self._name(j), None)
         self.job_state[j] = JobState.QUEUED
         self.job_running_tasks[j] = 0
         self.job_phase[j] = self.trace.jobs[j].job.phase
@@ -451,41 +475,46 @@ class Engine:
             self.push(time + self.opts.eviction_grace, RELEASE, t, int(self.job_epoch[j]))
         self.step_evictions += len(out.evictions)
         self.step_pipelined += len(out.pipelined)
-        waiting = [j for j in sorted(self.live) if not self.job_started[j]]
-        for j in waiting:
-            status = out.jobs.get(self.trace.jobs[j].job.name)
-            # The state holds the job's record for its phase: an unchanged phase moves nothing.
-            if (
-                status is not None
-                and status.phase in ("Pending", "Inqueue")
-                and status.phase != self.job_phase[j].value
-            ):
-                self.job_phase[j] = JobPhase(status.phase)
+        # A waiting job's phase follows its status (Pending or Inqueue; the state holds the
+        # job's record for its phase). A status seen before, the job's phase and waiting as
+        # then, moves nothing: only the statuses not seen yet are looked at.
+        seen = self.seen
+        seen_get = seen.get
+        job_of = self.job_of
+        jobs = out.jobs
+        unseen = compress(jobs.items(), map(is_not, jobs.values(), map(seen_get, jobs.keys())))
+        new = sorted((job_of.get(name, -1), name, status) for name, status in unseen)
+        for j, name, status in new:
+            seen[name] = status
+            if j < 0 or self.job_started[j] or j not in self.live:
+                continue
+            phase = status.phase
+            if phase in ("Pending", "Inqueue") and phase != self.job_phase[j].value:
+                self.job_phase[j] = JobPhase(phase)
                 self._sync_job(j)
         if self.opts.drop_unplaced:
-            for j in waiting:
+            for j in [j for j in sorted(self.live) if not self.job_started[j]]:
                 if self.job_running_tasks[j] == 0:
                     self._finish(j, JobState.DROPPED, time)
 
     # -------------------------------------------------------------------------- recording
 
     def record(self, time: float) -> None:
-        if self.dirty_nodes:
-            rows = np.array(sorted(self.dirty_nodes), dtype=np.intp)
-            part = fragment_terms(self._gpu_free(rows), self.typical)
-            self.terms.fits_count[rows] = part.fits_count
-            self.terms.small_sum[rows] = part.small_sum
-            self.terms.idle[rows] = part.idle
-            self.node_frag[rows] = node_fragment_from_terms(
-                self.cap_cpu[rows] - self.used_cpu[rows], self.model_idx[rows], part, self.typical
-            )
-            self.dirty_nodes.clear()
         r = self.rows
+        if self.dirty_nodes:
+            # The fragment and idle GPU of the nodes marked since the last row are worked out
+            # later, all in one pass (:meth:`_settle`), from what the nodes hold now.
+            rows = np.array(sorted(self.dirty_nodes), dtype=np.intp)
+            self.frag_todo.append((len(r["time"]), rows, self.dev_used[rows], self.used_cpu[rows]))
+            self.dirty_nodes.clear()
+            self.sums = None
+        if self.sums is None:
+            # (every hold and free marks its node: with none marked, the sums are the last)
+            self.sums = (int(self.queue_alloc.sum()), int(self.used_cpu.sum()))
+        gpu_alloc, cpu_alloc = self.sums
         r["time"].append(time)
-        r["gpu_alloc"].append(int(self.queue_alloc.sum()))
-        r["cpu_alloc"].append(int(self.used_cpu.sum()))
-        r["frag"].append(float(self.node_frag.sum()))
-        r["idle"].append(int(self.terms.idle.sum()))
+        r["gpu_alloc"].append(gpu_alloc)
+        r["cpu_alloc"].append(cpu_alloc)
         r["arrived_gpu"].append(self.arrived_gpu)
         r["waiting"].append(self.n_waiting)
         r["running"].append(self.n_started)
@@ -539,7 +568,62 @@ class Engine:
                 )
         return self.result()
 
+    def _settle(self) -> None:
+        """The fragment and idle rows :meth:`record` left to work out: every node state it
+        noted goes through the fragment measure in one pass (the measure is exact per node,
+        whatever nodes it is given with), then each row sums the nodes as they stood."""
+        r, todo = self.rows, self.frag_todo
+        n_rows, have = len(r["time"]), len(r["frag"])
+        if have == n_rows:
+            return
+        sums: dict[int, tuple[float, int]] = {}  # per row that found nodes marked
+        # (rows taken together so that a chunk's nodes-by-rows arrays stay about
+        # ``settle_cells`` long)
+        per_chunk = max(1, self.settle_cells // max(len(self.cap_cpu), 1))
+        for first in range(0, len(todo), per_chunk):
+            self._settle_rows(todo[first : first + per_chunk], sums)
+        last = self.frag_last
+        for row in range(have, n_rows):
+            last = sums.get(row, last)
+            r["frag"].append(last[0])
+            r["idle"].append(last[1])
+        self.frag_last = last
+        todo.clear()
+
+    def _settle_rows(
+        self,
+        chunk: list[tuple[int, npt.NDArray[np.intp], I64, I64]],
+        sums: dict[int, tuple[float, int]],
+    ) -> None:
+        """The fragment and idle sums of the rows of ``chunk`` (in order, the first following
+        the nodes as they stand), and the nodes as they stand after its last row."""
+        rows = np.concatenate([rows for _, rows, _, _ in chunk])
+        used = np.concatenate([used for _, _, used, _ in chunk])
+        part = fragment_terms(self._gpu_free(rows, used), self.typical)
+        free_cpu = self.cap_cpu[rows] - np.concatenate([cpu for _, _, _, cpu in chunk])
+        frag = node_fragment_from_terms(free_cpu, self.model_idx[rows], part, self.typical)
+        # Per row of the chunk and node, the state noted last at or before that row (-1: the
+        # node's state before the chunk), then every node's figures at every row; each row
+        # sums its nodes in node order, as one row of figures alone would be summed.
+        at = np.full((len(chunk), len(self.cap_cpu)), -1, dtype=np.int64)
+        step = np.repeat(np.arange(len(chunk)), [len(nodes) for _, nodes, _, _ in chunk])
+        at[step, rows] = np.arange(len(rows))
+        np.maximum.accumulate(at, axis=0, out=at)
+        noted = at >= 0
+        frag_now = np.where(noted, frag[at], self.node_frag[None, :]).sum(axis=1)
+        idle_now = np.where(noted, part.idle[at], self.terms.idle[None, :]).sum(axis=1)
+        for (row, _, _, _), f, i in zip(chunk, frag_now.tolist(), idle_now.tolist(), strict=True):
+            sums[row] = (float(f), int(i))
+        final = at[-1]
+        moved = final >= 0
+        last = final[moved]
+        self.terms.fits_count[moved] = part.fits_count[last]
+        self.terms.small_sum[moved] = part.small_sum[last]
+        self.terms.idle[moved] = part.idle[last]
+        self.node_frag[moved] = frag[last]
+
     def result(self) -> ReplayResult:
+        self._settle()
         return collect(self)
 
 
