@@ -222,6 +222,41 @@ def test_a_task_record_replaced_under_its_name_is_read_afresh() -> None:
     assert all(t not in tmpl.tasks for tmpl in second.templates)
 
 
+def test_best_effort_flags_follow_the_records_across_cycles() -> None:
+    """Whether a task is best-effort is carried with its record: a task made best-effort by a
+    replaced record (no request any more) counts as a pending best-effort task of its job in
+    the next cycle, and one given a request again stops counting, as a scan of the records
+    says."""
+
+    def scan(ssn: Session, job: int) -> int:
+        tasks = ssn.snapshot.tasks
+        return sum(
+            1
+            for t in range(len(tasks))
+            if ssn.task_job[t] == job
+            and tasks[t].best_effort
+            and ssn.task_state[t] == TaskState.PENDING
+        )
+
+    ssn = open_session(_snapshot())
+    snap = ssn.snapshot
+    t = next(k for k, rec in enumerate(snap.tasks) if rec.name == "b-w-1")
+    for request in ({}, {"cpu": 1000}, {}):
+        tasks = tuple(
+            dataclasses.replace(rec, request=gs.Resources(request)) if k == t else rec
+            for k, rec in enumerate(snap.tasks)
+        )
+        ssn = open_session(dataclasses.replace(snap, tasks=tasks), previous=ssn)
+        assert bool(ssn.columns.best_effort[t]) is (not request)
+        for job in range(len(snap.jobs)):
+            assert ssn.pending_best_effort(job) == scan(ssn, job)
+        assert ssn.pending_best_effort(snap.job_index["b"]) == (0 if request else 1)
+    # the same records again: the flag is carried, not read afresh
+    again = open_session(ssn.snapshot, previous=ssn)
+    assert again.columns.source is not None and again.columns.source[t] == t
+    assert again.pending_best_effort(snap.job_index["b"]) == 1
+
+
 def test_queue_figures_are_taken_over_only_from_the_same_queue_records(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

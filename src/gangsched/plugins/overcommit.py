@@ -41,7 +41,9 @@ class OvercommitPlugin:
         total = cluster_total(a.allocatable, a.spec.index(PODS))
         self._idle = total * self.factor - ssn.used.sum(axis=0)
         inqueue = np.zeros(len(a.spec), dtype=np.int64)
-        for j, job in enumerate(ssn.snapshot.jobs):
+        jobs = ssn.snapshot.jobs
+        for j in np.flatnonzero(ssn.columns.job_minimums).tolist():  # (min_resources set)
+            job = jobs[j]
             if job.min_resources is None:
                 continue
             if ssn.job_phase[j] is JobPhase.INQUEUE:

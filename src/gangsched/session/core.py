@@ -491,12 +491,14 @@ class Session(Occupancy):
 
     def pending_best_effort(self, job: int) -> int:
         """Pending best-effort tasks of the job (Volcano counts them toward readiness)."""
+        cols = self.columns
+        if not cols.job_best_effort[job]:
+            return 0  # (most jobs: no task of theirs is best-effort)
         be = self.cache.best_effort.get(job)
         if be is None:
-            tasks = self.snapshot.tasks
-            be = np.array([t for t in self.job_tasks(job) if tasks[t].best_effort], dtype=np.int64)
-            self.cache.best_effort[job] = be
-        return int((self.task_state[be] == TaskState.PENDING).sum()) if be.size else 0
+            own = self.job_tasks(job)
+            be = self.cache.best_effort[job] = own[cols.best_effort[own]]
+        return int((self.task_state[be] == TaskState.PENDING).sum())
 
     def vector(self, resources: Mapping[str, int] | None) -> I64:
         """A canonical resource mapping as a row over the session's columns (pods → 0)."""

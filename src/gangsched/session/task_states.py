@@ -124,6 +124,10 @@ class TaskColumns:
     #: resources (``min_resources``).
     job_roles: BOOL
     job_minimums: BOOL
+    #: Per task, whether its record is best-effort (no request: :attr:`Task.best_effort`),
+    #: and per job whether one of its tasks is.
+    best_effort: BOOL
+    job_best_effort: BOOL
     #: Per task, its index in the earlier snapshot that holds the same record (-1: none).
     source: I64 | None = None
     #: Per job, its index in the earlier snapshot that holds the same record (-1: none).
@@ -176,6 +180,7 @@ def task_columns(
     req = np.zeros((n_tasks, len(spec)), dtype=np.int64)
     roles = np.empty(n_tasks, dtype=object)
     devices = np.empty(n_tasks, dtype=object)
+    best_effort = np.zeros(n_tasks, dtype=np.bool_)
     job_queue = np.zeros(n_jobs, dtype=np.int64)
     job_min = np.zeros(n_jobs, dtype=np.int64)
     job_roles = np.zeros(n_jobs, dtype=np.bool_)
@@ -213,6 +218,7 @@ def task_columns(
         req[have] = old.req[src]
         roles[have] = old.roles[src]
         devices[have] = old.devices[src]
+        best_effort[have] = old.best_effort[src]
         job[have] = jobs_to[old.job[src]]
         old_node = old.node[src]
         if old_snap.nodes is snapshot.nodes:  # the same node records: the same rows
@@ -238,6 +244,7 @@ def task_columns(
         state[i] = FROM_PHASE[task.phase]
         roles[i] = task.role
         devices[i] = task.gpu_indices
+        best_effort[i] = task.best_effort
         if task.node is not None:
             node[i] = node_index[task.node]
         job[i] = job_index[task.job]
@@ -253,7 +260,8 @@ def task_columns(
     # state and node columns, and of the job phases).
     for column in (state, node, job, req, roles, devices, ids, job_ids, job_queue, job_min, phases):
         column.flags.writeable = False
-    for flags in (job_roles, job_minimums):
+    job_best_effort = np.bincount(job[best_effort], minlength=n_jobs) > 0
+    for flags in (job_roles, job_minimums, best_effort, job_best_effort):
         flags.flags.writeable = False
     return TaskColumns(
         state=state,
@@ -270,6 +278,8 @@ def task_columns(
         phases=phases,
         job_roles=job_roles,
         job_minimums=job_minimums,
+        best_effort=best_effort,
+        job_best_effort=job_best_effort,
         source=source,
         job_source=job_source,
     )
