@@ -469,11 +469,16 @@ class AllocateAction(ConfiguredAction):
         if not usable:
             return False
         tasks = snap.tasks
-        for t, was in zip(rows, e.tasks, strict=True):
-            if tasks[t] is not was:
+        if len(rows) == 1:  # (most jobs: one task, read as plain ints)
+            t = rows[0]
+            if tasks[t] is not e.tasks[0] or ssn.task_state.item(t) != e.states[0]:
                 return False
-        if ssn.task_state[own].tobytes() != e.states:
-            return False
+        else:
+            for t, was in zip(rows, e.tasks, strict=True):
+                if tasks[t] is not was:
+                    return False
+            if ssn.task_state[own].tobytes() != e.states:
+                return False
         q = run.queue_of[j]
         shape = run.shape_of[ti]
         if shape < 0:
