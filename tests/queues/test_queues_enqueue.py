@@ -201,3 +201,44 @@ def test_equal_shapes_are_checked_once() -> None:
     answers = {check.check(snap.job_index[f"w{i}"]) for i in range(5)}
     assert len(answers) == 1 and None not in answers
     assert len(check._cache) == 1
+
+
+def test_a_one_task_gang_is_answered_without_a_trial_placement() -> None:
+    """A gang that one more task makes enough is answered from where its first task would
+    go: nothing is placed and undone, so the change log (which some plugins draw from) is
+    untouched; a wider gang still tries its tasks, and leaves entries."""
+    snap = snapshot(fragmented(), gang("one", 1, 1), gang("two", 2, 1))
+    ssn = open_session(snap, config())
+    check = ShapeCheck(ssn)
+    start = ssn.changes.end
+    assert check.check(snap.job_index["one"]) is None
+    assert ssn.changes.end == start
+    assert check.check(snap.job_index["two"]) is None
+    assert ssn.changes.end > start
+
+
+@pytest.mark.parametrize("cordoned", [False, True])
+@pytest.mark.parametrize("gpus", [1, 8])
+def test_the_answer_without_a_trial_is_the_trial_s(
+    monkeypatch: pytest.MonkeyPatch, cordoned: bool, gpus: int
+) -> None:
+    """The shortcut answers as the trial would: a task that fits (one GPU), one that does
+    not (eight), and one whose best node the gate refuses (every node cordoned, under a
+    configuration without the predicates that would have left them out: the trial then
+    runs and words its failure)."""
+    nodes = [node(f"n{i}", unschedulable=cordoned) for i in range(8)]
+    snap = snapshot(fragmented(), gang("one", 1, gpus), node_list=nodes)
+    cfg = Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate"],
+            "tiers": [[{"name": "gang"}], [{"name": "proportion"}, {"name": "nodeorder"}]],
+        }
+    )
+    answers = []
+    for shortcut in (True, False):
+        if not shortcut:
+            monkeypatch.setattr(ShapeCheck, "_first_fits", lambda self, t: False)
+        ssn = open_session(snap, cfg)
+        answers.append(ShapeCheck(ssn).check(snap.job_index["one"]))
+    assert answers[0] == answers[1]
+    assert (answers[0] is None) is (gpus == 1 and not cordoned)

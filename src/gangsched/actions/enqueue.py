@@ -241,6 +241,10 @@ def _resources(ssn: Session, row: I64, dims: npt.NDArray[np.bool_]) -> str:
     return ", ".join(words) or "nothing"
 
 
+#: What the shape check's trial leaves out (:meth:`ShapeCheck._dry_run`).
+_RELAXED = frozenset({Rule.CAPABILITY, Rule.TOPOLOGY, Rule.POD_CONSTRAINT})
+
+
 class ShapeCheck:
     """Dry-run placement of a job's minimum gang on the session's free capacity."""
 
@@ -332,10 +336,10 @@ class ShapeCheck:
         # the queue plugins' votes, topology and pod constraints the allocate action's (pod
         # constraints read where other pods are, which the same cycle changes), so leave
         # them out.
-        stmt = Statement(
-            ssn, relax=frozenset({Rule.CAPABILITY, Rule.TOPOLOGY, Rule.POD_CONSTRAINT})
-        )
         victims = self._victims(j)
+        if not victims and self._one_is_enough(j) and self._first_fits(tasks[0]):
+            return None  # (what the trial below would find, without placing anything)
+        stmt = Statement(ssn, relax=_RELAXED)
         for t in victims:
             stmt.evict(t, "enqueue shape check")
         need_all = int(ssn.job_min[j]) >= len(ssn.job_tasks(j))
@@ -365,6 +369,28 @@ class ShapeCheck:
         if ok:
             return None
         return why or self._explain(tasks[:need], None, placed)
+
+    def _one_is_enough(self, j: int) -> bool:
+        """Whether one more task placed makes job ``j`` enough (:meth:`_enough`), when its
+        record sets no role minimums that count."""
+        ssn = self.ssn
+        rec = ssn.snapshot.jobs[j]
+        if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
+            return False
+        have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
+        return have + 1 >= rec.min_available
+
+    def _first_fits(self, t: int) -> bool:
+        """Whether the trial of :meth:`_dry_run` would place task ``t`` (its first): the best
+        node of its template, on the devices it would take there, passes the gate under the
+        trial's relaxed rules. Placing it is not needed to answer (a trial placement is
+        undone, and a plugin drawing from the change log would see it)."""
+        ssn = self.ssn
+        node, pipelined = ssn.evaluator.best_node(ssn.templates[int(ssn.template_of[t])])
+        if node < 0:
+            return False
+        gpus = ssn.choose_gpus(t, node, future=pipelined)
+        return ssn.gate.refuse(t, node, gpus, pipelined=pipelined, relax=_RELAXED) is None
 
     # ------------------------------------------------------------------ words
 

@@ -38,7 +38,8 @@ and ``threshold`` for ``fgd``. Unknown keys and values out of range are a
 ``random`` draws from a counter-based hash of (``seed``, the job and role of the template, the
 node, how many times the node changed in the session: ``ssn.changes.node_changes``): the same
 snapshot and seed give the same choice, and a node that changed during the cycle gets a fresh
-draw. Its device choice hashes the task's name
+draw (a trial placement undone counts as changes; enqueue's shape check of a one-task gang
+places none). Its device choice hashes the task's name
 the same way.
 
 What the plugins do not model: a task asking for several fractional devices (``count > 1`` with
