@@ -38,6 +38,7 @@ from gangsched.model import (
     JobPhase,
     NetworkTopology,
     Node,
+    Queue,
     Resources,
     Task,
     TaskPhase,
@@ -679,3 +680,73 @@ def test_a_job_whose_room_went_to_a_job_ahead_is_carried_at_its_turn(
     assert not waiter[0].startswith(CARRIED)  # its first attempt
     # (and then while nothing changes for it: no room, the same gang)
     assert [m.startswith(CARRIED) for m in waiter[1:]] == [proofs_at_turn] * 2
+
+
+class _QueuesWithFewerUnschedulableFirst:
+    """A queue order from outside the package that reads what carrying changes (the jobs
+    found unschedulable so far in the cycle)."""
+
+    name = "fewer-unschedulable-first"
+
+    def __init__(self, arguments: Any = None) -> None:
+        self.arguments = arguments
+
+    def queue_order(self, ssn: Any, queue: int) -> tuple[int]:
+        jq = ssn.job_queue
+        return (sum(1 for j in ssn.unschedulable_jobs if int(jq[j]) == queue),)
+
+
+@pytest.mark.parametrize("retry", ["on-change", "always"])
+def test_a_queue_order_from_elsewhere_is_asked_again_after_a_job_carried_at_its_turn(
+    retry: str,
+) -> None:
+    """With the package's queue orders a job carried at its turn moves nothing they read, and
+    the next job of its queue is tried in the same turn; a queue order from elsewhere may read
+    what carrying changed, so it is asked again before the next job is tried. Both retry modes
+    bind the same tasks (qa's a0, then qb's b0: qa now holds an unschedulable job)."""
+    from gangsched.scheduler import default_registry
+
+    registry = default_registry()
+    registry.register_plugin("fewer-unschedulable-first", _QueuesWithFewerUnschedulableFirst)
+    cfg = Config.from_dict(
+        {
+            "actions": ["allocate"],
+            "tiers": [
+                [{"name": "gang"}, {"name": "fewer-unschedulable-first"}],
+                [{"name": "predicates"}],
+            ],
+            "configurations": {"allocate": {"retry": retry}},
+        },
+        plugins=registry.plugins,
+    )
+    state = ClusterState()
+    state.add_node(Node.from_dict({"name": "n0", "allocatable": {"cpu": "4", "memory": "8Gi"}}))
+    for q in ("qa", "qb"):
+        state.add_queue(Queue.from_dict({"name": q}))
+
+    def job(name: str, queue: str, creation: int, cpu: int, size: int = 1, **task: Any) -> None:
+        state.add_job(
+            Job(
+                name=name,
+                queue=queue,
+                min_available=size,
+                phase=JobPhase.INQUEUE,
+                creation=creation,
+            ),
+            [
+                Task(name=f"{name}-{i}", job=name, request=Resources({"cpu": cpu * 1000}), **task)
+                for i in range(size)
+            ],
+        )
+
+    job("x", "qb", 9, 2, phase=TaskPhase.RUNNING, node="n0")
+    job("a1", "qa", 1, 1, size=3)
+    first = state.schedule(cfg, registry=registry)
+    state.apply(first)
+    state.set_task_phase("x-0", TaskPhase.SUCCEEDED)  # room for a1, which a0 takes first
+    job("a0", "qa", 0, 2)
+    job("a2", "qa", 2, 2)
+    job("b0", "qb", 3, 2)
+    second = state.schedule(cfg, registry=registry)
+    assert sorted(b.task for b in second.binds) == ["a0-0", "b0-0"]
+    assert second.jobs["a1"].message.startswith(CARRIED) is (retry == "on-change")

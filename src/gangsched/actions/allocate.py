@@ -343,6 +343,7 @@ class AllocateAction(ConfiguredAction):
         # Once one queue is left no other comes back (a job goes back to its own queue), so
         # its order key decides nothing: the package's queue orders are not asked for it.
         alone = ssn.points.built_in("queue_order")
+        same_turn = alone and ssn.points.built_in("overused")
         while per_queue:
             if alone and len(per_queue) == 1:
                 q = next(iter(per_queue))
@@ -364,15 +365,24 @@ class AllocateAction(ConfiguredAction):
             heap = per_queue[q]
             # A job carried at its turn changes nothing the queue order, the queue's overuse,
             # a verdict or the room reads: the queue would come first again, so the jobs
-            # after it are taken in this turn, until one is to be tried or none is left.
+            # after it are taken in this turn, until one is to be tried or none is left. (With
+            # a queue order or overuse from elsewhere, which may read what carrying changes,
+            # the job to be tried waits for its queue to be chosen again.)
+            carried = False
             while True:
-                _, j = heapq.heappop(heap)
+                key, j = heapq.heappop(heap)
                 held = run.deferred.pop(j, None)
                 if held is None or not self._fails_now(ssn, run, j, q, held):
+                    if carried and not same_turn:
+                        heapq.heappush(heap, (key, j))
+                        if held is not None:
+                            run.deferred[j] = held
+                        j = -1
                     break
                 # Its attempt would fail at its turn (its queue refuses its one template, or
                 # the room of now cannot hold it): it is carried (see ``_retry``).
                 self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
+                carried = True
                 if not heap:
                     j = -1
                     break

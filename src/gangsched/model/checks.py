@@ -20,6 +20,7 @@ from gangsched.units import PODS
 __all__ = [
     "ROOT_QUEUE",
     "NodeBooks",
+    "books_of",
     "check_budget_refs",
     "check_hypernode_name",
     "check_job_queue",
@@ -122,6 +123,18 @@ def check_budget_refs(
                 )
 
 
+def books_of(phase: TaskPhase) -> tuple[int, ...]:
+    """Which of a node's two books a task in ``phase`` that names the node counts in: 0, what
+    is held now; 1, what is held once releases finish (reservations included). A reserved
+    (Pipelined) task counts once releases finish only, a Releasing one now only, a task that
+    holds nothing (not in :data:`~gangsched.model.NODE_PHASES`) in neither."""
+    if phase not in NODE_PHASES:
+        return ()
+    if phase is TaskPhase.PIPELINED:
+        return (1,)
+    return (0,) if phase is TaskPhase.RELEASING else (0, 1)
+
+
 class NodeBooks:
     """Tasks on nodes fit them, now and once releases finish.
 
@@ -143,14 +156,9 @@ class NodeBooks:
 
     def add(self, task: Task, node: Node) -> None:
         """Book ``task`` (which names ``node``); tasks that hold nothing are skipped."""
-        phase = task.phase
-        if phase not in NODE_PHASES:
+        which = books_of(task.phase)
+        if not which:
             return
-        which = (
-            (1,)
-            if phase is TaskPhase.PIPELINED
-            else ((0,) if phase is TaskPhase.RELEASING else (0, 1))
-        )
         for b in which:
             book = self.books[b].setdefault(node.name, {})
             for res, amount in task.request.items():

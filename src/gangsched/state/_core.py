@@ -8,8 +8,8 @@ from typing import Any, TypeVar
 
 from gangsched.errors import SnapshotError
 from gangsched.limits import DEFAULT_LIMITS, MAX_TOTAL, Limits
-from gangsched.model import NODE_PHASES, DisruptionBudget, HyperNode, Job, Node, Queue, Task
-from gangsched.model.enums import TaskPhase
+from gangsched.model import DisruptionBudget, HyperNode, Job, Node, Queue, Task
+from gangsched.model.checks import books_of
 from gangsched.model.gpu_charge import device_take
 from gangsched.model.snapshot import Snapshot
 from gangsched.session.arrays import ArraysBase
@@ -160,14 +160,9 @@ class NodeLoad:
 
     def move(self, task: Task, sign: int) -> None:
         """Add (``sign`` 1) or take away (-1) what ``task``, which names this node, holds."""
-        phase = task.phase
-        if phase not in NODE_PHASES:
+        which = books_of(task.phase)
+        if not which:
             return
-        which = (
-            (1,)
-            if phase is TaskPhase.PIPELINED
-            else ((0,) if phase is TaskPhase.RELEASING else (0, 1))
-        )
         request = task.request.items()
         for b in which:
             book = self.totals[b]
