@@ -69,6 +69,7 @@ from gangsched.model.gpu_charge import device_take, queue_gpu_charge
 from gangsched.session.core import PIPELINED_OR_READY, TaskState
 from gangsched.session.fit import device_free
 from gangsched.session.gate import Rule
+from gangsched.session.rules.gang import role_minimums
 from gangsched.session.statement import Statement
 from gangsched.session.task_states import RUNNING_STATES, in_states
 from gangsched.units import CPU, GPU, MEMORY, PODS, format_quantity
@@ -266,11 +267,9 @@ class ShapeCheck:
         have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
         if have < rec.min_available:
             return False
-        if not rec.min_task_member or rec.min_available < sum(rec.min_task_member.values()):
-            return True
         return all(
             ssn.count_states(j, PIPELINED_OR_READY, role) >= need
-            for role, need in rec.min_task_member.items()
+            for role, need in role_minimums(rec).items()
         )
 
     def _victims(self, j: int) -> list[int]:
@@ -375,7 +374,7 @@ class ShapeCheck:
         record sets no role minimums that count."""
         ssn = self.ssn
         rec = ssn.snapshot.jobs[j]
-        if rec.min_task_member and rec.min_available >= sum(rec.min_task_member.values()):
+        if role_minimums(rec):
             return False
         have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
         return have + 1 >= rec.min_available

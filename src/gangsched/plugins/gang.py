@@ -60,7 +60,6 @@ RUNNING_PHASES = (JobPhase.RUNNING, JobPhase.UNKNOWN)
 _READY: tuple[Any, ...] = (1,)
 _RESTORING: tuple[Any, ...] = (-1,)
 _WAITING: tuple[Any, ...] = (0,)
-_BOUND, _RUNNING = int(TaskState.BOUND), int(TaskState.RUNNING)
 
 
 class GangPlugin:
@@ -122,16 +121,15 @@ class GangPlugin:
         # ``min_available``, per-role minimums not read (Volcano's gang ``JobOrderFn`` asks
         # ``JobInfo.IsReady``, a count; the roles are for ``job_ready`` and
         # ``job_pipelined``); then whether it was running. One read of the job's counters, as
-        # plain ints: every job a cycle orders asks.
+        # plain ints: every job a cycle orders asks. (_was_running reads the phase first:
+        # a job that waits pays no count.)
         counts = ssn.job_count[job].tolist()
         have = 0
         for s in READY_STATES:
             have += counts[s]
         if have + ssn.pending_best_effort(job) >= int(ssn.job_min[job]):
             return _READY
-        if ssn.job_phase[job] in RUNNING_PHASES and counts[_BOUND] + counts[_RUNNING] > 0:
-            return _RESTORING
-        return _WAITING
+        return _RESTORING if self._was_running(ssn, job) else _WAITING
 
     def job_pipelined(self, ssn: Session, job: int) -> Vote:
         return Vote.PERMIT if is_pipelined(ssn, job) else Vote.REJECT
