@@ -48,6 +48,7 @@ import heapq
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -119,8 +120,33 @@ def overused_reason(ssn: Session, queue: int) -> str:
 _UNWORDED = "\0unworded"
 
 #: A job held for its turn (:attr:`_Run.deferred`): its last failure, its one template, its
-#: pending tasks, whether the failure's context is the run's.
-_Held = tuple[Failure, int, int, bool]
+#: pending tasks, whether the failure's context is the run's, its tasks (snapshot order).
+_Held = tuple[Failure, int, int, bool, list[int]]
+
+#: Task orders that read a task's record alone (see ``AllocateAction.execute``).
+_RECORD_TASK_ORDERS = frozenset({"priority"})
+
+
+def _waiting_groups(
+    ssn: Session, waiting: I64
+) -> tuple[list[int], list[list[int]], list[int], list[bool]]:
+    """The jobs with waiting tasks (``waiting``: ascending task indices), in index order; per
+    job its waiting tasks (ascending), the template of the first and whether all of them
+    share it."""
+    if not waiting.size:
+        return [], [], [], []
+    job = ssn.task_job[waiting]
+    if job.size > 1 and bool((job[1:] < job[:-1]).any()):
+        order = np.argsort(job, kind="stable")
+        waiting, job = waiting[order], job[order]
+    starts = np.flatnonzero(np.concatenate(([True], job[1:] != job[:-1])))
+    tmpl = ssn.template_of[waiting]
+    first = tmpl[starts]
+    same = np.minimum.reduceat(tmpl, starts) == np.maximum.reduceat(tmpl, starts)
+    rows = waiting.tolist()
+    bounds = [*starts.tolist(), len(rows)]
+    spans = [rows[a:b] for a, b in pairwise(bounds)]
+    return job[starts].tolist(), spans, first.tolist(), same.tolist()
 
 
 @dataclass(slots=True, eq=False)
@@ -174,6 +200,8 @@ class _Run:
     shape_of: list[int] = field(default_factory=list)
     #: Per job, its queue (the session's, as plain ints, for the checks of the run's start).
     queue_of: list[int] = field(default_factory=list)
+    #: Per job, how many tasks it has (plain ints, for the checks of the run's start).
+    task_count: list[int] = field(default_factory=list)
     takes: dict[tuple[int, int], bool] = field(default_factory=dict)
     short: dict[tuple[object, ...], bool] = field(default_factory=dict)
     missing: list[int] | None = None
@@ -260,7 +288,7 @@ class AllocateAction(ConfiguredAction):
     def execute(self, ssn: Session) -> None:
         enqueue_on = ssn.config.has_action("enqueue")
         per_queue: dict[int, list[tuple[Any, int]]] = {}
-        worklist: dict[int, deque[int]] = {}
+        worklist: dict[int, list[int] | deque[int]] = {}
         # Without enqueue every Pending job is admitted; one statement holds the admissions
         # (they place nothing, so committing them together is committing each).
         admission = Statement(ssn)
@@ -268,17 +296,9 @@ class AllocateAction(ConfiguredAction):
         waiting = pending[~best_effort]  # backfill places the best-effort ones
         # With enqueue on, a job without a waiting task has nothing to do here; without it,
         # every Pending job is admitted.
-        # Each job's waiting tasks (task order), from one pass over them.
-        waiting_of: dict[int, list[int]] = {}
-        for t, j in zip(waiting.tolist(), ssn.task_job[waiting].tolist(), strict=True):
-            mine = waiting_of.get(j)
-            if mine is None:
-                waiting_of[j] = [t]
-            else:
-                mine.append(t)
-        candidates: Iterable[int] = (
-            sorted(waiting_of) if enqueue_on else range(len(ssn.snapshot.jobs))
-        )
+        # Each job's waiting tasks (task order): the jobs in index order, each with the run
+        # of its tasks in ``spans`` and whether they share one template, from array passes.
+        jobs_w, spans, first_of, uniform = _waiting_groups(ssn, waiting)
         placer, place_all = self._placer(ssn)
         run = _Run(placer, place_all, shared=ssn.points.built_in("allocatable"))
         joint = bool(getattr(placer, "joint", False))
@@ -289,39 +309,54 @@ class AllocateAction(ConfiguredAction):
         # its turn is never read).
         skip = self.retry == "on-change" and skipping_allowed(ssn, placer, joint)
         single: dict[int, int | tuple[int, bytes] | None] = {}
+        # A job held for its turn is sorted (its tasks in task order) at its attempt, when
+        # the task order reads the task records alone (the same order then as at the start):
+        # most held jobs are carried at their turn and never sorted.
+        unsorted: set[int] = set()
+        lazy_sort = skip and ssn.points.served_only_by(("task_order",), _RECORD_TASK_ORDERS)
         if skip:
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
             run.context = context_of(ssn)
             run.shape_of = [-1] * len(ssn.templates)
             run.queue_of = ssn.job_queue.tolist()
-        template_of = ssn.template_of.tolist() if skip else []
+            run.task_count = np.bincount(ssn.task_job, minlength=len(ssn.snapshot.jobs)).tolist()
         phases = ssn.job_phase
-        for j in candidates:
+        groups: Iterable[tuple[int, list[int] | None, int, bool]] = zip(
+            jobs_w, spans, first_of, uniform, strict=True
+        )
+        if not enqueue_on:
+            # Every Pending job is admitted, those without a waiting task too.
+            have = {j: (j, span, ti, same) for j, span, ti, same in groups}
+            groups = (have.get(j, (j, None, -1, False)) for j in range(len(ssn.snapshot.jobs)))
+        for j, tasks, ti, same in groups:
             if phases[j] is JobPhase.PENDING:
                 if enqueue_on:
                     continue
                 admission.admit(j)
-            tasks = waiting_of.get(j)
             if not tasks:
                 continue
-            if skip:
-                ti = template_of[tasks[0]]
-                if ti >= 0 and (len(tasks) == 1 or all(template_of[t] == ti for t in tasks[1:])):
-                    own = ssn.job_tasks(j)
-                    if self._carry(ssn, run, j, own, ti, len(tasks)):
-                        continue
-                    single[j] = ti
+            if skip and ti >= 0 and same:
+                if self._carry(ssn, run, j, tasks, ti):
+                    continue
+                single[j] = ti
             # A job held for its turn is valid: its records and task states are those of the
             # attempt it failed, which the package's validity check (the only one allowed
             # when jobs are carried) passed, reading nothing else.
-            invalid = None if j in run.deferred else ssn.points.job_valid(j)
-            if invalid is not None:
-                ssn.note_job(j, "NotEnoughTasks", invalid)
-                continue
-            if len(tasks) > 1:
-                tasks.sort(key=ssn.task_key)
-            worklist[j] = deque(tasks)
+            if j in run.deferred:
+                if len(tasks) > 1:
+                    if lazy_sort:
+                        unsorted.add(j)
+                    else:
+                        tasks.sort(key=ssn.task_key)
+            else:
+                invalid = ssn.points.job_valid(j)
+                if invalid is not None:
+                    ssn.note_job(j, "NotEnoughTasks", invalid)
+                    continue
+                if len(tasks) > 1:
+                    tasks.sort(key=ssn.task_key)
+            worklist[j] = tasks
             per_queue.setdefault(int(ssn.job_queue[j]), []).append((ssn.job_key(j), j))
         admission.commit()
         for heap in per_queue.values():
@@ -381,15 +416,24 @@ class AllocateAction(ConfiguredAction):
                     break
                 # Its attempt would fail at its turn (its queue refuses its one template, or
                 # the room of now cannot hold it): it is carried (see ``_retry``).
-                self._give_back(ssn, run, j, ssn.job_tasks(j).tolist(), held[0])
+                self._give_back(ssn, run, j, held[4], held[0])
                 carried = True
                 if not heap:
                     j = -1
                     break
             if not heap:
                 del per_queue[q]
-            if j >= 0 and self._attempt(
-                ssn, run, j, q, worklist[j], failed, self._start_of(ssn, single, j)
+            work: deque[int] | None = None
+            if j >= 0:
+                given = worklist[j]
+                if isinstance(given, deque):
+                    work = given
+                else:
+                    if j in unsorted:
+                        given.sort(key=ssn.task_key)
+                    work = worklist[j] = deque(given)
+            if work is not None and self._attempt(
+                ssn, run, j, q, work, failed, self._start_of(ssn, single, j)
             ):
                 heapq.heappush(per_queue.setdefault(q, []), (ssn.job_key(j), j))
             if not scan and q in per_queue and not (alone and len(per_queue) == 1):
@@ -446,13 +490,13 @@ class AllocateAction(ConfiguredAction):
             )
         return known
 
-    def _carry(self, ssn: Session, run: _Run, j: int, own: I64, ti: int, waiting: int) -> bool:
+    def _carry(self, ssn: Session, run: _Run, j: int, waiting: list[int], ti: int) -> bool:
         """Carry job ``j`` when its last attempt failed, its gang and the records it read
         are the same, and its queue refuses its template now
         (:mod:`gangsched.actions._retry`): its last words come back, marked carried, and it
         is not tried. A job whose memory holds but whose queue takes the template is held
-        for its turn (:attr:`_Run.deferred`, :meth:`_fails_now`). ``own``: its tasks;
-        ``ti``: the one template of its ``waiting`` pending tasks.
+        for its turn (:attr:`_Run.deferred`, :meth:`_fails_now`). ``waiting``: its pending
+        tasks, not best-effort (ascending); ``ti``: their one template.
 
         Only the run's start asks, before any attempt (the admissions it makes place
         nothing): what the checks read of the session is the same for every job then, so
@@ -462,8 +506,8 @@ class AllocateAction(ConfiguredAction):
         e = run.prior.get(rec.name)
         if e is None or e.job is not rec:
             return False
-        rows = own.tolist()
-        if len(rows) != len(e.tasks):
+        count = len(e.tasks)
+        if run.task_count[j] != count:
             return False
         # Under another configuration, queue or hypernode records, nothing is carried; under
         # other node records, only what the nodes prove (the queue refuses, or no place has
@@ -479,11 +523,14 @@ class AllocateAction(ConfiguredAction):
         if not usable:
             return False
         tasks = snap.tasks
-        if len(rows) == 1:  # (most jobs: one task, read as plain ints)
+        if count == 1:  # (most jobs: one task, the waiting one, read as plain ints)
+            rows = waiting
             t = rows[0]
             if tasks[t] is not e.tasks[0] or ssn.task_state.item(t) != e.states[0]:
                 return False
         else:
+            own = ssn.job_tasks(j)
+            rows = own.tolist()
             for t, was in zip(rows, e.tasks, strict=True):
                 if tasks[t] is not was:
                     return False
@@ -504,7 +551,7 @@ class AllocateAction(ConfiguredAction):
             return True
         # The room proofs wait for the job's turn (most jobs held are refused by their queue
         # then, having cost no proof), where the room is at most the run start's.
-        run.deferred[j] = (e, ti, waiting, same)
+        run.deferred[j] = (e, ti, len(waiting), same, rows)
         return False
 
     def _fails_now(self, ssn: Session, run: _Run, j: int, q: int, held: _Held) -> bool:
@@ -514,7 +561,7 @@ class AllocateAction(ConfiguredAction):
         no place holding one has room enough). Room only shrinks and holdings only grow
         during a run, so each answer worked out earlier in the run (by queue and shape, by
         shape and size, by failure ground) still proves what it proved."""
-        e, ti, waiting, same = held
+        e, ti, waiting, same, _ = held
         tmpl = ssn.templates[ti]
         if not self._takes(ssn, run, q, tmpl):
             return True

@@ -58,13 +58,9 @@ FRESH_STATES = (TaskState.ALLOCATED, TaskState.PIPELINED)
 def pending_tasks(ssn: Session) -> tuple[I64, BOOL]:
     """The pending tasks (task order) and which of them are best-effort (no request: backfill
     places them, and they count toward readiness while they wait), read from the session's
-    templates; a pending task without a template is looked up in its record."""
+    column of the task records' flags (a template's flag is its tasks' own)."""
     pending = np.flatnonzero(ssn.task_state == TaskState.PENDING)
-    tmpl = ssn.template_of[pending]
-    flags = np.array([t.best_effort for t in ssn.templates] + [False], dtype=np.bool_)
-    best_effort: BOOL = flags[tmpl]
-    for k in np.flatnonzero(tmpl < 0).tolist():
-        best_effort[k] = ssn.snapshot.tasks[int(pending[k])].best_effort
+    best_effort: BOOL = ssn.columns.best_effort[pending]
     return pending, best_effort
 
 
