@@ -318,6 +318,13 @@ class AllocateAction(ConfiguredAction):
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
             run.context = context_of(ssn)
+            # An earlier context the same as this run's stands for it (the failures kept
+            # this run then share one context object with those carried: the checks of the
+            # next run's start compare each distinct object once).
+            for e in run.prior.values():
+                if same_context(e.context, run.context):
+                    run.context = e.context
+                break
             run.shape_of = [-1] * len(ssn.templates)
             run.queue_of = ssn.job_queue.tolist()
             run.task_count = np.bincount(ssn.task_job, minlength=len(ssn.snapshot.jobs)).tolist()
