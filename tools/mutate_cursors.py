@@ -261,8 +261,8 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "changes:carry-every-job",
         "a continuing log keeps the last position of every job, changed or not",
         "session/changes.py",
-        "    return [opening if k < 0 else before[k] for k in kept]\n",
-        "    return [before[k] if k >= 0 else -1 for k in kept]\n",
+        "    out: list[int] = np.where(rows < 0, opening, last[np.maximum(rows, 0)]).tolist()\n",
+        "    out: list[int] = np.where(rows < 0, -1, last[np.maximum(rows, 0)]).tolist()\n",
     ),
     (
         "core:jobs-counts-not-compared",

@@ -131,8 +131,8 @@ class ChangeLog:
         records: BOOL,
         *,
         taints: bool,
-        jobs: Sequence[int] | None = None,
-        queues: Sequence[int] | None = None,
+        jobs: Sequence[int] | I64 | None = None,
+        queues: Sequence[int] | I64 | None = None,
     ) -> bool:
         """Continue ``previous`` (the log of the finished session before, on the same nodes):
         one opening entry (every job and queue changed, but those ``jobs`` and ``queues``
@@ -167,8 +167,8 @@ class ChangeLog:
         self,
         previous: ChangeLog,
         *,
-        jobs: Sequence[int] | None = None,
-        queues: Sequence[int] | None = None,
+        jobs: Sequence[int] | I64 | None = None,
+        queues: Sequence[int] | I64 | None = None,
     ) -> bool:
         """Continue ``previous`` across a change of the node set (nodes added, removed,
         renamed, reordered, or their GPU devices changed): the jobs and queues as
@@ -286,12 +286,19 @@ class ChangeLog:
         return out
 
 
-def _carried(before: list[int], kept: Sequence[int] | None, opening: int, n: int) -> list[int]:
+def _carried(
+    before: list[int], kept: Sequence[int] | I64 | None, opening: int, n: int
+) -> list[int]:
     """Per row of a continuing log, the position of its last entry: the opening, or the last
     position in ``before`` of the row it continues unchanged (``kept``; -1: none)."""
     if kept is None:
         return [opening] * n
-    return [opening if k < 0 else before[k] for k in kept]
+    rows = np.asarray(kept, dtype=np.int64)
+    if not before:
+        return [opening] * rows.size
+    last = np.asarray(before, dtype=np.int64)
+    out: list[int] = np.where(rows < 0, opening, last[np.maximum(rows, 0)]).tolist()
+    return out
 
 
 def changed_nodes(

@@ -128,7 +128,7 @@ def _continue_log(old: Session, new: Session, source: I64 | None) -> None:
 
 def _unchanged_jobs(
     old: Session, new: Session, source: I64 | None
-) -> tuple[list[int] | None, list[int] | None]:
+) -> tuple[I64 | None, I64 | None]:
     """Per job and per queue of ``new``, the one of ``old`` it continues unchanged (-1: none).
 
     A job continues when it is the same record with the same task records, and its task
@@ -177,7 +177,7 @@ def _unchanged_jobs(
         (q_old >= 0) & ~moved & (np.bincount(new.job_queue, minlength=n_q) == o_per_queue[q_at])
     )  # (its allocation is the sum of its jobs': the same)
     queues = np.where(q_same, q_old, -1)
-    return jobs.tolist(), queues.tolist()
+    return jobs, queues
 
 
 @dataclass(slots=True, eq=False)
