@@ -7,6 +7,9 @@ the process's CPU time and the CPU of each part of the cycle: opening the sessio
 action, closing, and the engine applying the decisions. ``--limit N`` replays the first N pods
 only (a quick look); ``--retry always`` tries every waiting job, as Volcano does.
 
+``--args '...'`` passes more options to ``gangsched replay``: another derived trace (more
+nodes, more gangs, another seed or arrival rate), a generator the cuts were not tuned on.
+
 ``--reference DIR`` runs the same replay on another checkout (its ``src`` first on the path),
 the two trees interleaved ``--repeat`` times (2), and prints each figure's ratio
 (this tree / reference) per round: on a shared machine, compare ratios measured in one run.
@@ -22,6 +25,7 @@ import hashlib
 import io
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -117,9 +121,15 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=2, help="interleaved rounds (2)")
     p.add_argument("--limit", type=int, default=None, help="replay the first N pods only")
     p.add_argument("--retry", choices=("on-change", "always"), default=None)
+    p.add_argument(
+        "--args",
+        default="",
+        help="more options of gangsched replay, one string (another derived trace: e.g. "
+        "'--node-step 2 --gangs 300' or '--time-scale 400 --seed 7')",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
-    argv: list[str] = []
+    argv: list[str] = shlex.split(args.args)
     if args.limit is not None:
         argv += ["--limit", str(args.limit)]
     if args.retry is not None:
