@@ -100,7 +100,7 @@ def _child(argv: list[str]) -> dict[str, Any]:
 def _run(tree: Path, argv: list[str]) -> dict[str, Any]:
     env = dict(os.environ, PYTHONPATH=str(tree / "src"))
     got = subprocess.run(
-        [sys.executable, str(HERE / "replay_report.py"), "--child", *argv],
+        [sys.executable, str(HERE / "replay_report.py"), "--child", "--args", shlex.join(argv)],
         env=env,
         capture_output=True,
         text=True,
@@ -130,13 +130,13 @@ def main() -> int:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     argv: list[str] = shlex.split(args.args)
+    if args.child:  # (the options of the replay come whole in --args)
+        print(json.dumps(_child(argv)))
+        return 0
     if args.limit is not None:
         argv += ["--limit", str(args.limit)]
     if args.retry is not None:
         argv += ["--retry", args.retry]
-    if args.child:
-        print(json.dumps(_child(argv)))
-        return 0
     here = HERE.parent
     trees = [("this", here)] + ([("reference", args.reference)] if args.reference else [])
     print(
