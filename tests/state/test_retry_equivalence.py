@@ -750,3 +750,58 @@ def test_a_queue_order_from_elsewhere_is_asked_again_after_a_job_carried_at_its_
     second = state.schedule(cfg, registry=registry)
     assert sorted(b.task for b in second.binds) == ["a0-0", "b0-0"]
     assert second.jobs["a1"].message.startswith(CARRIED) is (retry == "on-change")
+
+
+def test_a_gang_held_for_its_turn_places_its_tasks_in_task_order() -> None:
+    """A gang whose memory holds and whose queue takes its template waits for its turn with
+    its tasks unsorted; room then frees, so it is tried, and its tasks go out in task order
+    (index suffix: 1, 2, 10), not in the snapshot's order (10, 2, 1): the same task on the
+    same node as when every job is tried."""
+    snap = Snapshot.from_dict(
+        {
+            "nodes": [
+                {"name": f"n{i}", "allocatable": {"cpu": 8 * (i + 1), "memory": "64Gi"}}
+                for i in range(3)
+            ],
+            "queues": [{"name": "q"}, {"name": "other"}],
+        }
+    )
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        cfg = config("default", retry)
+        state = ClusterState(snap)
+        for i in range(3):  # each node full, from another queue
+            name = f"holder{i}"
+            state.add_job(
+                Job(name=name, queue="other", min_available=1, phase=JobPhase.RUNNING),
+                [
+                    Task(
+                        name=f"{name}-0",
+                        job=name,
+                        request=Resources({"cpu": 8000 * (i + 1), "memory": 2**30}),
+                        phase=TaskPhase.RUNNING,
+                        node=f"n{i}",
+                    )
+                ],
+            )
+        state.add_job(
+            Job(name="g", queue="q", min_available=3, phase=JobPhase.INQUEUE, creation=1),
+            [
+                Task(name=f"g-{k}", job="g", request=Resources({"cpu": 8000, "memory": 2**30}))
+                for k in (10, 2, 1)
+            ],
+        )
+        out = decided[retry] = []
+        for step in range(3):
+            if step == 2:  # room frees everywhere
+                for i in range(3):
+                    state.remove_job(f"holder{i}", with_tasks=True)
+            out.append(state.schedule(cfg))
+            state.apply(out[-1], bound=TaskPhase.RUNNING)
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
+    placed = {b.task: b.node for b in decided["on-change"][2].binds}
+    assert set(placed) == {"g-1", "g-2", "g-10"}
+    # the first task in task order takes the emptiest node
+    assert placed["g-1"] == "n2"
+    assert decided["on-change"][1].jobs["g"].message.startswith(CARRIED)
