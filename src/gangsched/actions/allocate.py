@@ -519,16 +519,19 @@ class AllocateAction(ConfiguredAction):
         # Under another configuration, queue or hypernode records, nothing is carried; under
         # other node records, only what the nodes prove (the queue refuses, or no place has
         # room enough) or what the log names as changed since (room and records).
-        known = run.contexts.get(id(e.context))
-        if known is None:
-            same = e.context is run.context or same_context(e.context, run.context)
-            known = run.contexts[id(e.context)] = (
-                same,
-                same or same_but_nodes(e.context, run.context),
-            )
-        same, usable = known
-        if not usable:
-            return False
+        if e.context is run.context:
+            same = True
+        else:
+            known = run.contexts.get(id(e.context))
+            if known is None:
+                same = same_context(e.context, run.context)
+                known = run.contexts[id(e.context)] = (
+                    same,
+                    same or same_but_nodes(e.context, run.context),
+                )
+            same, usable = known
+            if not usable:
+                return False
         tasks = snap.tasks
         if count == 1:  # (most jobs: one task, the waiting one, read as plain ints)
             rows = waiting
