@@ -186,11 +186,45 @@ _OVERDRAWN = (
     np.array([True, True]),
 )
 
+# A column with nothing to share and nobody asking (as pods is) beside one with nothing to
+# share that a queue asks for: that queue never has its request met and leaves the rounds
+# once its amounts stop moving, later than the queue the first column would let go.
+_EMPTY_COLUMNS = (
+    np.array([50.0, 0.0, 0.0]),
+    np.array([1.0, 1.0]),
+    np.array([[40.0, 0.0, 3.0], [40.0, 0.0, 0.0]]),
+    np.zeros((2, 3)),
+    np.full((2, 3), math.inf),
+    np.array([True, True]),
+)
+# Amounts past 2**62: whole, but not all of them fit int64 on the way.
+_HUGE = (
+    np.array([2.0**63, 10.0]),
+    np.array([1.0, 2.0]),
+    np.array([[2.0**62, 4.0], [2.0**63, 9.0]]),
+    np.zeros((2, 2)),
+    np.array([[math.inf, 3.0], [2.0**64, math.inf]]),
+    np.array([True, True]),
+)
+
+# Ten queues deserve 9.9 each, a tenth below a whole amount: Volcano's tolerance admits 9.
+_A_TENTH_BELOW = (
+    np.array([99.0]),
+    np.ones(10),
+    np.full((10, 1), 20.0),
+    np.zeros((10, 1)),
+    np.full((10, 1), math.inf),
+    np.ones(10, dtype=np.bool_),
+)
+
 
 @SETTINGS
 @given(fills(whole=True))
+@example(_A_TENTH_BELOW)
 @example(_THREE_ROUNDS)
 @example(_OVERDRAWN)
+@example(_EMPTY_COLUMNS)
+@example(_HUGE)
 def test_integer_rounds_equal_fraction_rounds_on_whole_amounts(
     case: tuple[np.ndarray, ...],
 ) -> None:
@@ -205,6 +239,22 @@ def test_fractional_amounts_and_weights_give_the_fraction_rounds_too(
     _check(case)
 
 
+def test_many_queues_over_many_rounds_give_the_fraction_rounds() -> None:
+    """Cluster-sized cases: sixteen queues, cpu, memory in bytes, GPUs and an empty pods
+    column, the GPUs asked for past the total, so that queues leave the rounds one after
+    another while the others go on for several rounds."""
+    rng = np.random.default_rng(7)
+    total = np.array([17_808_000.0, 88_738_319_302_656.0, 1_016_000.0, 0.0])
+    for _ in range(12):
+        n = 16
+        weights = rng.integers(1, 300, n).astype(np.float64)
+        share = rng.uniform(0.0, 0.25, (n, 1)) * rng.uniform(0.5, 1.5, (n, 4))
+        request = np.floor(share * total * np.array([1.0, 1.0, 3.0, 0.0]))
+        real = np.tile(total, (n, 1))
+        part = rng.random(n) < 0.9
+        _check((total, weights, request, np.zeros((n, 4)), real, part))
+
+
 def test_exact_rounds_takes_fractions_and_returns_the_reference_amounts() -> None:
     total = [Fraction(7, 2), Fraction(10)]
     weights = [Fraction(1, 2), Fraction(3, 4)]
@@ -215,6 +265,12 @@ def test_exact_rounds_takes_fractions_and_returns_the_reference_amounts() -> Non
     got = exact_rounds(total, weights, request, guarantee, cap, part)
     assert got == reference_rounds(total, weights, request, guarantee, cap, part)
     assert got[0][0] != int(got[0][0])  # a share that is not whole survives exactly
+
+
+def test_a_tenth_below_a_whole_amount_admits_the_amount_below() -> None:
+    floats, limits = water_fill_figures(*_A_TENTH_BELOW)
+    assert floats[:, 0].tolist() == [9.9] * 10
+    assert limits[:, 0].tolist() == [9] * 10
 
 
 def test_a_whole_ceiling_below_deserved_limits_at_the_ceiling() -> None:

@@ -18,8 +18,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from gangsched._types import BOOL, F64, I64
 from gangsched.limits import MAX_TOTAL
@@ -62,11 +64,9 @@ def water_fill_figures(
     if not isinstance(got, tuple):
         return as_floats(got, total.size), floor_limits(got, real_capability)
     den, nums = got
-    out: F64 = np.zeros((len(nums), total.size), dtype=np.float64)
-    for q, row in enumerate(nums):
-        out[q] = [x / den for x in row]
-    pairs = [[(x, den) for x in row] for row in nums]
-    return out, _limits(pairs, real_capability)
+    shape = real_capability.shape
+    out: F64 = np.array([[x / den for x in row] for row in nums], dtype=np.float64).reshape(shape)
+    return out, _whole_limits(den, nums, real_capability)
 
 
 def _fill(
@@ -76,34 +76,22 @@ def _fill(
     when the whole rounds stand, else the fractions."""
     n, r = request.shape
     inside = [bool(x) for x in part.tolist()]
-    floats = (total.tolist(), weights.tolist(), request.tolist(), guarantee.tolist())
-    rc_rows = real_capability.tolist()
+    rc = real_capability
+    amounts = np.concatenate((total, weights, request.ravel(), guarantee.ravel()))
     if (
-        _whole(total)
-        and _whole(weights)
-        and _whole(request)
-        and _whole(guarantee)
-        and _whole(real_capability, unbounded=True)
+        np.isfinite(amounts).all()
+        and (np.floor(amounts) == amounts).all()
+        and ((np.floor(rc) == rc) & (rc > -math.inf)).all()  # whole or inf
     ):
-        # The usual case: whole amounts and weights, worked in plain integers.
-        t_f, w_f, req_f, g_f = floats
-        tot_i = [int(x) for x in t_f]
-        w_i = [int(x) for x in w_f]
-        req_i = [[int(x) for x in row] for row in req_f]
-        g_i = [[int(x) for x in row] for row in g_f]
-        cap_i = [
-            [
-                rq if not math.isfinite(rc) else min(rq, int(rc))
-                for rq, rc in zip(rr, cr, strict=True)
-            ]
-            for rr, cr in zip(req_i, rc_rows, strict=True)
-        ]
+        # The usual case: whole amounts and weights, worked in plain integers; the rounds
+        # cap at min(realCapability, request) (the request is always finite).
+        ints = _ints(np.concatenate((amounts, np.minimum(request, rc).ravel())))
+        tot_i, w_i = ints[:r].tolist(), ints[r : r + n].tolist()
+        req_i, g_i, cap_i = ints[r + n :].reshape(3, n, r).tolist()
         den, nums = _whole_rounds(tot_i, w_i, req_i, g_i, cap_i, inside)
-        over = [
-            c
-            for c in range(r)
-            if 10 * sum(nums[i][c] for i in range(n) if inside[i]) > (10 * tot_i[c] + 1) * den
-        ]
+        # (the queues not taking part hold nothing)
+        held = [sum(col) for col in zip(*nums, strict=True)] if n else [0] * r
+        over = [c for c in range(r) if 10 * held[c] > (10 * tot_i[c] + 1) * den]
         if not over:
             return den, nums
         deserved = [[Fraction(x, den) for x in row] for row in nums]
@@ -112,17 +100,17 @@ def _fill(
         g = [[Fraction(x) for x in row] for row in g_i]
         cap = [[Fraction(x) for x in row] for row in cap_i]
     else:
-        tot = [_exact(x) for x in floats[0]]
-        w = [_exact(x) for x in floats[1]]
-        req = [[_exact(x) for x in row] for row in floats[2]]
-        g = [[_exact(x) for x in row] for row in floats[3]]
+        tot = [_exact(x) for x in total.tolist()]
+        w = [_exact(x) for x in weights.tolist()]
+        req = [[_exact(x) for x in row] for row in request.tolist()]
+        g = [[_exact(x) for x in row] for row in guarantee.tolist()]
         # the rounds cap at min(realCapability, request): the request is always finite
         cap = [
             [
-                rq if not math.isfinite(rc) else min(rq, _exact(rc))
-                for rq, rc in zip(rr, cr, strict=True)
+                rq if not math.isfinite(ceiling) else min(rq, _exact(ceiling))
+                for rq, ceiling in zip(rr, cr, strict=True)
             ]
-            for rr, cr in zip(req, rc_rows, strict=True)
+            for rr, cr in zip(req, rc.tolist(), strict=True)
         ]
         deserved = exact_rounds(tot, w, req, g, cap, inside)
         over = [
@@ -143,12 +131,13 @@ def _fill(
     return deserved
 
 
-def _whole(values: F64, *, unbounded: bool = False) -> bool:
-    """Whether every value is a whole number (``unbounded``: or ``inf``)."""
-    ok = np.isfinite(values) & (np.floor(values) == values)
-    if unbounded:
-        ok |= values == math.inf
-    return bool(ok.all())
+def _ints(values: F64) -> npt.NDArray[Any]:
+    """Whole float amounts as exact integers: int64 while every magnitude is below
+    ``2**62`` (each converts exactly), else Python ints in an object array."""
+    if not values.size or float(np.abs(values).max()) < 2.0**62:
+        return values.astype(np.int64)
+    out: npt.NDArray[Any] = np.asarray(np.frompyfunc(int, 1, 1)(values), dtype=object)
+    return out
 
 
 def _common_denominator(values: Iterable[Fraction]) -> int:
@@ -202,64 +191,99 @@ def _whole_rounds(
     """Volcano's rounds on whole amounts and weights, exactly: ``(den, nums)`` with each
     queue's deserved amount ``nums[i][c] / den``.
 
-    Every amount ``x`` is held as the integer ``x·den``: a round multiplies ``den`` by the
-    active weights' sum, so its grants ``remaining · w / Σw`` are whole too, and the
-    comparisons are those of the fractions (``|a − b| < 1/10`` is ``10·|a·den − b·den| <
-    den``) — the numbers :class:`fractions.Fraction` arithmetic gives, without normalising
-    every intermediate. ``unit``: the inputs are counted in ``1/unit`` (Volcano's tolerance of
-    a tenth is of a whole amount)."""
+    Every amount ``x`` of a queue still in the rounds is held as the integer ``x·den``: a
+    round multiplies ``den`` by the active weights' sum, so its grants ``remaining · w / Σw``
+    are whole too, and the comparisons are those of the fractions (``|a − b| < 1/10`` is
+    ``10·|a·den − b·den| < den``) — the numbers :class:`fractions.Fraction` arithmetic gives,
+    without normalising every intermediate. ``unit``: the inputs are counted in ``1/unit``
+    (Volcano's tolerance of a tenth is of a whole amount).
+
+    A queue that leaves the rounds keeps its amounts over the ``den`` of that round (no later
+    round reads or moves them), and the answer puts every queue over one denominator at the
+    end. A column with nothing to share and neither a guarantee nor a request among the
+    queues taking part holds 0 for each of them and meets every request: the rounds leave it
+    out."""
     n, r = len(weights), len(total)
+    inside = [i for i in range(n) if part[i]]
+    cols = [
+        c for c in range(r) if total[c] or any(guarantee[i][c] or request[i][c] for i in inside)
+    ]
+    ks = range(len(cols))
+    # Per queue taking part, over the columns the rounds read: its ceiling, its floor (None
+    # when it has none) and ``10·request − unit``: the request is met on a column when
+    # ``10·(request·den − x) < den·unit``, i.e. ``den·(10·request − unit) < 10·x``.
+    tops = {i: [cap[i][c] for c in cols] for i in inside}
+    floors: dict[int, list[int] | None] = {}
+    for i in inside:
+        g = [guarantee[i][c] for c in cols]
+        floors[i] = g if any(g) else None
+    wants = {i: [10 * request[i][c] - unit for c in cols] for i in inside}
+    held = {i: [0] * len(cols) for i in inside}
+    over: dict[int, int] = {}  # a queue out of the rounds: the den its amounts are over
     den = 1
-    deserved = [[0] * r for _ in range(n)]
-    remaining = list(total)
-    meet = [not p for p in part]
+    remaining = [total[c] for c in cols]
+    active = inside
     for _ in range(8 * n + 64):
-        active = [i for i in range(n) if not meet[i]]
         w_total = sum(weights[i] for i in active)
         if w_total <= 0:
             break
         # Everything over den · Σw from here: old amounts scale by Σw, a grant is remaining · w.
         den *= w_total
-        tenth = den * unit  # |a − b| < 1/10 is 10·|a·den − b·den| < den · unit
-        deserved = [[x * w_total for x in row] for row in deserved]
-        gained = [0] * r
+        tenth = den * unit
+        gained = [0] * len(cols)
+        still = []
         for i in active:
-            old = deserved[i]
-            wi = weights[i]
-            ci, gi, ri = cap[i], guarantee[i], request[i]
+            old = [x * w_total for x in held[i]]
+            wi, top = weights[i], tops[i]
             new = []
-            for c in range(r):
+            for c in ks:
                 x = old[c] + remaining[c] * wi
-                top = ci[c] * den
-                if top < x:
-                    x = top
-                floor = gi[c] * den
-                if x < floor:
-                    x = floor
-                new.append(x)
-            satisfied = True
-            for c in range(r):
-                want = ri[c] * den
-                if not (want < new[c] or 10 * abs(want - new[c]) < tenth):
-                    satisfied = False
+                ceiling = top[c] * den
+                new.append(ceiling if ceiling < x else x)
+            floor = floors[i]
+            if floor is not None:
+                for c in ks:
+                    x = floor[c] * den
+                    if new[c] < x:
+                        new[c] = x
+            want = wants[i]
+            for c in ks:
+                if not den * want[c] < 10 * new[c]:
                     break
-            if satisfied or new == old:
-                meet[i] = True
-            for c in range(r):
+            else:
+                over[i] = den  # its request is met
+            if i not in over:
+                if new == old:
+                    over[i] = den
+                else:
+                    still.append(i)
+            for c in ks:
                 gained[c] += new[c] - old[c]
-            deserved[i] = new
+            held[i] = new
         scaled = [x * w_total for x in remaining]
-        left = [max(scaled[c] - gained[c], 0) for c in range(r)]
+        left = [s - g if s > g else 0 for s, g in zip(scaled, gained, strict=True)]
         if all(10 * x < tenth for x in left) or left == scaled:
             break
         remaining = left
-        # Keep the numbers small: divide out what den and every amount share.
-        common = math.gcd(den, *remaining, *(x for row in deserved for x in row))
+        active = still
+        # Keep the numbers small: divide out what den and every amount in the rounds share.
+        common = math.gcd(den, *remaining, *(x for i in active for x in held[i]))
         if common > 1:
             den //= common
             remaining = [x // common for x in remaining]
-            deserved = [[x // common for x in row] for row in deserved]
-    return den, deserved
+            for i in active:
+                held[i] = [x // common for x in held[i]]
+    for i in active:
+        over.setdefault(i, den)
+    out_den = 1
+    for d in set(over.values()):
+        out_den = math.lcm(out_den, d)
+    nums = [[0] * r for _ in range(n)]
+    for i in inside:
+        scale, row = out_den // over[i], nums[i]
+        for c, x in zip(cols, held[i], strict=True):
+            row[c] = x * scale
+    return out_den, nums
 
 
 def exact_level(
@@ -325,6 +349,25 @@ def floor_limits(exact: Exact, real_capability: F64) -> I64:
     without reaching (a geometric series stopped once less than 0.1 is left) admits the whole
     amount it converges to."""
     return _limits([[(d.numerator, d.denominator) for d in row] for row in exact], real_capability)
+
+
+def _whole_limits(den: int, nums: list[list[int]], real_capability: F64) -> I64:
+    """:func:`floor_limits` of the amounts ``nums[q][c] / den`` against a realCapability
+    that is whole or ``inf`` everywhere (the whole rounds' case): ``⌈a/den + 1/10⌉ − 1``,
+    which is ``(10a + den − 1) // 10den`` in integers, at most the realCapability (a whole
+    ceiling below the amount is the limit itself), within ``[0, 2**60]``."""
+    step = 10 * den
+    lims = [[(10 * a + den - 1) // step for a in row] for row in nums]
+    if (
+        max((max(row) for row in lims), default=0) > MAX_TOTAL
+        or min((min(row) for row in lims), default=0) < 0
+    ):
+        lims = [[max(min(x, MAX_TOTAL), 0) for x in row] for row in lims]
+    out: I64 = np.array(lims, dtype=np.int64).reshape(real_capability.shape)
+    ceiling = np.clip(real_capability, 0.0, float(MAX_TOTAL)).astype(np.int64)
+    np.minimum(out, ceiling, out=out)
+    np.maximum(out, 0, out=out)
+    return out
 
 
 def _limits(exact: list[list[tuple[int, int]]], real_capability: F64) -> I64:

@@ -48,9 +48,10 @@ import numpy.typing as npt
 
 from gangsched._types import BOOL, F64
 from gangsched.model.snapshot import ROOT_QUEUE as ROOT
+from gangsched.plugins._cluster_figures import cluster_figures
 from gangsched.plugins._queue_amounts import EPS
 from gangsched.session.core import PIPELINED_OR_READY, TaskState
-from gangsched.units import PODS, cluster_total
+from gangsched.units import PODS
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -71,11 +72,12 @@ class DrfPlugin:
         self._tree: _Hdrf | None = None
 
     def on_session_open(self, ssn: Session) -> None:
-        total = cluster_total(ssn.arrays.allocatable, ssn.arrays.spec.index(PODS))
+        total, self._inv_total = cluster_figures(ssn)
         self._total = total
-        has = total >= EPS
-        self._inv_total = np.where(has, 1.0 / np.where(has, total, 1.0), 0.0)
-        self.shares = (ssn.job_allocated * self._inv_total).max(axis=1, initial=0.0)
+        # (each job's maximum over its few columns, taken over the transposed products: one
+        # pass per column rather than one per job)
+        products = np.ascontiguousarray((ssn.job_allocated * self._inv_total).T)
+        self.shares = products.max(axis=0, initial=0.0)
         option = ssn.config.plugin(self.name)
         self.hierarchy = bool(option is not None and option.hierarchy)
         if self.hierarchy:

@@ -26,8 +26,6 @@ running)`` until a later word replaces it (allocate's explanation when it still 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import repeat
-from operator import is_
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -62,6 +60,15 @@ _RESTORING: tuple[Any, ...] = (-1,)
 _WAITING: tuple[Any, ...] = (0,)
 
 
+def _in_states(counts: npt.NDArray[np.int64], states: tuple[int, ...]) -> npt.NDArray[np.int64]:
+    """Per job, its tasks in ``states`` (``counts``: tasks per job and state), a column at a
+    time."""
+    out = counts[:, states[0]].copy()
+    for s in states[1:]:
+        out += counts[:, s]
+    return out
+
+
 class GangPlugin:
     name = "gang"
     known_arguments: tuple[str, ...] = ()
@@ -71,18 +78,16 @@ class GangPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         # Vectorised pre-filter (holds something, fewer ready than its minimum); the exact
-        # rule (best-effort tasks, roles, phase) runs only for the few jobs it leaves.
-        held = ssn.job_count[:, list(HELD_STATES)].sum(axis=1)
-        ready = ssn.job_count[:, list(READY_STATES)].sum(axis=1)
-        n_jobs = len(ssn.job_phase)
-        roles = ssn.columns.job_roles
-        running = np.zeros(n_jobs, dtype=bool)
-        for phase in RUNNING_PHASES:  # (identity, read in C: an enum's hash is a Python call)
-            running |= np.fromiter(map(is_, ssn.job_phase, repeat(phase)), dtype=bool, count=n_jobs)
-        # (a role below its minimum makes a job not ready whatever its total count; a gang
-        # restoring its minimum was running)
-        maybe = (held > 0) & running & ((ready < ssn.job_min) | roles)
+        # rule (phase, best-effort tasks, roles) runs only for the few jobs it leaves, the
+        # phase read first.
+        held = _in_states(ssn.job_count, HELD_STATES)
+        ready = _in_states(ssn.job_count, READY_STATES)
+        # (a role below its minimum makes a job not ready whatever its total count)
+        maybe = (held > 0) & ((ready < ssn.job_min) | ssn.columns.job_roles)
+        phases = ssn.job_phase
         for j in np.flatnonzero(maybe).tolist():
+            if phases[j] not in RUNNING_PHASES:  # (a gang restoring its minimum was running)
+                continue
             if self.restoring(ssn, j):
                 have = ssn.count_states(j, READY_STATES)
                 ssn.note_job(

@@ -18,7 +18,7 @@ from gangsched.config import arg_float
 from gangsched.framework.combine import Vote
 from gangsched.limits import MAX_ARG_WEIGHT
 from gangsched.model import JobPhase
-from gangsched.units import PODS, cluster_total
+from gangsched.plugins._cluster_figures import cluster_figures
 
 if TYPE_CHECKING:
     from gangsched.session.core import Session
@@ -38,8 +38,9 @@ class OvercommitPlugin:
 
     def on_session_open(self, ssn: Session) -> None:
         a = ssn.arrays
-        total = cluster_total(a.allocatable, a.spec.index(PODS))
-        self._idle = total * self.factor - ssn.used.sum(axis=0)
+        total, _ = cluster_figures(ssn)
+        # (the nodes' use summed per column over the transposed rows: exact integers)
+        self._idle = total * self.factor - np.ascontiguousarray(ssn.used.T).sum(axis=1)
         inqueue = np.zeros(len(a.spec), dtype=np.int64)
         jobs = ssn.snapshot.jobs
         for j in np.flatnonzero(ssn.columns.job_minimums).tolist():  # (min_resources set)

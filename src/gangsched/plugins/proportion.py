@@ -52,6 +52,7 @@ import numpy.typing as npt
 
 from gangsched._types import BOOL, F64
 from gangsched.framework.combine import Vote
+from gangsched.limits import MAX_TOTAL
 from gangsched.model import QueueState
 from gangsched.plugins._exact_shares import as_floats, exact_water_fill, water_fill_figures
 from gangsched.plugins._queue_amounts import (
@@ -175,9 +176,23 @@ def share_of(alloc: F64, inv_deserved: F64) -> F64:
 
 
 def inverse(deserved: F64, pods: int) -> F64:
-    inv = np.where(deserved >= EPS, 1.0 / np.where(deserved >= EPS, deserved, 1.0), 0.0)
+    """``1 / deserved`` where deserved is at least :data:`EPS`, 0 elsewhere and on pods."""
+    inv = np.zeros_like(deserved, dtype=np.float64)
+    np.divide(1.0, deserved, out=inv, where=deserved >= EPS)
     inv[..., pods] = 0.0
     return inv
+
+
+def _amounts_of(deserved: F64) -> npt.NDArray[np.int64]:
+    """:func:`~gangsched.units.to_amounts` of the deserved figures, read directly when they
+    are all within ``[0, MAX_TOTAL]`` (no NaN, nothing to clip: the rounding alone)."""
+    if deserved.size and not (deserved.min() >= 0.0 and deserved.max() <= _TOP):
+        return to_amounts(deserved)
+    out: npt.NDArray[np.int64] = np.rint(deserved).astype(np.int64)
+    return out
+
+
+_TOP = float(MAX_TOTAL)
 
 
 #: The last opening's figures read from the queue records and the nodes' allocatable alone
@@ -228,7 +243,7 @@ class ProportionPlugin(QueueShares):
         self.deserved, self._limit = water_fill_figures(
             total, weights, request, guarantee, self.real_capability, has_jobs
         )
-        self.deserved_amounts = to_amounts(self.deserved)
+        self.deserved_amounts = _amounts_of(self.deserved)
         self._limit_rows: list[list[int]] = self._limit.tolist()
         self._asks: dict[bytes, tuple[tuple[int, int], ...]] = {}
         self._inv = inverse(self.deserved, pods)

@@ -79,8 +79,9 @@ def demand_mask(ssn: Session, state: npt.NDArray[Any]) -> BOOL:
     queue's share must not drop for the length of a termination and be taken by the queue
     that evicted it, which would then be over its share and lose it back (a ping-pong)."""
     out: BOOL = state == TaskState.PENDING
-    releasing = np.flatnonzero(state == TaskState.RELEASING)
-    if releasing.size:  # (the phases read for the jobs of releasing tasks alone)
+    releasing_mask = state == TaskState.RELEASING
+    if releasing_mask.any():  # (the phases read for the jobs of releasing tasks alone)
+        releasing = np.flatnonzero(releasing_mask)
         phases = ssn.job_phase
         jobs = ssn.task_job[releasing].tolist()
         live = [phases[j] is not JobPhase.COMPLETED for j in jobs]
@@ -105,21 +106,34 @@ def job_figures(ssn: Session) -> tuple[F64, F64, F64, BOOL]:
         ssn.job_queue[ssn.task_job[wanted]], ssn.task_req[wanted], n_q, ssn.queue_allocated
     )
     inqueue = np.zeros((n_q, n_r))
-    job_min = np.zeros((len(snap.jobs), n_r))
-    jobs = snap.jobs
-    for j in np.flatnonzero(ssn.columns.job_minimums).tolist():  # the jobs with a minimum
-        job = jobs[j]
-        need = ssn.vector(job.min_resources).astype(np.float64)
-        job_min[j] = need
-        phase = ssn.job_phase[j]
-        running_enough = (
-            phase is JobPhase.RUNNING and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
-        )
-        if phase is JobPhase.INQUEUE or running_enough:
-            dims = need > 0
-            short = np.where(dims, np.maximum(need - ssn.job_allocated[j], 0.0), 0.0)
-            inqueue[ssn.job_queue[j]] += short
-    elastic = _sum_rows(ssn.job_queue, np.maximum(ssn.job_allocated - job_min, 0.0), n_q)
+    with_minimum = np.flatnonzero(ssn.columns.job_minimums).tolist()  # jobs with a minimum
+    held = ssn.job_allocated
+    if not with_minimum and held.min(initial=0) >= 0:
+        # No minimum: what each job holds is elastic, and its queue's sum of them is the
+        # queue's allocation (the session keeps that so); summed exactly as below unless the
+        # magnitudes reach 2**52 (np.add.at's order then).
+        allocated = ssn.queue_allocated
+        if np.all(allocated.sum(axis=0, dtype=np.float64) < _EXACT):
+            elastic = allocated.astype(np.float64)
+        else:
+            elastic = _sum_rows(ssn.job_queue, held.astype(np.float64), n_q)
+    else:
+        job_min = np.zeros((len(snap.jobs), n_r))
+        jobs = snap.jobs
+        for j in with_minimum:
+            job = jobs[j]
+            need = ssn.vector(job.min_resources).astype(np.float64)
+            job_min[j] = need
+            phase = ssn.job_phase[j]
+            running_enough = (
+                phase is JobPhase.RUNNING
+                and ssn.count_states(j, _ALLOCATED_STATES) >= ssn.job_min[j]
+            )
+            if phase is JobPhase.INQUEUE or running_enough:
+                dims = need > 0
+                short = np.where(dims, np.maximum(need - ssn.job_allocated[j], 0.0), 0.0)
+                inqueue[ssn.job_queue[j]] += short
+        elastic = _sum_rows(ssn.job_queue, np.maximum(held - job_min, 0.0), n_q)
     for m in (request, inqueue, elastic):
         m[:, pods] = 0.0
     has_jobs = np.zeros(n_q, dtype=np.bool_)
@@ -136,12 +150,17 @@ def _sum_rows(group: I64, rows: npt.NDArray[Any], n_groups: int, start: I64 | No
     out: F64 = np.zeros((n_groups, rows.shape[1])) if start is None else start.astype(np.float64)
     if not group.size:
         return out
-    bound = np.abs(rows).sum(axis=0, dtype=np.float64) + np.abs(out).sum(axis=0)
-    if not np.all(bound < _EXACT):
-        np.add.at(out, group, rows)
-        return out
-    for c in range(rows.shape[1]):
-        out[:, c] += np.bincount(group, weights=rows[:, c], minlength=n_groups)
+    # (first a bound over every column at once: the largest magnitude times the number of
+    # rows; the sums per column only when that bound does not settle it)
+    if float(np.abs(rows).max(initial=0)) * rows.shape[0] + float(np.abs(out).sum()) >= _EXACT:
+        bound = np.abs(rows).sum(axis=0, dtype=np.float64) + np.abs(out).sum(axis=0)
+        if not np.all(bound < _EXACT):
+            np.add.at(out, group, rows)
+            return out
+    # one bincount over (group, column) cells: each cell adds its rows in their order
+    r = rows.shape[1]
+    cells = (group[:, None] * r + np.arange(r)).ravel()
+    out += np.bincount(cells, weights=rows.ravel(), minlength=n_groups * r).reshape(n_groups, r)
     return out
 
 
