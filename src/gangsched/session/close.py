@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from itertools import compress, repeat
 from operator import attrgetter, eq, itemgetter, not_
 from typing import Any, NamedTuple, TypeVar
@@ -33,7 +34,7 @@ from gangsched.session.rules.fairshare import demand_mask
 from gangsched.session.rules.gang import pending_tasks
 from gangsched.session.rules.policies import job_actions
 from gangsched.session.statement import OpKind
-from gangsched.units import GPU
+from gangsched.units import GPU, PODS
 
 __all__ = ["close_session", "job_phase", "nondeterministic_options"]
 
@@ -82,7 +83,9 @@ def close_session(ssn: Session) -> Decisions:
         binds=binds,
         evictions=evictions,
         pipelined=pipelined,
-        jobs=FrozenDict({**jobs, **noted} if noted else jobs),
+        # (the statuses are in the order of the names already; the copy is the decisions'
+        # alone, as the book's statuses pass to the next cycle)
+        jobs=FrozenDict.of_sorted({**jobs, **noted}),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
         job_actions=actions,
@@ -211,11 +214,11 @@ class _JobEntry(NamedTuple):
 def _job_statuses(
     ssn: Session, state: npt.NDArray[np.int64], names: list[str]
 ) -> tuple[dict[str, JobStatus], _JobBook]:
-    """Every job's status (``names``: the jobs' names in snapshot order) and the book of them
-    the next cycle's close starts from (:class:`_JobBook`; its ``fresh`` are the jobs whose
-    figures a queue's status reads — phase, tasks per state, record — may differ from the
-    last cycle's close: new jobs, jobs the change log names whose record or tasks per state
-    moved, and jobs whose phase did)."""
+    """Every job's status, in the sorted order of the jobs' names (``names``: those names in
+    snapshot order), and the book of them the next cycle's close starts from
+    (:class:`_JobBook`; its ``fresh`` are the jobs whose figures a queue's status reads —
+    phase, tasks per state, record — may differ from the last cycle's close: new jobs, jobs
+    the change log names whose record or tasks per state moved, and jobs whose phase did)."""
     snap = ssn.snapshot
     n_jobs = len(names)
     index = snap.job_index
@@ -261,6 +264,10 @@ def _job_statuses(
     if len(made) + len(absent) != n_jobs:  # (a new job the log does not name: looked at too)
         look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
+    # The statuses are kept in the order of the jobs' names (the decisions' order): a job
+    # added after the last name in it sends them through one sort at the end.
+    tail = next(reversed(statuses), None)
+    in_order = True
     if look:
         # Tasks per (job, state) from one bincount.
         n_states = int(ssn.job_count.shape[1])
@@ -315,6 +322,9 @@ def _job_statuses(
                 _column(entry.status)
             ] += 1
             made[name] = entry
+            if before is None and in_order:
+                in_order = tail is None or tail < name
+                tail = name
             statuses[name] = entry.status
             if entry.reason is None:
                 words.pop(name, None)
@@ -332,6 +342,9 @@ def _job_statuses(
                     group.add(name)
                 else:
                     group.discard(name)
+    if not in_order:
+        order = sorted(statuses)
+        statuses = dict(zip(order, map(statuses.__getitem__, order), strict=True))
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
     lost_now, running, unsettled, asking, reserving = sets
@@ -345,14 +358,14 @@ def _job_statuses(
 @dataclass(frozen=True, slots=True)
 class _JobBook:
     """What the close step works a cycle's job statuses out from besides the kept entries, by
-    job name: each job's status, per queue name its jobs per phase (``phases_of``: in the
-    order of :data:`_QUEUE_PHASES`, any other phase last), the words of the jobs that have
-    some (``words``), and the jobs
-    lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
-    session's phase is not its record's, or its record is Pending, which a cycle may admit),
-    whose record names job policies (``asking``) and the Inqueue ones with
-    ``min_resources`` (``reserving``). ``fresh``: per job of the cycle, whether its figures
-    may differ from the last cycle's (:func:`_job_statuses`)."""
+    job name: each job's status (in the sorted order of the names), per queue name its jobs
+    per phase (``phases_of``: in the order of :data:`_QUEUE_PHASES`, any other phase last),
+    the words of the jobs that have some (``words``), and the jobs lost (``lost``), running
+    (``running``), whose phase may move (``unsettled``: its session's phase is not its
+    record's, or its record is Pending, which a cycle may admit), whose record names job
+    policies (``asking``) and the Inqueue ones with ``min_resources`` (``reserving``).
+    ``fresh``: per job of the cycle, whether its figures may differ from the last cycle's
+    (:func:`_job_statuses`)."""
 
     statuses: dict[str, JobStatus]
     phases_of: dict[str, list[int]]
@@ -573,7 +586,7 @@ def _queue_statuses(
         if old is not None and before is not None and before.deserved == deserved_row:
             deserved: Mapping[str, int] = old.deserved
         elif ssn.queue_deserved is not None:
-            deserved = FrozenDict(ssn.as_mapping(ssn.queue_deserved[q]))
+            deserved = _frozen(ssn, ssn.queue_deserved[q])
         else:
             deserved = FrozenDict()
         cap_gpu = None
@@ -598,7 +611,7 @@ def _queue_statuses(
             real_capability=(
                 old.real_capability
                 if old and before is not None and before.real == real_row
-                else FrozenDict(_finite(ssn, real))
+                else _finite(ssn, real)
             ),
             request=old.request if old and same[3] else _frozen(ssn, request_q[q]),
             weight=queue.weight,
@@ -622,8 +635,22 @@ def _queue_statuses(
     return queues
 
 
-def _frozen(ssn: Session, row: npt.NDArray[np.int64]) -> FrozenDict[str, int]:
-    return FrozenDict(ssn.as_mapping(row))
+def _frozen(
+    ssn: Session, row: npt.NDArray[np.int64] | npt.NDArray[np.float64]
+) -> FrozenDict[str, int]:
+    """``FrozenDict(ssn.as_mapping(row))``, made in its final order at once: the row read as
+    plain numbers and its columns taken in the sorted order of their names."""
+    values = row.tolist()
+    return FrozenDict.of_sorted(
+        {n: round(float(values[c])) for c, n in _shown(ssn.arrays.spec.names) if values[c]}
+    )
+
+
+@cache
+def _shown(names: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """The columns a resource mapping shows (every one but pods) with their names, in the
+    sorted order of the names."""
+    return tuple(sorted(((c, n) for c, n in enumerate(names) if n != PODS), key=itemgetter(1)))
 
 
 def nondeterministic_options(placer: object) -> tuple[str, ...]:
@@ -670,8 +697,8 @@ def _inqueue_resources(ssn: Session, reserving: list[int]) -> npt.NDArray[np.int
     return out
 
 
-def _finite(ssn: Session, row: npt.NDArray[np.float64] | None) -> dict[str, int]:
+def _finite(ssn: Session, row: npt.NDArray[np.float64] | None) -> FrozenDict[str, int]:
     """A float resource row as a mapping, unlimited (infinite) dimensions left out."""
     if row is None:
-        return {}
-    return ssn.as_mapping(np.where(np.isfinite(row), row, 0.0))
+        return FrozenDict()
+    return _frozen(ssn, np.where(np.isfinite(row), row, 0.0))
