@@ -478,10 +478,9 @@ def _task_reasons(
     return task_reasons, noted
 
 
-@dataclass(frozen=True, slots=True)
-class _QueueEntry:
+class _QueueEntry(NamedTuple):
     """A queue's status as the close step keeps it for the next cycle, with what it was made
-    of besides the change log's cursor."""
+    of besides the change log's cursor (a named tuple: one is made per queue a cycle)."""
 
     status: QueueStatus
     queue: object  # the queue's record
@@ -592,7 +591,8 @@ def _queue_statuses(
         cap_gpu = None
         if queue.capability is not None and GPU in queue.capability:
             cap_gpu = queue.capability[GPU] / 1000
-        status = QueueStatus(
+        status = _queue_status(
+            old is not None and same_queue,
             state=queue.state.value,
             allocated=old.allocated if old and same[0] else _frozen(ssn, allocated_q[q]),
             deserved=deserved,
@@ -633,6 +633,33 @@ def _queue_statuses(
     log = ssn.changes
     ssn.records[QUEUE_STATUSES] = (log.lineage, log.end, made)
     return queues
+
+
+#: The fields of a queue status that a cycle works out anew besides its resource mappings:
+#: counts of jobs and figures (the record's checks: an integer >= 0, a number >= 0).
+_COUNTS = ("inqueue", "pending", "running", "unknown", "completed")
+_FIGURES = ("share", "allocated_gpu", "pending_gpu", "inqueue_gpu", "deserved_gpu")
+
+
+def _queue_status(known: bool, /, **values: Any) -> QueueStatus:
+    """``QueueStatus(**values)``. ``known``: the queue's own fields (state, weight,
+    guarantee, capability) are those of a status made before from the same queue record, and
+    every resource mapping is one made before or by :func:`_frozen` (names to plain
+    integers): each of those passed or passes the record's check. Then, when every count and
+    figure is a plain integer or float >= 0 and ``overused`` a bool (what the record's checks
+    let through as they are), the record is made without its constructor; otherwise the
+    constructor checks every field (and names the first one that is wrong)."""
+    if (
+        known
+        and type(values["overused"]) is bool
+        and all(type(values[f]) is int and values[f] >= 0 for f in _COUNTS)
+        and all(type(values[f]) is float and values[f] >= 0 for f in _FIGURES)
+    ):
+        status = object.__new__(QueueStatus)
+        for name, value in values.items():
+            object.__setattr__(status, name, value)
+        return status
+    return QueueStatus(**values)
 
 
 def _frozen(
