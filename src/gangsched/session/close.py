@@ -31,7 +31,6 @@ from gangsched.decisions import (
 from gangsched.model import Job, JobPhase, TaskPhase
 from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.session.rules.fairshare import demand_mask
-from gangsched.session.rules.gang import pending_tasks
 from gangsched.session.rules.policies import job_actions
 from gangsched.session.statement import OpKind
 from gangsched.units import GPU, PODS
@@ -209,6 +208,12 @@ class _JobEntry(NamedTuple):
     best_effort: int  # pending best-effort tasks
     asks: bool  # its record names job policies (the job actions read it)
     settled: JobPhase | None  # its record's phase, which a cycle keeps (None: Pending)
+    #: whether it is among the book's lost, running, unsettled, asking and reserving jobs
+    marks: tuple[bool, bool, bool, bool, bool]
+
+
+#: The marks of a job in none of the book's sets.
+_UNMARKED = (False, False, False, False, False)
 
 
 def _job_statuses(
@@ -301,26 +306,44 @@ def _job_statuses(
                     status = built[given] = _job_status(
                         ssn, j, dict(enumerate(row)), best_effort[j]
                     )
+                if before is not None and before.job is job:  # (what its record says)
+                    asks, settled = before.asks, before.settled
+                else:
+                    asks = bool(job.policies or job.role_policies)
+                    settled = None if job.phase is JobPhase.PENDING else job.phase
+                runs = status.running > 0
                 entry = _JobEntry(
                     status,
                     job,
                     phase,
                     reason,
-                    lost and status.running > 0,
+                    lost and runs,
                     row,
                     best_effort[j],
-                    bool(job.policies or job.role_policies),
-                    None if job.phase is JobPhase.PENDING else job.phase,
+                    asks,
+                    settled,
+                    (
+                        lost and runs,
+                        runs,
+                        phase is not settled,
+                        asks,
+                        status.phase == "Inqueue" and job.min_resources is not None,
+                    ),
                 )
                 if before is None or before.status.phase != status.phase:
                     fresh[j] = True
             if entry is before:
                 continue  # (its book entries are those it had)
-            if before is not None:
-                phases_of[before.job.queue][_column(before.status)] -= 1
-            phases_of.setdefault(job.queue, [0] * (len(_QUEUE_PHASES) + 1))[
-                _column(entry.status)
-            ] += 1
+            column = _PHASE_COLUMN.get(entry.status.phase, _OTHER_PHASES)
+            if before is None:
+                phases_of.setdefault(job.queue, [0] * (_OTHER_PHASES + 1))[column] += 1
+                had = _UNMARKED
+            else:
+                was = _PHASE_COLUMN.get(before.status.phase, _OTHER_PHASES)
+                if was != column or before.job.queue != job.queue:
+                    phases_of[before.job.queue][was] -= 1
+                    phases_of.setdefault(job.queue, [0] * (_OTHER_PHASES + 1))[column] += 1
+                had = before.marks
             made[name] = entry
             if before is None and in_order:
                 in_order = tail is None or tail < name
@@ -330,18 +353,12 @@ def _job_statuses(
                 words.pop(name, None)
             else:
                 words[name] = entry.reason
-            marks = (
-                entry.lost,
-                entry.status.running > 0,
-                entry.phase is not entry.settled,
-                entry.asks,
-                entry.status.phase == "Inqueue" and job.min_resources is not None,
-            )
-            for group, marked in zip(sets, marks, strict=True):
-                if marked:
-                    group.add(name)
-                else:
-                    group.discard(name)
+            if entry.marks != had:  # (the sets hold the marks of the entries kept)
+                for group, marked, before_marked in zip(sets, entry.marks, had, strict=True):
+                    if marked and not before_marked:
+                        group.add(name)
+                    elif before_marked and not marked:
+                        group.discard(name)
     if not in_order:
         order = sorted(statuses)
         statuses = dict(zip(order, map(statuses.__getitem__, order), strict=True))
@@ -393,12 +410,14 @@ JOB_BOOK = ("close", "job book")
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
-    """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`), for
-    every job at once."""
-    pending, best_effort = pending_tasks(ssn)
-    per_job: list[int] = np.bincount(
-        ssn.task_job[pending[best_effort]], minlength=len(ssn.snapshot.jobs)
-    ).tolist()
+    """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`: by the
+    tasks' records), for every job at once."""
+    n_jobs = len(ssn.snapshot.jobs)
+    cols = ssn.columns
+    if not cols.job_best_effort.any():  # (most clusters: no task is best-effort)
+        return [0] * n_jobs
+    waiting = cols.best_effort & (ssn.task_state == TaskState.PENDING)
+    per_job: list[int] = np.bincount(ssn.task_job[waiting], minlength=n_jobs).tolist()
     return per_job
 
 
@@ -440,11 +459,12 @@ def _task_reasons(
     second mapping: the statuses of ``jobs`` with a note)."""
     snap = ssn.snapshot
     notes = ssn.points.reason_notes()
-    pending = np.flatnonzero(state == TaskState.PENDING).tolist()
+    rows = np.flatnonzero(state == TaskState.PENDING)
+    pending = rows.tolist()
     # A task's own reason, else its job's message, else the job's status in words.
     whys: list[str] = list(map(ssn.task_reasons.get, pending, repeat("")))
-    task_job = ssn.task_job[pending].tolist()
     unsaid = list(compress(range(len(whys)), map(not_, whys)))
+    task_job: list[int] = ssn.task_job[rows].tolist() if unsaid or notes else []
     if unsaid:
         of_job: dict[int, str] = {}
         for i in unsaid:
@@ -491,8 +511,10 @@ class _QueueEntry(NamedTuple):
     rows: tuple[bytes, bytes, bytes, bytes]  # allocated, pending, inqueue, request rows
 
 
-#: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
+#: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last,
+#: :data:`_OTHER_PHASES`).
 _PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
+_OTHER_PHASES = len(_QUEUE_PHASES)
 
 
 def _picked(items: Sequence[_T], rows: list[int]) -> Sequence[_T]:
