@@ -59,11 +59,16 @@ class FrozenDict(Mapping[K, V]):
     _hash: int | None
 
     def __init__(self, data: Mapping[K, V] | None = None) -> None:
-        if isinstance(data, FrozenDict):  # sorted already, and never changed: shared
+        # (a plain dict, the usual case, is told by type first: a test against the abstract
+        # Mapping class costs more than the rest for a small mapping)
+        if type(data) is dict:
+            items = data
+        elif isinstance(data, FrozenDict):  # sorted already, and never changed: shared
             object.__setattr__(self, "_data", data._data)
             object.__setattr__(self, "_hash", data._hash)
             return
-        items = data if type(data) is dict else dict(data or {})
+        else:
+            items = dict(data or {})
         try:
             keys = sorted(items)  # keys alone: comparing (key, value) pairs costs twice
         except TypeError:
@@ -72,6 +77,17 @@ class FrozenDict(Mapping[K, V]):
             ordered = dict(zip(keys, map(items.__getitem__, keys), strict=True))
         object.__setattr__(self, "_data", ordered)
         object.__setattr__(self, "_hash", None)
+
+    @classmethod
+    def of_sorted(cls, data: dict[K, V]) -> FrozenDict[K, V]:
+        """The mapping of ``data``, a plain dict whose keys are in sorted order already,
+        holding that very dict (no copy, no sort): the caller made it for this mapping alone
+        and never changes it after. Equal, item for item and in order, to
+        ``FrozenDict(data)``."""
+        new = object.__new__(cls)
+        object.__setattr__(new, "_data", data)
+        object.__setattr__(new, "_hash", None)
+        return new
 
     def __getitem__(self, key: K) -> V:
         return self._data[key]

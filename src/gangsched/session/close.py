@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import cache
 from itertools import compress, repeat
 from operator import attrgetter, eq, itemgetter, not_
 from typing import Any, NamedTuple, TypeVar
@@ -30,10 +31,9 @@ from gangsched.decisions import (
 from gangsched.model import Job, JobPhase, TaskPhase
 from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.session.rules.fairshare import demand_mask
-from gangsched.session.rules.gang import pending_tasks
 from gangsched.session.rules.policies import job_actions
 from gangsched.session.statement import OpKind
-from gangsched.units import GPU
+from gangsched.units import GPU, PODS
 
 __all__ = ["close_session", "job_phase", "nondeterministic_options"]
 
@@ -82,7 +82,9 @@ def close_session(ssn: Session) -> Decisions:
         binds=binds,
         evictions=evictions,
         pipelined=pipelined,
-        jobs=FrozenDict({**jobs, **noted} if noted else jobs),
+        # (the statuses are in the order of the names already; the copy is the decisions'
+        # alone, as the book's statuses pass to the next cycle)
+        jobs=FrozenDict.of_sorted({**jobs, **noted}),
         queues=FrozenDict(queues),
         task_reasons=FrozenDict(task_reasons),
         job_actions=actions,
@@ -206,16 +208,22 @@ class _JobEntry(NamedTuple):
     best_effort: int  # pending best-effort tasks
     asks: bool  # its record names job policies (the job actions read it)
     settled: JobPhase | None  # its record's phase, which a cycle keeps (None: Pending)
+    #: whether it is among the book's lost, running, unsettled, asking and reserving jobs
+    marks: tuple[bool, bool, bool, bool, bool]
+
+
+#: The marks of a job in none of the book's sets.
+_UNMARKED = (False, False, False, False, False)
 
 
 def _job_statuses(
     ssn: Session, state: npt.NDArray[np.int64], names: list[str]
 ) -> tuple[dict[str, JobStatus], _JobBook]:
-    """Every job's status (``names``: the jobs' names in snapshot order) and the book of them
-    the next cycle's close starts from (:class:`_JobBook`; its ``fresh`` are the jobs whose
-    figures a queue's status reads — phase, tasks per state, record — may differ from the
-    last cycle's close: new jobs, jobs the change log names whose record or tasks per state
-    moved, and jobs whose phase did)."""
+    """Every job's status, in the sorted order of the jobs' names (``names``: those names in
+    snapshot order), and the book of them the next cycle's close starts from
+    (:class:`_JobBook`; its ``fresh`` are the jobs whose figures a queue's status reads —
+    phase, tasks per state, record — may differ from the last cycle's close: new jobs, jobs
+    the change log names whose record or tasks per state moved, and jobs whose phase did)."""
     snap = ssn.snapshot
     n_jobs = len(names)
     index = snap.job_index
@@ -261,6 +269,10 @@ def _job_statuses(
     if len(made) + len(absent) != n_jobs:  # (a new job the log does not name: looked at too)
         look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
+    # The statuses are kept in the order of the jobs' names (the decisions' order): a job
+    # added after the last name in it sends them through one sort at the end.
+    tail = next(reversed(statuses), None)
+    in_order = True
     if look:
         # Tasks per (job, state) from one bincount.
         n_states = int(ssn.job_count.shape[1])
@@ -294,44 +306,62 @@ def _job_statuses(
                     status = built[given] = _job_status(
                         ssn, j, dict(enumerate(row)), best_effort[j]
                     )
+                if before is not None and before.job is job:  # (what its record says)
+                    asks, settled = before.asks, before.settled
+                else:
+                    asks = bool(job.policies or job.role_policies)
+                    settled = None if job.phase is JobPhase.PENDING else job.phase
+                runs = status.running > 0
                 entry = _JobEntry(
                     status,
                     job,
                     phase,
                     reason,
-                    lost and status.running > 0,
+                    lost and runs,
                     row,
                     best_effort[j],
-                    bool(job.policies or job.role_policies),
-                    None if job.phase is JobPhase.PENDING else job.phase,
+                    asks,
+                    settled,
+                    (
+                        lost and runs,
+                        runs,
+                        phase is not settled,
+                        asks,
+                        status.phase == "Inqueue" and job.min_resources is not None,
+                    ),
                 )
                 if before is None or before.status.phase != status.phase:
                     fresh[j] = True
             if entry is before:
                 continue  # (its book entries are those it had)
-            if before is not None:
-                phases_of[before.job.queue][_column(before.status)] -= 1
-            phases_of.setdefault(job.queue, [0] * (len(_QUEUE_PHASES) + 1))[
-                _column(entry.status)
-            ] += 1
+            column = _PHASE_COLUMN.get(entry.status.phase, _OTHER_PHASES)
+            if before is None:
+                phases_of.setdefault(job.queue, [0] * (_OTHER_PHASES + 1))[column] += 1
+                had = _UNMARKED
+            else:
+                was = _PHASE_COLUMN.get(before.status.phase, _OTHER_PHASES)
+                if was != column or before.job.queue != job.queue:
+                    phases_of[before.job.queue][was] -= 1
+                    phases_of.setdefault(job.queue, [0] * (_OTHER_PHASES + 1))[column] += 1
+                had = before.marks
             made[name] = entry
+            if before is None and in_order:
+                in_order = tail is None or tail < name
+                tail = name
             statuses[name] = entry.status
             if entry.reason is None:
                 words.pop(name, None)
             else:
                 words[name] = entry.reason
-            marks = (
-                entry.lost,
-                entry.status.running > 0,
-                entry.phase is not entry.settled,
-                entry.asks,
-                entry.status.phase == "Inqueue" and job.min_resources is not None,
-            )
-            for group, marked in zip(sets, marks, strict=True):
-                if marked:
-                    group.add(name)
-                else:
-                    group.discard(name)
+            if entry.marks != had:  # (the sets hold the marks of the entries kept)
+                for group, marked, before_marked in zip(sets, entry.marks, had, strict=True):
+                    if marked and not before_marked:
+                        group.add(name)
+                    elif before_marked and not marked:
+                        group.discard(name)
+    if not in_order:
+        order = sorted(statuses)
+        statuses = dict(zip(order, map(statuses.__getitem__, order), strict=True))
     log = ssn.changes
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
     lost_now, running, unsettled, asking, reserving = sets
@@ -345,14 +375,14 @@ def _job_statuses(
 @dataclass(frozen=True, slots=True)
 class _JobBook:
     """What the close step works a cycle's job statuses out from besides the kept entries, by
-    job name: each job's status, per queue name its jobs per phase (``phases_of``: in the
-    order of :data:`_QUEUE_PHASES`, any other phase last), the words of the jobs that have
-    some (``words``), and the jobs
-    lost (``lost``), running (``running``), whose phase may move (``unsettled``: its
-    session's phase is not its record's, or its record is Pending, which a cycle may admit),
-    whose record names job policies (``asking``) and the Inqueue ones with
-    ``min_resources`` (``reserving``). ``fresh``: per job of the cycle, whether its figures
-    may differ from the last cycle's (:func:`_job_statuses`)."""
+    job name: each job's status (in the sorted order of the names), per queue name its jobs
+    per phase (``phases_of``: in the order of :data:`_QUEUE_PHASES`, any other phase last),
+    the words of the jobs that have some (``words``), and the jobs lost (``lost``), running
+    (``running``), whose phase may move (``unsettled``: its session's phase is not its
+    record's, or its record is Pending, which a cycle may admit), whose record names job
+    policies (``asking``) and the Inqueue ones with ``min_resources`` (``reserving``).
+    ``fresh``: per job of the cycle, whether its figures may differ from the last cycle's
+    (:func:`_job_statuses`)."""
 
     statuses: dict[str, JobStatus]
     phases_of: dict[str, list[int]]
@@ -380,12 +410,14 @@ JOB_BOOK = ("close", "job book")
 
 
 def _pending_best_effort(ssn: Session) -> list[int]:
-    """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`), for
-    every job at once."""
-    pending, best_effort = pending_tasks(ssn)
-    per_job: list[int] = np.bincount(
-        ssn.task_job[pending[best_effort]], minlength=len(ssn.snapshot.jobs)
-    ).tolist()
+    """Per job, its pending best-effort tasks (as :meth:`Session.pending_best_effort`: by the
+    tasks' records), for every job at once."""
+    n_jobs = len(ssn.snapshot.jobs)
+    cols = ssn.columns
+    if not cols.job_best_effort.any():  # (most clusters: no task is best-effort)
+        return [0] * n_jobs
+    waiting = cols.best_effort & (ssn.task_state == TaskState.PENDING)
+    per_job: list[int] = np.bincount(ssn.task_job[waiting], minlength=n_jobs).tolist()
     return per_job
 
 
@@ -427,11 +459,12 @@ def _task_reasons(
     second mapping: the statuses of ``jobs`` with a note)."""
     snap = ssn.snapshot
     notes = ssn.points.reason_notes()
-    pending = np.flatnonzero(state == TaskState.PENDING).tolist()
+    rows = np.flatnonzero(state == TaskState.PENDING)
+    pending = rows.tolist()
     # A task's own reason, else its job's message, else the job's status in words.
     whys: list[str] = list(map(ssn.task_reasons.get, pending, repeat("")))
-    task_job = ssn.task_job[pending].tolist()
     unsaid = list(compress(range(len(whys)), map(not_, whys)))
+    task_job: list[int] = ssn.task_job[rows].tolist() if unsaid or notes else []
     if unsaid:
         of_job: dict[int, str] = {}
         for i in unsaid:
@@ -465,10 +498,9 @@ def _task_reasons(
     return task_reasons, noted
 
 
-@dataclass(frozen=True, slots=True)
-class _QueueEntry:
+class _QueueEntry(NamedTuple):
     """A queue's status as the close step keeps it for the next cycle, with what it was made
-    of besides the change log's cursor."""
+    of besides the change log's cursor (a named tuple: one is made per queue a cycle)."""
 
     status: QueueStatus
     queue: object  # the queue's record
@@ -479,8 +511,10 @@ class _QueueEntry:
     rows: tuple[bytes, bytes, bytes, bytes]  # allocated, pending, inqueue, request rows
 
 
-#: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last).
+#: A job phase's column in a queue's counts (:data:`_QUEUE_PHASES`; any other phase: the last,
+#: :data:`_OTHER_PHASES`).
 _PHASE_COLUMN = {phase: c for c, phase in enumerate(_QUEUE_PHASES)}
+_OTHER_PHASES = len(_QUEUE_PHASES)
 
 
 def _picked(items: Sequence[_T], rows: list[int]) -> Sequence[_T]:
@@ -573,13 +607,14 @@ def _queue_statuses(
         if old is not None and before is not None and before.deserved == deserved_row:
             deserved: Mapping[str, int] = old.deserved
         elif ssn.queue_deserved is not None:
-            deserved = FrozenDict(ssn.as_mapping(ssn.queue_deserved[q]))
+            deserved = _frozen(ssn, ssn.queue_deserved[q])
         else:
             deserved = FrozenDict()
         cap_gpu = None
         if queue.capability is not None and GPU in queue.capability:
             cap_gpu = queue.capability[GPU] / 1000
-        status = QueueStatus(
+        status = _queue_status(
+            old is not None and same_queue,
             state=queue.state.value,
             allocated=old.allocated if old and same[0] else _frozen(ssn, allocated_q[q]),
             deserved=deserved,
@@ -598,7 +633,7 @@ def _queue_statuses(
             real_capability=(
                 old.real_capability
                 if old and before is not None and before.real == real_row
-                else FrozenDict(_finite(ssn, real))
+                else _finite(ssn, real)
             ),
             request=old.request if old and same[3] else _frozen(ssn, request_q[q]),
             weight=queue.weight,
@@ -622,8 +657,49 @@ def _queue_statuses(
     return queues
 
 
-def _frozen(ssn: Session, row: npt.NDArray[np.int64]) -> FrozenDict[str, int]:
-    return FrozenDict(ssn.as_mapping(row))
+#: The fields of a queue status that a cycle works out anew besides its resource mappings:
+#: counts of jobs and figures (the record's checks: an integer >= 0, a number >= 0).
+_COUNTS = ("inqueue", "pending", "running", "unknown", "completed")
+_FIGURES = ("share", "allocated_gpu", "pending_gpu", "inqueue_gpu", "deserved_gpu")
+
+
+def _queue_status(known: bool, /, **values: Any) -> QueueStatus:
+    """``QueueStatus(**values)``. ``known``: the queue's own fields (state, weight,
+    guarantee, capability) are those of a status made before from the same queue record, and
+    every resource mapping is one made before or by :func:`_frozen` (names to plain
+    integers): each of those passed or passes the record's check. Then, when every count and
+    figure is a plain integer or float >= 0 and ``overused`` a bool (what the record's checks
+    let through as they are), the record is made without its constructor; otherwise the
+    constructor checks every field (and names the first one that is wrong)."""
+    if (
+        known
+        and type(values["overused"]) is bool
+        and all(type(values[f]) is int and values[f] >= 0 for f in _COUNTS)
+        and all(type(values[f]) is float and values[f] >= 0 for f in _FIGURES)
+    ):
+        status = object.__new__(QueueStatus)
+        for name, value in values.items():
+            object.__setattr__(status, name, value)
+        return status
+    return QueueStatus(**values)
+
+
+def _frozen(
+    ssn: Session, row: npt.NDArray[np.int64] | npt.NDArray[np.float64]
+) -> FrozenDict[str, int]:
+    """``FrozenDict(ssn.as_mapping(row))``, made in its final order at once: the row read as
+    plain numbers and its columns taken in the sorted order of their names."""
+    values = row.tolist()
+    return FrozenDict.of_sorted(
+        {n: round(float(values[c])) for c, n in _shown(ssn.arrays.spec.names) if values[c]}
+    )
+
+
+@cache
+def _shown(names: tuple[str, ...]) -> tuple[tuple[int, str], ...]:
+    """The columns a resource mapping shows (every one but pods) with their names, in the
+    sorted order of the names."""
+    return tuple(sorted(((c, n) for c, n in enumerate(names) if n != PODS), key=itemgetter(1)))
 
 
 def nondeterministic_options(placer: object) -> tuple[str, ...]:
@@ -670,8 +746,8 @@ def _inqueue_resources(ssn: Session, reserving: list[int]) -> npt.NDArray[np.int
     return out
 
 
-def _finite(ssn: Session, row: npt.NDArray[np.float64] | None) -> dict[str, int]:
+def _finite(ssn: Session, row: npt.NDArray[np.float64] | None) -> FrozenDict[str, int]:
     """A float resource row as a mapping, unlimited (infinite) dimensions left out."""
     if row is None:
-        return {}
-    return ssn.as_mapping(np.where(np.isfinite(row), row, 0.0))
+        return FrozenDict()
+    return _frozen(ssn, np.where(np.isfinite(row), row, 0.0))
