@@ -102,7 +102,7 @@ class EnqueueAction(ConfiguredAction):
 
     def execute(self, ssn: Session) -> None:
         waiting: dict[int, list[int]] = {}
-        pending = [j for j, phase in enumerate(ssn.job_phase) if phase is JobPhase.PENDING]
+        pending = _pending_jobs(ssn.job_phase)
         for j, q in zip(pending, ssn.job_queue[pending].tolist(), strict=True):
             waiting.setdefault(q, []).append(j)
         # A queue's jobs in job order. With the package's job orders, a queue with one job
@@ -163,6 +163,19 @@ class EnqueueAction(ConfiguredAction):
                 f"admitted: {_resources(ssn, freed, ssn.vector(rec.min_resources) > 0)} "
                 "preemptable from lower-priority jobs",
             )
+
+
+def _pending_jobs(phases: list[JobPhase]) -> list[int]:
+    """The indices of the Pending entries of ``phases``, ascending (``list.index`` walks the
+    list in C; a phase is equal to a member only when it is that member)."""
+    out: list[int] = []
+    at = -1
+    try:
+        while True:
+            at = phases.index(JobPhase.PENDING, at + 1)
+            out.append(at)
+    except ValueError:
+        return out
 
 
 def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
@@ -263,8 +276,13 @@ class ShapeCheck:
 
     def _enough(self, j: int) -> bool:
         ssn = self.ssn
-        rec = ssn.snapshot.jobs[j]
         have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
+        return self._enough_with(j, have)
+
+    def _enough_with(self, j: int, have: int) -> bool:
+        """:meth:`_enough` with ``have`` (the job's ready and pending best-effort tasks)."""
+        ssn = self.ssn
+        rec = ssn.snapshot.jobs[j]
         if have < rec.min_available:
             return False
         return all(
@@ -295,39 +313,47 @@ class ShapeCheck:
     def check(self, j: int) -> str | None:
         """None when the job's minimum gang can be placed, else why not."""
         ssn = self.ssn
-        if self._enough(j):
+        ready = ssn.count_states(j, PIPELINED_OR_READY)
+        have = ready + ssn.pending_best_effort(j)
+        if self._enough_with(j, have):
             return None
         rec = ssn.snapshot.jobs[j]
+        cols = ssn.columns
         own = ssn.job_tasks(j)
-        records = ssn.snapshot.tasks
-        tasks = [
-            t
-            for t in own[ssn.task_state[own] == TaskState.PENDING].tolist()
-            if not records[t].best_effort
-        ]
-        ready = ssn.count_states(j, PIPELINED_OR_READY)
-        if ready + len(tasks) < rec.min_available:
+        pending = own[ssn.task_state[own] == TaskState.PENDING]
+        if cols.job_best_effort[j]:
+            pending = pending[~cols.best_effort[pending]]
+        n = len(pending)
+        if ready + n < rec.min_available:
             return None  # not a shape question: the job lacks tasks (allocate reports it)
-        if len(tasks) > 1 or not self._one_needs_no_order:
+        templates = ssn.templates
+        of = ssn.template_of[pending]
+        tasks: list[int] | None = None
+        if self._one_needs_no_order and (n < 2 or bool((of == of[0]).all())):
+            # One template (or no task): one run whatever the task order, so the order is
+            # worked out only for a trial (the package's task orders have nothing to report).
+            runs: tuple[tuple[Any, int], ...] = ((templates[int(of[0])].key[1:6], n),) if n else ()
+        else:
+            tasks = pending.tolist()
             tasks.sort(key=ssn.task_key)
-        runs: list[tuple[Any, int]] = []
-        templates, template_of = ssn.templates, ssn.template_of
-        for t in tasks:
-            shape = templates[int(template_of[t])].key[1:6]
-            if runs and runs[-1][0] == shape:
-                runs[-1] = (shape, runs[-1][1] + 1)
-            else:
-                runs.append((shape, 1))
+            runs = _runs([templates[i].key[1:6] for i in ssn.template_of[tasks].tolist()])
+        roles = rec.min_task_member
         key = (
-            tuple(runs),
+            runs,
             rec.min_available,
-            tuple(sorted(rec.min_task_member.items())),
-            ready + ssn.pending_best_effort(j),
+            tuple(sorted(roles.items())) if roles else (),
+            have,
             int(ssn.job_queue[j]) if (self.preempt or self.reclaim) else -1,
         )
-        if key not in self._cache:
-            self._cache[key] = self._dry_run(j, tasks)
-        return self._cache[key]
+        cache = self._cache
+        if key in cache:
+            return cache[key]
+        if tasks is None:
+            tasks = pending.tolist()
+            if n > 1:
+                tasks.sort(key=ssn.task_key)
+        why = cache[key] = self._dry_run(j, tasks)
+        return why
 
     def _dry_run(self, j: int, tasks: list[int]) -> str | None:
         ssn = self.ssn
@@ -422,6 +448,17 @@ class ShapeCheck:
             f"minimum gang of {shape} does not fit{where}: only {placed} of {n} tasks "
             f"can be placed at once; then {largest}"
         )
+
+
+def _runs(shapes: list[Any]) -> tuple[tuple[Any, int], ...]:
+    """``shapes`` as runs of equal neighbours: ``(shape, how many in a row)`` in order."""
+    runs: list[tuple[Any, int]] = []
+    for shape in shapes:
+        if runs and runs[-1][0] == shape:
+            runs[-1] = (shape, runs[-1][1] + 1)
+        else:
+            runs.append((shape, 1))
+    return tuple(runs)
 
 
 def _amount(amount: float, res: str) -> str:
