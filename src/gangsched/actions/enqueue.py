@@ -378,7 +378,7 @@ class ShapeCheck:
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if tmpl.index in failed:
                 continue
-            node, pipelined = ssn.evaluator.best_node(tmpl)  # shape alone: no pod rules
+            node, pipelined = self._best_node(tmpl)  # shape alone: no pod rules
             if node < 0:
                 failed.add(tmpl.index)
                 if why is None:
@@ -394,6 +394,16 @@ class ShapeCheck:
         if ok:
             return None
         return why or self._explain(tasks[:need], None, placed)
+
+    def _best_node(self, tmpl: TaskTemplate) -> tuple[int, bool]:
+        """The evaluator's best node for ``tmpl``; when no node fits it at all, found from
+        the predicates and the fit alone, so the rows refreshed are scored by whoever asks
+        for a score next (a gang refused cycle after cycle is never scored for it)."""
+        evaluator = self.ssn.evaluator
+        ev = evaluator.feasible(tmpl)
+        if not (ev.ok & (ev.fit_idle | ev.fit_future)).any():
+            return -1, False  # (best_node: every score where it fits is -inf)
+        return evaluator.best_node(tmpl)
 
     def _one_is_enough(self, j: int) -> bool:
         """Whether one more task placed makes job ``j`` enough (:meth:`_enough`), when its
@@ -488,7 +498,7 @@ def _describe(ssn: Session, tmpl: TaskTemplate) -> str:
 def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
     """The largest free slot, per node, on the resource that keeps ``tmpl`` out."""
     a = ssn.arrays
-    ok = ssn.evaluate(tmpl).ok
+    ok = ssn.feasible(tmpl).ok  # (no score read)
     if not ok.any():
         return "no node passes the predicates (" + ssn.evaluator.fit_error(tmpl) + ")"
     rows = np.flatnonzero(ok)
