@@ -242,3 +242,33 @@ def test_the_answer_without_a_trial_is_the_trial_s(
         answers.append(ShapeCheck(ssn).check(snap.job_index["one"]))
     assert answers[0] == answers[1]
     assert (answers[0] is None) is (gpus == 1 and not cordoned)
+
+
+def test_a_node_affinity_is_part_of_the_shape_an_answer_is_shared_by() -> None:
+    """Two one-GPU pods, one of them held by its node affinity to the full node: the first
+    one's answer (it fits on the free node) is not the second's."""
+    zone_a: Obj = {
+        "required": [{"match_expressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+    }
+    nodes = [node("n0", gpus=1, labels={"zone": "a"}), node("n1", gpus=1, labels={"zone": "b"})]
+    filler: Obj = {
+        "name": "filler-0",
+        "job": "filler",
+        "gpu_request": {"count": 1},
+        "phase": "Running",
+        "node": "n0",
+        "gpu_indices": [0],
+    }
+    free = gang("free", 1, 1)
+    pinned = gang("pinned", 1, 1)
+    pinned[1][0]["node_affinity"] = zone_a
+    snap = snapshot([filler], free, pinned, node_list=nodes)
+    ssn = open_session(snap, config())
+    check = ShapeCheck(ssn)
+    assert check.check(snap.job_index["free"]) is None
+    assert check.check(snap.job_index["pinned"]) == (
+        "minimum gang of 1 task × 1 nvidia.com/gpu does not fit on any node: "
+        "largest free is 0 GPUs per node"
+    )
+    d = schedule(snap, config())
+    assert (d.jobs["free"].phase, d.jobs["pinned"].phase) == ("Running", "Pending")

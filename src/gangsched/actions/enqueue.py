@@ -332,11 +332,11 @@ class ShapeCheck:
         if self._one_needs_no_order and (n < 2 or bool((of == of[0]).all())):
             # One template (or no task): one run whatever the task order, so the order is
             # worked out only for a trial (the package's task orders have nothing to report).
-            runs: tuple[tuple[Any, int], ...] = ((templates[int(of[0])].key[1:6], n),) if n else ()
+            runs: tuple[tuple[Any, int], ...] = ((_shape(templates[int(of[0])]), n),) if n else ()
         else:
             tasks = pending.tolist()
             tasks.sort(key=ssn.task_key)
-            runs = _runs([templates[i].key[1:6] for i in ssn.template_of[tasks].tolist()])
+            runs = _runs([_shape(templates[i]) for i in ssn.template_of[tasks].tolist()])
         roles = rec.min_task_member
         key = (
             runs,
@@ -458,6 +458,12 @@ class ShapeCheck:
             f"minimum gang of {shape} does not fit{where}: only {placed} of {n} tasks "
             f"can be placed at once; then {largest}"
         )
+
+
+def _shape(tmpl: TaskTemplate) -> tuple[str, tuple[object, ...]]:
+    """What the shape check's answer reads of a template: its role (role minimums count
+    by role) and its shape (what feasibility and fit read, node affinity included)."""
+    return tmpl.role, tmpl.shape
 
 
 def _runs(shapes: list[Any]) -> tuple[tuple[Any, int], ...]:
