@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from gangsched._types import I64
+from gangsched._types import BOOL, I64
 from gangsched.actions._base import ConfiguredAction
 from gangsched.actions.victims.rules import (
     evictable,
@@ -77,6 +77,7 @@ from gangsched.units import CPU, GPU, MEMORY, PODS, format_quantity
 if TYPE_CHECKING:
     from gangsched.session.arrays import TaskTemplate
     from gangsched.session.core import Session
+    from gangsched.session.evaluation import Evaluation
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
 
@@ -166,16 +167,15 @@ class EnqueueAction(ConfiguredAction):
 
 
 def _pending_jobs(phases: list[JobPhase]) -> list[int]:
-    """The indices of the Pending entries of ``phases``, ascending (``list.index`` walks the
-    list in C; a phase is equal to a member only when it is that member)."""
+    """The indices of the Pending entries of ``phases``, ascending (``list.count`` and
+    ``list.index`` walk the list in C; a phase is equal to a member only when it is that
+    member)."""
     out: list[int] = []
     at = -1
-    try:
-        while True:
-            at = phases.index(JobPhase.PENDING, at + 1)
-            out.append(at)
-    except ValueError:
-        return out
+    for _ in range(phases.count(JobPhase.PENDING)):
+        at = phases.index(JobPhase.PENDING, at + 1)
+        out.append(at)
+    return out
 
 
 def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
@@ -271,6 +271,8 @@ class ShapeCheck:
         #: reported.
         self._one_needs_no_order = ssn.points.built_in("task_order")
         self._cache: dict[tuple[Any, ...], str | None] = {}
+        #: :meth:`_largest_free` by evaluation (an identity) and position of the change log.
+        self._largest: dict[tuple[Evaluation, int], str] = {}
 
     # ------------------------------------------------------------------ gang bookkeeping
 
@@ -429,6 +431,18 @@ class ShapeCheck:
 
     # ------------------------------------------------------------------ words
 
+    def _largest_free(self, tmpl: TaskTemplate) -> str:
+        """:func:`_largest_free` of ``tmpl``, worked out once per evaluation and position of
+        the change log: templates that share an evaluation (one shape, under the
+        ``shape_only`` contract) read the same masks, devices and free columns from it."""
+        ssn = self.ssn
+        ev = ssn.feasible(tmpl)  # (no score read)
+        key = (ev, ssn.changes.end)
+        words = self._largest.get(key)
+        if words is None:
+            words = self._largest[key] = _largest_free(ssn, tmpl, ev.ok)
+        return words
+
     def _explain(self, gang: list[int], tmpl: TaskTemplate | None, placed: int) -> str:
         """Why the gang (its first ``len(gang)`` pending tasks) does not fit, once ``placed``
         of them are in and ``tmpl`` found no node (None: the role minimums failed)."""
@@ -451,7 +465,7 @@ class ShapeCheck:
         where = " counting what preempt/reclaim could free" if evicting else ""
         if tmpl is None:
             return f"minimum gang of {shape} does not fit{where}"
-        largest = _largest_free(ssn, tmpl)
+        largest = self._largest_free(tmpl)
         if placed == 0:
             return f"minimum gang of {shape} does not fit on any node{where}: {largest}"
         return (
@@ -501,10 +515,10 @@ def _describe(ssn: Session, tmpl: TaskTemplate) -> str:
     return words[0] if len(words) == 1 else f"({', '.join(words)})"
 
 
-def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
-    """The largest free slot, per node, on the resource that keeps ``tmpl`` out."""
+def _largest_free(ssn: Session, tmpl: TaskTemplate, ok: BOOL) -> str:
+    """The largest free slot, per node (those of ``ok``: the predicates pass), on the
+    resource that keeps ``tmpl`` out."""
     a = ssn.arrays
-    ok = ssn.feasible(tmpl).ok  # (no score read)
     if not ok.any():
         return "no node passes the predicates (" + ssn.evaluator.fit_error(tmpl) + ")"
     rows = np.flatnonzero(ok)
