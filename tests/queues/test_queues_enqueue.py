@@ -13,6 +13,7 @@ from gangsched.config import Config
 from gangsched.errors import ConfigError
 from gangsched.model.snapshot import Snapshot
 from gangsched.scheduler import open_session, schedule
+from gangsched.session.statement import Statement
 
 Obj = dict[str, object]
 
@@ -242,3 +243,68 @@ def test_the_answer_without_a_trial_is_the_trial_s(
         answers.append(ShapeCheck(ssn).check(snap.job_index["one"]))
     assert answers[0] == answers[1]
     assert (answers[0] is None) is (gpus == 1 and not cordoned)
+
+
+def test_a_node_affinity_is_part_of_the_shape_an_answer_is_shared_by() -> None:
+    """Two one-GPU pods, one of them held by its node affinity to the full node: the first
+    one's answer (it fits on the free node) is not the second's."""
+    zone_a: Obj = {
+        "required": [{"match_expressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
+    }
+    nodes = [node("n0", gpus=1, labels={"zone": "a"}), node("n1", gpus=1, labels={"zone": "b"})]
+    filler: Obj = {
+        "name": "filler-0",
+        "job": "filler",
+        "gpu_request": {"count": 1},
+        "phase": "Running",
+        "node": "n0",
+        "gpu_indices": [0],
+    }
+    free = gang("free", 1, 1)
+    pinned = gang("pinned", 1, 1)
+    pinned[1][0]["node_affinity"] = zone_a
+    snap = snapshot([filler], free, pinned, node_list=nodes)
+    ssn = open_session(snap, config())
+    check = ShapeCheck(ssn)
+    assert check.check(snap.job_index["free"]) is None
+    assert check.check(snap.job_index["pinned"]) == (
+        "minimum gang of 1 task × 1 nvidia.com/gpu does not fit on any node: "
+        "largest free is 0 GPUs per node"
+    )
+    d = schedule(snap, config())
+    assert (d.jobs["free"].phase, d.jobs["pinned"].phase) == ("Running", "Pending")
+
+
+def test_the_largest_free_slot_is_worded_once_per_shape_until_something_moves() -> None:
+    """Two refused gangs of one shape and different sizes (two answers) share the words of
+    the largest free slot while the change log stands still; a placement moves the log,
+    and the next refusal words the cluster as it now is (node n0 had 2 GPUs free, then 1)."""
+    fillers = fragmented()
+    fillers[0]["gpu_request"] = {"count": 6}
+    fillers[0]["gpu_indices"] = list(range(6))
+    fat: Obj = {"name": "fat", "queue": "q", "min_available": 2}
+    fat_tasks: list[Obj] = [
+        {"name": f"fat-{i}", "job": "fat", "request": {"cpu": 100}} for i in range(2)
+    ]
+    snap = snapshot(
+        fillers,
+        gang("w2", 2, 8),
+        gang("w3", 3, 8),
+        gang("w4", 4, 8),
+        gang("x", 1, 1),
+        (fat, fat_tasks),
+    )
+    ssn = open_session(snap, config())
+    check = ShapeCheck(ssn)
+    two = "largest free is 2 GPUs per node"
+    assert (check.check(snap.job_index["w2"]) or "").endswith(two)
+    assert (check.check(snap.job_index["w3"]) or "").endswith(two)
+    assert len(check._cache) == 2 and len(check._largest) == 1
+    why = check.check(snap.job_index["fat"])  # another shape, its own words
+    assert why is not None and why.endswith("largest free cpu is 64 per node"), why
+    stmt = Statement(ssn)
+    x = int(ssn.job_tasks(snap.job_index["x"])[0])
+    assert stmt.allocate(x, 0, (6,))
+    stmt.commit()
+    why = check.check(snap.job_index["w4"])
+    assert why is not None and why.endswith("largest free is 1 GPU per node"), why

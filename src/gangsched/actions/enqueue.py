@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from gangsched._types import I64
+from gangsched._types import BOOL, I64
 from gangsched.actions._base import ConfiguredAction
 from gangsched.actions.victims.rules import (
     evictable,
@@ -77,6 +77,7 @@ from gangsched.units import CPU, GPU, MEMORY, PODS, format_quantity
 if TYPE_CHECKING:
     from gangsched.session.arrays import TaskTemplate
     from gangsched.session.core import Session
+    from gangsched.session.evaluation import Evaluation
 
 __all__ = ["EnqueueAction", "preemptable_resources"]
 
@@ -102,7 +103,7 @@ class EnqueueAction(ConfiguredAction):
 
     def execute(self, ssn: Session) -> None:
         waiting: dict[int, list[int]] = {}
-        pending = [j for j, phase in enumerate(ssn.job_phase) if phase is JobPhase.PENDING]
+        pending = _pending_jobs(ssn.job_phase)
         for j, q in zip(pending, ssn.job_queue[pending].tolist(), strict=True):
             waiting.setdefault(q, []).append(j)
         # A queue's jobs in job order. With the package's job orders, a queue with one job
@@ -163,6 +164,18 @@ class EnqueueAction(ConfiguredAction):
                 f"admitted: {_resources(ssn, freed, ssn.vector(rec.min_resources) > 0)} "
                 "preemptable from lower-priority jobs",
             )
+
+
+def _pending_jobs(phases: list[JobPhase]) -> list[int]:
+    """The indices of the Pending entries of ``phases``, ascending (``list.count`` and
+    ``list.index`` walk the list in C; a phase is equal to a member only when it is that
+    member)."""
+    out: list[int] = []
+    at = -1
+    for _ in range(phases.count(JobPhase.PENDING)):
+        at = phases.index(JobPhase.PENDING, at + 1)
+        out.append(at)
+    return out
 
 
 def _admit_by_preemption(ssn: Session, j: int) -> I64 | None:
@@ -258,13 +271,20 @@ class ShapeCheck:
         #: reported.
         self._one_needs_no_order = ssn.points.built_in("task_order")
         self._cache: dict[tuple[Any, ...], str | None] = {}
+        #: :meth:`_largest_free` by evaluation (an identity) and position of the change log.
+        self._largest: dict[tuple[Evaluation, int], str] = {}
 
     # ------------------------------------------------------------------ gang bookkeeping
 
     def _enough(self, j: int) -> bool:
         ssn = self.ssn
-        rec = ssn.snapshot.jobs[j]
         have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
+        return self._enough_with(j, have)
+
+    def _enough_with(self, j: int, have: int) -> bool:
+        """:meth:`_enough` with ``have`` (the job's ready and pending best-effort tasks)."""
+        ssn = self.ssn
+        rec = ssn.snapshot.jobs[j]
         if have < rec.min_available:
             return False
         return all(
@@ -295,39 +315,47 @@ class ShapeCheck:
     def check(self, j: int) -> str | None:
         """None when the job's minimum gang can be placed, else why not."""
         ssn = self.ssn
-        if self._enough(j):
+        ready = ssn.count_states(j, PIPELINED_OR_READY)
+        have = ready + ssn.pending_best_effort(j)
+        if self._enough_with(j, have):
             return None
         rec = ssn.snapshot.jobs[j]
+        cols = ssn.columns
         own = ssn.job_tasks(j)
-        records = ssn.snapshot.tasks
-        tasks = [
-            t
-            for t in own[ssn.task_state[own] == TaskState.PENDING].tolist()
-            if not records[t].best_effort
-        ]
-        ready = ssn.count_states(j, PIPELINED_OR_READY)
-        if ready + len(tasks) < rec.min_available:
+        pending = own[ssn.task_state[own] == TaskState.PENDING]
+        if cols.job_best_effort[j]:
+            pending = pending[~cols.best_effort[pending]]
+        n = len(pending)
+        if ready + n < rec.min_available:
             return None  # not a shape question: the job lacks tasks (allocate reports it)
-        if len(tasks) > 1 or not self._one_needs_no_order:
+        templates = ssn.templates
+        of = ssn.template_of[pending]
+        tasks: list[int] | None = None
+        if self._one_needs_no_order and (n < 2 or bool((of == of[0]).all())):
+            # One template (or no task): one run whatever the task order, so the order is
+            # worked out only for a trial (the package's task orders have nothing to report).
+            runs: tuple[tuple[Any, int], ...] = ((_shape(templates[int(of[0])]), n),) if n else ()
+        else:
+            tasks = pending.tolist()
             tasks.sort(key=ssn.task_key)
-        runs: list[tuple[Any, int]] = []
-        templates, template_of = ssn.templates, ssn.template_of
-        for t in tasks:
-            shape = templates[int(template_of[t])].key[1:6]
-            if runs and runs[-1][0] == shape:
-                runs[-1] = (shape, runs[-1][1] + 1)
-            else:
-                runs.append((shape, 1))
+            runs = _runs([_shape(templates[i]) for i in ssn.template_of[tasks].tolist()])
+        roles = rec.min_task_member
         key = (
-            tuple(runs),
+            runs,
             rec.min_available,
-            tuple(sorted(rec.min_task_member.items())),
-            ready + ssn.pending_best_effort(j),
+            tuple(sorted(roles.items())) if roles else (),
+            have,
             int(ssn.job_queue[j]) if (self.preempt or self.reclaim) else -1,
         )
-        if key not in self._cache:
-            self._cache[key] = self._dry_run(j, tasks)
-        return self._cache[key]
+        cache = self._cache
+        if key in cache:
+            return cache[key]
+        if tasks is None:
+            tasks = pending.tolist()
+            if n > 1:
+                tasks.sort(key=ssn.task_key)
+        why = cache[key] = self._dry_run(j, tasks)
+        return why
 
     def _dry_run(self, j: int, tasks: list[int]) -> str | None:
         ssn = self.ssn
@@ -352,7 +380,7 @@ class ShapeCheck:
             tmpl = ssn.templates[int(ssn.template_of[t])]
             if tmpl.index in failed:
                 continue
-            node, pipelined = ssn.evaluator.best_node(tmpl)  # shape alone: no pod rules
+            node, pipelined = self._best_node(tmpl)  # shape alone: no pod rules
             if node < 0:
                 failed.add(tmpl.index)
                 if why is None:
@@ -368,6 +396,16 @@ class ShapeCheck:
         if ok:
             return None
         return why or self._explain(tasks[:need], None, placed)
+
+    def _best_node(self, tmpl: TaskTemplate) -> tuple[int, bool]:
+        """The evaluator's best node for ``tmpl``; when no node fits it at all, found from
+        the predicates and the fit alone, so the rows refreshed are scored by whoever asks
+        for a score next (a gang refused cycle after cycle is never scored for it)."""
+        evaluator = self.ssn.evaluator
+        ev = evaluator.feasible(tmpl)
+        if not (ev.ok & (ev.fit_idle | ev.fit_future)).any():
+            return -1, False  # (best_node: every score where it fits is -inf)
+        return evaluator.best_node(tmpl)
 
     def _one_is_enough(self, j: int) -> bool:
         """Whether one more task placed makes job ``j`` enough (:meth:`_enough`), when its
@@ -393,6 +431,18 @@ class ShapeCheck:
 
     # ------------------------------------------------------------------ words
 
+    def _largest_free(self, tmpl: TaskTemplate) -> str:
+        """:func:`_largest_free` of ``tmpl``, worked out once per evaluation and position of
+        the change log: templates that share an evaluation (one shape, under the
+        ``shape_only`` contract) read the same masks, devices and free columns from it."""
+        ssn = self.ssn
+        ev = ssn.feasible(tmpl)  # (no score read)
+        key = (ev, ssn.changes.end)
+        words = self._largest.get(key)
+        if words is None:
+            words = self._largest[key] = _largest_free(ssn, tmpl, ev.ok)
+        return words
+
     def _explain(self, gang: list[int], tmpl: TaskTemplate | None, placed: int) -> str:
         """Why the gang (its first ``len(gang)`` pending tasks) does not fit, once ``placed``
         of them are in and ``tmpl`` found no node (None: the role minimums failed)."""
@@ -415,13 +465,30 @@ class ShapeCheck:
         where = " counting what preempt/reclaim could free" if evicting else ""
         if tmpl is None:
             return f"minimum gang of {shape} does not fit{where}"
-        largest = _largest_free(ssn, tmpl)
+        largest = self._largest_free(tmpl)
         if placed == 0:
             return f"minimum gang of {shape} does not fit on any node{where}: {largest}"
         return (
             f"minimum gang of {shape} does not fit{where}: only {placed} of {n} tasks "
             f"can be placed at once; then {largest}"
         )
+
+
+def _shape(tmpl: TaskTemplate) -> tuple[str, tuple[object, ...]]:
+    """What the shape check's answer reads of a template: its role (role minimums count
+    by role) and its shape (what feasibility and fit read, node affinity included)."""
+    return tmpl.role, tmpl.shape
+
+
+def _runs(shapes: list[Any]) -> tuple[tuple[Any, int], ...]:
+    """``shapes`` as runs of equal neighbours: ``(shape, how many in a row)`` in order."""
+    runs: list[tuple[Any, int]] = []
+    for shape in shapes:
+        if runs and runs[-1][0] == shape:
+            runs[-1] = (shape, runs[-1][1] + 1)
+        else:
+            runs.append((shape, 1))
+    return tuple(runs)
 
 
 def _amount(amount: float, res: str) -> str:
@@ -448,10 +515,10 @@ def _describe(ssn: Session, tmpl: TaskTemplate) -> str:
     return words[0] if len(words) == 1 else f"({', '.join(words)})"
 
 
-def _largest_free(ssn: Session, tmpl: TaskTemplate) -> str:
-    """The largest free slot, per node, on the resource that keeps ``tmpl`` out."""
+def _largest_free(ssn: Session, tmpl: TaskTemplate, ok: BOOL) -> str:
+    """The largest free slot, per node (those of ``ok``: the predicates pass), on the
+    resource that keeps ``tmpl`` out."""
     a = ssn.arrays
-    ok = ssn.evaluate(tmpl).ok
     if not ok.any():
         return "no node passes the predicates (" + ssn.evaluator.fit_error(tmpl) + ")"
     rows = np.flatnonzero(ok)
