@@ -1,5 +1,6 @@
 """The replay's fragment and idle rows, worked out once at the end from what each row noted,
-are those of the cluster as it stood at that row."""
+and its allocated GPU and CPU rows, kept as holds and frees move them, are those of the
+cluster as it stood at that row."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ class _Watched(Engine):
         super().__init__(*args)
         self.seen_frag: list[float] = []
         self.seen_idle: list[int] = []
+        self.seen_gpu: list[int] = []
+        self.seen_cpu: list[int] = []
 
     def record(self, time: float) -> None:
         super().record(time)
@@ -31,6 +34,8 @@ class _Watched(Engine):
         frag = node_fragment(self.cap_cpu - self.used_cpu, free, self.model_idx, self.typical)
         self.seen_frag.append(float(frag.sum()))
         self.seen_idle.append(int(free.sum()))
+        self.seen_gpu.append(int(self.queue_alloc.sum()))
+        self.seen_cpu.append(int(self.used_cpu.sum()))
 
 
 @settings(max_examples=25, deadline=None)
@@ -41,6 +46,8 @@ def test_fragment_and_idle_rows_are_the_cluster_s_at_each_row(tr: Trace, cells: 
     engine.settle_cells = cells
     res = engine.run()
     assert res.idle.tolist() == engine.seen_idle
+    assert res.gpu_alloc.tolist() == engine.seen_gpu
+    assert res.cpu_alloc.tolist() == engine.seen_cpu
     # (the measure is exact per node: measured with the whole cluster, the same figures)
     assert res.frag.tolist() == engine.seen_frag
 
@@ -62,4 +69,6 @@ def test_rows_of_nodes_that_move_in_turn(cells: int) -> None:
     res = engine.run()
     assert len(set(engine.seen_frag)) > 2  # the fragment moves, row after row
     assert res.idle.tolist() == engine.seen_idle
+    assert res.gpu_alloc.tolist() == engine.seen_gpu
+    assert res.cpu_alloc.tolist() == engine.seen_cpu
     assert res.frag.tolist() == engine.seen_frag

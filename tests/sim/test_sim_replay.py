@@ -30,6 +30,7 @@ from gangsched.sim.replay import (
     fair_share,
     replay,
 )
+from gangsched.sim.replay.result import fair_shares
 
 SIMPLE = gs.Config.from_dict(
     {"actions": ["allocate"], "tiers": [[{"name": "gang"}], [{"name": "predicates"}]]}
@@ -295,6 +296,37 @@ def test_fair_share_water_fills() -> None:
     # level 300: 100 (satisfied), 300, 600.
     assert got.tolist() == [100.0, 300.0, 600.0]
     assert fair_share(np.array([10.0, 20.0]), np.array([1.0, 3.0]), 100.0).tolist() == [10, 20]
+
+
+@st.composite
+def _demand_rows(draw: st.DrawFn) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float]:
+    q = draw(st.sampled_from([1, 2, 3, 7, 8, 9, 16, 17, 40]))
+    t = draw(st.integers(1, 12))
+    scale = draw(st.sampled_from([1.0, 0.1, 333.3, 1e6]))
+    cells = st.integers(-5, 5000).map(lambda v: v * scale)
+    demand = np.array(draw(st.lists(cells, min_size=t * q, max_size=t * q))).reshape(t, q)
+    weight = np.array(draw(st.lists(st.integers(1, 300), min_size=q, max_size=q)), np.float64)
+    top = float(np.maximum(demand, 0).sum(axis=1).max())
+    capacity = draw(st.floats(0.0, top + 1.0, allow_nan=False)) if top > 0 else 1.0
+    return demand, weight, capacity
+
+
+@settings(max_examples=200, deadline=None)
+@given(_demand_rows())
+def test_fair_shares_of_every_row_are_each_row_s_own_bit_for_bit(
+    case: tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], float],
+) -> None:
+    demand, weight, capacity = case
+    got = fair_shares(demand, weight, capacity)
+    want = np.array([fair_share(row, weight, capacity) for row in demand]).reshape(demand.shape)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+def test_fair_shares_of_rows_cut_in_different_places() -> None:
+    weight = np.array([1.0, 1.0, 2.0])
+    demand = np.array([[100.0, 500.0, 1000.0], [10.0, 20.0, 30.0], [900.0, 900.0, 0.0]])
+    got = fair_shares(demand, weight, 1000.0)
+    assert got.tolist() == [[100.0, 300.0, 600.0], [10.0, 20.0, 30.0], [500.0, 500.0, 0.0]]
 
 
 # ---------------------------------------------------------------------------- invariants

@@ -196,19 +196,19 @@ class NodeLoad:
         tasks passes (it reads the same sums; which error it raises, it alone says)."""
         node = self.node
         allocatable = node.allocatable
+        limit = node.pod_limit
         for book in self.totals:
             for res, amount in book.items():
                 if res == PODS:
-                    limit = node.pod_limit
                     if limit is not None and amount > limit:
                         return False
                 elif amount > allocatable.get(res, 0):
                     return False
         gpus = node.gpus
         n_dev, cap = (gpus.count, gpus.milli) if gpus is not None else (0, 0)
-        if any(idx >= n_dev for idx in self.named):
+        if self.named and max(self.named) >= n_dev:
             return False
-        return all(amount <= cap for held in self.devices for amount in held.values())
+        return all(max(held.values(), default=0) <= cap for held in self.devices)
 
 
 class StateCore:

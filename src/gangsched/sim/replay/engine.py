@@ -86,12 +86,18 @@ class Engine:
         self.task_gpu_count = np.array([0 if g is None else g.count for g in gpu], np.int64)
         self.task_gpu_milli = np.array([0 if g is None else g.milli for g in gpu], np.int64)
         self.task_nominal = queue_gpu_charge(self.task_gpu_count, self.task_gpu_milli)
+        # (the per-task figures a hold or a free reads one at a time, as Python ints)
+        self.cpu_of: list[int] = self.task_cpu.tolist()
+        self.mem_of: list[int] = self.task_mem.tolist()
+        self.count_of: list[int] = self.task_gpu_count.tolist()
+        self.milli_of: list[int] = self.task_gpu_milli.tolist()
         n_tasks, n_jobs = len(base), len(trace.jobs)
         self.job_gpu = np.zeros(n_jobs, np.int64)
         np.add.at(self.job_gpu, self.task_job, self.task_nominal)
         qidx = {q.name: i for i, q in enumerate(trace.queues)}
         self.job_queue = np.array([qidx[tj.job.queue] for tj in trace.jobs], np.int64)
         self.job_min = np.array([tj.job.min_available for tj in trace.jobs], np.int64)
+        self.queue_of: list[int] = self.job_queue[self.task_job].tolist()  # per task
 
         # Dynamic state.
         self.task_state = np.full(n_tasks, _WAITING, np.int8)
@@ -100,6 +106,9 @@ class Engine:
         self.task_gpus: list[tuple[int, ...]] = [()] * n_tasks
         self.task_record: list[Task | None] = [None] * n_tasks
         self.used_cpu = np.zeros(n, np.int64)
+        # The milli-GPU and millicores held, summed over the nodes (``queue_alloc`` and
+        # ``used_cpu`` summed), moved by every hold and free.
+        self.gpu_held = self.cpu_held = 0
         self.used_mem = np.zeros(n, np.int64)
         self.dev_used = np.zeros((n, width), np.int64)
         self.failed = np.zeros(n, dtype=bool)
@@ -163,9 +172,6 @@ class Engine:
             self.cap_cpu.copy(), self.model_idx, self.terms, self.typical
         )
         self.rows: dict[str, list[object]] = {key: [] for key in _ROW_KEYS}
-        # The allocated GPU and CPU of the last row (None: to sum again, a node marked since
-        # moved).
-        self.sums: tuple[int, int] | None = None
         # Per row that found nodes marked, to work its fragment and idle GPU out later: the
         # row, the nodes, the milli-GPU per device and the CPU they held then (:meth:`_settle`).
         self.frag_todo: list[tuple[int, npt.NDArray[np.intp], I64, I64]] = []
@@ -197,60 +203,76 @@ class Engine:
     def _charge(self, t: int, node: int) -> int:
         """Milli-GPU task ``t`` holds on each of its devices on ``node`` (as the session does)."""
         cap = int(self.dev_cap[node])
-        milli = int(self.task_gpu_milli[t])
+        milli = self.milli_of[t]
         return cap if not self.sharing[node] or milli >= cap else milli
 
     def _hold(self, t: int, node: int, gpus: tuple[int, ...]) -> None:
         """Book task ``t`` on ``node`` and ``gpus``; a bind that does not fit is an error."""
-        name = self.task_base[t].name
-        where = f"node {self.trace.nodes[node].name!r}"
 
         def fail(detail: str, field: str) -> PlacementError:
+            where = f"node {self.trace.nodes[node].name!r}"
             return PlacementError(
-                f"bound to {where}: {detail}", kind="task", name=name, field=field
+                f"bound to {where}: {detail}", kind="task", name=self.task_base[t].name, field=field
             )
 
         if self.failed[node]:
             raise fail("the node has failed (configure the 'predicates' plugin)", "node")
-        count = int(self.task_gpu_count[t])
+        count = self.count_of[t]
         if len(gpus) != count or len(set(gpus)) != len(gpus):
             raise fail(f"devices {list(gpus)} for a request of {count}", "gpu_indices")
-        charge = self._charge(t, node) if gpus else 0
-        width = self.dev_valid.shape[1]
-        for g in gpus:
-            if not 0 <= g < width or not self.dev_valid[node, g]:
-                raise fail(f"device {g} does not exist", "gpu_indices")
-            held = int(self.dev_used[node, g]) + charge
-            if held > self.dev_cap[node]:
-                raise fail(f"device {g} would hold {held} of {self.dev_cap[node]}", "gpu_indices")
-        cpu, mem = int(self.task_cpu[t]), int(self.task_mem[t])
-        if self.used_cpu[node] + cpu > self.cap_cpu[node]:
+        charge = top = 0
+        if gpus:
+            charge = self._charge(t, node)
+            width = self.dev_valid.shape[1]
+            cap = int(self.dev_cap[node])
+            row = self.dev_used[node]
+            for g in gpus:
+                if not 0 <= g < width or not self.dev_valid[node, g]:
+                    raise fail(f"device {g} does not exist", "gpu_indices")
+                held = int(row[g]) + charge
+                if held > cap:
+                    raise fail(f"device {g} would hold {held} of {cap}", "gpu_indices")
+                top = max(top, held)
+        cpu, mem = self.cpu_of[t], self.mem_of[t]
+        used_cpu = int(self.used_cpu[node]) + cpu
+        used_mem = int(self.used_mem[node]) + mem
+        if used_cpu > self.cap_cpu[node]:
             raise fail("not enough cpu", "request.cpu")
-        if self.used_mem[node] + mem > self.cap_mem[node]:
+        if used_mem > self.cap_mem[node]:
             raise fail("not enough memory", "request.memory")
-        self.used_cpu[node] += cpu
-        self.used_mem[node] += mem
-        for g in gpus:
-            self.dev_used[node, g] += charge
-            self.max_device = max(self.max_device, int(self.dev_used[node, g]))
+        self.used_cpu[node] = used_cpu
+        self.used_mem[node] = used_mem
+        if gpus:
+            for g in gpus:
+                row[g] += charge
+            self.max_device = max(self.max_device, top)
         self.task_node[t] = node
         self.task_gpus[t] = gpus
         if self.task_first_node[t] < 0:
             self.task_first_node[t] = node
-        self.queue_alloc[self.job_queue[self.task_job[t]]] += charge * len(gpus)
+        milli = charge * len(gpus)
+        self.queue_alloc[self.queue_of[t]] += milli
+        self.gpu_held += milli
+        self.cpu_held += cpu
         self.dirty_nodes.add(node)
-        self.log.append((self.now, LOG_HOLD, t, node, charge * len(gpus)))
+        self.log.append((self.now, LOG_HOLD, t, node, milli))
 
     def _free(self, t: int) -> None:
         node = int(self.task_node[t])
         gpus = self.task_gpus[t]
         charge = self._charge(t, node) if gpus else 0
-        self.used_cpu[node] -= int(self.task_cpu[t])
-        self.used_mem[node] -= int(self.task_mem[t])
-        for g in gpus:
-            self.dev_used[node, g] -= charge
-        self.queue_alloc[self.job_queue[self.task_job[t]]] -= charge * len(gpus)
-        self.log.append((self.now, LOG_FREE, t, node, charge * len(gpus)))
+        cpu = self.cpu_of[t]
+        self.used_cpu[node] -= cpu
+        self.used_mem[node] -= self.mem_of[t]
+        if gpus:
+            row = self.dev_used[node]
+            for g in gpus:
+                row[g] -= charge
+        milli = charge * len(gpus)
+        self.queue_alloc[self.queue_of[t]] -= milli
+        self.gpu_held -= milli
+        self.cpu_held -= cpu
+        self.log.append((self.now, LOG_FREE, t, node, milli))
         self.task_node[t] = -1
         self.task_gpus[t] = ()
         self.task_record[t] = None
@@ -507,14 +529,9 @@ class Engine:
             rows = np.array(sorted(self.dirty_nodes), dtype=np.intp)
             self.frag_todo.append((len(r["time"]), rows, self.dev_used[rows], self.used_cpu[rows]))
             self.dirty_nodes.clear()
-            self.sums = None
-        if self.sums is None:
-            # (every hold and free marks its node: with none marked, the sums are the last)
-            self.sums = (int(self.queue_alloc.sum()), int(self.used_cpu.sum()))
-        gpu_alloc, cpu_alloc = self.sums
         r["time"].append(time)
-        r["gpu_alloc"].append(gpu_alloc)
-        r["cpu_alloc"].append(cpu_alloc)
+        r["gpu_alloc"].append(self.gpu_held)
+        r["cpu_alloc"].append(self.cpu_held)
         r["arrived_gpu"].append(self.arrived_gpu)
         r["waiting"].append(self.n_waiting)
         r["running"].append(self.n_started)
