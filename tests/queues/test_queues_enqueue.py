@@ -308,3 +308,61 @@ def test_the_largest_free_slot_is_worded_once_per_shape_until_something_moves() 
     stmt.commit()
     why = check.check(snap.job_index["w4"])
     assert why is not None and why.endswith("largest free is 1 GPU per node"), why
+
+
+_GROUP = "volcano.sh/nodegroup-name"
+
+
+def _node_groups_snapshot() -> Snapshot:
+    """Queue ``qa`` may use node ``n0`` only (full), ``qb`` node ``n1`` only (free); a job
+    of each waits with the same one-GPU pod."""
+    return Snapshot.from_dict(
+        {
+            "nodes": [
+                gpu_node("n0", gpus=1, labels={_GROUP: "a"}),
+                gpu_node("n1", gpus=1, labels={_GROUP: "b"}),
+            ],
+            "queues": [
+                {"name": "qa", "node_group_affinity": {"required": ["a"]}},
+                {"name": "qb", "node_group_affinity": {"required": ["b"]}},
+            ],
+            "jobs": [
+                {"name": "filler", "queue": "qa", "phase": "Running", "min_available": 1},
+                {"name": "free", "queue": "qb", "min_available": 1},
+                {"name": "pinned", "queue": "qa", "min_available": 1},
+            ],
+            "tasks": [
+                {
+                    "name": "filler-0",
+                    "job": "filler",
+                    "gpu_request": {"count": 1},
+                    "phase": "Running",
+                    "node": "n0",
+                    "gpu_indices": [0],
+                },
+                {"name": "free-0", "job": "free", "gpu_request": {"count": 1}},
+                {"name": "pinned-0", "job": "pinned", "gpu_request": {"count": 1}},
+            ],
+        }
+    )
+
+
+def test_a_predicate_that_reads_the_queue_keeps_each_jobs_answer_its_own() -> None:
+    """``nodegroup`` filters nodes by the job's queue, so two jobs of one shape may get
+    different answers: the job whose queue's nodes are full is not admitted on the answer
+    of a job of the same shape in another queue checked before it."""
+    snap = _node_groups_snapshot()
+    cfg = Config.from_dict(
+        {
+            "actions": ["enqueue", "allocate"],
+            "tiers": [[{"name": "gang"}], [{"name": "nodegroup"}, {"name": "proportion"}]],
+        }
+    )
+    alone = ShapeCheck(open_session(snap, cfg)).check(snap.job_index["pinned"])
+    assert alone is not None and "does not fit on any node" in alone
+    check = ShapeCheck(open_session(snap, cfg))
+    assert check.check(snap.job_index["free"]) is None
+    assert check.check(snap.job_index["pinned"]) == alone
+    d = schedule(snap, cfg)
+    assert (d.jobs["pinned"].phase, d.jobs["pinned"].reason) == ("Pending", "NotEnqueued")
+    assert [(b.task, b.node) for b in d.binds] == [("free-0", "n1")]

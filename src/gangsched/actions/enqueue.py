@@ -271,6 +271,12 @@ class ShapeCheck:
         #: reported.
         self._one_needs_no_order = ssn.points.built_in("task_order")
         self._cache: dict[tuple[Any, ...], str | None] = {}
+        #: Whether every predicate answers by a template's shape alone (then jobs of one
+        #: shape share an answer; a predicate that reads the job or its queue, such as
+        #: ``nodegroup`` or ``sla``, makes each job's answer its own).
+        points = ssn.points
+        declared = set(map(id, points.serving("shape_only")))
+        self._by_shape = all(id(p) in declared for p in points.serving("predicate"))
         #: :meth:`_largest_free` by evaluation (an identity) and position of the change log.
         self._largest: dict[tuple[Evaluation, int], str] = {}
 
@@ -346,6 +352,7 @@ class ShapeCheck:
             tuple(sorted(roles.items())) if roles else (),
             have,
             int(ssn.job_queue[j]) if (self.preempt or self.reclaim) else -1,
+            -1 if self._by_shape else j,
         )
         cache = self._cache
         if key in cache:
