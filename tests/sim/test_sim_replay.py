@@ -3,6 +3,7 @@ random traces, determinism, and the FGD protocol as one of its modes."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -30,6 +31,7 @@ from gangsched.sim.replay import (
     fair_share,
     replay,
 )
+from gangsched.sim.replay.engine import Engine
 from gangsched.sim.replay.result import fair_shares
 
 SIMPLE = gs.Config.from_dict(
@@ -270,6 +272,32 @@ def test_engine_refuses_decisions_that_overfill_a_device() -> None:
     jobs = [job("A", 0, 10, milli=600), job("B", 0, 10, milli=600)]
     with pytest.raises(gs.PlacementError, match="device 0 would hold 1200 of 1000"):
         replay(trace(jobs), ReplayOptions(config=cfg, registry=reg))
+
+
+@pytest.mark.parametrize(
+    ("node", "gpus", "field", "words"),
+    [
+        (0, (0, 2), "gpu_indices", "device 2 does not exist"),  # node 1 has a device 2
+        (1, (3, 4), "gpu_indices", "device 4 does not exist"),
+        (0, (-1, 0), "gpu_indices", "device -1 does not exist"),
+        (0, (0, 0), "gpu_indices", "devices [0, 0] for a request of 2"),
+        (0, (0,), "gpu_indices", "devices [0] for a request of 2"),
+        (2, (0, 1), "request.cpu", "not enough cpu"),
+    ],
+)
+def test_a_hold_that_does_not_fit_names_what_does_not(
+    node: int, gpus: tuple[int, ...], field: str, words: str
+) -> None:
+    nodes = [gpu_node("a", gpus=2), gpu_node("b", gpus=4), gpu_node("c", gpus=2, cpu=0)]
+    engine = Engine(trace([job("A", 0, 10, gpus=2)], nodes), ReplayOptions(config=SIMPLE), None)
+    with pytest.raises(gs.PlacementError, match=re.escape(words)) as info:
+        engine._hold(0, node, gpus)
+    assert info.value.field == field and info.value.name == "A-0"
+    # nothing was booked
+    assert int(engine.used_cpu.sum()) == 0 and int(engine.dev_used.sum()) == 0
+    engine._hold(0, 1, (2, 3))
+    assert engine.dev_used[1].tolist() == [0, 0, 1000, 1000] and engine.max_device == 1000
+    assert engine.gpu_held == 2000 and engine.cpu_held == int(engine.used_cpu.sum())
 
 
 @pytest.mark.parametrize(
