@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import pytest
 
 import gangsched as gs
 import gangsched.session.close as close
@@ -186,3 +187,31 @@ def test_pending_best_effort_tasks_per_job_are_the_sessions() -> None:
     assert sum(got) == 3 + 1 + 4
     _, plain = gs.scheduler.run_cycle(gs.Snapshot.from_dict(zoned_cluster(2, 6)), _ENQUEUE_ONLY)
     assert close._pending_best_effort(plain) == [0] * 6
+
+
+def test_statuses_kept_by_shape_are_those_a_cycle_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A status kept by what it is made of serves any job of that shape in a later cycle; the
+    # ones kept start over past the bound. Either way each cycle is a fresh one.
+    made: list[str] = []
+    job_status = close._job_status
+
+    def counted(ssn: Any, j: int, count: Any, best_effort: int) -> Any:
+        made.append(ssn.snapshot.jobs[j].name)
+        return job_status(ssn, j, count, best_effort)
+
+    monkeypatch.setattr(close, "_job_status", counted)
+    for bound, fewer in ((close._SHAPES_KEPT, True), (0, False)):
+        monkeypatch.setattr(close, "_SHAPES_KEPT", bound)
+        state = gs.ClusterState(gs.Snapshot.from_dict(zoned_cluster(2, 6)))
+        config = gs.Config.default()
+        state.schedule(config)
+        made.clear()
+        for cycle in range(4):  # the same kind of job comes each cycle, under another name
+            state.add_job(*_job(f"late{cycle}", 1, queue="default"))
+            d = state.schedule(config)
+            _check(d, state, config)
+            shapes = _book_of(state.__dict__["_last_session"]).shapes
+            assert len(shapes) <= max(bound, 10)
+        # (kept: the later ones of the same shape take the status the first one made)
+        late = [name for name in made if name.startswith("late")]
+        assert (len(late) <= 1) if fewer else (len(late) == 4), late

@@ -273,6 +273,9 @@ def _job_statuses(
     # added after the last name in it sends them through one sort at the end.
     tail = next(reversed(statuses), None)
     in_order = True
+    # Jobs of one shape waiting for one reason have one status (a status is a function of
+    # what it is made of alone: kept from cycle to cycle, up to a bound).
+    built = book.shapes if len(book.shapes) < _SHAPES_KEPT else {}
     if look:
         # Tasks per (job, state) from one bincount.
         n_states = int(ssn.job_count.shape[1])
@@ -280,7 +283,6 @@ def _job_statuses(
             n_jobs, n_states
         )
         best_effort = _pending_best_effort(ssn)
-        built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
         jobs_rec = snap.jobs
         todo = sorted(look)
         for j, row in zip(todo, map(tuple, counts[todo].tolist()), strict=True):
@@ -299,7 +301,6 @@ def _job_statuses(
                 or entry.reason != reason
                 or entry.lost != (lost and entry.status.running > 0)
             ):
-                # jobs of one shape waiting for one reason have one status: made once a cycle
                 given = (row, best_effort[j], job.min_available, phase, lost, reason)
                 status = built.get(given)
                 if status is None:
@@ -366,7 +367,7 @@ def _job_statuses(
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
     lost_now, running, unsettled, asking, reserving = sets
     book = _JobBook(
-        statuses, phases_of, words, lost_now, running, unsettled, asking, reserving, fresh
+        statuses, phases_of, words, lost_now, running, unsettled, asking, reserving, fresh, built
     )
     ssn.records[JOB_BOOK] = (made, book)
     return statuses, book
@@ -382,7 +383,9 @@ class _JobBook:
     record's, or its record is Pending, which a cycle may admit), whose record names job
     policies (``asking``) and the Inqueue ones with ``min_resources`` (``reserving``).
     ``fresh``: per job of the cycle, whether its figures may differ from the last cycle's
-    (:func:`_job_statuses`)."""
+    (:func:`_job_statuses`). ``shapes``: the statuses made so far, by what each is made of
+    (tasks per state, pending best-effort tasks, ``min_available``, phase in the session,
+    unschedulable or not, words)."""
 
     statuses: dict[str, JobStatus]
     phases_of: dict[str, list[int]]
@@ -393,6 +396,11 @@ class _JobBook:
     asking: set[str]
     reserving: set[str]
     fresh: npt.NDArray[np.bool_]
+    shapes: dict[tuple[object, ...], JobStatus]
+
+
+#: At most this many statuses are kept by what they are made of (:attr:`_JobBook.shapes`).
+_SHAPES_KEPT = 4096
 
 
 def _column(status: JobStatus) -> int:
@@ -401,7 +409,7 @@ def _column(status: JobStatus) -> int:
 
 
 def _no_book() -> _JobBook:
-    return _JobBook({}, {}, {}, set(), set(), set(), set(), set(), np.zeros(0, dtype=np.bool_))
+    return _JobBook({}, {}, {}, set(), set(), set(), set(), set(), np.zeros(0, dtype=np.bool_), {})
 
 
 #: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
