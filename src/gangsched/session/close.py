@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from itertools import compress, repeat
-from operator import attrgetter, eq, itemgetter, not_
+from operator import attrgetter, eq, itemgetter, ne, not_
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -248,9 +248,14 @@ def _job_statuses(
     # book is the last one's with the entries of these (and of the jobs gone) replaced.
     changed_set = set(changed.tolist())
     look = set(changed_set)
-    said = dict(zip(map(names.__getitem__, reasons), reasons.values(), strict=True))
+    # (the words moved: a job with words now and other words or none in the book, or one
+    # with words in the book and none now; read by whole lists, mostly the same objects)
+    said = list(map(names.__getitem__, reasons))
+    kept_words = list(map(book.words.get, said))
+    moved = set(compress(said, map(ne, kept_words, reasons.values())))
+    if len(book.words) != len(said) - kept_words.count(None):
+        moved.update(book.words.keys() - set(said))
     unschedulable_now = set(map(names.__getitem__, unschedulable))
-    moved = {name for name, _ in said.items() ^ book.words.items()}
     # (being unschedulable changes a status only while the job runs: PHASE_RULES)
     moved |= (unschedulable_now & book.running) - book.lost
     moved |= book.lost - unschedulable_now
