@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from itertools import compress, repeat
+from itertools import compress, filterfalse, repeat
 from operator import attrgetter, eq, itemgetter, ne, not_
 from typing import Any, NamedTuple, TypeVar
 
@@ -242,35 +242,35 @@ def _job_statuses(
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
-    # The jobs to look at: those the log names (a new job among them), those whose phase may
-    # have moved (admitted in the last cycle or in this one: only a Pending job is), those
-    # whose words or whose being lost moved. Every other job keeps the entry it had, and the
-    # book is the last one's with the entries of these (and of the jobs gone) replaced.
-    changed_set = set(changed.tolist())
-    look = set(changed_set)
-    # (the words moved: a job with words now and other words or none in the book, or one
-    # with words in the book and none now; read by whole lists, mostly the same objects)
-    said = list(map(names.__getitem__, reasons))
-    kept_words = list(map(book.words.get, said))
-    moved = set(compress(said, map(ne, kept_words, reasons.values())))
-    if len(book.words) != len(said) - kept_words.count(None):
-        moved.update(book.words.keys() - set(said))
-    unschedulable_now = set(map(names.__getitem__, unschedulable))
-    # (being unschedulable changes a status only while the job runs: PHASE_RULES)
-    moved |= (unschedulable_now & book.running) - book.lost
-    moved |= book.lost - unschedulable_now
-    moved |= book.unsettled
-    look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
     made, statuses, words, phases_of = last, book.statuses, book.words, book.phases_of
     sets = [book.lost, book.running, book.unsettled, book.asking, book.reserving]
-    absent = [j for j in look if names[j] not in last]
-    for name in last.keys() - index.keys():  # the jobs gone
+    for name in list(filterfalse(index.__contains__, last)):  # the jobs gone
         gone = made.pop(name)
         phases_of[gone.job.queue][_column(gone.status)] -= 1
         del statuses[name]
         words.pop(name, None)
         for group in sets:
             group.discard(name)
+    # The jobs to look at: those the log names (a new job among them), those whose phase may
+    # have moved (admitted in the last cycle or in this one: only a Pending job is), those
+    # whose words or whose being lost moved. Every other job keeps the entry it had, and the
+    # book is the last one's with the entries of these replaced.
+    changed_set = set(changed.tolist())
+    look = set(changed_set)
+    # (the words moved: a job with words now and other words or none in the book, or one
+    # with words in the book and none now; read by whole lists, mostly the same objects)
+    said = list(map(names.__getitem__, reasons))
+    kept_words = list(map(words.get, said))
+    moved = set(compress(said, map(ne, kept_words, reasons.values())))
+    if len(words) != len(said) - kept_words.count(None):
+        moved.update(words.keys() - set(said))
+    unschedulable_now = set(map(names.__getitem__, unschedulable))
+    # (being unschedulable changes a status only while the job runs: PHASE_RULES)
+    moved |= (unschedulable_now & book.running) - book.lost
+    moved |= book.lost - unschedulable_now
+    moved |= book.unsettled
+    look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
+    absent = [j for j in look if names[j] not in last]
     if len(made) + len(absent) != n_jobs:  # (a new job the log does not name: looked at too)
         look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
