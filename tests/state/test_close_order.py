@@ -215,3 +215,43 @@ def test_statuses_kept_by_shape_are_those_a_cycle_makes(monkeypatch: pytest.Monk
         # (kept: the later ones of the same shape take the status the first one made)
         late = [name for name in made if name.startswith("late")]
         assert (len(late) <= 1) if fewer else (len(late) == 4), late
+
+
+def test_pending_tasks_words_follow_every_change() -> None:
+    # Tasks too big for any node wait cycle after cycle. The mapping of their words is the
+    # last cycle's while the waiting tasks and their words are; it follows a change of words
+    # (the queue closes), of the tasks (one leaves as another with as many tasks comes) and
+    # of the names' order (a name that sorts first).
+    data = zoned_cluster(2, 3)
+    data["jobs"] += [{"name": f"w{k}", "min_available": 1} for k in range(4)]
+    data["tasks"] += [
+        {"name": f"w{k}-0", "job": f"w{k}", "request": {"cpu": 64}} for k in (3, 1, 0, 2)
+    ]
+    state = gs.ClusterState(gs.Snapshot.from_dict(data))
+    config = gs.Config.default()
+    placed = state.schedule(config)
+    _check(placed, state, config)
+    state.apply(placed)
+    _check(state.schedule(config), state, config)
+    first = state.schedule(config)  # (the jobs not tried again carry their words from now)
+    _check(first, state, config)
+    again = state.schedule(config)
+    _check(again, state, config)
+    assert again.task_reasons is first.task_reasons
+    default = state.queues["default"]
+    state.update_queue(dataclasses.replace(default, state=gs.model.QueueState.CLOSED))
+    closed = state.schedule(config)
+    _check(closed, state, config)
+    assert list(closed.task_reasons) == list(first.task_reasons)
+    assert closed.task_reasons != first.task_reasons
+    state.remove_job("w1", with_tasks=True)
+    job, tasks = _job("v", 1, queue="default")
+    state.add_job(job, [dataclasses.replace(tasks[0], request=gs.model.Resources({"cpu": 64000}))])
+    swapped = state.schedule(config)
+    _check(swapped, state, config)
+    assert len(swapped.task_reasons) == len(closed.task_reasons)
+    assert "v-0" in swapped.task_reasons and "w1-0" not in swapped.task_reasons
+    state.add_job(*_job("a-first", 1, queue="default"))
+    d = state.schedule(config)
+    _check(d, state, config)
+    assert next(iter(d.task_reasons)) == "a-first-0"

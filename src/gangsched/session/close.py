@@ -28,7 +28,7 @@ from gangsched.decisions import (
     PlacementInfo,
     QueueStatus,
 )
-from gangsched.model import Job, JobPhase, TaskPhase
+from gangsched.model import Job, JobPhase, Task, TaskPhase
 from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.session.rules.fairshare import demand_mask
 from gangsched.session.rules.policies import job_actions
@@ -86,7 +86,7 @@ def close_session(ssn: Session) -> Decisions:
         # alone, as the book's statuses pass to the next cycle)
         jobs=FrozenDict.of_sorted({**jobs, **noted}),
         queues=FrozenDict(queues),
-        task_reasons=FrozenDict(task_reasons),
+        task_reasons=task_reasons,
         job_actions=actions,
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
@@ -464,9 +464,26 @@ def _job_status(ssn: Session, j: int, count: Mapping[int, int], best_effort: int
     )
 
 
+#: Where a finished session keeps its pending tasks' words for the next cycle's close (in
+#: ``Session.records``): a :class:`_Reasons`.
+TASK_REASONS = ("close", "task reasons")
+
+
+class _Reasons(NamedTuple):
+    """The pending tasks' words of a cycle: the tasks' records (task order), the positions
+    of those in the sorted order of their names, the names in that order, the words (task
+    order) and the mapping of names to words made of them."""
+
+    records: tuple[Task, ...]
+    order: list[int]
+    keys: list[str]
+    whys: list[str]
+    mapping: FrozenDict[str, str]
+
+
 def _task_reasons(
     ssn: Session, state: npt.NDArray[np.int64], jobs: Mapping[str, JobStatus]
-) -> tuple[dict[str, str], dict[str, JobStatus]]:
+) -> tuple[FrozenDict[str, str], dict[str, JobStatus]]:
     """Why each task left pending was not placed (and why a carried reservation held back by
     a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs (the
     second mapping: the statuses of ``jobs`` with a note)."""
@@ -495,20 +512,40 @@ def _task_reasons(
             note = notes.get(j)
             if note:
                 whys[i] = _with_note(whys[i], note)
-    # (the names from the records: the snapshot's name index of tasks is made only if read)
-    names = map(_NAME, _picked(snap.tasks, pending))
-    task_reasons = dict(zip(names, whys, strict=True))
+    # The mapping in the order of the tasks' names. The same pending task records as the last
+    # cycle's close have their names in the same order; with the same words too, the mapping
+    # is the last one. (the names from the records: the snapshot's name index of tasks is
+    # made only if read)
+    records = tuple(_picked(snap.tasks, pending))
+    last: _Reasons | None = ssn.prior_records.pop(TASK_REASONS, None)
+    if last is not None and last.records == records:
+        order, keys = last.order, last.keys
+        task_reasons = last.mapping if last.whys == whys else _words_in_order(keys, order, whys)
+    else:
+        names = list(map(_NAME, records))
+        order = sorted(range(len(names)), key=names.__getitem__)
+        keys = list(map(names.__getitem__, order))
+        task_reasons = _words_in_order(keys, order, whys)
+    ssn.records[TASK_REASONS] = _Reasons(records, order, keys, whys, task_reasons)
     # A carried reservation that stays unbound says why, when a rule held it back.
+    held: dict[str, str] = {}
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
         held_back = ssn.task_reasons.get(t)
         if held_back and snap.tasks[t].phase is TaskPhase.PIPELINED:
-            task_reasons[snap.tasks[t].name] = held_back
+            held[snap.tasks[t].name] = held_back
+    if held:
+        task_reasons = FrozenDict({**task_reasons, **held})
     noted: dict[str, JobStatus] = {}
     for j, note in notes.items():
         status = jobs[snap.jobs[j].name]
         if status.pending and not status.ready:
             noted[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
     return task_reasons, noted
+
+
+def _words_in_order(keys: list[str], order: list[int], whys: list[str]) -> FrozenDict[str, str]:
+    """The mapping of ``keys`` (names in sorted order) to the words at ``order`` in ``whys``."""
+    return FrozenDict.of_sorted(dict(zip(keys, map(whys.__getitem__, order), strict=True)))
 
 
 class _QueueEntry(NamedTuple):
