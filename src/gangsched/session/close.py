@@ -470,13 +470,11 @@ TASK_REASONS = ("close", "task reasons")
 
 
 class _Reasons(NamedTuple):
-    """The pending tasks' words of a cycle: the tasks' records (task order), the positions
-    of those in the sorted order of their names, the names in that order, the words (task
-    order) and the mapping of names to words made of them."""
+    """The pending tasks' words of a cycle: the tasks' records and names, their words (task
+    order) and the mapping of names to words made of them (in the order of the names)."""
 
     records: tuple[Task, ...]
-    order: list[int]
-    keys: list[str]
+    names: list[str]
     whys: list[str]
     mapping: FrozenDict[str, str]
 
@@ -513,20 +511,24 @@ def _task_reasons(
             if note:
                 whys[i] = _with_note(whys[i], note)
     # The mapping in the order of the tasks' names. The same pending task records as the last
-    # cycle's close have their names in the same order; with the same words too, the mapping
-    # is the last one. (the names from the records: the snapshot's name index of tasks is
-    # made only if read)
+    # cycle's close have the same names in the same order; with the same words too, the
+    # mapping is the last one. (the names from the records: the snapshot's name index of
+    # tasks is made only if read)
     records = tuple(_picked(snap.tasks, pending))
     last: _Reasons | None = ssn.prior_records.pop(TASK_REASONS, None)
     if last is not None and last.records == records:
-        order, keys = last.order, last.keys
-        task_reasons = last.mapping if last.whys == whys else _words_in_order(keys, order, whys)
+        names = last.names
+        if last.whys == whys:
+            task_reasons = last.mapping
+        else:
+            said = dict(zip(names, whys, strict=True))
+            task_reasons = FrozenDict.of_sorted(
+                dict(zip(last.mapping, map(said.__getitem__, last.mapping), strict=True))
+            )
     else:
         names = list(map(_NAME, records))
-        order = sorted(range(len(names)), key=names.__getitem__)
-        keys = list(map(names.__getitem__, order))
-        task_reasons = _words_in_order(keys, order, whys)
-    ssn.records[TASK_REASONS] = _Reasons(records, order, keys, whys, task_reasons)
+        task_reasons = FrozenDict(dict(zip(names, whys, strict=True)))
+    ssn.records[TASK_REASONS] = _Reasons(records, names, whys, task_reasons)
     # A carried reservation that stays unbound says why, when a rule held it back.
     held: dict[str, str] = {}
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
@@ -541,11 +543,6 @@ def _task_reasons(
         if status.pending and not status.ready:
             noted[snap.jobs[j].name] = replace(status, message=_with_note(status.message, note))
     return task_reasons, noted
-
-
-def _words_in_order(keys: list[str], order: list[int], whys: list[str]) -> FrozenDict[str, str]:
-    """The mapping of ``keys`` (names in sorted order) to the words at ``order`` in ``whys``."""
-    return FrozenDict.of_sorted(dict(zip(keys, map(whys.__getitem__, order), strict=True)))
 
 
 class _QueueEntry(NamedTuple):
