@@ -398,7 +398,7 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "close:book-words-not-read",
         "a job whose words alone moved is not looked at",
         "session/close.py",
-        "    moved = {name for name, _ in said.items() ^ book.words.items()}\n",
+        "    moved = set(compress(said, map(ne, kept_words, reasons.values())))\n",
         "    moved = set()\n",
     ),
     (
@@ -433,22 +433,22 @@ CARRY: tuple[tuple[str, str, str, str, str], ...] = (
         "close:book-reserving-not-marked",
         "an admitted job with min_resources is not named among those reserving",
         "session/close.py",
-        '                entry.status.phase == "Inqueue" and job.min_resources is not None,\n',
-        "                False,\n",
+        '                        status.phase == "Inqueue" and job.min_resources is not None,\n',
+        "                        False,\n",
     ),
     (
         "close:book-queue-phases-not-moved",
         "a job whose phase moved still counts in its queue under its last phase",
         "session/close.py",
-        "                phases_of[before.job.queue][_column(before.status)] -= 1\n",
-        "                pass\n",
+        "                    phases_of[before.job.queue][was] -= 1\n",
+        "                    pass\n",
     ),
     (
         "close:book-asking-not-marked",
         "a job whose record names policies is not named among those asking",
         "session/close.py",
-        "                entry.asks,\n",
-        "                False,\n",
+        "                        asks,\n",
+        "                        False,\n",
     ),
 )
 

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 import numpy as np
+import pytest
 
 import gangsched as gs
 import gangsched.session.close as close
@@ -186,3 +187,71 @@ def test_pending_best_effort_tasks_per_job_are_the_sessions() -> None:
     assert sum(got) == 3 + 1 + 4
     _, plain = gs.scheduler.run_cycle(gs.Snapshot.from_dict(zoned_cluster(2, 6)), _ENQUEUE_ONLY)
     assert close._pending_best_effort(plain) == [0] * 6
+
+
+def test_statuses_kept_by_shape_are_those_a_cycle_makes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A status kept by what it is made of serves any job of that shape in a later cycle; the
+    # ones kept start over past the bound. Either way each cycle is a fresh one.
+    made: list[str] = []
+    job_status = close._job_status
+
+    def counted(ssn: Any, j: int, count: Any, best_effort: int) -> Any:
+        made.append(ssn.snapshot.jobs[j].name)
+        return job_status(ssn, j, count, best_effort)
+
+    monkeypatch.setattr(close, "_job_status", counted)
+    for bound, fewer in ((close._SHAPES_KEPT, True), (0, False)):
+        monkeypatch.setattr(close, "_SHAPES_KEPT", bound)
+        state = gs.ClusterState(gs.Snapshot.from_dict(zoned_cluster(2, 6)))
+        config = gs.Config.default()
+        state.schedule(config)
+        made.clear()
+        for cycle in range(4):  # the same kind of job comes each cycle, under another name
+            state.add_job(*_job(f"late{cycle}", 1, queue="default"))
+            d = state.schedule(config)
+            _check(d, state, config)
+            shapes = _book_of(state.__dict__["_last_session"]).shapes
+            assert len(shapes) <= max(bound, 10)
+        # (kept: the later ones of the same shape take the status the first one made)
+        late = [name for name in made if name.startswith("late")]
+        assert (len(late) <= 1) if fewer else (len(late) == 4), late
+
+
+def test_pending_tasks_words_follow_every_change() -> None:
+    # Tasks too big for any node wait cycle after cycle. The mapping of their words is the
+    # last cycle's while the waiting tasks and their words are; it follows a change of words
+    # (the queue closes), of the tasks (one leaves as another with as many tasks comes) and
+    # of the names' order (a name that sorts first).
+    data = zoned_cluster(2, 3)
+    data["jobs"] += [{"name": f"w{k}", "min_available": 1} for k in range(4)]
+    data["tasks"] += [
+        {"name": f"w{k}-0", "job": f"w{k}", "request": {"cpu": 64}} for k in (3, 1, 0, 2)
+    ]
+    state = gs.ClusterState(gs.Snapshot.from_dict(data))
+    config = gs.Config.default()
+    placed = state.schedule(config)
+    _check(placed, state, config)
+    state.apply(placed)
+    _check(state.schedule(config), state, config)
+    first = state.schedule(config)  # (the jobs not tried again carry their words from now)
+    _check(first, state, config)
+    again = state.schedule(config)
+    _check(again, state, config)
+    assert again.task_reasons is first.task_reasons
+    default = state.queues["default"]
+    state.update_queue(dataclasses.replace(default, state=gs.model.QueueState.CLOSED))
+    closed = state.schedule(config)
+    _check(closed, state, config)
+    assert list(closed.task_reasons) == list(first.task_reasons)
+    assert closed.task_reasons != first.task_reasons
+    state.remove_job("w1", with_tasks=True)
+    job, tasks = _job("v", 1, queue="default")
+    state.add_job(job, [dataclasses.replace(tasks[0], request=gs.model.Resources({"cpu": 64000}))])
+    swapped = state.schedule(config)
+    _check(swapped, state, config)
+    assert len(swapped.task_reasons) == len(closed.task_reasons)
+    assert "v-0" in swapped.task_reasons and "w1-0" not in swapped.task_reasons
+    state.add_job(*_job("a-first", 1, queue="default"))
+    d = state.schedule(config)
+    _check(d, state, config)
+    assert next(iter(d.task_reasons)) == "a-first-0"

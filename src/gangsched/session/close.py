@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cache
-from itertools import compress, repeat
-from operator import attrgetter, eq, itemgetter, not_
+from itertools import compress, filterfalse, repeat
+from operator import attrgetter, eq, itemgetter, ne, not_
 from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
@@ -28,7 +28,7 @@ from gangsched.decisions import (
     PlacementInfo,
     QueueStatus,
 )
-from gangsched.model import Job, JobPhase, TaskPhase
+from gangsched.model import Job, JobPhase, Task, TaskPhase
 from gangsched.session.core import READY_STATES, Session, TaskState
 from gangsched.session.rules.fairshare import demand_mask
 from gangsched.session.rules.policies import job_actions
@@ -86,7 +86,7 @@ def close_session(ssn: Session) -> Decisions:
         # alone, as the book's statuses pass to the next cycle)
         jobs=FrozenDict.of_sorted({**jobs, **noted}),
         queues=FrozenDict(queues),
-        task_reasons=FrozenDict(task_reasons),
+        task_reasons=task_reasons,
         job_actions=actions,
         preemption_reasons=FrozenDict(preemption_reasons),
         holds=holds,
@@ -242,30 +242,35 @@ def _job_statuses(
     unschedulable = ssn.unschedulable_jobs
     reasons = ssn.job_reasons
     phases = ssn.job_phase
-    # The jobs to look at: those the log names (a new job among them), those whose phase may
-    # have moved (admitted in the last cycle or in this one: only a Pending job is), those
-    # whose words or whose being lost moved. Every other job keeps the entry it had, and the
-    # book is the last one's with the entries of these (and of the jobs gone) replaced.
-    changed_set = set(changed.tolist())
-    look = set(changed_set)
-    said = dict(zip(map(names.__getitem__, reasons), reasons.values(), strict=True))
-    unschedulable_now = set(map(names.__getitem__, unschedulable))
-    moved = {name for name, _ in said.items() ^ book.words.items()}
-    # (being unschedulable changes a status only while the job runs: PHASE_RULES)
-    moved |= (unschedulable_now & book.running) - book.lost
-    moved |= book.lost - unschedulable_now
-    moved |= book.unsettled
-    look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
     made, statuses, words, phases_of = last, book.statuses, book.words, book.phases_of
     sets = [book.lost, book.running, book.unsettled, book.asking, book.reserving]
-    absent = [j for j in look if names[j] not in last]
-    for name in last.keys() - index.keys():  # the jobs gone
+    for name in list(filterfalse(index.__contains__, last)):  # the jobs gone
         gone = made.pop(name)
         phases_of[gone.job.queue][_column(gone.status)] -= 1
         del statuses[name]
         words.pop(name, None)
         for group in sets:
             group.discard(name)
+    # The jobs to look at: those the log names (a new job among them), those whose phase may
+    # have moved (admitted in the last cycle or in this one: only a Pending job is), those
+    # whose words or whose being lost moved. Every other job keeps the entry it had, and the
+    # book is the last one's with the entries of these replaced.
+    changed_set = set(changed.tolist())
+    look = set(changed_set)
+    # (the words moved: a job with words now and other words or none in the book, or one
+    # with words in the book and none now; read by whole lists, mostly the same objects)
+    said = list(map(names.__getitem__, reasons))
+    kept_words = list(map(words.get, said))
+    moved = set(compress(said, map(ne, kept_words, reasons.values())))
+    if len(words) != len(said) - kept_words.count(None):
+        moved.update(words.keys() - set(said))
+    unschedulable_now = set(map(names.__getitem__, unschedulable))
+    # (being unschedulable changes a status only while the job runs: PHASE_RULES)
+    moved |= (unschedulable_now & book.running) - book.lost
+    moved |= book.lost - unschedulable_now
+    moved |= book.unsettled
+    look.update(j for j in map(index.get, moved, repeat(-1)) if j >= 0)
+    absent = [j for j in look if names[j] not in last]
     if len(made) + len(absent) != n_jobs:  # (a new job the log does not name: looked at too)
         look.update(j for j, name in enumerate(names) if name not in made)
     fresh = np.zeros(n_jobs, dtype=np.bool_)
@@ -273,6 +278,9 @@ def _job_statuses(
     # added after the last name in it sends them through one sort at the end.
     tail = next(reversed(statuses), None)
     in_order = True
+    # Jobs of one shape waiting for one reason have one status (a status is a function of
+    # what it is made of alone: kept from cycle to cycle, up to a bound).
+    built = book.shapes if len(book.shapes) < _SHAPES_KEPT else {}
     if look:
         # Tasks per (job, state) from one bincount.
         n_states = int(ssn.job_count.shape[1])
@@ -280,7 +288,6 @@ def _job_statuses(
             n_jobs, n_states
         )
         best_effort = _pending_best_effort(ssn)
-        built: dict[tuple[object, ...], JobStatus] = {}  # this cycle's, by what they are made of
         jobs_rec = snap.jobs
         todo = sorted(look)
         for j, row in zip(todo, map(tuple, counts[todo].tolist()), strict=True):
@@ -299,7 +306,6 @@ def _job_statuses(
                 or entry.reason != reason
                 or entry.lost != (lost and entry.status.running > 0)
             ):
-                # jobs of one shape waiting for one reason have one status: made once a cycle
                 given = (row, best_effort[j], job.min_available, phase, lost, reason)
                 status = built.get(given)
                 if status is None:
@@ -366,7 +372,7 @@ def _job_statuses(
     ssn.records[JOB_STATUSES] = (log.lineage, log.end, made)
     lost_now, running, unsettled, asking, reserving = sets
     book = _JobBook(
-        statuses, phases_of, words, lost_now, running, unsettled, asking, reserving, fresh
+        statuses, phases_of, words, lost_now, running, unsettled, asking, reserving, fresh, built
     )
     ssn.records[JOB_BOOK] = (made, book)
     return statuses, book
@@ -382,7 +388,9 @@ class _JobBook:
     record's, or its record is Pending, which a cycle may admit), whose record names job
     policies (``asking``) and the Inqueue ones with ``min_resources`` (``reserving``).
     ``fresh``: per job of the cycle, whether its figures may differ from the last cycle's
-    (:func:`_job_statuses`)."""
+    (:func:`_job_statuses`). ``shapes``: the statuses made so far, by what each is made of
+    (tasks per state, pending best-effort tasks, ``min_available``, phase in the session,
+    unschedulable or not, words)."""
 
     statuses: dict[str, JobStatus]
     phases_of: dict[str, list[int]]
@@ -393,6 +401,11 @@ class _JobBook:
     asking: set[str]
     reserving: set[str]
     fresh: npt.NDArray[np.bool_]
+    shapes: dict[tuple[object, ...], JobStatus]
+
+
+#: At most this many statuses are kept by what they are made of (:attr:`_JobBook.shapes`).
+_SHAPES_KEPT = 4096
 
 
 def _column(status: JobStatus) -> int:
@@ -401,7 +414,7 @@ def _column(status: JobStatus) -> int:
 
 
 def _no_book() -> _JobBook:
-    return _JobBook({}, {}, {}, set(), set(), set(), set(), set(), np.zeros(0, dtype=np.bool_))
+    return _JobBook({}, {}, {}, set(), set(), set(), set(), set(), np.zeros(0, dtype=np.bool_), {})
 
 
 #: Where a finished session keeps its :class:`_JobBook` (in ``Session.records``), with the
@@ -451,9 +464,24 @@ def _job_status(ssn: Session, j: int, count: Mapping[int, int], best_effort: int
     )
 
 
+#: Where a finished session keeps its pending tasks' words for the next cycle's close (in
+#: ``Session.records``): a :class:`_Reasons`.
+TASK_REASONS = ("close", "task reasons")
+
+
+class _Reasons(NamedTuple):
+    """The pending tasks' words of a cycle: the tasks' records and names, their words (task
+    order) and the mapping of names to words made of them (in the order of the names)."""
+
+    records: tuple[Task, ...]
+    names: list[str]
+    whys: list[str]
+    mapping: FrozenDict[str, str]
+
+
 def _task_reasons(
     ssn: Session, state: npt.NDArray[np.int64], jobs: Mapping[str, JobStatus]
-) -> tuple[dict[str, str], dict[str, JobStatus]]:
+) -> tuple[FrozenDict[str, str], dict[str, JobStatus]]:
     """Why each task left pending was not placed (and why a carried reservation held back by
     a rule was not bound); SLA holds are noted on the tasks and on their waiting jobs (the
     second mapping: the statuses of ``jobs`` with a note)."""
@@ -482,14 +510,33 @@ def _task_reasons(
             note = notes.get(j)
             if note:
                 whys[i] = _with_note(whys[i], note)
-    # (the names from the records: the snapshot's name index of tasks is made only if read)
-    names = map(_NAME, _picked(snap.tasks, pending))
-    task_reasons = dict(zip(names, whys, strict=True))
+    # The mapping in the order of the tasks' names. The same pending task records as the last
+    # cycle's close have the same names in the same order; with the same words too, the
+    # mapping is the last one. (the names from the records: the snapshot's name index of
+    # tasks is made only if read)
+    records = tuple(_picked(snap.tasks, pending))
+    last: _Reasons | None = ssn.prior_records.pop(TASK_REASONS, None)
+    if last is not None and last.records == records:
+        names = last.names
+        if last.whys == whys:
+            task_reasons = last.mapping
+        else:
+            said = dict(zip(names, whys, strict=True))
+            task_reasons = FrozenDict.of_sorted(
+                dict(zip(last.mapping, map(said.__getitem__, last.mapping), strict=True))
+            )
+    else:
+        names = list(map(_NAME, records))
+        task_reasons = FrozenDict(dict(zip(names, whys, strict=True)))
+    ssn.records[TASK_REASONS] = _Reasons(records, names, whys, task_reasons)
     # A carried reservation that stays unbound says why, when a rule held it back.
+    held: dict[str, str] = {}
     for t in np.flatnonzero(state == TaskState.PIPELINED).tolist():
         held_back = ssn.task_reasons.get(t)
         if held_back and snap.tasks[t].phase is TaskPhase.PIPELINED:
-            task_reasons[snap.tasks[t].name] = held_back
+            held[snap.tasks[t].name] = held_back
+    if held:
+        task_reasons = FrozenDict({**task_reasons, **held})
     noted: dict[str, JobStatus] = {}
     for j, note in notes.items():
         status = jobs[snap.jobs[j].name]
