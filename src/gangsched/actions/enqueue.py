@@ -274,9 +274,7 @@ class ShapeCheck:
         #: Whether every predicate answers by a template's shape alone (then jobs of one
         #: shape share an answer; a predicate that reads the job or its queue, such as
         #: ``nodegroup`` or ``sla``, makes each job's answer its own).
-        points = ssn.points
-        declared = set(map(id, points.serving("shape_only")))
-        self._by_shape = all(id(p) in declared for p in points.serving("predicate"))
+        self._by_shape = ssn.points.predicates_by_shape
         #: :meth:`_largest_free` by evaluation (an identity) and position of the change log.
         self._largest: dict[tuple[Evaluation, int], str] = {}
 

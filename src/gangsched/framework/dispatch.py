@@ -366,6 +366,9 @@ class Dispatch:
         rows = [p for n in ("predicate", "node_score") for p in self.serving(n)]
         declared = set(map(id, self.serving("shape_only")))  # a numpy bool declares it too
         self._flags["shape_only"] = all(id(p) in declared for p in rows)
+        self._flags["predicates_by_shape"] = all(
+            id(p) in declared for p in self.serving("predicate")
+        )
         if found is not None and key is not None:
             if len(_WIRING) >= _WIRINGS_KEPT:
                 _WIRING.clear()
@@ -569,6 +572,12 @@ class Dispatch:
     def shape_only(self) -> bool:
         """Every predicate and node_score plugin answers by the task's shape alone."""
         return self._flags["shape_only"]
+
+    @property
+    def predicates_by_shape(self) -> bool:
+        """Every predicate plugin answers by the task's shape alone (node_score plugins may
+        not: :attr:`shape_only` asks both)."""
+        return self._flags["predicates_by_shape"]
 
     @property
     def queue_order_global(self) -> bool:
