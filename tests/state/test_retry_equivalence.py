@@ -44,6 +44,9 @@ from gangsched.model import (
     TaskPhase,
     TopologyMode,
 )
+from gangsched.plugins.priority import PriorityPlugin
+from gangsched.scheduler import default_registry
+from gangsched.session.task_states import TaskState
 from gangsched.state import ClusterState
 
 SOAK = os.environ.get("GANGSCHED_SOAK") == "1"
@@ -805,3 +808,81 @@ def test_a_gang_held_for_its_turn_places_its_tasks_in_task_order() -> None:
     # the first task in task order takes the emptiest node
     assert placed["g-1"] == "n2"
     assert decided["on-change"][1].jobs["g"].message.startswith(CARRIED)
+
+
+class _StatefulPriority(PriorityPlugin):
+    """A task order from outside the package, named ``priority`` by inheritance, that reads
+    the session: how many tasks are placed so far turns its order around."""
+
+    def task_order(self, ssn: Any, task: int) -> tuple[Any, ...]:
+        placed = int((ssn.task_state == TaskState.ALLOCATED).sum())
+        key = sum(map(ord, ssn.snapshot.tasks[task].name))
+        return (key if placed % 2 == 0 else -key,)
+
+
+def test_a_task_order_from_elsewhere_named_priority_orders_a_held_job_at_the_start() -> None:
+    """The tasks of a job held for its turn are sorted at its attempt only under the
+    package's own record-reading task order: a subclass from elsewhere (it inherits the name
+    ``priority``) that reads the session orders them at the run's start, as when every job is
+    tried. Here the held job's tasks then go to other nodes."""
+    registry = default_registry()
+    registry.register_plugin("stateprio", _StatefulPriority)
+    decided: dict[str, list[Decisions]] = {}
+    for retry in ("on-change", "always"):
+        cfg = Config.from_dict(
+            {
+                "actions": ["enqueue", "allocate", "backfill"],
+                "tiers": [
+                    [{"name": "stateprio"}, {"name": "gang"}],
+                    [{"name": "predicates"}, {"name": "proportion"}, {"name": "nodeorder"}],
+                ],
+                "configurations": {"allocate": {"retry": retry}},
+            },
+            plugins=registry.plugins,
+        )
+        state = ClusterState()
+        for i in range(3):
+            state.add_node(
+                Node.from_dict(
+                    {
+                        "name": f"n{i}",
+                        "allocatable": {"cpu": 1, "memory": "8Gi", "pods": 110},
+                        **({"labels": {"only": "b"}} if i == 2 else {}),
+                    }
+                )
+            )
+        state.add_queue(Queue.from_dict({"name": "default", "weight": 1}))
+        state.add_job(
+            Job(name="a", queue="default", min_available=2, priority=1, phase=JobPhase.INQUEUE),
+            [Task(name=f"a-{k}", job="a", request=Resources({"cpu": 2000})) for k in range(2)],
+        )
+        out = decided[retry] = []
+        for step in range(3):
+            if step == 1:  # room appears for a; a job ahead of it arrives
+                for i in (0, 1):
+                    node = state.nodes[f"n{i}"].to_dict()
+                    node["allocatable"] = dict(node["allocatable"], cpu=2)
+                    state.update_node(Node.from_dict(node))
+                state.add_job(
+                    Job(
+                        name="b",
+                        queue="default",
+                        min_available=1,
+                        priority=9,
+                        phase=JobPhase.INQUEUE,
+                    ),
+                    [
+                        Task(
+                            name="b-0",
+                            job="b",
+                            request=Resources({"cpu": 1000}),
+                            node_selector={"only": "b"},
+                        )
+                    ],
+                )
+            out.append(state.schedule(cfg, registry=registry))
+            state.apply(out[-1], bound=TaskPhase.RUNNING)
+    for fast, every in zip(decided["on-change"], decided["always"], strict=True):
+        assert_equivalent(fast, every)
+    placed = {b.task: b.node for d in decided["on-change"] for b in d.binds}
+    assert placed["a-0"] == "n0" and placed["a-1"] == "n1"

@@ -123,7 +123,8 @@ _UNWORDED = "\0unworded"
 #: pending tasks, whether the failure's context is the run's, its tasks (snapshot order).
 _Held = tuple[Failure, int, int, bool, list[int]]
 
-#: Task orders that read a task's record alone (see ``AllocateAction.execute``).
+#: The package's task orders that read a task's record alone (see ``AllocateAction.execute``;
+#: a plugin from elsewhere of the same name, a subclass say, may read more).
 _RECORD_TASK_ORDERS = frozenset({"priority"})
 
 
@@ -313,7 +314,11 @@ class AllocateAction(ConfiguredAction):
         # the task order reads the task records alone (the same order then as at the start):
         # most held jobs are carried at their turn and never sorted.
         unsorted: set[int] = set()
-        lazy_sort = skip and ssn.points.served_only_by(("task_order",), _RECORD_TASK_ORDERS)
+        lazy_sort = (
+            skip
+            and ssn.points.built_in("task_order")
+            and ssn.points.served_only_by(("task_order",), _RECORD_TASK_ORDERS)
+        )
         if skip:
             known = ssn.records.get(MEMORY_KEY) or ssn.prior_records.get(MEMORY_KEY)
             run.prior = known if isinstance(known, dict) else {}
