@@ -861,7 +861,9 @@ def test_a_task_order_from_elsewhere_named_priority_orders_a_held_job_at_the_sta
             if step == 1:  # room appears for a; a job ahead of it arrives
                 for i in (0, 1):
                     node = state.nodes[f"n{i}"].to_dict()
-                    node["allocatable"] = dict(node["allocatable"], cpu=2)
+                    allocatable = node["allocatable"]
+                    assert isinstance(allocatable, dict)
+                    node["allocatable"] = {**allocatable, "cpu": 2}
                     state.update_node(Node.from_dict(node))
                 state.add_job(
                     Job(
