@@ -38,6 +38,18 @@ def fragmented(n_nodes: int = 8, *, phase: str = "Running", preemptable: bool = 
     ]
 
 
+def one_gpu_filler() -> Obj:
+    """A running task holding the one GPU of node ``n0``."""
+    return {
+        "name": "filler-0",
+        "job": "filler",
+        "gpu_request": {"count": 1},
+        "phase": "Running",
+        "node": "n0",
+        "gpu_indices": [0],
+    }
+
+
 def gang(name: str, size: int, gpus: int, **extra: object) -> tuple[Obj, list[Obj]]:
     job: Obj = {"name": name, "queue": "q", "min_available": size, **extra}
     tasks: list[Obj] = [
@@ -252,14 +264,7 @@ def test_a_node_affinity_is_part_of_the_shape_an_answer_is_shared_by() -> None:
         "required": [{"match_expressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}]
     }
     nodes = [node("n0", gpus=1, labels={"zone": "a"}), node("n1", gpus=1, labels={"zone": "b"})]
-    filler: Obj = {
-        "name": "filler-0",
-        "job": "filler",
-        "gpu_request": {"count": 1},
-        "phase": "Running",
-        "node": "n0",
-        "gpu_indices": [0],
-    }
+    filler = one_gpu_filler()
     free = gang("free", 1, 1)
     pinned = gang("pinned", 1, 1)
     pinned[1][0]["node_affinity"] = zone_a
@@ -332,14 +337,7 @@ def _node_groups_snapshot() -> Snapshot:
                 {"name": "pinned", "queue": "qa", "min_available": 1},
             ],
             "tasks": [
-                {
-                    "name": "filler-0",
-                    "job": "filler",
-                    "gpu_request": {"count": 1},
-                    "phase": "Running",
-                    "node": "n0",
-                    "gpu_indices": [0],
-                },
+                one_gpu_filler(),
                 {"name": "free-0", "job": "free", "gpu_request": {"count": 1}},
                 {"name": "pinned-0", "job": "pinned", "gpu_request": {"count": 1}},
             ],
