@@ -326,10 +326,9 @@ class AllocateAction(ConfiguredAction):
             # An earlier context the same as this run's stands for it (the failures kept
             # this run then share one context object with those carried: the checks of the
             # next run's start compare each distinct object once).
-            for e in run.prior.values():
-                if same_context(e.context, run.context):
-                    run.context = e.context
-                break
+            kept = next(iter(run.prior.values()), None)
+            if kept is not None and same_context(kept.context, run.context):
+                run.context = kept.context
             run.shape_of = [-1] * len(ssn.templates)
             run.queue_of = ssn.job_queue.tolist()
             run.task_count = np.bincount(ssn.task_job, minlength=len(ssn.snapshot.jobs)).tolist()

@@ -359,17 +359,19 @@ class ShapeCheck:
             tasks = pending.tolist()
             if n > 1:
                 tasks.sort(key=ssn.task_key)
-        why = cache[key] = self._dry_run(j, tasks)
+        why = cache[key] = self._dry_run(j, tasks, have)
         return why
 
-    def _dry_run(self, j: int, tasks: list[int]) -> str | None:
+    def _dry_run(self, j: int, tasks: list[int], have: int) -> str | None:
+        """The trial of :meth:`check` (``have``: the job's ready and pending best-effort
+        tasks, as :meth:`check` counted them)."""
         ssn = self.ssn
         # A shape question: does the minimum gang fit the cluster at all? Queue limits are
         # the queue plugins' votes, topology and pod constraints the allocate action's (pod
         # constraints read where other pods are, which the same cycle changes), so leave
         # them out.
         victims = self._victims(j)
-        if not victims and self._one_is_enough(j) and self._first_fits(tasks[0]):
+        if not victims and self._one_is_enough(j, have) and self._first_fits(tasks[0]):
             return None  # (what the trial below would find, without placing anything)
         stmt = Statement(ssn, relax=_RELAXED)
         for t in victims:
@@ -412,15 +414,12 @@ class ShapeCheck:
             return -1, False  # (best_node: every score where it fits is -inf)
         return evaluator.best_node(tmpl)
 
-    def _one_is_enough(self, j: int) -> bool:
-        """Whether one more task placed makes job ``j`` enough (:meth:`_enough`), when its
-        record sets no role minimums that count."""
-        ssn = self.ssn
-        rec = ssn.snapshot.jobs[j]
-        if role_minimums(rec):
-            return False
-        have = ssn.count_states(j, PIPELINED_OR_READY) + ssn.pending_best_effort(j)
-        return have + 1 >= rec.min_available
+    def _one_is_enough(self, j: int, have: int) -> bool:
+        """Whether one more task placed makes job ``j`` (``have``: its ready and pending
+        best-effort tasks) enough (:meth:`_enough`), when its record sets no role minimums
+        that count."""
+        rec = self.ssn.snapshot.jobs[j]
+        return not role_minimums(rec) and have + 1 >= rec.min_available
 
     def _first_fits(self, t: int) -> bool:
         """Whether the trial of :meth:`_dry_run` would place task ``t`` (its first): the best

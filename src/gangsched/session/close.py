@@ -340,12 +340,12 @@ def _job_statuses(
                     fresh[j] = True
             if entry is before:
                 continue  # (its book entries are those it had)
-            column = _PHASE_COLUMN.get(entry.status.phase, _OTHER_PHASES)
+            column = _column(entry.status)
             if before is None:
                 phases_of.setdefault(job.queue, [0] * (_OTHER_PHASES + 1))[column] += 1
                 had = _UNMARKED
             else:
-                was = _PHASE_COLUMN.get(before.status.phase, _OTHER_PHASES)
+                was = _column(before.status)
                 if was != column or before.job.queue != job.queue:
                     phases_of[before.job.queue][was] -= 1
                     phases_of.setdefault(job.queue, [0] * (_OTHER_PHASES + 1))[column] += 1
@@ -410,7 +410,7 @@ _SHAPES_KEPT = 4096
 
 def _column(status: JobStatus) -> int:
     """The column of a job with ``status`` in its queue's jobs per phase."""
-    return _PHASE_COLUMN.get(status.phase, len(_QUEUE_PHASES))
+    return _PHASE_COLUMN.get(status.phase, _OTHER_PHASES)
 
 
 def _no_book() -> _JobBook:
