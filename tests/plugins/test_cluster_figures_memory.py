@@ -6,12 +6,12 @@ nodes."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 import numpy as np
 import pytest
 
 import gangsched as gs
+from _sessions import sessions_opened
 from gangsched.plugins.drf import DrfPlugin
 from gangsched.plugins.overcommit import OvercommitPlugin
 from gangsched.session.core import Session
@@ -76,15 +76,7 @@ def _check(ssn: Session) -> None:
 def test_cluster_figures_are_taken_over_only_from_the_same_allocatable(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    opened: list[Session] = []
-    original = Session.open.__func__  # type: ignore[attr-defined]
-
-    def kept(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
-        ssn: Session = original(cls, *args, **kwargs)
-        opened.append(ssn)
-        return ssn
-
-    monkeypatch.setattr(Session, "open", classmethod(kept))
+    opened = sessions_opened(monkeypatch)
     state = gs.ClusterState(_snapshot())
     config = gs.Config.default()
     for _ in range(3):  # (the first cycle's arrays are built afresh by the second)

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 
 import gangsched as gs
+from _sessions import sessions_opened
 from gangsched.plugins.proportion import ProportionPlugin
 from gangsched.scheduler import open_session
 from gangsched.session import arrays as session_arrays
@@ -263,15 +264,7 @@ def test_queue_figures_are_taken_over_only_from_the_same_queue_records(
     """proportion's figures read from the queues and the nodes alone (total, guarantee,
     realCapability, weights) pass from one opening to the next while the queue records and
     the allocatable array are the same objects, and are read again once a queue changes."""
-    opened: list[Session] = []
-    original = Session.open.__func__  # type: ignore[attr-defined]
-
-    def kept(cls: type[Session], *args: Any, **kwargs: Any) -> Session:
-        ssn: Session = original(cls, *args, **kwargs)
-        opened.append(ssn)
-        return ssn
-
-    monkeypatch.setattr(Session, "open", classmethod(kept))
+    opened = sessions_opened(monkeypatch)
     queues = [
         {"name": "default", "weight": 1},
         {"name": "other", "weight": 3, "capability": {"cpu": 6}, "guarantee": {"cpu": 2}},
