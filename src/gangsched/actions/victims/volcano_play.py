@@ -643,7 +643,8 @@ class _TaskPlay:
         here = victims[ssn.task_node[victims] == node].tolist()
         if len(here) > 1:  # a victim alone needs no key
             here.sort(key=ssn.victim_key)
-        first = 0 if bare else self._room().first_fit(node, here, later)
+        # (``can``: every victim evicted, the task fits; one victim is then the fewest)
+        first = 0 if bare else 1 if len(here) == 1 else self._room().first_fit(node, here, later)
         if first is None:
             return False
         mark = stmt.mark()
@@ -959,7 +960,10 @@ class _Pool:
         self._ranks: I64 | None = None
         if ssn.points.victim_order_by_job_and_queue():
             self._ranks = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
-            self._ranks[self.tasks] = search.job_ranks(ssn, self.tasks)
+            # a job of one task ranks it first: only the tasks of larger jobs are ordered
+            jobs = ssn.task_job[self.tasks]
+            larger = np.bincount(ssn.task_job, minlength=len(ssn.snapshot.jobs))[jobs] > 1
+            self._ranks[self.tasks[larger]] = search.job_ranks(ssn, self.tasks[larger])
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
         self._takes: dict[int, I64] = {}
@@ -1026,8 +1030,14 @@ class _Pool:
         if not self._job_nodes:
             jobs = self.ssn.task_job[self.tasks]
             nodes = self.ssn.task_node[self.tasks]
-            for j in np.unique(jobs).tolist():
-                self._job_nodes[j] = np.unique(nodes[jobs == j])
+            # the distinct (job, node) pairs, by job then node: one sort, then a slice a job
+            at = np.lexsort((nodes, jobs))
+            jobs, nodes = jobs[at], nodes[at]
+            pairs = _starts(jobs, nodes)
+            jobs, nodes = jobs[pairs], nodes[pairs]
+            bounds = _starts(jobs).tolist() + [jobs.size]
+            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+                self._job_nodes[int(jobs[a])] = nodes[a:b]
         got = self._job_nodes.get(job)
         if got is None:
             got = self._job_nodes[job] = np.zeros(0, dtype=np.int64)
