@@ -483,6 +483,7 @@ class Dispatch:
         marker: str,
         grouped: frozenset[str] = frozenset(),
         masks: bool = False,
+        unmarked: bool = True,
     ) -> tuple[I64, I64]:
         """Volcano's ``Session.Preemptable`` / ``Reclaimable`` (today's, since v1.11.0) asked
         about each group of ``candidates`` on its own (``groups``: the group of each, the
@@ -494,7 +495,9 @@ class Dispatch:
         given every group's candidates at once; with ``masks``, each of ``answers`` tells
         which of the candidates it is given it keeps (a mask over them) instead of naming
         them. Returns the sorted victims and, among them, those whose deciding answers did
-        not include the plugin named ``marker``.
+        not include the plugin named ``marker`` (without ``unmarked``, that second array is
+        left empty and not worked out: a caller that does not read it saves the walk's
+        bookkeeping of the marker).
 
         Worked out on every group at once when every plugin asked keeps or drops each
         candidate on its own (:data:`ONE_BY_ONE_VICTIMS`) or answers for every group at once
@@ -540,7 +543,7 @@ class Dispatch:
         asks = [[a for a in map(by_group, tier) if a is not None] for tier in tiers]
         if all(len(a) == len(t) for a, t in zip(asks, tiers, strict=True)):
             names = [[p.name for p in tier] for tier in tiers]
-            chosen, loose = _walk_by_mask(names, asks, groups, marker)
+            chosen, loose = _walk_by_mask(names, asks, groups, marker if unmarked else None)
             return np.sort(candidates[chosen]), np.sort(candidates[loose])
         none = candidates[:0]
         victims: list[I64] = []
@@ -798,12 +801,13 @@ def _walk_by_mask(
     names: Sequence[Sequence[str]],
     asks: Sequence[Sequence[Callable[[], BOOL | None]]],
     groups: I64,
-    marker: str,
+    marker: str | None,
 ) -> tuple[BOOL, BOOL]:
     """:func:`_walk_group` on every group at once: ``asks`` holds, tier by tier, each plugin's
     answer about every candidate (whether it keeps each, every group judged on its own; None:
     it abstains; ``names`` its name), asked once. Returns which candidates are victims, and
-    which of them were chosen without the answer of the plugin named ``marker``."""
+    which of them were chosen without the answer of the plugin named ``marker`` (with
+    ``marker`` None, none: the marks are not kept)."""
     # a label per group: the group itself when it is a small non-negative number (a node);
     # labels without candidates count as decided from the start
     if groups.size and int(groups.min()) >= 0 and int(groups.max()) < _DIRECT_LABELS:
@@ -843,9 +847,11 @@ def _walk_by_mask(
             alive &= per_group(keep)  # a plugin answering none ends the tier for the group
             cur = keep & (cur | ~has[group])
             has = alive & per_group(cur)
-            marked = has if name == marker else marked & has
+            if marker is not None:
+                marked = has if name == marker else marked & has
         on = has[group]
         chosen = chosen | (cur & on)
-        loose = loose | (cur & on & ~marked[group])
+        if marker is not None:
+            loose = loose | (cur & on & ~marked[group])
         decided |= has
     return chosen, loose

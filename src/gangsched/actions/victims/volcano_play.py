@@ -76,6 +76,7 @@ which ends without binding it).
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -121,6 +122,9 @@ BOOL = v.BOOL
 #: How many nodes the walk is first asked about for a task (then four times as many).
 _FIRST_BATCH = 32
 F64 = npt.NDArray[np.float64]
+#: The devices' give-back of a task that takes no GPU: the fit rule reads none.
+_NO_DEVICES: I64 = np.zeros(0, dtype=np.int64)
+_NO_DEVICES.flags.writeable = False
 
 
 def victim_selection(arguments: Mapping[str, object], action: str) -> str:
@@ -370,7 +374,20 @@ class _TaskPlay:
                 np.add.at(given.dev_freed, taken[used], np.repeat(milli, used.sum(axis=1)))
         view = pool.view(self.queue, self.own_job, pool.shape(self))
         rows = self._rows_since(view)
-        if rows.size:
+        if rows.size == 1:  # the usual update after one placement: plain numbers
+            node = int(rows[0])
+            room = self._room()
+            later = room.later(rows)[0]
+            freed = given.freed[node]
+            one = self._covers_one(node, freed, later)
+            view.covered[node] = one
+            if one:
+                fits, _ = room.fits_with(
+                    rows, freed[None, :], given.dev_freed, later[None, :], without=False
+                )
+                one = bool(fits[0])
+            view.roomy[node] = one
+        elif rows.size:
             freed = given.freed[rows]
             room = self._room()
             later = room.later(rows)
@@ -419,6 +436,7 @@ class _TaskPlay:
             marker="gang",
             grouped=_BY_NODE,  # they group a node's candidates by job themselves
             masks=True,
+            unmarked=False,  # the marks are not read here
         )
         out: I64 = walked
         kept = v.placed_now(ssn, ssn.task_job[out])
@@ -502,6 +520,19 @@ class _TaskPlay:
         ok: BOOL = (room >= 0).all(axis=1)
         return ok
 
+    def _covers_one(self, node: int, freed: I64, later: I64) -> bool:
+        """:meth:`_covers` of one node, in plain numbers (``freed`` and ``later``: its rows)."""
+        spec = self.ssn.arrays.spec
+        need: list[int] = self.ssn.task_req[self.task].tolist()
+        g = self.rec.gpu_request
+        if g is not None:
+            need[spec.gpu_column] = g.count * int(self.pool.takes(g.milli)[node])
+        pods = spec.index(PODS)  # pods aside, as Volcano's validation
+        return all(
+            a + b >= q or r == pods
+            for r, (a, b, q) in enumerate(zip(later.tolist(), freed.tolist(), need, strict=True))
+        )
+
     def _dev_freed(self, victims: I64) -> I64:
         """Per device of the cluster, what ``victims`` give back on it."""
         ssn = self.ssn
@@ -511,6 +542,14 @@ class _TaskPlay:
             used = devices >= 0
             np.add.at(out, devices[used], np.repeat(milli, used.sum(axis=1)))
         return out
+
+    def _fits_with_victims(
+        self, room: _Room, nodes: I64, freed: I64, victims: I64, later: I64
+    ) -> tuple[BOOL, BOOL]:
+        """:meth:`_Room.fits_with` of ``nodes`` with their ``victims`` evicted: the devices
+        are read only for a task that takes GPUs (the rule reads no device otherwise)."""
+        devices = self._dev_freed(victims) if room.gpus else _NO_DEVICES
+        return room.fits_with(nodes, freed, devices, later)
 
     def _room(self) -> _Room:
         """The task's room on the nodes as the session is at the task's start."""
@@ -575,8 +614,8 @@ class _TaskPlay:
             bare = np.zeros_like(valid)
             judged = np.flatnonzero(valid)
             if judged.size:  # whether all the node's victims, or none, let the task fit
-                fit[judged], bare[judged] = room.fits_with(
-                    batch[judged], freed[judged], self._dev_freed(victims), later[judged]
+                fit[judged], bare[judged] = self._fits_with_victims(
+                    room, batch[judged], freed[judged], victims, later[judged]
                 )
             seen = len(self.queue_fails)
             for i in np.flatnonzero(valid).tolist():
@@ -1035,8 +1074,7 @@ class _Pool:
             jobs, nodes = jobs[at], nodes[at]
             pairs = _starts(jobs, nodes)
             jobs, nodes = jobs[pairs], nodes[pairs]
-            bounds = _starts(jobs).tolist() + [jobs.size]
-            for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            for a, b in itertools.pairwise([*_starts(jobs).tolist(), jobs.size]):
                 self._job_nodes[int(jobs[a])] = nodes[a:b]
         got = self._job_nodes.get(job)
         if got is None:
