@@ -995,14 +995,14 @@ class _Pool:
         #: constraint: a node's predicates then pass or not whatever it runs.
         self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
         #: Each pool task's place in its job's victim order when it never moves (every
-        #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None.
+        #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None;
+        #: read for a task the first time it is a candidate the walk is asked about
+        #: (``_ranked``), as most pool tasks never are.
         self._ranks: I64 | None = None
+        self._ranked: BOOL = np.zeros(0, dtype=np.bool_)
         if ssn.points.victim_order_by_job_and_queue():
             self._ranks = np.zeros(ssn.task_req.shape[0], dtype=np.int64)
-            # a job of one task ranks it first: only the tasks of larger jobs are ordered
-            jobs = ssn.task_job[self.tasks]
-            larger = np.bincount(ssn.task_job, minlength=len(ssn.snapshot.jobs))[jobs] > 1
-            self._ranks[self.tasks[larger]] = search.job_ranks(ssn, self.tasks[larger])
+            self._ranked = np.zeros(ssn.task_req.shape[0], dtype=np.bool_)
         self._priorities: tuple[I64, I64] | None = None
         self._inverse: F64 | None = None
         self._takes: dict[int, I64] = {}
@@ -1045,9 +1045,13 @@ class _Pool:
     def ranks(self, cands: I64) -> I64:
         """Per task (indexed by task), each of ``cands``' place in its job's victim order
         (``victim_order`` key, then name): the answers here compare tasks of one job only."""
-        if self._ranks is not None:
-            return self._ranks
-        return _victim_ranks(self.ssn, cands)
+        if self._ranks is None:
+            return _victim_ranks(self.ssn, cands)
+        missing = cands[~self._ranked[cands]]
+        if missing.size:
+            self._ranks[missing] = search.job_ranks(self.ssn, missing)
+            self._ranked[missing] = True
+        return self._ranks
 
     def shape(self, play: _TaskPlay) -> int:
         """A number for what the views of ``play``'s task read of it (its request, as the
