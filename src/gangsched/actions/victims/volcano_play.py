@@ -390,7 +390,8 @@ class _TaskPlay:
         elif rows.size:
             freed = given.freed[rows]
             room = self._room()
-            later = room.later(rows)
+            # (rows ascend, each once: as many as the nodes are all of them)
+            later = room.later(rows, every=rows.size == ssn.arrays.n_nodes)
             covered = self._covers(rows, freed, later)
             view.covered[rows] = covered
             roomy = np.zeros_like(covered)
@@ -832,9 +833,12 @@ class _Room:
         self.request: I64 = np.asarray(tmpl.request, dtype=np.int64)
         self.take: I64 = pool.takes(tmpl.gpu_milli) if self.gpus else np.zeros(0, np.int64)
 
-    def later(self, nodes: I64) -> I64:
-        """The room of ``nodes`` once releases finish."""
-        out: I64 = node_free(self.ssn, nodes, future=True)
+    def later(self, nodes: I64, *, every: bool = False) -> I64:
+        """The room of ``nodes`` once releases finish (``every``: ``nodes`` are all the
+        nodes in order, read without gathering them)."""
+        out: I64 = (
+            node_free(self.ssn, future=True) if every else node_free(self.ssn, nodes, future=True)
+        )
         return out
 
     def _req(self, nodes: I64) -> I64:
