@@ -28,7 +28,7 @@ seconds). Everything runs in this one process on the seeded clusters of
 10. Volcano's preemption configuration (``enqueue, allocate, preempt, reclaim, backfill`` on
     Volcano's default tiers) against the default one, on the same snapshot, per (nodes,
     generator): the benchmark's ``cluster_dict`` and ``benchmarks/preemption_clusters.py``
-    (``--preemption`` runs this table alone).
+    (``--preemption`` runs this table alone); each figure is the median of three cycles.
 """
 
 from __future__ import annotations
@@ -227,9 +227,11 @@ def memory(nodes: int, tasks: int) -> tuple[float, float]:
     return per_node, per_task
 
 
-def preemption_rows(sizes: list[int]) -> list[list[str]]:
-    """Per size and generator, interleaved on one snapshot: the default cycle's CPU time, the
-    preemption configuration's, and their ratio."""
+def preemption_rows(sizes: list[int], repeat: int = 3) -> list[list[str]]:
+    """Per size and generator, on one snapshot: the default cycle's CPU time, the preemption
+    configuration's, and their ratio; each the median of ``repeat`` cycles, the two
+    configurations taking turns (a single cycle's figure moves by a tenth on a shared
+    machine)."""
     config = Config.from_volcano_yaml(preemption_clusters.VOLCANO_PREEMPTION_YAML)
     rows = []
     for nodes in sizes:
@@ -242,8 +244,13 @@ def preemption_rows(sizes: list[int]) -> list[list[str]]:
             def preemption(s: Snapshot = snap) -> Decisions:
                 return schedule(s, config)
 
-            default_t, _ = timed(default)
-            preempt_t, d = timed(preemption)
+            default_times, preempt_times = [], []
+            for _ in range(repeat):
+                default_times.append(timed(default)[0])
+                t, d = timed(preemption)
+                preempt_times.append(t)
+            default_t = statistics.median(default_times)
+            preempt_t = statistics.median(preempt_times)
             evicted = len(d.evictions)
             rows.append(
                 [
