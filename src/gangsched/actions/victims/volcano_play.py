@@ -1183,10 +1183,18 @@ def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> _Grouping:
     jobs, each one's place in its group and its place in ``cands`` (Volcano's plugins are
     asked about one node's candidates and judge a job's tasks one after another)."""
     jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
-    at: I64 = np.lexsort((rank[cands], nodes, jobs))
-    c, j, n = cands[at], jobs[at], nodes[at]
+    ranks = rank[cands]
+    n_nodes = ssn.arrays.n_nodes
+    deep = int(ranks.max()) + 1 if cands.size else 1
+    group = jobs * n_nodes + nodes  # a number per (job, node)
+    if len(ssn.snapshot.jobs) * n_nodes * deep < 1 << 62:
+        # one key per candidate (its job, node and rank, distinct): one sort, not three
+        at: I64 = np.argsort(group * deep + ranks, kind="stable")
+    else:
+        at = np.lexsort((ranks, nodes, jobs))
+    c, j = cands[at], jobs[at]
     first = np.zeros(c.size, dtype=np.int64)
-    starts = _starts(j, n)
+    starts = _starts(group[at])
     first[starts] = starts
     np.maximum.accumulate(first, out=first)  # each one's group's start
     place: I64 = np.arange(c.size, dtype=np.int64) - first
