@@ -577,6 +577,35 @@ def test_the_walk_by_mask_chooses_as_the_walk_of_each_group_alone() -> None:
     assert min(seen.values()) >= 100, seen
 
 
+def test_the_walk_without_the_marks_chooses_as_with_them() -> None:
+    # A caller that does not read the marks (marker None) gets the same victims, and no
+    # marks; the random walks of the test above.
+    rng = np.random.default_rng(11)
+    names = ["a", "b", "c", "d"]
+    loose_seen = 0
+    for _ in range(2000):
+        size = int(rng.integers(0, 12))
+        groups = rng.integers(0, 4, size).astype(np.int64)
+        tiers = [
+            [
+                _Answer(
+                    names[int(rng.integers(0, len(names)))],
+                    None if rng.random() < 0.2 else rng.random(size) < 0.6,
+                )
+                for _ in range(int(rng.integers(1, 4)))
+            ]
+            for _ in range(int(rng.integers(1, 3)))
+        ]
+        tier_names = [[p.name for p in tier] for tier in tiers]
+        marker = names[int(rng.integers(0, len(names)))]
+        chosen, loose = dispatch._walk_by_mask(tier_names, tiers, groups, marker)
+        bare, none = dispatch._walk_by_mask(tier_names, tiers, groups, None)
+        assert bare.tolist() == chosen.tolist()
+        assert not none.any()
+        loose_seen += bool(loose.any())
+    assert loose_seen >= 100
+
+
 def _keeps(ssn: Session, job: int) -> dict[str, Any]:
     """Answers telling which of the candidates they keep: lower job priority, the gang's
     surplus, and (as ``drf``) an arbitrary third."""
@@ -624,6 +653,18 @@ def test_the_walk_reads_answers_given_as_masks_as_answers_naming_the_victims() -
                 )
                 assert got[0].tolist() == want[0].tolist(), (seed, job, path)
                 assert got[1].tolist() == want[1].tolist(), (seed, job, path)
+                if path == "at once":  # without the marks: the same victims, no marks
+                    bare = ssn.points.walk_victims(
+                        "preemptable",
+                        job,
+                        cands,
+                        groups,
+                        keeps,
+                        marker="gang",
+                        masks=True,
+                        unmarked=False,
+                    )
+                    assert bare[0].tolist() == want[0].tolist() and bare[1].size == 0
                 paths[path] += 1
                 chose += 0 < want[0].size < cands.size
     assert min(paths.values()) >= 100 and chose >= 100, (paths, chose)

@@ -10,10 +10,6 @@ session's evaluation, the view worked out afresh, a full stable sort.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -22,6 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import gangsched as gs
+from _volcano_clusters import CONFIG, clusters
 from gangsched.actions.victims import search
 from gangsched.actions.victims import volcano_play as vp
 from gangsched.framework import dispatch
@@ -29,30 +26,6 @@ from gangsched.scheduler import open_session
 from gangsched.session.core import TaskState
 from gangsched.session.statement import Statement
 from gangsched.session.task_states import RUNNING_STATES, in_states
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-V = _load("volcano_differential", ROOT / "tools" / "volcano_differential.py")
-OPENB = _load("preemption_clusters", ROOT / "benchmarks" / "preemption_clusters.py")
-CONFIG = gs.Config.from_volcano_yaml(V.CONFIGS["preemption"])
-
-
-def clusters() -> list[tuple[str, dict[str, Any]]]:
-    """Whole-GPU clusters of the differential campaign and openb clusters (shared GPUs)."""
-    out = [(f"random-{seed}", V.random_cluster(seed)) for seed in range(12)]
-    out += [(f"openb-{seed}", OPENB.openb_preemption_dict(40, seed=seed)) for seed in range(3)]
-    return out
-
 
 # ------------------------------------------------------------------ the room of a node
 
