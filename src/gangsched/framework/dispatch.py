@@ -504,7 +504,14 @@ class Dispatch:
         (:data:`GROUP_BY_GROUP_VICTIMS`), group by group otherwise."""
         tiers = self._plugins[point]
         ssn = self._ssn
-        is_member = _membership(candidates)
+        members: list[Callable[[I64], BOOL]] = []
+
+        def is_member(got: I64) -> BOOL:
+            """:func:`_membership` of the candidates, made when first asked (answers given
+            as masks never ask)."""
+            if not members:
+                members.append(_membership(candidates))
+            return members[0](got)
 
         def answer(plugin: Any, cands: I64) -> I64 | None:
             given = answers.get(plugin.name)

@@ -76,6 +76,7 @@ which ends without binding it).
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
@@ -1216,9 +1217,19 @@ def _gang_keeps(
     keep = np.zeros(cands.size, dtype=np.bool_)
     if cands.size:
         _, j, place, at = _by_job_and_node(ssn, cands, rank) if grouping is None else grouping
-        ready: I64 = ssn.job_count[j][:, list(states)].sum(axis=1)
+        ready: I64 = ssn.job_count[j] @ _selector(states, ssn.job_count.shape[1])
         keep[at] = place < ready - ssn.job_min[j]
     return keep
+
+
+@functools.cache
+def _selector(states: tuple[int, ...], n_states: int) -> I64:
+    """A row of ones at ``states`` (of ``n_states``): a task counter row's dot with it is
+    the count of tasks in those states."""
+    out = np.zeros(n_states, dtype=np.int64)
+    out[list(states)] = 1
+    out.flags.writeable = False
+    return out
 
 
 def _drf_answer(
