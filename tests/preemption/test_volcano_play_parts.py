@@ -101,3 +101,21 @@ def test_each_jobs_nodes_are_the_nodes_of_its_pool_tasks(name: str, data: dict[s
     for j in range(len(ssn.snapshot.jobs)):
         want = np.unique(ssn.task_node[pool.tasks[jobs == j]])
         assert pool.job_nodes(j).tolist() == want.tolist()
+
+
+@pytest.mark.parametrize(("name", "data"), CLUSTERS, ids=IDS)
+def test_scores_left_lagging_decide_as_scores_kept_current(
+    name: str, data: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop reads a task's evaluation with its scores lagging on rows changed since and
+    # scores them only when it reads one: the cycle decides as with every row scored.
+    snap = gs.Snapshot.from_dict(data)
+    lagging = gs.schedule(snap, CONFIG).to_dict()
+    built = vp._Pool.__init__
+
+    def current(self: Any, ssn: Any) -> None:
+        built(self, ssn)
+        self.scores_may_lag = False
+
+    monkeypatch.setattr(vp._Pool, "__init__", current)
+    assert gs.schedule(snap, CONFIG).to_dict() == lagging

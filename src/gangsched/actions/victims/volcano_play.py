@@ -578,7 +578,10 @@ class _TaskPlay:
         held = v.policy_refusal(ssn, self.job, [self.task])
         if held is not None and held[0] == v.POLICY_NEVER:
             return held  # Volcano: not eligible to preempt (the task is not placed either)
-        ev = ssn.evaluate(self.tmpl)
+        # the scores are read only on the nodes the candidates' room covers: rows whose score
+        # lags (:meth:`Session.feasible`) are scored below when one of them is such a node
+        lazy = self.pool.scores_may_lag
+        ev = ssn.feasible(self.tmpl) if lazy else ssn.evaluate(self.tmpl)
         ok = ev.ok.copy()
         nodes = np.flatnonzero(ok)
         if nodes.size == 0:
@@ -599,6 +602,8 @@ class _TaskPlay:
         # the nodes the candidates' room covers (the most any walk could give), in score
         # order: ascending negated score, the lowest index on a tie; those where the task
         # cannot fit with them all evicted are left out of the walk
+        if lazy and ev.unscored is not None and covered[ev.unscored].any():
+            ev = ssn.evaluate(self.tmpl)
         walk = np.flatnonzero(roomy)
         out = np.flatnonzero(covered & ~roomy)
         out_neg = -ev.score[out]
@@ -999,6 +1004,10 @@ class _Pool:
         #: Whether every predicate reads the task's shape alone and no task has a pod
         #: constraint: a node's predicates then pass or not whatever it runs.
         self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
+        #: Whether a task's evaluation may be read with its scores lagging on the rows
+        #: changed since it was last scored (no pod constraint masks it): the loop scores
+        #: them only when it reads one of them.
+        self.scores_may_lag = pod_rules(ssn) is None
         #: Each pool task's place in its job's victim order when it never moves (every
         #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None;
         #: read for a task the first time it is a candidate the walk is asked about
