@@ -20,6 +20,17 @@ from gangsched.session.core import TaskState
 
 CLUSTERS = clusters()
 IDS = [name for name, _ in CLUSTERS]
+#: A cluster's name, a session opened on it and the loop's pool over it.
+Opened = tuple[str, Any, Any]
+
+
+@pytest.fixture(params=CLUSTERS, ids=IDS)
+def opened(request: pytest.FixtureRequest) -> Opened:
+    """A cluster's name, a session opened on it with the preemption configuration, and the
+    loop's pool over it."""
+    name, data = request.param
+    ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
+    return name, ssn, vp._Pool(ssn)
 
 
 def _plays(ssn: Any, pool: Any, limit: int = 12) -> list[Any]:
@@ -29,14 +40,10 @@ def _plays(ssn: Any, pool: Any, limit: int = 12) -> list[Any]:
     ]
 
 
-@pytest.mark.parametrize(("name", "data"), CLUSTERS, ids=IDS)
-def test_one_nodes_validation_is_the_validation_of_every_node(
-    name: str, data: dict[str, Any]
-) -> None:
+def test_one_nodes_validation_is_the_validation_of_every_node(opened: Opened) -> None:
     # _covers_one (plain numbers) answers as _covers (every node at once), for what every
     # candidate gives back, for nothing, for twice that, and for less than no room
-    ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
-    pool = vp._Pool(ssn)
+    _, ssn, pool = opened
     nodes = np.arange(ssn.arrays.n_nodes, dtype=np.int64)
     answers = set()
     plays = _plays(ssn, pool)
@@ -52,12 +59,8 @@ def test_one_nodes_validation_is_the_validation_of_every_node(
     assert answers == {True, False} or not plays  # (some clusters have no pending task)
 
 
-@pytest.mark.parametrize(("name", "data"), CLUSTERS, ids=IDS)
-def test_the_grouping_by_job_node_and_rank_is_the_three_key_sort(
-    name: str, data: dict[str, Any]
-) -> None:
-    ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
-    pool = vp._Pool(ssn)
+def test_the_grouping_by_job_node_and_rank_is_the_three_key_sort(opened: Opened) -> None:
+    name, ssn, pool = opened
     rng = np.random.default_rng(len(name))
     grouped = 0
     for _ in range(20):
@@ -77,12 +80,8 @@ def test_the_grouping_by_job_node_and_rank_is_the_three_key_sort(
     assert grouped or not name.startswith("openb")  # openb jobs run several tasks a node
 
 
-@pytest.mark.parametrize(("name", "data"), CLUSTERS, ids=IDS)
-def test_a_victim_rank_read_when_first_asked_is_the_rank_read_for_all(
-    name: str, data: dict[str, Any]
-) -> None:
-    ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
-    pool = vp._Pool(ssn)
+def test_a_victim_rank_read_when_first_asked_is_the_rank_read_for_all(opened: Opened) -> None:
+    _, ssn, pool = opened
     assert pool._ranks is not None  # the package's own victim order
     rng = np.random.default_rng(3)
     for _ in range(5):
@@ -93,10 +92,8 @@ def test_a_victim_rank_read_when_first_asked_is_the_rank_read_for_all(
     assert got.tolist() == want.tolist()
 
 
-@pytest.mark.parametrize(("name", "data"), CLUSTERS, ids=IDS)
-def test_each_jobs_nodes_are_the_nodes_of_its_pool_tasks(name: str, data: dict[str, Any]) -> None:
-    ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
-    pool = vp._Pool(ssn)
+def test_each_jobs_nodes_are_the_nodes_of_its_pool_tasks(opened: Opened) -> None:
+    _, ssn, pool = opened
     jobs = ssn.task_job[pool.tasks]
     for j in range(len(ssn.snapshot.jobs)):
         want = np.unique(ssn.task_node[pool.tasks[jobs == j]])
