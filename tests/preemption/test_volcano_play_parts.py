@@ -116,3 +116,111 @@ def test_scores_left_lagging_decide_as_scores_kept_current(
 
     monkeypatch.setattr(vp._Pool, "__init__", current)
     assert gs.schedule(snap, CONFIG).to_dict() == lagging
+
+
+class _JobProgressScore:
+    """A scorer from elsewhere that reads the task's job: 1,000 × the node's row, the sign
+    flipped while the job has an odd number of reserved tasks (a gang's progress)."""
+
+    name = "job-progress"
+
+    def __init__(self, arguments: Any) -> None:
+        pass
+
+    def node_score(self, ssn: Any, tmpl: Any, rows: Any) -> Any:
+        reserved = int(ssn.job_count[int(tmpl.job), TaskState.PIPELINED])
+        return (1000.0 if reserved % 2 == 0 else -1000.0) * np.asarray(rows, dtype=np.float64)
+
+
+#: Rows n2 and n4 change (K and K2 evict and reserve there) before J's tasks are played, and J
+#: reserves a task in between: the scorer answers for n2 otherwise once J has one reserved task.
+def _job(name: str, priority: int, phase: str) -> dict[str, Any]:
+    return {"name": name, "queue": "q0", "priority": priority, "phase": phase, "min_available": 1}
+
+
+def _task(name: str, cpu: int, priority: int, node: str | None = None) -> dict[str, Any]:
+    placed = {"phase": "Running", "node": node} if node else {}
+    return {
+        "name": name,
+        "job": name.split("-")[0],
+        "request": {"cpu": cpu, "memory": "1Gi"},
+        "priority": priority,
+        **placed,
+    }
+
+
+_PROGRESS_CLUSTER: dict[str, Any] = {
+    "nodes": [
+        {"name": "n0", "allocatable": {"cpu": 4, "memory": "64Gi"}},
+        {"name": "n1", "allocatable": {"cpu": 4, "memory": "64Gi"}},
+        {"name": "n2", "allocatable": {"cpu": 6, "memory": "64Gi"}},
+        {"name": "n3", "allocatable": {"cpu": 4, "memory": "64Gi"}},
+        {"name": "n4", "allocatable": {"cpu": 4, "memory": "64Gi"}},
+        {"name": "n5", "allocatable": {"cpu": 4, "memory": "64Gi"}},
+        {"name": "n6", "allocatable": {"cpu": 2, "memory": "64Gi"}},
+    ],
+    "queues": [{"name": "q0"}],
+    "jobs": [
+        _job("M", 10, "Running"),
+        _job("L", 0, "Running"),
+        _job("L3", 0, "Running"),
+        _job("L4", 0, "Running"),
+        _job("J", 6, "Running"),
+        _job("K", 9, "Inqueue"),
+        _job("K2", 8, "Inqueue"),
+        _job("K3", 3, "Inqueue"),
+        _job("L5", 0, "Running"),
+    ],
+    "tasks": [
+        _task("M-0", 2, 0, node="n0"),
+        _task("M-1", 2, 0, node="n0"),
+        _task("J-r1", 2, 0, node="n1"),
+        _task("M-2", 2, 0, node="n1"),
+        _task("L-0", 2, 0, node="n2"),
+        _task("L-1", 2, 0, node="n2"),
+        _task("J-r0", 2, 0, node="n2"),
+        _task("M-3", 2, 0, node="n3"),
+        _task("M-4", 2, 0, node="n3"),
+        _task("L3-0", 2, 0, node="n4"),
+        _task("L3-1", 2, 0, node="n4"),
+        _task("L4-0", 1, 0, node="n5"),
+        _task("M-5", 3, 0, node="n5"),
+        _task("K-0", 4, 0),
+        _task("K2-0", 4, 0),
+        _task("J-p0", 2, 3),
+        _task("K3-0", 1, 0),
+        _task("L5-0", 2, 0, node="n6"),
+        _task("J-p1", 2, 3),
+    ],
+}
+
+
+def test_a_scorer_from_elsewhere_is_asked_when_the_loop_reaches_the_task() -> None:
+    # Scores lag only under the package's own scorers that read the node's row and the task's
+    # shape alone: with this one, J-p1 goes where its score at its own play puts it (n2), as
+    # when every row is scored at each task's start.
+    registry = gs.default_registry()
+    registry.register_plugin("job-progress", _JobProgressScore)
+    yaml = """actions: "enqueue, allocate, preempt"
+tiers:
+- plugins:
+  - name: priority
+- plugins:
+  - name: predicates
+  - name: job-progress
+"""
+    config = gs.Config.from_volcano_yaml(yaml, plugins=registry.plugins)
+    snap = gs.Snapshot.from_dict(_PROGRESS_CLUSTER)
+    assert not vp._Pool(open_session(snap, config, registry=registry)).scores_may_lag
+    assert vp._Pool(open_session(snap, CONFIG)).scores_may_lag
+    d = gs.schedule(snap, config, registry=registry)
+    assert ("J-p1", "n2") in {(p.task, p.node) for p in d.pipelined}
+    assert sorted(e.task for e in d.evictions) == [
+        "J-r0",
+        "L-0",
+        "L-1",
+        "L3-0",
+        "L3-1",
+        "L4-0",
+        "L5-0",
+    ]
