@@ -1163,6 +1163,19 @@ def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
     return chosen
 
 
+def _grouping(keys: I64) -> I64 | None:
+    """An order of the non-negative ``keys`` that makes them ascending (equal keys in any
+    order among themselves: the callers sum over runs of equal keys), or None when they
+    already are. Keys below 2**16 are sorted as 16-bit numbers, by counting."""
+    if keys.size < 2 or not bool((keys[1:] < keys[:-1]).any()):
+        return None
+    if int(keys.max()) < 1 << 16:
+        out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
+    else:
+        out = np.argsort(keys)
+    return out
+
+
 def _starts(keys: I64) -> I64:
     """Where each run of equal values of the sorted ``keys`` starts."""
     if keys.size == 0:
@@ -1281,13 +1294,15 @@ _PIPELINED_BY = frozenset({"gang"})
 @dataclass(slots=True, eq=False)
 class _Charges:
     """What evicting a task gives back, read once per session: its row as its node is
-    charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding) and the milli-GPU
-    it holds on each, and the node they were read for (-1: not read yet)."""
+    charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding after them) and
+    the milli-GPU it holds on each, and the node they were read for (-1: not read yet)."""
 
     rows: I64
     devices: I64
     milli: I64
     read_on: I64
+    #: How many devices each task holds (the entries of its ``devices`` row before the padding).
+    n_devices: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Victim keys kept across searches, and the change log's position when last brought up
     #: to date (None: never).
     keys: dict[int, tuple[Any, ...]] = field(default_factory=dict)
@@ -1315,6 +1330,7 @@ class _Charges:
             np.full((n_tasks, max(ssn.arrays.max_gpus, 1)), -1, dtype=np.int64),
             np.zeros(n_tasks, dtype=np.int64),
             np.full(n_tasks, -1, dtype=np.int64),
+            np.zeros(n_tasks, dtype=np.int64),
         )
         ssn.cache.victim_rows = out
         return out
@@ -1406,6 +1422,7 @@ class _Charges:
         # (and any task holding devices) one by one
         self.rows[todo] = ssn.task_req[todo]
         self.devices[todo] = -1
+        self.n_devices[todo] = 0
         self.milli[todo] = 0
         self.read_on[todo] = nodes
         records = ssn.snapshot.tasks
@@ -1420,6 +1437,7 @@ class _Charges:
                 self.rows[t, gpu] = g.count * milli
             devices = ssn.arrays.device_index(node, held)
             self.devices[t, : len(devices)] = devices
+            self.n_devices[t] = len(devices)
             self.milli[t] = milli
 
 
@@ -1622,29 +1640,33 @@ class _Room:
             return none, none, np.zeros((0, self.room.shape[1]), dtype=np.int64), none, none
         self.charges.read(ssn, tasks)
         key = sets * n + ssn.task_node[tasks]
-        order = np.argsort(key, kind="stable")
-        key = key[order]
+        rows = self.charges.rows[tasks]
+        order = _grouping(key)
+        if order is not None:
+            key, rows = key[order], rows[order]
         starts = _starts(key)
-        add: I64 = np.add.reduceat(self.charges.rows[tasks][order], starts, axis=0)
+        add: I64 = rows if starts.size == key.size else np.add.reduceat(rows, starts, axis=0)
         key = key[starts]
         if among is not None:
             inside = among[key % n]
             key, add = key[inside], add[inside]
         if not self.gpu_kinds or key.size == 0:
             return key // n, key % n, add, none, none
-        devices = self.charges.devices[tasks]
-        used = devices >= 0
-        d_dev = devices[used]
-        if d_dev.size == 0:
+        per_task = self.charges.n_devices[tasks]
+        most = int(per_task.max())
+        if most == 0:
             return key // n, key % n, add, none, none
-        d_set = np.repeat(sets, used.sum(axis=1))
-        d_milli = np.repeat(self.charges.milli[tasks], used.sum(axis=1))
+        devices = self.charges.devices[tasks, :most]
+        d_dev = devices[devices >= 0]  # task by task, each one's devices in order
+        d_set = np.repeat(sets, per_task)
+        d_milli = np.repeat(self.charges.milli[tasks], per_task)
         n_dev = self.dev_later.size
         d_key = d_set * n_dev + d_dev
-        order = np.argsort(d_key, kind="stable")
-        d_key = d_key[order]
+        order = _grouping(d_key)
+        if order is not None:
+            d_key, d_milli = d_key[order], d_milli[order]
         starts = _starts(d_key)
-        d_add: I64 = np.add.reduceat(d_milli[order], starts)
+        d_add: I64 = d_milli if starts.size == d_key.size else np.add.reduceat(d_milli, starts)
         d_key = d_key[starts]
         d_dev = d_key % n_dev
         owner_key = (d_key // n_dev) * n + ssn.arrays.gpu_node[d_dev]
