@@ -73,6 +73,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -593,29 +595,45 @@ class _Search:
             return _Bundles.of([])
         pos = self._positions(victims)
         jobs = ssn.task_job[victims]
-        order = np.lexsort((pos, jobs))
-        tasks, jobs = victims[order], jobs[order]
-        nodes = ssn.task_node[tasks]
-        on = useful[nodes]
-        first = _starts(jobs)
-        ends = np.append(first[1:], jobs.size)
-        # the key reads every task of the job, useful or not: its first in victim order
-        by_job = jobs[first]
-        lead = tasks[first]
         if self.scope.whole:
+            order = np.lexsort((pos, jobs))
+            tasks, jobs = victims[order], jobs[order]
+            on = useful[ssn.task_node[tasks]]
+            first = _starts(jobs)
+            ends = np.append(first[1:], jobs.size)
+            # the key reads every task of the job, useful or not: its first in victim order
+            by_job = jobs[first]
+            lead = tasks[first]
             kept = np.flatnonzero(np.add.reduceat(on.astype(np.int64), first) > 0)
             ranked = kept[self._ranks(by_job[kept], lead[kept]).argsort()]
             return _Bundles.of(self._job_bundles(tasks, on, first, ends, ranked))
+        # by job, then node, then victim order (a task's place is unique in its job)
+        nodes = ssn.task_node[victims]
+        order = _lexical(jobs, nodes, pos)
+        tasks, jobs, nodes, pos = victims[order], jobs[order], nodes[order], pos[order]
+        first = _starts(jobs)
+        # the key reads every task of the job, useful or not: its first in victim order
+        low = np.minimum.reduceat(pos, first)
+        by_job = jobs[first]
+        lead = tasks[pos == low[np.searchsorted(by_job, jobs)]]
 
         def rank_of(of: I64) -> I64:
             at = np.searchsorted(by_job, of)
-            return self._ranks(by_job[at], lead[at])
+            if 2 * of.size < by_job.size:
+                return self._ranks(by_job[at], lead[at])
+            # most of the jobs: their places among every victim job, read (or kept) once
+            every = self._every_rank(by_job, lead)[at]
+            out = np.empty(of.size, dtype=np.int64)
+            out[np.argsort(every)] = np.arange(of.size)
+            return out
 
+        on = useful[nodes]
         return self._node_bundles(tasks[on], jobs[on], nodes[on], rank_of)
 
-    def _ranks(self, jobs: I64, leads: I64) -> I64:
-        """The rank of each of ``jobs`` (distinct) among them: by the victim key of its first
-        task ``leads`` without the task's name, then newest first, then name."""
+    def _ranks(self, jobs: I64, leads: I64, read: list[tuple[Any, ...]] | None = None) -> I64:
+        """The rank of each of ``jobs`` (distinct, ascending) among them: by the victim key of
+        its first task ``leads`` without the task's name, then newest first, then name (the
+        smaller job on a tie). The keys read are added to ``read`` when given."""
         snap_jobs = self.ssn.snapshot.jobs
         known = self._keys
         keys = []
@@ -624,10 +642,33 @@ class _Search:
             key = known.get(t)
             if key is None:
                 key = self.victim_key(t)
+            if read is not None:
+                read.append(key)
             keys.append((key[:-1], -rec.creation, rec.name))
         out = np.empty(len(keys), dtype=np.int64)
         out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
         return out
+
+    def _every_rank(self, jobs: I64, leads: I64) -> I64:
+        """:meth:`_ranks`, kept between searches (:attr:`_Charges.job_order`) while the victim
+        keys are: given back for the same jobs and first tasks while every key it read is
+        still the one kept for its task (a key is read again, a new object, once what it reads
+        changes: :meth:`_Charges.victim_keys`)."""
+        if not self._keys_kept:
+            return self._ranks(jobs, leads)
+        charges = _Charges.of(self.ssn)
+        kept = charges.job_order
+        if (
+            kept is not None
+            and np.array_equal(kept.jobs, jobs)
+            and np.array_equal(kept.leads, leads)
+            and all(map(operator.is_, map(self._keys.get, leads.tolist()), kept.keys))
+        ):
+            return kept.rank
+        read: list[tuple[Any, ...]] = []
+        rank = self._ranks(jobs, leads, read)
+        charges.job_order = _JobOrder(jobs.copy(), leads.copy(), read, rank)
+        return rank
 
     def _job_bundles(
         self, tasks: I64, on: BOOL, first: I64, ends: I64, ranked: I64
@@ -660,9 +701,11 @@ class _Search:
         ssn = self.ssn
         if tasks.size == 0:
             return _Bundles.of([])
-        order = np.lexsort((np.arange(tasks.size), nodes, jobs))
-        tasks, jobs, nodes = tasks[order], jobs[order], nodes[order]
-        group = _starts(jobs * ssn.arrays.n_nodes + nodes)
+        pair = jobs * ssn.arrays.n_nodes + nodes
+        if pair.size > 1 and bool((pair[1:] < pair[:-1]).any()):
+            order = np.lexsort((np.arange(tasks.size), nodes, jobs))
+            tasks, jobs, nodes, pair = tasks[order], jobs[order], nodes[order], pair[order]
+        group = _starts(pair)
         size = np.diff(np.append(group, tasks.size))
         member = np.repeat(np.arange(group.size), size)
         at = np.arange(tasks.size) - group[member]  # place inside its (job, node)
@@ -682,7 +725,10 @@ class _Search:
         rows = np.flatnonzero(taken)  # in group order
         if rows.size:
             runs = _starts(member[rows])
-            freed[member[rows[runs]]] = np.add.reduceat(ssn.task_req[tasks[rows]], runs, axis=0)
+            took = ssn.task_req[tasks[rows]]
+            if runs.size < rows.size:
+                took = np.add.reduceat(took, runs, axis=0)
+            freed[member[rows[runs]]] = took
         room = ssn.future_idle()[nodes[group]] + freed
         fits = np.zeros(group.size, dtype=np.bool_)
         for need in np.unique(self.claim_req, axis=0).tolist():
@@ -695,12 +741,13 @@ class _Search:
             return _Bundles.of([])
         # the bundles left, by their job's rank then node; each one's tasks in victim order
         rank = np.empty(group.size, dtype=np.int64)
-        left = np.unique(heads[kept])
+        left = heads[kept]  # ascending
+        left = left[_starts(left)]
         rank[kept] = rank_of(left)[np.searchsorted(left, heads[kept])]
         placed = np.full(group.size, -1, dtype=np.int64)
-        placed[kept[np.lexsort((nodes[group[kept]], rank[kept]))]] = np.arange(kept.size)
+        placed[kept[_lexical(rank[kept], nodes[group[kept]])]] = np.arange(kept.size)
         chosen = np.flatnonzero(taken & (placed[member] >= 0))
-        chosen = chosen[np.argsort(placed[member[chosen]], kind="stable")]
+        chosen = chosen[_stable(placed[member[chosen]])]
         by_place = kept[np.argsort(placed[kept])]
         bounds = np.concatenate(([0], np.cumsum(count[by_place]))).tolist()
         return _Bundles(heads[by_place].tolist(), tasks[chosen], bounds, None)
@@ -1163,6 +1210,29 @@ def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
     return chosen
 
 
+def _lexical(*keys: I64) -> I64:
+    """The order that sorts rows by ``keys`` (non-negative), the first key first, as
+    ``np.lexsort`` with the keys reversed: one sort of one combined key when it fits in 63 bits
+    (rows with equal keys then in any order: the callers' keys tell every row apart)."""
+    spans = [int(k.max()) + 1 if k.size else 1 for k in keys]
+    if math.prod(spans) >= 1 << 62:
+        return np.lexsort(keys[::-1])
+    combined = keys[0].astype(np.int64)
+    for k, span in zip(keys[1:], spans[1:], strict=True):
+        combined = combined * span + k
+    out: I64 = np.argsort(combined)
+    return out
+
+
+def _stable(keys: I64) -> I64:
+    """``np.argsort(keys, kind="stable")`` of non-negative ``keys``, by counting when they are
+    below 2**16."""
+    if keys.size and int(keys.max()) < 1 << 16:
+        out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
+        return out
+    return np.argsort(keys, kind="stable")
+
+
 def _grouping(keys: I64) -> I64 | None:
     """An order of the non-negative ``keys`` that makes them ascending (equal keys in any
     order among themselves: the callers sum over runs of equal keys), or None when they
@@ -1291,6 +1361,17 @@ class _Fruitless:
 _PIPELINED_BY = frozenset({"gang"})
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _JobOrder:
+    """The ranks of victim jobs (:meth:`_Search._ranks`): the jobs, the first task of each in
+    victim order, the victim key read for each of those tasks, and each job's rank."""
+
+    jobs: I64
+    leads: I64
+    keys: list[tuple[Any, ...]]
+    rank: I64
+
+
 @dataclass(slots=True, eq=False)
 class _Charges:
     """What evicting a task gives back, read once per session: its row as its node is
@@ -1318,6 +1399,9 @@ class _Charges:
     spare_read: I64 = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     #: Searches that found nothing (:class:`_Fruitless`).
     fruitless: _Fruitless = field(default_factory=lambda: _Fruitless())
+    #: The ranks of the victim jobs of the last search that read them all
+    #: (:meth:`_Search._every_rank`).
+    job_order: _JobOrder | None = None
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
