@@ -611,29 +611,18 @@ class _Search:
         nodes = ssn.task_node[victims]
         order = _lexical(jobs, nodes, pos)
         tasks, jobs, nodes, pos = victims[order], jobs[order], nodes[order], pos[order]
-        first = _starts(jobs)
         # the key reads every task of the job, useful or not: its first in victim order
-        low = np.minimum.reduceat(pos, first)
-        by_job = jobs[first]
-        lead = tasks[pos == low[np.searchsorted(by_job, jobs)]]
+        by_job, lead = _firsts(tasks, jobs, pos)
 
         def rank_of(of: I64) -> I64:
-            at = np.searchsorted(by_job, of)
-            if 2 * of.size < by_job.size:
-                return self._ranks(by_job[at], lead[at])
-            # most of the jobs: their places among every victim job, read (or kept) once
-            every = self._every_rank(by_job, lead)[at]
-            out = np.empty(of.size, dtype=np.int64)
-            out[np.argsort(every)] = np.arange(of.size)
-            return out
+            return self._ranks_among(by_job, lead, np.searchsorted(by_job, of))
 
         on = useful[nodes]
         return self._node_bundles(tasks[on], jobs[on], nodes[on], rank_of)
 
-    def _ranks(self, jobs: I64, leads: I64, read: list[tuple[Any, ...]] | None = None) -> I64:
-        """The rank of each of ``jobs`` (distinct, ascending) among them: by the victim key of
-        its first task ``leads`` without the task's name, then newest first, then name (the
-        smaller job on a tie). The keys read are added to ``read`` when given."""
+    def _ranks(self, jobs: I64, leads: I64) -> I64:
+        """The rank of each of ``jobs`` (distinct) among them: by the victim key of its first
+        task ``leads`` without the task's name, then newest first, then name."""
         snap_jobs = self.ssn.snapshot.jobs
         known = self._keys
         keys = []
@@ -642,32 +631,40 @@ class _Search:
             key = known.get(t)
             if key is None:
                 key = self.victim_key(t)
-            if read is not None:
-                read.append(key)
             keys.append((key[:-1], -rec.creation, rec.name))
         out = np.empty(len(keys), dtype=np.int64)
         out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
         return out
 
+    def _ranks_among(self, jobs: I64, leads: I64, at: I64) -> I64:
+        """:meth:`_ranks` of the jobs ``jobs[at]`` (``at`` ascending): asked of them alone when
+        they are few, else read from the ranks of every one of ``jobs`` (:meth:`_every_rank`,
+        kept between searches)."""
+        if 2 * at.size < jobs.size:
+            return self._ranks(jobs[at], leads[at])
+        every = self._every_rank(jobs, leads)[at]
+        out = np.empty(at.size, dtype=np.int64)
+        out[np.argsort(every)] = np.arange(at.size)
+        return out
+
     def _every_rank(self, jobs: I64, leads: I64) -> I64:
-        """:meth:`_ranks`, kept between searches (:attr:`_Charges.job_order`) while the victim
-        keys are: given back for the same jobs and first tasks while every key it read is
-        still the one kept for its task (a key is read again, a new object, once what it reads
-        changes: :meth:`_Charges.victim_keys`)."""
+        """:meth:`_ranks`, kept between searches (:attr:`_Charges.job_order`): given back for
+        the same first tasks (so the same jobs) while every key it read is still the one kept
+        for its task (a key is read again, a new object, once what it reads changes:
+        :meth:`_Charges.victim_keys`)."""
         if not self._keys_kept:
             return self._ranks(jobs, leads)
         charges = _Charges.of(self.ssn)
         kept = charges.job_order
         if (
             kept is not None
-            and np.array_equal(kept.jobs, jobs)
-            and np.array_equal(kept.leads, leads)
+            and np.array_equal(kept.leads, leads)  # the jobs are theirs
             and all(map(operator.is_, map(self._keys.get, leads.tolist()), kept.keys))
         ):
             return kept.rank
-        read: list[tuple[Any, ...]] = []
-        rank = self._ranks(jobs, leads, read)
-        charges.job_order = _JobOrder(jobs.copy(), leads.copy(), read, rank)
+        rank = self._ranks(jobs, leads)  # reads (and keeps) the key of each of ``leads``
+        read = list(map(self._keys.__getitem__, leads.tolist()))
+        charges.job_order = _JobOrder(leads.copy(), read, rank)
         return rank
 
     def _job_bundles(
@@ -701,10 +698,7 @@ class _Search:
         ssn = self.ssn
         if tasks.size == 0:
             return _Bundles.of([])
-        pair = jobs * ssn.arrays.n_nodes + nodes
-        if pair.size > 1 and bool((pair[1:] < pair[:-1]).any()):
-            order = np.lexsort((np.arange(tasks.size), nodes, jobs))
-            tasks, jobs, nodes, pair = tasks[order], jobs[order], nodes[order], pair[order]
+        tasks, jobs, nodes, pair = _by_pair(tasks, jobs, nodes, ssn.arrays.n_nodes)
         group = _starts(pair)
         size = np.diff(np.append(group, tasks.size))
         member = np.repeat(np.arange(group.size), size)
@@ -725,10 +719,7 @@ class _Search:
         rows = np.flatnonzero(taken)  # in group order
         if rows.size:
             runs = _starts(member[rows])
-            took = ssn.task_req[tasks[rows]]
-            if runs.size < rows.size:
-                took = np.add.reduceat(took, runs, axis=0)
-            freed[member[rows[runs]]] = took
+            freed[member[rows[runs]]] = _run_sums(ssn.task_req[tasks[rows]], runs)
         room = ssn.future_idle()[nodes[group]] + freed
         fits = np.zeros(group.size, dtype=np.bool_)
         for need in np.unique(self.claim_req, axis=0).tolist():
@@ -1210,6 +1201,36 @@ def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
     return chosen
 
 
+def _firsts(tasks: I64, jobs: I64, pos: I64) -> tuple[I64, I64]:
+    """For rows grouped by job (``jobs`` ascending), each job and its task of least ``pos``
+    (a task's place in its job's victim order: never the same for two tasks of one job)."""
+    first = _starts(jobs)
+    by_job = jobs[first]
+    low = np.minimum.reduceat(pos, first)
+    lead: I64 = tasks[pos == low[np.searchsorted(by_job, jobs)]]
+    return by_job, lead
+
+
+def _by_pair(tasks: I64, jobs: I64, nodes: I64, n_nodes: int) -> tuple[I64, I64, I64, I64]:
+    """``tasks`` (with their ``jobs`` and ``nodes``) sorted by job, then node, else in the
+    order given, and each one's (job, node) pair as one number; not sorted again when they
+    already are."""
+    pair = jobs * n_nodes + nodes
+    if pair.size < 2 or not bool((pair[1:] < pair[:-1]).any()):
+        return tasks, jobs, nodes, pair
+    order = np.lexsort((np.arange(tasks.size), nodes, jobs))
+    return tasks[order], jobs[order], nodes[order], pair[order]
+
+
+def _run_sums(rows: I64, starts: I64) -> I64:
+    """``np.add.reduceat(rows, starts, axis=0)``: the sum of each run of ``rows`` beginning at
+    ``starts`` (ascending, the first 0); the rows themselves when every run is one row."""
+    if starts.size == rows.shape[0]:
+        return rows
+    out: I64 = np.add.reduceat(rows, starts, axis=0)
+    return out
+
+
 def _lexical(*keys: I64) -> I64:
     """The order that sorts rows by ``keys`` (non-negative), the first key first, as
     ``np.lexsort`` with the keys reversed: one sort of one combined key when it fits in 63 bits
@@ -1363,10 +1384,9 @@ _PIPELINED_BY = frozenset({"gang"})
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _JobOrder:
-    """The ranks of victim jobs (:meth:`_Search._ranks`): the jobs, the first task of each in
-    victim order, the victim key read for each of those tasks, and each job's rank."""
+    """The ranks of victim jobs (:meth:`_Search._ranks`): the first task of each in victim
+    order, the victim key read for each of those tasks, and each job's rank."""
 
-    jobs: I64
     leads: I64
     keys: list[tuple[Any, ...]]
     rank: I64
@@ -1729,7 +1749,7 @@ class _Room:
         if order is not None:
             key, rows = key[order], rows[order]
         starts = _starts(key)
-        add: I64 = rows if starts.size == key.size else np.add.reduceat(rows, starts, axis=0)
+        add = _run_sums(rows, starts)
         key = key[starts]
         if among is not None:
             inside = among[key % n]
@@ -1750,7 +1770,7 @@ class _Room:
         if order is not None:
             d_key, d_milli = d_key[order], d_milli[order]
         starts = _starts(d_key)
-        d_add: I64 = d_milli if starts.size == d_key.size else np.add.reduceat(d_milli, starts)
+        d_add = _run_sums(d_milli, starts)
         d_key = d_key[starts]
         d_dev = d_key % n_dev
         owner_key = (d_key // n_dev) * n + ssn.arrays.gpu_node[d_dev]
