@@ -562,8 +562,8 @@ class _Search:
     def useful_nodes(self, among: BOOL | None) -> BOOL:
         ssn = self.ssn
         mask = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-        for i in self.templates:
-            mask |= ssn.evaluate(ssn.templates[i]).ok
+        for i in self.templates:  # the predicates alone: node scores are not read here
+            mask |= ssn.feasible(ssn.templates[i]).ok
         return mask if among is None else mask & among
 
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
@@ -1071,7 +1071,7 @@ class _Search:
         """Which rule stopped preemption: relax the constraints one at a time. The trials'
         evictions are held between them (:meth:`_explain_trial`), and given back before
         anything else reads the occupancy."""
-        room = self._room = _Room(self.ssn, self.claim, self.queue)
+        room = self._room = _Room(self.ssn, self.claim, self.queue, bound=False)
         try:
             return self._diagnose(allowed, victims, room)
         finally:
@@ -1592,6 +1592,14 @@ def devices_given_back(ssn: Session, tasks: I64) -> tuple[I64, I64]:
     return devices, milli
 
 
+#: What evicting victim sets gives back (:meth:`_Room._entries`): per (set, node) pair the set,
+#: the node and the rows freed; per (set, device) pair the device, and its milli-GPU freed with
+#: the index of its (set, node) pair.
+_Entries = tuple[I64, I64, I64, I64, I64]
+#: Whole numbers below this are summed exactly in floating point.
+_EXACT = 1 << 53
+
+
 @dataclass(slots=True, eq=False)
 class _Kind:
     """One template of the claim, for the room bound: how many tasks the claim has of it, its
@@ -1624,7 +1632,9 @@ class _Room:
     has now. The bound is read for many victim sets at once (:meth:`fits_sets`,
     :meth:`first_prefix`), one vectorized pass each."""
 
-    def __init__(self, ssn: Session, claim: list[int], queue: int) -> None:
+    def __init__(self, ssn: Session, claim: list[int], queue: int, *, bound: bool = True) -> None:
+        """``bound`` false: a room that only holds evictions between trials and keeps what the
+        gang rule answered (an explanation's), the bound itself not read (no claimed kind)."""
         self.ssn = ssn
         self.queue = queue
         self.room = ssn.future_idle()
@@ -1642,7 +1652,7 @@ class _Room:
         self.refused: list[I64] = []
         self._refused_rows: I64 = np.zeros((0, ssn.task_req.shape[1]), dtype=np.int64)
         counts: dict[int, int] = {}
-        for t in claim:
+        for t in claim if bound else ():
             k = int(ssn.template_of[t])
             counts[k] = counts.get(k, 0) + 1
         gpu_col = a.spec.gpu_column
@@ -1674,6 +1684,9 @@ class _Room:
         self.spare: dict[int, tuple[int, int]] = {}
         #: The evictions kept between placement-only trials.
         self.held: Statement | None = None
+        #: The last many-set entries read (:meth:`_entries_of`): the arrays asked about, and
+        #: what they give back.
+        self._last: tuple[I64, I64, BOOL | None, _Entries] | None = None
 
     @staticmethod
     def _held(kind: _Kind, room: I64, slots: I64, nodes: I64 | None = None) -> I64:
@@ -1733,7 +1746,7 @@ class _Room:
             self.held.discard()
             self.held = None
 
-    def _entries(self, tasks: I64, sets: I64, among: BOOL | None) -> tuple[I64, I64, I64, I64, I64]:
+    def _entries(self, tasks: I64, sets: I64, among: BOOL | None) -> _Entries:
         """What evicting each set gives back, per (set, node) pair in set-major order (nodes
         outside ``among`` left out): the set, the node, the rows freed, and per (set, device)
         pair the device, its milli-GPU freed and the index of its (set, node) pair."""
@@ -1787,10 +1800,59 @@ class _Room:
         out: I64 = np.maximum((base + after) // need, 0) - np.maximum((base + before) // need, 0)
         return out
 
+    def _entries_of(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> _Entries:
+        """:meth:`_entries`: read by node and device totals for one set; for many, the last
+        answer given back when asked again about the very same arrays (the bundles' flat
+        arrays, read by the bound of each bundle and then by the bound of their unions)."""
+        if n_sets == 1:
+            return self._entries_of_one(tasks, among)
+        last = self._last
+        if last is not None and last[0] is tasks and last[1] is sets and last[2] is among:
+            return last[3]
+        out = self._entries(tasks, sets, among)
+        self._last = (tasks, sets, among, out)
+        return out
+
+    def _entries_of_one(self, tasks: I64, among: BOOL | None) -> _Entries:
+        """:meth:`_entries` of one set, summed per node and per device without sorting (sums
+        of whole numbers below 2**53 in floating point are exact; above, :meth:`_entries`)."""
+        ssn = self.ssn
+        none = np.zeros(0, dtype=np.int64)
+        n = ssn.arrays.n_nodes
+        self.charges.read(ssn, tasks)
+        rows = self.charges.rows[tasks]
+        if tasks.size == 0 or int(rows.sum(axis=0).max()) >= _EXACT:
+            return self._entries(tasks, np.zeros_like(tasks), among)
+        nodes = ssn.task_node[tasks]
+        e_node = np.flatnonzero(np.bincount(nodes, minlength=n))
+        if among is not None:
+            e_node = e_node[among[e_node]]
+        add = np.empty((e_node.size, rows.shape[1]), dtype=np.int64)
+        for r in range(rows.shape[1]):
+            add[:, r] = np.bincount(nodes, weights=rows[:, r], minlength=n)[e_node]
+        e_set = np.zeros(e_node.size, dtype=np.int64)
+        per_task = self.charges.n_devices[tasks]
+        most = int(per_task.max())
+        if not self.gpu_kinds or e_node.size == 0 or most == 0:
+            return e_set, e_node, add, none, none
+        devices = self.charges.devices[tasks, :most]
+        d_all = devices[devices >= 0]  # task by task, each one's devices in order
+        milli = np.repeat(self.charges.milli[tasks], per_task)
+        if int(milli.sum()) >= _EXACT:
+            return self._entries(tasks, np.zeros_like(tasks), among)
+        n_dev = self.dev_later.size
+        d_dev = np.flatnonzero(np.bincount(d_all, minlength=n_dev))
+        d_add = np.bincount(d_all, weights=milli, minlength=n_dev)[d_dev].astype(np.int64)
+        owner = ssn.arrays.gpu_node[d_dev]
+        at = np.searchsorted(e_node, owner)
+        found = at < e_node.size
+        found[found] = e_node[at[found]] == owner[found]
+        return e_set, e_node, add, d_dev[found], np.stack([d_add[found], at[found]])
+
     def fits_sets(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> BOOL:
         """The room bound for many victim sets at once (set ``s`` is ``tasks[sets == s]``):
         False only when no trial evicting that set can place the whole claim."""
-        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        e_set, e_node, add, d_dev, d_info = self._entries_of(tasks, sets, n_sets, among)
         room = self.room[e_node] + add
         ok = np.ones(n_sets, dtype=np.bool_)
         for kind, base in zip(self.kinds, self._base(among), strict=True):
@@ -1807,7 +1869,7 @@ class _Room:
     def first_prefix(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> int:
         """The smallest ``i`` such that the union of sets ``0..i`` passes the room bound
         (every smaller union fails it), or ``n_sets`` when none does."""
-        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        e_set, e_node, add, d_dev, d_info = self._entries_of(tasks, sets, n_sets, among)
         # each (set, node) pair's room with the sets before it (on that node) evicted, and with
         # it; the same per device
         order = np.lexsort((e_set, e_node))
