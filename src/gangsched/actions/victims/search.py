@@ -36,7 +36,8 @@ predicates, ``allocatable`` of its queue, and the job's hard topology domain) an
 
 1. every single job: the shortest prefix of its surplus that is feasible (bisection: more
    victims never hurt placement), else the job whole;
-2. if no single job works and there are at most :data:`PAIR_LIMIT` candidate jobs, every pair;
+2. if no single job works and there are at most :data:`PAIR_LIMIT` candidate jobs, every pair
+   (as far as the cheapest needs: :meth:`_Search._pairs`);
 3. otherwise bundles are added in rank order until the claim fits, jobs are reprieved
    (highest rank first) while it still fits, whole bundles are cut back to their surplus where
    that suffices, and surplus tasks are reprieved one by one.
@@ -348,6 +349,8 @@ class _Search:
         self.first_refused = False
         #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
         self.free: frozenset[int] = frozenset()
+        #: Per bundle of the last search, whether its largest set passes the room bound alone.
+        self._alone: BOOL = np.zeros(0, dtype=np.bool_)
         #: Bundles made, per (victims, useful nodes): they are made on the search's opening
         #: occupancy (every trial is undone), so the explanation reads the search's.
         self._made: dict[tuple[bytes, bytes], _Bundles] = {}
@@ -835,12 +838,7 @@ class _Search:
             return None
         found = self._singles(bundles, among)
         if not found and len(bundles) <= PAIR_LIMIT:
-            for a, b in itertools.combinations(bundles, 2):
-                parts = [self._most(a), self._most(b)]
-                if self._fits(parts, among):
-                    parts = self._shrink(self._downgrade(parts, among), among)
-                    if self._fits(parts, among, rule=True):
-                        found.append(parts)
+            found = self._pairs(bundles, among)
         if not found:
             # bundles are added in rank order until the claim fits: the unions the room bound
             # rules out are not played, and once a union takes a job below its minimum every
@@ -890,7 +888,7 @@ class _Search:
         trying every bundle finds)."""
         assert self._room is not None
         tasks, sets = bundles.most()
-        ok = self._room.fits_sets(tasks, sets, len(bundles), among)
+        ok = self._alone = self._room.fits_sets(tasks, sets, len(bundles), among)
         tried = self._not_refused(bundles, ok)
         if tried.size == 0:
             return []
@@ -939,6 +937,50 @@ class _Search:
                 best = cost
         found.sort(key=lambda parts: parts[0][0].rank)
         return found
+
+    def _pairs(self, bundles: _Bundles, among: BOOL | None) -> list[list[_Part]]:
+        """Every pair of bundles that makes room (both largest sets, then downgraded and
+        shrunk; admissible), as far as the cheapest of them needs, in the order of the pairs.
+
+        Pairs are tried in the order of a lower bound of their cost, until the bound passes the
+        cheapest set found (costs differ in the bundles' ranks, so the cheapest is the one
+        trying every pair finds). When neither bundle's largest set passes the room bound
+        alone (:attr:`_alone`), neither part can be shrunk away (a trial of the other part
+        alone evicts a subset of its largest set, which the bound, growing with the set,
+        refuses unplayed): the set hits both jobs, at their priorities and ranks, evicts at
+        least a task of each, and frees at least the least row of each (every resource's
+        smallest request among the tasks its part may keep). Otherwise the bound is one job,
+        below every cost."""
+        jobs = self.ssn.snapshot.jobs
+        req = self.ssn.task_req
+        least = [req[list(self._most(b)[1])].min(axis=0) for b in bundles]
+        prio = [jobs[b.job].priority for b in bundles]
+        pairs = list(itertools.combinations(range(len(bundles)), 2))
+        bounds: list[tuple[Any, ...]] = []
+        for i, j in pairs:
+            if self._alone[i] or self._alone[j]:
+                bounds.append((1,))
+                continue
+            prios = tuple(sorted((prio[i], prio[j]), reverse=True))
+            excess = self._excess(least[i] + least[j])
+            bounds.append(self._order(2, prios, 0, excess, 2, (i, j)))
+        found: list[tuple[int, list[_Part]]] = []
+        best: tuple[Any, ...] | None = None
+        for k in sorted(range(len(pairs)), key=bounds.__getitem__):
+            if best is not None and bounds[k] > best:
+                break
+            i, j = pairs[k]
+            parts = [self._most(bundles[i]), self._most(bundles[j])]
+            if not self._fits(parts, among):
+                continue
+            parts = self._shrink(self._downgrade(parts, among), among)
+            if self._fits(parts, among, rule=True):
+                found.append((k, parts))
+                cost = self.cost(parts)
+                if best is None or cost < best:
+                    best = cost
+        found.sort(key=lambda item: item[0])
+        return [parts for _, parts in found]
 
     def _refuses(self, victims: Sequence[int]) -> bool:
         """Whether the claim's queue refuses its first task once ``victims`` are evicted (the
