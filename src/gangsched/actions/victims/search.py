@@ -448,7 +448,7 @@ class _Search:
         if not self._place(stmt, mask if among is None else mask & among):
             self.claim_nodes = set()  # not placed whole: the caller's node rule refuses
 
-    def _gang_safe(self, victims: Sequence[int]) -> bool:
+    def _gang_safe(self, victims: Sequence[int] | I64) -> bool:
         """Every victim job keeps its minimum (bundles of one job on several nodes may add up
         past its surplus).
 
@@ -462,20 +462,20 @@ class _Search:
         tasks = np.asarray(victims, dtype=np.int64)
         if tasks.size == 0:
             return True
+        # the jobs hit, ascending, and how many tasks of each; a job's tasks (in the order
+        # given) are listed only when the rule is asked about them
         jobs = ssn.task_job[tasks]
-        order = np.argsort(jobs, kind="stable")
-        jobs = jobs[order]
-        starts = _starts(jobs)
-        ends = np.append(starts[1:], jobs.size)
+        counts = np.bincount(jobs)
+        hit = np.flatnonzero(counts)
+        by_job = _JobLists(tasks, jobs)
         known = self._room.safe if self._room is not None else None
-        for j, a, b in zip(jobs[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
-            mine = tasks[order[a:b]].tolist()
+        for j, n in zip(hit.tolist(), counts[hit].tolist(), strict=True):
             roles = role_minimums(ssn.snapshot.jobs[j])
             if roles:
-                names = [ssn.snapshot.tasks[t].role for t in mine]
-                key = (j, b - a, tuple(names.count(r) for r in roles))
+                names = [ssn.snapshot.tasks[t].role for t in by_job.of(j)]
+                key = (j, n, tuple(names.count(r) for r in roles))
             else:
-                key = (j, b - a, ())
+                key = (j, n, ())
                 if self._room is not None:
                     # without role minimums the rule takes the first ``spare`` tasks of any
                     # list: asked once with every task of the job, it answers for every count
@@ -485,14 +485,15 @@ class _Search:
                         listed = ssn.job_tasks(j).tolist()
                         every = (len(spare_tasks(ssn, j, listed)), len(listed))
                         self._room.spare[j] = every
-                    if b - a <= every[1]:
-                        if b - a > every[0]:
+                    if n <= every[1]:
+                        if n > every[0]:
                             return False
                         continue
             safe = known.get(key) if known is not None else None
             if safe is None:
                 if self._room is not None:
                     self._room.restore_job(j)  # judged on the search's occupancy
+                mine = by_job.of(j)
                 safe = len(spare_tasks(ssn, j, mine)) == len(mine)
                 if known is not None:
                     known[key] = safe
@@ -853,7 +854,7 @@ class _Search:
             parts = [self._most(bundles[i]) for i in range(start)]
             for i in range(start, n):
                 parts.append(self._most(bundles[i]))
-                if not self.scope.whole and not self._gang_safe(tasks[: ends[i]].tolist()):
+                if not self.scope.whole and not self._gang_safe(tasks[: ends[i]]):
                     return None
                 if self._fits(parts, among):
                     break
@@ -1120,17 +1121,19 @@ class _Search:
             self._room = None
             room.release()
 
-    def _explain_trial(self, victims: list[int], among: BOOL | None) -> bool:
+    def _explain_trial(self, victims: Sequence[int] | I64, among: BOOL | None) -> bool:
         """:meth:`attempt` on placement alone (``rule=False``), as it plays without a room,
         inside an explanation: the evictions stay held in the room between trials (only the
         difference to the next set is played; evictions commute), the placement is undone.
         Without a room (outside an explanation), :meth:`attempt` itself."""
         if self._room is None:
-            return self.attempt(victims, among, rule=False)
+            return self.attempt(list(victims), among, rule=False)
+        if not self.scope.whole and not self._gang_safe(victims):
+            return False  # the trial's first check, read before the set is listed
         relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
         stmt = Statement(self.ssn, relax=relax)
         try:
-            return self._play(stmt, victims, among, False, held=self._room)
+            return self._play(stmt, np.asarray(victims).tolist(), among, False, held=self._room)
         finally:
             stmt.discard()
 
@@ -1138,10 +1141,10 @@ class _Search:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
-        most = self.bundles_once(victims, useful).most()[0].tolist()
+        most = self.bundles_once(victims, useful).most()[0]
         self.blocked = None
         trials = _Trials(self)
-        if not trials.play(victims.tolist()) and self.blocked is not None:
+        if not trials.play(victims) and self.blocked is not None:
             held.release()
             freed = ssn.task_req[victims].sum(axis=0)
             room = (ssn.future_idle()[useful]).sum(axis=0) + freed
@@ -1151,11 +1154,11 @@ class _Search:
                 INSUFFICIENT,
                 f"even evicting every candidate would not make room for {n} task(s)",
             )
-        if most and trials.play(most):
+        if most.size and trials.play(most):
             allowed_domains = domains(ssn, self.job)  # the job's own tasks: never held
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
-                trials.play(self.bundles_once(victims, useful & d).most()[0].tolist(), d)
+                trials.play(self.bundles_once(victims, useful & d).most()[0], d)
                 for d in allowed_domains
                 if d is not None
             ):
@@ -1165,21 +1168,21 @@ class _Search:
                     "hard topology does not allow",
                 )
             if self.scope.admissible is not no_rule:
-                self.attempt(most, None)
+                self.attempt(most.tolist(), None)
                 if self.last_refusal is not None:
                     return self.last_refusal
             return (INSUFFICIENT, f"no victim set found that makes room for {n} task(s)")
-        on_useful = victims[useful[ssn.task_node[victims]]].tolist()
-        if on_useful and trials.play(on_useful):
+        on_useful = victims[useful[ssn.task_node[victims]]]
+        if on_useful.size and trials.play(on_useful):
             return (
                 GANG_WOULD_BREAK,
                 f"room for {n} task(s) exists only by cutting running gangs below min_available",
             )
-        more = allowed[useful[ssn.task_node[allowed]]].tolist()
-        if len(more) > len(on_useful) and trials.play(more):
+        more = allowed[useful[ssn.task_node[allowed]]]
+        if more.size > on_useful.size and trials.play(more):
             held.release()
             spare = gang_allowed(ssn, allowed, whole=self.scope.whole)
-            if not trials.play(spare[useful[ssn.task_node[spare]]].tolist()):
+            if not trials.play(spare[useful[ssn.task_node[spare]]]):
                 return (
                     GANG_WOULD_BREAK,
                     f"room for {n} task(s) exists only by cutting running gangs below "
@@ -1210,16 +1213,17 @@ class _Trials:
 
     def __init__(self, search: _Search) -> None:
         self.search = search
-        #: Per (victims, among): the trial's answer.
-        self._known: dict[tuple[frozenset[int], int], bool] = {}
+        #: Per (victims, among): the trial's answer (the victims as their sorted array's bytes).
+        self._known: dict[tuple[bytes, int], bool] = {}
 
-    def play(self, victims: list[int], among: BOOL | None = None) -> bool:
+    def play(self, victims: Sequence[int] | I64, among: BOOL | None = None) -> bool:
         """:meth:`_Search.attempt` on placement alone, ``among`` None: topology relaxed."""
-        key = (frozenset(victims), -1 if among is None else id(among))
+        tasks = np.asarray(victims, dtype=np.int64)
+        key = (np.unique(tasks).tobytes(), -1 if among is None else id(among))
         known = self._known.get(key)
         if known is not None:
             return known
-        ok = self.search._explain_trial(victims, among)
+        ok = self.search._explain_trial(tasks, among)
         self._known[key] = ok
         return ok
 
@@ -1241,6 +1245,27 @@ def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
         if some < c:
             chosen[np.flatnonzero(freed[:, r] == 0)[: c - some]] = True
     return chosen
+
+
+class _JobLists:
+    """Each job's tasks among ``tasks`` (their jobs ``jobs``), in the order given: sorted by
+    job once, when first asked."""
+
+    __slots__ = ("_jobs", "_order", "jobs", "tasks")
+
+    def __init__(self, tasks: I64, jobs: I64) -> None:
+        self.tasks = tasks
+        self.jobs = jobs
+        self._order: I64 | None = None
+        self._jobs: I64 = jobs[:0]
+
+    def of(self, job: int) -> list[int]:
+        if self._order is None:
+            self._order = _stable(self.jobs)
+            self._jobs = self.jobs[self._order]
+        a, b = np.searchsorted(self._jobs, [job, job + 1]).tolist()
+        out: list[int] = self.tasks[self._order[a:b]].tolist()
+        return out
 
 
 def _firsts(tasks: I64, jobs: I64, pos: I64) -> tuple[I64, I64]:
