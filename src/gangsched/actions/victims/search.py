@@ -1041,7 +1041,7 @@ class _Search:
         freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, nodes[mine], ssn.task_req[tasks[mine]])
         c = len(self.claim)
-        rows = np.unique(nodes[mine])
+        rows = _distinct(nodes[mine])
         rows = rows[freed[rows].any(axis=1)]
         if c >= rows.size:
             return False  # the question would be every bundle: the search asks it anyway
@@ -1219,7 +1219,7 @@ class _Trials:
     def play(self, victims: Sequence[int] | I64, among: BOOL | None = None) -> bool:
         """:meth:`_Search.attempt` on placement alone, ``among`` None: topology relaxed."""
         tasks = np.asarray(victims, dtype=np.int64)
-        key = (np.unique(tasks).tobytes(), -1 if among is None else id(among))
+        key = (_distinct(tasks).tobytes(), -1 if among is None else id(among))
         known = self._known.get(key)
         if known is not None:
             return known
@@ -1331,6 +1331,17 @@ def _grouping(keys: I64) -> I64 | None:
         out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
     else:
         out = np.argsort(keys)
+    return out
+
+
+def _distinct(values: I64) -> I64:
+    """``np.unique(values)`` of non-negative whole numbers, by sorting (below 2**16, by
+    counting)."""
+    if values.size and int(values.max()) < 1 << 16:
+        ordered = np.sort(values.astype(np.uint16), kind="stable").astype(values.dtype)
+    else:
+        ordered = np.sort(values)
+    out: I64 = ordered[_starts(ordered)]
     return out
 
 
@@ -1573,7 +1584,7 @@ class _Charges:
         if self.spare.size != n_jobs:
             self.spare = np.full(n_jobs, -1, dtype=np.int64)
             self.spare_read = np.full((n_jobs, ssn.job_count.shape[1]), -1, dtype=np.int64)
-        uniq = np.unique(jobs)
+        uniq = _distinct(jobs)
         stale = uniq[(ssn.job_count[uniq] != self.spare_read[uniq]).any(axis=1)]
         records = ssn.snapshot.jobs
         for j in stale.tolist():
