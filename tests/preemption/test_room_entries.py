@@ -103,3 +103,54 @@ def test_the_many_set_answer_kept_is_for_the_same_arrays_only() -> None:
     room._entries_of(tasks, sets, 5, None)
     among = rng.random(n) < 0.5
     assert _same(room._entries_of(tasks, sets, 5, among), room._entries(tasks, sets, among))
+
+
+def test_what_every_victim_gives_back_is_kept_for_the_same_victims_nodes_and_claim() -> None:
+    # One cache per session, asked by rooms of a GPU claim and of a claim without GPUs,
+    # inside every node or some: each answer is the one read afresh.
+    data = OPENB.openb_preemption_dict(40, seed=0)
+    ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
+    running = np.flatnonzero(in_states(ssn.task_state, RUNNING_STATES)).astype(np.int64)
+    gpu = ssn.arrays.spec.gpu_column
+    pending = np.flatnonzero(ssn.task_state == TaskState.PENDING).tolist()
+    rooms = []
+    for wants_gpu in (True, False):
+        task = next(t for t in pending if (ssn.task_req[t, gpu] > 0) == wants_gpu)
+        room = victim_search._Room(ssn, [task], int(ssn.job_queue[ssn.task_job[task]]))
+        assert room.gpu_kinds == wants_gpu
+        rooms.append(room)
+    charges = victim_search._Charges.of(ssn)
+    rng = np.random.default_rng(0)
+    masks = [None, rng.random(ssn.arrays.n_nodes) < 0.5]
+    sets = [running, running[:-5], rng.permutation(running)[: running.size // 2]]
+    for _ in range(30):
+        room = rooms[int(rng.integers(2))]
+        victims = sets[int(rng.integers(len(sets)))]
+        among = masks[int(rng.integers(2))]
+        got = room.fits_all(victims, among)
+        assert charges.all_victims is not None
+        want = room._entries(victims, np.zeros_like(victims), among)
+        assert _same(charges.all_victims[1], want)
+        assert got == bool(room.fits_sets(victims, np.zeros_like(victims), 1, among)[0])
+    # other victims on the very same nodes: read again
+    fewer = running[:-5]
+    out = next(int(t) for t in running[-5:] if ssn.task_node[t] in ssn.task_node[fewer])
+    swapped = fewer.copy()
+    swapped[int(np.flatnonzero(ssn.task_node[fewer] == ssn.task_node[out])[0])] = out
+    assert ssn.task_node[swapped].tobytes() == ssn.task_node[fewer].tobytes()
+    for victims in (fewer, swapped):
+        rooms[0].fits_all(victims, None)
+        want = rooms[0]._entries(victims, np.zeros_like(victims), None)
+        assert _same(charges.all_victims[1], want)
+    # a victim on another node (as if it had moved): read again
+    victims = sets[0]
+    rooms[0].fits_all(victims, None)
+    t = int(victims[0])
+    home = int(ssn.task_node[t])
+    ssn.task_node[t] = (home + 1) % ssn.arrays.n_nodes
+    try:
+        rooms[0].fits_all(victims, None)
+        want = rooms[0]._entries(victims, np.zeros_like(victims), None)
+        assert _same(charges.all_victims[1], want)
+    finally:
+        ssn.task_node[t] = home

@@ -331,6 +331,10 @@ class _Search:
         self.name = ssn.snapshot.jobs[job].name
         self.need = ssn.task_req[claim].sum(axis=0)
         self.claim_req = ssn.task_req[claim]
+        #: The claim's distinct requests, ascending.
+        self.claim_shapes: list[list[int]] = [
+            list(r) for r in sorted(set(map(tuple, self.claim_req.tolist())))
+        ]
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
         self._keys: dict[int, tuple[Any, ...]] = _Charges.of(ssn).victim_keys(ssn)
@@ -726,7 +730,7 @@ class _Search:
             freed[member[rows[runs]]] = _run_sums(ssn.task_req[tasks[rows]], runs)
         room = ssn.future_idle()[nodes[group]] + freed
         fits = np.zeros(group.size, dtype=np.bool_)
-        for need in np.unique(self.claim_req, axis=0).tolist():
+        for need in self.claim_shapes:
             holds = count > 0
             for r, amount in enumerate(need):
                 holds &= room[:, r] >= amount
@@ -824,7 +828,7 @@ class _Search:
         try:
             # Every trial evicts a subset of ``victims``; when evicting them all leaves too
             # little room, none can succeed.
-            if not room.fits_sets(victims, np.zeros_like(victims), 1, among)[0]:
+            if not room.fits_all(victims, among):
                 return None
             return self._search(victims, among)
         finally:
@@ -1500,6 +1504,9 @@ class _Charges:
     #: The ranks of the victim jobs of the last search that read them all
     #: (:meth:`_Search._every_rank`).
     job_order: _JobOrder | None = None
+    #: What every victim of the last search gives back (:meth:`_Room.fits_all`), and what it
+    #: was read for: the victims, their nodes, the nodes allowed, whether GPUs were claimed.
+    all_victims: tuple[tuple[bytes, bytes, bytes | None, bool], _Entries] | None = None
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
@@ -1927,10 +1934,30 @@ class _Room:
         found[found] = e_node[at[found]] == owner[found]
         return e_set, e_node, add, d_dev[found], np.stack([d_add[found], at[found]])
 
+    def fits_all(self, victims: I64, among: BOOL | None) -> bool:
+        """:meth:`fits_sets` of every victim of a search as one set, what they give back kept
+        for the next search asking about the same victims on the same nodes (and the same
+        nodes allowed, and claimed GPUs or not): :attr:`_Charges.all_victims`."""
+        charges = self.charges
+        key = (
+            victims.tobytes(),
+            self.ssn.task_node[victims].tobytes(),
+            None if among is None else among.tobytes(),
+            self.gpu_kinds,
+        )
+        kept = charges.all_victims
+        if kept is None or kept[0] != key:
+            kept = charges.all_victims = (key, self._entries_of_one(victims, among))
+        return bool(self._fits_entries(kept[1], 1, among)[0])
+
     def fits_sets(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> BOOL:
         """The room bound for many victim sets at once (set ``s`` is ``tasks[sets == s]``):
         False only when no trial evicting that set can place the whole claim."""
-        e_set, e_node, add, d_dev, d_info = self._entries_of(tasks, sets, n_sets, among)
+        return self._fits_entries(self._entries_of(tasks, sets, n_sets, among), n_sets, among)
+
+    def _fits_entries(self, entries: _Entries, n_sets: int, among: BOOL | None) -> BOOL:
+        """:meth:`fits_sets` from what the sets give back (:meth:`_entries`)."""
+        e_set, e_node, add, d_dev, d_info = entries
         room = self.room[e_node] + add
         ok = np.ones(n_sets, dtype=np.bool_)
         for kind, base in zip(self.kinds, self._base(among), strict=True):
