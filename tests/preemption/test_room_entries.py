@@ -154,3 +154,13 @@ def test_what_every_victim_gives_back_is_kept_for_the_same_victims_nodes_and_cla
         assert _same(charges.all_victims[1], want)
     finally:
         ssn.task_node[t] = home
+
+
+def test_run_sums_are_numpys_sums_over_runs() -> None:
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        n = int(rng.integers(1, 40))
+        starts = victim_search._starts(rng.integers(0, 4, size=n).cumsum())
+        for rows in (rng.integers(0, 1 << 40, size=(n, 3)), rng.integers(0, 9, size=n)):
+            want = np.add.reduceat(rows, starts, axis=0)
+            assert np.array_equal(victim_search._run_sums(rows, starts), want)

@@ -1298,7 +1298,11 @@ def _run_sums(rows: I64, starts: I64) -> I64:
     ``starts`` (ascending, the first 0); the rows themselves when every run is one row."""
     if starts.size == rows.shape[0]:
         return rows
-    out: I64 = np.add.reduceat(rows, starts, axis=0)
+    # the running sum at each run's last row, less the one before the run (whole numbers:
+    # exact, and a run's sum that fits is exact even where the running sum wraps around)
+    cum = np.cumsum(rows, axis=0)
+    out: I64 = cum[np.append(starts[1:], rows.shape[0]) - 1]
+    out[1:] -= out[:-1].copy()
     return out
 
 
