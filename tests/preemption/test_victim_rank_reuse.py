@@ -4,7 +4,8 @@ A search ranks its victim jobs by the victim key of each job's first task; when 
 of them it reads the ranks of every victim job, and keeps them for the next search of the
 session. They are given back only for the same first tasks (and so the same jobs) and the very
 key objects read then (a key whose figures move is read again, a new object). Each part of
-that condition is checked here by a change that must drop the kept ranks.
+that condition is checked here by a change that must drop the kept ranks. So is the one read a
+search keeps for its explanation: the useful nodes, per set of nodes allowed.
 """
 
 from __future__ import annotations
@@ -134,3 +135,14 @@ def test_ranks_among_some_jobs_are_their_order_among_every_one() -> None:
         at_ = np.array(at, dtype=np.int64)
         want = np.argsort(np.argsort(every[at_]))
         assert search._ranks_among(jobs, leads, at_).tolist() == want.tolist()
+
+
+def test_the_useful_nodes_kept_for_a_search_are_per_nodes_allowed() -> None:
+    ssn, _ = _setup()
+    search = _search(ssn)
+    every = search.useful_nodes(None)
+    assert every.tolist() == [True, True]
+    assert search.useful_nodes(None) is every  # read once
+    inside = np.array([False, True])
+    assert search.useful_nodes(inside).tolist() == [False, True]
+    assert search.useful_nodes(None).tolist() == [True, True]

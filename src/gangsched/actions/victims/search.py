@@ -353,6 +353,8 @@ class _Search:
         self.first_refused = False
         #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
         self.free: frozenset[int] = frozenset()
+        #: :meth:`useful_nodes` per ``among`` (by identity, kept with it).
+        self._useful: dict[int, tuple[BOOL | None, BOOL]] = {}
         #: Per bundle of the last search, whether its largest set passes the room bound alone.
         self._alone: BOOL = np.zeros(0, dtype=np.bool_)
         #: Bundles made, per (victims, useful nodes): they are made on the search's opening
@@ -568,11 +570,19 @@ class _Search:
         return _kept_key(self.ssn, self._keys, task)
 
     def useful_nodes(self, among: BOOL | None) -> BOOL:
+        """The nodes (inside ``among``) whose predicates admit some claimed task: read once
+        per ``among`` for the search and the explanation of this preemptor, which read the
+        same occupancy (every trial is undone)."""
+        kept = self._useful.get(id(among))
+        if kept is not None and kept[0] is among:
+            return kept[1]
         ssn = self.ssn
         mask = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
         for i in self.templates:  # the predicates alone: node scores are not read here
             mask |= ssn.feasible(ssn.templates[i]).ok
-        return mask if among is None else mask & among
+        out = mask if among is None else mask & among
+        self._useful[id(among)] = (among, out)
+        return out
 
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
         if self.free and tasks[0] in self.free:
@@ -1307,11 +1317,12 @@ def _run_sums(rows: I64, starts: I64) -> I64:
 
 
 def _lexical(*keys: I64) -> I64:
-    """The order that sorts rows by ``keys`` (non-negative), the first key first, as
-    ``np.lexsort`` with the keys reversed: one sort of one combined key when it fits in 63 bits
-    (rows with equal keys then in any order: the callers' keys tell every row apart)."""
+    """The order that sorts rows by ``keys`` (whole numbers), the first key first, as
+    ``np.lexsort`` with the keys reversed: one sort of one combined key when they are not
+    negative and it fits in 63 bits (rows with equal keys then in any order: the callers' keys
+    tell every row apart)."""
     spans = [int(k.max()) + 1 if k.size else 1 for k in keys]
-    if math.prod(spans) >= 1 << 62:
+    if math.prod(spans) >= 1 << 62 or any(k.size and int(k.min()) < 0 for k in keys):
         return np.lexsort(keys[::-1])
     combined = keys[0].astype(np.int64)
     for k, span in zip(keys[1:], spans[1:], strict=True):
@@ -1321,21 +1332,21 @@ def _lexical(*keys: I64) -> I64:
 
 
 def _stable(keys: I64) -> I64:
-    """``np.argsort(keys, kind="stable")`` of non-negative ``keys``, by counting when they are
-    below 2**16."""
-    if keys.size and int(keys.max()) < 1 << 16:
+    """``np.argsort(keys, kind="stable")`` of whole numbers ``keys``, by counting when they
+    are not negative and below 2**16."""
+    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 1 << 16:
         out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
         return out
     return np.argsort(keys, kind="stable")
 
 
 def _grouping(keys: I64) -> I64 | None:
-    """An order of the non-negative ``keys`` that makes them ascending (equal keys in any
+    """An order of the whole numbers ``keys`` that makes them ascending (equal keys in any
     order among themselves: the callers sum over runs of equal keys), or None when they
-    already are. Keys below 2**16 are sorted as 16-bit numbers, by counting."""
+    already are. Keys from 0 to 2**16 are sorted as 16-bit numbers, by counting."""
     if keys.size < 2 or not bool((keys[1:] < keys[:-1]).any()):
         return None
-    if int(keys.max()) < 1 << 16:
+    if int(keys.min()) >= 0 and int(keys.max()) < 1 << 16:
         out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
     else:
         out = np.argsort(keys)
@@ -1343,9 +1354,8 @@ def _grouping(keys: I64) -> I64 | None:
 
 
 def _distinct(values: I64) -> I64:
-    """``np.unique(values)`` of non-negative whole numbers, by sorting (below 2**16, by
-    counting)."""
-    if values.size and int(values.max()) < 1 << 16:
+    """``np.unique(values)`` of whole numbers, by sorting (from 0 to 2**16, by counting)."""
+    if values.size and int(values.min()) >= 0 and int(values.max()) < 1 << 16:
         ordered = np.sort(values.astype(np.uint16), kind="stable").astype(values.dtype)
     else:
         ordered = np.sort(values)
