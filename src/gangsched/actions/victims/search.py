@@ -1002,7 +1002,10 @@ class _Search:
         first question of a trial), noted for :meth:`_Room.may_fit`."""
         room = self._room
         assert room is not None
-        room.hold(victims, f"{self.scope.action} trial", self.name)
+        if not (room.by_holdings and room.frees_none(victims)):
+            # (else the queue holds now what it would hold with ``victims`` evicted, and that
+            # is all it judges by: asked as it is)
+            room.hold(victims, f"{self.scope.action} trial", self.name)
         tmpl = self.ssn.templates[int(self.ssn.template_of[self.claim[0]])]
         if self.ssn.points.allocatable(self.queue, tmpl):
             return False
@@ -2041,6 +2044,13 @@ class _Room:
         mine = tasks[ssn.job_queue[ssn.task_job[tasks]] == self.queue]
         out: I64 = ssn.task_req[mine].sum(axis=0)
         return out
+
+    def frees_none(self, victims: Sequence[int]) -> bool:
+        """Whether neither ``victims`` nor the evictions held now take anything from the
+        holdings of the claim's queue."""
+        held = [op.task for op in self.held.ops] if self.held is not None else []
+        tasks = np.asarray([*victims, *held], dtype=np.int64)
+        return not self.freed(tasks).any()
 
     def note_refused(self, victims: Sequence[int]) -> None:
         """The queue refused a claimed task once ``victims`` were evicted (and the tasks
