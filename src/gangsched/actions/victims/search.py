@@ -1291,7 +1291,7 @@ def _firsts(tasks: I64, jobs: I64, pos: I64) -> tuple[I64, I64]:
     first = _starts(jobs)
     by_job = jobs[first]
     low = np.minimum.reduceat(pos, first)
-    lead: I64 = tasks[pos == low[np.searchsorted(by_job, jobs)]]
+    lead: I64 = tasks[pos == np.repeat(low, np.diff(np.append(first, jobs.size)))]
     return by_job, lead
 
 
@@ -1945,10 +1945,10 @@ class _Room:
         n_dev = self.dev_later.size
         d_dev = np.flatnonzero(np.bincount(d_all, minlength=n_dev))
         d_add = np.bincount(d_all, weights=milli, minlength=n_dev)[d_dev].astype(np.int64)
-        owner = ssn.arrays.gpu_node[d_dev]
-        at = np.searchsorted(e_node, owner)
-        found = at < e_node.size
-        found[found] = e_node[at[found]] == owner[found]
+        at = np.full(n, -1, dtype=np.int64)  # each node's place among ``e_node``
+        at[e_node] = np.arange(e_node.size)
+        at = at[ssn.arrays.gpu_node[d_dev]]
+        found = at >= 0
         return e_set, e_node, add, d_dev[found], np.stack([d_add[found], at[found]])
 
     def fits_all(self, victims: I64, among: BOOL | None) -> bool:
