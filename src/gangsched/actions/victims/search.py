@@ -1994,10 +1994,10 @@ class _Room:
         e_set, e_node, add, d_dev, d_info = self._entries_of(tasks, sets, n_sets, among)
         # each (set, node) pair's room with the sets before it (on that node) evicted, and with
         # it; the same per device
-        order = np.lexsort((e_set, e_node))
+        order = _lexical(e_node, e_set)  # (set, node) pairs: each once
         before, after = self._cumulative(e_node, add, order)
         if d_dev.size:
-            d_order = np.lexsort((e_set[d_info[1]], d_dev))
+            d_order = _lexical(d_dev, e_set[d_info[1]])  # (set, device) pairs: each once
             d_before, d_after = self._cumulative(d_dev, d_info[0][:, None], d_order)
         ok = np.ones(n_sets, dtype=np.bool_)
         for kind, base in zip(self.kinds, self._base(among), strict=True):
