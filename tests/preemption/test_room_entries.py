@@ -19,7 +19,10 @@ import numpy as np
 import pytest
 
 import gangsched as gs
+from _preemption_helpers import GPU, config, job, node, pending, running, snap
+from gangsched.actions import preempt as preempt_action
 from gangsched.actions import reclaim as reclaim_action
+from gangsched.actions.victims import rules
 from gangsched.actions.victims import search as victim_search
 from gangsched.scheduler import open_session
 from gangsched.session.core import TaskState
@@ -164,3 +167,64 @@ def test_run_sums_are_numpys_sums_over_runs() -> None:
         for rows in (rng.integers(0, 1 << 40, size=(n, 3)), rng.integers(0, 9, size=n)):
             want = np.add.reduceat(rows, starts, axis=0)
             assert np.array_equal(victim_search._run_sums(rows, starts), want)
+
+
+def test_the_claims_queue_asked_as_it_is_answers_as_after_the_evictions() -> None:
+    # When neither the victims nor the evictions held take from the claim's queue, the queue
+    # is asked without holding the victims: the answer is the one after holding them.
+    # (a refusal asked as it is: test_victim_search_edges' queue with a capability)
+    seen = {"as it is": 0, "held": 0}
+    for seed in range(3):
+        data = OPENB.openb_preemption_dict(40, seed=seed)
+        ssn = open_session(gs.Snapshot.from_dict(data), CONFIG)
+        running = np.flatnonzero(in_states(ssn.task_state, RUNNING_STATES)).astype(np.int64)
+        rng = np.random.default_rng(seed)
+        for j in range(len(ssn.snapshot.jobs)):
+            claim = rules.needed_tasks(ssn, j)
+            if not claim:
+                continue
+            search = victim_search._Search(
+                ssn, replace(reclaim_action.SCOPE, whole=False), j, claim
+            )
+            room = search._room = victim_search._Room(ssn, search.claim, search.queue)
+            assert room.by_holdings
+            tmpl = ssn.templates[int(ssn.template_of[claim[0]])]
+            try:
+                for _ in range(4):
+                    victims = rng.permutation(running)[: int(rng.integers(0, 12))].tolist()
+                    quiet = room.frees_none(victims)
+                    got = search._refuses(victims)
+                    room.hold(victims, "test", "test")
+                    assert got == (not ssn.points.allocatable(search.queue, tmpl))
+                    seen["as it is" if quiet else "held"] += 1
+            finally:
+                search._room = None
+                room.release()
+    assert min(seen.values()) > 0, seen
+
+
+def test_the_claims_queue_is_asked_after_the_evictions_that_take_from_it() -> None:
+    # The queue (capability 2 GPUs) holds them: hi's GPU is refused unless one of low's tasks
+    # (the queue's own) goes; far's tasks (another queue) change nothing the queue judges by.
+    nodes = [node(f"n{i}", gpus=2) for i in range(2)]
+    queues: list[dict[str, Any]] = [{"name": "default", "capability": {GPU: 2}}, {"name": "other"}]
+    jobs = [job("low", 1, priority=1), job("far", 1, priority=1, queue="other")]
+    tasks = running("low", [("n0", [0]), ("n0", [1])]) + running("far", [("n1", [0])])
+    jobs.append(job("hi", 1, priority=9, phase="Inqueue"))
+    tasks += pending("hi", 1, gpus=1)
+    ssn = open_session(snap(nodes, jobs, tasks, queues), config("enqueue", "allocate", "preempt"))
+    hi = ssn.snapshot.job_index["hi"]
+    search = victim_search._Search(
+        ssn, replace(preempt_action.SCOPE, whole=False), hi, rules.needed_tasks(ssn, hi)
+    )
+    room = search._room = victim_search._Room(ssn, search.claim, search.queue)
+    low, far = ssn.snapshot.task_index["low-0"], ssn.snapshot.task_index["far-0"]
+    try:
+        assert room.by_holdings
+        assert room.frees_none([far]) and search._refuses([far])
+        assert not room.frees_none([low]) and not search._refuses([low])
+        # low-0 held: asking about far alone gives it back first
+        assert not room.frees_none([far]) and search._refuses([far])
+    finally:
+        search._room = None
+        room.release()
