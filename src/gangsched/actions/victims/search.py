@@ -1903,10 +1903,13 @@ class _Room:
         return out
 
     def _entries_of(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> _Entries:
-        """:meth:`_entries`: read by node and device totals for one set; for many, the last
-        answer given back when asked again about the very same arrays (the bundles' flat
-        arrays, read by the bound of each bundle and then by the bound of their unions)."""
+        """:meth:`_entries`: read by node and device totals for one set of many tasks (a few
+        cost less to sort than every node to sum); for many sets, the last answer given back
+        when asked again about the very same arrays (the bundles' flat arrays, read by the
+        bound of each bundle and then by the bound of their unions)."""
         if n_sets == 1:
+            if tasks.size < 16:
+                return self._entries(tasks, sets, among)
             return self._entries_of_one(tasks, among)
         last = self._last
         if last is not None and last[0] is tasks and last[1] is sets and last[2] is among:
