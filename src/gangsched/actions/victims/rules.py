@@ -280,10 +280,11 @@ def preemptors(ssn: Session) -> list[int]:
     """Admitted, valid, starving jobs with pending tasks, in queue order then job order."""
     enqueue_on = ssn.config.has_action("enqueue")
     out = []
+    pending = ssn.job_count[:, TaskState.PENDING].tolist()  # each job's pending tasks
     for j in range(len(ssn.snapshot.jobs)):
         if ssn.job_phase[j] is JobPhase.PENDING and enqueue_on:
             continue
-        if ssn.count_states(j, (TaskState.PENDING,)) == 0:
+        if pending[j] == 0:
             continue
         if ssn.points.job_valid(j) is not None or not ssn.points.job_starving(j):
             continue

@@ -36,7 +36,8 @@ predicates, ``allocatable`` of its queue, and the job's hard topology domain) an
 
 1. every single job: the shortest prefix of its surplus that is feasible (bisection: more
    victims never hurt placement), else the job whole;
-2. if no single job works and there are at most :data:`PAIR_LIMIT` candidate jobs, every pair;
+2. if no single job works and there are at most :data:`PAIR_LIMIT` candidate jobs, every pair
+   (as far as the cheapest needs: :meth:`_Search._pairs`);
 3. otherwise bundles are added in rank order until the claim fits, jobs are reprieved
    (highest rank first) while it still fits, whole bundles are cut back to their surplus where
    that suffices, and surplus tasks are reprieved one by one.
@@ -73,6 +74,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -328,6 +331,10 @@ class _Search:
         self.name = ssn.snapshot.jobs[job].name
         self.need = ssn.task_req[claim].sum(axis=0)
         self.claim_req = ssn.task_req[claim]
+        #: The claim's distinct requests, ascending.
+        self.claim_shapes: list[list[int]] = [
+            list(r) for r in sorted(set(map(tuple, self.claim_req.tolist())))
+        ]
         self.inv_total = inverse_totals(ssn)
         self.templates = sorted({int(ssn.template_of[t]) for t in claim})
         self._keys: dict[int, tuple[Any, ...]] = _Charges.of(ssn).victim_keys(ssn)
@@ -346,6 +353,10 @@ class _Search:
         self.first_refused = False
         #: Victims no gang rule applies to (Volcano's tier walk chose them without gang).
         self.free: frozenset[int] = frozenset()
+        #: :meth:`useful_nodes` per ``among`` (by identity, kept with it).
+        self._useful: dict[int, tuple[BOOL | None, BOOL]] = {}
+        #: Per bundle of the last search, whether its largest set passes the room bound alone.
+        self._alone: BOOL = np.zeros(0, dtype=np.bool_)
         #: Bundles made, per (victims, useful nodes): they are made on the search's opening
         #: occupancy (every trial is undone), so the explanation reads the search's.
         self._made: dict[tuple[bytes, bytes], _Bundles] = {}
@@ -443,7 +454,7 @@ class _Search:
         if not self._place(stmt, mask if among is None else mask & among):
             self.claim_nodes = set()  # not placed whole: the caller's node rule refuses
 
-    def _gang_safe(self, victims: Sequence[int]) -> bool:
+    def _gang_safe(self, victims: Sequence[int] | I64) -> bool:
         """Every victim job keeps its minimum (bundles of one job on several nodes may add up
         past its surplus).
 
@@ -457,20 +468,20 @@ class _Search:
         tasks = np.asarray(victims, dtype=np.int64)
         if tasks.size == 0:
             return True
+        # the jobs hit, ascending, and how many tasks of each; a job's tasks (in the order
+        # given) are listed only when the rule is asked about them
         jobs = ssn.task_job[tasks]
-        order = np.argsort(jobs, kind="stable")
-        jobs = jobs[order]
-        starts = _starts(jobs)
-        ends = np.append(starts[1:], jobs.size)
+        counts = np.bincount(jobs)
+        hit = np.flatnonzero(counts)
+        by_job = _JobLists(tasks, jobs)
         known = self._room.safe if self._room is not None else None
-        for j, a, b in zip(jobs[starts].tolist(), starts.tolist(), ends.tolist(), strict=True):
-            mine = tasks[order[a:b]].tolist()
+        for j, n in zip(hit.tolist(), counts[hit].tolist(), strict=True):
             roles = role_minimums(ssn.snapshot.jobs[j])
             if roles:
-                names = [ssn.snapshot.tasks[t].role for t in mine]
-                key = (j, b - a, tuple(names.count(r) for r in roles))
+                names = [ssn.snapshot.tasks[t].role for t in by_job.of(j)]
+                key = (j, n, tuple(names.count(r) for r in roles))
             else:
-                key = (j, b - a, ())
+                key = (j, n, ())
                 if self._room is not None:
                     # without role minimums the rule takes the first ``spare`` tasks of any
                     # list: asked once with every task of the job, it answers for every count
@@ -480,14 +491,15 @@ class _Search:
                         listed = ssn.job_tasks(j).tolist()
                         every = (len(spare_tasks(ssn, j, listed)), len(listed))
                         self._room.spare[j] = every
-                    if b - a <= every[1]:
-                        if b - a > every[0]:
+                    if n <= every[1]:
+                        if n > every[0]:
                             return False
                         continue
             safe = known.get(key) if known is not None else None
             if safe is None:
                 if self._room is not None:
                     self._room.restore_job(j)  # judged on the search's occupancy
+                mine = by_job.of(j)
                 safe = len(spare_tasks(ssn, j, mine)) == len(mine)
                 if known is not None:
                     known[key] = safe
@@ -558,11 +570,19 @@ class _Search:
         return _kept_key(self.ssn, self._keys, task)
 
     def useful_nodes(self, among: BOOL | None) -> BOOL:
+        """The nodes (inside ``among``) whose predicates admit some claimed task: read once
+        per ``among`` for the search and the explanation of this preemptor, which read the
+        same occupancy (every trial is undone)."""
+        kept = self._useful.get(id(among))
+        if kept is not None and kept[0] is among:
+            return kept[1]
         ssn = self.ssn
         mask = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-        for i in self.templates:
-            mask |= ssn.evaluate(ssn.templates[i]).ok
-        return mask if among is None else mask & among
+        for i in self.templates:  # the predicates alone: node scores are not read here
+            mask |= ssn.feasible(ssn.templates[i]).ok
+        out = mask if among is None else mask & among
+        self._useful[id(among)] = (among, out)
+        return out
 
     def _surplus(self, job: int, tasks: list[int]) -> tuple[int, ...]:
         if self.free and tasks[0] in self.free:
@@ -593,24 +613,29 @@ class _Search:
             return _Bundles.of([])
         pos = self._positions(victims)
         jobs = ssn.task_job[victims]
-        order = np.lexsort((pos, jobs))
-        tasks, jobs = victims[order], jobs[order]
-        nodes = ssn.task_node[tasks]
-        on = useful[nodes]
-        first = _starts(jobs)
-        ends = np.append(first[1:], jobs.size)
-        # the key reads every task of the job, useful or not: its first in victim order
-        by_job = jobs[first]
-        lead = tasks[first]
         if self.scope.whole:
+            order = np.lexsort((pos, jobs))
+            tasks, jobs = victims[order], jobs[order]
+            on = useful[ssn.task_node[tasks]]
+            first = _starts(jobs)
+            ends = np.append(first[1:], jobs.size)
+            # the key reads every task of the job, useful or not: its first in victim order
+            by_job = jobs[first]
+            lead = tasks[first]
             kept = np.flatnonzero(np.add.reduceat(on.astype(np.int64), first) > 0)
             ranked = kept[self._ranks(by_job[kept], lead[kept]).argsort()]
             return _Bundles.of(self._job_bundles(tasks, on, first, ends, ranked))
+        # by job, then node, then victim order (a task's place is unique in its job)
+        nodes = ssn.task_node[victims]
+        order = _lexical(jobs, nodes, pos)
+        tasks, jobs, nodes, pos = victims[order], jobs[order], nodes[order], pos[order]
+        # the key reads every task of the job, useful or not: its first in victim order
+        by_job, lead = _firsts(tasks, jobs, pos)
 
         def rank_of(of: I64) -> I64:
-            at = np.searchsorted(by_job, of)
-            return self._ranks(by_job[at], lead[at])
+            return self._ranks_among(by_job, lead, np.searchsorted(by_job, of))
 
+        on = useful[nodes]
         return self._node_bundles(tasks[on], jobs[on], nodes[on], rank_of)
 
     def _ranks(self, jobs: I64, leads: I64) -> I64:
@@ -628,6 +653,37 @@ class _Search:
         out = np.empty(len(keys), dtype=np.int64)
         out[sorted(range(len(keys)), key=keys.__getitem__)] = np.arange(len(keys))
         return out
+
+    def _ranks_among(self, jobs: I64, leads: I64, at: I64) -> I64:
+        """:meth:`_ranks` of the jobs ``jobs[at]`` (``at`` ascending): asked of them alone when
+        they are few, else read from the ranks of every one of ``jobs`` (:meth:`_every_rank`,
+        kept between searches)."""
+        if 2 * at.size < jobs.size:
+            return self._ranks(jobs[at], leads[at])
+        every = self._every_rank(jobs, leads)[at]
+        out = np.empty(at.size, dtype=np.int64)
+        out[np.argsort(every)] = np.arange(at.size)
+        return out
+
+    def _every_rank(self, jobs: I64, leads: I64) -> I64:
+        """:meth:`_ranks`, kept between searches (:attr:`_Charges.job_order`): given back for
+        the same first tasks (so the same jobs) while every key it read is still the one kept
+        for its task (a key is read again, a new object, once what it reads changes:
+        :meth:`_Charges.victim_keys`)."""
+        if not self._keys_kept:
+            return self._ranks(jobs, leads)
+        charges = _Charges.of(self.ssn)
+        kept = charges.job_order
+        if (
+            kept is not None
+            and np.array_equal(kept.leads, leads)  # the jobs are theirs
+            and all(map(operator.is_, map(self._keys.get, leads.tolist()), kept.keys))
+        ):
+            return kept.rank
+        rank = self._ranks(jobs, leads)  # reads (and keeps) the key of each of ``leads``
+        read = list(map(self._keys.__getitem__, leads.tolist()))
+        charges.job_order = _JobOrder(leads.copy(), read, rank)
+        return rank
 
     def _job_bundles(
         self, tasks: I64, on: BOOL, first: I64, ends: I64, ranked: I64
@@ -660,9 +716,8 @@ class _Search:
         ssn = self.ssn
         if tasks.size == 0:
             return _Bundles.of([])
-        order = np.lexsort((np.arange(tasks.size), nodes, jobs))
-        tasks, jobs, nodes = tasks[order], jobs[order], nodes[order]
-        group = _starts(jobs * ssn.arrays.n_nodes + nodes)
+        tasks, jobs, nodes, pair = _by_pair(tasks, jobs, nodes, ssn.arrays.n_nodes)
+        group = _starts(pair)
         size = np.diff(np.append(group, tasks.size))
         member = np.repeat(np.arange(group.size), size)
         at = np.arange(tasks.size) - group[member]  # place inside its (job, node)
@@ -682,10 +737,10 @@ class _Search:
         rows = np.flatnonzero(taken)  # in group order
         if rows.size:
             runs = _starts(member[rows])
-            freed[member[rows[runs]]] = np.add.reduceat(ssn.task_req[tasks[rows]], runs, axis=0)
+            freed[member[rows[runs]]] = _run_sums(ssn.task_req[tasks[rows]], runs)
         room = ssn.future_idle()[nodes[group]] + freed
         fits = np.zeros(group.size, dtype=np.bool_)
-        for need in np.unique(self.claim_req, axis=0).tolist():
+        for need in self.claim_shapes:
             holds = count > 0
             for r, amount in enumerate(need):
                 holds &= room[:, r] >= amount
@@ -695,12 +750,13 @@ class _Search:
             return _Bundles.of([])
         # the bundles left, by their job's rank then node; each one's tasks in victim order
         rank = np.empty(group.size, dtype=np.int64)
-        left = np.unique(heads[kept])
+        left = heads[kept]  # ascending
+        left = left[_starts(left)]
         rank[kept] = rank_of(left)[np.searchsorted(left, heads[kept])]
         placed = np.full(group.size, -1, dtype=np.int64)
-        placed[kept[np.lexsort((nodes[group[kept]], rank[kept]))]] = np.arange(kept.size)
+        placed[kept[_lexical(rank[kept], nodes[group[kept]])]] = np.arange(kept.size)
         chosen = np.flatnonzero(taken & (placed[member] >= 0))
-        chosen = chosen[np.argsort(placed[member[chosen]], kind="stable")]
+        chosen = chosen[_stable(placed[member[chosen]])]
         by_place = kept[np.argsort(placed[kept])]
         bounds = np.concatenate(([0], np.cumsum(count[by_place]))).tolist()
         return _Bundles(heads[by_place].tolist(), tasks[chosen], bounds, None)
@@ -782,7 +838,7 @@ class _Search:
         try:
             # Every trial evicts a subset of ``victims``; when evicting them all leaves too
             # little room, none can succeed.
-            if not room.fits_sets(victims, np.zeros_like(victims), 1, among)[0]:
+            if not room.fits_all(victims, among):
                 return None
             return self._search(victims, among)
         finally:
@@ -797,12 +853,7 @@ class _Search:
             return None
         found = self._singles(bundles, among)
         if not found and len(bundles) <= PAIR_LIMIT:
-            for a, b in itertools.combinations(bundles, 2):
-                parts = [self._most(a), self._most(b)]
-                if self._fits(parts, among):
-                    parts = self._shrink(self._downgrade(parts, among), among)
-                    if self._fits(parts, among, rule=True):
-                        found.append(parts)
+            found = self._pairs(bundles, among)
         if not found:
             # bundles are added in rank order until the claim fits: the unions the room bound
             # rules out are not played, and once a union takes a job below its minimum every
@@ -817,7 +868,7 @@ class _Search:
             parts = [self._most(bundles[i]) for i in range(start)]
             for i in range(start, n):
                 parts.append(self._most(bundles[i]))
-                if not self.scope.whole and not self._gang_safe(tasks[: ends[i]].tolist()):
+                if not self.scope.whole and not self._gang_safe(tasks[: ends[i]]):
                     return None
                 if self._fits(parts, among):
                     break
@@ -852,7 +903,7 @@ class _Search:
         trying every bundle finds)."""
         assert self._room is not None
         tasks, sets = bundles.most()
-        ok = self._room.fits_sets(tasks, sets, len(bundles), among)
+        ok = self._alone = self._room.fits_sets(tasks, sets, len(bundles), among)
         tried = self._not_refused(bundles, ok)
         if tried.size == 0:
             return []
@@ -902,12 +953,59 @@ class _Search:
         found.sort(key=lambda parts: parts[0][0].rank)
         return found
 
+    def _pairs(self, bundles: _Bundles, among: BOOL | None) -> list[list[_Part]]:
+        """Every pair of bundles that makes room (both largest sets, then downgraded and
+        shrunk; admissible), as far as the cheapest of them needs, in the order of the pairs.
+
+        Pairs are tried in the order of a lower bound of their cost, until the bound passes the
+        cheapest set found (costs differ in the bundles' ranks, so the cheapest is the one
+        trying every pair finds). When neither bundle's largest set passes the room bound
+        alone (:attr:`_alone`), neither part can be shrunk away (a trial of the other part
+        alone evicts a subset of its largest set, which the bound, growing with the set,
+        refuses unplayed): the set hits both jobs, at their priorities and ranks, evicts at
+        least a task of each, and frees at least the least row of each (every resource's
+        smallest request among the tasks its part may keep). Otherwise the bound is one job,
+        below every cost."""
+        jobs = self.ssn.snapshot.jobs
+        req = self.ssn.task_req
+        least = [req[list(self._most(b)[1])].min(axis=0) for b in bundles]
+        prio = [jobs[b.job].priority for b in bundles]
+        pairs = list(itertools.combinations(range(len(bundles)), 2))
+        bounds: list[tuple[Any, ...]] = []
+        for i, j in pairs:
+            if self._alone[i] or self._alone[j]:
+                bounds.append((1,))
+                continue
+            prios = tuple(sorted((prio[i], prio[j]), reverse=True))
+            excess = self._excess(least[i] + least[j])
+            bounds.append(self._order(2, prios, 0, excess, 2, (i, j)))
+        found: list[tuple[int, list[_Part]]] = []
+        best: tuple[Any, ...] | None = None
+        for k in sorted(range(len(pairs)), key=bounds.__getitem__):
+            if best is not None and bounds[k] > best:
+                break
+            i, j = pairs[k]
+            parts = [self._most(bundles[i]), self._most(bundles[j])]
+            if not self._fits(parts, among):
+                continue
+            parts = self._shrink(self._downgrade(parts, among), among)
+            if self._fits(parts, among, rule=True):
+                found.append((k, parts))
+                cost = self.cost(parts)
+                if best is None or cost < best:
+                    best = cost
+        found.sort(key=lambda item: item[0])
+        return [parts for _, parts in found]
+
     def _refuses(self, victims: Sequence[int]) -> bool:
         """Whether the claim's queue refuses its first task once ``victims`` are evicted (the
         first question of a trial), noted for :meth:`_Room.may_fit`."""
         room = self._room
         assert room is not None
-        room.hold(victims, f"{self.scope.action} trial", self.name)
+        if not (room.by_holdings and room.frees_none(victims)):
+            # (else the queue holds now what it would hold with ``victims`` evicted, and that
+            # is all it judges by: asked as it is)
+            room.hold(victims, f"{self.scope.action} trial", self.name)
         tmpl = self.ssn.templates[int(self.ssn.template_of[self.claim[0]])]
         if self.ssn.points.allocatable(self.queue, tmpl):
             return False
@@ -960,7 +1058,7 @@ class _Search:
         freed = np.zeros((ssn.arrays.n_nodes, ssn.task_req.shape[1]), dtype=np.int64)
         np.add.at(freed, nodes[mine], ssn.task_req[tasks[mine]])
         c = len(self.claim)
-        rows = np.unique(nodes[mine])
+        rows = _distinct(nodes[mine])
         rows = rows[freed[rows].any(axis=1)]
         if c >= rows.size:
             return False  # the question would be every bundle: the search asks it anyway
@@ -1033,24 +1131,26 @@ class _Search:
         """Which rule stopped preemption: relax the constraints one at a time. The trials'
         evictions are held between them (:meth:`_explain_trial`), and given back before
         anything else reads the occupancy."""
-        room = self._room = _Room(self.ssn, self.claim, self.queue)
+        room = self._room = _Room(self.ssn, self.claim, self.queue, bound=False)
         try:
             return self._diagnose(allowed, victims, room)
         finally:
             self._room = None
             room.release()
 
-    def _explain_trial(self, victims: list[int], among: BOOL | None) -> bool:
+    def _explain_trial(self, victims: Sequence[int] | I64, among: BOOL | None) -> bool:
         """:meth:`attempt` on placement alone (``rule=False``), as it plays without a room,
         inside an explanation: the evictions stay held in the room between trials (only the
         difference to the next set is played; evictions commute), the placement is undone.
         Without a room (outside an explanation), :meth:`attempt` itself."""
         if self._room is None:
-            return self.attempt(victims, among, rule=False)
+            return self.attempt(list(victims), among, rule=False)
+        if not self.scope.whole and not self._gang_safe(victims):
+            return False  # the trial's first check, read before the set is listed
         relax = frozenset({Rule.TOPOLOGY}) if among is None else frozenset()
         stmt = Statement(self.ssn, relax=relax)
         try:
-            return self._play(stmt, victims, among, False, held=self._room)
+            return self._play(stmt, np.asarray(victims).tolist(), among, False, held=self._room)
         finally:
             stmt.discard()
 
@@ -1058,10 +1158,10 @@ class _Search:
         ssn = self.ssn
         n = len(self.claim)
         useful = self.useful_nodes(None)
-        most = self.bundles_once(victims, useful).most()[0].tolist()
+        most = self.bundles_once(victims, useful).most()[0]
         self.blocked = None
         trials = _Trials(self)
-        if not trials.play(victims.tolist()) and self.blocked is not None:
+        if not trials.play(victims) and self.blocked is not None:
             held.release()
             freed = ssn.task_req[victims].sum(axis=0)
             room = (ssn.future_idle()[useful]).sum(axis=0) + freed
@@ -1071,11 +1171,11 @@ class _Search:
                 INSUFFICIENT,
                 f"even evicting every candidate would not make room for {n} task(s)",
             )
-        if most and trials.play(most):
+        if most.size and trials.play(most):
             allowed_domains = domains(ssn, self.job)  # the job's own tasks: never held
             hard = any(d is not None for d in allowed_domains)
             if hard and not any(
-                trials.play(self.bundles_once(victims, useful & d).most()[0].tolist(), d)
+                trials.play(self.bundles_once(victims, useful & d).most()[0], d)
                 for d in allowed_domains
                 if d is not None
             ):
@@ -1085,21 +1185,21 @@ class _Search:
                     "hard topology does not allow",
                 )
             if self.scope.admissible is not no_rule:
-                self.attempt(most, None)
+                self.attempt(most.tolist(), None)
                 if self.last_refusal is not None:
                     return self.last_refusal
             return (INSUFFICIENT, f"no victim set found that makes room for {n} task(s)")
-        on_useful = victims[useful[ssn.task_node[victims]]].tolist()
-        if on_useful and trials.play(on_useful):
+        on_useful = victims[useful[ssn.task_node[victims]]]
+        if on_useful.size and trials.play(on_useful):
             return (
                 GANG_WOULD_BREAK,
                 f"room for {n} task(s) exists only by cutting running gangs below min_available",
             )
-        more = allowed[useful[ssn.task_node[allowed]]].tolist()
-        if len(more) > len(on_useful) and trials.play(more):
+        more = allowed[useful[ssn.task_node[allowed]]]
+        if more.size > on_useful.size and trials.play(more):
             held.release()
             spare = gang_allowed(ssn, allowed, whole=self.scope.whole)
-            if not trials.play(spare[useful[ssn.task_node[spare]]].tolist()):
+            if not trials.play(spare[useful[ssn.task_node[spare]]]):
                 return (
                     GANG_WOULD_BREAK,
                     f"room for {n} task(s) exists only by cutting running gangs below "
@@ -1130,16 +1230,17 @@ class _Trials:
 
     def __init__(self, search: _Search) -> None:
         self.search = search
-        #: Per (victims, among): the trial's answer.
-        self._known: dict[tuple[frozenset[int], int], bool] = {}
+        #: Per (victims, among): the trial's answer (the victims as their sorted array's bytes).
+        self._known: dict[tuple[bytes, int], bool] = {}
 
-    def play(self, victims: list[int], among: BOOL | None = None) -> bool:
+    def play(self, victims: Sequence[int] | I64, among: BOOL | None = None) -> bool:
         """:meth:`_Search.attempt` on placement alone, ``among`` None: topology relaxed."""
-        key = (frozenset(victims), -1 if among is None else id(among))
+        tasks = np.asarray(victims, dtype=np.int64)
+        key = (_distinct(tasks).tobytes(), -1 if among is None else id(among))
         known = self._known.get(key)
         if known is not None:
             return known
-        ok = self.search._explain_trial(victims, among)
+        ok = self.search._explain_trial(tasks, among)
         self._known[key] = ok
         return ok
 
@@ -1161,6 +1262,108 @@ def _most_freeing(freed: I64, rows: I64, c: int) -> BOOL:
         if some < c:
             chosen[np.flatnonzero(freed[:, r] == 0)[: c - some]] = True
     return chosen
+
+
+class _JobLists:
+    """Each job's tasks among ``tasks`` (their jobs ``jobs``), in the order given: sorted by
+    job once, when first asked."""
+
+    __slots__ = ("_jobs", "_order", "jobs", "tasks")
+
+    def __init__(self, tasks: I64, jobs: I64) -> None:
+        self.tasks = tasks
+        self.jobs = jobs
+        self._order: I64 | None = None
+        self._jobs: I64 = jobs[:0]
+
+    def of(self, job: int) -> list[int]:
+        if self._order is None:
+            self._order = _stable(self.jobs)
+            self._jobs = self.jobs[self._order]
+        a, b = np.searchsorted(self._jobs, [job, job + 1]).tolist()
+        out: list[int] = self.tasks[self._order[a:b]].tolist()
+        return out
+
+
+def _firsts(tasks: I64, jobs: I64, pos: I64) -> tuple[I64, I64]:
+    """For rows grouped by job (``jobs`` ascending), each job and its task of least ``pos``
+    (a task's place in its job's victim order: never the same for two tasks of one job)."""
+    first = _starts(jobs)
+    by_job = jobs[first]
+    low = np.minimum.reduceat(pos, first)
+    lead: I64 = tasks[pos == np.repeat(low, np.diff(np.append(first, jobs.size)))]
+    return by_job, lead
+
+
+def _by_pair(tasks: I64, jobs: I64, nodes: I64, n_nodes: int) -> tuple[I64, I64, I64, I64]:
+    """``tasks`` (with their ``jobs`` and ``nodes``) sorted by job, then node, else in the
+    order given, and each one's (job, node) pair as one number; not sorted again when they
+    already are."""
+    pair = jobs * n_nodes + nodes
+    if pair.size < 2 or not bool((pair[1:] < pair[:-1]).any()):
+        return tasks, jobs, nodes, pair
+    order = np.lexsort((np.arange(tasks.size), nodes, jobs))
+    return tasks[order], jobs[order], nodes[order], pair[order]
+
+
+def _run_sums(rows: I64, starts: I64) -> I64:
+    """``np.add.reduceat(rows, starts, axis=0)``: the sum of each run of ``rows`` beginning at
+    ``starts`` (ascending, the first 0); the rows themselves when every run is one row."""
+    if starts.size == rows.shape[0]:
+        return rows
+    # the running sum at each run's last row, less the one before the run (whole numbers:
+    # exact, and a run's sum that fits is exact even where the running sum wraps around)
+    cum = np.cumsum(rows, axis=0)
+    out: I64 = cum[np.append(starts[1:], rows.shape[0]) - 1]
+    out[1:] -= out[:-1].copy()
+    return out
+
+
+def _lexical(*keys: I64) -> I64:
+    """The order that sorts rows by ``keys`` (whole numbers), the first key first, as
+    ``np.lexsort`` with the keys reversed: one sort of one combined key when they are not
+    negative and it fits in 63 bits (rows with equal keys then in any order: the callers' keys
+    tell every row apart)."""
+    spans = [int(k.max()) + 1 if k.size else 1 for k in keys]
+    if math.prod(spans) >= 1 << 62 or any(k.size and int(k.min()) < 0 for k in keys):
+        return np.lexsort(keys[::-1])
+    combined = keys[0].astype(np.int64)
+    for k, span in zip(keys[1:], spans[1:], strict=True):
+        combined = combined * span + k
+    out: I64 = np.argsort(combined)
+    return out
+
+
+def _stable(keys: I64) -> I64:
+    """``np.argsort(keys, kind="stable")`` of whole numbers ``keys``, by counting when they
+    are not negative and below 2**16."""
+    if keys.size and int(keys.min()) >= 0 and int(keys.max()) < 1 << 16:
+        out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
+        return out
+    return np.argsort(keys, kind="stable")
+
+
+def _grouping(keys: I64) -> I64 | None:
+    """An order of the whole numbers ``keys`` that makes them ascending (equal keys in any
+    order among themselves: the callers sum over runs of equal keys), or None when they
+    already are. Keys from 0 to 2**16 are sorted as 16-bit numbers, by counting."""
+    if keys.size < 2 or not bool((keys[1:] < keys[:-1]).any()):
+        return None
+    if int(keys.min()) >= 0 and int(keys.max()) < 1 << 16:
+        out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
+    else:
+        out = np.argsort(keys)
+    return out
+
+
+def _distinct(values: I64) -> I64:
+    """``np.unique(values)`` of whole numbers, by sorting (from 0 to 2**16, by counting)."""
+    if values.size and int(values.min()) >= 0 and int(values.max()) < 1 << 16:
+        ordered = np.sort(values.astype(np.uint16), kind="stable").astype(values.dtype)
+    else:
+        ordered = np.sort(values)
+    out: I64 = ordered[_starts(ordered)]
+    return out
 
 
 def _starts(keys: I64) -> I64:
@@ -1278,16 +1481,28 @@ class _Fruitless:
 _PIPELINED_BY = frozenset({"gang"})
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _JobOrder:
+    """The ranks of victim jobs (:meth:`_Search._ranks`): the first task of each in victim
+    order, the victim key read for each of those tasks, and each job's rank."""
+
+    leads: I64
+    keys: list[tuple[Any, ...]]
+    rank: I64
+
+
 @dataclass(slots=True, eq=False)
 class _Charges:
     """What evicting a task gives back, read once per session: its row as its node is
-    charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding) and the milli-GPU
-    it holds on each, and the node they were read for (-1: not read yet)."""
+    charged (:meth:`Session.row_on`), its devices (flat indices, -1 padding after them) and
+    the milli-GPU it holds on each, and the node they were read for (-1: not read yet)."""
 
     rows: I64
     devices: I64
     milli: I64
     read_on: I64
+    #: How many devices each task holds (the entries of its ``devices`` row before the padding).
+    n_devices: I64 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     #: Victim keys kept across searches, and the change log's position when last brought up
     #: to date (None: never).
     keys: dict[int, tuple[Any, ...]] = field(default_factory=dict)
@@ -1303,6 +1518,12 @@ class _Charges:
     spare_read: I64 = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int64))
     #: Searches that found nothing (:class:`_Fruitless`).
     fruitless: _Fruitless = field(default_factory=lambda: _Fruitless())
+    #: The ranks of the victim jobs of the last search that read them all
+    #: (:meth:`_Search._every_rank`).
+    job_order: _JobOrder | None = None
+    #: What every victim of the last search gives back (:meth:`_Room.fits_all`), and what it
+    #: was read for: the victims, their nodes, the nodes allowed, whether GPUs were claimed.
+    all_victims: tuple[tuple[bytes, bytes, bytes | None, bool], _Entries] | None = None
 
     @classmethod
     def of(cls, ssn: Session) -> _Charges:
@@ -1315,6 +1536,7 @@ class _Charges:
             np.full((n_tasks, max(ssn.arrays.max_gpus, 1)), -1, dtype=np.int64),
             np.zeros(n_tasks, dtype=np.int64),
             np.full(n_tasks, -1, dtype=np.int64),
+            np.zeros(n_tasks, dtype=np.int64),
         )
         ssn.cache.victim_rows = out
         return out
@@ -1386,7 +1608,7 @@ class _Charges:
         if self.spare.size != n_jobs:
             self.spare = np.full(n_jobs, -1, dtype=np.int64)
             self.spare_read = np.full((n_jobs, ssn.job_count.shape[1]), -1, dtype=np.int64)
-        uniq = np.unique(jobs)
+        uniq = _distinct(jobs)
         stale = uniq[(ssn.job_count[uniq] != self.spare_read[uniq]).any(axis=1)]
         records = ssn.snapshot.jobs
         for j in stale.tolist():
@@ -1406,6 +1628,7 @@ class _Charges:
         # (and any task holding devices) one by one
         self.rows[todo] = ssn.task_req[todo]
         self.devices[todo] = -1
+        self.n_devices[todo] = 0
         self.milli[todo] = 0
         self.read_on[todo] = nodes
         records = ssn.snapshot.tasks
@@ -1420,6 +1643,7 @@ class _Charges:
                 self.rows[t, gpu] = g.count * milli
             devices = ssn.arrays.device_index(node, held)
             self.devices[t, : len(devices)] = devices
+            self.n_devices[t] = len(devices)
             self.milli[t] = milli
 
 
@@ -1470,6 +1694,14 @@ def devices_given_back(ssn: Session, tasks: I64) -> tuple[I64, I64]:
     return devices, milli
 
 
+#: What evicting victim sets gives back (:meth:`_Room._entries`): per (set, node) pair the set,
+#: the node and the rows freed; per (set, device) pair the device, and its milli-GPU freed with
+#: the index of its (set, node) pair.
+_Entries = tuple[I64, I64, I64, I64, I64]
+#: Whole numbers below this are summed exactly in floating point.
+_EXACT = 1 << 53
+
+
 @dataclass(slots=True, eq=False)
 class _Kind:
     """One template of the claim, for the room bound: how many tasks the claim has of it, its
@@ -1502,7 +1734,9 @@ class _Room:
     has now. The bound is read for many victim sets at once (:meth:`fits_sets`,
     :meth:`first_prefix`), one vectorized pass each."""
 
-    def __init__(self, ssn: Session, claim: list[int], queue: int) -> None:
+    def __init__(self, ssn: Session, claim: list[int], queue: int, *, bound: bool = True) -> None:
+        """``bound`` false: a room that only holds evictions between trials and keeps what the
+        gang rule answered (an explanation's), the bound itself not read (no claimed kind)."""
         self.ssn = ssn
         self.queue = queue
         self.room = ssn.future_idle()
@@ -1520,7 +1754,7 @@ class _Room:
         self.refused: list[I64] = []
         self._refused_rows: I64 = np.zeros((0, ssn.task_req.shape[1]), dtype=np.int64)
         counts: dict[int, int] = {}
-        for t in claim:
+        for t in claim if bound else ():
             k = int(ssn.template_of[t])
             counts[k] = counts.get(k, 0) + 1
         gpu_col = a.spec.gpu_column
@@ -1552,6 +1786,9 @@ class _Room:
         self.spare: dict[int, tuple[int, int]] = {}
         #: The evictions kept between placement-only trials.
         self.held: Statement | None = None
+        #: The last many-set entries read (:meth:`_entries_of`): the arrays asked about, and
+        #: what they give back.
+        self._last: tuple[I64, I64, BOOL | None, _Entries] | None = None
 
     @staticmethod
     def _held(kind: _Kind, room: I64, slots: I64, nodes: I64 | None = None) -> I64:
@@ -1611,7 +1848,7 @@ class _Room:
             self.held.discard()
             self.held = None
 
-    def _entries(self, tasks: I64, sets: I64, among: BOOL | None) -> tuple[I64, I64, I64, I64, I64]:
+    def _entries(self, tasks: I64, sets: I64, among: BOOL | None) -> _Entries:
         """What evicting each set gives back, per (set, node) pair in set-major order (nodes
         outside ``among`` left out): the set, the node, the rows freed, and per (set, device)
         pair the device, its milli-GPU freed and the index of its (set, node) pair."""
@@ -1622,29 +1859,33 @@ class _Room:
             return none, none, np.zeros((0, self.room.shape[1]), dtype=np.int64), none, none
         self.charges.read(ssn, tasks)
         key = sets * n + ssn.task_node[tasks]
-        order = np.argsort(key, kind="stable")
-        key = key[order]
+        rows = self.charges.rows[tasks]
+        order = _grouping(key)
+        if order is not None:
+            key, rows = key[order], rows[order]
         starts = _starts(key)
-        add: I64 = np.add.reduceat(self.charges.rows[tasks][order], starts, axis=0)
+        add = _run_sums(rows, starts)
         key = key[starts]
         if among is not None:
             inside = among[key % n]
             key, add = key[inside], add[inside]
         if not self.gpu_kinds or key.size == 0:
             return key // n, key % n, add, none, none
-        devices = self.charges.devices[tasks]
-        used = devices >= 0
-        d_dev = devices[used]
-        if d_dev.size == 0:
+        per_task = self.charges.n_devices[tasks]
+        most = int(per_task.max())
+        if most == 0:
             return key // n, key % n, add, none, none
-        d_set = np.repeat(sets, used.sum(axis=1))
-        d_milli = np.repeat(self.charges.milli[tasks], used.sum(axis=1))
+        devices = self.charges.devices[tasks, :most]
+        d_dev = devices[devices >= 0]  # task by task, each one's devices in order
+        d_set = np.repeat(sets, per_task)
+        d_milli = np.repeat(self.charges.milli[tasks], per_task)
         n_dev = self.dev_later.size
         d_key = d_set * n_dev + d_dev
-        order = np.argsort(d_key, kind="stable")
-        d_key = d_key[order]
+        order = _grouping(d_key)
+        if order is not None:
+            d_key, d_milli = d_key[order], d_milli[order]
         starts = _starts(d_key)
-        d_add: I64 = np.add.reduceat(d_milli[order], starts)
+        d_add = _run_sums(d_milli, starts)
         d_key = d_key[starts]
         d_dev = d_key % n_dev
         owner_key = (d_key // n_dev) * n + ssn.arrays.gpu_node[d_dev]
@@ -1661,10 +1902,82 @@ class _Room:
         out: I64 = np.maximum((base + after) // need, 0) - np.maximum((base + before) // need, 0)
         return out
 
+    def _entries_of(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> _Entries:
+        """:meth:`_entries`: read by node and device totals for one set of many tasks (a few
+        cost less to sort than every node to sum); for many sets, the last answer given back
+        when asked again about the very same arrays (the bundles' flat arrays, read by the
+        bound of each bundle and then by the bound of their unions)."""
+        if n_sets == 1:
+            if tasks.size < 16:
+                return self._entries(tasks, sets, among)
+            return self._entries_of_one(tasks, among)
+        last = self._last
+        if last is not None and last[0] is tasks and last[1] is sets and last[2] is among:
+            return last[3]
+        out = self._entries(tasks, sets, among)
+        self._last = (tasks, sets, among, out)
+        return out
+
+    def _entries_of_one(self, tasks: I64, among: BOOL | None) -> _Entries:
+        """:meth:`_entries` of one set, summed per node and per device without sorting (sums
+        of whole numbers below 2**53 in floating point are exact; above, :meth:`_entries`)."""
+        ssn = self.ssn
+        none = np.zeros(0, dtype=np.int64)
+        n = ssn.arrays.n_nodes
+        self.charges.read(ssn, tasks)
+        rows = self.charges.rows[tasks]
+        if tasks.size == 0 or int(rows.sum(axis=0).max()) >= _EXACT:
+            return self._entries(tasks, np.zeros_like(tasks), among)
+        nodes = ssn.task_node[tasks]
+        e_node = np.flatnonzero(np.bincount(nodes, minlength=n))
+        if among is not None:
+            e_node = e_node[among[e_node]]
+        add = np.empty((e_node.size, rows.shape[1]), dtype=np.int64)
+        for r in range(rows.shape[1]):
+            add[:, r] = np.bincount(nodes, weights=rows[:, r], minlength=n)[e_node]
+        e_set = np.zeros(e_node.size, dtype=np.int64)
+        per_task = self.charges.n_devices[tasks]
+        most = int(per_task.max())
+        if not self.gpu_kinds or e_node.size == 0 or most == 0:
+            return e_set, e_node, add, none, none
+        devices = self.charges.devices[tasks, :most]
+        d_all = devices[devices >= 0]  # task by task, each one's devices in order
+        milli = np.repeat(self.charges.milli[tasks], per_task)
+        if int(milli.sum()) >= _EXACT:
+            return self._entries(tasks, np.zeros_like(tasks), among)
+        n_dev = self.dev_later.size
+        d_dev = np.flatnonzero(np.bincount(d_all, minlength=n_dev))
+        d_add = np.bincount(d_all, weights=milli, minlength=n_dev)[d_dev].astype(np.int64)
+        at = np.full(n, -1, dtype=np.int64)  # each node's place among ``e_node``
+        at[e_node] = np.arange(e_node.size)
+        at = at[ssn.arrays.gpu_node[d_dev]]
+        found = at >= 0
+        return e_set, e_node, add, d_dev[found], np.stack([d_add[found], at[found]])
+
+    def fits_all(self, victims: I64, among: BOOL | None) -> bool:
+        """:meth:`fits_sets` of every victim of a search as one set, what they give back kept
+        for the next search asking about the same victims on the same nodes (and the same
+        nodes allowed, and claimed GPUs or not): :attr:`_Charges.all_victims`."""
+        charges = self.charges
+        key = (
+            victims.tobytes(),
+            self.ssn.task_node[victims].tobytes(),
+            None if among is None else among.tobytes(),
+            self.gpu_kinds,
+        )
+        kept = charges.all_victims
+        if kept is None or kept[0] != key:
+            kept = charges.all_victims = (key, self._entries_of_one(victims, among))
+        return bool(self._fits_entries(kept[1], 1, among)[0])
+
     def fits_sets(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> BOOL:
         """The room bound for many victim sets at once (set ``s`` is ``tasks[sets == s]``):
         False only when no trial evicting that set can place the whole claim."""
-        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        return self._fits_entries(self._entries_of(tasks, sets, n_sets, among), n_sets, among)
+
+    def _fits_entries(self, entries: _Entries, n_sets: int, among: BOOL | None) -> BOOL:
+        """:meth:`fits_sets` from what the sets give back (:meth:`_entries`)."""
+        e_set, e_node, add, d_dev, d_info = entries
         room = self.room[e_node] + add
         ok = np.ones(n_sets, dtype=np.bool_)
         for kind, base in zip(self.kinds, self._base(among), strict=True):
@@ -1681,13 +1994,13 @@ class _Room:
     def first_prefix(self, tasks: I64, sets: I64, n_sets: int, among: BOOL | None) -> int:
         """The smallest ``i`` such that the union of sets ``0..i`` passes the room bound
         (every smaller union fails it), or ``n_sets`` when none does."""
-        e_set, e_node, add, d_dev, d_info = self._entries(tasks, sets, among)
+        e_set, e_node, add, d_dev, d_info = self._entries_of(tasks, sets, n_sets, among)
         # each (set, node) pair's room with the sets before it (on that node) evicted, and with
         # it; the same per device
-        order = np.lexsort((e_set, e_node))
+        order = _lexical(e_node, e_set)  # (set, node) pairs: each once
         before, after = self._cumulative(e_node, add, order)
         if d_dev.size:
-            d_order = np.lexsort((e_set[d_info[1]], d_dev))
+            d_order = _lexical(d_dev, e_set[d_info[1]])  # (set, device) pairs: each once
             d_before, d_after = self._cumulative(d_dev, d_info[0][:, None], d_order)
         ok = np.ones(n_sets, dtype=np.bool_)
         for kind, base in zip(self.kinds, self._base(among), strict=True):
@@ -1734,6 +2047,13 @@ class _Room:
         mine = tasks[ssn.job_queue[ssn.task_job[tasks]] == self.queue]
         out: I64 = ssn.task_req[mine].sum(axis=0)
         return out
+
+    def frees_none(self, victims: Sequence[int]) -> bool:
+        """Whether neither ``victims`` nor the evictions held now take anything from the
+        holdings of the claim's queue."""
+        held = [op.task for op in self.held.ops] if self.held is not None else []
+        tasks = np.asarray([*victims, *held], dtype=np.int64)
+        return not self.freed(tasks).any()
 
     def note_refused(self, victims: Sequence[int]) -> None:
         """The queue refused a claimed task once ``victims`` were evicted (and the tasks
