@@ -144,6 +144,7 @@ def test_what_every_victim_gives_back_is_kept_for_the_same_victims_nodes_and_cla
     for victims in (fewer, swapped):
         rooms[0].fits_all(victims, None)
         want = rooms[0]._entries(victims, np.zeros_like(victims), None)
+        assert charges.all_victims is not None
         assert _same(charges.all_victims[1], want)
     # a victim on another node (as if it had moved): read again
     victims = sets[0]
@@ -154,6 +155,7 @@ def test_what_every_victim_gives_back_is_kept_for_the_same_victims_nodes_and_cla
     try:
         rooms[0].fits_all(victims, None)
         want = rooms[0]._entries(victims, np.zeros_like(victims), None)
+        assert charges.all_victims is not None
         assert _same(charges.all_victims[1], want)
     finally:
         ssn.task_node[t] = home

@@ -156,7 +156,7 @@ def test_pairs_on_made_up_trials_are_those_every_pair_finds() -> None:
         bundles = victim_search._Bundles.of(made)
         search = victim_search._Search(ssn, scope, waiting, rules.needed_tasks(ssn, waiting))
         search._alone = alone = rng.random(len(made)) < 0.3
-        search._fits = _made_up_fits(alone, int(rng.integers(1 << 30)))
+        search._fits = _made_up_fits(alone, int(rng.integers(1 << 30)))  # type: ignore[method-assign]
         if seed % 2:  # a claim larger than anything freed: no set frees beyond it
             search.need = np.full_like(search.need, 1 << 50)
         every = _every_pair(search, bundles, None)
