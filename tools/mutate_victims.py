@@ -307,7 +307,7 @@ EQUIVALENT: dict[str, str] = {
         "with no bundle left the ranking reads empty arrays and the bundles come out empty "
         "anyway (a shortcut)"
     ),
-    "actions/victims/search:_Search._node_bundles:cmp-3": (
+    "actions/victims/search:_Search._node_bundles:cmp-4": (
         "a job without role minimums whose spare count is 0 asked node by node: the gang rule "
         "lets none of its tasks go there either, as the count said"
     ),

@@ -224,3 +224,20 @@ tiers:
         "L4-0",
         "L5-0",
     ]
+
+
+def test_scores_may_lag_only_under_the_packages_own_scorers_of_a_row_and_a_shape() -> None:
+    # The flag both the preempt loop and the victim search read before leaving scores to lag.
+    snap = gs.Snapshot.from_dict(_PROGRESS_CLUSTER)
+    registry = gs.default_registry()
+    registry.register_plugin("job-progress", _JobProgressScore)
+    tiers = 'actions: "enqueue, allocate, preempt"\ntiers:\n- plugins:\n  - name: priority\n'
+
+    def flag(*scorers: str) -> bool:
+        yaml = tiers + "- plugins:\n" + "".join(f"  - name: {n}\n" for n in scorers)
+        config = gs.Config.from_volcano_yaml(yaml, plugins=registry.plugins)
+        return bool(open_session(snap, config, registry=registry).points.scores_may_lag)
+
+    assert flag("predicates", "nodeorder", "binpack")
+    assert not flag("predicates", "job-progress")
+    assert not flag("predicates", "nodeorder", "network-topology-aware")  # reads more than a row

@@ -369,6 +369,9 @@ class Dispatch:
         self._flags["predicates_by_shape"] = all(
             id(p) in declared for p in self.serving("predicate")
         )
+        self._flags["scores_may_lag"] = self._flags["shape_only"] and all(
+            map(builtin, self.serving("node_score"))
+        )
         if found is not None and key is not None:
             if len(_WIRING) >= _WIRINGS_KEPT:
                 _WIRING.clear()
@@ -588,6 +591,16 @@ class Dispatch:
         """Every predicate plugin answers by the task's shape alone (node_score plugins may
         not: :attr:`shape_only` asks both)."""
         return self._flags["predicates_by_shape"]
+
+    @property
+    def scores_may_lag(self) -> bool:
+        """Whether a row's score worked out later is the one worked out when its node last
+        changed: every node_score plugin is the package's own and answers by the node's row
+        and the task's shape alone (:attr:`shape_only`). Then an evaluation may be read with
+        its scores lagging (:meth:`Session.feasible`) and scored when read; a plugin from
+        elsewhere may read what changes meanwhile (a job's tasks), and a score worked out
+        later would differ."""
+        return self._flags["scores_may_lag"]
 
     @property
     def queue_order_global(self) -> bool:

@@ -578,8 +578,11 @@ class _Search:
             return kept[1]
         ssn = self.ssn
         mask = np.zeros(ssn.arrays.n_nodes, dtype=np.bool_)
-        for i in self.templates:  # the predicates alone: node scores are not read here
-            mask |= ssn.feasible(ssn.templates[i]).ok
+        # the predicates alone: node scores are not read here, and may lag where a score
+        # worked out later is the same (:attr:`Dispatch.scores_may_lag`)
+        read = ssn.feasible if ssn.points.scores_may_lag else ssn.evaluate
+        for i in self.templates:
+            mask |= read(ssn.templates[i]).ok
         out = mask if among is None else mask & among
         self._useful[id(among)] = (among, out)
         return out

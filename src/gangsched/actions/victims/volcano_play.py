@@ -1005,14 +1005,9 @@ class _Pool:
         #: constraint: a node's predicates then pass or not whatever it runs.
         self.predicates_by_shape = ssn.points.shape_only and pod_rules(ssn) is None
         #: Whether a task's evaluation may be read with its scores lagging on the rows
-        #: changed since it was last scored: the loop scores them only when it reads one of
-        #: them. Only when a lagging row scored later gets the score it got then: every
-        #: scorer is the package's own and reads the node's row and the task's shape alone
-        #: (a scorer from elsewhere may read the jobs, which the loop changes meanwhile), and
-        #: no pod constraint masks the evaluation.
-        self.scores_may_lag = (
-            ssn.points.shape_only and ssn.points.built_in("node_score") and pod_rules(ssn) is None
-        )
+        #: changed since it was last scored (:attr:`Dispatch.scores_may_lag`, and no pod
+        #: constraint masks the evaluation): the loop scores them only when it reads one.
+        self.scores_may_lag = ssn.points.scores_may_lag and pod_rules(ssn) is None
         #: Each pool task's place in its job's victim order when it never moves (every
         #: plugin ordering victims a built-in one: :func:`search.job_ranks`), else None;
         #: read for a task the first time it is a candidate the walk is asked about
