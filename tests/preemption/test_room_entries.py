@@ -8,11 +8,7 @@ keeps for the last many-set question against a fresh one for other arrays.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from dataclasses import replace
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -20,6 +16,7 @@ import pytest
 
 import gangsched as gs
 from _preemption_helpers import GPU, config, job, node, pending, running, snap
+from _volcano_clusters import OPENB
 from gangsched.actions import preempt as preempt_action
 from gangsched.actions import reclaim as reclaim_action
 from gangsched.actions.victims import rules
@@ -28,19 +25,6 @@ from gangsched.scheduler import open_session
 from gangsched.session.core import TaskState
 from gangsched.session.task_states import RUNNING_STATES, in_states
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-OPENB = _load("preemption_clusters", ROOT / "benchmarks" / "preemption_clusters.py")
 CONFIG = gs.Config.from_volcano_yaml(OPENB.VOLCANO_PREEMPTION_YAML)
 
 

@@ -7,12 +7,8 @@ searches: the sets kept are those every pair finds, in its order, as far as its 
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-import sys
 from dataclasses import replace
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -20,25 +16,13 @@ import pytest
 
 import gangsched as gs
 from _preemption_helpers import config
+from _volcano_clusters import OPENB
 from gangsched.actions import reclaim as reclaim_action
 from gangsched.actions.victims import rules
 from gangsched.actions.victims import search as victim_search
 from gangsched.scheduler import open_session
 from gangsched.session.task_states import RUNNING_STATES, in_states
 
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-OPENB = _load("preemption_clusters", ROOT / "benchmarks" / "preemption_clusters.py")
 CONFIGS = {
     "volcano": gs.Config.from_volcano_yaml(OPENB.VOLCANO_PREEMPTION_YAML),
     "whole": config(whole=True),
