@@ -28,6 +28,7 @@ from gangsched.state import ClusterState
 from gangsched.testing.hostile import DrawChooser, RandomChooser
 from gangsched.testing.hostile.streams import (
     STREAM_CONFIGS,
+    VOLCANO_PREEMPT,
     replay,
     run_stream,
     run_streams,
@@ -117,5 +118,22 @@ def test_soak_event_streams() -> None:
     streams = int(os.environ.get("GANGSCHED_HOSTILE_SOAK_STREAMS", "2000"))
     seed = int(os.environ.get("GANGSCHED_HOSTILE_SOAK_SEED", "1"))
     summary = run_streams(streams=streams, steps=60, seed=seed)
+    print(summary.table())
+    assert not summary.failures, summary.table()
+
+
+def test_streams_under_volcanos_preemption_configuration() -> None:
+    """Volcano's preemption configuration read from its YAML (the Volcano walk, reclaim, the
+    tier walk as Volcano's): each cycle on the state equals a cycle from records."""
+    summary = run_streams(streams=12, steps=60, seed=2, configs=(VOLCANO_PREEMPT,))
+    assert summary.cycles >= 100, summary.table()
+    assert not summary.failures, summary.table()
+
+
+@pytest.mark.skipif(not SOAK, reason="soak: GANGSCHED_SOAK=1")
+@pytest.mark.soak
+def test_soak_event_streams_under_volcanos_preemption_configuration() -> None:
+    streams = int(os.environ.get("GANGSCHED_VOLCANO_SOAK_STREAMS", "1000"))
+    summary = run_streams(streams=streams, steps=60, seed=91, configs=(VOLCANO_PREEMPT,))
     print(summary.table())
     assert not summary.failures, summary.table()

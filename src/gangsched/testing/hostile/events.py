@@ -62,6 +62,7 @@ from gangsched.testing.hostile.case import Chooser, RandomChooser
 
 __all__ = [
     "STREAM_CONFIGS",
+    "VOLCANO_PREEMPT",
     "StreamFailure",
     "StreamSummary",
     "run_stream",
@@ -73,11 +74,28 @@ _TIERS_HEAD = [{"name": "priority"}, {"name": "gang"}, {"name": "conformance"}]
 
 #: The configurations a stream's cycles run under (one per stream).
 STREAM_CONFIGS: tuple[str, ...] = ("default", "capacity", "preempt", "consolidate", "topology")
+#: Volcano's preemption configuration read from its YAML (``preempt`` plays Volcano's own walk,
+#: the tiers walked as Volcano walks them): not among :data:`STREAM_CONFIGS`, asked for by name.
+VOLCANO_PREEMPT = "volcano-preempt"
+_VOLCANO_PREEMPT_YAML = """actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
 _CONFIGS: dict[str, Config] = {}
 
 
 def stream_configs() -> dict[str, Config]:
-    """Name → configuration of :data:`STREAM_CONFIGS`."""
+    """Name → configuration of :data:`STREAM_CONFIGS` and :data:`VOLCANO_PREEMPT`."""
     if not _CONFIGS:
 
         def tiers(*second: str, **args: Any) -> list[list[dict[str, Any]]]:
@@ -112,6 +130,7 @@ def stream_configs() -> dict[str, Config]:
                 ),
             }
         )
+        _CONFIGS[VOLCANO_PREEMPT] = Config.from_volcano_yaml(_VOLCANO_PREEMPT_YAML)
     return _CONFIGS
 
 
@@ -708,14 +727,15 @@ def run_streams(
     seed: int = 0,
     determinism_every: int = 4,
     progress: Callable[[StreamSummary], None] | None = None,
+    configs: tuple[str, ...] = STREAM_CONFIGS,
 ) -> StreamSummary:
     """Run ``streams`` streams of ``steps`` operations from ``seed`` (stream ``i`` uses
-    configuration ``STREAM_CONFIGS[i % 5]``); every ``determinism_every``-th stream runs
-    twice and must give the same trace."""
+    configuration ``configs[i % len(configs)]``, names of :func:`stream_configs`); every
+    ``determinism_every``-th stream runs twice and must give the same trace."""
     total = StreamSummary()
     start = time.perf_counter()
     for i in range(streams):
-        name = STREAM_CONFIGS[i % len(STREAM_CONFIGS)]
+        name = configs[i % len(configs)]
         one, trace = run_stream(
             RandomChooser(f"{seed}:{i}"), steps=steps, config_name=name, seed=seed, index=i
         )

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from gangsched.testing.hostile.events import (
     STREAM_CONFIGS,
+    VOLCANO_PREEMPT,
     StreamFailure,
     StreamSummary,
     replay,
@@ -27,6 +28,7 @@ from gangsched.testing.hostile.events import (
 
 __all__ = [
     "STREAM_CONFIGS",
+    "VOLCANO_PREEMPT",
     "StreamFailure",
     "StreamSummary",
     "main",
