@@ -30,26 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from gangsched.config.volcano import VOLCANO_PREEMPTION_CONF
 from gangsched.io.openb import load_nodes, load_pods
 
 __all__ = ["GENERATORS", "TENANTS", "VOLCANO_PREEMPTION_YAML", "openb_preemption_dict"]
 
 #: Volcano's default tiers with the preemption actions: the configuration the preemption rows of
 #: ``benchmarks/report.py`` time against the default one.
-VOLCANO_PREEMPTION_YAML = """actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
+VOLCANO_PREEMPTION_YAML = VOLCANO_PREEMPTION_CONF
 
 #: (name, weight, queue priority) of the tenants' queues.
 TENANTS = (

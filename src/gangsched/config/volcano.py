@@ -43,11 +43,30 @@ from gangsched.errors import ConfigError
 
 __all__ = [
     "EXTENSIONS",
+    "VOLCANO_PREEMPTION_CONF",
     "as_volcano_reads",
     "check_victim_selection",
     "naming_extensions",
     "without_defaults",
 ]
+
+#: Volcano's default tiers (as its chart ships ``volcano-scheduler.conf``) with the preemption
+#: actions ``enqueue, allocate, preempt, reclaim, backfill``: the configuration people run
+#: with preemption, as the text :meth:`Config.from_volcano_yaml` reads.
+VOLCANO_PREEMPTION_CONF = """actions: "enqueue, allocate, preempt, reclaim, backfill"
+tiers:
+- plugins:
+  - name: priority
+  - name: gang
+  - name: conformance
+- plugins:
+  - name: overcommit
+  - name: drf
+  - name: predicates
+  - name: proportion
+  - name: nodeorder
+  - name: binpack
+"""
 
 #: ``(action, argument, gangsched's default, the value that behaves like Volcano)``.
 EXTENSIONS: tuple[tuple[str, str, bool | str, bool | str], ...] = (

@@ -125,6 +125,7 @@ __all__ = [
     "devices_given_back",
     "given_back",
     "job_ranks",
+    "lexical_order",
     "preempt_job",
     "victim_key_of",
 ]
@@ -630,7 +631,7 @@ class _Search:
             return _Bundles.of(self._job_bundles(tasks, on, first, ends, ranked))
         # by job, then node, then victim order (a task's place is unique in its job)
         nodes = ssn.task_node[victims]
-        order = _lexical(jobs, nodes, pos)
+        order = lexical_order(jobs, nodes, pos)
         tasks, jobs, nodes, pos = victims[order], jobs[order], nodes[order], pos[order]
         # the key reads every task of the job, useful or not: its first in victim order
         by_job, lead = _firsts(tasks, jobs, pos)
@@ -757,7 +758,7 @@ class _Search:
         left = left[_starts(left)]
         rank[kept] = rank_of(left)[np.searchsorted(left, heads[kept])]
         placed = np.full(group.size, -1, dtype=np.int64)
-        placed[kept[_lexical(rank[kept], nodes[group[kept]])]] = np.arange(kept.size)
+        placed[kept[lexical_order(rank[kept], nodes[group[kept]])]] = np.arange(kept.size)
         chosen = np.flatnonzero(taken & (placed[member] >= 0))
         chosen = chosen[_stable(placed[member[chosen]])]
         by_place = kept[np.argsort(placed[kept])]
@@ -1322,7 +1323,7 @@ def _run_sums(rows: I64, starts: I64) -> I64:
     return out
 
 
-def _lexical(*keys: I64) -> I64:
+def lexical_order(*keys: I64) -> I64:
     """The order that sorts rows by ``keys`` (whole numbers), the first key first, as
     ``np.lexsort`` with the keys reversed: one sort of one combined key when they are not
     negative and it fits in 63 bits (rows with equal keys then in any order: the callers' keys
@@ -1352,11 +1353,7 @@ def _grouping(keys: I64) -> I64 | None:
     already are. Keys from 0 to 2**16 are sorted as 16-bit numbers, by counting."""
     if keys.size < 2 or not bool((keys[1:] < keys[:-1]).any()):
         return None
-    if int(keys.min()) >= 0 and int(keys.max()) < 1 << 16:
-        out: I64 = np.argsort(keys.astype(np.uint16), kind="stable")
-    else:
-        out = np.argsort(keys)
-    return out
+    return _stable(keys)
 
 
 def _distinct(values: I64) -> I64:
@@ -2000,10 +1997,10 @@ class _Room:
         e_set, e_node, add, d_dev, d_info = self._entries_of(tasks, sets, n_sets, among)
         # each (set, node) pair's room with the sets before it (on that node) evicted, and with
         # it; the same per device
-        order = _lexical(e_node, e_set)  # (set, node) pairs: each once
+        order = lexical_order(e_node, e_set)  # (set, node) pairs: each once
         before, after = self._cumulative(e_node, add, order)
         if d_dev.size:
-            d_order = _lexical(d_dev, e_set[d_info[1]])  # (set, device) pairs: each once
+            d_order = lexical_order(d_dev, e_set[d_info[1]])  # (set, device) pairs: each once
             d_before, d_after = self._cumulative(d_dev, d_info[0][:, None], d_order)
         ok = np.ones(n_sets, dtype=np.bool_)
         for kind, base in zip(self.kinds, self._base(among), strict=True):

@@ -1193,18 +1193,11 @@ def _by_job_and_node(ssn: Session, cands: I64, rank: I64) -> _Grouping:
     jobs, each one's place in its group and its place in ``cands`` (Volcano's plugins are
     asked about one node's candidates and judge a job's tasks one after another)."""
     jobs, nodes = ssn.task_job[cands], ssn.task_node[cands]
-    ranks = rank[cands]
-    n_nodes = ssn.arrays.n_nodes
-    deep = int(ranks.max()) + 1 if cands.size else 1
-    group = jobs * n_nodes + nodes  # a number per (job, node)
-    if len(ssn.snapshot.jobs) * n_nodes * deep < 1 << 62:
-        # one key per candidate (its job, node and rank, distinct): one sort, not three
-        at: I64 = np.argsort(group * deep + ranks, kind="stable")
-    else:
-        at = np.lexsort((ranks, nodes, jobs))
+    # (a candidate's job, node and rank tell it apart: one sort of one combined key)
+    at = search.lexical_order(jobs, nodes, rank[cands])
     c, j = cands[at], jobs[at]
     first = np.zeros(c.size, dtype=np.int64)
-    starts = _starts(group[at])
+    starts = _starts(j, nodes[at])
     first[starts] = starts
     np.maximum.accumulate(first, out=first)  # each one's group's start
     place: I64 = np.arange(c.size, dtype=np.int64) - first

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gangsched.config import Config
+from gangsched.config.volcano import VOLCANO_PREEMPTION_CONF
 from gangsched.decisions import Bind, Decisions, Eviction, JobStatus, Pipeline
 from gangsched.errors import GangschedError
 from gangsched.limits import Limits
@@ -77,20 +78,6 @@ STREAM_CONFIGS: tuple[str, ...] = ("default", "capacity", "preempt", "consolidat
 #: Volcano's preemption configuration read from its YAML (``preempt`` plays Volcano's own walk,
 #: the tiers walked as Volcano walks them): not among :data:`STREAM_CONFIGS`, asked for by name.
 VOLCANO_PREEMPT = "volcano-preempt"
-_VOLCANO_PREEMPT_YAML = """actions: "enqueue, allocate, preempt, reclaim, backfill"
-tiers:
-- plugins:
-  - name: priority
-  - name: gang
-  - name: conformance
-- plugins:
-  - name: overcommit
-  - name: drf
-  - name: predicates
-  - name: proportion
-  - name: nodeorder
-  - name: binpack
-"""
 _CONFIGS: dict[str, Config] = {}
 
 
@@ -130,7 +117,7 @@ def stream_configs() -> dict[str, Config]:
                 ),
             }
         )
-        _CONFIGS[VOLCANO_PREEMPT] = Config.from_volcano_yaml(_VOLCANO_PREEMPT_YAML)
+        _CONFIGS[VOLCANO_PREEMPT] = Config.from_volcano_yaml(VOLCANO_PREEMPTION_CONF)
     return _CONFIGS
 
 
